@@ -1,0 +1,66 @@
+"""Assemble an agent's components from a config: the one place that knows every class."""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from hpcrl.config.loader import from_dict
+from hpcrl.config.schema import ActorConfig, Config
+from hpcrl.core.actor import ActorCritic
+from hpcrl.core.envs import EnvSpaces, probe_spaces
+from hpcrl.core.rollout import RolloutLayout
+
+
+def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
+    """A freshly initialised actor; the same seed gives the same weights everywhere."""
+    with torch.random.fork_rng():
+        torch.manual_seed(config.seed)
+        return ActorCritic(spaces, config.actor, config.env.normalize_obs, config.env.clip_obs)
+
+
+def rollout_layout(config: Config, spaces: EnvSpaces, num_envs: int) -> RolloutLayout:
+    return RolloutLayout(config.algo.num_steps, num_envs, spaces.obs_shape, spaces.action_shape)
+
+
+def env_spaces(config: Config) -> EnvSpaces:
+    return probe_spaces(config.env)
+
+
+# -- the policy part of a checkpoint: enough to rebuild the actor without the env ----------
+def policy_record(config: Config, spaces: EnvSpaces, actor: ActorCritic) -> dict[str, Any]:
+    space = spaces.action_space
+    if isinstance(space, gym.spaces.Discrete):
+        action = {"type": "discrete", "n": int(space.n)}
+    else:
+        action = {"type": "box", "low": torch.from_numpy(space.low.copy()),
+                  "high": torch.from_numpy(space.high.copy())}
+    return {"obs_shape": list(spaces.obs_shape), "action": action,
+            "config": _config_dict(config), "state_dict": actor.state_dict()}
+
+
+def _config_dict(config: Config) -> dict[str, Any]:
+    from hpcrl.config.loader import to_dict
+    return to_dict(config)
+
+
+def actor_from_record(record: dict[str, Any]) -> ActorCritic:
+    """Rebuild the trained actor stored by :func:`policy_record`."""
+    action = record["action"]
+    if action["type"] == "discrete":
+        space: gym.Space = gym.spaces.Discrete(action["n"])
+    else:
+        low, high = action["low"].numpy(), action["high"].numpy()
+        space = gym.spaces.Box(low, high, dtype=np.float32)
+    spaces = EnvSpaces(tuple(record["obs_shape"]), space)
+    cfg = record["config"]
+    actor = ActorCritic(spaces, ActorConfig(**cfg["actor"]), cfg["env"]["normalize_obs"],
+                        cfg["env"]["clip_obs"])
+    actor.load_state_dict(record["state_dict"])
+    return actor.eval()
+
+
+def config_from_record(record: dict[str, Any]) -> Config:
+    return from_dict(record["config"])

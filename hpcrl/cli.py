@@ -1,0 +1,109 @@
+"""The ``hpcrl`` command line: train, eval and config."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from hpcrl.config.loader import ConfigError, dump_yaml, load_config
+from hpcrl.runtime.checkpoint import CheckpointError
+
+SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
+
+
+def _fail(err: Exception) -> "click.ClickException":
+    return click.ClickException(str(err))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="hpcrl")
+def main() -> None:
+    """Reinforcement learning on HPC clusters: the same agent on 1 process or N MPI ranks."""
+
+
+@main.command()
+@click.argument("config", required=False, type=click.Path(dir_okay=False))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
+@click.option("--run-dir", type=click.Path(file_okay=False), help="Where to write the run "
+              "(default: runs/<algo>-<env>-<time>).")
+@click.option("--resume", "resume_dir", type=click.Path(file_okay=False, exists=True),
+              help="Continue the run in this directory from its last checkpoint.")
+def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[str],
+          resume_dir: Optional[str]) -> None:
+    """Train an agent. Without CONFIG, trains PPO on CartPole-v1 (the embedded default)."""
+    from hpcrl.runtime.run_dir import RunDir, default_run_dir
+    from hpcrl.training import Trainer, resume_config
+
+    try:
+        if resume_dir is not None:
+            if config is not None or run_dir is not None:
+                raise click.UsageError("--resume takes the config and run directory of the run "
+                                       "it resumes; drop CONFIG/--run-dir")
+            run = RunDir(Path(resume_dir))
+            cfg = resume_config(run, list(overrides))
+            trainer = Trainer(cfg, run, resume=True)
+        else:
+            cfg = load_config(config, overrides)
+            run = RunDir(Path(run_dir) if run_dir else default_run_dir(cfg))
+            if run.checkpoint_path.exists():
+                raise click.UsageError(f"'{run.path}' already holds a run; resume it with "
+                                       f"--resume {run.path} or pick another --run-dir")
+            trainer = Trainer(cfg, run)
+        click.echo(f"hpcrl: training {cfg.algo.name} on {cfg.env.id} in {run.path}", err=True)
+        trainer.train()
+    except (ConfigError, CheckpointError) as err:
+        raise _fail(err) from None
+
+
+@main.command("eval")
+@click.argument("run_dir", type=click.Path(exists=True))
+@click.option("--episodes", "-n", type=click.IntRange(min=1), default=None,
+              help="Episodes to run (default: the run's train.eval_episodes, at least 1).")
+@click.option("--seed", type=int, default=None, help="Seed of the eval episodes.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for scripts).")
+def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
+                 as_json: bool) -> None:
+    """Run the trained policy of RUN_DIR (or a checkpoint file) deterministically."""
+    from hpcrl.evaluation import evaluate
+    from hpcrl.policy import load_policy_and_config
+
+    try:
+        actor, cfg = load_policy_and_config(run_dir)
+    except (ConfigError, CheckpointError) as err:
+        raise _fail(err) from None
+    n = episodes or max(cfg.train.eval_episodes, 1)
+    result = evaluate(actor, cfg, n, seed)
+    if as_json:
+        click.echo(json.dumps({"env_id": cfg.env.id, **result}))
+    else:
+        click.echo(f"{cfg.env.id}: mean return {result['mean_return']:.2f} +- "
+                   f"{result['std_return']:.2f} over {n} episodes")
+
+
+@main.group()
+def config() -> None:
+    """Inspect configs."""
+
+
+@config.command("show")
+@click.argument("config_path", required=False, type=click.Path(dir_okay=False))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
+@click.option("--docs", is_flag=True, help="Print every key with its documentation instead.")
+def config_show(config_path: Optional[str], overrides: tuple[str, ...], docs: bool) -> None:
+    """Print the resolved config (defaults < CONFIG_PATH < --set) as YAML."""
+    try:
+        cfg = load_config(config_path, overrides)
+    except ConfigError as err:
+        raise _fail(err) from None
+    if docs:
+        from hpcrl.config.docs import describe
+        click.echo(describe(cfg))
+    else:
+        click.echo(dump_yaml(cfg), nl=False)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Build a :class:`Config` from YAML text and ``KEY=VALUE`` overrides, with clear errors.
+
+Errors name the dotted key at fault; an unknown key also names the closest valid key.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from hpcrl.config.schema import Config
+from hpcrl.config.validate import validate
+
+
+class ConfigError(ValueError):
+    """A config key, type or value that cannot be used; the message says how to fix it."""
+
+
+def all_keys(cls: type = Config, prefix: str = "") -> list[str]:
+    """Every dotted leaf key of a config dataclass, e.g. ``algo.lr``."""
+    keys: list[str] = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        name = prefix + f.name
+        if dataclasses.is_dataclass(hints[f.name]):
+            keys.extend(all_keys(hints[f.name], name + "."))
+        else:
+            keys.append(name)
+    return keys
+
+
+def _unknown_key(key: str) -> ConfigError:
+    close = difflib.get_close_matches(key, all_keys(), n=1, cutoff=0.5)
+    if not close:  # a typo in the section name still finds the leaf
+        leaf = key.rsplit(".", 1)[-1]
+        close = [k for k in all_keys() if k.rsplit(".", 1)[-1] == leaf][:1]
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return ConfigError(f"unknown config key '{key}'{hint} "
+                       f"(`hpcrl config show` lists the valid keys)")
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Check ``value`` against the annotation ``tp`` and return it in that type."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(key, value, args[0])
+    if origin is typing.Literal:
+        choices = typing.get_args(tp)
+        if value not in choices:
+            raise ConfigError(f"config key '{key}' must be one of {list(choices)}, got {value!r}")
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"config key '{key}' must be true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+            raise ConfigError(f"config key '{key}' must be an integer, got {value!r}")
+        return int(value)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"config key '{key}' must be a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"config key '{key}' must be a string, got {value!r}")
+        return value
+    if tp is list or origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"config key '{key}' must be a list, got {value!r}")
+        return list(value)
+    if tp is dict or origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"config key '{key}' must be a mapping, got {value!r}")
+        return dict(value)
+    raise ConfigError(f"config key '{key}' has an unsupported type {_type_name(tp)}")
+
+
+def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config section '{prefix.rstrip('.') or '<root>'}' must be a mapping, "
+                          f"got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in names:
+            raise _unknown_key(prefix + str(key))
+    kwargs = {}
+    for name, value in data.items():
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = _build(tp, value, prefix + name + ".")
+        else:
+            kwargs[name] = _coerce(prefix + name, value, tp)
+    return cls(**kwargs)
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """The config as plain nested dicts, lists and scalars (YAML- and checkpoint-safe)."""
+    return dataclasses.asdict(config)
+
+
+def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
+    """Parse ``KEY=VALUE`` strings into a nested dict; values are read as YAML scalars."""
+    nested: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"override '{pair}' is not of the form KEY=VALUE "
+                              f"(e.g. --set algo.lr=3e-4)")
+        key, raw = pair.split("=", 1)
+        key = key.strip()
+        if not key:
+            raise ConfigError(f"override '{pair}' has an empty key")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as err:
+            raise ConfigError(f"override '{pair}': value is not valid YAML ({err})") from None
+        node = nested
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override '{pair}' sets a key below the value '{part}'")
+        node[parts[-1]] = value
+    return nested
+
+
+def merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """Recursively merge ``update`` into a copy of ``base`` (update wins)."""
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config file into a dict (an empty file is an empty config)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file '{path}' does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file '{path}' is not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file '{path}' must hold a mapping of sections, got "
+                          f"{type(data).__name__}")
+    return data
+
+
+def from_dict(data: Mapping[str, Any], overrides: Iterable[str] = ()) -> Config:
+    """A validated :class:`Config` from a nested dict plus ``KEY=VALUE`` overrides."""
+    merged = merge(dict(data), parse_overrides(overrides))
+    config = _build(Config, merged, "")
+    problem = validate(config)
+    if problem is not None:
+        raise ConfigError(problem)
+    return config
+
+
+def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> Config:
+    """The run's config: defaults, then the YAML file (if any), then the overrides."""
+    data = read_yaml(path) if path is not None else {}
+    return from_dict(data, overrides)
+
+
+def dump_yaml(config: Config) -> str:
+    """The resolved config as YAML text, in field order."""
+    return yaml.safe_dump(to_dict(config), sort_keys=False)

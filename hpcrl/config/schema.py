@@ -1,0 +1,102 @@
+"""The typed configuration of an hpcrl run.
+
+Every field carries its documentation in ``metadata["doc"]`` (see :func:`doc`), which
+``hpcrl config show --docs`` prints and the error messages quote. Values are checked by
+:mod:`hpcrl.config.validate` before any rank starts work.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
+
+
+def doc(text: str, default: Any = None, *, factory: Any = None) -> Any:
+    """A dataclass field with a default and a docstring kept in its metadata."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"doc": text})
+    return field(default=default, metadata={"doc": text})
+
+
+@dataclass
+class EnvConfig:
+    """Which environment is vectorised, and how."""
+
+    id: str = doc("Gymnasium id of the environment: a registered id such as 'CartPole-v1', or "
+                  "'module:EnvId' to import the module that registers it first.", "CartPole-v1")
+    num_envs: int = doc("Environments stepped together by each collecting process.", 8)
+    vectorization: Literal["sync", "async"] = doc(
+        "'sync' steps the envs in the collector's process (best for cheap envs such as "
+        "CartPole); 'async' runs each env in its own subprocess (for expensive envs).", "sync")
+    kwargs: dict = doc("Extra keyword arguments passed to gymnasium.make.", factory=dict)
+    normalize_obs: bool = doc("Normalise observations by a running mean and variance that "
+                              "travels with the weights and is saved in the policy.", False)
+    normalize_reward: bool = doc("Scale rewards by the running std of the discounted return.",
+                                 False)
+    clip_obs: float = doc("Clip normalised observations to [-clip_obs, clip_obs].", 10.0)
+    clip_reward: float = doc("Clip normalised rewards to [-clip_reward, clip_reward].", 10.0)
+
+
+@dataclass
+class ActorConfig:
+    """The networks of the agent and their action distribution."""
+
+    hidden_sizes: list = doc("Widths of the hidden layers of each MLP trunk.",
+                             factory=lambda: [64, 64])
+    activation: Literal["tanh", "relu", "elu"] = doc("Activation between hidden layers.", "tanh")
+    shared_trunk: bool = doc("One trunk feeds both the policy and the value head (True) or "
+                             "each has its own MLP (False).", False)
+    ortho_init: bool = doc("Orthogonal initialisation (gain sqrt(2) in the trunk, 0.01 for the "
+                           "policy head, 1 for the value head).", True)
+    log_std_init: float = doc("Initial log standard deviation of Gaussian actions.", 0.0)
+
+
+@dataclass
+class AlgoConfig:
+    """The learning algorithm and its hyperparameters."""
+
+    name: Literal["ppo", "a2c"] = doc("Algorithm: 'ppo' (clipped surrogate) or 'a2c'.", "ppo")
+    num_steps: int = doc("Steps collected per env between updates (rollout length).", 32)
+    num_epochs: int = doc("PPO: passes over each rollout. A2C uses 1.", 20)
+    minibatch_size: int = doc("PPO: samples per gradient step; must divide num_steps x total "
+                              "envs. A2C uses the whole rollout.", 256)
+    gamma: float = doc("Discount factor.", 0.98)
+    gae_lambda: float = doc("GAE lambda: 1 gives Monte-Carlo advantages, 0 one-step TD.", 0.8)
+    lr: float = doc("Initial learning rate.", 1e-3)
+    lr_schedule: Literal["constant", "linear"] = doc(
+        "'linear' decays the learning rate to 0 over train.total_env_steps.", "linear")
+    clip_range: float = doc("PPO: initial clip range of the probability ratio.", 0.2)
+    clip_schedule: Literal["constant", "linear"] = doc(
+        "'linear' decays the clip range to 0 over train.total_env_steps.", "linear")
+    clip_range_vf: Optional[float] = doc("PPO: clip the value change to this range around the "
+                                         "old value (None disables value clipping).", None)
+    ent_coef: float = doc("Weight of the entropy bonus.", 0.0)
+    vf_coef: float = doc("Weight of the value loss.", 0.5)
+    max_grad_norm: float = doc("Clip the global gradient norm to this value (0 disables).", 0.5)
+    normalize_advantage: bool = doc("Normalise advantages per minibatch.", True)
+    optimizer: Literal["adam", "rmsprop"] = doc("Optimiser of the update.", "adam")
+    optimizer_eps: float = doc("Epsilon of the optimiser's denominator.", 1e-5)
+
+
+@dataclass
+class TrainConfig:
+    """How long to train, and what is recorded."""
+
+    total_env_steps: int = doc("Environment steps to train for, summed over all envs.", 100_000)
+    eval_episodes: int = doc("Deterministic episodes run at the end of training (0 skips).", 10)
+    checkpoint_every: int = doc("Write a checkpoint every this many updates (and at the end).",
+                                50)
+    log_interval_s: float = doc("Seconds between progress lines on the console.", 5.0)
+    device: str = doc("Device of the learner: 'auto', 'cpu', 'cuda' or 'cuda:N'.", "cpu")
+    torch_threads: int = doc("torch intra-op threads per process (0 keeps torch's default).", 1)
+    tensorboard: bool = doc("Write TensorBoard event files when tensorboard is installed.", True)
+
+
+@dataclass
+class Config:
+    """A whole run: the agent's components and how long to train it."""
+
+    seed: int = doc("Seed of everything: env i is seeded with seed + i, networks with seed.", 0)
+    env: EnvConfig = doc("Environment settings.", factory=EnvConfig)
+    actor: ActorConfig = doc("Network settings.", factory=ActorConfig)
+    algo: AlgoConfig = doc("Algorithm settings.", factory=AlgoConfig)
+    train: TrainConfig = doc("Training-loop settings.", factory=TrainConfig)

@@ -1,0 +1,118 @@
+"""Value checks of a typed config: impossible values are caught before any work starts.
+
+Each check returns a message naming the key and the fix, or None when the config is usable.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from hpcrl.config.schema import Config
+
+Check = Callable[[Config], Optional[str]]
+
+
+def _positive(key: str, value: float, strict: bool = True) -> Optional[str]:
+    if (value <= 0) if strict else (value < 0):
+        bound = "> 0" if strict else ">= 0"
+        return f"config key '{key}' must be {bound}, got {value}"
+    return None
+
+
+def _in_unit(key: str, value: float, low_open: bool = False) -> Optional[str]:
+    if not (0.0 < value <= 1.0 if low_open else 0.0 <= value <= 1.0):
+        interval = "(0, 1]" if low_open else "[0, 1]"
+        return f"config key '{key}' must lie in {interval}, got {value}"
+    return None
+
+
+def total_envs(config: Config) -> int:
+    """Envs stepped in one update over all collecting processes (1 process here)."""
+    return config.env.num_envs
+
+
+def _check_numbers(c: Config) -> Optional[str]:
+    checks = [
+        _positive("env.num_envs", c.env.num_envs),
+        _positive("env.clip_obs", c.env.clip_obs),
+        _positive("env.clip_reward", c.env.clip_reward),
+        _positive("algo.num_steps", c.algo.num_steps),
+        _positive("algo.num_epochs", c.algo.num_epochs),
+        _positive("algo.minibatch_size", c.algo.minibatch_size),
+        _in_unit("algo.gamma", c.algo.gamma),
+        _in_unit("algo.gae_lambda", c.algo.gae_lambda),
+        _positive("algo.lr", c.algo.lr),
+        _positive("algo.clip_range", c.algo.clip_range),
+        _positive("algo.ent_coef", c.algo.ent_coef, strict=False),
+        _positive("algo.vf_coef", c.algo.vf_coef, strict=False),
+        _positive("algo.max_grad_norm", c.algo.max_grad_norm, strict=False),
+        _positive("algo.optimizer_eps", c.algo.optimizer_eps),
+        _positive("train.total_env_steps", c.train.total_env_steps),
+        _positive("train.eval_episodes", c.train.eval_episodes, strict=False),
+        _positive("train.checkpoint_every", c.train.checkpoint_every),
+        _positive("train.log_interval_s", c.train.log_interval_s),
+        _positive("train.torch_threads", c.train.torch_threads, strict=False),
+    ]
+    if c.algo.clip_range_vf is not None:
+        checks.append(_positive("algo.clip_range_vf", c.algo.clip_range_vf))
+    return next((msg for msg in checks if msg), None)
+
+
+def _check_actor(c: Config) -> Optional[str]:
+    sizes = c.actor.hidden_sizes
+    if not sizes or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0
+                            for s in sizes):
+        return (f"config key 'actor.hidden_sizes' must be a non-empty list of positive "
+                f"integers, got {sizes!r}")
+    return None
+
+
+def _check_batch(c: Config) -> Optional[str]:
+    if c.algo.name != "ppo":
+        return None
+    batch = c.algo.num_steps * total_envs(c)
+    if c.algo.minibatch_size > batch or batch % c.algo.minibatch_size:
+        divisors = [d for d in range(1, batch + 1) if batch % d == 0]
+        near = min(divisors, key=lambda d: abs(d - c.algo.minibatch_size))
+        return (f"config key 'algo.minibatch_size' ({c.algo.minibatch_size}) must divide the "
+                f"batch of algo.num_steps x env.num_envs = {c.algo.num_steps} x "
+                f"{total_envs(c)} = {batch}; the nearest divisor is {near}")
+    if c.algo.minibatch_size % total_envs(c):
+        return (f"config key 'algo.minibatch_size' ({c.algo.minibatch_size}) must be a multiple "
+                f"of the number of envs ({total_envs(c)}): every minibatch holds the same "
+                f"number of steps from each env, so the batch order does not depend on how "
+                f"envs are spread over ranks")
+    return None
+
+
+def _check_budget(c: Config) -> Optional[str]:
+    per_update = c.algo.num_steps * total_envs(c)
+    if c.train.total_env_steps < per_update:
+        return (f"config key 'train.total_env_steps' ({c.train.total_env_steps}) is smaller than "
+                f"one rollout (algo.num_steps x env.num_envs = {per_update})")
+    return None
+
+
+def _check_device(c: Config) -> Optional[str]:
+    dev = c.train.device
+    if dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit()):
+        return None
+    return f"config key 'train.device' must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {dev!r}"
+
+
+def _check_env_id(c: Config) -> Optional[str]:
+    from hpcrl.core.envs import env_id_problem  # gymnasium import kept out of config parsing
+
+    return env_id_problem(c.env.id)
+
+
+CHECKS: list[Check] = [_check_numbers, _check_actor, _check_batch, _check_budget,
+                       _check_device, _check_env_id]
+
+
+def validate(config: Config) -> Optional[str]:
+    """The first problem of ``config`` as a message, or None when it is usable."""
+    for check in CHECKS:
+        problem = check(config)
+        if problem:
+            return problem
+    return None

@@ -1,0 +1,21 @@
+"""Learning algorithms: each turns batches into gradients and applies gradients."""
+from __future__ import annotations
+
+from torch import nn
+
+from hpcrl.config.schema import AlgoConfig
+from hpcrl.core.algorithms.a2c import A2C
+from hpcrl.core.algorithms.base import Algorithm
+from hpcrl.core.algorithms.ppo import PPO
+from hpcrl.core.reducer import Reducer
+
+ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "a2c": A2C}
+
+
+def make_algorithm(actor: nn.Module, config: AlgoConfig,
+                   reducer: Reducer | None = None) -> Algorithm:
+    """The algorithm named by ``config.name`` over ``actor``."""
+    return ALGORITHMS[config.name](actor, config, reducer)
+
+
+__all__ = ["A2C", "ALGORITHMS", "Algorithm", "PPO", "make_algorithm"]

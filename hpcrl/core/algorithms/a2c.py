@@ -1,0 +1,33 @@
+"""A2C: one synchronous advantage actor-critic step on the whole rollout."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+
+from hpcrl.core.algorithms.base import Algorithm
+from hpcrl.core.algorithms.ppo import normalized_advantages
+from hpcrl.core.storage import RolloutBatch, RolloutStorage
+
+
+class A2C(Algorithm):
+    """Advantage actor-critic (Mnih et al. 2016, synchronous form): policy gradient with GAE
+    advantages, a squared-error value loss and an entropy bonus, one step per rollout."""
+
+    stat_names = ("policy_loss", "value_loss", "entropy")
+
+    def minibatches(self, storage: RolloutStorage, update: int, seed: int,
+                    total_envs: int) -> Iterator[RolloutBatch]:
+        yield storage.full_batch()
+
+    def loss(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg = self.config
+        log_probs, entropy, values = self.actor.evaluate(batch.obs, batch.actions)
+        advantages = normalized_advantages(batch, self)
+        policy_loss = -(advantages.detach() * log_probs).mean()
+        value_loss = F.mse_loss(values, batch.returns)
+        entropy_mean = entropy.mean()
+        loss = policy_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * value_loss
+        return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                      "entropy": entropy_mean.item()}

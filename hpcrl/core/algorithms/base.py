@@ -1,0 +1,100 @@
+"""What every algorithm offers: gradients from a batch, and the application of gradients.
+
+The split is what lets a gradient rank and an update rank live in different processes:
+``compute_gradients`` needs only the actor's weights, ``apply_gradients`` owns the optimiser.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Iterator
+
+import torch
+from torch import nn
+
+from hpcrl.config.schema import AlgoConfig
+from hpcrl.core.flat import flat_to_grads, grads_to_flat
+from hpcrl.core.reducer import LocalReducer, Reducer
+from hpcrl.core.storage import RolloutBatch, RolloutStorage
+
+
+def linear_schedule(initial: float, kind: str, progress: float) -> float:
+    """``initial`` (constant) or ``initial * (1 - progress)`` (linear decay to 0)."""
+    return initial * (1.0 - progress) if kind == "linear" else initial
+
+
+class Algorithm(ABC):
+    """An on-policy learning rule over an actor.
+
+    ``stat_names`` lists the loss terms each gradient reports, in a fixed order so they can
+    travel as a plain float vector beside the gradient.
+    """
+
+    stat_names: tuple[str, ...] = ()
+
+    def __init__(self, actor: nn.Module, config: AlgoConfig,
+                 reducer: Reducer | None = None) -> None:
+        self.actor = actor
+        self.config = config
+        self.reducer: Reducer = reducer or LocalReducer()
+        self.progress = 0.0
+        self._optimizer: torch.optim.Optimizer | None = None
+
+    # -- schedules ---------------------------------------------------------------------------
+    def set_progress(self, fraction: float) -> None:
+        """Tell the schedules how far training is (0 at the start, 1 at the end)."""
+        self.progress = min(max(fraction, 0.0), 1.0)
+
+    @property
+    def learning_rate(self) -> float:
+        return linear_schedule(self.config.lr, self.config.lr_schedule, self.progress)
+
+    # -- gradients ---------------------------------------------------------------------------
+    @abstractmethod
+    def minibatches(self, storage: RolloutStorage, update: int, seed: int,
+                    total_envs: int) -> Iterator[RolloutBatch]:
+        """The batches of one update, one gradient step each, in order."""
+
+    @abstractmethod
+    def loss(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """The scalar loss of ``batch`` and its terms as floats."""
+
+    def compute_gradients(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """The flat gradient of the loss on ``batch`` (the actor's weights are not changed)."""
+        self.actor.zero_grad(set_to_none=True)
+        loss, stats = self.loss(batch)
+        loss.backward()
+        return grads_to_flat(self.actor), stats
+
+    # -- updates -----------------------------------------------------------------------------
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        params = list(self.actor.parameters())
+        if self.config.optimizer == "rmsprop":
+            return torch.optim.RMSprop(params, lr=self.config.lr, alpha=0.99,
+                                       eps=self.config.optimizer_eps)
+        return torch.optim.Adam(params, lr=self.config.lr, eps=self.config.optimizer_eps)
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The optimiser, made on first use so gradient-only processes never hold its state."""
+        if self._optimizer is None:
+            self._optimizer = self._make_optimizer()
+        return self._optimizer
+
+    def apply_gradients(self, flat_grads: torch.Tensor) -> dict[str, float]:
+        """Clip ``flat_grads`` by global norm and take one optimiser step with them."""
+        norm = float(flat_grads.norm())
+        max_norm = self.config.max_grad_norm
+        if max_norm > 0 and norm > max_norm:
+            flat_grads = flat_grads * (max_norm / (norm + 1e-6))
+        flat_to_grads(self.actor, flat_grads)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate
+        self.optimizer.step()
+        return {"grad_norm": norm, "learning_rate": self.learning_rate}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "progress": self.progress}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.progress = float(state["progress"])

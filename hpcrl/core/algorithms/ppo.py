@@ -1,0 +1,70 @@
+"""PPO: clipped surrogate objective over epochs x minibatches of each rollout."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from hpcrl.core.algorithms.base import Algorithm, linear_schedule
+from hpcrl.core.reducer import global_mean_std
+from hpcrl.core.storage import RolloutBatch, RolloutStorage
+
+
+def epoch_seed(seed: int, update: int, epoch: int) -> int:
+    """The batch-order seed of one epoch, equal on every process of the job."""
+    return int(np.random.SeedSequence([seed, update, epoch]).generate_state(1)[0])
+
+
+def normalized_advantages(batch: RolloutBatch, algo: Algorithm) -> torch.Tensor:
+    """Advantages scaled to zero mean and unit std over the minibatch of the whole job."""
+    adv = batch.advantages
+    if not algo.config.normalize_advantage:
+        return adv
+    mean, std = global_mean_std(adv, algo.reducer)
+    return (adv - mean) / (std + 1e-8)
+
+
+class PPO(Algorithm):
+    """Proximal policy optimisation (Schulman et al. 2017) with the usual refinements.
+
+    The value loss is the mean squared error to the GAE returns; with ``clip_range_vf`` the
+    predicted value is first clipped to ``old_value +- clip_range_vf`` (as Stable-Baselines3
+    does). Learning rate and clip range follow their schedules through ``set_progress``.
+    """
+
+    stat_names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+    @property
+    def clip_range(self) -> float:
+        return linear_schedule(self.config.clip_range, self.config.clip_schedule, self.progress)
+
+    def minibatches(self, storage: RolloutStorage, update: int, seed: int,
+                    total_envs: int) -> Iterator[RolloutBatch]:
+        total = storage.num_steps * total_envs
+        count = max(total // self.config.minibatch_size, 1)
+        for epoch in range(self.config.num_epochs):
+            yield from storage.minibatches(count, epoch_seed(seed, update, epoch), total_envs)
+
+    def loss(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg = self.config
+        log_probs, entropy, values = self.actor.evaluate(batch.obs, batch.actions)
+        advantages = normalized_advantages(batch, self)
+        log_ratio = log_probs - batch.log_probs
+        ratio = log_ratio.exp()
+        clip = self.clip_range
+        surrogate = torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
+        policy_loss = -surrogate.mean()
+        if cfg.clip_range_vf is not None:
+            values = batch.values + (values - batch.values).clamp(-cfg.clip_range_vf,
+                                                                  cfg.clip_range_vf)
+        value_loss = F.mse_loss(values, batch.returns)
+        entropy_mean = entropy.mean()
+        loss = policy_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * value_loss
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - log_ratio).mean()
+            clip_fraction = ((ratio - 1).abs() > clip).float().mean()
+        return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
+                      "entropy": entropy_mean.item(), "approx_kl": approx_kl.item(),
+                      "clip_fraction": clip_fraction.item()}

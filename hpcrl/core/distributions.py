@@ -1,0 +1,83 @@
+"""Action distributions with sampling driven by noise drawn outside them.
+
+Collectors draw the noise of each env from that env's own generator, so the actions an env
+sees do not depend on which process steps it or how many envs share a forward pass. The
+formulas match ``torch.distributions.Categorical`` and ``Normal`` (tests check this).
+"""
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+class ActionDistribution(Protocol):
+    """Operations on distribution parameters produced by the actor's policy head."""
+
+    def noise_shape(self) -> tuple[int, ...]:
+        """Shape of the per-sample noise :meth:`sample` consumes."""
+        ...
+
+    def sample(self, params: torch.Tensor, noise: torch.Tensor) -> torch.Tensor: ...
+    def mode(self, params: torch.Tensor) -> torch.Tensor: ...
+    def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor: ...
+    def entropy(self, params: torch.Tensor) -> torch.Tensor: ...
+
+
+class CategoricalActions:
+    """Discrete actions from logits ``[B, K]``; inverse-CDF sampling from uniforms ``[B]``."""
+
+    def __init__(self, num_actions: int) -> None:
+        self.num_actions = num_actions
+
+    def noise_shape(self) -> tuple[int, ...]:
+        return ()
+
+    def sample(self, logits: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        cdf = torch.softmax(logits, dim=-1).cumsum(dim=-1)
+        index = (cdf < noise.unsqueeze(-1)).sum(dim=-1)
+        return index.clamp_(max=self.num_actions - 1)
+
+    def mode(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits.argmax(dim=-1)
+
+    def log_prob(self, logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        logp = F.log_softmax(logits, dim=-1)
+        return logp.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+    def entropy(self, logits: torch.Tensor) -> torch.Tensor:
+        logp = F.log_softmax(logits, dim=-1)
+        return -(logp.exp() * logp).sum(dim=-1)
+
+
+class DiagGaussianActions:
+    """Continuous actions from ``params = [mean, log_std]`` stacked on the last axis.
+
+    ``params`` is ``[B, 2, A]``: ``params[:, 0]`` the mean, ``params[:, 1]`` the log std.
+    Samples are ``mean + std * noise`` with standard-normal noise ``[B, A]``; they are not
+    clipped here (the collector clips what it sends to the env, the log-prob stays exact).
+    """
+
+    def __init__(self, action_dim: int) -> None:
+        self.action_dim = action_dim
+
+    def noise_shape(self) -> tuple[int, ...]:
+        return (self.action_dim,)
+
+    def sample(self, params: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return params[:, 0] + params[:, 1].exp() * noise
+
+    def mode(self, params: torch.Tensor) -> torch.Tensor:
+        return params[:, 0]
+
+    def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        mean, log_std = params[:, 0], params[:, 1]
+        z = (actions - mean) * torch.exp(-log_std)
+        return (-0.5 * z * z - log_std - _LOG_SQRT_2PI).sum(dim=-1)
+
+    def entropy(self, params: torch.Tensor) -> torch.Tensor:
+        return (params[:, 1] + 0.5 + _LOG_SQRT_2PI).sum(dim=-1)

@@ -1,0 +1,117 @@
+"""Capture and restore the state of a Gymnasium env as plain data, for exact resumes.
+
+A checkpoint must load with ``torch.load(weights_only=True)``, so env state cannot be pickled
+objects. Instead every layer of the wrapper chain is read attribute by attribute: numbers,
+strings, numpy arrays and numpy random generators (by their bit-generator state) are kept;
+spaces, specs and constructor arguments are configuration and are skipped. An env may also
+define ``get_state() -> dict`` and ``set_state(dict)`` with plain values to take over.
+
+If a layer holds anything else (a simulator handle, say), the state is marked inexact and
+:func:`capture_env_state` names the attributes, so a resume can say it reset those envs.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+# Attributes that describe how an env was built, not where it is.
+_CONFIG_ATTRS = frozenset({
+    "env", "_saved_kwargs", "spec", "_cached_spec", "metadata", "_metadata", "render_mode",
+    "action_space", "observation_space", "_action_space", "_observation_space",
+    "single_action_space", "single_observation_space", "screen", "clock", "_previous_data",
+})
+
+
+class Uncapturable(Exception):
+    """A value that has no plain-data form."""
+
+
+def to_plain(value: Any) -> Any:
+    """Encode ``value`` with only types that ``torch.load(weights_only=True)`` accepts."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biuf":
+            raise Uncapturable(f"array of dtype {value.dtype}")
+        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(value).copy()),
+                "dtype": str(value.dtype)}
+    if isinstance(value, np.generic):
+        return {"__npscalar__": value.item(), "dtype": str(value.dtype)}
+    if isinstance(value, np.random.Generator):
+        return {"__generator__": value.bit_generator.state}
+    if isinstance(value, tuple):
+        return {"__tuple__": [to_plain(v) for v in value]}
+    if isinstance(value, list):
+        return [to_plain(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"__dict__": {k: to_plain(v) for k, v in value.items()}}
+    raise Uncapturable(type(value).__name__)
+
+
+def from_plain(value: Any, current: Any = None) -> Any:
+    """Decode :func:`to_plain`; a generator is restored into ``current`` when it is one."""
+    if isinstance(value, list):
+        return [from_plain(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "__ndarray__" in value:
+        return value["__ndarray__"].numpy().astype(value["dtype"], copy=True)
+    if "__npscalar__" in value:
+        return np.dtype(value["dtype"]).type(value["__npscalar__"])
+    if "__generator__" in value:
+        state = value["__generator__"]
+        gen = current if isinstance(current, np.random.Generator) else np.random.Generator(
+            getattr(np.random, state["bit_generator"])())
+        gen.bit_generator.state = state
+        return gen
+    if "__tuple__" in value:
+        return tuple(from_plain(v) for v in value["__tuple__"])
+    return {k: from_plain(v) for k, v in value["__dict__"].items()}
+
+
+def _layers(env: gym.Env) -> list[Any]:
+    layers = []
+    node: Any = env
+    while node is not None:
+        layers.append(node)
+        node = getattr(node, "env", None) if isinstance(node, gym.Wrapper) else None
+    return layers
+
+
+def capture_env_state(env: gym.Env) -> tuple[list[dict], list[str]]:
+    """The plain state of each layer of ``env`` and the attributes that could not be kept."""
+    states: list[dict] = []
+    missing: list[str] = []
+    for layer in _layers(env):
+        name = type(layer).__name__
+        own = type(layer).__dict__
+        if "get_state" in own and "set_state" in own:
+            states.append({"custom": to_plain(layer.get_state())})
+            break
+        layer_state: dict[str, Any] = {}
+        for key, value in vars(layer).items():
+            if key in _CONFIG_ATTRS or isinstance(value, (gym.Space, gym.envs.registration.EnvSpec)):
+                continue
+            try:
+                layer_state[key] = to_plain(value)
+            except Uncapturable as why:
+                missing.append(f"{name}.{key} ({why})")
+        states.append({"attrs": layer_state})
+    return states, missing
+
+
+def restore_env_state(env: gym.Env, states: list[dict]) -> None:
+    """Put back a state from :func:`capture_env_state` into an env built the same way."""
+    layers = _layers(env)
+    if len(states) > len(layers):
+        raise ValueError(f"saved env state has {len(states)} wrapper layers but the env has "
+                         f"{len(layers)}: the env or its wrappers changed since the checkpoint")
+    for layer, state in zip(layers, states):
+        if "custom" in state:
+            layer.set_state(from_plain(state["custom"]))
+            return
+        for key, value in state["attrs"].items():
+            setattr(layer, key, from_plain(value, getattr(layer, key, None)))

@@ -1,0 +1,130 @@
+"""Gymnasium vector envs for collectors: seeded by global env index, checkpointable.
+
+Env ``i`` of the whole job (its *global index*) is seeded with ``seed + i`` wherever it runs,
+so the same envs see the same episodes whether one process holds all of them or many
+processes hold a slice each. Vector envs use same-step autoreset: a step that ends an
+episode returns the first observation of the next one and the final observation in
+``info["final_obs"]``, which the collector needs to bootstrap truncated episodes.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import gymnasium as gym
+import numpy as np
+
+from hpcrl.config.schema import EnvConfig
+from hpcrl.core.env_state import capture_env_state, restore_env_state
+
+
+def env_id_problem(env_id: str) -> Optional[str]:
+    """Why ``env_id`` cannot be made, or None: checks the module import and the registry."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            return (f"config key 'env.id': cannot import module '{module}' of '{env_id}' ({err}); "
+                    f"install it or fix the module name")
+    try:
+        gym.spec(name)
+    except gym.error.Error as err:
+        return (f"config key 'env.id': unknown environment '{env_id}': {err} "
+                f"(registered ids: `python -c 'import gymnasium; gymnasium.pprint_registry()'`)")
+    return None
+
+
+class CheckpointableEnv(gym.Wrapper):
+    """Outermost wrapper that reads and writes the env's state as plain data.
+
+    Vector envs reach it through ``call("hpcrl_state")`` and ``set_attr("hpcrl_state", ...)``,
+    which works the same for envs in this process and in subprocesses.
+    """
+
+    @property
+    def hpcrl_state(self) -> dict[str, Any]:
+        layers, missing = capture_env_state(self.env)
+        return {"layers": layers, "missing": missing}
+
+    @hpcrl_state.setter
+    def hpcrl_state(self, state: dict[str, Any]) -> None:
+        restore_env_state(self.env, state["layers"])
+
+
+def _env_factory(env_id: str, kwargs: dict[str, Any]) -> Callable[[], gym.Env]:
+    def make() -> gym.Env:
+        return CheckpointableEnv(gym.make(env_id, **kwargs))
+    return make
+
+
+@dataclass(frozen=True)
+class EnvSpaces:
+    """What the actor needs to know about an env: observation shape and action space."""
+
+    obs_shape: tuple[int, ...]
+    action_space: gym.Space
+
+    @property
+    def discrete(self) -> bool:
+        return isinstance(self.action_space, gym.spaces.Discrete)
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        return () if self.discrete else tuple(self.action_space.shape)
+
+
+def spaces_of(observation_space: gym.Space, action_space: gym.Space, env_id: str) -> EnvSpaces:
+    """Check that the actor supports these spaces, with an error that names the env."""
+    if not isinstance(observation_space, gym.spaces.Box):
+        raise ValueError(f"env '{env_id}' has observation space {observation_space}; hpcrl's MLP "
+                         f"actor takes Box observations (wrap it, e.g. with "
+                         f"gymnasium.wrappers.FlattenObservation)")
+    if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box)):
+        raise ValueError(f"env '{env_id}' has action space {action_space}; hpcrl's actor takes "
+                         f"Discrete or Box actions")
+    return EnvSpaces(tuple(observation_space.shape), action_space)
+
+
+def probe_spaces(config: EnvConfig) -> EnvSpaces:
+    """The spaces of ``config.id``, from one env that is closed again at once."""
+    env = gym.make(config.id, **config.kwargs)
+    try:
+        return spaces_of(env.observation_space, env.action_space, config.id)
+    finally:
+        env.close()
+
+
+def make_vector_env(config: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
+    """``num_envs`` checkpointable envs, stepped in-process ('sync') or in subprocesses."""
+    fns = [_env_factory(config.id, config.kwargs) for _ in range(num_envs)]
+    mode = gym.vector.AutoresetMode.SAME_STEP
+    if config.vectorization == "async":
+        return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
+    return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+
+
+def env_seeds(seed: int, first_index: int, count: int) -> list[int]:
+    """Seeds of the envs with global indices ``first_index .. first_index + count - 1``."""
+    return [seed + first_index + i for i in range(count)]
+
+
+def vector_env_state(envs: gym.vector.VectorEnv) -> tuple[list[dict], list[str]]:
+    """Per-env plain states and the attributes that could not be captured."""
+    states = list(envs.call("hpcrl_state"))
+    missing = sorted({m for s in states for m in s["missing"]})
+    return states, missing
+
+
+def restore_vector_env_state(envs: gym.vector.VectorEnv, states: list[dict]) -> None:
+    """Restore per-env states saved by :func:`vector_env_state`."""
+    if len(states) != envs.num_envs:
+        raise ValueError(f"checkpoint holds the state of {len(states)} envs but this process "
+                         f"runs {envs.num_envs}: env.num_envs or the scheme changed")
+    envs.set_attr("hpcrl_state", states)
+
+
+def as_float_obs(obs: np.ndarray) -> np.ndarray:
+    """Observations as a float32 array of shape ``[num_envs, *obs_shape]``."""
+    return np.asarray(obs, dtype=np.float32)

@@ -1,0 +1,35 @@
+"""Cross-process sums for statistics that must cover the whole batch of the job.
+
+Core code never talks to other processes itself. Where a statistic must span every
+gradient rank (the mean and std used to normalise advantages, say), it calls a reducer;
+the default reducer is local, and the comm layer supplies one that all-reduces.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+
+class Reducer(Protocol):
+    """Sums tensors in place over a group of processes."""
+
+    def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Replace ``tensor`` by its sum over the group and return it."""
+        ...
+
+
+class LocalReducer:
+    """The reducer of a single process: a sum over one member is the value itself."""
+
+    def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
+
+
+def global_mean_std(x: torch.Tensor, reducer: Reducer) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and (unbiased) std of ``x`` over the samples of every process in the group."""
+    stats = torch.stack([x.new_tensor(float(x.numel())), x.sum(), (x * x).sum()]).double()
+    count, total, total_sq = reducer.sum_(stats).unbind()
+    mean = total / count
+    var = (total_sq - count * mean * mean) / torch.clamp(count - 1, min=1)
+    return mean.to(x.dtype), var.clamp(min=0).sqrt().to(x.dtype)

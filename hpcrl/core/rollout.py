@@ -1,0 +1,138 @@
+"""A rollout: what one collector gathered in ``T`` steps of its ``N`` envs.
+
+All step data live in one contiguous float32 array (``data``) and the per-rollout facts in
+one float64 array (``header``), so a rollout crosses processes as two buffers without
+pickling. The named fields are numpy views into those arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+# header slots before the normaliser moments
+_VALID, _VERSION, _OFFSET, _SOURCE = range(4)
+_FIXED = 4
+
+
+@dataclass(frozen=True)
+class RolloutLayout:
+    """Shapes of a rollout; equal layouts give interchangeable buffers."""
+
+    num_steps: int
+    num_envs: int
+    obs_shape: tuple[int, ...]
+    action_shape: tuple[int, ...]
+
+    def fields(self) -> Iterator[tuple[str, tuple[int, ...]]]:
+        """Name and shape of each step field, in buffer order."""
+        tn = (self.num_steps, self.num_envs)
+        yield "obs", tn + self.obs_shape
+        yield "actions", tn + self.action_shape
+        for name in ("log_probs", "values", "rewards", "terminated", "truncated",
+                     "next_values", "episode_returns", "episode_lengths"):
+            yield name, tn
+
+    @property
+    def data_size(self) -> int:
+        return sum(int(np.prod(shape)) for _, shape in self.fields())
+
+    @property
+    def obs_dim(self) -> int:
+        return int(np.prod(self.obs_shape))
+
+    @property
+    def header_size(self) -> int:
+        # fixed slots, obs moments (count, mean, m2) and return moments (count, mean, m2)
+        return _FIXED + 1 + 2 * self.obs_dim + 3
+
+    def new(self) -> "Rollout":
+        return Rollout(self, np.zeros(self.data_size, np.float32),
+                       np.zeros(self.header_size, np.float64))
+
+
+class Rollout:
+    """Step fields ``[T, N, ...]`` as views of ``data``; header facts as properties.
+
+    ``next_values`` follows the contract of :func:`hpcrl.returns.gae`;
+    ``episode_returns``/``episode_lengths`` hold the undiscounted return and length of an
+    episode at the step that ended it (0 elsewhere, read them where ``terminated|truncated``).
+    """
+
+    obs: np.ndarray
+    actions: np.ndarray
+    log_probs: np.ndarray
+    values: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    next_values: np.ndarray
+    episode_returns: np.ndarray
+    episode_lengths: np.ndarray
+
+    def __init__(self, layout: RolloutLayout, data: np.ndarray, header: np.ndarray) -> None:
+        if data.size != layout.data_size or header.size != layout.header_size:
+            raise ValueError("rollout buffers do not match the layout")
+        self.layout, self.data, self.header = layout, data, header
+        offset = 0
+        for name, shape in layout.fields():
+            size = int(np.prod(shape))
+            setattr(self, name, data[offset:offset + size].reshape(shape))
+            offset += size
+
+    # -- header facts ------------------------------------------------------------------------
+    def _get(self, slot: int) -> int:
+        return int(self.header[slot])
+
+    @property
+    def valid_steps(self) -> int:
+        """Steps actually collected (fewer than ``num_steps`` when preempted)."""
+        return self._get(_VALID)
+
+    @property
+    def weights_version(self) -> int:
+        """Version of the weights that collected this rollout."""
+        return self._get(_VERSION)
+
+    @property
+    def env_offset(self) -> int:
+        """Global index of this rollout's first env."""
+        return self._get(_OFFSET)
+
+    @property
+    def source(self) -> int:
+        """Id of the collector that produced it."""
+        return self._get(_SOURCE)
+
+    def set_facts(self, valid_steps: int, weights_version: int, env_offset: int,
+                  source: int) -> None:
+        self.header[[_VALID, _VERSION, _OFFSET, _SOURCE]] = (valid_steps, weights_version,
+                                                             env_offset, source)
+
+    def _moment_views(self) -> tuple[np.ndarray, ...]:
+        d, h = self.layout.obs_dim, self.header
+        base = _FIXED
+        return (h[base:base + 1], h[base + 1:base + 1 + d], h[base + 1 + d:base + 1 + 2 * d],
+                h[base + 1 + 2 * d:base + 4 + 2 * d])
+
+    def set_moments(self, obs: tuple[float, np.ndarray, np.ndarray],
+                    ret: tuple[float, float, float]) -> None:
+        """Normaliser moments ``(count, mean, m2)`` of raw observations and returns."""
+        count, mean, m2, ret_view = self._moment_views()
+        count[0] = obs[0]
+        mean[:] = np.reshape(obs[1], -1)
+        m2[:] = np.reshape(obs[2], -1)
+        ret_view[:] = ret
+
+    def moments(self) -> tuple[tuple[float, np.ndarray, np.ndarray], tuple[float, float, float]]:
+        count, mean, m2, ret_view = self._moment_views()
+        shape = self.layout.obs_shape
+        return ((float(count[0]), mean.reshape(shape).copy(), m2.reshape(shape).copy()),
+                (float(ret_view[0]), float(ret_view[1]), float(ret_view[2])))
+
+    def finished_episodes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Returns and lengths of the episodes that ended within the valid steps."""
+        t = self.valid_steps
+        ended = (self.terminated[:t] + self.truncated[:t]) > 0
+        return self.episode_returns[:t][ended], self.episode_lengths[:t][ended]

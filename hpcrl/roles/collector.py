@@ -1,0 +1,180 @@
+"""The collector role: steps a vector of envs with a copy of the policy, fills rollouts.
+
+Its randomness is per env: env ``i`` of the job draws its action noise from a generator
+seeded by ``(seed, i)``, so a collector holding envs ``[a, b)`` produces exactly those
+columns of the rollout that one collector holding every env would.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from hpcrl.config.schema import EnvConfig
+from hpcrl.core.actor import ActorCritic
+from hpcrl.core.env_state import from_plain, to_plain
+from hpcrl.core.envs import (as_float_obs, env_seeds, restore_vector_env_state,
+                             vector_env_state)
+from hpcrl.core.normalization import Moments, Normalizer
+from hpcrl.core.rollout import Rollout
+from hpcrl.roles.messages import Weights
+
+StopCheck = Callable[[int], bool]
+
+
+class Collector:
+    """Holds ``envs`` (global indices ``env_offset ..``) and fills :class:`Rollout` buffers."""
+
+    def __init__(self, envs: gym.vector.VectorEnv, actor: ActorCritic, config: EnvConfig,
+                 gamma: float, seed: int, env_offset: int = 0, collector_id: int = 0) -> None:
+        self.envs, self.actor, self.config = envs, actor, config
+        self.gamma, self.seed = gamma, seed
+        self.env_offset, self.collector_id = env_offset, collector_id
+        n = envs.num_envs
+        self.num_envs = n
+        space = envs.single_action_space
+        self.clip_low = None if actor.discrete else space.low.astype(np.float32)
+        self.clip_high = None if actor.discrete else space.high.astype(np.float32)
+        self.rngs = [np.random.default_rng([seed, env_offset + i]) for i in range(n)]
+        self.obs_norm = Normalizer(config.clip_obs)
+        self.rew_norm = Normalizer(config.clip_reward)
+        self.weights_version = 0
+        self.episode_return = np.zeros(n, np.float64)
+        self.episode_length = np.zeros(n, np.int64)
+        self.discounted_return = np.zeros(n, np.float64)
+        self.obs = as_float_obs(envs.reset(seed=env_seeds(seed, env_offset, n))[0])
+
+    # -- weights -----------------------------------------------------------------------------
+    def load_weights(self, weights: Weights) -> None:
+        """Collect from now on with this version of the policy."""
+        weights.load_into(self.actor)
+        self.weights_version = weights.version
+        self.obs_norm.sync(self.actor.obs_rms)
+        self.rew_norm.sync(self.actor.ret_rms)
+
+    # -- collection --------------------------------------------------------------------------
+    def _draw_noise(self, steps: int) -> torch.Tensor:
+        shape = self.actor.distribution.noise_shape()
+        if shape:
+            cols = [rng.standard_normal((steps,) + shape, dtype=np.float32) for rng in self.rngs]
+        else:
+            cols = [rng.random(steps, dtype=np.float32) for rng in self.rngs]
+        return torch.from_numpy(np.stack(cols, axis=1))
+
+    def _values(self, obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return self.actor.value(torch.from_numpy(obs)).numpy()
+
+    def collect(self, rollout: Rollout, should_stop: Optional[StopCheck] = None) -> Rollout:
+        """Fill ``rollout`` with up to ``num_steps`` steps of every env.
+
+        ``should_stop(steps_done)`` is asked after every step; when it says True the rollout
+        ends early with ``valid_steps`` set to the steps done (DD-PPO preemption).
+        """
+        steps = rollout.layout.num_steps
+        noise = self._draw_noise(steps)
+        norm_obs, norm_rew = self.config.normalize_obs, self.config.normalize_reward
+        obs = self.obs
+        obs_sum = np.zeros(obs.shape[1:], np.float64)
+        obs_sq = np.zeros_like(obs_sum)
+        ret_samples: list[np.ndarray] = []
+        final_values: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        env_action_clip = self.clip_low is not None
+        done_steps = 0
+        for t in range(steps):
+            if norm_obs:
+                obs_sum += obs.sum(axis=0)
+                obs_sq += np.square(obs, dtype=np.float64).sum(axis=0)
+                rollout.obs[t] = self.obs_norm.observation(obs)
+            else:
+                rollout.obs[t] = obs
+            with torch.inference_mode():
+                actions, log_probs, values = self.actor.step(torch.from_numpy(rollout.obs[t]),
+                                                             noise[t])
+            actions_np = actions.numpy()
+            rollout.actions[t] = actions_np
+            rollout.log_probs[t] = log_probs.numpy()
+            rollout.values[t] = values.numpy()
+            if env_action_clip:
+                actions_np = np.clip(actions_np, self.clip_low, self.clip_high)
+            obs, rewards, terminated, truncated, info = self.envs.step(actions_np)
+            obs = as_float_obs(obs)
+            self.episode_return += rewards
+            self.episode_length += 1
+            if norm_rew:
+                self.discounted_return = self.discounted_return * self.gamma + rewards
+                ret_samples.append(self.discounted_return.copy())
+                rewards = self.rew_norm.scale(rewards)
+            rollout.rewards[t] = rewards
+            rollout.terminated[t] = terminated
+            rollout.truncated[t] = truncated
+            done = terminated | truncated
+            if done.any():
+                self._end_episodes(rollout, t, done, terminated, truncated, info, final_values)
+            done_steps = t + 1
+            if should_stop is not None and done_steps < steps and should_stop(done_steps):
+                break
+        self.obs = obs
+        self._bootstrap(rollout, done_steps, final_values)
+        obs_moments = (Moments.from_sums(done_steps * self.num_envs, obs_sum, obs_sq)
+                       if norm_obs else Moments(0.0, obs_sum, obs_sq))
+        ret_moments = (Moments.of(np.concatenate(ret_samples)) if ret_samples
+                       else Moments(0.0, np.zeros(()), np.zeros(())))
+        rollout.set_moments((obs_moments.count, obs_moments.mean, obs_moments.m2),
+                            (ret_moments.count, float(ret_moments.mean), float(ret_moments.m2)))
+        rollout.set_facts(done_steps, self.weights_version, self.env_offset, self.collector_id)
+        return rollout
+
+    def _end_episodes(self, rollout: Rollout, t: int, done: np.ndarray, terminated: np.ndarray,
+                      truncated: np.ndarray, info: dict[str, Any],
+                      final_values: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+        rollout.episode_returns[t] = np.where(done, self.episode_return, 0.0)
+        rollout.episode_lengths[t] = np.where(done, self.episode_length, 0)
+        self.episode_return[done] = 0.0
+        self.episode_length[done] = 0
+        self.discounted_return[done] = 0.0
+        cut = np.flatnonzero(truncated & ~terminated)
+        if cut.size:
+            final = as_float_obs(np.stack([info["final_obs"][i] for i in cut]))
+            if self.config.normalize_obs:
+                final = self.obs_norm.observation(final)
+            final_values[t] = (cut, self._values(final))
+
+    def _bootstrap(self, rollout: Rollout, steps: int,
+                   final_values: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+        """``next_values`` per :func:`hpcrl.returns.gae`'s contract."""
+        last = self.obs_norm.observation(self.obs) if self.config.normalize_obs else self.obs
+        rollout.next_values[:steps - 1] = rollout.values[1:steps]
+        rollout.next_values[steps - 1] = self._values(last)
+        rollout.next_values[:steps][rollout.terminated[:steps] > 0] = 0.0
+        for t, (envs, values) in final_values.items():
+            rollout.next_values[t, envs] = values
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: env states, noise generators, trackers."""
+        env_states, missing = vector_env_state(self.envs)
+        return {"env_offset": self.env_offset, "envs": env_states, "envs_inexact": missing,
+                "rngs": [to_plain(r) for r in self.rngs], "obs": torch.from_numpy(self.obs.copy()),
+                "episode_return": torch.from_numpy(self.episode_return.copy()),
+                "episode_length": torch.from_numpy(self.episode_length.copy()),
+                "discounted_return": torch.from_numpy(self.discounted_return.copy())}
+
+    def load_state_dict(self, state: dict[str, Any]) -> list[str]:
+        """Restore :meth:`state_dict`; returns the env attributes that could not be restored
+        (their envs keep the fresh seeded reset instead)."""
+        if state["env_offset"] != self.env_offset or len(state["rngs"]) != self.num_envs:
+            raise ValueError(f"checkpoint holds envs from global index {state['env_offset']} "
+                             f"({len(state['rngs'])} envs) but this collector runs envs from "
+                             f"{self.env_offset} ({self.num_envs}): the env layout changed")
+        self.rngs = [from_plain(r, cur) for r, cur in zip(state["rngs"], self.rngs)]
+        if state["envs_inexact"]:
+            return list(state["envs_inexact"])
+        self.episode_return = state["episode_return"].numpy().copy()
+        self.episode_length = state["episode_length"].numpy().copy()
+        self.discounted_return = state["discounted_return"].numpy().copy()
+        restore_vector_env_state(self.envs, state["envs"])
+        self.obs = state["obs"].numpy().copy()
+        return []

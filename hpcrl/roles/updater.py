@@ -1,0 +1,47 @@
+"""The updater role: applies gradients to the master weights and publishes new versions."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from hpcrl.core.algorithms.base import Algorithm
+from hpcrl.roles.messages import Gradient, Weights
+
+
+class Updater:
+    """Owns the optimiser; every applied gradient makes a new weights version."""
+
+    def __init__(self, algorithm: Algorithm) -> None:
+        self.algorithm = algorithm
+        self.version = 0
+        self.message = Weights.empty_like(algorithm.actor)
+        self.last_stats: dict[str, float] = {}
+
+    def weights(self) -> Weights:
+        """The current master weights as a message (valid until the next apply)."""
+        return self.message.capture(self.algorithm.actor, self.version)
+
+    def apply(self, gradient: Gradient) -> Weights:
+        """One optimiser step with ``gradient``; returns the new weights.
+
+        The normaliser moments a gradient carries are merged too: they change only what the
+        collectors see next, since training uses the observations as they were collected.
+        """
+        self.algorithm.set_progress(gradient.progress)
+        self.last_stats = self.algorithm.apply_gradients(torch.from_numpy(gradient.grads))
+        obs, ret = gradient.moments()
+        actor = self.algorithm.actor
+        if obs.count > 0:
+            actor.obs_rms.merge(obs)
+        if ret.count > 0:
+            actor.ret_rms.merge(ret)
+        self.version += 1
+        return self.weights()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "algorithm": self.algorithm.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.version = int(state["version"])
+        self.algorithm.load_state_dict(state["algorithm"])

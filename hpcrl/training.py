@@ -1,0 +1,167 @@
+"""The training loop of a run: updates, progress rows, checkpoints, resume, final eval.
+
+The loop is placement-agnostic: it asks a placement for one update at a time and records
+what came back. Checkpoints are taken at update boundaries with the state of every role,
+so a resumed run continues exactly where the checkpoint was taken.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Optional
+
+import numpy as np
+import torch
+
+from hpcrl.build import env_spaces, policy_record
+from hpcrl.config.loader import ConfigError, dump_yaml, from_dict, read_yaml
+from hpcrl.config.schema import Config
+from hpcrl.evaluation import evaluate
+from hpcrl.placement.serial import SerialPlacement, UpdateResult
+from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
+from hpcrl.runtime.rng import rng_state, seed_everything, set_rng_state
+from hpcrl.runtime.run_dir import RunDir
+
+EPISODE_WINDOW = 100
+RESUMABLE_SECTIONS = ("train",)
+
+
+@dataclass
+class Counters:
+    updates: int = 0
+    env_steps: int = 0
+    wall_time_s: float = 0.0
+
+
+def resume_config(run: RunDir, overrides: list[str]) -> Config:
+    """The config of the run being resumed, with overrides limited to ``train.*`` keys."""
+    if not run.config_path.is_file():
+        raise CheckpointError(f"cannot resume: '{run.path}' has no config.yaml; is it an hpcrl "
+                              f"run directory?")
+    for pair in overrides:
+        key = pair.split("=", 1)[0].strip()
+        if key.split(".", 1)[0] not in RESUMABLE_SECTIONS:
+            raise ConfigError(f"config key '{key}' cannot change on resume: the checkpoint's "
+                              f"weights and optimiser were built for its value (only train.* "
+                              f"keys may change)")
+    return from_dict(read_yaml(run.config_path), overrides)
+
+
+class Trainer:
+    """Runs updates on a placement until ``train.total_env_steps``, recording as it goes."""
+
+    def __init__(self, config: Config, run: RunDir, resume: bool = False,
+                 console: Optional[IO[str]] = sys.stderr) -> None:
+        self.config, self.run = config, run
+        if config.train.torch_threads:
+            torch.set_num_threads(config.train.torch_threads)
+        seed_everything(config.seed)
+        self.spaces = env_spaces(config)
+        self.placement = SerialPlacement(config, self.spaces)
+        self.counters = Counters()
+        self.returns: deque[float] = deque(maxlen=EPISODE_WINDOW)
+        self.lengths: deque[float] = deque(maxlen=EPISODE_WINDOW)
+        self.inexact_envs: list[str] = []
+        resume_rows = self._restore() if resume else None
+        run.path.mkdir(parents=True, exist_ok=True)
+        run.config_path.write_text(dump_yaml(config))
+        self.log = ProgressLog(run.path, columns_for(self.placement.worker.algorithm.stat_names),
+                               resume_rows, config.train.tensorboard)
+        self.console = (ConsoleProgress(config.train.total_env_steps,
+                                        config.train.log_interval_s, console)
+                        if console is not None else None)
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def _restore(self) -> int:
+        state = load_checkpoint(self.run.checkpoint_path)
+        c = state["counters"]
+        self.counters = Counters(int(c["updates"]), int(c["env_steps"]), float(c["wall_time_s"]))
+        self.inexact_envs = self.placement.load_state_dict(state["placement"],
+                                                           state["policy"]["state_dict"])
+        self.returns.extend(state["episodes"]["returns"].tolist())
+        self.lengths.extend(state["episodes"]["lengths"].tolist())
+        set_rng_state(state["rng"])
+        if self.inexact_envs:
+            print(f"hpcrl: resumed envs were reset: their state could not be saved "
+                  f"({', '.join(self.inexact_envs)})", file=sys.stderr)
+        return self.counters.updates
+
+    def checkpoint(self) -> Path:
+        """Write the full state of the run, atomically, and return its path."""
+        self.log.sync()
+        c = self.counters
+        return save_atomic({
+            "counters": {"updates": c.updates, "env_steps": c.env_steps,
+                         "wall_time_s": c.wall_time_s},
+            "policy": policy_record(self.config, self.spaces, self.placement.master_actor),
+            "placement": self.placement.state_dict(),
+            "episodes": {"returns": torch.tensor(list(self.returns), dtype=torch.float64),
+                         "lengths": torch.tensor(list(self.lengths), dtype=torch.float64)},
+            "rng": rng_state(),
+        }, self.run.checkpoint_path)
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _row(self, result: UpdateResult, fps: float) -> dict[str, Any]:
+        c = self.counters
+        row: dict[str, Any] = {
+            "env_steps": c.env_steps, "updates": c.updates, "wall_time_s": c.wall_time_s,
+            "fps": fps, "episodes": len(result.episode_returns),
+            "episode_return_mean": float(np.mean(self.returns)) if self.returns else math.nan,
+            "episode_length_mean": float(np.mean(self.lengths)) if self.lengths else math.nan,
+            "policy_lag": result.policy_lag, "gradient_asynchrony": result.gradient_asynchrony,
+        }
+        row.update(result.stats)
+        row.update(result.times)
+        return row
+
+    def train(self) -> Optional[dict[str, float]]:
+        """Train to the budget, checkpoint at the end, then evaluate; returns the eval figures."""
+        cfg = self.config.train
+        start_steps, start_wall = self.counters.env_steps, self.counters.wall_time_s
+        t_start = time.perf_counter()
+        every = cfg.checkpoint_every
+        try:
+            while self.counters.env_steps < cfg.total_env_steps:
+                result = self.placement.run_update(self.counters.updates,
+                                                   self.counters.env_steps)
+                self.counters.updates += 1
+                self.counters.env_steps += result.env_steps
+                elapsed = time.perf_counter() - t_start
+                self.counters.wall_time_s = start_wall + elapsed
+                self.returns.extend(result.episode_returns.tolist())
+                self.lengths.extend(result.episode_lengths.tolist())
+                row = self._row(result, (self.counters.env_steps - start_steps) / max(elapsed, 1e-9))
+                self.log.write(row)
+                done = self.counters.env_steps >= cfg.total_env_steps
+                if self.console is not None:
+                    self.console.show(row, final=done)
+                if done or self.counters.updates % every == 0:
+                    self.checkpoint()
+        finally:
+            self.log.close()
+            self.placement.close()
+        return self.final_eval()
+
+    def final_eval(self) -> Optional[dict[str, float]]:
+        episodes = self.config.train.eval_episodes
+        if episodes <= 0:
+            return None
+        result = evaluate(self.placement.master_actor, self.config, episodes)
+        self.run.eval_path.write_text(json.dumps(result, indent=2) + "\n")
+        if self.console is not None:
+            print(f"eval over {episodes} episodes: mean return {result['mean_return']:.1f} "
+                  f"+- {result['std_return']:.1f}", file=self.console.stream, flush=True)
+        return result
+
+
+def train(config: Config, run_dir: str | Path, resume: bool = False,
+          console: Optional[IO[str]] = sys.stderr) -> Optional[dict[str, float]]:
+    """Train ``config`` in ``run_dir`` (resuming from its checkpoint when asked)."""
+    return Trainer(config, RunDir(Path(run_dir)), resume, console).train()
+
