@@ -44,14 +44,14 @@ def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[s
                                        "it resumes; drop CONFIG/--run-dir")
             run = RunDir(Path(resume_dir))
             cfg = resume_config(run, list(overrides))
-            trainer = Trainer(cfg, run, resume=True)
+            trainer = Trainer(cfg, run, resume=True, console=sys.stderr)
         else:
             cfg = load_config(config, overrides)
             run = RunDir(Path(run_dir) if run_dir else default_run_dir(cfg))
             if run.checkpoint_path.exists():
                 raise click.UsageError(f"'{run.path}' already holds a run; resume it with "
                                        f"--resume {run.path} or pick another --run-dir")
-            trainer = Trainer(cfg, run)
+            trainer = Trainer(cfg, run, console=sys.stderr)
         click.echo(f"hpcrl: training {cfg.algo.name} on {cfg.env.id} in {run.path}", err=True)
         trainer.train()
     except (ConfigError, CheckpointError) as err:

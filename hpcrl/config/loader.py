@@ -44,8 +44,23 @@ def _unknown_key(key: str) -> ConfigError:
                        f"(`hpcrl config show` lists the valid keys)")
 
 
+def _first_leaf(key: str, value: Any) -> str:
+    """The full dotted key of the first leaf under ``key`` (names a mistyped section)."""
+    while isinstance(value, Mapping) and value:
+        sub, value = next(iter(value.items()))
+        key = f"{key}.{sub}"
+    return key
+
+
 def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _number(text: str) -> Any:
+    try:
+        return float(text.replace("_", ""))
+    except ValueError:
+        return text
 
 
 def _coerce(key: str, value: Any, tp: Any) -> Any:
@@ -65,6 +80,8 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         if isinstance(value, bool):
             return value
         raise ConfigError(f"config key '{key}' must be true or false, got {value!r}")
+    if tp in (int, float) and isinstance(value, str):
+        value = _number(value)  # YAML 1.1 reads '3e-4' as a string
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
             raise ConfigError(f"config key '{key}' must be an integer, got {value!r}")
@@ -94,9 +111,9 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
                           f"got {data!r}")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
-    for key in data:
+    for key, value in data.items():
         if key not in names:
-            raise _unknown_key(prefix + str(key))
+            raise _unknown_key(_first_leaf(prefix + str(key), value))
     kwargs = {}
     for name, value in data.items():
         tp = hints[name]

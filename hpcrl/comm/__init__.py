@@ -1,0 +1,62 @@
+"""Communication layer: the only hpcrl package that touches mpi4py or torch.distributed.
+
+Every function takes the communicator (or process group) it works on; only
+``world_comm()`` reaches for MPI.COMM_WORLD. mpi4py is imported lazily, on
+first use, so importing this package does not initialise MPI.
+"""
+
+from hpcrl.comm._mpi import MpiUnavailableError
+from hpcrl.comm.abort import abort_on_error, install_abort_handler, report_and_abort
+from hpcrl.comm.allreduce import (
+    KINDS,
+    Allreducer,
+    LocalAllreducer,
+    MpiAllreducer,
+    TorchDistAllreducer,
+    make_allreducer,
+    measure_cpu_allreducers,
+    time_allreduce,
+)
+from hpcrl.comm.buffers import (
+    DEFAULT_POLL,
+    Envelope,
+    Poll,
+    irecv,
+    isend,
+    probe_any,
+    wait,
+    wait_any,
+    wait_probe,
+)
+from hpcrl.comm.rendezvous import destroy_gradient_group, init_gradient_group
+from hpcrl.comm.world import SelfComm, WorldInfo, split_by_role, world_comm
+
+__all__ = [
+    "DEFAULT_POLL",
+    "KINDS",
+    "Allreducer",
+    "Envelope",
+    "LocalAllreducer",
+    "MpiAllreducer",
+    "MpiUnavailableError",
+    "Poll",
+    "SelfComm",
+    "TorchDistAllreducer",
+    "WorldInfo",
+    "abort_on_error",
+    "destroy_gradient_group",
+    "init_gradient_group",
+    "install_abort_handler",
+    "irecv",
+    "isend",
+    "make_allreducer",
+    "measure_cpu_allreducers",
+    "probe_any",
+    "report_and_abort",
+    "split_by_role",
+    "time_allreduce",
+    "wait",
+    "wait_any",
+    "wait_probe",
+    "world_comm",
+]

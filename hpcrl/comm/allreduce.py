@@ -1,0 +1,225 @@
+"""In-place all-reduce of flat gradient / statistics tensors over a rank group.
+
+``Allreducer`` hides which transport does the work: MPI on the tensor's
+numpy view (lowest latency for CPU tensors of up to ~1M floats), gloo or
+nccl through torch.distributed, or nothing at all for a single rank.
+``make_allreducer`` picks one from a config string.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from abc import ABC, abstractmethod
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from hpcrl.comm._mpi import Comm, mpi
+from hpcrl.comm.rendezvous import destroy_gradient_group, init_gradient_group
+
+KINDS = ("auto", "nccl", "gloo", "mpi")
+
+
+class Allreducer(ABC):
+    """Sums or averages a tensor in place over every rank of a group."""
+
+    name: str  # 'local', 'mpi', 'gloo' or 'nccl', for logs
+
+    @property
+    @abstractmethod
+    def size(self) -> int:
+        """Number of ranks taking part (the divisor of ``average_``)."""
+
+    @abstractmethod
+    def sum_(self, t: torch.Tensor) -> torch.Tensor:
+        """Replace ``t`` by its element-wise sum over the group; return ``t``.
+
+        Used for cross-rank statistics such as advantage-normalisation moments.
+        """
+
+    def average_(self, flat: torch.Tensor) -> torch.Tensor:
+        """Replace ``flat`` by its element-wise mean over the group; return it."""
+        if not flat.is_floating_point():
+            raise TypeError(f"average_ needs a floating-point tensor, got {flat.dtype}")
+        self.sum_(flat)
+        if self.size > 1:
+            flat.div_(self.size)
+        return flat
+
+    def close(self) -> None:
+        """Release what the allreducer owns (its process group, if any)."""
+
+
+class LocalAllreducer(Allreducer):
+    """The group of one: sum and average are the identity."""
+
+    name = "local"
+
+    @property
+    def size(self) -> int:
+        return 1
+
+    def sum_(self, t: torch.Tensor) -> torch.Tensor:
+        return t
+
+
+class MpiAllreducer(Allreducer):
+    """MPI_Allreduce(IN_PLACE, SUM) on the CPU tensor's numpy view, no pickling."""
+
+    name = "mpi"
+
+    def __init__(self, comm: Comm) -> None:
+        self._comm = comm
+        self._size = comm.Get_size()
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def sum_(self, t: torch.Tensor) -> torch.Tensor:
+        view = _numpy_view(t)
+        if self._size > 1:
+            MPI = mpi()
+            self._comm.Allreduce(MPI.IN_PLACE, view, op=MPI.SUM)
+        return t
+
+
+class TorchDistAllreducer(Allreducer):
+    """torch.distributed all_reduce over ``group`` (gloo on CPU, nccl on CUDA).
+
+    With ``owns_group`` the allreducer destroys the gradient group on
+    ``close()``; ``make_allreducer`` hands out owning instances.
+    """
+
+    def __init__(self, group: dist.ProcessGroup, backend: str, *, owns_group: bool = False) -> None:
+        backend = backend.lower()
+        if backend not in ("gloo", "nccl"):
+            raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+        self._group = group
+        self._backend = backend
+        self.name = backend
+        self._size = dist.get_world_size(group)
+        self._owns_group = owns_group
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def sum_(self, t: torch.Tensor) -> torch.Tensor:
+        if self._backend == "nccl" and t.device.type != "cuda":
+            raise ValueError(f"the nccl allreducer needs CUDA tensors, got one on {t.device}")
+        if not t.is_contiguous():
+            raise ValueError("all-reduce needs a contiguous tensor; pass a flat buffer")
+        dist.all_reduce(t, op=dist.ReduceOp.SUM, group=self._group)
+        return t
+
+    def close(self) -> None:
+        if self._owns_group:
+            self._owns_group = False
+            destroy_gradient_group()
+
+
+def _numpy_view(t: torch.Tensor) -> np.ndarray:
+    """The numpy array sharing ``t``'s memory, or a clear error why it cannot."""
+    if t.device.type != "cpu":
+        raise ValueError(
+            f"MpiAllreducer works on CPU tensors only, got one on {t.device}; "
+            "use allreducer 'nccl' (or 'auto') for CUDA training"
+        )
+    if not t.is_contiguous():
+        raise ValueError("MpiAllreducer needs a contiguous tensor; pass a flat buffer")
+    try:
+        return t.detach().numpy()
+    except TypeError as exc:  # e.g. bfloat16 has no numpy dtype
+        raise TypeError(f"MpiAllreducer cannot reduce dtype {t.dtype}: {exc}") from exc
+
+
+def time_allreduce(
+    allreducer: Allreducer,
+    comm: Comm,
+    numel: int,
+    *,
+    iters: int = 5,
+    warmup: int = 2,
+    device: torch.device | str = "cpu",
+) -> float:
+    """Median seconds per ``sum_`` of ``numel`` float32s, as seen on this rank.
+
+    Collective over ``comm``, whose ranks must be those of the allreducer's
+    group; a barrier precedes each call so that every call starts together.
+    """
+    buf = torch.zeros(numel, dtype=torch.float32, device=device)
+    for _ in range(warmup):
+        allreducer.sum_(buf)
+    times = []
+    for _ in range(iters):
+        comm.Barrier()
+        start = time.perf_counter()
+        allreducer.sum_(buf)
+        if buf.device.type == "cuda":
+            torch.cuda.synchronize(buf.device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure_cpu_allreducers(comm: Comm, numel: int, *, iters: int = 5) -> dict[str, float]:
+    """Seconds per all-reduce of ``numel`` floats for 'mpi' and 'gloo'.
+
+    Collective over ``comm``. Returns rank 0's measurement on every rank, so
+    that a choice made from it is the same everywhere. Creates and destroys
+    a temporary gloo gradient group.
+    """
+    timings = {"mpi": time_allreduce(MpiAllreducer(comm), comm, numel, iters=iters)}
+    gloo = TorchDistAllreducer(init_gradient_group(comm, "gloo", "cpu"), "gloo", owns_group=True)
+    try:
+        timings["gloo"] = time_allreduce(gloo, comm, numel, iters=iters)
+    finally:
+        gloo.close()
+    return comm.bcast(timings, root=0)
+
+
+def make_allreducer(
+    kind: str,
+    comm: Comm,
+    device: torch.device | str,
+    numel: int,
+    *,
+    iters: int = 5,
+) -> Allreducer:
+    """The allreducer for ``kind`` ('auto'|'nccl'|'gloo'|'mpi') over ``comm``.
+
+    Collective over ``comm`` (the gradient ranks). 'auto' is nccl on a CUDA
+    device; on CPU it times MPI and gloo on ``numel`` floats and keeps the
+    faster, by rank 0's measurement. A single-rank ``comm`` always gets a
+    LocalAllreducer, once the request has been checked. Call ``close()``
+    on the result when done.
+    """
+    kind = kind.lower()
+    device = torch.device(device)
+    if kind not in KINDS:
+        raise ValueError(f"unknown allreducer {kind!r}; use one of {KINDS}")
+    if kind == "nccl" and device.type != "cuda":
+        raise ValueError(
+            f"allreducer 'nccl' needs a CUDA device but the device is {device}: "
+            "use allreducer 'auto', 'gloo' or 'mpi' for CPU training, or a 'cuda' device"
+        )
+    if kind == "mpi" and device.type != "cpu":
+        raise ValueError(
+            f"allreducer 'mpi' works on CPU tensors only but the device is {device}: "
+            "use allreducer 'auto' or 'nccl' for CUDA training"
+        )
+    if numel <= 0:
+        raise ValueError(f"numel must be positive, got {numel}")
+    if comm.Get_size() == 1:
+        return LocalAllreducer()
+    if kind == "auto":
+        if device.type == "cuda":
+            kind = "nccl"
+        else:
+            timings = measure_cpu_allreducers(comm, numel, iters=iters)
+            kind = min(timings, key=timings.__getitem__)
+    if kind == "mpi":
+        return MpiAllreducer(comm)
+    group = init_gradient_group(comm, kind, device)
+    return TorchDistAllreducer(group, kind, owns_group=True)

@@ -1,0 +1,108 @@
+"""Checkpoints: atomic, safe to load, and a resume that ends exactly where an uninterrupted
+run ends."""
+import csv
+
+import pytest
+import torch
+
+from hpcrl.config import from_dict
+from hpcrl.placement.serial import SerialPlacement
+from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from hpcrl.runtime.run_dir import RunDir
+from hpcrl.training import Trainer, resume_config
+
+TIME_COLUMNS = {"wall_time_s", "fps", "time_collect_s", "time_compute_s", "time_wait_s",
+                "time_communicate_s"}
+
+
+class Killed(Exception):
+    pass
+
+
+def rows(run_dir):
+    with open(run_dir / "progress.csv") as f:
+        return [{k: v for k, v in r.items() if k not in TIME_COLUMNS} for r in csv.DictReader(f)]
+
+
+def weights(run_dir):
+    return load_checkpoint(RunDir(run_dir).checkpoint_path)["policy"]["state_dict"]
+
+
+def test_killed_and_resumed_run_ends_with_the_uninterrupted_weights(tmp_path, tiny_overrides,
+                                                                    monkeypatch):
+    cfg = from_dict({}, tiny_overrides + ["env.normalize_obs=true", "env.normalize_reward=true"])
+    Trainer(cfg, RunDir(tmp_path / "whole"), console=None).train()
+
+    original = SerialPlacement.run_update
+    def dies_at_update_10(self, update, env_steps):
+        if update == 10:
+            raise Killed()  # after the checkpoint at update 8 and two more logged rows
+        return original(self, update, env_steps)
+    monkeypatch.setattr(SerialPlacement, "run_update", dies_at_update_10)
+    with pytest.raises(Killed):
+        Trainer(cfg, RunDir(tmp_path / "cut"), console=None).train()
+    assert len(rows(tmp_path / "cut")) == 10
+    monkeypatch.setattr(SerialPlacement, "run_update", original)
+
+    run = RunDir(tmp_path / "cut")
+    Trainer(resume_config(run, []), run, resume=True, console=None).train()
+    whole, cut = weights(tmp_path / "whole"), weights(tmp_path / "cut")
+    assert whole.keys() == cut.keys()
+    for key in whole:
+        assert torch.equal(whole[key], cut[key]), key
+    assert rows(tmp_path / "whole") == rows(tmp_path / "cut")  # no repeated or missing rows
+    assert [int(r["updates"]) for r in rows(tmp_path / "cut")] == list(range(1, 17))
+
+
+def test_resume_gives_the_same_next_update(tmp_path, tiny_overrides):
+    constant = tiny_overrides + ["algo.lr_schedule=constant", "algo.clip_schedule=constant"]
+    Trainer(from_dict({}, constant), RunDir(tmp_path / "a"), console=None).train()
+    short = from_dict({}, constant + ["train.total_env_steps=192"])  # stops after update 3
+    Trainer(short, RunDir(tmp_path / "b"), console=None).train()
+    run = RunDir(tmp_path / "b")
+    Trainer(resume_config(run, ["train.total_env_steps=1024"]), run, resume=True,
+            console=None).train()
+    a, b = rows(tmp_path / "a"), rows(tmp_path / "b")
+    assert a[3] == b[3]  # the first update after the resume
+    assert a == b
+    for key, value in weights(tmp_path / "a").items():
+        assert torch.equal(value, weights(tmp_path / "b")[key]), key
+
+
+def test_checkpoint_is_weights_only_and_atomic(tmp_path):
+    path = save_atomic({"x": torch.ones(3), "n": 5}, tmp_path / "c.pt")
+    assert load_checkpoint(path)["n"] == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt"]  # no temp files left
+
+
+def test_crafted_checkpoint_cannot_run_code(tmp_path):
+    marker = tmp_path / "pwned"
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+    path = tmp_path / "evil.pt"
+    torch.save({"format": "hpcrl-checkpoint/1", "payload": Evil()}, path)
+    with pytest.raises(CheckpointError, match="cannot be read safely"):
+        load_checkpoint(path)
+    assert not marker.exists()
+
+
+def test_missing_or_foreign_checkpoints_are_named(tmp_path):
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        load_checkpoint(tmp_path / "none.pt")
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not an hpcrl checkpoint"):
+        load_checkpoint(tmp_path / "other.pt")
+    (tmp_path / "trunc.pt").write_bytes(b"PK\x03\x04garbage")
+    with pytest.raises(CheckpointError):
+        load_checkpoint(tmp_path / "trunc.pt")
+
+
+def test_resume_refuses_changes_the_state_cannot_follow(tmp_path, tiny_overrides):
+    from hpcrl.config import ConfigError
+    cfg = from_dict({}, tiny_overrides)
+    Trainer(cfg, RunDir(tmp_path / "r"), console=None).train()
+    with pytest.raises(ConfigError, match="cannot change on resume"):
+        resume_config(RunDir(tmp_path / "r"), ["env.num_envs=8"])
+    more = resume_config(RunDir(tmp_path / "r"), ["train.total_env_steps=2048"])
+    assert more.train.total_env_steps == 2048

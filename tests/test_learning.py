@@ -1,0 +1,32 @@
+"""Short seeded learning tests: they fail if the algorithms stop learning."""
+import numpy as np
+import pytest
+
+from hpcrl.config import from_dict
+from hpcrl.evaluation import evaluate
+from hpcrl.runtime.run_dir import RunDir
+from hpcrl.training import Trainer
+
+
+def train(tmp_path, overrides):
+    trainer = Trainer(from_dict({}, overrides + ["train.eval_episodes=0",
+                                                 "train.tensorboard=false"]),
+                      RunDir(tmp_path), console=None)
+    trainer.train()
+    return trainer
+
+
+def test_ppo_learns_cartpole(tmp_path):
+    trainer = train(tmp_path, ["train.total_env_steps=25000"])
+    result = evaluate(trainer.placement.master_actor, trainer.config, 5)
+    assert result["mean_return"] >= 200, result  # random play scores about 20
+
+
+def test_a2c_learns_cartpole(tmp_path):
+    trainer = train(tmp_path, ["algo.name=a2c", "algo.num_steps=8", "algo.lr=7e-4",
+                               "algo.lr_schedule=constant", "algo.optimizer=rmsprop",
+                               "algo.gamma=0.99", "algo.gae_lambda=1.0",
+                               "algo.normalize_advantage=false", "algo.ent_coef=0.0",
+                               "train.total_env_steps=30000"])
+    returns = list(trainer.returns)
+    assert np.mean(returns[-20:]) >= 100, returns[-20:]
