@@ -11,6 +11,7 @@ from hpcrl.config.loader import from_dict
 from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces, probe_spaces
+from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.rollout import RolloutLayout
 
 
@@ -18,7 +19,9 @@ def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
     """A freshly initialised actor; the same seed gives the same weights everywhere."""
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
-        return ActorCritic(spaces, config.actor, config.env.normalize_obs, config.env.clip_obs)
+        actor = ActorCritic(spaces, config.actor, config.env.normalize_obs, config.env.clip_obs)
+    contiguous_parameters(actor)
+    return actor
 
 
 def rollout_layout(config: Config, spaces: EnvSpaces, num_envs: int) -> RolloutLayout:

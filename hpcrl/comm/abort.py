@@ -26,8 +26,10 @@ def install_abort_handler(comm: Comm, describe: Callable[[], str]) -> Callable[[
     """Abort ``comm`` on any uncaught exception, in the main or any other thread.
 
     ``describe()`` names the rank's role for the message (e.g. "collector 3");
-    it is called only on failure, so it may report state that changes. Returns
-    a function that puts the previous hooks back.
+    it is called only on failure, so it may report state that changes. Pass
+    the world communicator: the MPI standard only promises to abort the group
+    of ``comm`` (MPICH and Open MPI end the whole job either way). Returns a
+    function that puts the previous hooks back.
     """
     previous_sys, previous_thread = sys.excepthook, threading.excepthook
 

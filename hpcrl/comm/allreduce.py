@@ -1,8 +1,9 @@
 """In-place all-reduce of flat gradient / statistics tensors over a rank group.
 
 ``Allreducer`` hides which transport does the work: MPI on the tensor's
-numpy view (lowest latency for CPU tensors of up to ~1M floats), gloo or
-nccl through torch.distributed, or nothing at all for a single rank.
+numpy view (much lower latency than gloo for CPU tensors up to ~1M floats
+on an idle node), gloo or nccl through torch.distributed, or nothing at all
+for a single rank.
 ``make_allreducer`` picks one from a config string.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import statistics
 import time
 from abc import ABC, abstractmethod
+
 import numpy as np
 import torch
 import torch.distributed as dist

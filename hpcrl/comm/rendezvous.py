@@ -48,6 +48,8 @@ def init_gradient_group(
     Collective over ``comm``. ``backend`` is 'gloo' (CPU tensors) or 'nccl'
     (needs a CUDA ``device``, which becomes this rank's current device).
     Torch ranks equal ``comm`` ranks and the world size is ``comm``'s size.
+    ``host`` (read on rank 0 only) overrides the store address; ``timeout_s``
+    bounds the store connection and every later collective of the group.
     """
     global _store
     backend = backend.lower()
@@ -79,6 +81,8 @@ def init_gradient_group(
         store = dist.TCPStore(address, port, world_size=size, is_master=False, timeout=timeout)
 
     if backend == "nccl":
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
         dist.init_process_group(
             backend, store=store, rank=rank, world_size=size, timeout=timeout, device_id=device
@@ -86,6 +90,9 @@ def init_gradient_group(
     else:
         dist.init_process_group(backend, store=store, rank=rank, world_size=size, timeout=timeout)
     _store = store
+    # Everyone is past its use of the store for start-up before anyone can
+    # return, and so before rank 0 could tear the group (and store) down.
+    comm.Barrier()
     group = dist.group.WORLD
     assert group is not None
     return group

@@ -10,11 +10,19 @@ from torch import nn
 
 
 def _params(module: nn.Module) -> list[torch.Tensor]:
-    return list(module.parameters())
+    cached = module.__dict__.get("_hpcrl_params")
+    if cached is None:  # parameter objects never change, only their storage
+        cached = module.__dict__["_hpcrl_params"] = list(module.parameters())
+    return cached
 
 
 def _buffers(module: nn.Module) -> list[torch.Tensor]:
     return [b for b in module.buffers() if b.is_floating_point()]
+
+
+def _flat_of(module: nn.Module) -> torch.Tensor | None:
+    flat = module.__dict__.get("_hpcrl_flat_params")
+    return flat if flat is not None and _aliases(_params(module), flat) else None
 
 
 def num_params(module: nn.Module) -> int:
@@ -49,10 +57,21 @@ def params_to_flat(module: nn.Module, out: torch.Tensor | None = None) -> torch.
     """All parameters as one float32 vector (written into ``out`` when given)."""
     if out is None:
         out = torch.empty(num_params(module), dtype=torch.float32)
+    contiguous = _flat_of(module)
+    if contiguous is not None:
+        return out.copy_(contiguous.detach())
     return _write(_params(module), out)
 
 
 def flat_to_params(module: nn.Module, flat: torch.Tensor) -> None:
+    contiguous = _flat_of(module)
+    if contiguous is not None:
+        if flat.numel() != contiguous.numel():
+            raise ValueError(f"flat tensor has {flat.numel()} values, the module needs "
+                             f"{contiguous.numel()}")
+        with torch.no_grad():
+            contiguous.copy_(flat)
+        return
     _read(_params(module), flat)
 
 
@@ -70,6 +89,10 @@ def flat_to_buffers(module: nn.Module, flat: torch.Tensor) -> None:
 def grads_to_flat(module: nn.Module, out: torch.Tensor | None = None) -> torch.Tensor:
     """All parameter gradients as one float32 vector (zeros where a gradient is None)."""
     params = _params(module)
+    grads = module.__dict__.get("_hpcrl_flat_grads")
+    if grads is not None and all(p.grad is not None for p in params) and _aliases(
+            [p.grad for p in params], grads):
+        return grads if out is None else out.copy_(grads)
     if out is None:
         out = torch.empty(num_params(module), dtype=torch.float32)
     offset = 0
@@ -90,3 +113,61 @@ def flat_to_grads(module: nn.Module, flat: torch.Tensor) -> None:
         n = p.numel()
         p.grad = flat[offset:offset + n].view_as(p).clone()
         offset += n
+
+
+def contiguous_parameters(module: nn.Module) -> torch.Tensor:
+    """One flat tensor that every parameter of ``module`` is a view of.
+
+    The first call moves the parameters into a fresh contiguous buffer (values unchanged);
+    later calls return the same buffer while the parameters still live in it. An optimiser
+    stepping this tensor updates the module in place with a handful of vector operations,
+    whatever the number of layers.
+    """
+    params = _params(module)
+    flat = _flat_of(module)
+    if flat is not None:
+        return flat
+    flat = torch.empty(sum(p.numel() for p in params), dtype=params[0].dtype,
+                       device=params[0].device)
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            n = p.numel()
+            flat[offset:offset + n].copy_(p.reshape(-1))
+            p.data = flat[offset:offset + n].view_as(p)
+            offset += n
+    module.__dict__["_hpcrl_flat_params"] = flat
+    return flat
+
+
+def zero_flat_gradients(module: nn.Module) -> torch.Tensor:
+    """Zero the gradients, kept as views of one flat tensor that backward accumulates into.
+
+    Backward adds into an existing ``.grad`` in place, so after this call the gradient of the
+    next backward pass appears in the returned tensor without any copy.
+    """
+    params = _params(module)
+    grads = module.__dict__.get("_hpcrl_flat_grads")
+    if grads is None or not all(p.grad is not None for p in params) or not _aliases(
+            [p.grad for p in params], grads):
+        grads = torch.zeros(sum(p.numel() for p in params), dtype=params[0].dtype,
+                            device=params[0].device)
+        offset = 0
+        for p in params:
+            n = p.numel()
+            p.grad = grads[offset:offset + n].view_as(p)
+            offset += n
+        module.__dict__["_hpcrl_flat_grads"] = grads
+    else:
+        grads.zero_()
+    return grads
+
+
+def _aliases(params: list[torch.Tensor], flat: torch.Tensor) -> bool:
+    base, size = flat.data_ptr(), flat.element_size()
+    offset = 0
+    for p in params:
+        if p.data_ptr() != base + offset * size:
+            return False
+        offset += p.numel()
+    return offset == flat.numel()

@@ -14,6 +14,7 @@ import torch
 
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.inference import make_engine
 from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import (as_float_obs, env_seeds, restore_vector_env_state,
                              vector_env_state)
@@ -37,6 +38,7 @@ class Collector:
         space = envs.single_action_space
         self.clip_low = None if actor.discrete else space.low.astype(np.float32)
         self.clip_high = None if actor.discrete else space.high.astype(np.float32)
+        self.engine = make_engine(actor)
         self.rngs = [np.random.default_rng([seed, env_offset + i]) for i in range(n)]
         self.obs_norm = Normalizer(config.clip_obs)
         self.rew_norm = Normalizer(config.clip_reward)
@@ -51,21 +53,18 @@ class Collector:
         """Collect from now on with this version of the policy."""
         weights.load_into(self.actor)
         self.weights_version = weights.version
+        self.engine.sync()
         self.obs_norm.sync(self.actor.obs_rms)
         self.rew_norm.sync(self.actor.ret_rms)
 
     # -- collection --------------------------------------------------------------------------
-    def _draw_noise(self, steps: int) -> torch.Tensor:
+    def _draw_noise(self, steps: int) -> np.ndarray:
         shape = self.actor.distribution.noise_shape()
         if shape:
             cols = [rng.standard_normal((steps,) + shape, dtype=np.float32) for rng in self.rngs]
         else:
             cols = [rng.random(steps, dtype=np.float32) for rng in self.rngs]
-        return torch.from_numpy(np.stack(cols, axis=1))
-
-    def _values(self, obs: np.ndarray) -> np.ndarray:
-        with torch.inference_mode():
-            return self.actor.value(torch.from_numpy(obs)).numpy()
+        return np.stack(cols, axis=1)
 
     def collect(self, rollout: Rollout, should_stop: Optional[StopCheck] = None) -> Rollout:
         """Fill ``rollout`` with up to ``num_steps`` steps of every env.
@@ -90,13 +89,10 @@ class Collector:
                 rollout.obs[t] = self.obs_norm.observation(obs)
             else:
                 rollout.obs[t] = obs
-            with torch.inference_mode():
-                actions, log_probs, values = self.actor.step(torch.from_numpy(rollout.obs[t]),
-                                                             noise[t])
-            actions_np = actions.numpy()
+            actions_np, log_probs, values = self.engine.step(rollout.obs[t], noise[t])
             rollout.actions[t] = actions_np
-            rollout.log_probs[t] = log_probs.numpy()
-            rollout.values[t] = values.numpy()
+            rollout.log_probs[t] = log_probs
+            rollout.values[t] = values
             if env_action_clip:
                 actions_np = np.clip(actions_np, self.clip_low, self.clip_high)
             obs, rewards, terminated, truncated, info = self.envs.step(actions_np)
@@ -140,14 +136,14 @@ class Collector:
             final = as_float_obs(np.stack([info["final_obs"][i] for i in cut]))
             if self.config.normalize_obs:
                 final = self.obs_norm.observation(final)
-            final_values[t] = (cut, self._values(final))
+            final_values[t] = (cut, self.engine.value(final))
 
     def _bootstrap(self, rollout: Rollout, steps: int,
                    final_values: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
         """``next_values`` per :func:`hpcrl.returns.gae`'s contract."""
         last = self.obs_norm.observation(self.obs) if self.config.normalize_obs else self.obs
         rollout.next_values[:steps - 1] = rollout.values[1:steps]
-        rollout.next_values[steps - 1] = self._values(last)
+        rollout.next_values[steps - 1] = self.engine.value(last)
         rollout.next_values[:steps][rollout.terminated[:steps] > 0] = 0.0
         for t, (envs, values) in final_values.items():
             rollout.next_values[t, envs] = values

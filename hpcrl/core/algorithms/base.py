@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from hpcrl.config.schema import AlgoConfig
-from hpcrl.core.flat import flat_to_grads, grads_to_flat
+from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
+from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.reducer import LocalReducer, Reducer
 from hpcrl.core.storage import RolloutBatch, RolloutStorage
 
@@ -37,7 +38,7 @@ class Algorithm(ABC):
         self.config = config
         self.reducer: Reducer = reducer or LocalReducer()
         self.progress = 0.0
-        self._optimizer: torch.optim.Optimizer | None = None
+        self._optimizer: FlatOptimizer | None = None
 
     # -- schedules ---------------------------------------------------------------------------
     def set_progress(self, fraction: float) -> None:
@@ -60,24 +61,19 @@ class Algorithm(ABC):
 
     def compute_gradients(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """The flat gradient of the loss on ``batch`` (the actor's weights are not changed)."""
-        self.actor.zero_grad(set_to_none=True)
+        zero_flat_gradients(self.actor)
         loss, stats = self.loss(batch)
         loss.backward()
         return grads_to_flat(self.actor), stats
 
-    # -- updates -----------------------------------------------------------------------------
-    def _make_optimizer(self) -> torch.optim.Optimizer:
-        params = list(self.actor.parameters())
-        if self.config.optimizer == "rmsprop":
-            return torch.optim.RMSprop(params, lr=self.config.lr, alpha=0.99,
-                                       eps=self.config.optimizer_eps)
-        return torch.optim.Adam(params, lr=self.config.lr, eps=self.config.optimizer_eps)
-
+    # -- updates ---------------------------------------------------------------------------
     @property
-    def optimizer(self) -> torch.optim.Optimizer:
+    def optimizer(self) -> FlatOptimizer:
         """The optimiser, made on first use so gradient-only processes never hold its state."""
         if self._optimizer is None:
-            self._optimizer = self._make_optimizer()
+            flat = contiguous_parameters(self.actor)
+            self._optimizer = make_flat_optimizer(self.config.optimizer, flat.numel(),
+                                                  self.config.optimizer_eps, flat.device)
         return self._optimizer
 
     def apply_gradients(self, flat_grads: torch.Tensor) -> dict[str, float]:
@@ -86,10 +82,9 @@ class Algorithm(ABC):
         max_norm = self.config.max_grad_norm
         if max_norm > 0 and norm > max_norm:
             flat_grads = flat_grads * (max_norm / (norm + 1e-6))
-        flat_to_grads(self.actor, flat_grads)
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.learning_rate
-        self.optimizer.step()
+        params = contiguous_parameters(self.actor)
+        with torch.no_grad():
+            self.optimizer.step(params, flat_grads.to(params.device), self.learning_rate)
         return {"grad_norm": norm, "learning_rate": self.learning_rate}
 
     def state_dict(self) -> dict[str, Any]:

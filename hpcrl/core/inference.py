@@ -1,0 +1,137 @@
+"""Fast action selection for collectors, in numpy or in torch.
+
+A collector asks its policy for actions once per env step, on a few observations. For the
+small MLPs of classic control, torch's per-operation dispatch costs more than the arithmetic,
+so on the CPU the networks are evaluated in numpy with the same weights (float32; results
+agree with torch to rounding, which tests check). The torch engine serves other devices.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from hpcrl.core.actor import ActorCritic
+
+_LOG_SQRT_2PI = np.float32(0.5 * math.log(2.0 * math.pi))
+
+
+class PolicyEngine(Protocol):
+    """What the collector needs: sampled actions with log-probs and values, and values."""
+
+    def sync(self) -> None:
+        """Pick up the actor's current weights."""
+        ...
+
+    def step(self, obs: np.ndarray, noise: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def value(self, obs: np.ndarray) -> np.ndarray: ...
+
+
+def _activation(module: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
+    if isinstance(module, nn.Tanh):
+        return np.tanh
+    if isinstance(module, nn.ReLU):
+        return lambda x: np.maximum(x, 0.0)
+    if isinstance(module, nn.ELU):
+        return lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
+    raise TypeError(f"no numpy form for activation {type(module).__name__}")
+
+
+def _layers(seq: nn.Module) -> list[tuple[np.ndarray, np.ndarray, Callable | None]]:
+    """``(weight^T, bias, activation)`` for each Linear of a Sequential trunk or a head."""
+    modules = list(seq) if isinstance(seq, nn.Sequential) else [seq]
+    out: list[tuple[np.ndarray, np.ndarray, Callable | None]] = []
+    for m in modules:
+        if isinstance(m, nn.Linear):
+            out.append((m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy(), None))
+        else:
+            w, b, _ = out[-1]
+            out[-1] = (w, b, _activation(m))
+    return out
+
+
+def _forward(layers: list, x: np.ndarray) -> np.ndarray:
+    for w, b, act in layers:
+        x = x @ w
+        x += b
+        if act is not None:
+            x = act(x)
+    return x
+
+
+class NumpyEngine:
+    """The actor's networks evaluated in numpy on the CPU."""
+
+    def __init__(self, actor: ActorCritic) -> None:
+        self.actor = actor
+        self.sync()
+
+    def sync(self) -> None:
+        a = self.actor
+        self.pi = _layers(a.pi_trunk)
+        self.vf = None if a.shared else _layers(a.vf_trunk)
+        self.pi_head, self.vf_head = _layers(a.pi_head)[0], _layers(a.vf_head)[0]
+        self.log_std = None if a.discrete else a.log_std.detach().numpy().copy()
+
+    def _features(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = obs.reshape(obs.shape[0], -1)
+        pi = _forward(self.pi, x)
+        return pi, (pi if self.vf is None else _forward(self.vf, x))
+
+    def _value(self, features: np.ndarray) -> np.ndarray:
+        w, b, _ = self.vf_head
+        return (features @ w + b)[:, 0]
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        return self._value(self._features(obs)[1])
+
+    def step(self, obs: np.ndarray, noise: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pi, vf = self._features(obs)
+        w, b, _ = self.pi_head
+        out = pi @ w + b
+        if self.log_std is None:
+            z = out - out.max(axis=1, keepdims=True)
+            e = np.exp(z)
+            total = e.sum(axis=1, keepdims=True)
+            cdf = np.cumsum(e / total, axis=1)
+            actions = np.minimum((cdf < noise[:, None]).sum(axis=1), out.shape[1] - 1)
+            log_probs = z[np.arange(z.shape[0]), actions] - np.log(total[:, 0])
+        else:
+            actions = out + np.exp(self.log_std) * noise
+            log_probs = (-0.5 * noise * noise - self.log_std - _LOG_SQRT_2PI).sum(axis=1)
+        return actions, log_probs.astype(np.float32), self._value(vf)
+
+
+class TorchEngine:
+    """The actor itself, for collectors whose actor lives on an accelerator."""
+
+    def __init__(self, actor: ActorCritic) -> None:
+        self.actor = actor
+        self.device = next(actor.parameters()).device
+
+    def sync(self) -> None:
+        pass
+
+    def step(self, obs: np.ndarray, noise: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        with torch.inference_mode():
+            a, logp, v = self.actor.step(torch.from_numpy(obs).to(self.device),
+                                         torch.from_numpy(noise).to(self.device))
+        return a.cpu().numpy(), logp.cpu().numpy(), v.cpu().numpy()
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return self.actor.value(torch.from_numpy(obs).to(self.device)).cpu().numpy()
+
+
+def make_engine(actor: ActorCritic) -> PolicyEngine:
+    """numpy on the CPU, torch elsewhere."""
+    if next(actor.parameters()).device.type == "cpu":
+        return NumpyEngine(actor)
+    return TorchEngine(actor)

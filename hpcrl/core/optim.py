@@ -1,0 +1,85 @@
+"""Optimisers over one flat parameter vector: Adam and RMSprop.
+
+They follow ``torch.optim.Adam`` and ``torch.optim.RMSprop`` (default options) step for step
+(tests compare them), but work on the single contiguous vector that holds every parameter,
+so a step is a few vector operations, and they keep their state as three plain entries.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+import torch
+
+
+class FlatOptimizer(Protocol):
+    def step(self, params: torch.Tensor, grads: torch.Tensor, lr: float) -> None:
+        """Update ``params`` in place from ``grads`` with learning rate ``lr``."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class FlatAdam:
+    """Adam (Kingma & Ba 2015) with bias correction, as in ``torch.optim.Adam``."""
+
+    def __init__(self, numel: int, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, device: torch.device | str = "cpu") -> None:
+        self.beta1, self.beta2 = betas
+        self.eps = eps
+        self.steps = 0
+        self.exp_avg = torch.zeros(numel, device=device)
+        self.exp_avg_sq = torch.zeros(numel, device=device)
+
+    def step(self, params: torch.Tensor, grads: torch.Tensor, lr: float) -> None:
+        self.steps += 1
+        self.exp_avg.lerp_(grads, 1 - self.beta1)
+        self.exp_avg_sq.mul_(self.beta2).addcmul_(grads, grads, value=1 - self.beta2)
+        correction1 = 1 - self.beta1 ** self.steps
+        correction2_sqrt = math.sqrt(1 - self.beta2 ** self.steps)
+        denom = (self.exp_avg_sq.sqrt() / correction2_sqrt).add_(self.eps)
+        params.addcdiv_(self.exp_avg, denom, value=-lr / correction1)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"kind": "adam", "steps": self.steps, "exp_avg": self.exp_avg.clone(),
+                "exp_avg_sq": self.exp_avg_sq.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        _check_kind(state, "adam")
+        self.steps = int(state["steps"])
+        self.exp_avg.copy_(state["exp_avg"])
+        self.exp_avg_sq.copy_(state["exp_avg_sq"])
+
+
+class FlatRMSprop:
+    """RMSprop without momentum or centring, as in ``torch.optim.RMSprop``."""
+
+    def __init__(self, numel: int, alpha: float = 0.99, eps: float = 1e-8,
+                 device: torch.device | str = "cpu") -> None:
+        self.alpha, self.eps = alpha, eps
+        self.square_avg = torch.zeros(numel, device=device)
+
+    def step(self, params: torch.Tensor, grads: torch.Tensor, lr: float) -> None:
+        self.square_avg.mul_(self.alpha).addcmul_(grads, grads, value=1 - self.alpha)
+        params.addcdiv_(grads, self.square_avg.sqrt().add_(self.eps), value=-lr)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"kind": "rmsprop", "square_avg": self.square_avg.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        _check_kind(state, "rmsprop")
+        self.square_avg.copy_(state["square_avg"])
+
+
+def _check_kind(state: dict[str, Any], kind: str) -> None:
+    if state.get("kind") != kind:
+        raise ValueError(f"optimiser state is for {state.get('kind')!r}, not {kind!r}: "
+                         f"algo.optimizer changed since the checkpoint")
+
+
+def make_flat_optimizer(kind: str, numel: int, eps: float,
+                        device: torch.device | str = "cpu") -> FlatOptimizer:
+    if kind == "rmsprop":
+        return FlatRMSprop(numel, eps=eps, device=device)
+    return FlatAdam(numel, eps=eps, device=device)
