@@ -83,6 +83,21 @@ def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
                    f"{result['std_return']:.2f} over {n} episodes")
 
 
+@main.command()
+@click.argument("config_path", required=False, type=click.Path(dir_okay=False))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for scripts).")
+def plan(config_path: Optional[str], overrides: tuple[str, ...], as_json: bool) -> None:
+    """Print the rank table of the config's scheme and the world size it needs."""
+    from hpcrl.scheme.plan import plan_json, plan_text
+
+    try:
+        cfg = load_config(config_path, overrides)
+    except ConfigError as err:
+        raise _fail(err) from None
+    click.echo(json.dumps(plan_json(cfg)) if as_json else plan_text(cfg))
+
+
 @main.group()
 def config() -> None:
     """Inspect configs."""

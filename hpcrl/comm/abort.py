@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from typing import NoReturn
 from hpcrl.comm._mpi import Comm
 
 _report_lock = threading.Lock()
+ABORT_GRACE_S = 0.5
 
 
 def install_abort_handler(comm: Comm, describe: Callable[[], str]) -> Callable[[], None]:
@@ -86,10 +88,13 @@ def report_and_abort(
             if sys.stdout is not None:
                 sys.stdout.flush()
             if stream is not None:
-                stream.write(message)
                 stream.flush()
+            os.write(2, message.encode(errors="replace"))  # unbuffered, whatever sys.stderr is
         except Exception:
             pass
+        # The launcher forwards a rank's output through a proxy; give it a moment to pass the
+        # report on before Abort makes it kill every rank.
+        time.sleep(ABORT_GRACE_S)
         try:
             comm.Abort(1)
         finally:

@@ -183,6 +183,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 def from_dict(data: Mapping[str, Any], overrides: Iterable[str] = ()) -> Config:
     """A validated :class:`Config` from a nested dict plus ``KEY=VALUE`` overrides."""
     merged = merge(dict(data), parse_overrides(overrides))
+    if isinstance(merged.get("scheme"), Mapping):
+        from hpcrl.scheme.presets import apply_preset
+        merged["scheme"] = apply_preset(dict(merged["scheme"]))
     config = _build(Config, merged, "")
     problem = validate(config)
     if problem is not None:

@@ -92,6 +92,55 @@ class TrainConfig:
 
 
 @dataclass
+class PreemptionConfig:
+    """DD-PPO straggler preemption of synchronous collection (1.0 and 1.0: wait for all)."""
+
+    fraction_workers: float = doc(
+        "A synchronous collection step may end once this fraction of the collecting ranks of "
+        "a group finished their rollout ...", 1.0)
+    fraction_samples: float = doc(
+        "... and then each straggler stops as soon as it collected this fraction of its "
+        "steps (it never stops before).", 1.0)
+
+
+@dataclass
+class SchemeConfig:
+    """How the training roles map onto MPI ranks (``hpcrl plan`` prints the rank table)."""
+
+    preset: Literal["serial", "a2c", "ddppo", "a3c", "async-ppo"] = doc(
+        "Named topology whose keys fill in every scheme key you do not set yourself: 'serial' "
+        "(1 process), 'a2c' (parallel synchronous collectors), 'ddppo' (synchronous "
+        "decentralised, with preemption), 'a3c' (asynchronous gradient workers, central "
+        "updater), 'async-ppo' (asynchronous collection with a bounded policy lag).",
+        "serial")
+    gradient_workers: int = doc("Ranks that turn rollouts into gradients.", 1)
+    collectors_per_worker: int = doc(
+        "Collector ranks feeding each gradient worker; 0 = each gradient worker collects "
+        "itself (env.num_envs envs on every collecting rank).", 0)
+    collection: Literal["sync", "async"] = doc(
+        "'sync': a gradient worker trains on one rollout from each of its collectors per "
+        "update; 'async': collectors never wait, the worker takes rollouts as they arrive.",
+        "sync")
+    preemption: PreemptionConfig = doc("Straggler preemption thresholds.",
+                                       factory=PreemptionConfig)
+    gradients: Literal["sync", "async"] = doc(
+        "'sync': every gradient step combines all gradient workers; 'async': the updater "
+        "applies each worker's gradient as it arrives (needs update=central).", "sync")
+    update: Literal["central", "decentralized"] = doc(
+        "'central': an updater rank applies gradients and publishes weights; "
+        "'decentralized': gradient workers all-reduce their gradients and each applies them.",
+        "decentralized")
+    allreduce: Literal["auto", "nccl", "gloo", "mpi"] = doc(
+        "Backend of the decentralised gradient all-reduce; 'auto' takes nccl on GPUs and "
+        "measures gloo against MPI on CPUs.", "auto")
+    max_policy_lag: int = doc(
+        "Asynchronous collection: a rollout collected with weights more than this many "
+        "updates old is dropped instead of trained on.", 4)
+    collector_device: str = doc("Device of collector ranks' policy copies ('cpu' or 'cuda').",
+                                "cpu")
+
+
+@dataclass
 class Config:
     """A whole run: the agent's components and how long to train it."""
 
@@ -100,3 +149,4 @@ class Config:
     actor: ActorConfig = doc("Network settings.", factory=ActorConfig)
     algo: AlgoConfig = doc("Algorithm settings.", factory=AlgoConfig)
     train: TrainConfig = doc("Training-loop settings.", factory=TrainConfig)
+    scheme: SchemeConfig = doc("Placement of the roles on MPI ranks.", factory=SchemeConfig)

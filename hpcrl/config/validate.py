@@ -26,8 +26,10 @@ def _in_unit(key: str, value: float, low_open: bool = False) -> Optional[str]:
 
 
 def total_envs(config: Config) -> int:
-    """Envs stepped in one update over all collecting processes (1 process here)."""
-    return config.env.num_envs
+    """Envs whose steps one gradient step covers (see ``envs_per_gradient_step``)."""
+    from hpcrl.scheme.topology import envs_per_gradient_step
+
+    return envs_per_gradient_step(config.scheme, config.env.num_envs)
 
 
 def _check_numbers(c: Config) -> Optional[str]:
@@ -74,7 +76,7 @@ def _check_batch(c: Config) -> Optional[str]:
         divisors = [d for d in range(1, batch + 1) if batch % d == 0]
         near = min(divisors, key=lambda d: abs(d - c.algo.minibatch_size))
         return (f"config key 'algo.minibatch_size' ({c.algo.minibatch_size}) must divide the "
-                f"batch of algo.num_steps x env.num_envs = {c.algo.num_steps} x "
+                f"batch of algo.num_steps x envs per gradient step = {c.algo.num_steps} x "
                 f"{total_envs(c)} = {batch}; the nearest divisor is {near}")
     if c.algo.minibatch_size % total_envs(c):
         return (f"config key 'algo.minibatch_size' ({c.algo.minibatch_size}) must be a multiple "
@@ -99,14 +101,20 @@ def _check_device(c: Config) -> Optional[str]:
     return f"config key 'train.device' must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {dev!r}"
 
 
+def _check_scheme(c: Config) -> Optional[str]:
+    from hpcrl.scheme.topology import scheme_problem
+
+    return scheme_problem(c.scheme, c.train.device)
+
+
 def _check_env_id(c: Config) -> Optional[str]:
     from hpcrl.core.envs import env_id_problem  # gymnasium import kept out of config parsing
 
     return env_id_problem(c.env.id)
 
 
-CHECKS: list[Check] = [_check_numbers, _check_actor, _check_batch, _check_budget,
-                       _check_device, _check_env_id]
+CHECKS: list[Check] = [_check_numbers, _check_actor, _check_scheme, _check_batch,
+                       _check_budget, _check_device, _check_env_id]
 
 
 def validate(config: Config) -> Optional[str]:

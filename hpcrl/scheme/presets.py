@@ -1,0 +1,37 @@
+"""Named topologies: each is a set of scheme keys; keys a user sets explicitly win."""
+from __future__ import annotations
+
+from typing import Any
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # one process: collector, gradient worker and updater in lock step
+    "serial": {"gradient_workers": 1, "collectors_per_worker": 0, "collection": "sync",
+               "gradients": "sync", "update": "decentralized"},
+    # A2C/PPO with parallel synchronous collectors feeding one learner
+    "a2c": {"gradient_workers": 1, "collectors_per_worker": 2, "collection": "sync",
+            "gradients": "sync", "update": "decentralized"},
+    # DD-PPO: every rank collects and learns, gradients all-reduced, stragglers preempted
+    "ddppo": {"gradient_workers": 2, "collectors_per_worker": 0, "collection": "sync",
+              "gradients": "sync", "update": "decentralized",
+              "preemption": {"fraction_workers": 0.6, "fraction_samples": 0.25}},
+    # A3C: gradient workers send gradients to an updater that applies them as they arrive
+    "a3c": {"gradient_workers": 2, "collectors_per_worker": 0, "collection": "sync",
+            "gradients": "async", "update": "central"},
+    # asynchronous collection: collectors stream rollouts, the learner bounds the policy lag
+    "async-ppo": {"gradient_workers": 1, "collectors_per_worker": 2, "collection": "async",
+                  "gradients": "sync", "update": "decentralized", "max_policy_lag": 2},
+}
+
+
+def apply_preset(scheme: dict[str, Any]) -> dict[str, Any]:
+    """The scheme section with its preset's keys filled in under the explicit ones."""
+    name = scheme.get("preset", "serial")
+    if name not in PRESETS:
+        return scheme  # the typed loader reports the unknown preset with the choices
+    base = {k: (dict(v) if isinstance(v, dict) else v) for k, v in PRESETS[name].items()}
+    for key, value in scheme.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = {**base[key], **value}
+        else:
+            base[key] = value
+    return base

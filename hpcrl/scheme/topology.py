@@ -1,0 +1,154 @@
+"""Roles on ranks: one pure function from (world size, scheme) to the rank table.
+
+It feeds ``hpcrl plan``, the MPI launcher, the Slurm renderer and the world-size check, so
+they can never disagree. Ranks are laid out learners first (the updater, then the gradient
+workers, then the collectors, grouped by the worker they feed): a Slurm heterogeneous job
+puts its GPU component first, and consecutive ranks share a node.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from hpcrl.config.schema import SchemeConfig
+
+UPDATER, WORKER, COLLECTOR = "updater", "gradient_worker", "collector"
+
+
+class WorldSizeError(ValueError):
+    """The job was launched with a number of ranks the scheme cannot use."""
+
+
+@dataclass(frozen=True)
+class RankRole:
+    """One rank's part in the job."""
+
+    rank: int
+    role: str
+    group: int                      # index of the gradient worker this rank belongs to (-1: updater)
+    feeds: tuple[int, ...]          # ranks it sends its output to
+    fed_by: tuple[int, ...]         # ranks it receives input from
+    collects: bool                  # holds environments
+    learner: bool                   # sits on the learner device (updater, gradient workers)
+    env_offset: int = 0             # global index of its first env (collecting ranks)
+    num_envs: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["feeds"], d["fed_by"] = list(self.feeds), list(self.fed_by)
+        d.pop("extra")
+        return d
+
+
+def has_updater(scheme: SchemeConfig) -> bool:
+    return scheme.update == "central"
+
+
+def collecting_ranks(scheme: SchemeConfig) -> int:
+    """Ranks that hold envs: each worker itself, or its dedicated collectors."""
+    return scheme.gradient_workers * max(scheme.collectors_per_worker, 1)
+
+
+def required_world_size(scheme: SchemeConfig) -> int:
+    """Ranks the scheme needs: updater + gradient workers + collectors."""
+    return (int(has_updater(scheme)) + scheme.gradient_workers
+            + scheme.gradient_workers * scheme.collectors_per_worker)
+
+
+def assign_roles(world_size: int, scheme: SchemeConfig, num_envs: int) -> list[RankRole]:
+    """The role of every rank; ``num_envs`` is ``env.num_envs`` (envs per collecting rank)."""
+    need = required_world_size(scheme)
+    if world_size != need:
+        raise WorldSizeError(
+            f"the scheme needs {need} ranks ({describe(scheme)}) but the job has "
+            f"{world_size}; launch it with `mpiexec -n {need}` or change "
+            f"scheme.gradient_workers / scheme.collectors_per_worker / scheme.update")
+    g, k = scheme.gradient_workers, scheme.collectors_per_worker
+    first_worker = int(has_updater(scheme))
+    updater = 0 if has_updater(scheme) else None
+    workers = [first_worker + i for i in range(g)]
+    collectors = {i: [first_worker + g + i * k + j for j in range(k)] for i in range(g)}
+    table: list[RankRole] = []
+    if updater is not None:
+        table.append(RankRole(updater, UPDATER, -1, tuple(workers), tuple(workers),
+                              collects=False, learner=True))
+    for i, rank in enumerate(workers):
+        up: tuple[int, ...] = () if updater is None else (updater,)
+        peers = tuple(w for w in workers if w != rank) if updater is None else ()
+        collects = k == 0
+        table.append(RankRole(rank, WORKER, i, up + peers, tuple(collectors[i]) + up + peers,
+                              collects=collects, learner=True,
+                              env_offset=i * num_envs if collects else 0,
+                              num_envs=num_envs if collects else 0))
+    for i in range(g):
+        for j, rank in enumerate(collectors[i]):
+            table.append(RankRole(rank, COLLECTOR, i, (workers[i],), (workers[i],),
+                                  collects=True, learner=False,
+                                  env_offset=(i * k + j) * num_envs, num_envs=num_envs))
+    return sorted(table, key=lambda r: r.rank)
+
+
+def describe(scheme: SchemeConfig) -> str:
+    """A one-line summary, e.g. '1 updater + 2 gradient workers + 4 collectors'."""
+    parts = []
+    if has_updater(scheme):
+        parts.append("1 updater")
+    g = scheme.gradient_workers
+    parts.append(f"{g} gradient worker{'s' if g != 1 else ''}")
+    c = g * scheme.collectors_per_worker
+    if c:
+        parts.append(f"{c} collector{'s' if c != 1 else ''}")
+    return " + ".join(parts)
+
+
+def scheme_problem(scheme: SchemeConfig, learner_device: str) -> Optional[str]:
+    """Why a scheme makes no sense, with what to use instead; None when it is usable."""
+    s, p = scheme, scheme.preemption
+    if s.gradient_workers < 1:
+        return "config key 'scheme.gradient_workers' must be >= 1"
+    if s.collectors_per_worker < 0:
+        return "config key 'scheme.collectors_per_worker' must be >= 0 (0: workers collect)"
+    if s.max_policy_lag < 0:
+        return "config key 'scheme.max_policy_lag' must be >= 0"
+    for key, value in (("fraction_workers", p.fraction_workers),
+                       ("fraction_samples", p.fraction_samples)):
+        if not 0.0 < value <= 1.0:
+            return f"config key 'scheme.preemption.{key}' must lie in (0, 1], got {value}"
+    if s.gradients == "async" and s.update == "decentralized":
+        return ("scheme.gradients=async with scheme.update=decentralized makes no sense: "
+                "asynchronous gradients are applied one by one as they arrive, which needs an "
+                "updater rank; use scheme.update=central (A3C), or scheme.gradients=sync for "
+                "an all-reduce among gradient workers")
+    if s.collection == "async" and s.collectors_per_worker == 0:
+        return ("scheme.collection=async needs dedicated collector ranks: with "
+                "scheme.collectors_per_worker=0 each gradient worker collects itself, "
+                "synchronously; set scheme.collectors_per_worker >= 1")
+    preempting = p.fraction_workers < 1.0 or p.fraction_samples < 1.0
+    if preempting and s.collection == "async":
+        return ("scheme.preemption applies to synchronous collection only: asynchronous "
+                "collection never waits for stragglers; drop the preemption keys or use "
+                "scheme.collection=sync")
+    if preempting and s.collectors_per_worker == 0 and s.gradients == "async":
+        return ("scheme.preemption needs a synchronous collection step: with "
+                "scheme.gradients=async each gradient worker collects on its own; use "
+                "dedicated collectors (scheme.collectors_per_worker >= 1) or gradients=sync")
+    group = s.collectors_per_worker if s.collectors_per_worker else s.gradient_workers
+    if preempting and group < 2:
+        return ("scheme.preemption needs at least 2 collecting ranks to wait for: with one "
+                "there is no straggler to preempt; raise scheme.gradient_workers or "
+                "scheme.collectors_per_worker, or drop the preemption keys")
+    if s.allreduce == "nccl" and not learner_device.startswith(("cuda", "auto")):
+        return ("scheme.allreduce=nccl needs the gradient workers on GPUs; set "
+                "train.device=cuda (or auto), or use scheme.allreduce=gloo|mpi|auto on CPUs")
+    if s.collector_device not in ("cpu", "cuda") and not s.collector_device.startswith("cuda:"):
+        return (f"config key 'scheme.collector_device' must be 'cpu', 'cuda' or 'cuda:N', got "
+                f"{s.collector_device!r}")
+    return None
+
+
+def envs_per_gradient_step(scheme: SchemeConfig, num_envs: int) -> int:
+    """Envs whose steps one gradient step covers: the whole job's when gradients are
+    synchronous, one worker's share when each worker's gradient is applied on its own."""
+    per_worker = num_envs * max(scheme.collectors_per_worker, 1)
+    return per_worker if scheme.gradients == "async" else per_worker * scheme.gradient_workers
