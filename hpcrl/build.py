@@ -28,6 +28,13 @@ def rollout_layout(config: Config, spaces: EnvSpaces, num_envs: int) -> RolloutL
     return RolloutLayout(config.algo.num_steps, num_envs, spaces.obs_shape, spaces.action_shape)
 
 
+def num_minibatches(config: Config) -> int:
+    """Minibatches per epoch: the samples of one gradient step's envs over the minibatch."""
+    from hpcrl.config.validate import total_envs
+
+    return max(config.algo.num_steps * total_envs(config) // config.algo.minibatch_size, 1)
+
+
 def env_spaces(config: Config) -> EnvSpaces:
     return probe_spaces(config.env)
 

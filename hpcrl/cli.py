@@ -34,6 +34,7 @@ def main() -> None:
 def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[str],
           resume_dir: Optional[str]) -> None:
     """Train an agent. Without CONFIG, trains PPO on CartPole-v1 (the embedded default)."""
+    from hpcrl.placement.mpi.job import wants_mpi
     from hpcrl.runtime.run_dir import RunDir, default_run_dir
     from hpcrl.training import Trainer, resume_config
 
@@ -44,9 +45,16 @@ def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[s
                                        "it resumes; drop CONFIG/--run-dir")
             run = RunDir(Path(resume_dir))
             cfg = resume_config(run, list(overrides))
+            if wants_mpi(cfg):
+                return _train_mpi(cfg, run, resume=True)
             trainer = Trainer(cfg, run, resume=True, console=sys.stderr)
         else:
             cfg = load_config(config, overrides)
+            if wants_mpi(cfg):
+                if run_dir is None:
+                    raise click.UsageError("under MPI every rank must agree on the run "
+                                           "directory: pass --run-dir DIR")
+                return _train_mpi(cfg, RunDir(Path(run_dir)), resume=False)
             run = RunDir(Path(run_dir) if run_dir else default_run_dir(cfg))
             if run.checkpoint_path.exists():
                 raise click.UsageError(f"'{run.path}' already holds a run; resume it with "
@@ -56,6 +64,15 @@ def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[s
         trainer.train()
     except (ConfigError, CheckpointError) as err:
         raise _fail(err) from None
+
+
+def _train_mpi(cfg, run, resume: bool) -> None:
+    from hpcrl.placement.mpi import train_mpi
+
+    if not resume and run.checkpoint_path.exists():
+        raise click.UsageError(f"'{run.path}' already holds a run; resume it with "
+                               f"--resume {run.path} or pick another --run-dir")
+    train_mpi(cfg, run.path, resume=resume, console=sys.stderr)
 
 
 @main.command("eval")

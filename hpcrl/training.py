@@ -7,10 +7,8 @@ so a resumed run continues exactly where the checkpoint was taken.
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Optional
@@ -24,11 +22,11 @@ from hpcrl.config.schema import Config
 from hpcrl.evaluation import evaluate
 from hpcrl.placement.serial import SerialPlacement, UpdateResult
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from hpcrl.runtime.metrics import EpisodeWindow, progress_row
 from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
 from hpcrl.runtime.rng import rng_state, seed_everything, set_rng_state
 from hpcrl.runtime.run_dir import RunDir
 
-EPISODE_WINDOW = 100
 RESUMABLE_SECTIONS = ("train",)
 
 
@@ -65,8 +63,7 @@ class Trainer:
         self.spaces = env_spaces(config)
         self.placement = SerialPlacement(config, self.spaces)
         self.counters = Counters()
-        self.returns: deque[float] = deque(maxlen=EPISODE_WINDOW)
-        self.lengths: deque[float] = deque(maxlen=EPISODE_WINDOW)
+        self.episodes = EpisodeWindow()
         self.inexact_envs: list[str] = []
         resume_rows = self._restore() if resume else None
         run.path.mkdir(parents=True, exist_ok=True)
@@ -84,8 +81,7 @@ class Trainer:
         self.counters = Counters(int(c["updates"]), int(c["env_steps"]), float(c["wall_time_s"]))
         self.inexact_envs = self.placement.load_state_dict(state["placement"],
                                                            state["policy"]["state_dict"])
-        self.returns.extend(state["episodes"]["returns"].tolist())
-        self.lengths.extend(state["episodes"]["lengths"].tolist())
+        self.episodes.load(state["episodes"])
         set_rng_state(state["rng"])
         if self.inexact_envs:
             print(f"hpcrl: resumed envs were reset: their state could not be saved "
@@ -101,24 +97,17 @@ class Trainer:
                          "wall_time_s": c.wall_time_s},
             "policy": policy_record(self.config, self.spaces, self.placement.master_actor),
             "placement": self.placement.state_dict(),
-            "episodes": {"returns": torch.tensor(list(self.returns), dtype=torch.float64),
-                         "lengths": torch.tensor(list(self.lengths), dtype=torch.float64)},
+            "episodes": self.episodes.state(),
             "rng": rng_state(),
         }, self.run.checkpoint_path)
 
     # -- the loop ----------------------------------------------------------------------------
     def _row(self, result: UpdateResult, fps: float) -> dict[str, Any]:
         c = self.counters
-        row: dict[str, Any] = {
-            "env_steps": c.env_steps, "updates": c.updates, "wall_time_s": c.wall_time_s,
-            "fps": fps, "episodes": len(result.episode_returns),
-            "episode_return_mean": float(np.mean(self.returns)) if self.returns else math.nan,
-            "episode_length_mean": float(np.mean(self.lengths)) if self.lengths else math.nan,
-            "policy_lag": result.policy_lag, "gradient_asynchrony": result.gradient_asynchrony,
-        }
-        row.update(result.stats)
-        row.update(result.times)
-        return row
+        scheme = {"policy_lag": result.policy_lag,
+                  "gradient_asynchrony": result.gradient_asynchrony, **result.times}
+        return progress_row(c.env_steps, c.updates, c.wall_time_s, fps, self.episodes,
+                            len(result.episode_returns), result.stats, scheme)
 
     def train(self) -> Optional[dict[str, float]]:
         """Train to the budget, checkpoint at the end, then evaluate; returns the eval figures."""
@@ -134,8 +123,9 @@ class Trainer:
                 self.counters.env_steps += result.env_steps
                 elapsed = time.perf_counter() - t_start
                 self.counters.wall_time_s = start_wall + elapsed
-                self.returns.extend(result.episode_returns.tolist())
-                self.lengths.extend(result.episode_lengths.tolist())
+                self.episodes.add(len(result.episode_returns),
+                                  float(result.episode_returns.sum()),
+                                  float(result.episode_lengths.sum()))
                 row = self._row(result, (self.counters.env_steps - start_steps) / max(elapsed, 1e-9))
                 self.log.write(row)
                 done = self.counters.env_steps >= cfg.total_env_steps

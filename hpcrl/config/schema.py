@@ -54,7 +54,10 @@ class ActorConfig:
 class AlgoConfig:
     """The learning algorithm and its hyperparameters."""
 
-    name: Literal["ppo", "a2c"] = doc("Algorithm: 'ppo' (clipped surrogate) or 'a2c'.", "ppo")
+    name: Literal["ppo", "a2c", "impala", "dqn", "sac", "td3", "ddpg"] = doc(
+        "Algorithm: 'ppo' (clipped surrogate), 'a2c', 'impala' (actor-critic with V-trace "
+        "targets, see vtrace.*), or the off-policy 'dqn', 'sac', 'td3', 'ddpg' (replay.*; "
+        "recipes in examples/).", "ppo")
     num_steps: int = doc("Steps collected per env between updates (rollout length).", 32)
     num_epochs: int = doc("PPO: passes over each rollout. A2C uses 1.", 20)
     minibatch_size: int = doc("PPO: samples per gradient step; must divide num_steps x total "
@@ -140,6 +143,9 @@ class SchemeConfig:
                                 "cpu")
 
 
+from hpcrl.config.offpolicy import ReplayConfig, VTraceConfig  # noqa: E402 (needs doc())
+
+
 @dataclass
 class Config:
     """A whole run: the agent's components and how long to train it."""
@@ -149,4 +155,6 @@ class Config:
     actor: ActorConfig = doc("Network settings.", factory=ActorConfig)
     algo: AlgoConfig = doc("Algorithm settings.", factory=AlgoConfig)
     train: TrainConfig = doc("Training-loop settings.", factory=TrainConfig)
+    replay: ReplayConfig = doc("Off-policy settings (dqn, sac, td3, ddpg).", factory=ReplayConfig)
+    vtrace: VTraceConfig = doc("V-trace settings (impala).", factory=VTraceConfig)
     scheme: SchemeConfig = doc("Placement of the roles on MPI ranks.", factory=SchemeConfig)

@@ -36,6 +36,17 @@ class Moments(NamedTuple):
         return Moments(float(count), mean, np.maximum(total_sq - count * mean * mean, 0.0))
 
 
+def merge_moments(parts: list[Moments]) -> Moments:
+    """The moments of the union of several sample sets (exact, any order)."""
+    count = sum(p.count for p in parts)
+    if count == 0:
+        return parts[0]
+    mean = sum(np.asarray(p.mean, np.float64) * p.count for p in parts) / count
+    m2 = sum(np.asarray(p.m2, np.float64) + p.count * (np.asarray(p.mean, np.float64) - mean) ** 2
+             for p in parts)
+    return Moments(count, mean, m2)
+
+
 class RunningMoments(nn.Module):
     """Running mean/variance of a quantity of fixed ``shape`` (float64 buffers)."""
 

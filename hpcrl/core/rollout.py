@@ -12,8 +12,8 @@ from typing import Iterator
 import numpy as np
 
 # header slots before the normaliser moments
-_VALID, _VERSION, _OFFSET, _SOURCE = range(4)
-_FIXED = 4
+_VALID, _VERSION, _OFFSET, _SOURCE, _SECONDS = range(5)
+_FIXED = 5
 
 
 @dataclass(frozen=True)
@@ -105,10 +105,15 @@ class Rollout:
         """Id of the collector that produced it."""
         return self._get(_SOURCE)
 
+    @property
+    def collect_seconds(self) -> float:
+        """Wall time the collector spent filling it."""
+        return float(self.header[_SECONDS])
+
     def set_facts(self, valid_steps: int, weights_version: int, env_offset: int,
-                  source: int) -> None:
-        self.header[[_VALID, _VERSION, _OFFSET, _SOURCE]] = (valid_steps, weights_version,
-                                                             env_offset, source)
+                  source: int, seconds: float = 0.0) -> None:
+        self.header[[_VALID, _VERSION, _OFFSET, _SOURCE, _SECONDS]] = (
+            valid_steps, weights_version, env_offset, source, seconds)
 
     def _moment_views(self) -> tuple[np.ndarray, ...]:
         d, h = self.layout.obs_dim, self.header

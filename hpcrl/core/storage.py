@@ -35,6 +35,12 @@ class RolloutBatch(NamedTuple):
         return RolloutBatch(*(t[time_index, env_index] for t in self)).flatten()
 
 
+def _side_by_side(rollouts: Sequence[Rollout]) -> bool:
+    steps = {r.valid_steps for r in rollouts}
+    ends = [r.env_offset + r.layout.num_envs for r in rollouts[:-1]]
+    return len(steps) == 1 and ends == [r.env_offset for r in rollouts[1:]]
+
+
 def _tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array)).to(device)
 
@@ -48,18 +54,30 @@ class RolloutStorage:
         self.device = torch.device(device)
         self.discrete_actions = discrete_actions
         self.batch: RolloutBatch | None = None
+        self.flat: RolloutBatch | None = None
         self.env_offset = 0
 
     def load(self, rollouts: Sequence[Rollout]) -> None:
-        """Take the rollouts of this update (envs side by side, ordered by global index)."""
+        """Take the rollouts of this update.
+
+        Rollouts of distinct, adjacent env slices with equal lengths sit side by side as
+        ``[T, N]`` and get the layout-independent batch order. Anything else (rollouts cut
+        short by preemption, several rollouts of one collector under asynchronous
+        collection) is flattened into one pool of samples drawn in a seeded random order.
+        """
         rollouts = sorted(rollouts, key=lambda r: r.env_offset)
-        steps = min(r.valid_steps for r in rollouts)
-        if steps <= 0:
+        if min(r.valid_steps for r in rollouts) <= 0:
             raise ValueError("a rollout with no collected steps cannot be trained on")
         parts = [self._targets(r) for r in rollouts]
-        self.batch = RolloutBatch(*(torch.cat([p[i][:steps] for p in parts], dim=1)
-                                    for i in range(len(RolloutBatch._fields))))
+        fields = range(len(RolloutBatch._fields))
         self.env_offset = rollouts[0].env_offset
+        if _side_by_side(rollouts):
+            self.batch = RolloutBatch(*(torch.cat([p[i] for p in parts], dim=1) for i in fields))
+            self.flat = None
+        else:
+            self.batch = None
+            self.flat = RolloutBatch(*(torch.cat([p.flatten()[i] for p in parts], dim=0)
+                                       for i in fields))
 
     def _targets(self, r: Rollout) -> RolloutBatch:
         t, dev = r.valid_steps, self.device
@@ -81,8 +99,17 @@ class RolloutStorage:
     def num_envs(self) -> int:
         return 0 if self.batch is None else self.batch.values.shape[1]
 
+    @property
+    def num_samples(self) -> int:
+        """Samples held (steps x envs, or the size of the flattened pool)."""
+        if self.flat is not None:
+            return self.flat.values.shape[0]
+        return self.num_steps * self.num_envs
+
     def full_batch(self) -> RolloutBatch:
         """Every sample of the update, flattened."""
+        if self.flat is not None:
+            return self.flat
         assert self.batch is not None, "load() a rollout first"
         return self.batch.flatten()
 
@@ -93,6 +120,12 @@ class RolloutStorage:
         ``seed`` must be the same on every process of the job for the same epoch;
         ``total_envs`` is the number of envs of the whole job.
         """
+        if self.flat is not None:
+            gen = torch.Generator().manual_seed(seed)
+            order = torch.randperm(self.num_samples, generator=gen).to(self.device)
+            for index in torch.tensor_split(order, num_minibatches):
+                yield RolloutBatch(*(t[index] for t in self.flat))
+            return
         assert self.batch is not None, "load() a rollout first"
         steps, envs = self.num_steps, self.num_envs
         if steps % num_minibatches:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.build import make_actor, rollout_layout
+from hpcrl.build import make_actor, num_minibatches, rollout_layout
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.algorithms import make_algorithm
@@ -46,7 +46,7 @@ class SerialPlacement:
         storage = RolloutStorage(config.algo.gamma, config.algo.gae_lambda,
                                  discrete_actions=spaces.discrete)
         self.worker = GradientWorker(make_algorithm(make_actor(config, spaces), config.algo),
-                                     storage, config.seed, n, config.train.total_env_steps)
+                                     storage, config.seed, n, num_minibatches(config))
         self.envs = make_vector_env(config.env, n)
         self.collector = Collector(self.envs, make_actor(config, spaces), config.env,
                                    config.algo.gamma, config.seed)
@@ -73,7 +73,9 @@ class SerialPlacement:
         rollouts = self.transport.recv_rollouts(1)
         sums: dict[str, float] = {}
         count = 0
-        for gradient in self.worker.gradients(rollouts, update, env_steps):
+        cfg = self.config
+        progress = (env_steps + cfg.algo.num_steps * cfg.env.num_envs) / cfg.train.total_env_steps
+        for gradient in self.worker.gradients(rollouts, update, progress):
             self.transport.send_gradient(gradient)
             weights = self.updater.apply(self.transport.recv_gradient())
             for name, value in zip(self.worker.algorithm.stat_names, gradient.stats()):

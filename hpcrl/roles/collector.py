@@ -6,6 +6,7 @@ columns of the rollout that one collector holding every env would.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Optional
 
 import gymnasium as gym
@@ -72,6 +73,7 @@ class Collector:
         ``should_stop(steps_done)`` is asked after every step; when it says True the rollout
         ends early with ``valid_steps`` set to the steps done (DD-PPO preemption).
         """
+        started = time.perf_counter()
         steps = rollout.layout.num_steps
         noise = self._draw_noise(steps)
         norm_obs, norm_rew = self.config.normalize_obs, self.config.normalize_reward
@@ -120,7 +122,8 @@ class Collector:
                        else Moments(0.0, np.zeros(()), np.zeros(())))
         rollout.set_moments((obs_moments.count, obs_moments.mean, obs_moments.m2),
                             (ret_moments.count, float(ret_moments.mean), float(ret_moments.m2)))
-        rollout.set_facts(done_steps, self.weights_version, self.env_offset, self.collector_id)
+        rollout.set_facts(done_steps, self.weights_version, self.env_offset, self.collector_id,
+                          time.perf_counter() - started)
         return rollout
 
     def _end_episodes(self, rollout: Rollout, t: int, done: np.ndarray, terminated: np.ndarray,

@@ -11,7 +11,7 @@ from typing import Iterator, Sequence
 import torch
 
 from hpcrl.core.algorithms.base import Algorithm
-from hpcrl.core.normalization import Moments
+from hpcrl.core.normalization import Moments, merge_moments
 from hpcrl.core.rollout import Rollout
 from hpcrl.core.storage import RolloutStorage
 from hpcrl.roles.messages import Gradient, Weights
@@ -20,26 +20,16 @@ from hpcrl.roles.messages import Gradient, Weights
 def rollout_moments(rollouts: Sequence[Rollout]) -> tuple[Moments, Moments]:
     """Observation and return moments of several rollouts, merged."""
     obs_parts, ret_parts = zip(*(r.moments() for r in rollouts))
-    return _merge([Moments(*m) for m in obs_parts]), _merge([Moments(*m) for m in ret_parts])
-
-
-def _merge(parts: list[Moments]) -> Moments:
-    count = sum(p.count for p in parts)
-    if count == 0:
-        return parts[0]
-    mean = sum(p.mean * p.count for p in parts) / count
-    m2 = sum(p.m2 + p.count * (p.mean - mean) ** 2 for p in parts)
-    return Moments(count, mean, m2)
+    return merge_moments([Moments(*m) for m in obs_parts]), merge_moments([Moments(*m) for m in ret_parts])
 
 
 class GradientWorker:
     """Computes the gradients of one update, one :class:`Gradient` per optimiser step."""
 
     def __init__(self, algorithm: Algorithm, storage: RolloutStorage, seed: int,
-                 total_envs: int, total_env_steps: int) -> None:
+                 total_envs: int, minibatches: int) -> None:
         self.algorithm, self.storage = algorithm, storage
-        self.seed, self.total_envs = seed, total_envs
-        self.total_env_steps = total_env_steps
+        self.seed, self.total_envs, self.num_minibatches = seed, total_envs, minibatches
         self.weights_version = 0
         actor = algorithm.actor
         self.message = Gradient.empty(sum(p.numel() for p in actor.parameters()),
@@ -50,20 +40,21 @@ class GradientWorker:
         self.weights_version = weights.version
 
     def gradients(self, rollouts: Sequence[Rollout], update: int,
-                  env_steps_before: int) -> Iterator[Gradient]:
+                  progress: float) -> Iterator[Gradient]:
         """The gradients of update number ``update`` on ``rollouts``.
 
-        ``env_steps_before`` counts the job's env steps before these rollouts; it sets the
-        schedules' progress the same way on every process.
+        ``progress`` (in [0, 1], the job's env steps including these rollouts over the
+        budget) sets the schedules; callers compute it the same way on every process.
         """
         self.storage.load(rollouts)
-        new_steps = self.storage.num_steps * self.storage.num_envs
-        job_steps = self.storage.num_steps * self.total_envs
-        progress = min((env_steps_before + job_steps) / self.total_env_steps, 1.0)
+        new_steps = self.storage.num_samples
+        progress = min(max(progress, 0.0), 1.0)
         self.algorithm.set_progress(progress)
         names = self.algorithm.stat_names
         moments: tuple[Moments, Moments] | None = rollout_moments(rollouts)
-        for batch in self.algorithm.minibatches(self.storage, update, self.seed, self.total_envs):
+        batches = self.algorithm.minibatches(self.storage, update, self.seed, self.total_envs,
+                                             self.num_minibatches)
+        for batch in batches:
             grads, stats = self.algorithm.compute_gradients(batch)
             yield self.message.fill(grads, self.weights_version, batch.values.numel(),
                                     new_steps if moments else 0, progress,

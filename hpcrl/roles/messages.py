@@ -17,9 +17,15 @@ from hpcrl.core.flat import (buffers_to_flat, flat_to_buffers, flat_to_params,
                              num_buffer_values, num_params, params_to_flat)
 
 
+# commands a weights message carries to collectors (bit flags)
+COLLECT, STOP, CHECKPOINT = 0, 1, 2
+
+
 @dataclass
 class Weights:
-    """A version of the actor: ``params`` float32, ``buffers`` float64 with the version last."""
+    """A version of the actor: ``params`` float32; ``buffers`` float64 ending with two slots,
+    a command for collectors (:data:`COLLECT`, or :data:`STOP`/:data:`CHECKPOINT` bits)
+    and the version."""
 
     params: np.ndarray
     buffers: np.ndarray
@@ -27,23 +33,31 @@ class Weights:
     @staticmethod
     def empty_like(module: nn.Module) -> "Weights":
         return Weights(np.zeros(num_params(module), np.float32),
-                       np.zeros(num_buffer_values(module) + 1, np.float64))
+                       np.zeros(num_buffer_values(module) + 2, np.float64))
 
     @property
     def version(self) -> int:
         return int(self.buffers[-1])
 
-    def capture(self, module: nn.Module, version: int) -> "Weights":
+    @property
+    def command(self) -> int:
+        return int(self.buffers[-2])
+
+    def set_command(self, command: int) -> "Weights":
+        self.buffers[-2] = command
+        return self
+
+    def capture(self, module: nn.Module, version: int, command: int = COLLECT) -> "Weights":
         """Write ``module``'s current parameters and buffers into this message."""
         params_to_flat(module, torch.from_numpy(self.params))
-        buffers_to_flat(module, torch.from_numpy(self.buffers[:-1]))
-        self.buffers[-1] = version
+        buffers_to_flat(module, torch.from_numpy(self.buffers[:-2]))
+        self.buffers[-2:] = (command, version)
         return self
 
     def load_into(self, module: nn.Module) -> None:
         """Copy this version into ``module``."""
         flat_to_params(module, torch.from_numpy(self.params))
-        flat_to_buffers(module, torch.from_numpy(self.buffers[:-1]))
+        flat_to_buffers(module, torch.from_numpy(self.buffers[:-2]))
 
 
 @dataclass

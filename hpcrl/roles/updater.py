@@ -23,7 +23,12 @@ class Updater:
         return self.message.capture(self.algorithm.actor, self.version)
 
     def apply(self, gradient: Gradient) -> Weights:
-        """One optimiser step with ``gradient``; returns the new weights.
+        """One optimiser step with ``gradient`` (see :meth:`step`); returns the new weights."""
+        self.step(gradient)
+        return self.weights()
+
+    def step(self, gradient: Gradient) -> None:
+        """One optimiser step with ``gradient``.
 
         The normaliser moments a gradient carries are merged too: they change only what the
         collectors see next, since training uses the observations as they were collected.
@@ -37,7 +42,6 @@ class Updater:
         if ret.count > 0:
             actor.ret_rms.merge(ret)
         self.version += 1
-        return self.weights()
 
     def state_dict(self) -> dict[str, Any]:
         return {"version": self.version, "algorithm": self.algorithm.state_dict()}

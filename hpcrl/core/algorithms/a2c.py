@@ -17,9 +17,12 @@ class A2C(Algorithm):
 
     stat_names = ("policy_loss", "value_loss", "entropy")
 
-    def minibatches(self, storage: RolloutStorage, update: int, seed: int,
-                    total_envs: int) -> Iterator[RolloutBatch]:
+    def minibatches(self, storage: RolloutStorage, update: int, seed: int, total_envs: int,
+                    count: int) -> Iterator[RolloutBatch]:
         yield storage.full_batch()
+
+    def steps_per_update(self, count: int) -> int:
+        return 1
 
     def loss(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.config

@@ -51,9 +51,17 @@ class Algorithm(ABC):
 
     # -- gradients ---------------------------------------------------------------------------
     @abstractmethod
-    def minibatches(self, storage: RolloutStorage, update: int, seed: int,
-                    total_envs: int) -> Iterator[RolloutBatch]:
-        """The batches of one update, one gradient step each, in order."""
+    def minibatches(self, storage: RolloutStorage, update: int, seed: int, total_envs: int,
+                    count: int) -> Iterator[RolloutBatch]:
+        """The batches of one update, one gradient step each, in order.
+
+        ``total_envs`` is the number of envs of the whole job (the batch order is drawn over
+        all of them); ``count`` the number of minibatches per epoch.
+        """
+
+    @abstractmethod
+    def steps_per_update(self, count: int) -> int:
+        """Gradient steps :meth:`minibatches` yields per update (``count`` per epoch)."""
 
     @abstractmethod
     def loss(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:

@@ -40,12 +40,13 @@ class PPO(Algorithm):
     def clip_range(self) -> float:
         return linear_schedule(self.config.clip_range, self.config.clip_schedule, self.progress)
 
-    def minibatches(self, storage: RolloutStorage, update: int, seed: int,
-                    total_envs: int) -> Iterator[RolloutBatch]:
-        total = storage.num_steps * total_envs
-        count = max(total // self.config.minibatch_size, 1)
+    def minibatches(self, storage: RolloutStorage, update: int, seed: int, total_envs: int,
+                    count: int) -> Iterator[RolloutBatch]:
         for epoch in range(self.config.num_epochs):
             yield from storage.minibatches(count, epoch_seed(seed, update, epoch), total_envs)
+
+    def steps_per_update(self, count: int) -> int:
+        return self.config.num_epochs * count
 
     def loss(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.config

@@ -1,0 +1,84 @@
+"""Config sections of the off-policy algorithms (replay) and of V-trace (IMPALA).
+
+They live apart from :mod:`hpcrl.config.schema` because only some algorithms read them;
+``algo.*`` keys that every algorithm shares (``gamma``, ``lr``, ``lr_schedule``,
+``max_grad_norm``, ``optimizer``, ``optimizer_eps``, ``num_steps``) keep their meaning.
+Sensible values differ per algorithm; ``examples/*.yaml`` hold tested recipes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+from hpcrl.config.schema import doc
+
+OFF_POLICY_ALGOS = ("dqn", "sac", "td3", "ddpg")
+
+
+@dataclass
+class ReplayConfig:
+    """Replay storage, training rhythm, targets and exploration of DQN, SAC, TD3 and DDPG.
+
+    One training update (one progress row, the unit of ``train.checkpoint_every``) collects
+    ``algo.num_steps`` steps of every env; within it a training round of ``gradient_steps``
+    gradient steps follows every ``train_freq`` steps per env, once the job has collected
+    more than ``learning_starts`` env steps.
+    """
+
+    buffer_size: int = doc("Transitions the replay holds; the oldest are overwritten.",
+                           1_000_000)
+    batch_size: int = doc("Transitions sampled per gradient step.", 256)
+    learning_starts: int = doc("Env steps (over all envs) collected with uniformly random "
+                               "actions before training starts.", 100)
+    train_freq: int = doc("Steps per env between two training rounds.", 1)
+    gradient_steps: int = doc("Gradient steps per training round; -1 takes one per env step "
+                              "collected since the last round (train_freq x env.num_envs).", 1)
+    tau: float = doc("Polyak factor of the target networks: target += tau * (online - target); "
+                     "1 copies (a hard update).", 0.005)
+    target_update_interval: int = doc("Gradient steps between two target-network updates "
+                                      "(DQN, SAC; TD3/DDPG update targets with the policy).", 1)
+    n_step: int = doc("Steps of reward summed into each stored transition (n-step returns); "
+                      "an episode end shortens the window.", 1)
+    prioritized: bool = doc("Prioritised replay (proportional, sum-tree) instead of uniform "
+                            "sampling.", False)
+    alpha: float = doc("Prioritised replay: priority exponent (0 gives uniform sampling).", 0.6)
+    beta0: float = doc("Prioritised replay: initial importance-weight exponent, annealed "
+                       "linearly to 1 over train.total_env_steps.", 0.4)
+    priority_eps: float = doc("Prioritised replay: added to |TD error| so no transition gets "
+                              "priority 0.", 1e-6)
+    exploration_initial_eps: float = doc("DQN: initial probability of a random action.", 1.0)
+    exploration_final_eps: float = doc("DQN: final probability of a random action.", 0.05)
+    exploration_fraction: float = doc("DQN: fraction of train.total_env_steps over which the "
+                                      "random-action probability decays linearly.", 0.1)
+    double_q: bool = doc("DQN: pick the next action with the online network and value it "
+                         "with the target network (double Q-learning).", True)
+    action_noise: Literal["none", "gaussian", "ornstein_uhlenbeck"] = doc(
+        "TD3/DDPG: exploration noise added to the deterministic action ('ornstein_uhlenbeck' "
+        "is temporally correlated, reset at episode ends).", "gaussian")
+    noise_std: float = doc("TD3/DDPG: std of the exploration noise, in units of half the "
+                           "action range (actions live in [-1, 1] before scaling).", 0.1)
+    ou_theta: float = doc("Ornstein-Uhlenbeck noise: rate of mean reversion.", 0.15)
+    ou_dt: float = doc("Ornstein-Uhlenbeck noise: time step.", 1e-2)
+    policy_delay: int = doc("TD3: critic gradient steps per policy (and target) update.", 2)
+    target_policy_noise: float = doc("TD3: std of the noise on the target policy's action "
+                                     "(target policy smoothing; DDPG uses none).", 0.2)
+    target_noise_clip: float = doc("TD3: clip of the target policy noise.", 0.5)
+    n_critics: int = doc("SAC/TD3: critics whose minimum makes the target (TD3 and SAC use 2; "
+                         "DDPG always 1).", 2)
+    learn_ent_coef: bool = doc("SAC: learn the entropy temperature so the policy's entropy "
+                               "tracks target_entropy (automatic temperature).", True)
+    ent_coef_init: float = doc("SAC: initial (or, without learn_ent_coef, fixed) entropy "
+                               "temperature.", 1.0)
+    target_entropy: Optional[float] = doc("SAC: entropy the temperature aims at; None uses "
+                                          "-(action dimensions).", None)
+
+
+@dataclass
+class VTraceConfig:
+    """Importance-weight clipping of V-trace targets (``algo.name: impala``)."""
+
+    clip_rho: Optional[float] = doc("V-trace rho-bar: clip of the importance weight in the "
+                                    "TD errors and policy-gradient advantages (None: no clip).",
+                                    1.0)
+    clip_c: Optional[float] = doc("V-trace c-bar: clip of the trace-cutting coefficients "
+                                  "(None: no clip).", 1.0)

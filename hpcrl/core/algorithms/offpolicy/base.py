@@ -1,0 +1,200 @@
+"""What every off-policy algorithm offers: gradients of a replay batch, and their application.
+
+An algorithm owns several networks (policy, critics, a temperature) in one container whose
+parameters are a single flat vector, cut into named *segments*, one per optimiser. The split
+of PPO holds: :meth:`OffPolicyAlgorithm.compute_gradients` returns one flat gradient (every
+segment's gradient comes from its own loss term: critics in a policy loss are evaluated with
+detached weights), and :meth:`OffPolicyAlgorithm.apply_gradients` steps, for applied step
+number ``k``, only the segments :meth:`stepping` names for ``k`` (TD3's policy gets no Adam
+step on the steps it skips), then updates the target networks due at ``k``.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+from hpcrl.config.schema import Config
+from hpcrl.core.algorithms.base import linear_schedule
+from hpcrl.core.envs import EnvSpaces
+from hpcrl.core.flat import contiguous_parameters, zero_flat_gradients
+from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
+from hpcrl.core.replay.buffer import ReplayBatch
+from hpcrl.core.target import TargetNetwork
+
+NOISE_STREAM = 0x7A3  # seeds the learner's torch generator apart from everything else
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The slice ``[start, end)`` of the flat parameters that one optimiser owns."""
+
+    name: str
+    start: int
+    end: int
+
+    @property
+    def slice(self) -> slice:
+        return slice(self.start, self.end)
+
+
+class Scalar(nn.Module):
+    """One learnable scalar (e.g. SAC's log temperature) as a module, so it has a segment."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__()
+        self.value = nn.Parameter(torch.tensor(float(value)))
+
+
+def learner_generator(seed: int) -> torch.Generator:
+    state = np.random.SeedSequence([seed, NOISE_STREAM]).generate_state(1)[0]
+    return torch.Generator().manual_seed(int(state))
+
+
+class OffPolicyAlgorithm(ABC):
+    """Networks, per-segment optimisers and target networks of one off-policy learner.
+
+    Subclasses build their networks in :meth:`build` (returning them in segment order) and
+    define :meth:`loss`, :meth:`stepping` and :meth:`update_targets`. ``steps`` counts the
+    applied gradient steps; :meth:`compute_gradients` computes the gradient of step
+    ``steps + 1``, so a gradient worker in another process sets ``steps`` from the version
+    of the weights it computes with.
+    """
+
+    stat_names: tuple[str, ...] = ()
+
+    def __init__(self, spaces: EnvSpaces, config: Config) -> None:
+        self.spaces, self.config = spaces, config
+        self.algo, self.replay = config.algo, config.replay
+        self.progress = 0.0
+        self.steps = 0
+        self.generator = learner_generator(config.seed)
+        self.targets: dict[str, TargetNetwork] = {}
+        with torch.random.fork_rng():
+            torch.manual_seed(config.seed)
+            parts = self.build()
+        self.nets = nn.Module()
+        for name, module in parts:
+            self.nets.add_module(name, module)
+        self.flat = contiguous_parameters(self.nets)
+        self.segments: dict[str, Segment] = {}
+        offset = 0
+        for name, module in parts:
+            n = sum(p.numel() for p in module.parameters())
+            self.segments[name] = Segment(name, offset, offset + n)
+            offset += n
+        self._optimizers: Optional[dict[str, FlatOptimizer]] = None
+        self._priorities: Optional[torch.Tensor] = None
+
+    # -- what subclasses define --------------------------------------------------------------
+    @abstractmethod
+    def build(self) -> list[tuple[str, nn.Module]]:
+        """The online networks in segment order; register target networks in ``targets``."""
+
+    @property
+    @abstractmethod
+    def policy(self) -> nn.Module:
+        """The module collectors act with and checkpoints save as the policy."""
+
+    @abstractmethod
+    def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """The summed loss of every segment due at step ``steps + 1``, and its terms."""
+
+    @abstractmethod
+    def stepping(self, step: int) -> list[str]:
+        """Names of the segments that applied step number ``step`` (from 1) changes."""
+
+    @abstractmethod
+    def update_targets(self, step: int) -> None:
+        """Move the target networks due after applied step ``step``."""
+
+    # -- schedules ---------------------------------------------------------------------------
+    def set_progress(self, fraction: float) -> None:
+        """Tell the schedules how far training is (0 at the start, 1 at the end)."""
+        self.progress = min(max(fraction, 0.0), 1.0)
+
+    @property
+    def learning_rate(self) -> float:
+        return linear_schedule(self.algo.lr, self.algo.lr_schedule, self.progress)
+
+    # -- gradients ---------------------------------------------------------------------------
+    def compute_gradients(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """The flat gradient of :meth:`loss` on ``batch`` (a view, valid until the next call;
+        the weights are not changed)."""
+        grads = zero_flat_gradients(self.nets)
+        loss, stats = self.loss(batch)
+        loss.backward()  # accumulates into the views of ``grads``
+        return grads, stats
+
+    def remember_td_errors(self, td_errors: torch.Tensor) -> None:
+        """Keep ``|TD error|`` of the last batch for :meth:`priorities`."""
+        self._priorities = td_errors.detach().abs()
+
+    def priorities(self) -> np.ndarray:
+        """New replay priorities (``|TD error|``) of the last batch's rows."""
+        if self._priorities is None:
+            raise RuntimeError("priorities() needs a compute_gradients() call first")
+        return self._priorities.numpy()
+
+    # -- updates -----------------------------------------------------------------------------
+    @property
+    def optimizers(self) -> dict[str, FlatOptimizer]:
+        """One optimiser per segment, made on first use (gradient-only processes never hold
+        their state)."""
+        if self._optimizers is None:
+            self._optimizers = {
+                name: make_flat_optimizer(self.algo.optimizer, seg.end - seg.start,
+                                          self.algo.optimizer_eps, self.flat.device)
+                for name, seg in self.segments.items()}
+        return self._optimizers
+
+    def apply_gradients(self, flat_grads: torch.Tensor) -> dict[str, float]:
+        """Apply the gradient of step ``steps + 1``: clip and step each due segment by its
+        own optimiser, count the step, update the due targets."""
+        step = self.steps + 1
+        lr = self.learning_rate
+        max_norm = self.algo.max_grad_norm
+        total_sq = 0.0
+        with torch.no_grad():
+            for name in self.stepping(step):
+                seg = self.segments[name]
+                grads = flat_grads[seg.slice]
+                norm = float(torch.linalg.vector_norm(grads))
+                total_sq += norm * norm
+                if max_norm > 0 and norm > max_norm:
+                    grads = grads * (max_norm / (norm + 1e-6))
+                self.optimizers[name].step(self.flat[seg.slice], grads, lr)
+        self.steps = step
+        self.update_targets(step)
+        return {"grad_norm": total_sq ** 0.5, "learning_rate": lr}
+
+    def segment_params(self, name: str) -> torch.Tensor:
+        """The flat parameters of one segment (a view)."""
+        return self.flat[self.segments[name].slice]
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"params": self.flat.detach().clone(),
+                "targets": {name: t.flat.clone() for name, t in self.targets.items()},
+                "optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()},
+                "steps": self.steps, "progress": self.progress,
+                "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["params"].numel() != self.flat.numel():
+            raise ValueError(f"checkpoint holds {state['params'].numel()} learner parameters, "
+                             f"this config builds {self.flat.numel()}: actor.* or replay.* "
+                             f"network settings changed")
+        with torch.no_grad():
+            self.flat.copy_(state["params"])
+            for name, target in self.targets.items():
+                target.flat.copy_(state["targets"][name])
+        for name, opt in self.optimizers.items():
+            opt.load_state_dict(state["optimizers"][name])
+        self.steps = int(state["steps"])
+        self.progress = float(state["progress"])
+        self.generator.set_state(state["generator"])

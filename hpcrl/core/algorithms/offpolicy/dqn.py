@@ -1,0 +1,59 @@
+"""DQN (Mnih et al. 2015) with double Q-learning (van Hasselt et al. 2016) and target updates.
+
+The loss is the Huber loss of ``Q(s, a)`` against ``r + discount * Q_target(s', a*)`` with
+``a* = argmax_a Q(s', a)`` under double Q-learning (``argmax`` of the target network
+otherwise), weighted by importance weights under prioritised replay. The target network
+moves every ``replay.target_update_interval`` applied gradient steps by ``replay.tau``.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.core.qnetwork import QNetwork
+from hpcrl.core.replay.buffer import ReplayBatch
+from hpcrl.core.target import TargetNetwork
+
+
+class DQN(OffPolicyAlgorithm):
+    """One Q-network segment (``q``) and its target."""
+
+    stat_names = ("q_loss", "q_mean")
+
+    def build(self) -> list[tuple[str, nn.Module]]:
+        self.q = QNetwork(self.spaces.obs_shape, int(self.spaces.action_space.n),
+                          self.config.actor)
+        self.targets["q"] = TargetNetwork(self.q)
+        return [("q", self.q)]
+
+    @property
+    def policy(self) -> nn.Module:
+        return self.q
+
+    def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        target_q = self.targets["q"].module
+        obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
+        q = self.q.q_values(obs).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            next_q = target_q.q_values(next_obs)
+            if self.replay.double_q:
+                best = self.q.q_values(next_obs).argmax(dim=1, keepdim=True)
+                next_value = next_q.gather(1, best).squeeze(1)
+            else:
+                next_value = next_q.max(dim=1).values
+            target = batch.rewards + batch.discounts * next_value
+        if batch.weights is None:
+            loss = F.smooth_l1_loss(q, target)
+        else:
+            loss = (batch.weights * F.smooth_l1_loss(q, target, reduction="none")).mean()
+            self.remember_td_errors(q - target)
+        return loss, {"q_loss": loss.item(), "q_mean": q.mean().item()}
+
+    def stepping(self, step: int) -> list[str]:
+        return ["q"]
+
+    def update_targets(self, step: int) -> None:
+        if step % self.replay.target_update_interval == 0:
+            self.targets["q"].update(self.segment_params("q"), self.replay.tau)

@@ -1,0 +1,93 @@
+"""SAC (Haarnoja et al. 2018) with twin critics and automatic temperature.
+
+All three losses are taken at the same weights and summed; each reaches only its own
+segment (``policy``, ``critic``, ``log_alpha``):
+
+- critic: ``0.5 * sum_k mean((Q_k(s, a) - y)^2)`` with
+  ``y = r + discount * (min_k Q_target_k(s', a') - alpha * log pi(a'|s'))``, ``a' ~ pi(s')``;
+- policy: ``mean(alpha * log pi(a~|s) - min_k Q_k(s, a~))``, ``a~ ~ pi(s)``, the critics
+  evaluated with detached weights;
+- temperature: ``-mean(log_alpha * (log pi(a~|s) + target_entropy))`` (detached log-probs),
+  when ``replay.learn_ent_coef``; ``alpha = exp(log_alpha)`` is detached everywhere else.
+
+The target critics move by ``replay.tau`` every ``replay.target_update_interval`` steps.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm, Scalar
+from hpcrl.core.critics import EnsembleCritic
+from hpcrl.core.policies import SquashedGaussianPolicy
+from hpcrl.core.replay.buffer import ReplayBatch
+from hpcrl.core.target import TargetNetwork
+
+
+class SAC(OffPolicyAlgorithm):
+    """Soft actor-critic over a squashed Gaussian policy."""
+
+    stat_names = ("policy_loss", "critic_loss", "ent_coef", "ent_coef_loss", "entropy")
+
+    def build(self) -> list[tuple[str, nn.Module]]:
+        cfg, spaces = self.config, self.spaces
+        obs_dim = int(np.prod(spaces.obs_shape))
+        self.pi = SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, cfg.actor)
+        self.action_dim = self.pi.action_dim
+        self.critic = EnsembleCritic(obs_dim, self.action_dim, cfg.actor, cfg.replay.n_critics)
+        self.targets["critic"] = TargetNetwork(self.critic)
+        target_entropy = cfg.replay.target_entropy
+        self.target_entropy = float(-self.action_dim if target_entropy is None
+                                    else target_entropy)
+        parts: list[tuple[str, nn.Module]] = [("policy", self.pi), ("critic", self.critic)]
+        self.log_alpha = Scalar(math.log(cfg.replay.ent_coef_init))
+        if cfg.replay.learn_ent_coef:
+            parts.append(("log_alpha", self.log_alpha))
+        else:
+            self.log_alpha.requires_grad_(False)
+        return parts
+
+    @property
+    def policy(self) -> nn.Module:
+        return self.pi
+
+    def _noise(self, batch_size: int) -> torch.Tensor:
+        return torch.randn(batch_size, self.action_dim, generator=self.generator)
+
+    def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
+        b = obs.shape[0]
+        log_alpha = self.log_alpha.value
+        alpha = log_alpha.detach().exp()
+        actions_pi, log_prob = self.pi.sample(obs, self._noise(b))
+        with torch.no_grad():
+            next_actions, next_log_prob = self.pi.sample(next_obs, self._noise(b))
+            next_q = self.targets["critic"].module(next_obs, next_actions).min(dim=0).values
+            target = batch.rewards + batch.discounts * (next_q - alpha * next_log_prob)
+        q = self.critic(obs, batch.actions)
+        td = q - target
+        if batch.weights is None:
+            critic_loss = 0.5 * td.pow(2).mean(dim=1).sum()
+        else:
+            critic_loss = 0.5 * (batch.weights * td.pow(2)).mean(dim=1).sum()
+            self.remember_td_errors(td[0])
+        q_pi = self.critic(obs, actions_pi, frozen=True).min(dim=0).values
+        policy_loss = (alpha * log_prob - q_pi).mean()
+        loss = critic_loss + policy_loss
+        stats = {"policy_loss": policy_loss.item(), "critic_loss": critic_loss.item(),
+                 "ent_coef": alpha.item(), "entropy": -log_prob.mean().item()}
+        if self.replay.learn_ent_coef:
+            alpha_loss = -(log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+            loss = loss + alpha_loss
+            stats["ent_coef_loss"] = alpha_loss.item()
+        return loss, stats
+
+    def stepping(self, step: int) -> list[str]:
+        return list(self.segments)
+
+    def update_targets(self, step: int) -> None:
+        if step % self.replay.target_update_interval == 0:
+            self.targets["critic"].update(self.segment_params("critic"), self.replay.tau)

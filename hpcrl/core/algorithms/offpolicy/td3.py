@@ -1,0 +1,110 @@
+"""TD3 (Fujimoto et al. 2018) and DDPG (Lillicrap et al. 2016) over a deterministic policy.
+
+- critic: ``sum_k mean((Q_k(s, a) - y)^2)`` with ``y = r + discount * min_k
+  Q_target_k(s', clip(mu_target(s') + clip(eps, -c, c), -1, 1))``, ``eps ~ N(0, sigma^2)``
+  (target policy smoothing);
+- policy, every ``replay.policy_delay`` applied steps: ``-mean(Q_1(s, mu(s)))`` with the
+  critic's weights detached; the target policy and critics move by ``replay.tau`` on those
+  steps only. On the other steps the policy segment gets neither a gradient nor an
+  optimiser step.
+
+DDPG is the case of one critic, no delay and no target smoothing.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.core.critics import EnsembleCritic
+from hpcrl.core.policies import DeterministicPolicy
+from hpcrl.core.replay.buffer import ReplayBatch
+from hpcrl.core.target import TargetNetwork
+
+
+class TD3(OffPolicyAlgorithm):
+    """Twin delayed deep deterministic policy gradient."""
+
+    stat_names = ("policy_loss", "critic_loss", "q_mean")
+
+    @property
+    def num_critics(self) -> int:
+        return self.replay.n_critics
+
+    @property
+    def policy_delay(self) -> int:
+        return self.replay.policy_delay
+
+    @property
+    def smoothing(self) -> tuple[float, float]:
+        """Std and clip of the target policy noise."""
+        return self.replay.target_policy_noise, self.replay.target_noise_clip
+
+    def build(self) -> list[tuple[str, nn.Module]]:
+        spaces = self.spaces
+        obs_dim = int(np.prod(spaces.obs_shape))
+        self.mu = DeterministicPolicy(spaces.obs_shape, spaces.action_space, self.config.actor)
+        self.action_dim = self.mu.action_dim
+        self.critic = EnsembleCritic(obs_dim, self.action_dim, self.config.actor,
+                                     self.num_critics)
+        self.targets["policy"] = TargetNetwork(self.mu)
+        self.targets["critic"] = TargetNetwork(self.critic)
+        return [("policy", self.mu), ("critic", self.critic)]
+
+    @property
+    def policy(self) -> nn.Module:
+        return self.mu
+
+    def policy_step(self, step: int) -> bool:
+        return step % self.policy_delay == 0
+
+    def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
+        std, clip = self.smoothing
+        with torch.no_grad():
+            next_actions = self.targets["policy"].module.squashed_mode(next_obs)
+            if std > 0:
+                noise = torch.randn(next_actions.shape, generator=self.generator)
+                next_actions = (next_actions + (noise * std).clamp_(-clip, clip)).clamp_(-1, 1)
+            next_q = self.targets["critic"].module(next_obs, next_actions).min(dim=0).values
+            target = batch.rewards + batch.discounts * next_q
+        q = self.critic(obs, batch.actions)
+        td = q - target
+        if batch.weights is None:
+            critic_loss = td.pow(2).mean(dim=1).sum()
+        else:
+            critic_loss = (batch.weights * td.pow(2)).mean(dim=1).sum()
+            self.remember_td_errors(td[0])
+        stats = {"critic_loss": critic_loss.item(), "q_mean": q[0].mean().item()}
+        loss = critic_loss
+        if self.policy_step(self.steps + 1):
+            policy_loss = -self.critic(obs, self.mu.squashed_mode(obs), frozen=True)[0].mean()
+            loss = loss + policy_loss
+            stats["policy_loss"] = policy_loss.item()
+        return loss, stats
+
+    def stepping(self, step: int) -> list[str]:
+        return ["critic", "policy"] if self.policy_step(step) else ["critic"]
+
+    def update_targets(self, step: int) -> None:
+        if self.policy_step(step):
+            tau = self.replay.tau
+            self.targets["critic"].update(self.segment_params("critic"), tau)
+            self.targets["policy"].update(self.segment_params("policy"), tau)
+
+
+class DDPG(TD3):
+    """Deep deterministic policy gradient: TD3 with one critic, no delay, no smoothing."""
+
+    @property
+    def num_critics(self) -> int:
+        return 1
+
+    @property
+    def policy_delay(self) -> int:
+        return 1
+
+    @property
+    def smoothing(self) -> tuple[float, float]:
+        return 0.0, 0.0

@@ -1,0 +1,117 @@
+"""numpy forward passes of the off-policy policies, for the collectors' step loop.
+
+As in :mod:`hpcrl.core.inference`, torch's per-operation overhead dominates for the small
+MLPs of classic control, so collectors evaluate the policy in numpy. The engines hold
+*views* of the module's weights (no copy): loading new weights into the module in place
+updates them; :meth:`sync` re-takes the views in case parameters were re-allocated.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+from torch import nn
+
+from hpcrl.core.policies import LOG_STD_MAX, LOG_STD_MIN, SquashedGaussianPolicy
+from hpcrl.core.qnetwork import QNetwork
+
+Layer = tuple[np.ndarray, np.ndarray, Optional[Callable[[np.ndarray], np.ndarray]]]
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0.0, out=x)
+
+
+def _elu(x: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
+
+
+_NUMPY_ACTIVATIONS: dict[type, Callable[[np.ndarray], np.ndarray]] = {
+    nn.Tanh: np.tanh, nn.ReLU: _relu, nn.ELU: _elu}
+
+
+def layer_views(*modules: nn.Module) -> list[Layer]:
+    """``(weight^T, bias, activation)`` views for the Linear layers of ``modules`` in order."""
+    layers: list[Layer] = []
+    for module in modules:
+        for m in (module if isinstance(module, nn.Sequential) else [module]):
+            if isinstance(m, nn.Linear):
+                layers.append((m.weight.detach().numpy().T, m.bias.detach().numpy(), None))
+            elif type(m) in _NUMPY_ACTIVATIONS:
+                w, b, _ = layers[-1]
+                layers[-1] = (w, b, _NUMPY_ACTIVATIONS[type(m)])
+            else:
+                raise TypeError(f"no numpy form for layer {type(m).__name__}")
+    return layers
+
+
+def forward(layers: list[Layer], x: np.ndarray) -> np.ndarray:
+    for w, b, act in layers:
+        x = x @ w
+        x += b
+        if act is not None:
+            x = act(x)
+    return x
+
+
+class GreedyQEngine:
+    """Argmax-Q actions of a :class:`QNetwork`."""
+
+    def __init__(self, network: QNetwork) -> None:
+        self.network = network
+        self.sync()
+
+    def sync(self) -> None:
+        self.layers = layer_views(self.network.trunk, self.network.head)
+
+    def act(self, obs: np.ndarray, noise: Optional[np.ndarray] = None) -> np.ndarray:
+        q = forward(self.layers, obs.reshape(obs.shape[0], -1))
+        return q.argmax(axis=1)
+
+
+class DeterministicEngine:
+    """``tanh(MLP(s))`` of a :class:`~hpcrl.core.policies.DeterministicPolicy`."""
+
+    def __init__(self, policy: nn.Module) -> None:
+        self.policy = policy
+        self.sync()
+
+    def sync(self) -> None:
+        self.layers = layer_views(self.policy.trunk, self.policy.head)
+
+    def act(self, obs: np.ndarray, noise: Optional[np.ndarray] = None) -> np.ndarray:
+        return np.tanh(forward(self.layers, obs.reshape(obs.shape[0], -1)))
+
+
+class SquashedGaussianEngine:
+    """Samples ``tanh(mean + std * noise)`` of a :class:`SquashedGaussianPolicy`."""
+
+    def __init__(self, policy: SquashedGaussianPolicy) -> None:
+        self.policy = policy
+        self.sync()
+
+    def sync(self) -> None:
+        p = self.policy
+        self.trunk = layer_views(p.trunk)
+        self.mean = layer_views(p.mean_head)
+        self.log_std = layer_views(p.log_std_head)
+
+    def act(self, obs: np.ndarray, noise: Optional[np.ndarray] = None) -> np.ndarray:
+        h = forward(self.trunk, obs.reshape(obs.shape[0], -1))
+        mean = forward(self.mean, h)
+        if noise is None:
+            return np.tanh(mean)
+        log_std = np.clip(forward(self.log_std, h), LOG_STD_MIN, LOG_STD_MAX)
+        return np.tanh(mean + np.exp(log_std) * noise)
+
+
+Engine = GreedyQEngine | DeterministicEngine | SquashedGaussianEngine
+
+
+def make_policy_engine(policy: nn.Module) -> Engine:
+    """The numpy engine of an off-policy policy module."""
+    if isinstance(policy, QNetwork):
+        return GreedyQEngine(policy)
+    if isinstance(policy, SquashedGaussianPolicy):
+        return SquashedGaussianEngine(policy)
+    return DeterministicEngine(policy)

@@ -1,0 +1,140 @@
+"""Uniform replay: a ring of independent transitions, sampled uniformly at random.
+
+Rows come from :class:`~hpcrl.core.replay.transitions.Transitions` chunks (any number of
+collectors); the buffer keeps them in preallocated numpy arrays (pages that were never
+written take no memory) and samples into preallocated batch arrays, so a gradient step
+costs one gather per field. Its contents, position and generator are part of a checkpoint.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+import torch
+
+from hpcrl.core.env_state import from_plain, to_plain
+from hpcrl.core.replay.transitions import Transitions
+
+REPLAY_STREAM = 0x5A3  # seeds the sampling generator apart from the envs'
+FIELDS = ("obs", "actions", "rewards", "discounts", "next_obs")
+
+
+class ReplayBatch(NamedTuple):
+    """Sampled transitions as tensors ``[B, ...]`` (valid until the next sample).
+
+    ``weights`` are importance weights (None for uniform sampling) and ``indices`` the rows
+    sampled, for :meth:`PrioritizedReplayBuffer.update_priorities`.
+    """
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    discounts: torch.Tensor
+    next_obs: torch.Tensor
+    weights: Optional[torch.Tensor]
+    indices: np.ndarray
+
+
+def replay_generator(seed: int) -> np.random.Generator:
+    return np.random.default_rng([seed, REPLAY_STREAM])
+
+
+class ReplayBuffer:
+    """Holds up to ``capacity`` transitions; the oldest are overwritten first.
+
+    Discrete actions are kept as int64 indices, Box actions as float32 rows.
+    """
+
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...],
+                 action_shape: tuple[int, ...], discrete: bool, seed: int) -> None:
+        self.capacity, self.discrete = capacity, discrete
+        self.obs = np.zeros((capacity,) + obs_shape, np.float32)
+        self.next_obs = np.zeros_like(self.obs)
+        self.actions = np.zeros((capacity,) + action_shape, np.int64 if discrete else np.float32)
+        self.rewards = np.zeros(capacity, np.float32)
+        self.discounts = np.zeros(capacity, np.float32)
+        self.pos = 0
+        self.size = 0
+        self.rng = replay_generator(seed)
+        self._batch_size = -1
+        self._out: dict[str, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return self.size
+
+    # -- writing -----------------------------------------------------------------------------
+    def add(self, chunk: Transitions) -> np.ndarray:
+        """Append the valid rows of ``chunk``; returns the rows they were written to."""
+        k = chunk.count
+        return self.add_rows(chunk.obs[:k], chunk.actions[:k], chunk.rewards[:k],
+                             chunk.discounts[:k], chunk.next_obs[:k])
+
+    def add_rows(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
+                 discounts: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
+        """Append transitions given as arrays of equal length."""
+        k = len(rewards)
+        if k > self.capacity:  # only the newest fit
+            obs, actions, rewards = obs[-self.capacity:], actions[-self.capacity:], rewards[-self.capacity:]
+            discounts, next_obs = discounts[-self.capacity:], next_obs[-self.capacity:]
+            self.pos = (self.pos + k - self.capacity) % self.capacity
+            k = self.capacity
+        rows = (self.pos + np.arange(k)) % self.capacity
+        if self.pos + k <= self.capacity:
+            where: Any = slice(self.pos, self.pos + k)
+        else:
+            where = rows
+        self.obs[where] = obs
+        self.actions[where] = actions
+        self.rewards[where] = rewards
+        self.discounts[where] = discounts
+        self.next_obs[where] = next_obs
+        self.pos = (self.pos + k) % self.capacity
+        self.size = min(self.size + k, self.capacity)
+        self._written(rows)
+        return rows
+
+    def _written(self, rows: np.ndarray) -> None:
+        """Hook for subclasses: ``rows`` were just (over)written."""
+
+    # -- sampling ----------------------------------------------------------------------------
+    def _gather(self, indices: np.ndarray) -> dict[str, torch.Tensor]:
+        b = len(indices)
+        if b != self._batch_size:
+            self._out = {name: np.empty((b,) + getattr(self, name).shape[1:],
+                                        getattr(self, name).dtype) for name in FIELDS}
+            self._batch_size = b
+        tensors = {}
+        for name in FIELDS:
+            out = self._out[name]
+            np.take(getattr(self, name), indices, axis=0, out=out)
+            tensors[name] = torch.from_numpy(out)
+        return tensors
+
+    def sample(self, batch_size: int, beta: float = 1.0) -> ReplayBatch:
+        """``batch_size`` transitions drawn uniformly with replacement (``beta`` is unused)."""
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        indices = self.rng.integers(0, self.size, batch_size)
+        return ReplayBatch(**self._gather(indices), weights=None, indices=indices)
+
+    def update_priorities(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        """Uniform replay keeps no priorities."""
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The filled rows as tensors, the write position and the sampling generator."""
+        n = self.size
+        state: dict[str, Any] = {"pos": self.pos, "size": n, "rng": to_plain(self.rng)}
+        for name in FIELDS:
+            state[name] = torch.from_numpy(getattr(self, name)[:n].copy())
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        n = int(state["size"])
+        if n > self.capacity:
+            raise ValueError(f"checkpoint holds {n} transitions but replay.buffer_size is "
+                             f"{self.capacity}; resume with the run's buffer size")
+        for name in FIELDS:
+            getattr(self, name)[:n] = state[name].numpy()
+        self.pos, self.size = int(state["pos"]), n
+        self.rng = from_plain(state["rng"], self.rng)

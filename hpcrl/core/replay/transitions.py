@@ -1,0 +1,146 @@
+"""A chunk of transitions, collector -> replay, backed by two flat buffers.
+
+Like :class:`~hpcrl.core.rollout.Rollout`, all rows live in one contiguous float32 array
+(``data``) and the chunk's facts in one float64 array (``header``), so a chunk crosses
+processes as two buffers without pickling. Rows are independent (n-step) transitions: any
+number of collectors can append chunks to one replay.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+_COUNT, _VERSION, _OFFSET, _SOURCE, _EPISODES, _ENV_STEPS, _SECONDS = range(7)
+_HEADER = 7
+
+
+@dataclass(frozen=True)
+class TransitionLayout:
+    """Shapes of a chunk: at most ``capacity`` rows of one observation and action shape."""
+
+    capacity: int
+    obs_shape: tuple[int, ...]
+    action_shape: tuple[int, ...]
+
+    def fields(self) -> Iterator[tuple[str, tuple[int, ...]]]:
+        """Name and shape of each row field, in buffer order."""
+        c = (self.capacity,)
+        yield "obs", c + self.obs_shape
+        yield "actions", c + self.action_shape
+        yield "rewards", c
+        yield "discounts", c
+        yield "next_obs", c + self.obs_shape
+        yield "episode_returns", c
+        yield "episode_lengths", c
+
+    @property
+    def data_size(self) -> int:
+        return sum(int(np.prod(shape)) for _, shape in self.fields())
+
+    def new(self) -> "Transitions":
+        return Transitions(self, np.zeros(self.data_size, np.float32),
+                           np.zeros(_HEADER, np.float64))
+
+
+class Transitions:
+    """Rows ``[capacity, ...]`` as views of ``data``; the first :attr:`count` are valid.
+
+    A row is ``(obs, action, reward, discount, next_obs)`` with the n-step meaning of
+    :func:`hpcrl.returns.nstep`: the target of ``Q(obs, action)`` is
+    ``reward + discount * V(next_obs)`` (``discount`` is 0 after a termination).
+    Actions are stored as float32: Discrete indices, or Box actions in the policy's
+    ``[-1, 1]`` space. ``episode_returns[:episodes]`` / ``episode_lengths[:episodes]`` list
+    the undiscounted returns and lengths of the episodes that ended in this chunk.
+    """
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    discounts: np.ndarray
+    next_obs: np.ndarray
+    episode_returns: np.ndarray
+    episode_lengths: np.ndarray
+
+    def __init__(self, layout: TransitionLayout, data: np.ndarray, header: np.ndarray) -> None:
+        if data.size != layout.data_size or header.size != _HEADER:
+            raise ValueError("transition buffers do not match the layout")
+        self.layout, self.data, self.header = layout, data, header
+        offset = 0
+        for name, shape in layout.fields():
+            size = int(np.prod(shape))
+            setattr(self, name, data[offset:offset + size].reshape(shape))
+            offset += size
+
+    @property
+    def count(self) -> int:
+        """Valid rows."""
+        return int(self.header[_COUNT])
+
+    @property
+    def weights_version(self) -> int:
+        """Version of the policy that acted."""
+        return int(self.header[_VERSION])
+
+    @property
+    def env_offset(self) -> int:
+        """Global index of the collector's first env."""
+        return int(self.header[_OFFSET])
+
+    @property
+    def source(self) -> int:
+        """Id of the collector that produced the chunk."""
+        return int(self.header[_SOURCE])
+
+    @property
+    def episodes(self) -> int:
+        """Episodes that ended in this chunk."""
+        return int(self.header[_EPISODES])
+
+    @property
+    def env_steps(self) -> int:
+        """Env steps taken (over all the collector's envs) to produce the chunk."""
+        return int(self.header[_ENV_STEPS])
+
+    @property
+    def collect_seconds(self) -> float:
+        """Wall time the collector spent on the chunk."""
+        return float(self.header[_SECONDS])
+
+    def reset(self) -> None:
+        """Empty the chunk (before a collector fills it again)."""
+        self.header[:] = 0.0
+
+    def set_facts(self, weights_version: int, env_offset: int, source: int, env_steps: int,
+                  seconds: float) -> None:
+        self.header[[_VERSION, _OFFSET, _SOURCE, _ENV_STEPS, _SECONDS]] = (
+            weights_version, env_offset, source, env_steps, seconds)
+
+    def append(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
+               discounts: np.ndarray, next_obs: np.ndarray) -> None:
+        """Add rows after the valid ones (raises when the chunk is full)."""
+        start, k = self.count, len(rewards)
+        if start + k > self.layout.capacity:
+            raise ValueError(f"transition chunk of capacity {self.layout.capacity} cannot take "
+                             f"{start + k} rows")
+        end = start + k
+        self.obs[start:end] = obs
+        self.actions[start:end] = actions
+        self.rewards[start:end] = rewards
+        self.discounts[start:end] = discounts
+        self.next_obs[start:end] = next_obs
+        self.header[_COUNT] = end
+
+    def add_episodes(self, returns: np.ndarray, lengths: np.ndarray) -> None:
+        """Record finished episodes."""
+        start = self.episodes
+        end = start + len(returns)
+        self.episode_returns[start:end] = returns
+        self.episode_lengths[start:end] = lengths
+        self.header[_EPISODES] = end
+
+    def finished_episodes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Returns and lengths of the episodes that ended in this chunk."""
+        k = self.episodes
+        return self.episode_returns[:k], self.episode_lengths[:k]

@@ -1,0 +1,82 @@
+"""MPI placement: every rank runs the loop of its role in the scheme's rank table.
+
+``train_mpi`` is what ``hpcrl train`` calls under ``mpirun``/``srun``: it builds this rank's
+job from the config, installs the abort handler (an exception on any rank ends the whole
+job within seconds, naming the rank and its role), and runs the role.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import IO, Any, Optional
+
+import torch
+
+from hpcrl.comm import install_abort_handler
+from hpcrl.config.schema import Config
+from hpcrl.placement.mpi.job import MpiJob, build_job, wants_mpi
+from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
+from hpcrl.runtime.rng import seed_everything
+from hpcrl.runtime.run_dir import RunDir
+from hpcrl.scheme import COLLECTOR, UPDATER
+
+__all__ = ["train_mpi", "wants_mpi"]
+
+
+def _resume_state(job: MpiJob, run: RunDir) -> dict[str, Any]:
+    try:
+        state = load_checkpoint(run.checkpoint_path)
+    except CheckpointError as err:
+        if job.is_leader:
+            print(f"hpcrl: cannot resume: {err}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    saved = state.get("world_size")
+    if saved is not None and saved != job.world.Get_size():
+        if job.is_leader:
+            print(f"hpcrl: cannot resume: the checkpoint was written by {saved} ranks, this job "
+                  f"has {job.world.Get_size()}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    return state
+
+
+def train_mpi(config: Config, run_dir: Path, resume: bool = False,
+              console: Optional[IO[str]] = None) -> None:
+    """Run this rank's role of ``config``'s scheme until the job ends."""
+    from hpcrl.placement.mpi.collector_rank import CollectorRank
+    from hpcrl.placement.mpi.leader import Leader
+    from hpcrl.placement.mpi.learners import SyncUpdaterRank, WorkerRank
+    from hpcrl.placement.mpi.learners_async import AsyncUpdaterRank, AsyncWorkerRank
+
+    if config.train.torch_threads:
+        torch.set_num_threads(config.train.torch_threads)
+    seed_everything(config.seed)
+    job = build_job(config)
+    install_abort_handler(job.world, job.describe)
+    run = RunDir(Path(run_dir))
+    state = _resume_state(job, run) if resume else None
+    role = job.role.role
+    if role == COLLECTOR:
+        CollectorRank(job, collector_state(state, job.role.env_offset)).run()
+    else:
+        stats = _stat_names(config)
+        leader = Leader(job, run, stats, state, console) if job.is_leader else None
+        asynchronous = config.scheme.gradients == "async"
+        if role == UPDATER:
+            (AsyncUpdaterRank if asynchronous else SyncUpdaterRank)(job, state, leader).run()
+        elif asynchronous:
+            AsyncWorkerRank(job, state).run()
+        else:
+            WorkerRank(job, state, leader).run()
+    job.world.Barrier()
+
+
+def collector_state(state: Optional[dict[str, Any]], offset: int) -> Optional[dict[str, Any]]:
+    from hpcrl.placement.mpi.learners import collector_state_for
+
+    return collector_state_for(state, offset)
+
+
+def _stat_names(config: Config) -> tuple[str, ...]:
+    from hpcrl.core.algorithms import ALGORITHMS
+
+    return ALGORITHMS[config.algo.name].stat_names

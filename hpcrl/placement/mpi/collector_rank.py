@@ -1,0 +1,141 @@
+"""The loop of a dedicated collector rank, synchronous or asynchronous.
+
+Synchronous: wait for a weights message (which carries the leader's command), collect one
+rollout (stopping early when its gradient worker says the stragglers may stop), send it.
+Asynchronous: never wait; take the newest weights that arrived between rollouts, keep one
+rollout in flight while the next is collected, and stop when a STOP command arrives.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import numpy as np
+
+from hpcrl.comm import irecv, isend, wait
+from hpcrl.core.envs import make_vector_env
+from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.placement.mpi.protocol import TAG_FINAL, TAG_PREEMPT, TAG_ROLLOUT, TAG_STATE, TAG_WEIGHTS
+from hpcrl.roles.collector import Collector
+from hpcrl.roles.messages import CHECKPOINT, STOP, Weights
+
+
+class PreemptListener:
+    """A collector's side of preemption: a standing receive for 'stragglers may stop'."""
+
+    def __init__(self, comm: Any, worker: int, min_steps: int) -> None:
+        self.comm, self.worker, self.min_steps = comm, worker, min_steps
+        self.buf = np.zeros(1, np.int64)
+        self.request = irecv(comm, self.buf, worker, TAG_PREEMPT)
+        self.update = -1
+        self.preempted = False
+
+    def begin(self, update: int) -> None:
+        self.update, self.preempted = update, False
+
+    def _poll(self) -> None:
+        while self.request.Test():
+            if int(self.buf[0]) == self.update:
+                self.preempted = True
+            self.request = irecv(self.comm, self.buf, self.worker, TAG_PREEMPT)
+
+    def should_stop(self, steps_done: int) -> bool:
+        self._poll()
+        return self.preempted and steps_done >= self.min_steps
+
+    def close(self) -> None:
+        self._poll()
+        self.request.Cancel()
+        self.request.Wait()
+
+
+class CollectorRank:
+    """Holds this rank's envs and a policy copy; talks only to its gradient worker."""
+
+    def __init__(self, job: MpiJob, resume_state: Optional[dict[str, Any]]) -> None:
+        cfg = job.config
+        self.job, self.world = job, job.world
+        self.worker = job.workers[job.role.group]
+        self.envs = make_vector_env(cfg.env, cfg.env.num_envs)
+        self.actor = job.new_actor(job.device)
+        self.collector = Collector(self.envs, self.actor, cfg.env, cfg.algo.gamma, cfg.seed,
+                                   job.role.env_offset, collector_id=job.rank)
+        if resume_state is not None:
+            self.collector.load_state_dict(resume_state)
+        self.weights = Weights.empty_like(self.actor)
+        layout = job.layout()
+        self.buffers = [layout.new(), layout.new()]
+        p = cfg.scheme.preemption
+        self.preempt = (PreemptListener(self.world, self.worker,
+                                        math.ceil(p.fraction_samples * cfg.algo.num_steps))
+                        if p.fraction_workers < 1.0 or p.fraction_samples < 1.0 else None)
+        self.sent = 0
+
+    def _send_state(self) -> None:
+        self.world.send(self.collector.state_dict(), dest=0, tag=TAG_STATE)
+
+    def run(self) -> None:
+        try:
+            if self.job.config.scheme.collection == "async":
+                self._run_async()
+            else:
+                self._run_sync()
+        finally:
+            if self.preempt is not None:
+                self.preempt.close()
+            self.envs.close()
+
+    def _run_sync(self) -> None:
+        rollout = self.buffers[0]
+        w = self.weights
+        while True:
+            wait(irecv(self.world, w.buffers, self.worker, TAG_WEIGHTS))
+            wait(irecv(self.world, w.params, self.worker, TAG_WEIGHTS))
+            if w.command & CHECKPOINT:
+                self._send_state()
+            if w.command & STOP:
+                return
+            self.collector.load_weights(w)
+            stop = None
+            if self.preempt is not None:
+                self.preempt.begin(w.version)
+                stop = self.preempt.should_stop
+            self.collector.collect(rollout, stop)
+            wait(isend(self.world, rollout.header, self.worker, TAG_ROLLOUT))
+            wait(isend(self.world, rollout.data, self.worker, TAG_ROLLOUT))
+
+    def _run_async(self) -> None:
+        w = self.weights
+        pending: list = []
+        requests = [irecv(self.world, w.buffers, self.worker, TAG_WEIGHTS), None]
+        turn = 0
+        stopping = False
+        while not stopping:
+            # newest weights first: drain every message that arrived since the last rollout
+            while True:
+                if requests[1] is None:
+                    if not requests[0].Test():
+                        break
+                    requests[1] = irecv(self.world, w.params, self.worker, TAG_WEIGHTS)
+                wait(requests[1])
+                requests = [None, None]
+                if w.command & CHECKPOINT:
+                    self._send_state()
+                if w.command & STOP:
+                    stopping = True
+                    break
+                self.collector.load_weights(w)
+                requests = [irecv(self.world, w.buffers, self.worker, TAG_WEIGHTS), None]
+            if stopping:
+                break
+            rollout = self.buffers[turn]
+            self.collector.collect(rollout)
+            for request in pending:
+                wait(request)
+            pending = [isend(self.world, rollout.header, self.worker, TAG_ROLLOUT),
+                       isend(self.world, rollout.data, self.worker, TAG_ROLLOUT)]
+            self.sent += 1
+            turn ^= 1
+        for request in pending:
+            wait(request)
+        self.world.Send(np.array([self.sent], np.int64), dest=self.worker, tag=TAG_FINAL)

@@ -1,0 +1,265 @@
+"""Gradient-worker and updater ranks for every synchronous topology.
+
+One loop, read top to bottom, per update:
+
+1. rollouts come from the worker's own envs or its collectors (``rollout_source``);
+2. each gradient step is combined over the gradient workers: all-reduced and applied by
+   every worker (decentralised), or summed onto the updater, applied there and broadcast
+   back (central);
+3. the workers' reports are gathered on rank 0, which records the update and broadcasts
+   whether to go on, to checkpoint, or to stop;
+4. the new weights (carrying that command) go out to the collectors.
+
+The updater of a central synchronous scheme runs :func:`run_sync_updater`, which takes
+part in exactly the same collectives in the same order.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from hpcrl.build import num_minibatches
+from hpcrl.comm import make_allreducer
+from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
+from hpcrl.core.algorithms import make_algorithm
+from hpcrl.core.normalization import Moments
+from hpcrl.core.storage import RolloutStorage
+from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.placement.mpi.leader import Leader
+from hpcrl.placement.mpi.protocol import CHECKPOINT, STOP, TAG_STATE, ReportLayout
+from hpcrl.placement.mpi.reducers import HostSumReducer, combine_infos
+from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
+from hpcrl.roles.gradient_worker import GradientWorker
+from hpcrl.roles.messages import Gradient, Weights
+from hpcrl.roles.updater import Updater
+
+
+def collector_state_for(state: Optional[dict[str, Any]], offset: int) -> Optional[dict]:
+    """This rank's collector state in a checkpoint (by global env offset), if any."""
+    if state is None:
+        return None
+    for entry in state["placement"]["collectors"]:
+        if entry["env_offset"] == offset:
+            return entry
+    return None
+
+
+def _moments_sum(gradient: Gradient) -> np.ndarray:
+    obs, ret = gradient.moments()
+    def sums(m: Moments) -> list[np.ndarray]:
+        mean = np.reshape(m.mean, -1)
+        return [np.array([m.count]), mean * m.count, np.reshape(m.m2, -1) + m.count * mean * mean]
+    return np.concatenate(sums(obs) + sums(Moments(ret.count, np.array([ret.mean]),
+                                                   np.array([ret.m2]))))
+
+
+def _moments_from_sum(total: np.ndarray, obs_dim: int) -> tuple[Moments, Moments]:
+    obs = Moments.from_sums(total[0], total[1:1 + obs_dim], total[1 + obs_dim:1 + 2 * obs_dim])
+    r = total[1 + 2 * obs_dim:]
+    ret = Moments.from_sums(r[0], r[1:2], r[2:3])
+    return obs, Moments(ret.count, np.float64(ret.mean[0]), np.float64(ret.m2[0]))
+
+
+class WorkerRank:
+    """A gradient worker in a synchronous-gradient scheme (decentralised or central)."""
+
+    def __init__(self, job: MpiJob, resume: Optional[dict[str, Any]],
+                 leader: Optional[Leader]) -> None:
+        cfg, s = job.config, job.config.scheme
+        self.job, self.leader = job, leader
+        self.central = s.update == "central"
+        self.actor = job.new_actor(job.device)
+        numel = sum(p.numel() for p in self.actor.parameters())
+        n_workers = len(job.workers)
+        self.allreducer = (make_allreducer(s.allreduce, job.gradient, job.device, numel)
+                           if not self.central and n_workers > 1 else None)
+        reducer = HostSumReducer(job.gradient) if n_workers > 1 else None
+        self.algorithm = make_algorithm(self.actor, cfg.algo, reducer)
+        storage = RolloutStorage(cfg.algo.gamma, cfg.algo.gae_lambda, job.device,
+                                 job.spaces.discrete)
+        self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
+                                     num_minibatches(cfg))
+        self.updater = None if self.central else Updater(self.algorithm)
+        self.weights = Weights.empty_like(self.actor)
+        self.version = 0
+        if resume is not None:
+            self.actor.load_state_dict(resume["policy"]["state_dict"])
+            self.version = int(resume["placement"]["updater"]["version"])
+            if self.updater is not None:
+                self.updater.load_state_dict(resume["placement"]["updater"])
+        if job.role.collects:
+            self.source: Any = OwnEnvs(job, collector_state_for(resume, job.role.env_offset))
+        elif s.collection == "async":
+            self.source = AsyncCollectors(job)
+        else:
+            self.source = SyncCollectors(job)
+        self.layout = ReportLayout(self.algorithm.stat_names)
+        counters = resume["counters"] if resume is not None else {"updates": 0, "env_steps": 0}
+        self.update, self.env_steps = int(counters["updates"]), int(counters["env_steps"])
+        self.obs_dim = int(self.actor.obs_rms.mean.numel())
+        self.normalizing = cfg.env.normalize_obs or cfg.env.normalize_reward
+
+    # -- weights -----------------------------------------------------------------------------
+    def _current(self, command: int = 0) -> Weights:
+        if self.updater is not None:
+            return self.updater.weights().set_command(command)
+        return self.weights.capture(self.actor, self.version, command)
+
+    # -- one gradient step -------------------------------------------------------------------
+    def _step(self, gradient: Gradient, times: dict[str, float], report: np.ndarray) -> None:
+        """Combine ``gradient`` over the workers and apply it (here, or on the updater)."""
+        t = time.perf_counter()
+        learners = self.job.learners
+        if self.central:
+            reduce_sum_(learners, gradient.grads, root=0)
+            gather_rows(learners, gradient.info, root=0)
+            bcast_(learners, self.weights.buffers, root=0)
+            bcast_(learners, self.weights.params, root=0)
+            self.worker.load_weights(self.weights)
+            self.version = self.weights.version
+            times["comm"] += time.perf_counter() - t
+            return
+        grads = torch.from_numpy(gradient.grads)
+        if self.allreducer is not None:
+            self.allreducer.average_(grads)
+            if self.normalizing and gradient.new_env_steps:
+                total = _moments_sum(gradient)
+                self.allreducer.sum_(torch.from_numpy(total))
+                gradient.info[-(4 + 2 * self.obs_dim):] = _pack(*_moments_from_sum(total, self.obs_dim))
+        times["comm"] += time.perf_counter() - t
+        t = time.perf_counter()
+        self.updater.step(gradient)
+        self.version = self.updater.version
+        times["compute"] += time.perf_counter() - t
+        self.layout.add_applied(report, self.updater.last_stats["grad_norm"])
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> None:
+        cfg = self.job.config
+        per_update = cfg.algo.num_steps * self.job.total_envs
+        self.source.publish(self._current())
+        while True:
+            rollouts, t_collect, t_wait = self.source.gather(self.update, self.version)
+            progress = (self.env_steps + per_update) / cfg.train.total_env_steps
+            report = self.layout.new()
+            times = {"compute": 0.0, "comm": 0.0}
+            lag = float(np.mean([self.version - r.weights_version for r in rollouts]))
+            t = time.perf_counter()
+            gradients = self.worker.gradients(rollouts, self.update, progress)
+            while True:
+                gradient = next(gradients, None)
+                times["compute"] += time.perf_counter() - t
+                if gradient is None:
+                    break
+                self.layout.add_stats(report, gradient.stats())
+                self._step(gradient, times, report)
+                t = time.perf_counter()
+            returns = [r.finished_episodes() for r in rollouts]
+            self.layout.fill(report, env_steps=sum(r.valid_steps * r.layout.num_envs
+                                                   for r in rollouts),
+                             episodes=sum(len(x[0]) for x in returns),
+                             return_sum=sum(float(x[0].sum()) for x in returns),
+                             length_sum=sum(float(x[1].sum()) for x in returns),
+                             policy_lag=lag, time_collect_s=t_collect, time_wait_s=t_wait,
+                             time_compute_s=times["compute"], time_communicate_s=times["comm"],
+                             dropped_rollouts=self.source.dropped,
+                             learning_rate=self.algorithm.learning_rate)
+            self.source.dropped = 0
+            control = end_of_update(self.job, self.leader, report, self.layout)
+            self.update += 1
+            self.env_steps = int(control[1])
+            command = int(control[0])
+            states = self.source.states() if command & CHECKPOINT else []
+            if command & CHECKPOINT:
+                gathered = self.job.learners.gather(states, root=0)
+            weights = self._current(command)
+            if command & STOP:
+                self.source.close(weights)
+            if not command & STOP or isinstance(self.source, SyncCollectors):
+                self.source.publish(weights)
+            if command & CHECKPOINT and self.leader is not None:
+                learner_state = (self.updater.state_dict() if self.updater is not None
+                                 else None)
+                write_checkpoint(self.job, self.leader, self.actor, learner_state, gathered)
+            if command & STOP:
+                break
+        if self.leader is not None:
+            self.leader.finish(self.actor)
+        if self.allreducer is not None:
+            self.allreducer.close()
+
+
+def _pack(obs: Moments, ret: Moments) -> np.ndarray:
+    return np.concatenate([[obs.count], np.reshape(obs.mean, -1), np.reshape(obs.m2, -1),
+                           [ret.count, float(ret.mean), float(ret.m2)]])
+
+
+def end_of_update(job: MpiJob, leader: Optional[Leader], report: np.ndarray,
+                  layout: ReportLayout) -> np.ndarray:
+    """Gather the reports on rank 0, which records them; broadcast [command, env steps]."""
+    rows = gather_rows(job.learners, report, root=0)
+    control = np.zeros(2, np.int64)
+    if leader is not None:
+        leader.record(rows)
+        command = STOP if leader.done else 0
+        if leader.checkpoint_due():
+            command |= CHECKPOINT
+        control[:] = (command, leader.env_steps)
+    return bcast_(job.learners, control, root=0)
+
+
+def write_checkpoint(job: MpiJob, leader: Leader, actor: Any, learner_state: Any,
+                     gathered: list[list[dict[str, Any]]]) -> None:
+    """Rank 0: add the dedicated collectors' states to the gathered ones and write."""
+    states = [s for part in gathered for s in part]
+    for rank in (r.rank for r in job.table if r.role == "collector"):
+        states.append(job.world.recv(source=rank, tag=TAG_STATE))
+    leader.write_checkpoint(actor, learner_state, states)
+
+
+class SyncUpdaterRank:
+    """The updater of a central synchronous scheme: sums, applies and broadcasts."""
+
+    def __init__(self, job: MpiJob, resume: Optional[dict[str, Any]], leader: Leader) -> None:
+        cfg = job.config
+        self.job, self.leader = job, leader
+        self.actor = job.new_actor(job.device)
+        self.algorithm = make_algorithm(self.actor, cfg.algo)
+        self.updater = Updater(self.algorithm)
+        if resume is not None:
+            self.actor.load_state_dict(resume["policy"]["state_dict"])
+            self.updater.load_state_dict(resume["placement"]["updater"])
+        self.layout = ReportLayout(self.algorithm.stat_names)
+        numel = sum(p.numel() for p in self.actor.parameters())
+        self.gradient = Gradient.empty(numel, len(self.algorithm.stat_names),
+                                       int(self.actor.obs_rms.mean.numel()))
+        self.steps = self.algorithm.steps_per_update(num_minibatches(cfg))
+
+    def run(self) -> None:
+        learners, g = self.job.learners, self.gradient
+        n_workers = len(self.job.workers)
+        while True:
+            report = self.layout.new()
+            for _ in range(self.steps):
+                g.grads[:] = 0.0
+                reduce_sum_(learners, g.grads, root=0)
+                infos = gather_rows(learners, g.info, root=0)
+                g.grads /= n_workers
+                g.info[:] = combine_infos(infos[1:], g.num_stats)
+                self.updater.step(g)
+                self.layout.add_applied(report, self.updater.last_stats["grad_norm"])
+                weights = self.updater.weights()
+                bcast_(learners, weights.buffers, root=0)
+                bcast_(learners, weights.params, root=0)
+            control = end_of_update(self.job, self.leader, report, self.layout)
+            command = int(control[0])
+            if command & CHECKPOINT:
+                gathered = learners.gather([], root=0)
+                write_checkpoint(self.job, self.leader, self.actor, self.updater.state_dict(),
+                                 gathered)
+            if command & STOP:
+                break
+        self.leader.finish(self.actor)

@@ -1,0 +1,220 @@
+"""Asynchronous gradients (A3C): workers send gradients, the updater applies each on arrival.
+
+A worker sends every gradient with its info and the report of its previous update, then
+waits for the weights the updater made with it: only that worker gets them. The updater
+never waits for a particular worker; it records a row whenever a report arrives, and answers
+the next gradient of each worker with STOP once the budget is spent, or CHECKPOINT to have
+the worker (and its collectors) send their states.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from hpcrl.build import num_minibatches
+from hpcrl.comm import irecv, isend, probe_any, wait
+from hpcrl.core.algorithms import make_algorithm
+from hpcrl.core.storage import RolloutStorage
+from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.placement.mpi.leader import Leader
+from hpcrl.placement.mpi.learners import collector_state_for
+from hpcrl.placement.mpi.protocol import (CHECKPOINT, STOP, TAG_GRAD, TAG_GRAD_INFO, TAG_REPORT,
+                                          TAG_STATE, TAG_WEIGHTS, ReportLayout)
+from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
+from hpcrl.roles.gradient_worker import GradientWorker
+from hpcrl.roles.messages import Gradient, Weights
+from hpcrl.roles.updater import Updater
+
+UPDATER_RANK = 0
+
+
+class AsyncWorkerRank:
+    """A gradient worker whose gradients are applied on their own by the updater."""
+
+    def __init__(self, job: MpiJob, resume: Optional[dict[str, Any]]) -> None:
+        cfg = job.config
+        self.job, self.world = job, job.world
+        self.actor = job.new_actor(job.device)
+        self.algorithm = make_algorithm(self.actor, cfg.algo)
+        storage = RolloutStorage(cfg.algo.gamma, cfg.algo.gae_lambda, job.device,
+                                 job.spaces.discrete)
+        self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
+                                     num_minibatches(cfg))
+        self.weights = Weights.empty_like(self.actor)
+        self.version = 0
+        if resume is not None:
+            self.actor.load_state_dict(resume["policy"]["state_dict"])
+            self.version = int(resume["placement"]["updater"]["version"])
+        if job.role.collects:
+            self.source: Any = OwnEnvs(job, collector_state_for(resume, job.role.env_offset))
+        elif cfg.scheme.collection == "async":
+            self.source = AsyncCollectors(job)
+        else:
+            self.source = SyncCollectors(job)
+        self.layout = ReportLayout(self.algorithm.stat_names)
+        self.report = self.layout.new()
+        counters = resume["counters"] if resume is not None else {"env_steps": 0}
+        self.job_steps = int(counters["env_steps"])
+
+    def _exchange(self, gradient: Gradient, times: dict[str, float]) -> int:
+        """Send one gradient (with the last report), receive the weights it made."""
+        t = time.perf_counter()
+        sends = [isend(self.world, gradient.grads, UPDATER_RANK, TAG_GRAD),
+                 isend(self.world, gradient.info, UPDATER_RANK, TAG_GRAD_INFO),
+                 isend(self.world, self.report, UPDATER_RANK, TAG_REPORT)]
+        for request in sends:
+            wait(request)
+        self.report[:] = 0.0
+        w = self.weights
+        wait(irecv(self.world, w.buffers, UPDATER_RANK, TAG_WEIGHTS))
+        wait(irecv(self.world, w.params, UPDATER_RANK, TAG_WEIGHTS))
+        self.worker.load_weights(w)
+        self.version = w.version
+        times["comm"] += time.perf_counter() - t
+        return w.command
+
+    def run(self) -> None:
+        cfg = self.job.config
+        per_update = cfg.algo.num_steps * self.source_envs * len(self.job.workers)
+        self.source.publish(self.weights.capture(self.actor, self.version))
+        update, command = 0, 0
+        while not command & STOP:
+            rollouts, t_collect, t_wait = self.source.gather(update, self.version)
+            progress = (self.job_steps + per_update) / cfg.train.total_env_steps
+            times = {"compute": 0.0, "comm": 0.0}
+            report = self.layout.new()
+            lag = float(np.mean([self.version - r.weights_version for r in rollouts]))
+            t = time.perf_counter()
+            for gradient in self.worker.gradients(rollouts, update, progress):
+                times["compute"] += time.perf_counter() - t
+                self.layout.add_stats(report, gradient.stats())
+                command |= self._exchange(gradient, times)
+                if command & STOP:
+                    break
+                t = time.perf_counter()
+            self.job_steps += per_update
+            returns = [r.finished_episodes() for r in rollouts]
+            self.layout.fill(report, env_steps=sum(r.valid_steps * r.layout.num_envs
+                                                   for r in rollouts),
+                             episodes=sum(len(x[0]) for x in returns),
+                             return_sum=sum(float(x[0].sum()) for x in returns),
+                             length_sum=sum(float(x[1].sum()) for x in returns),
+                             policy_lag=lag, time_collect_s=t_collect, time_wait_s=t_wait,
+                             time_compute_s=times["compute"], time_communicate_s=times["comm"],
+                             dropped_rollouts=self.source.dropped,
+                             learning_rate=self.algorithm.learning_rate)
+            self.source.dropped = 0
+            self.report[:] = report
+            update += 1
+            if command & CHECKPOINT:
+                for state in self.source.states():
+                    self.world.send(state, dest=UPDATER_RANK, tag=TAG_STATE)
+            weights = self.weights.capture(self.actor, self.version, command)
+            if command & STOP:
+                self.source.close(weights)
+            if not command & STOP or isinstance(self.source, SyncCollectors):
+                self.source.publish(weights)
+            command &= STOP
+
+    @property
+    def source_envs(self) -> int:
+        return self.job.config.env.num_envs * max(self.job.config.scheme.collectors_per_worker, 1)
+
+
+class AsyncUpdaterRank:
+    """Applies gradients in arrival order; each reply goes to the worker that sent it."""
+
+    def __init__(self, job: MpiJob, resume: Optional[dict[str, Any]], leader: Leader) -> None:
+        cfg = job.config
+        self.job, self.world, self.leader = job, job.world, leader
+        self.actor = job.new_actor(job.device)
+        self.algorithm = make_algorithm(self.actor, cfg.algo)
+        self.updater = Updater(self.algorithm)
+        if resume is not None:
+            self.actor.load_state_dict(resume["policy"]["state_dict"])
+            self.updater.load_state_dict(resume["placement"]["updater"])
+        numel = sum(p.numel() for p in self.actor.parameters())
+        stats = len(self.algorithm.stat_names)
+        obs_dim = int(self.actor.obs_rms.mean.numel())
+        self.workers = job.workers
+        self.inbox = [Gradient.empty(numel, stats, obs_dim) for _ in self.workers]
+        self.layout = ReportLayout(self.algorithm.stat_names)
+        self.reports = [self.layout.new() for _ in self.workers]
+        self.requests = [self._post(i) for i in range(len(self.workers))]
+        self.collecting = sum(1 for r in job.table if r.collects)
+        self.states: dict[int, dict[str, Any]] = {}
+        self.written = 0
+        self.checkpoint_for: set[int] = set()
+        self.asynchrony: list[float] = []
+
+    def _post(self, i: int) -> list:
+        w = self.workers[i]
+        return [irecv(self.world, self.inbox[i].grads, w, TAG_GRAD),
+                irecv(self.world, self.inbox[i].info, w, TAG_GRAD_INFO),
+                irecv(self.world, self.reports[i], w, TAG_REPORT)]
+
+    def _next(self, active: set[int]) -> int:
+        """Index of a worker whose gradient arrived; keeps collecting states meanwhile."""
+        delay = 50e-6
+        while True:
+            for i in active:
+                if all(r.Test() for r in self.requests[i]):
+                    return i
+            if self._take_states():
+                continue
+            time.sleep(delay)
+            delay = min(delay * 2, 2e-3)
+
+    def _take_states(self) -> bool:
+        envelope = probe_any(self.world, tag=TAG_STATE)
+        if envelope is None:
+            return False
+        state = self.world.recv(source=envelope.source, tag=TAG_STATE)
+        self.states[int(state["env_offset"])] = state
+        if len(self.states) == self.collecting:
+            self.leader.write_checkpoint(self.actor, self.updater.state_dict(),
+                                         list(self.states.values()))
+            self.states = {}
+            self.written += 1
+        return True
+
+    def run(self) -> None:
+        cfg = self.job.config
+        active = set(range(len(self.workers)))
+        final_written: Optional[int] = None
+        while active:
+            i = self._next(active)
+            report = self.reports[i]
+            if report[self.layout.index("gradients")] > 0 and not self.leader.done:
+                async_mean = float(np.mean(self.asynchrony)) if self.asynchrony else 0.0
+                self.asynchrony = []
+                self.leader.record(report[None, :], gradient_asynchrony=async_mean)
+                if self.leader.checkpoint_due():
+                    self.checkpoint_for = set(range(len(self.workers)))
+            gradient = self.inbox[i]
+            command = STOP if self.leader.done else 0
+            if not command:
+                self.asynchrony.append(float(self.updater.version - gradient.weights_version))
+                gradient.info[3] = min(self.leader.env_steps / cfg.train.total_env_steps, 1.0)
+                self.updater.step(gradient)
+            elif final_written is None:
+                final_written = self.written + 1  # every worker's STOP asks for its state
+                self.checkpoint_for.update(active)
+            if i in self.checkpoint_for:
+                command |= CHECKPOINT
+                self.checkpoint_for.discard(i)
+            weights = self.updater.weights().set_command(command)
+            worker = self.workers[i]
+            wait(isend(self.world, weights.buffers, worker, TAG_WEIGHTS))
+            wait(isend(self.world, weights.params, worker, TAG_WEIGHTS))
+            if command & STOP:
+                active.discard(i)
+            else:
+                self.requests[i] = self._post(i)
+        while final_written is not None and self.written < final_written:
+            if not self._take_states():
+                time.sleep(1e-3)
+        self.leader.finish(self.actor)

@@ -1,0 +1,220 @@
+"""Where a gradient worker's rollouts come from: its own envs, or its collector ranks.
+
+- :class:`OwnEnvs` collects on the worker itself; with preemption (DD-PPO) it stops early
+  once enough peer workers announced they finished.
+- :class:`SyncCollectors` sends weights to each collector and waits for one rollout from
+  each, telling the stragglers to stop once enough have arrived.
+- :class:`AsyncCollectors` never waits for a particular collector: it takes rollouts as
+  they arrive, drops those older than the policy-lag bound and hands out the newest
+  weights without ever blocking on a slow collector.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+from hpcrl.comm import irecv, isend, wait, wait_any
+from hpcrl.core.envs import make_vector_env
+from hpcrl.core.rollout import Rollout
+from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.placement.mpi.protocol import TAG_DONE, TAG_FINAL, TAG_PREEMPT, TAG_ROLLOUT, TAG_WEIGHTS
+from hpcrl.roles.collector import Collector
+from hpcrl.roles.messages import STOP, Weights
+
+
+def _preempting(job: MpiJob) -> bool:
+    p = job.config.scheme.preemption
+    return p.fraction_workers < 1.0 or p.fraction_samples < 1.0
+
+
+class OwnEnvs:
+    """The worker's own envs, stepped in its process."""
+
+    def __init__(self, job: MpiJob, resume_state: Optional[dict[str, Any]]) -> None:
+        cfg = job.config
+        self.job = job
+        self.envs = make_vector_env(cfg.env, cfg.env.num_envs)
+        self.collector = Collector(self.envs, job.new_actor(), cfg.env, cfg.algo.gamma,
+                                   cfg.seed, job.role.env_offset, collector_id=job.rank)
+        if resume_state is not None:
+            self.collector.load_state_dict(resume_state)
+        self.rollout = job.layout().new()
+        self.peers = [r for r in job.workers if r != job.rank]
+        p = cfg.scheme.preemption
+        self.preempt = _preempting(job) and bool(self.peers)
+        self.needed = math.ceil(p.fraction_workers * len(job.workers))
+        self.min_steps = math.ceil(p.fraction_samples * cfg.algo.num_steps)
+        self.notice = np.zeros(1, np.int64)
+        self.inbox = [np.zeros(1, np.int64) for _ in self.peers]
+        self.dropped = 0
+
+    def publish(self, weights: Weights) -> None:
+        self.collector.load_weights(weights)
+
+    def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
+        """One rollout of the own envs; returns it with collect and wait seconds."""
+        if not self.preempt:
+            self.collector.collect(self.rollout)
+            return [self.rollout], self.rollout.collect_seconds, 0.0
+        world = self.job.world
+        requests = [irecv(world, box, peer, TAG_DONE) for box, peer in zip(self.inbox, self.peers)]
+        finished = [False] * len(requests)
+
+        def should_stop(steps_done: int) -> bool:
+            for i, request in enumerate(requests):
+                if not finished[i] and request.Test():
+                    finished[i] = True
+            return steps_done >= self.min_steps and sum(finished) >= self.needed
+
+        self.collector.collect(self.rollout, should_stop)
+        self.notice[0] = update
+        sends = [isend(world, self.notice, peer, TAG_DONE) for peer in self.peers]
+        started = time.perf_counter()
+        for request in requests + sends:
+            wait(request)
+        return [self.rollout], self.rollout.collect_seconds, time.perf_counter() - started
+
+    def states(self) -> list[dict[str, Any]]:
+        return [self.collector.state_dict()]
+
+    def close(self, weights: Weights) -> None:
+        self.envs.close()
+
+
+class SyncCollectors:
+    """One rollout per update from each collector rank, with straggler preemption."""
+
+    def __init__(self, job: MpiJob) -> None:
+        self.job, self.world = job, job.world
+        self.collectors = job.my_collectors
+        self.rollouts = [job.layout().new() for _ in self.collectors]
+        p = job.config.scheme.preemption
+        self.preempt = _preempting(job)
+        self.needed = math.ceil(p.fraction_workers * len(self.collectors))
+        self.notice = np.zeros(1, np.int64)
+        self.dropped = 0
+
+    def publish(self, weights: Weights) -> None:
+        for rank in self.collectors:
+            wait(isend(self.world, weights.buffers, rank, TAG_WEIGHTS))
+            wait(isend(self.world, weights.params, rank, TAG_WEIGHTS))
+
+    def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
+        started = time.perf_counter()
+        heads = [irecv(self.world, r.header, c, TAG_ROLLOUT)
+                 for r, c in zip(self.rollouts, self.collectors)]
+        bodies = [irecv(self.world, r.data, c, TAG_ROLLOUT)
+                  for r, c in zip(self.rollouts, self.collectors)]
+        waiting = list(range(len(self.collectors)))
+        told = False
+        while waiting:
+            index, _ = wait_any([heads[i] for i in waiting])
+            i = waiting.pop(index)
+            wait(bodies[i])
+            arrived = len(self.collectors) - len(waiting)
+            if self.preempt and not told and waiting and arrived >= self.needed:
+                self.notice[0] = version
+                for j in waiting:
+                    wait(isend(self.world, self.notice, self.collectors[j], TAG_PREEMPT))
+                told = True
+        seconds = float(np.mean([r.collect_seconds for r in self.rollouts]))
+        return list(self.rollouts), seconds, time.perf_counter() - started
+
+    def states(self) -> list[dict[str, Any]]:
+        return []  # collectors send their own to the leader
+
+    def close(self, weights: Weights) -> None:
+        pass  # collectors leave on the STOP command of the last publish
+
+
+class AsyncCollectors:
+    """Rollouts as they arrive from any collector, within the policy-lag bound."""
+
+    def __init__(self, job: MpiJob) -> None:
+        self.job, self.world = job, job.world
+        self.collectors = job.my_collectors
+        layout = job.layout()
+        self.inbox = [layout.new() for _ in self.collectors]
+        self.batch = [layout.new() for _ in self.collectors]
+        self.heads = [irecv(self.world, r.header, c, TAG_ROLLOUT)
+                      for r, c in zip(self.inbox, self.collectors)]
+        self.bodies = [irecv(self.world, r.data, c, TAG_ROLLOUT)
+                       for r, c in zip(self.inbox, self.collectors)]
+        self.received = [0] * len(self.collectors)
+        self.outbox: Optional[Weights] = None
+        self.sends: dict[int, list] = {}
+        self.max_lag = job.config.scheme.max_policy_lag
+        self.dropped = 0
+
+    def _repost(self, i: int) -> None:
+        self.received[i] += 1
+        c = self.collectors[i]
+        self.heads[i] = irecv(self.world, self.inbox[i].header, c, TAG_ROLLOUT)
+        self.bodies[i] = irecv(self.world, self.inbox[i].data, c, TAG_ROLLOUT)
+
+    def publish(self, weights: Weights) -> None:
+        """Offer the newest weights; a collector still reading older ones gets these later."""
+        if self.outbox is None:
+            self.outbox = Weights(weights.params.copy(), weights.buffers.copy())
+        else:
+            self.outbox.params[:], self.outbox.buffers[:] = weights.params, weights.buffers
+        self._flush(block=False)
+
+    def _flush(self, block: bool) -> None:
+        for rank in self.collectors:
+            pending = self.sends.get(rank)
+            if pending and not all(r.Test() for r in pending):
+                if not block:
+                    continue
+                for r in pending:
+                    wait(r)
+            self.sends[rank] = [isend(self.world, self.outbox.buffers, rank, TAG_WEIGHTS),
+                                isend(self.world, self.outbox.params, rank, TAG_WEIGHTS)]
+
+    def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
+        started = time.perf_counter()
+        taken = 0
+        while taken < len(self.batch):
+            i, _ = wait_any(self.heads)
+            wait(self.bodies[i])
+            rollout = self.inbox[i]
+            if version - rollout.weights_version > self.max_lag:
+                self.dropped += 1
+            else:
+                self.batch[taken].data[:] = rollout.data
+                self.batch[taken].header[:] = rollout.header
+                taken += 1
+            self._repost(i)
+        seconds = float(np.mean([r.collect_seconds for r in self.batch]))
+        return list(self.batch), seconds, time.perf_counter() - started
+
+    def states(self) -> list[dict[str, Any]]:
+        return []
+
+    def close(self, weights: Weights) -> None:
+        """Deliver STOP, then drain every rollout still in flight until each FINAL count."""
+        if self.outbox is None:
+            self.outbox = Weights(weights.params.copy(), weights.buffers.copy())
+        self.outbox.params[:], self.outbox.buffers[:] = weights.params, weights.buffers
+        self.outbox.set_command(weights.command | STOP)
+        self._flush(block=True)
+        for pending in self.sends.values():
+            for r in pending:
+                wait(r)
+        for i, rank in enumerate(self.collectors):
+            final = np.zeros(1, np.int64)
+            final_request = irecv(self.world, final, rank, TAG_FINAL)
+            while True:
+                if self.heads[i].Test():
+                    wait(self.bodies[i])
+                    self._repost(i)
+                    continue
+                if final_request.Test() and self.received[i] >= int(final[0]):
+                    break
+                time.sleep(1e-3)
+            for request in (self.heads[i], self.bodies[i]):
+                request.Cancel()
+                request.Wait()
