@@ -15,8 +15,8 @@ from typing import IO, Any, Mapping, Sequence
 
 BASE_COLUMNS = ("env_steps", "updates", "wall_time_s", "fps", "episode_return_mean",
                 "episode_length_mean", "episodes")
-SCHEME_COLUMNS = ("policy_lag", "gradient_asynchrony", "time_collect_s", "time_wait_s",
-                  "time_compute_s", "time_communicate_s")
+SCHEME_COLUMNS = ("policy_lag", "gradient_asynchrony", "dropped_rollouts", "time_collect_s",
+                  "time_wait_s", "time_compute_s", "time_communicate_s")
 
 
 def columns_for(stat_names: Sequence[str]) -> list[str]:

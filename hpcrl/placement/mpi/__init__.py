@@ -40,8 +40,9 @@ def _resume_state(job: MpiJob, run: RunDir) -> dict[str, Any]:
 
 
 def train_mpi(config: Config, run_dir: Path, resume: bool = False,
-              console: Optional[IO[str]] = None) -> None:
-    """Run this rank's role of ``config``'s scheme until the job ends."""
+              console: Optional[IO[str]] = None) -> Any:
+    """Run this rank's role of ``config``'s scheme until the job ends; returns the role
+    object (its actor and counters, for inspection)."""
     from hpcrl.placement.mpi.collector_rank import CollectorRank
     from hpcrl.placement.mpi.leader import Leader
     from hpcrl.placement.mpi.learners import SyncUpdaterRank, WorkerRank
@@ -55,19 +56,24 @@ def train_mpi(config: Config, run_dir: Path, resume: bool = False,
     run = RunDir(Path(run_dir))
     state = _resume_state(job, run) if resume else None
     role = job.role.role
+    if job.is_leader and console is not None:
+        print(f"hpcrl: rank 0 of {job.world.Get_size()}: training {config.algo.name} on "
+              f"{config.env.id} in {run.path}", file=console, flush=True)
     if role == COLLECTOR:
-        CollectorRank(job, collector_state(state, job.role.env_offset)).run()
+        ranked: Any = CollectorRank(job, collector_state(state, job.role.env_offset))
     else:
         stats = _stat_names(config)
         leader = Leader(job, run, stats, state, console) if job.is_leader else None
         asynchronous = config.scheme.gradients == "async"
         if role == UPDATER:
-            (AsyncUpdaterRank if asynchronous else SyncUpdaterRank)(job, state, leader).run()
+            ranked = (AsyncUpdaterRank if asynchronous else SyncUpdaterRank)(job, state, leader)
         elif asynchronous:
-            AsyncWorkerRank(job, state).run()
+            ranked = AsyncWorkerRank(job, state)
         else:
-            WorkerRank(job, state, leader).run()
+            ranked = WorkerRank(job, state, leader)
+    ranked.run()
     job.world.Barrier()
+    return ranked
 
 
 def collector_state(state: Optional[dict[str, Any]], offset: int) -> Optional[dict[str, Any]]:

@@ -8,6 +8,7 @@ rollout in flight while the next is collected, and stop when a STOP command arri
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Optional
 
 import numpy as np
@@ -70,9 +71,13 @@ class CollectorRank:
                                         math.ceil(p.fraction_samples * cfg.algo.num_steps))
                         if p.fraction_workers < 1.0 or p.fraction_samples < 1.0 else None)
         self.sent = 0
+        self.state_sends: list = []
+        self.requests: list = []
 
     def _send_state(self) -> None:
-        self.world.send(self.collector.state_dict(), dest=0, tag=TAG_STATE)
+        """Send this rank's state to the leader without waiting for it to be received."""
+        self.state_sends.append(self.world.isend(self.collector.state_dict(), dest=0,
+                                                 tag=TAG_STATE))
 
     def run(self) -> None:
         try:
@@ -83,6 +88,8 @@ class CollectorRank:
         finally:
             if self.preempt is not None:
                 self.preempt.close()
+            for request in self.state_sends:
+                wait(request)
             self.envs.close()
 
     def _run_sync(self) -> None:
@@ -104,38 +111,42 @@ class CollectorRank:
             wait(isend(self.world, rollout.header, self.worker, TAG_ROLLOUT))
             wait(isend(self.world, rollout.data, self.worker, TAG_ROLLOUT))
 
-    def _run_async(self) -> None:
+    def _service_weights(self) -> bool:
+        """Take every weights message that arrived; True once a STOP command came."""
         w = self.weights
+        while True:
+            if self.requests[1] is None:
+                if not self.requests[0].Test():
+                    return False
+                self.requests[1] = irecv(self.world, w.params, self.worker, TAG_WEIGHTS)
+            wait(self.requests[1])
+            self.requests = [None, None]
+            if w.command & CHECKPOINT:
+                self._send_state()
+            if w.command & STOP:
+                return True
+            self.collector.load_weights(w)
+            self.requests = [irecv(self.world, w.buffers, self.worker, TAG_WEIGHTS), None]
+
+    def _run_async(self) -> None:
+        self.requests = [irecv(self.world, self.weights.buffers, self.worker, TAG_WEIGHTS), None]
         pending: list = []
-        requests = [irecv(self.world, w.buffers, self.worker, TAG_WEIGHTS), None]
         turn = 0
-        stopping = False
+        stopping = self._service_weights()
         while not stopping:
-            # newest weights first: drain every message that arrived since the last rollout
-            while True:
-                if requests[1] is None:
-                    if not requests[0].Test():
-                        break
-                    requests[1] = irecv(self.world, w.params, self.worker, TAG_WEIGHTS)
-                wait(requests[1])
-                requests = [None, None]
-                if w.command & CHECKPOINT:
-                    self._send_state()
-                if w.command & STOP:
-                    stopping = True
-                    break
-                self.collector.load_weights(w)
-                requests = [irecv(self.world, w.buffers, self.worker, TAG_WEIGHTS), None]
-            if stopping:
-                break
             rollout = self.buffers[turn]
             self.collector.collect(rollout)
-            for request in pending:
-                wait(request)
+            # the previous rollout may still be in flight: keep answering commands meanwhile
+            while pending and not all(r.Test() for r in pending) and not stopping:
+                stopping = self._service_weights()
+                time.sleep(2e-4)
+            if stopping:
+                break
             pending = [isend(self.world, rollout.header, self.worker, TAG_ROLLOUT),
                        isend(self.world, rollout.data, self.worker, TAG_ROLLOUT)]
             self.sent += 1
             turn ^= 1
+            stopping = self._service_weights()
         for request in pending:
             wait(request)
         self.world.Send(np.array([self.sent], np.int64), dest=self.worker, tag=TAG_FINAL)

@@ -22,7 +22,7 @@ from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
 from hpcrl.runtime.rng import rng_state
 from hpcrl.runtime.run_dir import RunDir
 
-SCHEME_KEYS = ("policy_lag", "time_collect_s", "time_wait_s", "time_compute_s",
+SCHEME_KEYS = ("policy_lag", "dropped_rollouts", "time_collect_s", "time_wait_s", "time_compute_s",
                "time_communicate_s")
 
 

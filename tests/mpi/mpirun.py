@@ -1,0 +1,50 @@
+"""Run hpcrl under a real ``mpiexec`` from a test, with a timeout, and read what it wrote."""
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+FAST = ["train.tensorboard=false", "train.eval_episodes=0", "train.log_interval_s=60"]
+
+
+def mpiexec() -> str:
+    found = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+    assert found, "mpiexec not found: install the test extra (pip install -e '.[test]')"
+    return found
+
+
+def run(n: int, args: list[str], sets: list[str], env: Optional[dict[str, str]] = None,
+        timeout: float = 120, script: Optional[Path] = None) -> subprocess.CompletedProcess:
+    """``mpiexec -n N hpcrl ARGS --set ...``; a hang fails the test at ``timeout``."""
+    program = ([sys.executable, str(script)] if script is not None
+               else [sys.executable, "-m", "hpcrl.cli"])
+    cmd = [mpiexec(), "-n", str(n), *program, *args]
+    for item in sets:
+        cmd += ["--set", item]
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1",
+                "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+                **(env or {})}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env,
+                          cwd=ROOT)
+
+
+def train(n: int, run_dir: Path, sets: list[str], **kw) -> subprocess.CompletedProcess:
+    done = run(n, ["train", "--run-dir", str(run_dir)], FAST + sets, **kw)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def rows(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "progress.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def column(run_dir: Path, name: str) -> list[float]:
+    return [float(r[name]) for r in rows(run_dir)]

@@ -1,0 +1,44 @@
+"""Layout independence and identical replicas, inside real MPI ranks (mpi-pytest)."""
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from hpcrl.config import from_dict
+from hpcrl.core.flat import params_to_flat
+from hpcrl.placement.mpi import train_mpi
+from hpcrl.runtime.run_dir import RunDir
+from hpcrl.training import Trainer
+
+K_UPDATES = 6
+COMMON = ["train.tensorboard=false", "train.eval_episodes=0", "algo.num_epochs=4",
+          "algo.minibatch_size=64", f"train.total_env_steps={K_UPDATES * 32 * 8}",
+          "train.checkpoint_every=100"]
+
+
+def shared_dir(comm):
+    path = tempfile.mkdtemp(prefix="hpcrl-mpi-") if comm.rank == 0 else None
+    return Path(comm.bcast(path, root=0))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parallel(2)
+@pytest.mark.parametrize("allreduce", ["mpi", "gloo"])
+def test_two_gradient_ranks_reach_the_weights_of_one(allreduce):
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    run_dir = shared_dir(comm)
+    sets = COMMON + ["scheme.preset=ddppo", "scheme.preemption.fraction_workers=1",
+                     "scheme.preemption.fraction_samples=1", "env.num_envs=4",
+                     f"scheme.allreduce={allreduce}"]
+    role = train_mpi(from_dict({}, sets), run_dir / "mpi")
+    mine = params_to_flat(role.actor)
+    everyone = comm.allgather(mine)
+    assert all(torch.equal(everyone[0], w) for w in everyone)  # replicas stay bit-identical
+    if comm.rank == 0:
+        serial = from_dict({}, COMMON + ["env.num_envs=8"])
+        trainer = Trainer(serial, RunDir(run_dir / "serial"), console=None)
+        trainer.train()
+        reference = params_to_flat(trainer.placement.master_actor)
+        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,123 @@
+"""Real MPI jobs: every preset and valid combination learns; bad launches and crashes end
+the job fast; preemption, asynchrony and policy-lag bounds do what they say."""
+import time
+
+import pytest
+
+from mpirun import column, rows, run, train
+
+BUDGET = ["train.total_env_steps=16384"]
+
+
+def assert_learned(run_dir):
+    returns = column(run_dir, "episode_return_mean")
+    assert returns[-1] >= 50 and returns[-1] >= 2.5 * returns[0], returns
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("n, sets", [
+    (1, ["scheme.preset=serial"]),
+    (3, ["scheme.preset=a2c"]),
+    (2, ["scheme.preset=ddppo"]),
+    (3, ["scheme.preset=a3c"]),
+    (3, ["scheme.preset=async-ppo"]),
+    (3, ["scheme.preset=ddppo", "scheme.update=central"]),
+    (4, ["scheme.preset=a2c", "scheme.gradient_workers=2", "scheme.collectors_per_worker=1"]),
+    (3, ["scheme.preset=a2c", "scheme.update=central", "scheme.collectors_per_worker=1"]),
+    (5, ["scheme.preset=a3c", "scheme.collectors_per_worker=1"]),
+    (4, ["scheme.preset=async-ppo", "scheme.gradient_workers=2",
+         "scheme.collectors_per_worker=1"]),
+], ids=lambda v: v if isinstance(v, int) else "+".join(s.split("=")[1] for s in v))
+def test_scheme_trains_cartpole(tmp_path, n, sets):
+    train(n, tmp_path, BUDGET + sets)
+    assert_learned(tmp_path)
+    header = rows(tmp_path)[0].keys()
+    for name in ("policy_lag", "gradient_asynchrony", "time_collect_s", "time_wait_s",
+                 "time_compute_s", "time_communicate_s"):
+        assert name in header
+
+
+@pytest.mark.timeout(60)
+def test_wrong_world_size_exits_every_rank_fast(tmp_path):
+    start = time.monotonic()
+    done = run(3, ["train", "--run-dir", str(tmp_path)], ["scheme.preset=ddppo"], timeout=50)
+    assert done.returncode != 0
+    assert time.monotonic() - start < 30
+    assert done.stderr.count("the scheme needs 2 ranks") == 1  # rank 0 says it, once
+    assert "mpiexec -n 2" in done.stderr
+
+
+@pytest.mark.timeout(90)
+def test_crashing_env_on_a_collector_aborts_the_job(tmp_path):
+    start = time.monotonic()
+    done = run(3, ["train", "--run-dir", str(tmp_path)],
+               ["scheme.preset=a2c", "env.id=hpcrl_testenvs:CrashingCartPole-v0"],
+               env={"HPCRL_TEST_CRASH_RANKS": "2", "HPCRL_TEST_CRASH_AFTER": "300"}, timeout=80)
+    assert done.returncode != 0
+    assert time.monotonic() - start < 60
+    assert "hpcrl: rank 2 (collector of gradient worker 0) failed:" in done.stderr
+    assert "test env crashed on purpose" in done.stderr
+
+
+@pytest.mark.timeout(90)
+def test_crashing_gradient_rank_aborts_the_job(tmp_path):
+    from mpirun import HERE
+    start = time.monotonic()
+    done = run(2, ["train", "--run-dir", str(tmp_path)], ["scheme.preset=ddppo"],
+               env={"HPCRL_TEST_CRASH_RANKS": "1"}, timeout=80, script=HERE / "crash_gradient.py")
+    assert done.returncode != 0
+    assert time.monotonic() - start < 60
+    assert "hpcrl: rank 1 (gradient worker 1 + collector) failed:" in done.stderr
+    assert "gradient worker crashed on purpose" in done.stderr
+
+
+SLOW = {"HPCRL_TEST_SLOW_SECONDS": "0.004"}
+
+
+@pytest.mark.timeout(150)
+def test_ddppo_preemption_really_stops_the_straggler_early(tmp_path):
+    per_update = 32 * 8 * 2
+    sets = ["scheme.preset=ddppo", "scheme.preemption.fraction_workers=0.5",
+            "scheme.preemption.fraction_samples=0.25", "env.id=hpcrl_testenvs:SlowCartPole-v0",
+            "train.total_env_steps=6144"]
+    train(2, tmp_path, sets, env={**SLOW, "HPCRL_TEST_SLOW_RANKS": "1"})
+    steps = column(tmp_path, "env_steps")
+    added = [b - a for a, b in zip([0.0] + steps, steps)]
+    # the fast rank's 256 steps always count; the slow rank stops after >= 25% of its own
+    assert all(256 + 0.25 * 256 <= d < per_update for d in added), added
+
+
+@pytest.mark.timeout(150)
+def test_collector_preemption_with_dedicated_collectors(tmp_path):
+    sets = ["scheme.preset=a2c", "scheme.preemption.fraction_workers=0.5",
+            "scheme.preemption.fraction_samples=0.5", "env.id=hpcrl_testenvs:SlowCartPole-v0",
+            "train.total_env_steps=6144"]
+    train(3, tmp_path, sets, env={**SLOW, "HPCRL_TEST_SLOW_RANKS": "2"})
+    steps = column(tmp_path, "env_steps")
+    added = [b - a for a, b in zip([0.0] + steps, steps)]
+    assert all(256 + 128 <= d < 512 for d in added), added
+
+
+@pytest.mark.timeout(150)
+def test_async_collection_is_not_held_back_by_a_slow_collector(tmp_path):
+    sets = ["scheme.preset=async-ppo", "scheme.max_policy_lag=1",
+            "env.id=hpcrl_testenvs:SlowCartPole-v0", "train.total_env_steps=8192"]
+    train(3, tmp_path, sets, env={"HPCRL_TEST_SLOW_SECONDS": "0.01", "HPCRL_TEST_SLOW_RANKS": "2"})
+    lags = column(tmp_path, "policy_lag")
+    dropped = sum(column(tmp_path, "dropped_rollouts"))
+    # the slow collector needs > 2.5 s a rollout: the updates were fed by the fast one, and
+    # the slow one's stale rollouts were dropped rather than trained on
+    assert max(lags) <= 1 and dropped >= 1, (lags, dropped)
+    wait = column(tmp_path, "time_wait_s")
+    assert sorted(wait)[len(wait) // 2] < 1.0
+
+
+@pytest.mark.timeout(150)
+def test_async_gradients_are_applied_as_they_arrive(tmp_path):
+    sets = ["scheme.preset=a3c", "env.id=hpcrl_testenvs:SlowCartPole-v0",
+            "train.total_env_steps=16384", "algo.num_epochs=1", "algo.minibatch_size=256"]
+    train(3, tmp_path, sets, env={"HPCRL_TEST_SLOW_SECONDS": "0.001", "HPCRL_TEST_SLOW_RANKS": "2"})
+    asynchrony = column(tmp_path, "gradient_asynchrony")
+    # the slow worker's gradients were computed on weights many updates old: the fast
+    # worker's updates were applied meanwhile, and only it received the new weights
+    assert max(asynchrony) >= 3, asynchrony

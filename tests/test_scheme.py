@@ -1,0 +1,85 @@
+"""Schemes: presets, the rank table and the combinations that are refused."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from hpcrl.cli import main
+from hpcrl.config import ConfigError, load_config
+from hpcrl.scheme import WorldSizeError, assign_roles, required_world_size
+
+PRESET_SIZES = {"serial": 1, "a2c": 3, "ddppo": 2, "a3c": 3, "async-ppo": 3}
+
+
+@pytest.mark.parametrize("preset, size", PRESET_SIZES.items())
+def test_presets_and_their_world_sizes(preset, size):
+    cfg = load_config(None, [f"scheme.preset={preset}"])
+    assert required_world_size(cfg.scheme) == size
+    table = assign_roles(size, cfg.scheme, cfg.env.num_envs)
+    assert [r.rank for r in table] == list(range(size))
+    envs = sorted((r.env_offset, r.num_envs) for r in table if r.collects)
+    # every collecting rank holds env.num_envs consecutive global env indices
+    assert [o for o, _ in envs] == [i * cfg.env.num_envs for i in range(len(envs))]
+
+
+def test_explicit_keys_override_the_preset():
+    cfg = load_config(None, ["scheme.preset=ddppo", "scheme.gradient_workers=4",
+                             "scheme.preemption.fraction_samples=0.5"])
+    assert cfg.scheme.gradient_workers == 4 and cfg.scheme.update == "decentralized"
+    assert cfg.scheme.preemption.fraction_samples == 0.5
+    assert cfg.scheme.preemption.fraction_workers == 0.6  # kept from the preset
+
+
+def test_learners_come_first_and_collectors_follow_their_worker():
+    cfg = load_config(None, ["scheme.update=central", "scheme.gradient_workers=2",
+                             "scheme.collectors_per_worker=2"])
+    table = assign_roles(7, cfg.scheme, 8)
+    assert [r.role for r in table] == ["updater"] + ["gradient_worker"] * 2 + ["collector"] * 4
+    assert [r.feeds for r in table[3:]] == [(1,), (1,), (2,), (2,)]
+    assert table[1].fed_by == (3, 4, 0) and table[0].feeds == (1, 2)
+    assert [r.learner for r in table] == [True] * 3 + [False] * 4
+
+
+def test_wrong_world_size_names_the_size_needed():
+    cfg = load_config(None, ["scheme.preset=ddppo"])
+    with pytest.raises(WorldSizeError, match=r"needs 2 ranks .* has 3; launch it with `mpiexec -n 2`"):
+        assign_roles(3, cfg.scheme, 8)
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["scheme.gradients=async"], "use scheme.update=central"),
+    (["scheme.collection=async"], "needs dedicated collector ranks"),
+    (["scheme.preset=async-ppo", "scheme.preemption.fraction_workers=0.5"],
+     "preemption applies to synchronous collection only"),
+    (["scheme.preset=a3c", "scheme.preemption.fraction_workers=0.5"],
+     "needs a synchronous collection step"),
+    (["scheme.preemption.fraction_workers=0.5"], "no straggler to preempt"),
+    (["scheme.preemption.fraction_samples=0"], "must lie in (0, 1]"),
+    (["scheme.allreduce=nccl"], "needs the gradient workers on GPUs"),
+    (["scheme.gradient_workers=0"], "scheme.gradient_workers' must be >= 1"),
+    (["scheme.preset=ring"], "must be one of"),
+])
+def test_combinations_that_make_no_sense_are_refused(sets, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, sets)
+    assert message in str(err.value)
+
+
+def test_plan_command_text_and_json():
+    runner = CliRunner()
+    text = runner.invoke(main, ["plan", "--set", "scheme.preset=a3c"])
+    assert text.exit_code == 0
+    assert "world size: 3" in text.output and "updater" in text.output
+    data = json.loads(runner.invoke(main, ["plan", "--json", "--set", "scheme.preset=a2c"]).output)
+    assert data["world_size"] == 3 and data["total_envs"] == 16
+    assert [r["role"] for r in data["ranks"]] == ["gradient_worker", "collector", "collector"]
+    assert data["ranks"][2]["envs"] == [8, 16] and data["ranks"][0]["device"] == "cpu"
+    bad = runner.invoke(main, ["plan", "--set", "scheme.gradients=async"])
+    assert bad.exit_code != 0 and "scheme.update=central" in bad.output
+
+
+def test_minibatch_is_checked_against_the_whole_job():
+    # 2 workers x 8 envs x 32 steps = 512 samples per update: 256 divides, 384 does not
+    assert load_config(None, ["scheme.preset=ddppo"]).algo.minibatch_size == 256
+    with pytest.raises(ConfigError, match="must divide the batch"):
+        load_config(None, ["scheme.preset=ddppo", "algo.minibatch_size=384"])
