@@ -8,11 +8,14 @@ import numpy as np
 import torch
 
 from hpcrl.config.loader import from_dict
+from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces, probe_spaces
 from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.rollout import RolloutLayout
+from hpcrl.core.storage import RolloutStorage
+from hpcrl.core.vtrace_storage import VTraceStorage
 
 
 def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
@@ -33,6 +36,15 @@ def num_minibatches(config: Config) -> int:
     from hpcrl.config.validate import total_envs
 
     return max(config.algo.num_steps * total_envs(config) // config.algo.minibatch_size, 1)
+
+
+def make_storage(config: Config, spaces: EnvSpaces, device: torch.device | str = "cpu"
+                 ) -> RolloutStorage | VTraceStorage:
+    """The gradient worker's rollout storage: GAE targets, or V-trace sequences (impala)."""
+    if config.algo.name == "impala":
+        return VTraceStorage(config.algo.gamma, device, discrete_actions=spaces.discrete)
+    return RolloutStorage(config.algo.gamma, config.algo.gae_lambda, device,
+                          discrete_actions=spaces.discrete)
 
 
 def env_spaces(config: Config) -> EnvSpaces:
@@ -56,8 +68,9 @@ def _config_dict(config: Config) -> dict[str, Any]:
     return to_dict(config)
 
 
-def actor_from_record(record: dict[str, Any]) -> ActorCritic:
-    """Rebuild the trained actor stored by :func:`policy_record`."""
+def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
+    """Rebuild the trained actor stored by :func:`policy_record` (an :class:`ActorCritic`, or
+    the policy module of an off-policy algorithm); calling it gives deterministic actions."""
     action = record["action"]
     if action["type"] == "discrete":
         space: gym.Space = gym.spaces.Discrete(action["n"])
@@ -66,6 +79,12 @@ def actor_from_record(record: dict[str, Any]) -> ActorCritic:
         space = gym.spaces.Box(low, high, dtype=np.float32)
     spaces = EnvSpaces(tuple(record["obs_shape"]), space)
     cfg = record["config"]
+    if cfg["algo"]["name"] in OFF_POLICY_ALGOS:  # greedy Q-network or continuous policy
+        from hpcrl.core.algorithms.offpolicy import policy_module
+
+        policy = policy_module(cfg["algo"]["name"], spaces, ActorConfig(**cfg["actor"]))
+        policy.load_state_dict(record["state_dict"])
+        return policy.eval()
     actor = ActorCritic(spaces, ActorConfig(**cfg["actor"]), cfg["env"]["normalize_obs"],
                         cfg["env"]["clip_obs"])
     actor.load_state_dict(record["state_dict"])

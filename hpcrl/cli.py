@@ -64,6 +64,8 @@ def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[s
         trainer.train()
     except (ConfigError, CheckpointError) as err:
         raise _fail(err) from None
+    if trainer.preempted:
+        _exit_preempted(run.path)
 
 
 def _train_mpi(cfg, run, resume: bool) -> None:
@@ -72,7 +74,18 @@ def _train_mpi(cfg, run, resume: bool) -> None:
     if not resume and run.checkpoint_path.exists():
         raise click.UsageError(f"'{run.path}' already holds a run; resume it with "
                                f"--resume {run.path} or pick another --run-dir")
-    train_mpi(cfg, run.path, resume=resume, console=sys.stderr)
+    role = train_mpi(cfg, run.path, resume=resume, console=sys.stderr)
+    if role.preempted:
+        _exit_preempted(run.path)
+
+
+def _exit_preempted(run_dir: Path) -> None:
+    """Stopped by a stop signal after a checkpoint: exit so a batch script requeues."""
+    from hpcrl.runtime.signals import EXIT_PREEMPTED
+
+    click.echo(f"hpcrl: stopped by a signal after a checkpoint; continue with "
+               f"`hpcrl train --resume {run_dir}`", err=True)
+    sys.exit(EXIT_PREEMPTED)
 
 
 @main.command("eval")

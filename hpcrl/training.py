@@ -20,12 +20,14 @@ from hpcrl.build import env_spaces, policy_record
 from hpcrl.config.loader import ConfigError, dump_yaml, from_dict, read_yaml
 from hpcrl.config.schema import Config
 from hpcrl.evaluation import evaluate
-from hpcrl.placement.serial import SerialPlacement, UpdateResult
+from hpcrl.placement import make_placement
+from hpcrl.placement.serial import UpdateResult
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
 from hpcrl.runtime.metrics import EpisodeWindow, progress_row
 from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
 from hpcrl.runtime.rng import rng_state, seed_everything, set_rng_state
 from hpcrl.runtime.run_dir import RunDir
+from hpcrl.runtime.signals import STOP_REQUEST
 
 RESUMABLE_SECTIONS = ("train",)
 
@@ -61,10 +63,11 @@ class Trainer:
             torch.set_num_threads(config.train.torch_threads)
         seed_everything(config.seed)
         self.spaces = env_spaces(config)
-        self.placement = SerialPlacement(config, self.spaces)
+        self.placement = make_placement(config, self.spaces)
         self.counters = Counters()
         self.episodes = EpisodeWindow()
         self.inexact_envs: list[str] = []
+        self.preempted = False
         resume_rows = self._restore() if resume else None
         run.path.mkdir(parents=True, exist_ok=True)
         run.config_path.write_text(dump_yaml(config))
@@ -115,6 +118,7 @@ class Trainer:
         start_steps, start_wall = self.counters.env_steps, self.counters.wall_time_s
         t_start = time.perf_counter()
         every = cfg.checkpoint_every
+        restore_signals = STOP_REQUEST.install()
         try:
             while self.counters.env_steps < cfg.total_env_steps:
                 result = self.placement.run_update(self.counters.updates,
@@ -131,12 +135,17 @@ class Trainer:
                 done = self.counters.env_steps >= cfg.total_env_steps
                 if self.console is not None:
                     self.console.show(row, final=done)
+                if STOP_REQUEST.requested and not done:
+                    self.checkpoint()  # the scheduler wants the job gone: save, then stop
+                    self.preempted = True
+                    break
                 if done or self.counters.updates % every == 0:
                     self.checkpoint()
         finally:
+            restore_signals()
             self.log.close()
             self.placement.close()
-        return self.final_eval()
+        return None if self.preempted else self.final_eval()
 
     def final_eval(self) -> Optional[dict[str, float]]:
         episodes = self.config.train.eval_episodes

@@ -1,6 +1,6 @@
-"""Config sections of the off-policy algorithms (replay) and of V-trace (IMPALA).
+"""The config section of the off-policy algorithms: replay, training rhythm, exploration.
 
-They live apart from :mod:`hpcrl.config.schema` because only some algorithms read them;
+It lives apart from :mod:`hpcrl.config.schema` because only some algorithms read it;
 ``algo.*`` keys that every algorithm shares (``gamma``, ``lr``, ``lr_schedule``,
 ``max_grad_norm``, ``optimizer``, ``optimizer_eps``, ``num_steps``) keep their meaning.
 Sensible values differ per algorithm; ``examples/*.yaml`` hold tested recipes.
@@ -72,13 +72,3 @@ class ReplayConfig:
     target_entropy: Optional[float] = doc("SAC: entropy the temperature aims at; None uses "
                                           "-(action dimensions).", None)
 
-
-@dataclass
-class VTraceConfig:
-    """Importance-weight clipping of V-trace targets (``algo.name: impala``)."""
-
-    clip_rho: Optional[float] = doc("V-trace rho-bar: clip of the importance weight in the "
-                                    "TD errors and policy-gradient advantages (None: no clip).",
-                                    1.0)
-    clip_c: Optional[float] = doc("V-trace c-bar: clip of the trace-cutting coefficients "
-                                  "(None: no clip).", 1.0)

@@ -56,7 +56,7 @@ class AlgoConfig:
 
     name: Literal["ppo", "a2c", "impala", "dqn", "sac", "td3", "ddpg"] = doc(
         "Algorithm: 'ppo' (clipped surrogate), 'a2c', 'impala' (actor-critic with V-trace "
-        "targets, see vtrace.*), or the off-policy 'dqn', 'sac', 'td3', 'ddpg' (replay.*; "
+        "targets, see algo.vtrace_*), or the off-policy 'dqn', 'sac', 'td3', 'ddpg' (replay.*; "
         "recipes in examples/).", "ppo")
     num_steps: int = doc("Steps collected per env between updates (rollout length).", 32)
     num_epochs: int = doc("PPO: passes over each rollout. A2C uses 1.", 20)
@@ -76,6 +76,11 @@ class AlgoConfig:
     vf_coef: float = doc("Weight of the value loss.", 0.5)
     max_grad_norm: float = doc("Clip the global gradient norm to this value (0 disables).", 0.5)
     normalize_advantage: bool = doc("Normalise advantages per minibatch.", True)
+    vtrace_clip_rho: Optional[float] = doc(
+        "IMPALA: V-trace rho-bar, the clip of the importance weights in the TD errors and "
+        "policy-gradient advantages (null: no clip).", 1.0)
+    vtrace_clip_c: Optional[float] = doc(
+        "IMPALA: V-trace c-bar, the clip of the trace coefficients (null: no clip).", 1.0)
     optimizer: Literal["adam", "rmsprop"] = doc("Optimiser of the update.", "adam")
     optimizer_eps: float = doc("Epsilon of the optimiser's denominator.", 1e-5)
 
@@ -143,7 +148,7 @@ class SchemeConfig:
                                 "cpu")
 
 
-from hpcrl.config.offpolicy import ReplayConfig, VTraceConfig  # noqa: E402 (needs doc())
+from hpcrl.config.offpolicy import ReplayConfig  # noqa: E402 (it needs doc() above)
 
 
 @dataclass
@@ -156,5 +161,4 @@ class Config:
     algo: AlgoConfig = doc("Algorithm settings.", factory=AlgoConfig)
     train: TrainConfig = doc("Training-loop settings.", factory=TrainConfig)
     replay: ReplayConfig = doc("Off-policy settings (dqn, sac, td3, ddpg).", factory=ReplayConfig)
-    vtrace: VTraceConfig = doc("V-trace settings (impala).", factory=VTraceConfig)
     scheme: SchemeConfig = doc("Placement of the roles on MPI ranks.", factory=SchemeConfig)

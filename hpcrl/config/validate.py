@@ -113,8 +113,66 @@ def _check_env_id(c: Config) -> Optional[str]:
     return env_id_problem(c.env.id)
 
 
+def _check_replay(c: Config) -> Optional[str]:
+    """Off-policy settings: counts, rates and probabilities in their ranges."""
+    r = c.replay
+    checks = [
+        _positive("replay.buffer_size", r.buffer_size),
+        _positive("replay.batch_size", r.batch_size),
+        _positive("replay.learning_starts", r.learning_starts, strict=False),
+        _positive("replay.train_freq", r.train_freq),
+        _in_unit("replay.tau", r.tau, low_open=True),
+        _positive("replay.target_update_interval", r.target_update_interval),
+        _positive("replay.n_step", r.n_step),
+        _positive("replay.alpha", r.alpha, strict=False),
+        _in_unit("replay.beta0", r.beta0),
+        _positive("replay.priority_eps", r.priority_eps),
+        _in_unit("replay.exploration_initial_eps", r.exploration_initial_eps),
+        _in_unit("replay.exploration_final_eps", r.exploration_final_eps),
+        _in_unit("replay.exploration_fraction", r.exploration_fraction),
+        _positive("replay.noise_std", r.noise_std, strict=False),
+        _positive("replay.ou_theta", r.ou_theta, strict=False),
+        _positive("replay.ou_dt", r.ou_dt),
+        _positive("replay.policy_delay", r.policy_delay),
+        _positive("replay.target_policy_noise", r.target_policy_noise, strict=False),
+        _positive("replay.target_noise_clip", r.target_noise_clip, strict=False),
+        _positive("replay.n_critics", r.n_critics),
+        _positive("replay.ent_coef_init", r.ent_coef_init),
+    ]
+    if r.gradient_steps == 0 or r.gradient_steps < -1:
+        checks.append(f"config key 'replay.gradient_steps' must be > 0, or -1 for one per env "
+                      f"step collected, got {r.gradient_steps}")
+    if r.batch_size > r.buffer_size:
+        checks.append(f"config key 'replay.batch_size' ({r.batch_size}) must not exceed "
+                      f"replay.buffer_size ({r.buffer_size})")
+    return next((msg for msg in checks if msg), None)
+
+
+def _check_offpolicy_env(c: Config) -> Optional[str]:
+    """The replay stores raw observations and rewards: no running normalisation."""
+    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
+
+    if c.algo.name not in OFF_POLICY_ALGOS:
+        return None
+    for key in ("normalize_obs", "normalize_reward"):
+        if getattr(c.env, key):
+            return (f"config key 'env.{key}' is not supported with algo.name={c.algo.name} "
+                    f"(the replay keeps raw observations and rewards); set env.{key}=false")
+    return None
+
+
+def _check_vtrace(c: Config) -> Optional[str]:
+    for key in ("vtrace_clip_rho", "vtrace_clip_c"):
+        value = getattr(c.algo, key)
+        if value is not None and value <= 0:
+            return (f"config key 'algo.{key}' must be > 0 (or null for no clipping), "
+                    f"got {value}")
+    return None
+
+
 CHECKS: list[Check] = [_check_numbers, _check_actor, _check_scheme, _check_batch,
-                       _check_budget, _check_device, _check_env_id]
+                       _check_budget, _check_device, _check_replay, _check_offpolicy_env,
+                       _check_vtrace, _check_env_id]
 
 
 def validate(config: Config) -> Optional[str]:

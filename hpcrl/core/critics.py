@@ -15,11 +15,20 @@ from torch import nn
 
 from hpcrl.config.schema import ActorConfig
 
-_ACTIVATIONS = {"tanh": torch.tanh, "relu": F.relu, "elu": F.elu}
+def _tanh(x: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+    return x.tanh_() if inplace else x.tanh()
+
+
+_ACTIVATIONS = {"tanh": _tanh, "relu": F.relu, "elu": F.elu}
 
 
 class EnsembleCritic(nn.Module):
-    """``K`` Q-functions over concatenated flat observations and ``[-1, 1]`` actions."""
+    """``K`` Q-functions over concatenated flat observations and ``[-1, 1]`` actions.
+
+    Hidden layers are stacked ``[K, in, out]`` (one ``baddbmm`` each); the output layer is
+    kept as rows ``[K, 1, in]`` and applied as a product-and-sum, because batched matmuls
+    with one output column are far slower on the CPU than the arithmetic they do.
+    """
 
     def __init__(self, obs_dim: int, action_dim: int, config: ActorConfig,
                  num_critics: int) -> None:
@@ -29,35 +38,54 @@ class EnsembleCritic(nn.Module):
         self.activation = _ACTIVATIONS[config.activation]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
-        for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
-            w = torch.empty(num_critics, n_in, n_out)
-            b = torch.empty(num_critics, 1, n_out)
-            if config.ortho_init:
-                gain = 1.0 if i == len(sizes) - 2 else math.sqrt(2)
-                for k in range(num_critics):
-                    nn.init.orthogonal_(w[k], gain)
-                nn.init.zeros_(b)
-            else:
-                bound = 1.0 / math.sqrt(n_in)
-                nn.init.uniform_(w, -bound, bound)
-                nn.init.uniform_(b, -bound, bound)
-            self.weights.append(nn.Parameter(w))
-            self.biases.append(nn.Parameter(b))
+        for n_in, n_out in zip(sizes[:-2], sizes[1:-1]):
+            self.weights.append(nn.Parameter(self._init(config, (num_critics, n_in, n_out),
+                                                        n_in, math.sqrt(2))))
+            self.biases.append(nn.Parameter(self._bias(config, (num_critics, 1, n_out), n_in)))
+        width = sizes[-2]
+        self.out_weight = nn.Parameter(self._init(config, (num_critics, 1, width), width, 1.0))
+        self.out_bias = nn.Parameter(self._bias(config, (num_critics, 1), width))
 
-    def forward(self, obs: torch.Tensor, actions: torch.Tensor,
-                frozen: bool = False) -> torch.Tensor:
+    @staticmethod
+    def _init(config: ActorConfig, shape: tuple[int, ...], fan_in: int,
+              gain: float) -> torch.Tensor:
+        w = torch.empty(shape)
+        if config.ortho_init:
+            for k in range(shape[0]):
+                nn.init.orthogonal_(w[k], gain)
+        else:
+            bound = 1.0 / math.sqrt(fan_in)
+            nn.init.uniform_(w, -bound, bound)
+        return w
+
+    @staticmethod
+    def _bias(config: ActorConfig, shape: tuple[int, ...], fan_in: int) -> torch.Tensor:
+        if config.ortho_init:
+            return torch.zeros(shape)
+        bound = 1.0 / math.sqrt(fan_in)
+        return torch.empty(shape).uniform_(-bound, bound)
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor, frozen: bool = False,
+                members: int | None = None) -> torch.Tensor:
         """``[K, B]`` values of ``(obs [B, obs_dim], actions [B, action_dim])``.
 
         ``frozen`` evaluates with detached weights: gradients reach the inputs (the actions
-        of a policy loss) but not the critics.
+        of a policy loss) but not the critics. ``members`` evaluates only the first few
+        critics (TD3's policy loss needs ``Q_1`` alone).
         """
+        k = self.num_critics if members is None else members
         x = torch.cat([obs, actions], dim=-1)
-        x = x.unsqueeze(0).expand(self.num_critics, *x.shape)
-        last = len(self.weights) - 1
-        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
-            if frozen:
-                w, b = w.detach(), b.detach()
-            x = torch.baddbmm(b, x, w)
-            if i < last:
-                x = self.activation(x)
-        return x.squeeze(-1)
+        x = x.unsqueeze(0).expand(k, *x.shape)
+        for w, b in zip(self.weights, self.biases):
+            w, b = self._member_params(w, b, k, frozen)
+            x = self.activation(torch.baddbmm(b, x, w), inplace=True)
+        w, b = self._member_params(self.out_weight, self.out_bias, k, frozen)
+        return (x * w).sum(dim=-1) + b
+
+    def _member_params(self, w: torch.Tensor, b: torch.Tensor, k: int,
+                       frozen: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        if frozen:
+            w, b = w.detach(), b.detach()
+        if k < self.num_critics:  # slicing costs a full-size zero gradient, so only when due
+            w, b = w[:k], b[:k]
+        return w, b

@@ -171,3 +171,11 @@ def _aliases(params: list[torch.Tensor], flat: torch.Tensor) -> bool:
             return False
         offset += p.numel()
     return offset == flat.numel()
+
+
+def share_flat_parameters(module: nn.Module, flat: torch.Tensor) -> None:
+    """Record that ``module``'s parameters already are, in order, views of ``flat`` (a slice
+    of an enclosing module's vector, say), so reading or writing them all is one copy."""
+    if not _aliases(_params(module), flat):
+        raise ValueError("the module's parameters are not views of this flat tensor, in order")
+    module.__dict__["_hpcrl_flat_params"] = flat

@@ -13,12 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.build import make_actor, num_minibatches, rollout_layout
+from hpcrl.build import make_actor, make_storage, num_minibatches, rollout_layout
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.core.envs import EnvSpaces, make_vector_env
-from hpcrl.core.storage import RolloutStorage
 from hpcrl.roles import Collector, GradientWorker, InProcessTransport, Updater
 
 
@@ -43,8 +42,7 @@ class SerialPlacement:
         n = config.env.num_envs
         updater_actor = make_actor(config, spaces)
         self.updater = Updater(make_algorithm(updater_actor, config.algo))
-        storage = RolloutStorage(config.algo.gamma, config.algo.gae_lambda,
-                                 discrete_actions=spaces.discrete)
+        storage = make_storage(config, spaces)
         self.worker = GradientWorker(make_algorithm(make_actor(config, spaces), config.algo),
                                      storage, config.seed, n, num_minibatches(config))
         self.envs = make_vector_env(config.env, n)
@@ -90,7 +88,9 @@ class SerialPlacement:
         returns, lengths = rollouts[0].finished_episodes()
         return UpdateResult(rollouts[0].valid_steps * rollouts[0].layout.num_envs,
                             returns.copy(), lengths.copy(), stats,
-                            {"time_collect_s": t1 - t0, "time_compute_s": t2 - t1})
+                            {"time_collect_s": t1 - t0, "time_compute_s": t2 - t1,
+                             "time_wait_s": 0.0, "time_communicate_s": 0.0,
+                             "dropped_rollouts": 0.0})
 
     def state_dict(self) -> dict[str, Any]:
         return {"updater": self.updater.state_dict(), "collectors": [self.collector.state_dict()]}

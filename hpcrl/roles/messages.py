@@ -18,13 +18,14 @@ from hpcrl.core.flat import (buffers_to_flat, flat_to_buffers, flat_to_params,
 
 
 # commands a weights message carries to collectors (bit flags)
-COLLECT, STOP, CHECKPOINT = 0, 1, 2
+COLLECT, STOP, CHECKPOINT, PREEMPTED = 0, 1, 2, 4
 
 
 @dataclass
 class Weights:
     """A version of the actor: ``params`` float32; ``buffers`` float64 ending with two slots,
-    a command for collectors (:data:`COLLECT`, or :data:`STOP`/:data:`CHECKPOINT` bits)
+    a command for collectors (:data:`COLLECT`, or :data:`STOP`/:data:`CHECKPOINT`/
+    :data:`PREEMPTED` bits: stop because a stop signal came, not because training ended)
     and the version."""
 
     params: np.ndarray

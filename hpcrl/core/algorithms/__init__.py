@@ -6,10 +6,11 @@ from torch import nn
 from hpcrl.config.schema import AlgoConfig
 from hpcrl.core.algorithms.a2c import A2C
 from hpcrl.core.algorithms.base import Algorithm
+from hpcrl.core.algorithms.impala import IMPALA
 from hpcrl.core.algorithms.ppo import PPO
 from hpcrl.core.reducer import Reducer
 
-ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "a2c": A2C}
+ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "a2c": A2C, "impala": IMPALA}
 
 
 def make_algorithm(actor: nn.Module, config: AlgoConfig,
@@ -18,4 +19,4 @@ def make_algorithm(actor: nn.Module, config: AlgoConfig,
     return ALGORITHMS[config.name](actor, config, reducer)
 
 
-__all__ = ["A2C", "ALGORITHMS", "Algorithm", "PPO", "make_algorithm"]
+__all__ = ["A2C", "ALGORITHMS", "Algorithm", "IMPALA", "PPO", "make_algorithm"]

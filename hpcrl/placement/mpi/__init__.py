@@ -17,6 +17,7 @@ from hpcrl.config.schema import Config
 from hpcrl.placement.mpi.job import MpiJob, build_job, wants_mpi
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.rng import seed_everything
+from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.scheme import COLLECTOR, UPDATER
 
@@ -53,6 +54,7 @@ def train_mpi(config: Config, run_dir: Path, resume: bool = False,
     seed_everything(config.seed)
     job = build_job(config)
     install_abort_handler(job.world, job.describe)
+    STOP_REQUEST.install()
     run = RunDir(Path(run_dir))
     state = _resume_state(job, run) if resume else None
     role = job.role.role

@@ -18,7 +18,7 @@ from hpcrl.core.envs import make_vector_env
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.protocol import TAG_FINAL, TAG_PREEMPT, TAG_ROLLOUT, TAG_STATE, TAG_WEIGHTS
 from hpcrl.roles.collector import Collector
-from hpcrl.roles.messages import CHECKPOINT, STOP, Weights
+from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP, Weights
 
 
 class PreemptListener:
@@ -72,6 +72,7 @@ class CollectorRank:
                         if p.fraction_workers < 1.0 or p.fraction_samples < 1.0 else None)
         self.sent = 0
         self.state_sends: list = []
+        self.preempted = False
         self.requests: list = []
 
     def _send_state(self) -> None:
@@ -101,6 +102,7 @@ class CollectorRank:
             if w.command & CHECKPOINT:
                 self._send_state()
             if w.command & STOP:
+                self.preempted = bool(w.command & PREEMPTED)
                 return
             self.collector.load_weights(w)
             stop = None
@@ -124,6 +126,7 @@ class CollectorRank:
             if w.command & CHECKPOINT:
                 self._send_state()
             if w.command & STOP:
+                self.preempted = bool(w.command & PREEMPTED)
                 return True
             self.collector.load_weights(w)
             self.requests = [irecv(self.world, w.buffers, self.worker, TAG_WEIGHTS), None]

@@ -15,11 +15,12 @@ from hpcrl.config.loader import dump_yaml
 from hpcrl.core.actor import ActorCritic
 from hpcrl.evaluation import evaluate
 from hpcrl.placement.mpi.job import MpiJob
-from hpcrl.placement.mpi.protocol import ReportLayout
+from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, ReportLayout
 from hpcrl.runtime.checkpoint import save_atomic
 from hpcrl.runtime.metrics import EpisodeWindow, progress_row
 from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
 from hpcrl.runtime.rng import rng_state
+from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.runtime.run_dir import RunDir
 
 SCHEME_KEYS = ("policy_lag", "dropped_rollouts", "time_collect_s", "time_wait_s", "time_compute_s",
@@ -49,7 +50,6 @@ class Leader:
                                         console) if console is not None else None)
         self.started = time.perf_counter()
         self.start_steps = self.env_steps
-        self.checkpoint_requested = False
 
     @property
     def wall_time_s(self) -> float:
@@ -58,6 +58,18 @@ class Leader:
     @property
     def done(self) -> bool:
         return self.env_steps >= self.job.config.train.total_env_steps
+
+    @property
+    def preempted(self) -> bool:
+        """A stop signal arrived before the budget was spent."""
+        return STOP_REQUEST.requested and not self.done
+
+    def control(self) -> int:
+        """The command after an update: go on, or checkpoint and/or stop (and why)."""
+        if self.preempted:
+            return STOP | CHECKPOINT | PREEMPTED
+        command = STOP if self.done else 0
+        return command | (CHECKPOINT if self.checkpoint_due() else 0)
 
     def record(self, reports: Any, gradient_asynchrony: float = 0.0) -> None:
         """Add one update made of the reports' rows (one per gradient worker)."""
@@ -79,9 +91,7 @@ class Leader:
 
     def checkpoint_due(self) -> bool:
         every = self.job.config.train.checkpoint_every
-        due = self.done or self.updates % every == 0 or self.checkpoint_requested
-        self.checkpoint_requested = False
-        return due
+        return self.done or self.updates % every == 0
 
     def write_checkpoint(self, actor: ActorCritic, learner_state: dict[str, Any],
                          collector_states: list[dict[str, Any]]) -> Path:
@@ -101,7 +111,7 @@ class Leader:
     def finish(self, actor: ActorCritic) -> Optional[dict[str, Any]]:
         self.log.close()
         episodes = self.job.config.train.eval_episodes
-        if episodes <= 0:
+        if episodes <= 0 or self.preempted:
             return None
         result = evaluate(_cpu_copy(actor, self.job), self.job.config, episodes)
         self.run.eval_path.write_text(json.dumps(result, indent=2) + "\n")

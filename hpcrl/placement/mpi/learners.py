@@ -29,7 +29,7 @@ from hpcrl.core.normalization import Moments
 from hpcrl.core.storage import RolloutStorage
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
-from hpcrl.placement.mpi.protocol import CHECKPOINT, STOP, TAG_STATE, ReportLayout
+from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, TAG_STATE, ReportLayout
 from hpcrl.placement.mpi.reducers import HostSumReducer, combine_infos
 from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
 from hpcrl.roles.gradient_worker import GradientWorker
@@ -100,6 +100,7 @@ class WorkerRank:
         counters = resume["counters"] if resume is not None else {"updates": 0, "env_steps": 0}
         self.update, self.env_steps = int(counters["updates"]), int(counters["env_steps"])
         self.obs_dim = int(self.actor.obs_rms.mean.numel())
+        self.preempted = False
         self.normalizing = cfg.env.normalize_obs or cfg.env.normalize_reward
 
     # -- weights -----------------------------------------------------------------------------
@@ -172,6 +173,7 @@ class WorkerRank:
             self.update += 1
             self.env_steps = int(control[1])
             command = int(control[0])
+            self.preempted = bool(command & PREEMPTED)
             states = self.source.states() if command & CHECKPOINT else []
             if command & CHECKPOINT:
                 gathered = self.job.learners.gather(states, root=0)
@@ -204,10 +206,7 @@ def end_of_update(job: MpiJob, leader: Optional[Leader], report: np.ndarray,
     control = np.zeros(2, np.int64)
     if leader is not None:
         leader.record(rows)
-        command = STOP if leader.done else 0
-        if leader.checkpoint_due():
-            command |= CHECKPOINT
-        control[:] = (command, leader.env_steps)
+        control[:] = (leader.control(), leader.env_steps)
     return bcast_(job.learners, control, root=0)
 
 
@@ -237,6 +236,7 @@ class SyncUpdaterRank:
         self.gradient = Gradient.empty(numel, len(self.algorithm.stat_names),
                                        int(self.actor.obs_rms.mean.numel()))
         self.steps = self.algorithm.steps_per_update(num_minibatches(cfg))
+        self.preempted = False
 
     def run(self) -> None:
         learners, g = self.job.learners, self.gradient
@@ -256,6 +256,7 @@ class SyncUpdaterRank:
                 bcast_(learners, weights.params, root=0)
             control = end_of_update(self.job, self.leader, report, self.layout)
             command = int(control[0])
+            self.preempted = bool(command & PREEMPTED)
             if command & CHECKPOINT:
                 gathered = learners.gather([], root=0)
                 write_checkpoint(self.job, self.leader, self.actor, self.updater.state_dict(),

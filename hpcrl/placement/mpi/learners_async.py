@@ -21,7 +21,7 @@ from hpcrl.core.storage import RolloutStorage
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.learners import collector_state_for
-from hpcrl.placement.mpi.protocol import (CHECKPOINT, STOP, TAG_GRAD, TAG_GRAD_INFO, TAG_REPORT,
+from hpcrl.placement.mpi.protocol import (CHECKPOINT, PREEMPTED, STOP, TAG_GRAD, TAG_GRAD_INFO, TAG_REPORT,
                                           TAG_STATE, TAG_WEIGHTS, ReportLayout)
 from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
 from hpcrl.roles.gradient_worker import GradientWorker
@@ -81,6 +81,7 @@ class AsyncWorkerRank:
         per_update = cfg.algo.num_steps * self.source_envs * len(self.job.workers)
         self.source.publish(self.weights.capture(self.actor, self.version))
         update, command = 0, 0
+        self.preempted = False
         while not command & STOP:
             rollouts, t_collect, t_wait = self.source.gather(update, self.version)
             progress = (self.job_steps + per_update) / cfg.train.total_env_steps
@@ -117,6 +118,7 @@ class AsyncWorkerRank:
                 self.source.close(weights)
             if not command & STOP or isinstance(self.source, SyncCollectors):
                 self.source.publish(weights)
+            self.preempted = bool(command & PREEMPTED)
             command &= STOP
 
     @property
@@ -149,6 +151,7 @@ class AsyncUpdaterRank:
         self.written = 0
         self.checkpoint_for: set[int] = set()
         self.asynchrony: list[float] = []
+        self.preempted = False
 
     def _post(self, i: int) -> list:
         w = self.workers[i]
@@ -196,6 +199,9 @@ class AsyncUpdaterRank:
                     self.checkpoint_for = set(range(len(self.workers)))
             gradient = self.inbox[i]
             command = STOP if self.leader.done else 0
+            if self.leader.preempted:
+                command = STOP | PREEMPTED
+                self.preempted = True
             if not command:
                 self.asynchrony.append(float(self.updater.version - gradient.weights_version))
                 gradient.info[3] = min(self.leader.env_steps / cfg.train.total_env_steps, 1.0)

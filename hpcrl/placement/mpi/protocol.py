@@ -14,8 +14,8 @@ import numpy as np
 TAG_ROLLOUT, TAG_WEIGHTS, TAG_GRAD, TAG_GRAD_INFO, TAG_PREEMPT, TAG_DONE = 1, 2, 3, 4, 5, 6
 TAG_FINAL, TAG_STATE, TAG_REPORT = 7, 8, 9
 
-# control decided by the leader after each update (bit flags)
-CONTINUE, STOP, CHECKPOINT = 0, 1, 2
+# control decided by the leader after each update: the collectors' command bits
+from hpcrl.roles.messages import CHECKPOINT, COLLECT, PREEMPTED, STOP  # noqa: E402,F401
 
 _BASE = ("env_steps", "episodes", "return_sum", "length_sum", "policy_lag", "time_collect_s",
          "time_wait_s", "time_compute_s", "time_communicate_s", "dropped_rollouts",

@@ -21,7 +21,8 @@ from torch import nn
 from hpcrl.config.schema import Config
 from hpcrl.core.algorithms.base import linear_schedule
 from hpcrl.core.envs import EnvSpaces
-from hpcrl.core.flat import contiguous_parameters, zero_flat_gradients
+from hpcrl.core.flat import (contiguous_parameters, share_flat_parameters,
+                             zero_flat_gradients)
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
@@ -86,6 +87,7 @@ class OffPolicyAlgorithm(ABC):
         for name, module in parts:
             n = sum(p.numel() for p in module.parameters())
             self.segments[name] = Segment(name, offset, offset + n)
+            share_flat_parameters(module, self.flat[offset:offset + n])  # one-copy publishing
             offset += n
         self._optimizers: Optional[dict[str, FlatOptimizer]] = None
         self._priorities: Optional[torch.Tensor] = None
@@ -148,7 +150,8 @@ class OffPolicyAlgorithm(ABC):
         if self._optimizers is None:
             self._optimizers = {
                 name: make_flat_optimizer(self.algo.optimizer, seg.end - seg.start,
-                                          self.algo.optimizer_eps, self.flat.device)
+                                          self.algo.optimizer_eps, self.flat.device,
+                                          fused=True)
                 for name, seg in self.segments.items()}
         return self._optimizers
 

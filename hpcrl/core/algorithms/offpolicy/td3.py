@@ -79,7 +79,8 @@ class TD3(OffPolicyAlgorithm):
         stats = {"critic_loss": critic_loss.item(), "q_mean": q[0].mean().item()}
         loss = critic_loss
         if self.policy_step(self.steps + 1):
-            policy_loss = -self.critic(obs, self.mu.squashed_mode(obs), frozen=True)[0].mean()
+            q_pi = self.critic(obs, self.mu.squashed_mode(obs), frozen=True, members=1)
+            policy_loss = -q_pi.mean()
             loss = loss + policy_loss
             stats["policy_loss"] = policy_loss.item()
         return loss, stats

@@ -1,0 +1,59 @@
+"""Off-policy algorithms (DQN, SAC, TD3, DDPG) and the policies they publish."""
+from __future__ import annotations
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from hpcrl.config.schema import ActorConfig, Config
+from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm, Segment
+from hpcrl.core.algorithms.offpolicy.dqn import DQN
+from hpcrl.core.algorithms.offpolicy.sac import SAC
+from hpcrl.core.algorithms.offpolicy.td3 import DDPG, TD3
+from hpcrl.core.envs import EnvSpaces
+from hpcrl.core.policies import DeterministicPolicy, SquashedGaussianPolicy
+from hpcrl.core.qnetwork import QNetwork
+
+OFF_POLICY_ALGORITHMS: dict[str, type[OffPolicyAlgorithm]] = {
+    "dqn": DQN, "sac": SAC, "td3": TD3, "ddpg": DDPG}
+
+
+def action_space_problem(name: str, spaces: EnvSpaces, env_id: str) -> str | None:
+    """Why ``algo.name`` cannot act in this env's action space, or None."""
+    if name == "dqn" and not spaces.discrete:
+        return (f"config key 'algo.name': dqn needs a Discrete action space but env '{env_id}' "
+                f"has {spaces.action_space}; use sac, td3 or ddpg for continuous actions")
+    if name in ("sac", "td3", "ddpg") and not isinstance(spaces.action_space, gym.spaces.Box):
+        return (f"config key 'algo.name': {name} needs a Box action space but env '{env_id}' "
+                f"has {spaces.action_space}; use dqn for discrete actions")
+    return None
+
+
+def policy_module(name: str, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
+    """A fresh policy of algorithm ``name``: what its collectors run and ``load_policy``
+    returns (greedy Q-network, squashed Gaussian or deterministic policy)."""
+    if name == "dqn":
+        return QNetwork(spaces.obs_shape, int(spaces.action_space.n), actor)
+    if name == "sac":
+        return SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, actor)
+    return DeterministicPolicy(spaces.obs_shape, spaces.action_space, actor)
+
+
+def make_policy(config: Config, spaces: EnvSpaces) -> nn.Module:
+    """The policy of ``config.algo.name``, initialised from ``config.seed``."""
+    with torch.random.fork_rng():
+        torch.manual_seed(config.seed)
+        return policy_module(config.algo.name, spaces, config.actor)
+
+
+def make_offpolicy_algorithm(config: Config, spaces: EnvSpaces) -> OffPolicyAlgorithm:
+    """The off-policy algorithm named by ``config.algo.name``."""
+    problem = action_space_problem(config.algo.name, spaces, config.env.id)
+    if problem:
+        raise ValueError(problem)
+    return OFF_POLICY_ALGORITHMS[config.algo.name](spaces, config)
+
+
+__all__ = ["DDPG", "DQN", "OFF_POLICY_ALGORITHMS", "OffPolicyAlgorithm", "SAC", "Segment",
+           "TD3", "action_space_problem", "make_offpolicy_algorithm", "make_policy",
+           "policy_module"]

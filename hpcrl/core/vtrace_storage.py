@@ -1,0 +1,111 @@
+"""The rollout storage of IMPALA: whole ``[T, N]`` sequences with what V-trace needs.
+
+V-trace targets depend on the learner's current values, so they are computed in the loss;
+this storage keeps the sequences and the behaviour policy's facts. Episode ends become
+discounts: ``gamma`` inside an episode, 0 at its end. A truncated episode bootstraps from
+the value of its final observation, folded into that step's reward
+(``r_t + gamma * V(final obs)`` with discount 0), which gives :func:`hpcrl.returns.vtrace`
+exactly the one-step target and cuts the trace there.
+
+The value after the last step (``bootstrap``) and the values of truncated final
+observations are the collector's (:class:`~hpcrl.core.rollout.Rollout`'s ``next_values``):
+a rollout holds no observation after its last step. In serial placement with one gradient
+step per rollout they equal the learner's values.
+"""
+from __future__ import annotations
+
+from typing import Iterator, NamedTuple, Sequence
+
+import numpy as np
+import torch
+
+from hpcrl.core.rollout import Rollout
+
+
+class SequenceBatch(NamedTuple):
+    """Time-major sequences ``[T, N, ...]`` of the behaviour policy, and ``bootstrap [N]``."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    rewards: torch.Tensor
+    discounts: torch.Tensor
+    bootstrap: torch.Tensor
+
+    def columns(self, index: torch.Tensor) -> "SequenceBatch":
+        """The sequences of the env columns ``index``."""
+        return SequenceBatch(*(t[:, index] for t in self[:-1]), self.bootstrap[index])
+
+
+def _tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(array)).to(device)
+
+
+class VTraceStorage:
+    """Holds the rollouts of one update side by side as :class:`SequenceBatch` columns.
+
+    Rollouts of unequal length are cut to the shortest; the cut keeps a valid bootstrap
+    (``next_values`` at the last kept step is the value of the next observation).
+    """
+
+    def __init__(self, gamma: float, device: torch.device | str = "cpu",
+                 discrete_actions: bool = True) -> None:
+        self.gamma = gamma
+        self.device = torch.device(device)
+        self.discrete_actions = discrete_actions
+        self.batch: SequenceBatch | None = None
+        self.env_offset = 0
+
+    def load(self, rollouts: Sequence[Rollout]) -> None:
+        rollouts = sorted(rollouts, key=lambda r: r.env_offset)
+        steps = min(r.valid_steps for r in rollouts)
+        if steps <= 0:
+            raise ValueError("a rollout with no collected steps cannot be trained on")
+        parts = [self._sequences(r, steps) for r in rollouts]
+        self.batch = SequenceBatch(*(torch.cat([p[i] for p in parts], dim=1)
+                                     for i in range(len(SequenceBatch._fields) - 1)),
+                                   torch.cat([p.bootstrap for p in parts]))
+        self.env_offset = rollouts[0].env_offset
+
+    def _sequences(self, r: Rollout, t: int) -> SequenceBatch:
+        dev, gamma = self.device, self.gamma
+        term, trunc = r.terminated[:t] > 0, r.truncated[:t] > 0
+        cut = trunc & ~term
+        rewards = np.where(cut, r.rewards[:t] + gamma * r.next_values[:t], r.rewards[:t])
+        discounts = np.where(term | trunc, 0.0, gamma).astype(np.float32)
+        bootstrap = np.where(term[-1] | trunc[-1], 0.0, r.next_values[t - 1])
+        actions = _tensor(r.actions[:t], dev)
+        if self.discrete_actions:
+            actions = actions.long()
+        return SequenceBatch(_tensor(r.obs[:t], dev), actions, _tensor(r.log_probs[:t], dev),
+                             _tensor(r.values[:t], dev), _tensor(rewards.astype(np.float32), dev),
+                             _tensor(discounts, dev), _tensor(bootstrap.astype(np.float32), dev))
+
+    @property
+    def num_steps(self) -> int:
+        return 0 if self.batch is None else self.batch.values.shape[0]
+
+    @property
+    def num_envs(self) -> int:
+        return 0 if self.batch is None else self.batch.values.shape[1]
+
+    @property
+    def num_samples(self) -> int:
+        return self.num_steps * self.num_envs
+
+    def full_batch(self) -> SequenceBatch:
+        assert self.batch is not None, "load() a rollout first"
+        return self.batch
+
+    def minibatches(self, num_minibatches: int, seed: int, total_envs: int
+                    ) -> Iterator[SequenceBatch]:
+        """Whole sequences of disjoint env-column groups, in an order seeded over the job's
+        ``total_envs`` columns (so a process holding a slice takes its share)."""
+        assert self.batch is not None, "load() a rollout first"
+        gen = torch.Generator().manual_seed(seed)
+        order = torch.randperm(total_envs, generator=gen)
+        local = order[(order >= self.env_offset) & (order < self.env_offset + self.num_envs)]
+        for group in torch.tensor_split(local - self.env_offset, num_minibatches):
+            if group.numel():
+                yield self.batch.columns(group.to(self.device))

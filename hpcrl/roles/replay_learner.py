@@ -1,0 +1,90 @@
+"""The off-policy learner role: owns the replay and takes gradient steps on it.
+
+It is the gradient worker and the updater of an off-policy agent in one object: chunks come
+in through :meth:`ReplayLearner.add`, :meth:`ReplayLearner.train` samples batches, computes
+and applies gradients (refreshing priorities under prioritised replay), and
+:meth:`ReplayLearner.weights` publishes the policy to collectors. A placement that puts
+gradient workers and the updater on different ranks calls the algorithm's
+``compute_gradients`` / ``apply_gradients`` itself, exactly as :meth:`train` does here.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from hpcrl.config.schema import Config
+from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.core.replay.buffer import ReplayBuffer
+from hpcrl.core.replay.prioritized import PrioritizedReplayBuffer
+from hpcrl.core.replay.transitions import Transitions
+from hpcrl.roles.messages import Weights
+from hpcrl.runtime.cpu import flush_denormals
+
+
+def make_replay(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
+                discrete: bool) -> ReplayBuffer:
+    """The uniform or prioritised replay of ``config.replay``."""
+    r = config.replay
+    if r.prioritized:
+        return PrioritizedReplayBuffer(r.buffer_size, obs_shape, action_shape, discrete,
+                                       config.seed, r.alpha, r.priority_eps)
+    return ReplayBuffer(r.buffer_size, obs_shape, action_shape, discrete, config.seed)
+
+
+class ReplayLearner:
+    """Replay storage plus the algorithm's gradient steps; every step makes a new version."""
+
+    def __init__(self, algorithm: OffPolicyAlgorithm, replay: ReplayBuffer,
+                 config: Config) -> None:
+        self.algorithm, self.replay = algorithm, replay
+        self.config = config.replay
+        self.total_env_steps = config.train.total_env_steps
+        self.message = Weights.empty_like(algorithm.policy)
+        self.stat_names = algorithm.stat_names
+
+    @property
+    def version(self) -> int:
+        """Applied gradient steps so far (the version of the published policy)."""
+        return self.algorithm.steps
+
+    def add(self, chunk: Transitions) -> None:
+        """Store the valid rows of a collector's chunk."""
+        self.replay.add(chunk)
+
+    def ready(self, job_env_steps: int) -> bool:
+        """Whether training may start: past ``replay.learning_starts`` with data to sample."""
+        return job_env_steps > self.config.learning_starts and len(self.replay) > 0
+
+    def train(self, gradient_steps: int, job_env_steps: int) -> dict[str, float]:
+        """``gradient_steps`` steps on fresh batches; returns the mean of each loss term and
+        the optimiser figures of the last step."""
+        alg = self.algorithm
+        alg.set_progress(job_env_steps / self.total_env_steps)
+        beta = self.config.beta0 + (1.0 - self.config.beta0) * alg.progress
+        prioritized = self.config.prioritized
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        applied: dict[str, float] = {}
+        with flush_denormals():
+            for _ in range(gradient_steps):
+                batch = self.replay.sample(self.config.batch_size, beta)
+                grads, stats = alg.compute_gradients(batch)
+                if prioritized:
+                    self.replay.update_priorities(batch.indices, alg.priorities())
+                applied = alg.apply_gradients(grads)
+                for name, value in stats.items():
+                    sums[name] = sums.get(name, 0.0) + value
+                    counts[name] = counts.get(name, 0) + 1
+        means = {name: sums[name] / counts[name] for name in sums}
+        means.update(applied)
+        return means
+
+    def weights(self) -> Weights:
+        """The current policy as a message (valid until the next call)."""
+        return self.message.capture(self.algorithm.policy, self.version)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"algorithm": self.algorithm.state_dict(), "replay": self.replay.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.algorithm.load_state_dict(state["algorithm"])
+        self.replay.load_state_dict(state["replay"])

@@ -1,0 +1,188 @@
+"""The off-policy collector role: steps envs with the latest policy, emits transition chunks.
+
+It explores as its algorithm does: uniformly random actions while the job has collected
+fewer than ``replay.learning_starts`` env steps; then epsilon-greedy (DQN), sampling from the
+squashed Gaussian (SAC) or the deterministic action plus exploration noise (TD3, DDPG).
+Every random draw of env ``i`` of the job comes from its own generator seeded by
+``(seed, i)``, so the transitions do not depend on how envs are spread over processes.
+Steps pass through an n-step window; finished windows become the chunk's rows.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from hpcrl.config.schema import Config
+from hpcrl.core.env_state import from_plain, to_plain
+from hpcrl.core.envs import (as_float_obs, env_seeds, restore_vector_env_state,
+                             vector_env_state)
+from hpcrl.core.flat import contiguous_parameters
+from hpcrl.core.exploration import linear_epsilon, make_noise, standard_normal
+from hpcrl.core.offpolicy_engine import GreedyQEngine, SquashedGaussianEngine, make_policy_engine
+from hpcrl.core.replay.nstep import NStepWindow
+from hpcrl.core.replay.transitions import TransitionLayout, Transitions
+from hpcrl.roles.messages import Weights
+
+COLLECT_STREAM = 0x0FF  # per-env generators, apart from the on-policy collector's
+
+
+def chunk_layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
+                 num_envs: int) -> TransitionLayout:
+    """A layout big enough for the longest chunk of this config: one training interval
+    (or one update) of steps, plus the windows an n-step window may flush."""
+    steps = min(config.replay.train_freq, config.algo.num_steps)
+    return TransitionLayout((steps + config.replay.n_step - 1) * num_envs, obs_shape,
+                            action_shape)
+
+
+class TransitionCollector:
+    """Holds ``envs`` (global indices ``env_offset ..``) and fills :class:`Transitions`.
+
+    ``total_envs`` is the number of envs of the whole job: each vector step of this
+    collector is counted as ``total_envs`` job env steps, which drive the random warm-up
+    and the epsilon schedule the same way on every collector.
+    """
+
+    def __init__(self, envs: gym.vector.VectorEnv, policy: nn.Module, config: Config,
+                 env_offset: int = 0, collector_id: int = 0,
+                 total_envs: int | None = None) -> None:
+        self.envs, self.policy, self.config = envs, policy, config
+        self.replay = config.replay
+        self.env_offset, self.collector_id = env_offset, collector_id
+        n = envs.num_envs
+        self.num_envs = n
+        self.total_envs = total_envs or n
+        contiguous_parameters(policy)  # new weights arrive as one copy
+        self.engine = make_policy_engine(policy)
+        self.discrete = isinstance(self.engine, GreedyQEngine)
+        self.sampling = isinstance(self.engine, SquashedGaussianEngine)
+        space = envs.single_action_space
+        self.num_actions = int(space.n) if self.discrete else 0
+        self.action_dim = 0 if self.discrete else int(np.prod(space.shape))
+        self.scale = None if self.discrete else policy.scale
+        self.noise = None if self.discrete or self.sampling else make_noise(
+            self.replay.action_noise, n, self.action_dim, self.replay.noise_std,
+            self.replay.ou_theta, self.replay.ou_dt)
+        obs_shape = tuple(envs.single_observation_space.shape)
+        action_shape = () if self.discrete else (self.action_dim,)
+        self.window = NStepWindow(self.replay.n_step, config.algo.gamma, n, obs_shape,
+                                  action_shape)
+        self.rngs = [np.random.default_rng([config.seed, COLLECT_STREAM, env_offset + i])
+                     for i in range(n)]
+        self.weights_version = 0
+        self.episode_return = np.zeros(n, np.float64)
+        self.episode_length = np.zeros(n, np.int64)
+        self.obs = as_float_obs(envs.reset(seed=env_seeds(config.seed, env_offset, n))[0])
+
+    # -- weights -----------------------------------------------------------------------------
+    def load_weights(self, weights: Weights) -> None:
+        """Act with this version of the policy from now on."""
+        weights.load_into(self.policy)  # in place: the engine's views see the new values
+        self.weights_version = weights.version
+
+    # -- acting ------------------------------------------------------------------------------
+    def _draws(self, steps: int, random_phase: bool) -> dict[str, np.ndarray]:
+        """Every random number the chunk may use, drawn per env in a fixed order."""
+        draws: dict[str, np.ndarray] = {}
+        if self.discrete:
+            draws["explore"] = np.stack([r.random(steps) for r in self.rngs], axis=1)
+            draws["random"] = np.stack([r.integers(0, self.num_actions, steps)
+                                        for r in self.rngs], axis=1)
+            return draws
+        if random_phase:
+            draws["random"] = np.stack([r.uniform(-1.0, 1.0, (steps, self.action_dim))
+                                        for r in self.rngs], axis=1).astype(np.float32)
+        if self.sampling or self.noise is not None:
+            draws["normal"] = standard_normal(self.rngs, steps, self.action_dim)
+        return draws
+
+    def _act(self, obs: np.ndarray, t: int, job_steps: int,
+             draws: dict[str, np.ndarray]) -> np.ndarray:
+        """Actions of step ``t`` of the chunk (env indices, or ``[-1, 1]`` Box actions)."""
+        random_phase = job_steps < self.replay.learning_starts
+        if self.discrete:
+            if random_phase:
+                return draws["random"][t]
+            progress = job_steps / self.config.train.total_env_steps
+            eps = linear_epsilon(self.replay.exploration_initial_eps,
+                                 self.replay.exploration_final_eps,
+                                 self.replay.exploration_fraction, progress)
+            greedy = self.engine.act(obs)
+            return np.where(draws["explore"][t] < eps, draws["random"][t], greedy)
+        if self.sampling:
+            return draws["random"][t] if random_phase else self.engine.act(obs, draws["normal"][t])
+        actions = draws["random"][t] if random_phase else self.engine.act(obs)
+        if self.noise is not None:
+            actions = np.clip(actions + self.noise.step(draws["normal"][t]), -1.0, 1.0)
+        return actions.astype(np.float32)
+
+    def collect(self, chunk: Transitions, steps: int, job_env_steps: int) -> Transitions:
+        """Step every env ``steps`` times into ``chunk`` (emptied first).
+
+        ``job_env_steps`` counts the job's env steps before this chunk.
+        """
+        started = time.perf_counter()
+        chunk.reset()
+        draws = self._draws(steps, job_env_steps < self.replay.learning_starts)
+        obs = self.obs
+        for t in range(steps):
+            actions = self._act(obs, t, job_env_steps + t * self.total_envs, draws)
+            env_actions = actions if self.discrete else self.scale.to_env(actions)
+            next_obs, rewards, terminated, truncated, info = self.envs.step(env_actions)
+            next_obs = as_float_obs(next_obs)
+            done = terminated | truncated
+            final = next_obs
+            if done.any():
+                final = next_obs.copy()
+                for i in np.flatnonzero(done):
+                    final[i] = info["final_obs"][i]
+            chunk.append(*self.window.push(obs, actions, rewards, terminated, truncated, final))
+            self.episode_return += rewards
+            self.episode_length += 1
+            if done.any():
+                chunk.add_episodes(self.episode_return[done], self.episode_length[done])
+                self.episode_return[done] = 0.0
+                self.episode_length[done] = 0
+                if self.noise is not None:
+                    self.noise.reset(done)
+            obs = next_obs
+        self.obs = obs
+        chunk.set_facts(self.weights_version, self.env_offset, self.collector_id,
+                        steps * self.num_envs, time.perf_counter() - started)
+        return chunk
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Env states, generators, pending n-step windows, noise and episode trackers."""
+        env_states, missing = vector_env_state(self.envs)
+        return {"env_offset": self.env_offset, "envs": env_states, "envs_inexact": missing,
+                "rngs": [to_plain(r) for r in self.rngs],
+                "obs": torch.from_numpy(self.obs.copy()),
+                "window": self.window.state_dict(),
+                "noise": self.noise.state_dict() if self.noise is not None else {},
+                "episode_return": torch.from_numpy(self.episode_return.copy()),
+                "episode_length": torch.from_numpy(self.episode_length.copy())}
+
+    def load_state_dict(self, state: dict[str, Any]) -> list[str]:
+        """Restore :meth:`state_dict`; returns the env attributes that could not be restored
+        (those envs keep their fresh seeded reset, and their pending windows are dropped)."""
+        if state["env_offset"] != self.env_offset or len(state["rngs"]) != self.num_envs:
+            raise ValueError(f"checkpoint holds envs from global index {state['env_offset']} "
+                             f"({len(state['rngs'])} envs) but this collector runs envs from "
+                             f"{self.env_offset} ({self.num_envs}): the env layout changed")
+        self.rngs = [from_plain(r, cur) for r, cur in zip(state["rngs"], self.rngs)]
+        if self.noise is not None:
+            self.noise.load_state_dict(state["noise"])
+        if state["envs_inexact"]:
+            return list(state["envs_inexact"])
+        self.window.load_state_dict(state["window"])
+        self.episode_return = state["episode_return"].numpy().copy()
+        self.episode_length = state["episode_length"].numpy().copy()
+        restore_vector_env_state(self.envs, state["envs"])
+        self.obs = state["obs"].numpy().copy()
+        return []

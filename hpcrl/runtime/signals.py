@@ -1,0 +1,49 @@
+"""Stop requests from the scheduler: checkpoint at the next consistent point, then exit.
+
+Slurm sends the warning signal (``--signal=B:USR1@90``, forwarded to the job step by the
+batch script) before a time limit or preemption, and SIGTERM when it ends a job. Both only
+set a flag here; the training loop reads it at the end of an update, writes one checkpoint
+and stops. The process then exits with :data:`EXIT_PREEMPTED`, which tells a batch script
+to requeue the job; the restarted job resumes from that checkpoint.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+from typing import Callable, Optional
+
+EXIT_PREEMPTED = 3
+STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+
+
+class StopRequest:
+    """Whether a stop signal arrived, and which."""
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.signum is None:
+            print(f"hpcrl: received {signal.Signals(signum).name}: checkpointing at the end of "
+                  f"this update, then stopping", file=sys.stderr, flush=True)
+        self.signum = signum
+
+    def install(self) -> Callable[[], None]:
+        """Catch the stop signals from now on; returns a function that restores the old
+        handlers."""
+        previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
+
+        def restore() -> None:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        return restore
+
+    def clear(self) -> None:
+        self.signum = None
+
+
+STOP_REQUEST = StopRequest()

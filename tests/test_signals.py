@@ -1,0 +1,47 @@
+"""Stop signals: checkpoint at the end of the update, stop, and resume exactly."""
+import os
+import signal
+
+import pytest
+import torch
+
+from hpcrl.config import from_dict
+from hpcrl.placement.serial import SerialPlacement
+from hpcrl.runtime.checkpoint import load_checkpoint
+from hpcrl.runtime.run_dir import RunDir
+from hpcrl.runtime.signals import STOP_REQUEST
+from hpcrl.training import Trainer, resume_config
+
+
+@pytest.fixture(autouse=True)
+def clear_request():
+    STOP_REQUEST.clear()
+    yield
+    STOP_REQUEST.clear()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGUSR1, signal.SIGTERM])
+def test_signal_checkpoints_stops_and_resumes_exactly(tmp_path, tiny_overrides, monkeypatch,
+                                                      signum):
+    cfg = from_dict({}, tiny_overrides)
+    Trainer(cfg, RunDir(tmp_path / "whole"), console=None).train()
+
+    original = SerialPlacement.run_update
+    def signalled(self, update, env_steps):
+        if update == 6:
+            os.kill(os.getpid(), signum)  # arrives mid-update, like the scheduler's
+        return original(self, update, env_steps)
+    monkeypatch.setattr(SerialPlacement, "run_update", signalled)
+    cut = Trainer(cfg, RunDir(tmp_path / "cut"), console=None)
+    assert cut.train() is None and cut.preempted
+    state = load_checkpoint(RunDir(tmp_path / "cut").checkpoint_path)
+    assert state["counters"]["updates"] == 7  # the update in progress finished first
+    monkeypatch.setattr(SerialPlacement, "run_update", original)
+    STOP_REQUEST.clear()
+
+    run = RunDir(tmp_path / "cut")
+    Trainer(resume_config(run, []), run, resume=True, console=None).train()
+    a = load_checkpoint(RunDir(tmp_path / "whole").checkpoint_path)["policy"]["state_dict"]
+    b = load_checkpoint(run.checkpoint_path)["policy"]["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert signal.getsignal(signal.SIGUSR1) is not STOP_REQUEST._handle  # handlers restored
