@@ -6,7 +6,7 @@ import pytest
 
 from mpirun import column, rows, run, train
 
-BUDGET = ["train.total_env_steps=16384"]
+BUDGET = ["train.total_env_steps=16384", "train.checkpoint_every=5"]  # mid-run checkpoints too
 
 
 def assert_learned(run_dir):

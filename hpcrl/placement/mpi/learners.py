@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from hpcrl.build import num_minibatches
-from hpcrl.comm import make_allreducer
+from hpcrl.comm import make_allreducer, wait_probe
 from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.core.normalization import Moments
@@ -215,6 +215,7 @@ def write_checkpoint(job: MpiJob, leader: Leader, actor: Any, learner_state: Any
     """Rank 0: add the dedicated collectors' states to the gathered ones and write."""
     states = [s for part in gathered for s in part]
     for rank in (r.rank for r in job.table if r.role == "collector"):
+        wait_probe(job.world, tag=TAG_STATE, source=rank)  # sleeps between polls
         states.append(job.world.recv(source=rank, tag=TAG_STATE))
     leader.write_checkpoint(actor, learner_state, states)
 

@@ -156,12 +156,17 @@ class AsyncCollectors:
         self.bodies[i] = irecv(self.world, self.inbox[i].data, c, TAG_ROLLOUT)
 
     def publish(self, weights: Weights) -> None:
-        """Offer the newest weights; a collector still reading older ones gets these later."""
+        """Offer the newest weights; a collector still reading older ones gets these later.
+
+        A message carrying a command (checkpoint) is delivered to every collector, waiting
+        for the previous one to be taken if need be (collectors take messages between and
+        during rollouts, so that wait is short).
+        """
         if self.outbox is None:
             self.outbox = Weights(weights.params.copy(), weights.buffers.copy())
         else:
             self.outbox.params[:], self.outbox.buffers[:] = weights.params, weights.buffers
-        self._flush(block=False)
+        self._flush(block=weights.command != 0)
 
     def _flush(self, block: bool) -> None:
         for rank in self.collectors:

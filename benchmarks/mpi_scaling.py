@@ -1,0 +1,149 @@
+"""MPI scheme figures on this machine, each from real `mpiexec ... hpcrl train` jobs:
+
+1. collection throughput with 1 and 2 collector ranks (asynchronous collection, a light
+   learner), and the ratio;
+2. a straggler (one collector rank 4x slower per step): env steps/s of synchronous
+   collection, synchronous with preemption, and asynchronous collection (target: both of
+   the latter >= 1.3x synchronous);
+3. start-up: `mpiexec -n 4` to the first env step on every rank (target < 3 s; Ray's
+   `ray.init` alone is about 4 s here), and the memory of that 4-rank job as the sum of
+   the ranks' PSS (target below RLlib's single-process PPO, 0.86 GB).
+
+All-reduce latency per backend: `mpiexec -n 2 python benchmarks/allreduce.py`.
+
+    python benchmarks/mpi_scaling.py
+"""
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LIGHT = ["train.tensorboard=false", "train.eval_episodes=0", "train.log_interval_s=600",
+         "algo.num_epochs=1"]
+
+
+def mpiexec() -> str:
+    return shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
+
+
+def command(n: int, run_dir: Path, sets: list[str]) -> list[str]:
+    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "hpcrl.cli", "train",
+           "--run-dir", str(run_dir)]
+    for item in sets:
+        cmd += ["--set", item]
+    return cmd
+
+
+def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+            **(extra or {})}
+
+
+def fps_of(n: int, sets: list[str], extra: dict[str, str] | None = None) -> float:
+    """Env steps per second over the job's updates after the first (start-up excluded)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(command(n, Path(tmp) / "run", LIGHT + sets), check=True,
+                       env=environment(extra), stderr=subprocess.DEVNULL)
+        with open(Path(tmp) / "run" / "progress.csv") as f:
+            rows = list(csv.DictReader(f))
+    first, last = rows[0], rows[-1]
+    return ((float(last["env_steps"]) - float(first["env_steps"]))
+            / (float(last["wall_time_s"]) - float(first["wall_time_s"])))
+
+
+def pss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def descendants(pid: int) -> list[int]:
+    out, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child in Path(f"/proc/{parent}/task/{parent}/children").read_text().split() \
+                if Path(f"/proc/{parent}/task/{parent}/children").exists() else []:
+            out.append(int(child))
+            frontier.append(int(child))
+    return out
+
+
+def python_ranks(pid: int) -> list[int]:
+    ranks = []
+    for child in descendants(pid):
+        try:
+            if "python" in Path(f"/proc/{child}/comm").read_text():
+                ranks.append(child)
+        except OSError:
+            pass
+    return ranks
+
+
+def startup_and_memory() -> tuple[float, float, float]:
+    """Seconds from launch to the last rank's first env step, and peak summed PSS (GB)."""
+    sets = LIGHT + ["scheme.preset=a2c", "scheme.collectors_per_worker=3",
+                    "env.id=bench_envs:StampedCartPole-v0", "train.total_env_steps=98304",
+                    "algo.minibatch_size=768"]
+    with tempfile.TemporaryDirectory() as tmp:
+        stamps = Path(tmp) / "stamps"
+        stamps.mkdir()
+        start = time.time()
+        job = subprocess.Popen(command(4, Path(tmp) / "run", sets),
+                               env=environment({"HPCRL_BENCH_STAMP_DIR": str(stamps)}),
+                               stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        peak, peak_single = 0, 0
+        while job.poll() is None:
+            ranks = python_ranks(job.pid)
+            sizes = [pss_kb(p) for p in ranks]
+            if len(sizes) == 4:
+                peak = max(peak, sum(sizes))
+                peak_single = max(peak_single, max(sizes))
+            time.sleep(0.2)
+        first_steps = [float(p.read_text()) for p in stamps.iterdir()]
+    ready = max(first_steps) - start if len(first_steps) == 3 else float("nan")
+    return ready, peak / 2**20, peak_single / 2**20
+
+
+def main() -> None:
+    print("MPI scheme figures (pip MPICH, 2 cores, OMP_NUM_THREADS=1)")
+    one = fps_of(2, ["scheme.preset=async-ppo", "scheme.collectors_per_worker=1",
+                     "train.total_env_steps=61440", "algo.minibatch_size=256"])
+    two = fps_of(3, ["scheme.preset=async-ppo", "scheme.collectors_per_worker=2",
+                     "train.total_env_steps=61440", "algo.minibatch_size=512"])
+    print(f"collection, async, 1 collector rank : {one:9,.0f} env steps/s")
+    print(f"collection, async, 2 collector ranks: {two:9,.0f} env steps/s  ({two / one:.2f}x)")
+
+    slow = {"HPCRL_BENCH_SLOW_RANKS": "2", "HPCRL_BENCH_SLOW_SECONDS": "0.0002"}
+    base = ["scheme.preset=a2c", "env.id=bench_envs:StragglerCartPole-v0",
+            "train.total_env_steps=40960"]
+    sync = fps_of(3, base, slow)
+    preempt = fps_of(3, base + ["scheme.preemption.fraction_workers=0.5",
+                                "scheme.preemption.fraction_samples=0.25"], slow)
+    asynchronous = fps_of(3, base + ["scheme.collection=async", "scheme.max_policy_lag=8"], slow)
+    print(f"straggler, synchronous              : {sync:9,.0f} env steps/s")
+    print(f"straggler, synchronous + preemption : {preempt:9,.0f} env steps/s  "
+          f"({preempt / sync:.2f}x, target >= 1.3)")
+    print(f"straggler, asynchronous             : {asynchronous:9,.0f} env steps/s  "
+          f"({asynchronous / sync:.2f}x, target >= 1.3)")
+
+    ready, pss, single = startup_and_memory()
+    print(f"start-up, mpiexec -n 4 to the first env step of every collector: {ready:.2f} s "
+          f"(target < 3 s; ray.init alone ~4 s)")
+    print(f"memory, 4-rank job, peak sum of PSS: {pss:.2f} GB (largest rank {single:.2f} GB; "
+          f"target < 0.86 GB, RLlib single-process PPO)")
+
+
+if __name__ == "__main__":
+    main()
