@@ -15,7 +15,6 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from hpcrl.comm._mpi import Comm, mpi
 from hpcrl.comm.rendezvous import destroy_gradient_group, init_gradient_group
@@ -95,6 +94,7 @@ class TorchDistAllreducer(Allreducer):
     """
 
     def __init__(self, group: dist.ProcessGroup, backend: str, *, owns_group: bool = False) -> None:
+        import torch.distributed as dist  # heavy: only where used
         backend = backend.lower()
         if backend not in ("gloo", "nccl"):
             raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
@@ -109,6 +109,7 @@ class TorchDistAllreducer(Allreducer):
         return self._size
 
     def sum_(self, t: torch.Tensor) -> torch.Tensor:
+        import torch.distributed as dist  # heavy: only where used
         if self._backend == "nccl" and t.device.type != "cuda":
             raise ValueError(f"the nccl allreducer needs CUDA tensors, got one on {t.device}")
         if not t.is_contiguous():

@@ -21,10 +21,10 @@ hostname; set GLOO_SOCKET_IFNAME when that resolves to a loopback address.
 from __future__ import annotations
 
 import socket
+from typing import Any
 from datetime import timedelta
 
 import torch
-import torch.distributed as dist
 
 from hpcrl.comm._mpi import Comm
 
@@ -32,7 +32,7 @@ BACKENDS = ("gloo", "nccl")
 
 # The master TCPStore of the current group (on rank 0 of its comm) or the
 # client one; held here so that it lives exactly as long as the group.
-_store: dist.TCPStore | None = None
+_store: Any = None  # the torch.distributed TCPStore of this process's group
 
 
 def init_gradient_group(
@@ -51,6 +51,7 @@ def init_gradient_group(
     ``host`` (read on rank 0 only) overrides the store address; ``timeout_s``
     bounds the store connection and every later collective of the group.
     """
+    import torch.distributed as dist  # heavy: only where used
     global _store
     backend = backend.lower()
     device = torch.device(device)
@@ -100,6 +101,7 @@ def init_gradient_group(
 
 def destroy_gradient_group() -> None:
     """Tear down the current gradient group (no-op when there is none)."""
+    import torch.distributed as dist  # heavy: only where used
     global _store
     if dist.is_initialized():
         dist.destroy_process_group()
@@ -108,6 +110,7 @@ def destroy_gradient_group() -> None:
 
 def _check_request(backend: str, device: torch.device) -> None:
     """Reject impossible backend/device pairs before any rank blocks."""
+    import torch.distributed as dist  # heavy: only where used
     if backend not in BACKENDS:
         raise ValueError(f"unknown torch.distributed backend {backend!r}; use one of {BACKENDS}")
     if backend == "nccl" and device.type != "cuda":

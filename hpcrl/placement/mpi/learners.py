@@ -158,16 +158,8 @@ class WorkerRank:
                 self.layout.add_stats(report, gradient.stats())
                 self._step(gradient, times, report)
                 t = time.perf_counter()
-            returns = [r.finished_episodes() for r in rollouts]
-            self.layout.fill(report, env_steps=sum(r.valid_steps * r.layout.num_envs
-                                                   for r in rollouts),
-                             episodes=sum(len(x[0]) for x in returns),
-                             return_sum=sum(float(x[0].sum()) for x in returns),
-                             length_sum=sum(float(x[1].sum()) for x in returns),
-                             policy_lag=lag, time_collect_s=t_collect, time_wait_s=t_wait,
-                             time_compute_s=times["compute"], time_communicate_s=times["comm"],
-                             dropped_rollouts=self.source.dropped,
-                             learning_rate=self.algorithm.learning_rate)
+            self.layout.fill_update(report, rollouts, lag, t_collect, t_wait, times,
+                                    self.source.dropped, self.algorithm.learning_rate)
             self.source.dropped = 0
             control = end_of_update(self.job, self.leader, report, self.layout)
             self.update += 1

@@ -6,7 +6,7 @@ pickled. Only checkpoint-time collector states (a few kB, once per checkpoint) a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -46,6 +46,19 @@ class ReportLayout:
         for key, value in values.items():
             report[self.index(key)] = value
         return report
+
+    def fill_update(self, report: np.ndarray, rollouts: Sequence[Any], policy_lag: float,
+                    t_collect: float, t_wait: float, times: dict[str, float], dropped: int,
+                    learning_rate: float) -> np.ndarray:
+        """The figures of one finished update: env steps, episodes, lag, time split."""
+        finished = [r.finished_episodes() for r in rollouts]
+        return self.fill(report, env_steps=sum(r.valid_steps * r.layout.num_envs for r in rollouts),
+                         episodes=sum(len(f[0]) for f in finished),
+                         return_sum=sum(float(f[0].sum()) for f in finished),
+                         length_sum=sum(float(f[1].sum()) for f in finished),
+                         policy_lag=policy_lag, time_collect_s=t_collect, time_wait_s=t_wait,
+                         time_compute_s=times["compute"], time_communicate_s=times["comm"],
+                         dropped_rollouts=dropped, learning_rate=learning_rate)
 
     def add_stats(self, report: np.ndarray, stats: Sequence[float]) -> None:
         """Accumulate the loss terms of one computed gradient."""
