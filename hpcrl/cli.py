@@ -150,5 +150,10 @@ def config_show(config_path: Optional[str], overrides: tuple[str, ...], docs: bo
         click.echo(dump_yaml(cfg), nl=False)
 
 
+from hpcrl.slurm.cli import slurm as slurm_group  # noqa: E402 (hpcrl slurm render|submit)
+
+main.add_command(slurm_group)
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -97,3 +97,12 @@ def test_uneven_split_is_rejected():
     s.load([collect(cfg, 2)])
     with pytest.raises(ValueError, match="equal minibatches"):
         list(s.minibatches(3, seed=0, total_envs=2))
+
+
+def test_a_preempted_rollout_still_gives_every_minibatch():
+    cfg = from_dict({}, ["env.num_envs=2", "algo.num_steps=16", "algo.minibatch_size=8"])
+    short = collect(cfg, 2, steps=15)  # 15 steps cannot be cut into 4 equal time slices
+    s = RolloutStorage(0.99, 0.95)
+    s.load([short])
+    batches = list(s.minibatches(4, seed=1, total_envs=2))
+    assert len(batches) == 4 and sum(b.obs.shape[0] for b in batches) == 30

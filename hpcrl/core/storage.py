@@ -36,9 +36,10 @@ class RolloutBatch(NamedTuple):
 
 
 def _side_by_side(rollouts: Sequence[Rollout]) -> bool:
-    steps = {r.valid_steps for r in rollouts}
+    """Whole rollouts of adjacent env slices (a preempted, shorter one is not)."""
+    full = all(r.valid_steps == r.layout.num_steps for r in rollouts)
     ends = [r.env_offset + r.layout.num_envs for r in rollouts[:-1]]
-    return len(steps) == 1 and ends == [r.env_offset for r in rollouts[1:]]
+    return full and ends == [r.env_offset for r in rollouts[1:]]
 
 
 def _tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:

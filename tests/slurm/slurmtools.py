@@ -325,6 +325,10 @@ def release(job_id: str, timeout: float = 30) -> None:
         if state == "PENDING":
             if updated and reason != "BeginTime":
                 return
+            if not updated:
+                # a start in the same second as the last run's end finds the job credential
+                # revoked ("non-startable batch job"): let that second pass first
+                time.sleep(1.5)
             run("scontrol", "update", f"jobid={job_id}", "StartTime=now")
             updated = True
             continue

@@ -1,0 +1,116 @@
+"""``hpcrl slurm render|submit``: batch scripts sized from a config's rank table."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import click
+
+
+SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
+
+
+def _render_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options render and submit share (each None keeps the template's value)."""
+    options = [
+        click.argument("template", metavar="TEMPLATE"),
+        click.argument("config", required=False, type=click.Path(dir_okay=False, exists=True)),
+        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=SET_HELP),
+        click.option("--nodes", type=click.IntRange(min=1), help="Nodes of GPU tasks."),
+        click.option("--gpus-per-node", type=click.IntRange(min=1),
+                     help="GPUs per node, one task each."),
+        click.option("--time", "time_minutes", type=click.IntRange(min=1), metavar="MINUTES",
+                     help="Time limit of each run of the job."),
+        click.option("--signal-lead", "signal_lead_s", type=click.IntRange(min=1),
+                     metavar="SECONDS", help="Send the warning signal (USR1) this long "
+                     "before the time limit."),
+        click.option("--run-dir", type=click.Path(file_okay=False),
+                     help="Run directory (default: runs/<job name>-<job id>)."),
+        click.option("--log", metavar="PATTERN", help="Slurm log file (sbatch --output; "
+                     "%j is the job id)."),
+        click.option("--partition", help="Slurm partition of the job."),
+        click.option("--collector-partition",
+                     help="async: partition of the CPU collector component."),
+        click.option("--account", help="Slurm account to charge."),
+        click.option("--qos", help="Slurm quality of service."),
+        click.option("--launch", metavar="COMMAND", help="How ranks start: 'srun', "
+                     "'srun --mpi=pmix', 'srun --mpi=pmi2', 'mpirun ...'."),
+        click.option("--job-name", help="Slurm job name."),
+        click.option("--cpus-per-task", type=click.IntRange(min=1),
+                     help="CPUs of every task (default: from the config)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _options(**kwargs: Any) -> Any:
+    from hpcrl.slurm.render import RenderOptions
+
+    kwargs["sets"] = tuple(kwargs["sets"])
+    return RenderOptions(**kwargs)
+
+
+def _fail(err: Exception) -> click.ClickException:
+    return click.ClickException(str(err))
+
+
+def _warn(warnings: list[str]) -> None:
+    for text in warnings:
+        click.echo(f"hpcrl: warning: {text}", err=True)
+
+
+@click.group("slurm")
+def slurm() -> None:
+    """Slurm batch scripts from the templates sync, async and central."""
+
+
+@slurm.command("render")
+@_render_options
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
+              help="Write the script here (default: stdout).")
+def render_command(output: Optional[str], **kwargs: Any) -> None:
+    """Fill TEMPLATE (sync, async, central or a template file) from CONFIG.
+
+    Task counts, GPUs and CPUs come from the scheme's rank table (as in `hpcrl plan`):
+    sync and central run one task per GPU, async one learner task per GPU plus the
+    collector tasks of its scheme.
+    """
+    from hpcrl.config.loader import ConfigError
+    from hpcrl.slurm.render import render
+    from hpcrl.slurm.templates import TemplateError
+
+    try:
+        rendered = render(_options(**kwargs))
+    except (ConfigError, TemplateError) as err:
+        raise _fail(err) from None
+    _warn(rendered.warnings)
+    click.echo(rendered.shape.summary(), err=True)
+    if output is None:
+        click.echo(rendered.text, nl=False)
+    else:
+        Path(output).write_text(rendered.text)
+        click.echo(f"hpcrl: wrote {output}; submit it with: sbatch {output}", err=True)
+
+
+@slurm.command("submit")
+@_render_options
+def submit_command(**kwargs: Any) -> None:
+    """Render TEMPLATE like `render` and submit it with sbatch; prints the job id.
+
+    With --run-dir the script (job.sbatch) and the Slurm log go into the run directory.
+    """
+    from hpcrl.config.loader import ConfigError
+    from hpcrl.slurm.submit import SubmitError, submit
+    from hpcrl.slurm.templates import TemplateError
+
+    try:
+        done = submit(_options(**kwargs))
+    except (ConfigError, TemplateError, SubmitError) as err:
+        raise _fail(err) from None
+    _warn(done.rendered.warnings)
+    click.echo(done.rendered.shape.summary(), err=True)
+    where = f" (script {done.script})" if done.script else ""
+    click.echo(f"hpcrl: submitted job {done.job_id}{where}", err=True)
+    click.echo(done.job_id)
+

@@ -1,0 +1,164 @@
+"""Fill a template from a config: ``hpcrl slurm render`` (and ``submit``, which renders first).
+
+Rendering sets the #SBATCH task counts, GPUs and CPUs from :func:`~hpcrl.slurm.sizing.size_job`
+(the rank table of ``hpcrl plan``), the time limit and warning signal, the site's partition,
+account and QoS, and writes the config, run directory, launcher and the scheme overrides into
+the script, as plain values: what the file says is what the job runs.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Optional
+
+from hpcrl.config.loader import ConfigError
+from hpcrl.slurm.sizing import JobShape, size_job
+from hpcrl.slurm.templates import (Template, TemplateError, bash_array, get_option,
+                                   load_template, parse_minutes, set_option, set_variable)
+
+DEFAULT_SIGNAL_LEAD_S = 90
+SIGNAL = re.compile(r"^(?:[A-Z]+:)?\w+@(\d+)$")
+
+
+@dataclass
+class RenderOptions:
+    """What ``hpcrl slurm render`` was asked for; None keeps the template's value."""
+
+    template: str
+    config: Optional[str] = None
+    sets: tuple[str, ...] = ()
+    nodes: Optional[int] = None
+    gpus_per_node: Optional[int] = None
+    time_minutes: Optional[int] = None
+    signal_lead_s: Optional[int] = None
+    run_dir: Optional[str] = None
+    log: Optional[str] = None
+    partition: Optional[str] = None
+    collector_partition: Optional[str] = None
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    launch: Optional[str] = None
+    job_name: Optional[str] = None
+    cpus_per_task: Optional[int] = None
+
+
+@dataclass
+class Rendered:
+    """The batch script, the job it runs, and advice for the user."""
+
+    text: str
+    shape: JobShape
+    warnings: list[str] = field(default_factory=list)
+
+
+def _int_option(template: Template, key: str) -> int:
+    value = get_option(template.lines, key)
+    if value is None or not value.isdigit():
+        raise TemplateError(f"'{template.path}' needs '#SBATCH --{key}=N' in its first "
+                            f"component (the default of --{key.replace('ntasks-', 'gpus-')})")
+    return int(value)
+
+
+def _time_and_lead(template: Template, opts: RenderOptions) -> tuple[int, int]:
+    time = opts.time_minutes
+    if time is None:
+        value = get_option(template.lines, "time")
+        time = parse_minutes(value) if value else 60
+    lead = opts.signal_lead_s
+    if lead is None:
+        match = SIGNAL.match(get_option(template.lines, "signal") or "")
+        lead = int(match.group(1)) if match else DEFAULT_SIGNAL_LEAD_S
+    if time < 1 or lead < 1:
+        raise ConfigError("--time and --signal-lead must be >= 1")
+    if lead >= time * 60:
+        raise ConfigError(f"--signal-lead {lead} s is not shorter than --time {time} min: the "
+                          f"warning would come before the job has run; lower --signal-lead or "
+                          f"raise --time")
+    return time, lead
+
+
+def _launch(template: Template, launch: Optional[str]) -> Optional[str]:
+    if launch is None:
+        return None
+    words = shlex.split(launch)
+    if not words:
+        raise ConfigError("--launch is empty; use e.g. 'srun --mpi=pmix' or 'mpirun'")
+    if template.kind == "async" and os.path.basename(words[0]) != "srun":
+        raise ConfigError(f"--launch '{launch}': the async template is a heterogeneous job, "
+                          f"whose two components only srun starts as one MPI world; use "
+                          f"--launch 'srun --mpi=pmix' (Open MPI) or 'srun --mpi=pmi2' (MPICH)")
+    return launch
+
+
+def _abspath(path: str) -> str:
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _sbatch_lines(lines: list[str], shape: JobShape, opts: RenderOptions, time: int,
+                  lead: int) -> list[str]:
+    gpu, cpu = shape.components[0], shape.components[1:]
+    values: list[tuple[str, Optional[str], int]] = [
+        ("nodes", str(gpu.nodes), 0), ("ntasks-per-node", str(gpu.tasks_per_node), 0),
+        ("cpus-per-task", str(gpu.cpus_per_task), 0), ("time", str(time), 0),
+        ("signal", f"B:USR1@{lead}", 0), ("requeue", None, 0)]
+    if shape.template == "async":
+        values.append(("gpus-per-task", "1", 0))
+    else:
+        values.append(("gpus-per-node", str(gpu.tasks_per_node), 0))
+    for part in cpu:
+        values += [("ntasks", str(part.tasks), 1), ("cpus-per-task", str(part.cpus_per_task), 1)]
+        if opts.collector_partition:
+            values.append(("partition", opts.collector_partition, 1))
+    site = (("job-name", opts.job_name), ("partition", opts.partition),
+            ("account", opts.account), ("qos", opts.qos),
+            ("output", _abspath(opts.log) if opts.log else None))
+    values += [(key, value, 0) for key, value in site if value]
+    for key, value, component in values:
+        lines = set_option(lines, key, value, component)
+    return lines
+
+
+def _variables(lines: list[str], shape: JobShape, opts: RenderOptions,
+               launch: Optional[str]) -> list[str]:
+    config = shlex.quote(_abspath(opts.config)) if opts.config else '""'
+    lines = set_variable(lines, "CONFIG", f"CONFIG={config}  # render")
+    if opts.run_dir:
+        lines = set_variable(lines, "RUN_DIR",
+                             f"RUN_DIR={shlex.quote(_abspath(opts.run_dir))}  # render")
+    if launch is not None:
+        lines = set_variable(lines, "HPCRL_LAUNCH",
+                             f"HPCRL_LAUNCH={shlex.quote(launch)}  # render")
+    lines = set_variable(lines, "HPCRL_SCHEME", bash_array("HPCRL_SCHEME",
+                                                           list(shape.scheme_sets)))
+    return set_variable(lines, "HPCRL_RENDERED_SET", bash_array("HPCRL_RENDERED_SET",
+                                                                list(opts.sets)))
+
+
+def _header(shape: JobShape, opts: RenderOptions) -> list[str]:
+    plan = ["hpcrl", "plan", *([_abspath(opts.config)] if opts.config else [])]
+    for item in (*opts.sets, *shape.scheme_sets):
+        plan += ["--set", item]
+    return ["# rendered by `hpcrl slurm render`:", f"#   {shape.summary()}",
+            f"#   rank table: {shlex.join(plan)}"]
+
+
+def render(opts: RenderOptions) -> Rendered:
+    """The batch script for ``opts``; raises ConfigError or TemplateError naming the fix."""
+    template = load_template(opts.template)
+    nodes = opts.nodes if opts.nodes is not None else _int_option(template, "nodes")
+    gpus = (opts.gpus_per_node if opts.gpus_per_node is not None
+            else _int_option(template, "ntasks-per-node"))
+    shape = size_job(template.kind, opts.config, opts.sets, nodes, gpus, opts.cpus_per_task)
+    time, lead = _time_and_lead(template, opts)
+    launch = _launch(template, opts.launch)
+    lines = _sbatch_lines(list(template.lines), shape, opts, time, lead)
+    lines = _variables(lines, shape, opts, launch)
+    mark = next(i for i, line in enumerate(lines) if line.startswith("# hpcrl-template:"))
+    lines[mark + 1:mark + 1] = _header(shape, opts)
+    warnings = []
+    if shape.config.train.device == "cpu":
+        warnings.append("train.device is 'cpu': the job's GPUs stay idle; --set "
+                        "train.device=auto puts the learners on them")
+    return Rendered("\n".join(lines) + "\n", shape, warnings)

@@ -1,0 +1,193 @@
+"""Size a Slurm job from a config: task counts straight from the scheme's rank table.
+
+The same function that gives ``hpcrl plan`` its table (:func:`hpcrl.scheme.plan.rank_table`)
+decides how many tasks each job component gets, so a rendered job always starts with the
+world size its scheme needs. The templates' shapes:
+
+* ``sync``: one task per GPU, each a gradient worker that collects (preset ddppo);
+* ``central``: one task per GPU, the updater first, then gradient workers (preset a3c);
+* ``async``: component 0 one learner task per GPU (gradient workers, and an updater in a
+  central scheme), component 1 the CPU collector tasks (preset async-ppo).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+from hpcrl.config.loader import ConfigError, load_config, merge, parse_overrides, read_yaml
+from hpcrl.config.schema import Config, SchemeConfig
+from hpcrl.scheme import PRESETS, RankRole, apply_preset, describe
+from hpcrl.scheme.plan import rank_table
+
+TEMPLATE_PRESETS = {"sync": "ddppo", "async": "async-ppo", "central": "a3c"}
+SIZE_KEYS = ("scheme.gradient_workers",)
+
+
+@dataclass(frozen=True)
+class Component:
+    """One job component: its ranks, how they sit on nodes, and CPUs per task."""
+
+    ranks: tuple[int, ...]
+    cpus_per_task: int
+    nodes: Optional[int] = None           # None: Slurm places the tasks
+    tasks_per_node: Optional[int] = None
+
+    @property
+    def tasks(self) -> int:
+        return len(self.ranks)
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """What a rendered job runs: the scheme overrides, the config and its components."""
+
+    template: str
+    scheme_sets: tuple[str, ...]
+    config: Config
+    table: tuple[RankRole, ...]
+    components: tuple[Component, ...]
+
+    @property
+    def world_size(self) -> int:
+        return len(self.table)
+
+    def summary(self) -> str:
+        """One line, e.g. 'sync job: 2 nodes x 4 GPUs, 8 ranks: 8 gradient workers (...)'."""
+        gpu = self.components[0]
+        where = f"{gpu.nodes} node{'s' if gpu.nodes != 1 else ''} x {gpu.tasks_per_node} GPUs"
+        for part in self.components[1:]:
+            where += f" + {part.tasks} CPU tasks"
+        return (f"{self.template} job: {where}, {self.world_size} ranks: "
+                f"{describe(self.config.scheme)} (scheme.preset={self.config.scheme.preset})")
+
+
+def suggest_template(collectors_per_worker: int, central: bool) -> str:
+    """The template whose shape fits a scheme."""
+    if collectors_per_worker > 0:
+        return "async"
+    return "central" if central else "sync"
+
+
+def _shape_problem(template: str, k: int, central: bool) -> Optional[str]:
+    if template == "sync" and (k or central):
+        why = f"scheme.collectors_per_worker={k}" if k else "scheme.update=central"
+        return ("the sync template runs gradient workers that collect their own rollouts and "
+                f"all-reduce their gradients, but this scheme has {why}")
+    if template == "central" and (k or not central):
+        why = f"scheme.collectors_per_worker={k}" if k else "scheme.update=decentralized"
+        return ("the central template runs an updater and gradient workers that collect their "
+                f"own rollouts, but this scheme has {why}")
+    if template == "async" and not k:
+        return ("the async template runs CPU collector ranks next to the GPU learners, but "
+                "this scheme has scheme.collectors_per_worker=0")
+    return None
+
+
+def _scheme_keys(config_path: Optional[str], sets: Sequence[str], template: str
+                 ) -> dict[str, Any]:
+    """The scheme section the job will run, before the job size is known: the config's keys
+    over its preset (the template's preset when the config names none, i.e. 'serial').
+
+    Read without validating the whole config, which only makes sense once the size is set.
+    """
+    data = read_yaml(config_path) if config_path else {}
+    scheme = merge(data, parse_overrides(sets)).get("scheme") or {}
+    if not isinstance(scheme, Mapping):
+        raise ConfigError(f"config section 'scheme' must be a mapping, got {scheme!r}")
+    default = SchemeConfig()
+    preset = scheme.get("preset", default.preset)
+    if preset == "serial":
+        preset = TEMPLATE_PRESETS[template]
+    if preset not in PRESETS:
+        raise ConfigError(f"config key 'scheme.preset' must be one of {list(PRESETS)}, got "
+                          f"{preset!r}")
+    keys = apply_preset({**scheme, "preset": preset})
+    keys.setdefault("collectors_per_worker", default.collectors_per_worker)
+    keys.setdefault("update", default.update)
+    if not isinstance(keys["collectors_per_worker"], int):
+        raise ConfigError(f"config key 'scheme.collectors_per_worker' must be an integer, got "
+                          f"{keys['collectors_per_worker']!r}")
+    return keys
+
+
+def _split_size(sets: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(--set items the job size decides, the other items)."""
+    size, other = [], []
+    for pair in sets:
+        (size if pair.partition("=")[0].strip() in SIZE_KEYS else other).append(pair)
+    return size, other
+
+
+def _check_size(size_sets: Sequence[str], workers: int, request: str) -> None:
+    for pair in size_sets:
+        if pair.partition("=")[2].strip() != str(workers):
+            raise ConfigError(f"--set {pair.strip()} conflicts with the job size: {request} "
+                              f"gives {workers} gradient workers; drop the --set (the job size "
+                              f"decides it) or change --nodes / --gpus-per-node")
+
+
+def _load_sized(config_path: Optional[str], sets: Sequence[str], scheme_sets: Sequence[str],
+                size: str) -> Config:
+    """The validated config of the sized job; an error the size causes says so."""
+    try:
+        return load_config(config_path, [*sets, *scheme_sets])
+    except ConfigError as err:
+        try:
+            load_config(config_path, sets)
+        except ConfigError as unsized:
+            if str(unsized) == str(err):
+                raise err from None  # the config's own mistake, whatever the size
+        raise ConfigError(f"{size}, and then: {err}") from None
+
+
+def cpus_for(config: Config, role: RankRole) -> int:
+    """CPUs a rank uses: its torch threads, plus one per env when envs run in subprocesses."""
+    threads = max(config.train.torch_threads, 1)
+    subprocesses = role.num_envs if role.collects and config.env.vectorization == "async" else 0
+    return threads + subprocesses
+
+
+def size_job(template: str, config_path: Optional[str], sets: Sequence[str], nodes: int,
+             gpus_per_node: int, cpus_per_task: Optional[int] = None) -> JobShape:
+    """The job that runs ``config_path`` + ``sets`` on ``nodes`` x ``gpus_per_node`` GPUs
+    with the template's shape; raises ConfigError naming the fix when it cannot."""
+    if template not in TEMPLATE_PRESETS:
+        raise ConfigError(f"unknown template kind '{template}'; use one of "
+                          f"{', '.join(TEMPLATE_PRESETS)}")
+    if nodes < 1 or gpus_per_node < 1:
+        raise ConfigError("--nodes and --gpus-per-node must be >= 1")
+    size_sets, sets = _split_size(sets)
+    scheme = _scheme_keys(config_path, sets, template)
+    preset, k = scheme["preset"], scheme["collectors_per_worker"]
+    central = scheme["update"] == "central"
+    problem = _shape_problem(template, k, central)
+    if problem:
+        fit = suggest_template(k, central)
+        raise ConfigError(f"{problem}; render it with the {fit} template "
+                          f"(hpcrl slurm render {fit} ...), or pick a scheme that fits: "
+                          f"--set scheme.preset={TEMPLATE_PRESETS[template]}")
+    gpus = nodes * gpus_per_node
+    request = f"--nodes {nodes} x --gpus-per-node {gpus_per_node}"
+    workers = gpus - int(central)
+    if workers < 1:
+        raise ConfigError(f"{request} = {gpus} GPU leaves no gradient worker next to the "
+                          f"updater; ask for at least 2 GPUs")
+    _check_size(size_sets, workers, request)
+    scheme_sets = (f"scheme.preset={preset}", f"scheme.gradient_workers={workers}",
+                   f"scheme.collectors_per_worker={k}")
+    config = _load_sized(config_path, sets, scheme_sets, f"{request} makes "
+                         f"scheme.gradient_workers={workers}")
+    table = tuple(rank_table(config))
+    learners = tuple(r.rank for r in table if r.learner)
+    if learners != tuple(range(gpus)):
+        raise ConfigError(f"the rank table of this scheme ({describe(config.scheme)}) does "
+                          f"not put one learner on each of the {gpus} GPUs first; "
+                          f"check `hpcrl plan` for this config")
+
+    def cpus(ranks: tuple[int, ...]) -> int:
+        return cpus_per_task or max(cpus_for(config, table[r]) for r in ranks)
+
+    gpu_part = Component(learners, cpus(learners), nodes, gpus_per_node)
+    rest = tuple(r.rank for r in table if not r.learner)
+    parts = (gpu_part,) if not rest else (gpu_part, Component(rest, cpus(rest)))
+    return JobShape(template, scheme_sets, config, table, parts)

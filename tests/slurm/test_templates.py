@@ -1,0 +1,232 @@
+"""The job templates on the local Slurm test cluster: every template trains a tiny config,
+with the world size and roles of `hpcrl plan`, and GPUs on the learner tasks only.
+
+The cluster's GPUs are fake (node Gres=gpu:4 over /dev/null): they exercise Slurm's GPU
+bookkeeping (CUDA_VISIBLE_DEVICES), while the ranks train on the CPU (train.device=cpu).
+Needs ``bash tests/slurm/cluster.sh start`` (see conftest.py for skip/CI rules).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+import slurmtools as st
+from hpcrl.cli import main
+from hpcrl.slurm import RenderOptions, Rendered, render
+from hpcrl.slurm.templates import template_path
+
+pytestmark = pytest.mark.slurm
+
+PROBE = Path(__file__).with_name("rank_probe.py")
+LAUNCH = "srun --mpi=pmi2"  # the pip MPICH talks PMI-2 across virtual nodes
+TINY: dict[str, Any] = {
+    "env": {"num_envs": 2},
+    "algo": {"num_steps": 16, "minibatch_size": 32, "num_epochs": 1},
+    "train": {"total_env_steps": 1024, "eval_episodes": 0, "tensorboard": False,
+              "device": "cpu", "log_interval_s": 60, "checkpoint_every": 4},
+}
+
+
+def write_config(tmp_path: Path, extra: dict[str, Any] | None = None) -> Path:
+    data = json.loads(json.dumps(TINY))
+    for section, keys in (extra or {}).items():
+        data.setdefault(section, {}).update(keys)
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def job_env(probe_dir: Path) -> dict[str, str]:
+    """Run hpcrl in the job with this interpreter's environment, through the rank probe."""
+    bin_dir = Path(sys.executable).parent
+    activate = bin_dir / "activate"
+    setup = f"source {activate}" if activate.is_file() else f"export PATH={bin_dir}:$PATH"
+    return {"HPCRL_SETUP": setup, "HPCRL_CMD": f"{sys.executable} {PROBE}",
+            "HPCRL_PROBE_DIR": str(probe_dir), "OMP_NUM_THREADS": "1"}
+
+
+def render_job(tmp_path: Path, template: str, name: str, **kw: Any) -> tuple[Rendered, Path]:
+    opts = RenderOptions(template, launch=LAUNCH, time_minutes=10,
+                         run_dir=str(tmp_path / name), log=str(tmp_path / f"{name}-%j.out"),
+                         job_name=f"t-{name}", **kw)
+    rendered = render(opts)
+    script = tmp_path / f"{name}.sbatch"
+    script.write_text(rendered.text)
+    return rendered, script
+
+
+def plan_of(config: Path, rendered: Rendered) -> dict[str, Any]:
+    args = ["plan", "--json", str(config)]
+    for item in rendered.shape.scheme_sets:
+        args += ["--set", item]
+    out = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)
+
+
+def ranks_seen(probe_dir: Path, start: int = 0) -> list[dict[str, Any]]:
+    ranks = [json.loads(p.read_text()) for p in probe_dir.glob(f"start{start}-rank*.json")]
+    return sorted(ranks, key=lambda r: r["rank"])
+
+
+def gpus_of(rank: dict[str, Any]) -> list[str]:
+    return [g for g in (rank["cuda"] or "").split(",") if g]
+
+
+def rows(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "progress.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def log_text(tmp_path: Path, name: str, job: str) -> str:
+    return (tmp_path / f"{name}-{job}.out").read_text()
+
+
+def check_world(probe: Path, plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every rank of the plan ran, all in one MPI world of the plan's size."""
+    ranks = ranks_seen(probe)
+    n = plan["world_size"]
+    assert [r["rank"] for r in ranks] == list(range(n)), "a rank is missing or doubled"
+    assert {r["size"] for r in ranks} == {n}, f"ranks are not one world of {n}: {ranks}"
+    assert {r["rank_sum"] for r in ranks} == {n * (n - 1) // 2}
+    assert [r["procid"] for r in ranks] == [str(i) for i in range(n)]
+    return ranks
+
+
+def check_trained(tmp_path: Path, name: str, job: str, world: int) -> None:
+    progress = rows(tmp_path / name)
+    assert progress and int(progress[-1]["env_steps"]) >= TINY["train"]["total_env_steps"]
+    assert f"hpcrl: rank 0 of {world}:" in log_text(tmp_path, name, job)
+
+
+@pytest.mark.timeout(240)
+def test_sync_template_all_reduces_over_two_nodes(tmp_path: Path) -> None:
+    # one minibatch per update: a preempted straggler's shorter rollout still splits into it
+    config = write_config(tmp_path, {"scheme": {"preset": "ddppo"},
+                                     "algo": {"minibatch_size": 128}})
+    rendered, script = render_job(tmp_path, "sync", "sync", config=str(config), nodes=2,
+                                  gpus_per_node=2)
+    plan = plan_of(config, rendered)
+    assert plan["world_size"] == 4 and plan["summary"] == "4 gradient workers"
+    job = st.submit(script, env=job_env(tmp_path / "probe"))
+    st.assert_completed(job, timeout=200)
+
+    ranks = check_world(tmp_path / "probe", plan)
+    nodes = [r["node"] for r in ranks]
+    assert nodes[0] == nodes[1] != nodes[2] == nodes[3], f"2 tasks per node: {nodes}"
+    for r in ranks:  # one task per GPU; each sees its node's GPUs and picks its own
+        assert len(gpus_of(r)) == 2, r
+    check_trained(tmp_path, "sync", job, 4)
+
+
+@pytest.mark.timeout(240)
+def test_async_template_puts_learners_on_gpus_and_collectors_on_cpus(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"scheme": {"preset": "async-ppo",
+                                                "collectors_per_worker": 1}})
+    rendered, script = render_job(tmp_path, "async", "async", config=str(config), nodes=1,
+                                  gpus_per_node=2)
+    plan = plan_of(config, rendered)
+    assert [r["role"] for r in plan["ranks"]] == ["gradient_worker"] * 2 + ["collector"] * 2
+    job = st.submit(script, env=job_env(tmp_path / "probe"))
+    assert len(st.job_records(job)) == 2, "not a heterogeneous job"
+    st.assert_completed(job, timeout=200)
+    assert {r["JobState"] for r in st.job_records(job)} == {"COMPLETED"}
+
+    ranks = check_world(tmp_path / "probe", plan)
+    for r, role in zip(ranks, plan["ranks"]):
+        if role["role"] == "collector":
+            assert gpus_of(r) == [], f"a collector got a GPU: {r}"
+        else:
+            assert len(gpus_of(r)) == 1, f"a learner without its GPU: {r}"
+    learners = ranks[:2]
+    assert len({r["cuda"] for r in learners}) == 2, "learners share a GPU"
+    assert learners[0]["node"] == learners[1]["node"]
+    check_trained(tmp_path, "async", job, 4)
+
+
+@pytest.mark.timeout(240)
+def test_central_template_runs_an_updater_and_async_workers(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"scheme": {"preset": "a3c"}})
+    rendered, script = render_job(tmp_path, "central", "central", config=str(config), nodes=1,
+                                  gpus_per_node=3)
+    plan = plan_of(config, rendered)
+    assert [r["role"] for r in plan["ranks"]] == ["updater"] + ["gradient_worker"] * 2
+    job = st.submit(script, env=job_env(tmp_path / "probe"))
+    st.assert_completed(job, timeout=200)
+
+    ranks = check_world(tmp_path / "probe", plan)
+    assert all(len(gpus_of(r)) == 3 for r in ranks), ranks
+    check_trained(tmp_path, "central", job, 3)
+
+
+@pytest.mark.timeout(240)
+def test_a_template_as_it_is_sizes_the_scheme_from_the_allocation(tmp_path: Path) -> None:
+    """sbatch slurm/sync.sbatch, unrendered, with a smaller allocation on the command line."""
+    config = write_config(tmp_path)
+    env = {**job_env(tmp_path / "probe"), "CONFIG": str(config),
+           "RUN_DIR": str(tmp_path / "raw"), "HPCRL_LAUNCH": LAUNCH,
+           "HPCRL_SET": "seed=5 train.total_env_steps=512"}
+    job = st.submit(template_path("sync"), "--nodes=1", "--ntasks-per-node=2",
+                    "--gpus-per-node=2", "--time=10", f"--output={tmp_path}/raw-%j.out",
+                    f"--chdir={tmp_path}", env=env)
+    st.assert_completed(job, timeout=200)
+    ranks = ranks_seen(tmp_path / "probe")
+    assert [r["size"] for r in ranks] == [2, 2]
+    assert "--resume" not in ranks[0]["argv"] and str(config) in ranks[0]["argv"]
+    saved = yaml.safe_load((tmp_path / "raw" / "config.yaml").read_text())
+    assert saved["seed"] == 5 and saved["scheme"]["gradient_workers"] == 2
+    assert saved["scheme"]["preset"] == "ddppo"
+    assert int(rows(tmp_path / "raw")[-1]["env_steps"]) >= 512
+
+
+@pytest.mark.timeout(600)
+def test_warning_signal_checkpoints_requeues_and_resumes(tmp_path: Path) -> None:
+    pytest.importorskip("hpcrl.runtime.signals", reason="requires hpcrl.runtime.signals")
+    config = write_config(tmp_path, {
+        "scheme": {"preset": "ddppo",  # no straggler preemption: env steps are deterministic
+                   "preemption": {"fraction_workers": 1.0, "fraction_samples": 1.0}},
+        "train": {"total_env_steps": 16384, "checkpoint_every": 1000}})  # only the stop saves
+    opts = dict(config=str(config), nodes=1, gpus_per_node=2)
+    _, ref_script = render_job(tmp_path, "sync", "ref", **opts)
+    ref = st.submit(ref_script, env=job_env(tmp_path / "ref-probe"))
+    st.assert_completed(ref, timeout=240)
+    reference = rows(tmp_path / "ref")
+
+    _, script = render_job(tmp_path, "sync", "run", **opts)
+    job = st.submit(script, env=job_env(tmp_path / "probe"))
+    run = tmp_path / "run"
+    st.wait_path(run / "progress.csv", timeout=120, job_id=job)
+    deadline = time.monotonic() + 60
+    while len(rows(run)) < 3:  # mid-run, well before the last update
+        assert st.job_state(job) == "RUNNING", "the job ended before it could be signalled"
+        assert time.monotonic() < deadline, "no training progress within 60 s"
+        time.sleep(0.2)
+    st.send_signal(job, "USR1", batch=True)  # what --signal=B:USR1@90 sends
+    st.wait_requeued(job, restarts=1, timeout=90)
+    # slurmd refuses to start a job again within the second its last run was killed in
+    # ("Job credential revoked"): let that second pass before skipping the requeue delay
+    time.sleep(2)
+    st.release(job, timeout=60)
+    st.assert_completed(job, timeout=240)
+
+    log = log_text(tmp_path, "run", job)
+    assert "SIGUSR1: asking every rank to checkpoint" in log
+    assert f"requeueing job {job}" in log and "restart 1:" in log
+    restarted = ranks_seen(tmp_path / "probe", start=1)
+    assert [r["size"] for r in restarted] == [2, 2]
+    assert restarted[0]["argv"] == ["train", "--resume", str(run)]
+    progress = rows(run)
+    updates = [int(r["updates"]) for r in progress]
+    assert updates == list(range(1, len(updates) + 1)), "progress.csv has a gap or a repeat"
+    assert [r["env_steps"] for r in progress] == [r["env_steps"] for r in reference]
+    for column in ("policy_loss", "value_loss"):  # resumed exactly where it stopped
+        assert [r[column] for r in progress] == [r[column] for r in reference], column
+    assert (run / "checkpoints" / "last.pt").is_file()

@@ -1,0 +1,167 @@
+"""The templates' lifecycle, run by bash with fake srun, mpirun and scontrol (no Slurm):
+start or resume, forward the warning signal, requeue only after a checkpointed stop."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from hpcrl.slurm import RenderOptions, render
+from hpcrl.slurm.templates import TEMPLATE_NAMES, template_path
+
+pytestmark = pytest.mark.timeout(60)
+LONG = "400"  # fake steps of a job that runs until it is signalled
+
+FAKE_SRUN = r"""#!/bin/bash
+echo "$*" > "$FAKE_LOG/launcher"
+while [[ "$1" == -* ]]; do shift; done
+cmd=()
+for a in "$@"; do [[ "$a" == : ]] && break; cmd+=("$a"); done
+exec "${cmd[@]}"
+"""
+FAKE_MPIRUN = r"""#!/bin/bash
+echo "$*" > "$FAKE_LOG/launcher"
+while [[ $# -gt 0 && "$1" != -n ]]; do shift; done
+shift 2
+exec "$@"
+"""
+FAKE_SCONTROL = r"""#!/bin/bash
+echo "$*" >> "$FAKE_LOG/scontrol"
+"""
+# stands in for `hpcrl`: records its arguments, runs FAKE_STEPS x 50 ms, stops with 3 on
+# USR1/TERM like hpcrl does
+FAKE_HPCRL = r"""#!/bin/bash
+printf '%s\n' "$@" > "$FAKE_LOG/args"
+echo "${FROM_SETUP-}" > "$FAKE_LOG/setup"
+trap 'echo USR1 >> "$FAKE_LOG/signals"; exit 3' USR1
+trap 'echo TERM >> "$FAKE_LOG/signals"; exit 3' TERM
+touch "$FAKE_LOG/ready"
+for i in $(seq "${FAKE_STEPS:-0}"); do sleep 0.05; done
+exit "${FAKE_EXIT:-0}"
+"""
+
+
+@pytest.fixture
+def fakes(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("srun", FAKE_SRUN), ("mpirun", FAKE_MPIRUN),
+                       ("scontrol", FAKE_SCONTROL), ("fake-hpcrl", FAKE_HPCRL)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "log").mkdir()
+    return tmp_path
+
+
+def start(fakes: Path, script_text: str, **env: str) -> subprocess.Popen:
+    script = fakes / "job.sbatch"
+    script.write_text(script_text)
+    full = {"PATH": f"{fakes / 'bin'}:/usr/bin:/bin", "FAKE_LOG": str(fakes / "log"),
+            "SLURM_JOB_ID": "42", "SLURM_JOB_NAME": "job", "SLURM_NTASKS": "2",
+            "SLURM_NTASKS_HET_GROUP_0": "1", "SLURM_NTASKS_HET_GROUP_1": "2",
+            "HPCRL_CMD": "fake-hpcrl", "FAKE_STEPS": "0", **env}
+    return subprocess.Popen(["bash", str(script)], env=full, cwd=fakes,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def signal_when_ready(fakes: Path, job: subprocess.Popen, sig: int) -> None:
+    deadline = time.monotonic() + 20
+    while not (fakes / "log" / "ready").exists():
+        assert job.poll() is None, job.communicate()[0]
+        assert time.monotonic() < deadline, "the step never started"
+        time.sleep(0.05)
+    job.send_signal(sig)
+
+
+def finish(job: subprocess.Popen) -> tuple[int, str]:
+    out, _ = job.communicate(timeout=30)
+    return job.returncode, out
+
+
+def logged(fakes: Path, name: str) -> list[str]:
+    path = fakes / "log" / name
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_first_start_trains_the_config_in_the_run_dir(fakes):
+    job = start(fakes, template_path("sync").read_text(), CONFIG="my.yaml", RUN_DIR="runs/r",
+                HPCRL_SET="seed=3 algo.lr=1e-3", HPCRL_SETUP="export FROM_SETUP=yes")
+    status, out = finish(job)
+    assert status == 0, out
+    assert logged(fakes, "args") == [
+        "train", "my.yaml", "--run-dir", "runs/r", "--set", "seed=3", "--set", "algo.lr=1e-3",
+        "--set", "scheme.preset=ddppo", "--set", "scheme.gradient_workers=2",
+        "--set", "scheme.collectors_per_worker=0"]
+    assert logged(fakes, "setup") == ["yes"]
+    assert logged(fakes, "launcher")[0].startswith("--kill-on-bad-exit=1 --cpus-per-task=1 ")
+    assert logged(fakes, "scontrol") == []
+
+
+@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+def test_warning_signal_is_forwarded_and_the_job_requeued(fakes, name):
+    job = start(fakes, template_path(name).read_text(), FAKE_STEPS=LONG)
+    signal_when_ready(fakes, job, signal.SIGUSR1)
+    status, out = finish(job)
+    assert logged(fakes, "signals") == ["USR1"], out
+    assert logged(fakes, "scontrol") == ["requeue 42"]
+    assert status == 0 and "requeueing job 42" in out
+
+
+def test_sigterm_stops_the_step_but_never_requeues(fakes):
+    job = start(fakes, template_path("central").read_text(), FAKE_STEPS=LONG)
+    signal_when_ready(fakes, job, signal.SIGTERM)
+    status, out = finish(job)
+    assert logged(fakes, "signals") == ["TERM"] and status == 3, out
+    assert logged(fakes, "scontrol") == []
+
+
+def test_requeue_can_be_turned_off(fakes):
+    job = start(fakes, template_path("sync").read_text(), HPCRL_REQUEUE="0", FAKE_STEPS=LONG)
+    signal_when_ready(fakes, job, signal.SIGUSR1)
+    status, out = finish(job)
+    assert status == 3 and logged(fakes, "scontrol") == [], out
+
+
+@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+def test_a_restart_resumes_the_run_dir(fakes, name):
+    text = render(RenderOptions(name, run_dir=str(fakes / "run"), nodes=1, gpus_per_node=2,
+                                launch="srun --mpi=pmi2")).text
+    status, out = finish(start(fakes, text, SLURM_RESTART_COUNT="1", HPCRL_SET="seed=9"))
+    assert status == 0, out
+    assert logged(fakes, "args") == ["train", "--resume", str(fakes / "run")]
+    assert logged(fakes, "launcher")[0].startswith("--mpi=pmi2 --kill-on-bad-exit=1")
+
+
+def test_a_failed_step_passes_its_status_on(fakes):
+    status, out = finish(start(fakes, template_path("sync").read_text(), FAKE_EXIT="7"))
+    assert status == 7 and logged(fakes, "scontrol") == [], out
+
+
+def test_mpirun_gets_the_task_count(fakes):
+    status, out = finish(start(fakes, template_path("sync").read_text(),
+                               HPCRL_LAUNCH="mpirun --bind-to none"))
+    assert status == 0, out
+    assert logged(fakes, "launcher")[0].startswith("--bind-to none -n 2 fake-hpcrl train")
+
+
+def test_async_joins_both_components_in_one_srun(fakes):
+    status, out = finish(start(fakes, template_path("async").read_text(),
+                               SLURM_CPUS_PER_TASK_HET_GROUP_0="4",
+                               SLURM_CPUS_PER_TASK_HET_GROUP_1="2"))
+    assert status == 0, out
+    line = logged(fakes, "launcher")[0]
+    assert line.startswith("--kill-on-bad-exit=1 --het-group=0 --cpus-per-task=4 fake-hpcrl")
+    assert " : --het-group=1 --cpus-per-task=2 fake-hpcrl train " in line
+    args = logged(fakes, "args")
+    assert "scheme.gradient_workers=1" in args and "scheme.collectors_per_worker=2" in args
+
+
+def test_async_refuses_mpirun(fakes):
+    status, out = finish(start(fakes, template_path("async").read_text(),
+                               HPCRL_LAUNCH="mpirun"))
+    assert status == 2 and "cannot start a heterogeneous job" in out
+    assert not os.path.exists(fakes / "log" / "args")
