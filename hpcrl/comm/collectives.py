@@ -1,7 +1,9 @@
 """Buffer collectives over a communicator, without pickling: reduce, gather, broadcast.
 
 Thin, typed wrappers so role code never names mpi4py constants. All buffers are
-C-contiguous numpy arrays; each call is collective over ``comm``.
+C-contiguous numpy arrays; each call is collective over ``comm``. They are started
+non-blocking and waited on with short sleeps: a rank waiting for its peers (an updater
+waiting for gradients, say) does not spin a core the collectors could use.
 """
 from __future__ import annotations
 
@@ -10,15 +12,19 @@ from typing import Optional
 import numpy as np
 
 from hpcrl.comm._mpi import Comm, mpi
+from hpcrl.comm.buffers import Poll, wait
+
+COLLECTIVE_POLL = Poll(initial_s=20e-6, max_s=5e-4)
 
 
 def reduce_sum_(comm: Comm, buf: np.ndarray, root: int = 0) -> np.ndarray:
     """Sum ``buf`` over the ranks into ``buf`` on ``root`` (others' ``buf`` is unchanged)."""
     MPI = mpi()
     if comm.Get_rank() == root:
-        comm.Reduce(MPI.IN_PLACE, buf, op=MPI.SUM, root=root)
+        request = comm.Ireduce(MPI.IN_PLACE, buf, op=MPI.SUM, root=root)
     else:
-        comm.Reduce(buf, None, op=MPI.SUM, root=root)
+        request = comm.Ireduce(buf, None, op=MPI.SUM, root=root)
+    wait(request, COLLECTIVE_POLL)
     return buf
 
 
@@ -26,11 +32,11 @@ def gather_rows(comm: Comm, row: np.ndarray, root: int = 0) -> Optional[np.ndarr
     """Stack every rank's ``row`` (same shape and dtype) on ``root``; None elsewhere."""
     out = (np.empty((comm.Get_size(),) + row.shape, row.dtype)
            if comm.Get_rank() == root else None)
-    comm.Gather(row, out, root=root)
+    wait(comm.Igather(row, out, root=root), COLLECTIVE_POLL)
     return out
 
 
 def bcast_(comm: Comm, buf: np.ndarray, root: int = 0) -> np.ndarray:
     """Overwrite ``buf`` on every rank with ``root``'s."""
-    comm.Bcast(buf, root=root)
+    wait(comm.Ibcast(buf, root=root), COLLECTIVE_POLL)
     return buf
