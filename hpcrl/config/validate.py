@@ -102,8 +102,13 @@ def _check_device(c: Config) -> Optional[str]:
 
 
 def _check_scheme(c: Config) -> Optional[str]:
-    from hpcrl.scheme.topology import scheme_problem
+    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
+    from hpcrl.scheme.topology import required_world_size, scheme_problem
 
+    if c.algo.name in OFF_POLICY_ALGOS and required_world_size(c.scheme) > 1:
+        return (f"algo.name={c.algo.name} trains in one process in this release: replay-based "
+                f"agents do not run on MPI schemes yet; use scheme.preset=serial (on-policy "
+                f"algorithms, impala included, run on every scheme)")
     return scheme_problem(c.scheme, c.train.device)
 
 

@@ -67,6 +67,7 @@ class _ContinuousPolicy(nn.Module, ABC):
     def squashed_mode(self, obs: torch.Tensor) -> torch.Tensor:
         """The deterministic action in ``[-1, 1]`` for flat observations."""
 
+    @torch.no_grad()
     def forward(self, obs: Union[torch.Tensor, np.ndarray]) -> torch.Tensor:
         """Deterministic env actions for raw observations ``[B, *obs_shape]`` (or one)."""
         x, single = batch_obs(obs, self.obs_shape)

@@ -53,6 +53,7 @@ class QNetwork(nn.Module):
         """``[B, num_actions]`` values of flat float observations ``[B, obs_dim]``."""
         return self.head(self.trunk(obs))
 
+    @torch.no_grad()
     def forward(self, obs: Union[torch.Tensor, np.ndarray]) -> torch.Tensor:
         """Greedy actions for raw observations ``[B, *obs_shape]`` (or one, unbatched)."""
         x, single = batch_obs(obs, self.obs_shape)

@@ -73,9 +73,10 @@ class ReplayBuffer:
                  discounts: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
         """Append transitions given as arrays of equal length."""
         k = len(rewards)
-        if k > self.capacity:  # only the newest fit
-            obs, actions, rewards = obs[-self.capacity:], actions[-self.capacity:], rewards[-self.capacity:]
-            discounts, next_obs = discounts[-self.capacity:], next_obs[-self.capacity:]
+        if k > self.capacity:  # only the newest fit; they land where they would have
+            keep = slice(k - self.capacity, k)
+            obs, actions, rewards = obs[keep], actions[keep], rewards[keep]
+            discounts, next_obs = discounts[keep], next_obs[keep]
             self.pos = (self.pos + k - self.capacity) % self.capacity
             k = self.capacity
         rows = (self.pos + np.arange(k)) % self.capacity
@@ -131,6 +132,9 @@ class ReplayBuffer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         n = int(state["size"])
+        if "priorities" in state and type(self) is ReplayBuffer:
+            raise ValueError("checkpoint holds a prioritised replay; replay.prioritized changed "
+                             "since it was written")
         if n > self.capacity:
             raise ValueError(f"checkpoint holds {n} transitions but replay.buffer_size is "
                              f"{self.capacity}; resume with the run's buffer size")

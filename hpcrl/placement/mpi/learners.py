@@ -21,12 +21,11 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from hpcrl.build import num_minibatches
+from hpcrl.build import make_storage, num_minibatches
 from hpcrl.comm import make_allreducer, wait_probe
 from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.core.normalization import Moments
-from hpcrl.core.storage import RolloutStorage
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, TAG_STATE, ReportLayout
@@ -78,8 +77,7 @@ class WorkerRank:
                            if not self.central and n_workers > 1 else None)
         reducer = HostSumReducer(job.gradient) if n_workers > 1 else None
         self.algorithm = make_algorithm(self.actor, cfg.algo, reducer)
-        storage = RolloutStorage(cfg.algo.gamma, cfg.algo.gae_lambda, job.device,
-                                 job.spaces.discrete)
+        storage = make_storage(cfg, job.spaces, job.device)
         self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
                                      num_minibatches(cfg))
         self.updater = None if self.central else Updater(self.algorithm)

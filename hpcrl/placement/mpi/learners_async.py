@@ -14,10 +14,9 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from hpcrl.build import num_minibatches
+from hpcrl.build import make_storage, num_minibatches
 from hpcrl.comm import irecv, isend, probe_any, wait
 from hpcrl.core.algorithms import make_algorithm
-from hpcrl.core.storage import RolloutStorage
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.learners import collector_state_for
@@ -39,8 +38,7 @@ class AsyncWorkerRank:
         self.job, self.world = job, job.world
         self.actor = job.new_actor(job.device)
         self.algorithm = make_algorithm(self.actor, cfg.algo)
-        storage = RolloutStorage(cfg.algo.gamma, cfg.algo.gae_lambda, job.device,
-                                 job.spaces.discrete)
+        storage = make_storage(cfg, job.spaces, job.device)
         self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
                                      num_minibatches(cfg))
         self.weights = Weights.empty_like(self.actor)

@@ -1,0 +1,123 @@
+"""Off-policy runs: a killed and resumed run ends exactly like an uninterrupted one (replay
+contents included), and their policies load and evaluate like on-policy ones."""
+import csv
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+import hpcrl
+from hpcrl.cli import main
+from hpcrl.config import ConfigError, from_dict
+from hpcrl.placement.serial_offpolicy import SerialOffPolicyPlacement
+from hpcrl.runtime.checkpoint import load_checkpoint
+from hpcrl.runtime.run_dir import RunDir
+from hpcrl.training import Trainer, resume_config
+
+TIME_COLUMNS = {"wall_time_s", "fps", "time_collect_s", "time_compute_s", "time_wait_s",
+                "time_communicate_s"}
+TINY = ["actor.hidden_sizes=[16,16]", "algo.num_steps=25", "replay.batch_size=16",
+        "replay.learning_starts=60", "replay.train_freq=3", "replay.gradient_steps=2",
+        "train.total_env_steps=800", "train.checkpoint_every=4", "train.eval_episodes=0",
+        "train.tensorboard=false", "algo.lr_schedule=linear"]
+CASES = {
+    "dqn-prioritized-3-step": ["algo.name=dqn", "env.num_envs=2", "replay.prioritized=true",
+                               "replay.n_step=3", "replay.target_update_interval=5",
+                               "replay.tau=1.0"],
+    "sac": ["algo.name=sac", "env.id=Pendulum-v1", "env.num_envs=2"],
+    "td3-ou": ["algo.name=td3", "env.id=Pendulum-v1", "env.num_envs=1",
+               "replay.action_noise=ornstein_uhlenbeck"],
+}
+
+
+class Killed(Exception):
+    pass
+
+
+def rows(run_dir):
+    with open(run_dir / "progress.csv") as f:
+        return [{k: v for k, v in r.items() if k not in TIME_COLUMNS} for r in csv.DictReader(f)]
+
+
+def assert_same_tensors(a, b, where=""):
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_same_tensors(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_tensors(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_killed_and_resumed_offpolicy_run_ends_exactly_like_a_whole_one(tmp_path, monkeypatch,
+                                                                        case):
+    cfg = from_dict({}, TINY + CASES[case])
+    Trainer(cfg, RunDir(tmp_path / "whole"), console=None).train()
+
+    original = SerialOffPolicyPlacement.run_update
+
+    def dies_at_update_10(self, update, env_steps):
+        if update == 10:
+            raise Killed()  # after the checkpoint at update 8 and two more rows
+        return original(self, update, env_steps)
+
+    monkeypatch.setattr(SerialOffPolicyPlacement, "run_update", dies_at_update_10)
+    with pytest.raises(Killed):
+        Trainer(cfg, RunDir(tmp_path / "cut"), console=None).train()
+    monkeypatch.setattr(SerialOffPolicyPlacement, "run_update", original)
+    run = RunDir(tmp_path / "cut")
+    Trainer(resume_config(run, []), run, resume=True, console=None).train()
+
+    whole = load_checkpoint(RunDir(tmp_path / "whole").checkpoint_path)
+    cut = load_checkpoint(run.checkpoint_path)
+    assert_same_tensors(whole["policy"]["state_dict"], cut["policy"]["state_dict"], "policy")
+    learner_whole, learner_cut = whole["placement"]["learner"], cut["placement"]["learner"]
+    assert_same_tensors(learner_whole["algorithm"], learner_cut["algorithm"], "algorithm")
+    assert_same_tensors(learner_whole["replay"], learner_cut["replay"], "replay")
+    assert learner_whole["replay"]["size"] > 0
+    assert rows(tmp_path / "whole") == rows(tmp_path / "cut")
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.mark.parametrize("algo, env, check", [
+    ("dqn", "CartPole-v1", lambda a: a.dtype == torch.int64 and a.shape == ()),
+    ("sac", "Pendulum-v1", lambda a: a.shape == (1,) and -2.0 <= float(a) <= 2.0),
+    ("ddpg", "Pendulum-v1", lambda a: a.shape == (1,) and -2.0 <= float(a) <= 2.0),
+])
+def test_offpolicy_runs_train_evaluate_and_load_from_the_cli(tmp_path, algo, env, check):
+    run = tmp_path / "run"
+    sets = [x for o in TINY + [f"algo.name={algo}", f"env.id={env}", "env.num_envs=1",
+                               "train.eval_episodes=1"] for x in ("--set", o)]
+    out = invoke("train", "--run-dir", run, *sets)
+    assert out.exit_code == 0, out.output
+    header = (run / "progress.csv").read_text().splitlines()[0].split(",")
+    assert "grad_norm" in header and ("q_loss" if algo == "dqn" else "critic_loss") in header
+    result = json.loads(invoke("eval", run, "--episodes", 2, "--json").output)
+    assert result["episodes"] == 2 and len(result["returns"]) == 2
+    policy = hpcrl.load_policy(run)
+    obs = torch.zeros(4 if env == "CartPole-v1" else 3)
+    action = policy(obs)
+    assert check(action), action
+    assert policy(obs.expand(5, -1)).shape[0] == 5
+
+
+def test_wrong_action_space_and_normalisation_name_the_key(tmp_path):
+    cfg = from_dict({}, ["algo.name=dqn", "env.id=Pendulum-v1", *TINY])
+    with pytest.raises(ConfigError, match="config key 'algo.name': dqn needs a Discrete"):
+        Trainer(cfg, RunDir(tmp_path / "a"), console=None)
+    with pytest.raises(ConfigError, match="'env.normalize_obs' is not supported"):
+        from_dict({}, ["algo.name=sac", "env.id=Pendulum-v1", "env.normalize_obs=true"])
+    with pytest.raises(ConfigError, match="'replay.gradient_steps' must be > 0, or -1"):
+        from_dict({}, ["algo.name=sac", "replay.gradient_steps=-2"])
+    with pytest.raises(ConfigError, match="'replay.tau' must lie in"):
+        from_dict({}, ["replay.tau=1.5"])

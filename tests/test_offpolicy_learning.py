@@ -1,0 +1,65 @@
+"""Short seeded learning tests of the off-policy algorithms and IMPALA: they fail if
+learning stops. (The benchmark targets are in benchmarks/offpolicy_vs_sb3.py.)"""
+import pytest
+
+from hpcrl.config import from_dict
+from hpcrl.evaluation import evaluate
+from hpcrl.runtime.run_dir import RunDir
+from hpcrl.training import Trainer
+
+DQN = ["algo.name=dqn", "env.num_envs=1", "actor.hidden_sizes=[64,64]", "actor.activation=relu",
+       "actor.ortho_init=false", "algo.lr=1e-3", "algo.lr_schedule=constant", "algo.gamma=0.99",
+       "algo.max_grad_norm=10", "algo.num_steps=500", "replay.batch_size=64",
+       "replay.learning_starts=500", "replay.train_freq=4", "replay.gradient_steps=2",
+       "replay.target_update_interval=100", "replay.tau=1.0", "replay.exploration_fraction=0.2",
+       "replay.exploration_final_eps=0.02", "train.total_env_steps=15000"]
+PENDULUM = ["env.id=Pendulum-v1", "env.num_envs=1", "actor.hidden_sizes=[64,64]",
+            "actor.activation=relu", "actor.ortho_init=false", "algo.lr=1e-3",
+            "algo.lr_schedule=constant", "algo.max_grad_norm=0", "algo.num_steps=1000",
+            "replay.batch_size=64"]
+
+
+def train(tmp_path, overrides):
+    trainer = Trainer(from_dict({}, overrides + ["train.eval_episodes=0",
+                                                 "train.tensorboard=false"]),
+                      RunDir(tmp_path), console=None)
+    trainer.train()
+    return trainer
+
+
+@pytest.mark.parametrize("variant", [[], ["replay.prioritized=true", "replay.n_step=3"]],
+                         ids=["uniform", "prioritized-3-step"])
+def test_dqn_learns_cartpole(tmp_path, variant):
+    trainer = train(tmp_path, DQN + variant)
+    mean_return, _ = trainer.episodes.means()
+    assert mean_return >= 80, mean_return  # random play scores about 22
+
+
+def test_sac_learns_pendulum(tmp_path):
+    trainer = train(tmp_path, ["algo.name=sac", *PENDULUM, "algo.gamma=0.99",
+                               "replay.learning_starts=200", "train.total_env_steps=5000"])
+    result = evaluate(trainer.placement.master_actor, trainer.config, 5)
+    assert result["mean_return"] > -900, result  # random play scores about -1200
+
+
+def test_td3_learns_pendulum(tmp_path):
+    trainer = train(tmp_path, ["algo.name=td3", *PENDULUM, "algo.gamma=0.98",
+                               "replay.learning_starts=1000", "train.total_env_steps=7000"])
+    result = evaluate(trainer.placement.master_actor, trainer.config, 5)
+    assert result["mean_return"] > -700, result
+
+
+def test_ddpg_learns_pendulum(tmp_path):
+    trainer = train(tmp_path, ["algo.name=ddpg", *PENDULUM, "algo.gamma=0.98",
+                               "replay.learning_starts=1000", "train.total_env_steps=5000"])
+    result = evaluate(trainer.placement.master_actor, trainer.config, 5)
+    assert result["mean_return"] > -900, result
+
+
+def test_impala_learns_cartpole(tmp_path):
+    trainer = train(tmp_path, ["algo.name=impala", "algo.num_steps=8", "algo.lr=7e-4",
+                               "algo.lr_schedule=constant", "algo.optimizer=rmsprop",
+                               "algo.gamma=0.99", "algo.ent_coef=0.0",
+                               "train.total_env_steps=30000"])
+    mean_return, _ = trainer.episodes.means()
+    assert mean_return >= 100, mean_return
