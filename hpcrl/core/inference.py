@@ -8,13 +8,13 @@ agree with torch to rounding, which tests check). The torch engine serves other 
 from __future__ import annotations
 
 import math
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
-from torch import nn
 
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.offpolicy_engine import forward, layer_views
 
 _LOG_SQRT_2PI = np.float32(0.5 * math.log(2.0 * math.pi))
 
@@ -32,38 +32,6 @@ class PolicyEngine(Protocol):
     def value(self, obs: np.ndarray) -> np.ndarray: ...
 
 
-def _activation(module: nn.Module) -> Callable[[np.ndarray], np.ndarray]:
-    if isinstance(module, nn.Tanh):
-        return np.tanh
-    if isinstance(module, nn.ReLU):
-        return lambda x: np.maximum(x, 0.0)
-    if isinstance(module, nn.ELU):
-        return lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
-    raise TypeError(f"no numpy form for activation {type(module).__name__}")
-
-
-def _layers(seq: nn.Module) -> list[tuple[np.ndarray, np.ndarray, Callable | None]]:
-    """``(weight^T, bias, activation)`` for each Linear of a Sequential trunk or a head."""
-    modules = list(seq) if isinstance(seq, nn.Sequential) else [seq]
-    out: list[tuple[np.ndarray, np.ndarray, Callable | None]] = []
-    for m in modules:
-        if isinstance(m, nn.Linear):
-            out.append((m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy(), None))
-        else:
-            w, b, _ = out[-1]
-            out[-1] = (w, b, _activation(m))
-    return out
-
-
-def _forward(layers: list, x: np.ndarray) -> np.ndarray:
-    for w, b, act in layers:
-        x = x @ w
-        x += b
-        if act is not None:
-            x = act(x)
-    return x
-
-
 class NumpyEngine:
     """The actor's networks evaluated in numpy on the CPU."""
 
@@ -73,15 +41,15 @@ class NumpyEngine:
 
     def sync(self) -> None:
         a = self.actor
-        self.pi = _layers(a.pi_trunk)
-        self.vf = None if a.shared else _layers(a.vf_trunk)
-        self.pi_head, self.vf_head = _layers(a.pi_head)[0], _layers(a.vf_head)[0]
+        self.pi = layer_views(a.pi_trunk)
+        self.vf = None if a.shared else layer_views(a.vf_trunk)
+        self.pi_head, self.vf_head = layer_views(a.pi_head)[0], layer_views(a.vf_head)[0]
         self.log_std = None if a.discrete else a.log_std.detach().numpy().copy()
 
     def _features(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = obs.reshape(obs.shape[0], -1)
-        pi = _forward(self.pi, x)
-        return pi, (pi if self.vf is None else _forward(self.vf, x))
+        pi = forward(self.pi, x)
+        return pi, (pi if self.vf is None else forward(self.vf, x))
 
     def _value(self, features: np.ndarray) -> np.ndarray:
         w, b, _ = self.vf_head

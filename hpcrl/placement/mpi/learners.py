@@ -210,18 +210,24 @@ def write_checkpoint(job: MpiJob, leader: Leader, actor: Any, learner_state: Any
     leader.write_checkpoint(actor, learner_state, states)
 
 
+def make_updater(job: MpiJob, resume: Optional[dict[str, Any]]) -> Updater:
+    """The updater of a central scheme, with its master actor (restored on resume)."""
+    actor = job.new_actor(job.device)
+    updater = Updater(make_algorithm(actor, job.config.algo))
+    if resume is not None:
+        actor.load_state_dict(resume["policy"]["state_dict"])
+        updater.load_state_dict(resume["placement"]["updater"])
+    return updater
+
+
 class SyncUpdaterRank:
     """The updater of a central synchronous scheme: sums, applies and broadcasts."""
 
     def __init__(self, job: MpiJob, resume: Optional[dict[str, Any]], leader: Leader) -> None:
         cfg = job.config
         self.job, self.leader = job, leader
-        self.actor = job.new_actor(job.device)
-        self.algorithm = make_algorithm(self.actor, cfg.algo)
-        self.updater = Updater(self.algorithm)
-        if resume is not None:
-            self.actor.load_state_dict(resume["policy"]["state_dict"])
-            self.updater.load_state_dict(resume["placement"]["updater"])
+        self.updater = make_updater(job, resume)
+        self.algorithm, self.actor = self.updater.algorithm, self.updater.algorithm.actor
         self.layout = ReportLayout(self.algorithm.stat_names)
         numel = sum(p.numel() for p in self.actor.parameters())
         self.gradient = Gradient.empty(numel, len(self.algorithm.stat_names),

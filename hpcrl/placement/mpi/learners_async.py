@@ -19,13 +19,12 @@ from hpcrl.comm import irecv, isend, probe_any, wait
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
-from hpcrl.placement.mpi.learners import collector_state_for
+from hpcrl.placement.mpi.learners import collector_state_for, make_updater
 from hpcrl.placement.mpi.protocol import (CHECKPOINT, PREEMPTED, STOP, TAG_GRAD, TAG_GRAD_INFO, TAG_REPORT,
                                           TAG_STATE, TAG_WEIGHTS, ReportLayout)
 from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
 from hpcrl.roles.gradient_worker import GradientWorker
 from hpcrl.roles.messages import Gradient, Weights
-from hpcrl.roles.updater import Updater
 
 UPDATER_RANK = 0
 
@@ -120,14 +119,9 @@ class AsyncUpdaterRank:
     """Applies gradients in arrival order; each reply goes to the worker that sent it."""
 
     def __init__(self, job: MpiJob, resume: Optional[dict[str, Any]], leader: Leader) -> None:
-        cfg = job.config
         self.job, self.world, self.leader = job, job.world, leader
-        self.actor = job.new_actor(job.device)
-        self.algorithm = make_algorithm(self.actor, cfg.algo)
-        self.updater = Updater(self.algorithm)
-        if resume is not None:
-            self.actor.load_state_dict(resume["policy"]["state_dict"])
-            self.updater.load_state_dict(resume["placement"]["updater"])
+        self.updater = make_updater(job, resume)
+        self.algorithm, self.actor = self.updater.algorithm, self.updater.algorithm.actor
         numel = sum(p.numel() for p in self.actor.parameters())
         stats = len(self.algorithm.stat_names)
         obs_dim = int(self.actor.obs_rms.mean.numel())
