@@ -27,6 +27,9 @@ def assert_learned(run_dir):
     (5, ["scheme.preset=a3c", "scheme.collectors_per_worker=1"]),
     (4, ["scheme.preset=async-ppo", "scheme.gradient_workers=2",
          "scheme.collectors_per_worker=1"]),
+    (4, ["scheme.preset=async-ppo", "scheme.update=central"]),
+    (5, ["scheme.preset=async-ppo", "scheme.update=central", "scheme.gradients=async",
+         "scheme.gradient_workers=2", "scheme.collectors_per_worker=1"]),
 ], ids=lambda v: v if isinstance(v, int) else "+".join(s.split("=")[1] for s in v))
 def test_scheme_trains_cartpole(tmp_path, n, sets):
     train(n, tmp_path, BUDGET + sets)
