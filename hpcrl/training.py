@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Optional
 
-import numpy as np
 import torch
 
 from hpcrl.build import env_spaces, policy_record

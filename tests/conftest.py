@@ -56,3 +56,16 @@ TINY = ["env.num_envs=4", "algo.num_steps=16", "algo.minibatch_size=32", "algo.n
 def tiny_overrides() -> list[str]:
     """Overrides that make the default PPO job train in about a second."""
     return list(TINY)
+
+
+def train_quietly(tmp_path: Path, overrides: list[str]):
+    """Train a config in ``tmp_path`` with no console, TensorBoard or final eval."""
+    from hpcrl.config import from_dict
+    from hpcrl.runtime.run_dir import RunDir
+    from hpcrl.training import Trainer
+
+    trainer = Trainer(from_dict({}, overrides + ["train.eval_episodes=0",
+                                                 "train.tensorboard=false"]),
+                      RunDir(tmp_path), console=None)
+    trainer.train()
+    return trainer

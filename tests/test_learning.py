@@ -1,19 +1,13 @@
 """Short seeded learning tests: they fail if the algorithms stop learning."""
-import numpy as np
-import pytest
 
-from hpcrl.config import from_dict
+from conftest import train_quietly
 from hpcrl.evaluation import evaluate
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
 
 
 def train(tmp_path, overrides):
-    trainer = Trainer(from_dict({}, overrides + ["train.eval_episodes=0",
-                                                 "train.tensorboard=false"]),
-                      RunDir(tmp_path), console=None)
-    trainer.train()
-    return trainer
+    return train_quietly(tmp_path, overrides)
 
 
 def test_ppo_learns_cartpole(tmp_path):

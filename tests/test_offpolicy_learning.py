@@ -2,10 +2,8 @@
 learning stops. (The benchmark targets are in benchmarks/offpolicy_vs_sb3.py.)"""
 import pytest
 
-from hpcrl.config import from_dict
+from conftest import train_quietly
 from hpcrl.evaluation import evaluate
-from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 DQN = ["algo.name=dqn", "env.num_envs=1", "actor.hidden_sizes=[64,64]", "actor.activation=relu",
        "actor.ortho_init=false", "algo.lr=1e-3", "algo.lr_schedule=constant", "algo.gamma=0.99",
@@ -20,11 +18,7 @@ PENDULUM = ["env.id=Pendulum-v1", "env.num_envs=1", "actor.hidden_sizes=[64,64]"
 
 
 def train(tmp_path, overrides):
-    trainer = Trainer(from_dict({}, overrides + ["train.eval_episodes=0",
-                                                 "train.tensorboard=false"]),
-                      RunDir(tmp_path), console=None)
-    trainer.train()
-    return trainer
+    return train_quietly(tmp_path, overrides)
 
 
 @pytest.mark.parametrize("variant", [[], ["replay.prioritized=true", "replay.n_step=3"]],

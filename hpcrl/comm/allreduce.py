@@ -14,7 +14,12 @@ import time
 from abc import ABC, abstractmethod
 
 import numpy as np
+from typing import TYPE_CHECKING
+
 import torch
+
+if TYPE_CHECKING:  # annotations only: the import itself is heavy
+    import torch.distributed as dist
 
 from hpcrl.comm._mpi import Comm, mpi
 from hpcrl.comm.rendezvous import destroy_gradient_group, init_gradient_group

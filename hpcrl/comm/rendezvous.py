@@ -21,10 +21,13 @@ hostname; set GLOO_SOCKET_IFNAME when that resolves to a loopback address.
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from datetime import timedelta
 
 import torch
+
+if TYPE_CHECKING:  # annotations only: the import itself is heavy
+    import torch.distributed as dist
 
 from hpcrl.comm._mpi import Comm
 

@@ -16,6 +16,16 @@ _VALID, _VERSION, _OFFSET, _SOURCE, _SECONDS = range(5)
 _FIXED = 5
 
 
+def attach_views(owner: object, fields: Iterator[tuple[str, tuple[int, ...]]],
+                 data: np.ndarray) -> None:
+    """Set ``owner.<name>`` to consecutive views of ``data`` shaped as each field says."""
+    offset = 0
+    for name, shape in fields:
+        size = int(np.prod(shape))
+        setattr(owner, name, data[offset:offset + size].reshape(shape))
+        offset += size
+
+
 @dataclass(frozen=True)
 class RolloutLayout:
     """Shapes of a rollout; equal layouts give interchangeable buffers."""
@@ -75,11 +85,7 @@ class Rollout:
         if data.size != layout.data_size or header.size != layout.header_size:
             raise ValueError("rollout buffers do not match the layout")
         self.layout, self.data, self.header = layout, data, header
-        offset = 0
-        for name, shape in layout.fields():
-            size = int(np.prod(shape))
-            setattr(self, name, data[offset:offset + size].reshape(shape))
-            offset += size
+        attach_views(self, layout.fields(), data)
 
     # -- header facts ------------------------------------------------------------------------
     def _get(self, slot: int) -> int:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
-import torch
 
 from hpcrl.core.algorithms.base import Algorithm
 from hpcrl.core.normalization import Moments, merge_moments

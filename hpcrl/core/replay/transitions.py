@@ -12,6 +12,8 @@ from typing import Iterator
 
 import numpy as np
 
+from hpcrl.core.rollout import attach_views
+
 _COUNT, _VERSION, _OFFSET, _SOURCE, _EPISODES, _ENV_STEPS, _SECONDS = range(7)
 _HEADER = 7
 
@@ -67,11 +69,7 @@ class Transitions:
         if data.size != layout.data_size or header.size != _HEADER:
             raise ValueError("transition buffers do not match the layout")
         self.layout, self.data, self.header = layout, data, header
-        offset = 0
-        for name, shape in layout.fields():
-            size = int(np.prod(shape))
-            setattr(self, name, data[offset:offset + size].reshape(shape))
-            offset += size
+        attach_views(self, layout.fields(), data)
 
     @property
     def count(self) -> int:

@@ -12,7 +12,6 @@ import time
 from typing import Any, Optional
 
 import numpy as np
-import torch
 
 from hpcrl.build import make_storage, num_minibatches
 from hpcrl.comm import irecv, isend, probe_any, wait
