@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -57,15 +56,3 @@ def tiny_overrides() -> list[str]:
     """Overrides that make the default PPO job train in about a second."""
     return list(TINY)
 
-
-def train_quietly(tmp_path: Path, overrides: list[str]):
-    """Train a config in ``tmp_path`` with no console, TensorBoard or final eval."""
-    from hpcrl.config import from_dict
-    from hpcrl.runtime.run_dir import RunDir
-    from hpcrl.training import Trainer
-
-    trainer = Trainer(from_dict({}, overrides + ["train.eval_episodes=0",
-                                                 "train.tensorboard=false"]),
-                      RunDir(tmp_path), console=None)
-    trainer.train()
-    return trainer

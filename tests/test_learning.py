@@ -1,6 +1,6 @@
 """Short seeded learning tests: they fail if the algorithms stop learning."""
 
-from conftest import train_quietly
+from quiet_training import train_quietly
 from hpcrl.evaluation import evaluate
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
