@@ -81,12 +81,17 @@ def wait(request: Request, poll: Poll = DEFAULT_POLL, timeout: float | None = No
 
 
 def wait_any(
-    requests: Sequence[Request], poll: Poll = DEFAULT_POLL, timeout: float | None = None
+    requests: Sequence[Request],
+    poll: Poll = DEFAULT_POLL,
+    timeout: float | None = None,
+    idle: Callable[[], Any] | None = None,
 ) -> tuple[int, Envelope]:
     """Wait until one of ``requests`` completes; return its index and envelope.
 
     The completed request object becomes inactive (MPI.REQUEST_NULL), so
     calling again with the same sequence waits for one of the others.
+    ``idle`` is called between polls: the caller's own progress (sending the
+    newest weights, say) goes on while it waits.
     """
     MPI = mpi()
     status = MPI.Status()
@@ -99,7 +104,7 @@ def wait_any(
             raise ValueError("wait_any was given no active request")
         return index, _envelope(status)
 
-    return _poll_until(done, poll, timeout, "any of the requests")
+    return _poll_until(done, poll, timeout, "any of the requests", idle)
 
 
 def probe_any(comm: Comm, tag: int | None = None, source: int | None = None) -> Envelope | None:
@@ -128,8 +133,15 @@ def wait_probe(
     return _poll_until(lambda: probe_any(comm, tag, source), poll, timeout, "a message")
 
 
-def _poll_until(check: Callable[[], T | None], poll: Poll, timeout: float | None, what: str) -> T:
-    """Call ``check`` until it returns non-None, sleeping with back-off in between."""
+def _poll_until(
+    check: Callable[[], T | None],
+    poll: Poll,
+    timeout: float | None,
+    what: str,
+    idle: Callable[[], Any] | None = None,
+) -> T:
+    """Call ``check`` until it returns non-None, sleeping with back-off (and calling
+    ``idle``, if given) in between."""
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = poll.initial_s
     while True:
@@ -138,6 +150,8 @@ def _poll_until(check: Callable[[], T | None], poll: Poll, timeout: float | None
             return result
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeoutError(f"waited {timeout} s for {what}")
+        if idle is not None:
+            idle()
         time.sleep(delay)
         delay = min(delay * poll.growth, poll.max_s)
 

@@ -20,6 +20,7 @@ from hpcrl.comm import irecv, isend, wait, wait_any
 from hpcrl.core.envs import make_vector_env
 from hpcrl.core.rollout import Rollout
 from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.placement.mpi.latest_weights import LatestWeights
 from hpcrl.placement.mpi.protocol import TAG_DONE, TAG_FINAL, TAG_PREEMPT, TAG_ROLLOUT, TAG_WEIGHTS
 from hpcrl.roles.collector import Collector
 from hpcrl.roles.messages import STOP, Weights
@@ -144,8 +145,7 @@ class AsyncCollectors:
         self.bodies = [irecv(self.world, r.data, c, TAG_ROLLOUT)
                        for r, c in zip(self.inbox, self.collectors)]
         self.received = [0] * len(self.collectors)
-        self.outbox: Optional[Weights] = None
-        self.sends: dict[int, list] = {}
+        self.weights = LatestWeights(self.world, self.collectors)
         self.max_lag = job.config.scheme.max_policy_lag
         self.dropped = 0
 
@@ -156,34 +156,20 @@ class AsyncCollectors:
         self.bodies[i] = irecv(self.world, self.inbox[i].data, c, TAG_ROLLOUT)
 
     def publish(self, weights: Weights) -> None:
-        """Offer the newest weights; a collector still reading older ones gets these later.
+        """Offer the newest weights; a collector still reading older ones gets these as
+        soon as it is free (see :mod:`~hpcrl.placement.mpi.latest_weights`).
 
         A message carrying a command (checkpoint) is delivered to every collector, waiting
         for the previous one to be taken if need be (collectors take messages between and
         during rollouts, so that wait is short).
         """
-        if self.outbox is None:
-            self.outbox = Weights(weights.params.copy(), weights.buffers.copy())
-        else:
-            self.outbox.params[:], self.outbox.buffers[:] = weights.params, weights.buffers
-        self._flush(block=weights.command != 0)
-
-    def _flush(self, block: bool) -> None:
-        for rank in self.collectors:
-            pending = self.sends.get(rank)
-            if pending and not all(r.Test() for r in pending):
-                if not block:
-                    continue
-                for r in pending:
-                    wait(r)
-            self.sends[rank] = [isend(self.world, self.outbox.buffers, rank, TAG_WEIGHTS),
-                                isend(self.world, self.outbox.params, rank, TAG_WEIGHTS)]
+        self.weights.offer(weights, block=weights.command != 0)
 
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
         started = time.perf_counter()
         taken = 0
         while taken < len(self.batch):
-            i, _ = wait_any(self.heads)
+            i, _ = wait_any(self.heads, idle=self.weights.push)
             wait(self.bodies[i])
             rollout = self.inbox[i]
             if version - rollout.weights_version > self.max_lag:
@@ -193,6 +179,7 @@ class AsyncCollectors:
                 self.batch[taken].header[:] = rollout.header
                 taken += 1
             self._repost(i)
+            self.weights.push()
         seconds = float(np.mean([r.collect_seconds for r in self.batch]))
         return list(self.batch), seconds, time.perf_counter() - started
 
@@ -201,14 +188,9 @@ class AsyncCollectors:
 
     def close(self, weights: Weights) -> None:
         """Deliver STOP, then drain every rollout still in flight until each FINAL count."""
-        if self.outbox is None:
-            self.outbox = Weights(weights.params.copy(), weights.buffers.copy())
-        self.outbox.params[:], self.outbox.buffers[:] = weights.params, weights.buffers
-        self.outbox.set_command(weights.command | STOP)
-        self._flush(block=True)
-        for pending in self.sends.values():
-            for r in pending:
-                wait(r)
+        last = Weights(weights.params.copy(), weights.buffers.copy())
+        self.weights.offer(last.set_command(weights.command | STOP), block=True)
+        self.weights.drain()
         for i, rank in enumerate(self.collectors):
             final = np.zeros(1, np.int64)
             final_request = irecv(self.world, final, rank, TAG_FINAL)

@@ -1,0 +1,66 @@
+"""Newest-weights delivery to asynchronous collectors.
+
+An asynchronous learner must never wait for a slow collector, yet every collector must
+end up with the newest weights, and a command (checkpoint, stop) must reach each one
+exactly once. :class:`LatestWeights` gives each collector its own send buffer, written
+only once that collector took the previous message (a buffer under an ``isend`` still
+in flight is never touched), and remembers which collectors are behind, so that
+:meth:`LatestWeights.push` (called while the learner waits for rollouts) catches them up
+as soon as they are free. Without that catch-up a collector whose send was busy at a
+publish would keep its old weights until the next publish, and if every rollout it
+sends meanwhile is older than the policy-lag bound, the learner waits forever.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from hpcrl.comm import isend, wait
+from hpcrl.placement.mpi.protocol import TAG_WEIGHTS
+from hpcrl.roles.messages import Weights
+
+
+class LatestWeights:
+    """Per-collector outboxes fed with the newest weights, never overwriting one in flight."""
+
+    def __init__(self, world: Any, ranks: list[int]) -> None:
+        self.world, self.ranks = world, list(ranks)
+        self.latest: Optional[Weights] = None
+        self.boxes: dict[int, Weights] = {}
+        self.sends: dict[int, list] = {}
+        self.behind: set[int] = set()
+
+    def offer(self, weights: Weights, block: bool) -> None:
+        """Make ``weights`` the newest; ``block``: deliver them to every collector now,
+        waiting for earlier messages to be taken (for a message carrying a command)."""
+        if self.latest is None:
+            self.latest = Weights(weights.params.copy(), weights.buffers.copy())
+        else:
+            self.latest.params[:], self.latest.buffers[:] = weights.params, weights.buffers
+        self.behind = set(self.ranks)
+        self.push(block)
+
+    def push(self, block: bool = False) -> None:
+        """Send the newest weights to each collector that lacks them and is free to take
+        them (``block``: to every such collector, waiting for it to be free)."""
+        for rank in sorted(self.behind):
+            pending = self.sends.get(rank)
+            if pending and not all(r.Test() for r in pending):
+                if not block:
+                    continue
+                for r in pending:
+                    wait(r)
+            box = self.boxes.get(rank)
+            if box is None:
+                box = self.boxes[rank] = Weights(self.latest.params.copy(),
+                                                 self.latest.buffers.copy())
+            else:
+                box.params[:], box.buffers[:] = self.latest.params, self.latest.buffers
+            self.sends[rank] = [isend(self.world, box.buffers, rank, TAG_WEIGHTS),
+                                isend(self.world, box.params, rank, TAG_WEIGHTS)]
+            self.behind.discard(rank)
+
+    def drain(self) -> None:
+        """Wait until every message sent was taken."""
+        for pending in self.sends.values():
+            for r in pending:
+                wait(r)
