@@ -70,7 +70,7 @@ class Trainer:
         resume_rows = self._restore() if resume else None
         run.path.mkdir(parents=True, exist_ok=True)
         run.config_path.write_text(dump_yaml(config))
-        self.log = ProgressLog(run.path, columns_for(self.placement.worker.algorithm.stat_names),
+        self.log = ProgressLog(run.path, columns_for(self.placement.stat_names),
                                resume_rows, config.train.tensorboard)
         self.console = (ConsoleProgress(config.train.total_env_steps,
                                         config.train.log_interval_s, console)

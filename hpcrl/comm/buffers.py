@@ -47,12 +47,18 @@ class Envelope:
     nbytes: int
 
 
-def isend(comm: Comm, buf: np.ndarray, dest: int, tag: int) -> Request:
-    """Start sending ``buf`` to ``dest``; ``buf`` must stay untouched until the wait ends."""
+def isend(comm: Comm, buf: np.ndarray, dest: int, tag: int, synchronous: bool = False
+          ) -> Request:
+    """Start sending ``buf`` to ``dest``; ``buf`` must stay untouched until the wait ends.
+
+    ``synchronous``: the send completes only once ``dest`` posted the matching receive
+    (never into MPI's eager buffers), so a receiver that holds its receive back holds the
+    sender back: the backpressure of a rate-limited stream.
+    """
     _check_buffer(buf, writable=False)
     if tag < 0:
         raise ValueError(f"a send tag must be >= 0, got {tag}")
-    return comm.Isend(buf, dest, tag)
+    return (comm.Issend if synchronous else comm.Isend)(buf, dest, tag)
 
 
 def irecv(comm: Comm, buf: np.ndarray, source: int | None = None, tag: int | None = None) -> Request:

@@ -184,8 +184,9 @@ def from_dict(data: Mapping[str, Any], overrides: Iterable[str] = ()) -> Config:
     """A validated :class:`Config` from a nested dict plus ``KEY=VALUE`` overrides."""
     merged = merge(dict(data), parse_overrides(overrides))
     if isinstance(merged.get("scheme"), Mapping):
-        from hpcrl.scheme.presets import apply_preset
+        from hpcrl.scheme.presets import apply_preset, apply_preset_agent
         merged["scheme"] = apply_preset(dict(merged["scheme"]))
+        merged = apply_preset_agent(merged)
     config = _build(Config, merged, "")
     problem = validate(config)
     if problem is not None:

@@ -50,6 +50,22 @@ class ReplayConfig:
     exploration_final_eps: float = doc("DQN: final probability of a random action.", 0.05)
     exploration_fraction: float = doc("DQN: fraction of train.total_env_steps over which the "
                                       "random-action probability decays linearly.", 0.1)
+    ratio_tolerance: int = doc(
+        "Collector ranks: gradient steps the learner may fall behind the replay ratio "
+        "(gradient_steps per train_freq steps of env.num_envs envs, as in one process) "
+        "before it stops taking chunks, which holds the collectors back until it caught up "
+        "(a rate limiter, as in Reverb); -1 never holds them back, so a slow learner "
+        "trains at whatever ratio it reaches (Ape-X's free-running actors).", 256)
+    per_collector_eps: bool = doc(
+        "DQN on collector ranks (Ape-X): collector i of N acts with the fixed epsilon "
+        "collector_eps_base ** (1 + collector_eps_alpha * i / (N - 1)) instead of the "
+        "decaying schedule, so the collectors explore from a lot to hardly at all.", False)
+    collector_eps_base: float = doc("Ape-X epsilon schedule: the base epsilon.", 0.4)
+    collector_eps_alpha: float = doc("Ape-X epsilon schedule: the exponent's spread.", 7.0)
+    initial_priorities: Literal["max", "collector"] = doc(
+        "Prioritised replay: the priority of a new transition. 'max': the largest seen so "
+        "far (replayed soon, Schaul et al.); 'collector': its |n-step TD error| computed by "
+        "the collector with its copy of the Q-network (Ape-X; DQN only).", "max")
     double_q: bool = doc("DQN: pick the next action with the online network and value it "
                          "with the target network (double Q-learning).", True)
     action_noise: Literal["none", "gaussian", "ornstein_uhlenbeck"] = doc(

@@ -115,11 +115,17 @@ class PreemptionConfig:
 class SchemeConfig:
     """How the training roles map onto MPI ranks (``hpcrl plan`` prints the rank table)."""
 
-    preset: Literal["serial", "a2c", "ddppo", "a3c", "async-ppo"] = doc(
+    preset: Literal["serial", "a2c", "ddppo", "a3c", "async-ppo", "impala", "apex",
+                    "async-sac"] = doc(
         "Named topology whose keys fill in every scheme key you do not set yourself: 'serial' "
         "(1 process), 'a2c' (parallel synchronous collectors), 'ddppo' (synchronous "
         "decentralised, with preemption), 'a3c' (asynchronous gradient workers, central "
-        "updater), 'async-ppo' (asynchronous collection with a bounded policy lag).",
+        "updater), 'async-ppo' (asynchronous collection with a bounded policy lag), "
+        "'impala' (asynchronous collectors, V-trace learner: algo.name=impala), 'apex' "
+        "(asynchronous collectors with per-collector epsilon feeding a prioritised replay "
+        "with collector-computed priorities: algo.name=dqn), 'async-sac' (collectors "
+        "streaming transitions into the learner's replay: algo.name=sac). The last three "
+        "also default the algo.* and replay.* keys of their agent.",
         "serial")
     gradient_workers: int = doc("Ranks that turn rollouts into gradients.", 1)
     collectors_per_worker: int = doc(

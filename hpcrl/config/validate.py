@@ -102,14 +102,48 @@ def _check_device(c: Config) -> Optional[str]:
 
 
 def _check_scheme(c: Config) -> Optional[str]:
-    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
-    from hpcrl.scheme.topology import required_world_size, scheme_problem
+    from hpcrl.scheme.topology import scheme_problem
 
-    if c.algo.name in OFF_POLICY_ALGOS and required_world_size(c.scheme) > 1:
-        return (f"algo.name={c.algo.name} trains in one process in this release: replay-based "
-                f"agents do not run on MPI schemes yet; use scheme.preset=serial (on-policy "
-                f"algorithms, impala included, run on every scheme)")
-    return scheme_problem(c.scheme, c.train.device)
+    return (scheme_problem(c.scheme, c.train.device) or _preset_agent_problem(c)
+            or _offpolicy_scheme_problem(c))
+
+
+def _preset_agent_problem(c: Config) -> Optional[str]:
+    """A named architecture's preset with an algorithm it does not stand for."""
+    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
+
+    preset, name = c.scheme.preset, c.algo.name
+    if preset == "impala" and name != "impala":
+        return (f"scheme.preset=impala trains algo.name=impala (V-trace corrects the "
+                f"collectors' policy lag), got algo.name={name}; for {name} with asynchronous "
+                f"collectors use scheme.preset=async-ppo")
+    if preset in ("apex", "async-sac") and name not in OFF_POLICY_ALGOS:
+        return (f"scheme.preset={preset} streams transitions into a replay, which needs an "
+                f"off-policy algorithm ({', '.join(OFF_POLICY_ALGOS)}), got algo.name={name}; "
+                f"for on-policy agents use scheme.preset=async-ppo or impala")
+    return None
+
+
+def _offpolicy_scheme_problem(c: Config) -> Optional[str]:
+    """Replay agents on MPI: one learner rank holding the replay, asynchronous collectors."""
+    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
+    from hpcrl.scheme.topology import required_world_size
+
+    s, name = c.scheme, c.algo.name
+    if name not in OFF_POLICY_ALGOS or required_world_size(s) == 1:
+        return None
+    fix = "(scheme.preset=apex and async-sac are such schemes)"
+    if s.gradient_workers != 1:
+        return (f"algo.name={name} on MPI runs one learner rank that holds the replay: set "
+                f"scheme.gradient_workers=1 (got {s.gradient_workers}) and add collector "
+                f"ranks with scheme.collectors_per_worker {fix}")
+    if s.update == "central":
+        return (f"algo.name={name} on MPI applies its gradients on the learner rank that "
+                f"holds the replay: set scheme.update=decentralized {fix}")
+    if s.collection != "async":
+        return (f"algo.name={name} on MPI has collectors stream transitions into the "
+                f"learner's replay as they go: set scheme.collection=async {fix}")
+    return None
 
 
 def _check_env_id(c: Config) -> Optional[str]:
@@ -147,6 +181,22 @@ def _check_replay(c: Config) -> Optional[str]:
     if r.gradient_steps == 0 or r.gradient_steps < -1:
         checks.append(f"config key 'replay.gradient_steps' must be > 0, or -1 for one per env "
                       f"step collected, got {r.gradient_steps}")
+    if r.initial_priorities == "collector" and (c.algo.name != "dqn" or not r.prioritized):
+        checks.append(f"config key 'replay.initial_priorities': 'collector' has the "
+                      f"collectors compute TD errors with their Q-network, which needs "
+                      f"algo.name=dqn and replay.prioritized=true (got algo.name="
+                      f"{c.algo.name}, replay.prioritized={r.prioritized}); set "
+                      f"replay.initial_priorities=max")
+    if r.per_collector_eps and c.algo.name != "dqn":
+        checks.append(f"config key 'replay.per_collector_eps' sets DQN's epsilon-greedy "
+                      f"exploration, but algo.name={c.algo.name} explores with "
+                      f"replay.action_noise (td3, ddpg) or its own sampling (sac); set "
+                      f"replay.per_collector_eps=false")
+    if r.ratio_tolerance < -1:
+        checks.append(f"config key 'replay.ratio_tolerance' must be >= 0, or -1 for "
+                      f"collectors that are never held back, got {r.ratio_tolerance}")
+    checks.append(_in_unit("replay.collector_eps_base", r.collector_eps_base))
+    checks.append(_positive("replay.collector_eps_alpha", r.collector_eps_alpha, strict=False))
     if r.batch_size > r.buffer_size:
         checks.append(f"config key 'replay.batch_size' ({r.batch_size}) must not exceed "
                       f"replay.buffer_size ({r.buffer_size})")

@@ -13,13 +13,6 @@ import numpy as np
 import torch
 
 
-def linear_epsilon(initial: float, final: float, fraction: float, progress: float) -> float:
-    """``initial`` decaying linearly to ``final`` over the first ``fraction`` of training."""
-    if fraction <= 0 or progress >= fraction:
-        return final
-    return initial + (final - initial) * progress / fraction
-
-
 def standard_normal(rngs: list[np.random.Generator], steps: int, dim: int) -> np.ndarray:
     """``[steps, num_envs, dim]`` standard normals, env ``i``'s from ``rngs[i]``."""
     return np.stack([rng.standard_normal((steps, dim), dtype=np.float32) for rng in rngs],

@@ -64,9 +64,12 @@ class GreedyQEngine:
     def sync(self) -> None:
         self.layers = layer_views(self.network.trunk, self.network.head)
 
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        """``Q(s, .)`` of a batch of observations, ``[B, num_actions]``."""
+        return forward(self.layers, obs.reshape(obs.shape[0], -1))
+
     def act(self, obs: np.ndarray, noise: Optional[np.ndarray] = None) -> np.ndarray:
-        q = forward(self.layers, obs.reshape(obs.shape[0], -1))
-        return q.argmax(axis=1)
+        return self.q_values(obs).argmax(axis=1)
 
 
 class DeterministicEngine:

@@ -63,6 +63,11 @@ class SerialPlacement:
         self.worker.load_weights(latest)
         self.collector.load_weights(latest)
 
+    @property
+    def stat_names(self) -> tuple[str, ...]:
+        """The loss terms of the progress rows."""
+        return self.worker.algorithm.stat_names
+
     def run_update(self, update: int, env_steps: int) -> UpdateResult:
         """Collect one rollout, compute and apply every gradient of the update."""
         t0 = time.perf_counter()

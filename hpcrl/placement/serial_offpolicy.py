@@ -50,11 +50,6 @@ class SerialOffPolicyPlacement:
     def stat_names(self) -> tuple[str, ...]:
         return self.learner.stat_names
 
-    @property
-    def worker(self) -> ReplayLearner:
-        """The learner under the on-policy placement's name (the Trainer reads
-        ``worker.algorithm.stat_names``)."""
-        return self.learner
 
     def _round_size(self) -> int:
         steps = self.config.replay.gradient_steps
@@ -68,7 +63,7 @@ class SerialOffPolicyPlacement:
         returns: list[np.ndarray] = []
         lengths: list[np.ndarray] = []
         sums: dict[str, float] = {}
-        rounds = 0
+        rounds = gradient_steps = 0
         collect_s = compute_s = 0.0
         while left > 0:
             steps = min(left, freq - self.since_round)
@@ -89,11 +84,14 @@ class SerialOffPolicyPlacement:
                     stats = self.learner.train(self._round_size(), self.job_env_steps)
                     self.collector.load_weights(self.learner.weights())
                     rounds += 1
+                    gradient_steps += self._round_size()
                     for name, value in stats.items():
                         sums[name] = sums.get(name, 0.0) + value
                 compute_s += time.perf_counter() - t1
         stats = {name: value / rounds for name, value in sums.items()} if rounds else {}
-        return UpdateResult(self.config.algo.num_steps * self.num_envs, np.concatenate(returns),
+        env_steps = self.config.algo.num_steps * self.num_envs
+        stats["replay_ratio"] = gradient_steps / env_steps
+        return UpdateResult(env_steps, np.concatenate(returns),
                             np.concatenate(lengths), stats,
                             {"time_collect_s": collect_s, "time_compute_s": compute_s})
 

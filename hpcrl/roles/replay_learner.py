@@ -39,7 +39,8 @@ class ReplayLearner:
         self.config = config.replay
         self.total_env_steps = config.train.total_env_steps
         self.message = Weights.empty_like(algorithm.policy)
-        self.stat_names = algorithm.stat_names
+        # the loss terms, and the gradient steps taken per env step collected
+        self.stat_names = algorithm.stat_names + ("replay_ratio",)
 
     @property
     def version(self) -> int:

@@ -6,6 +6,10 @@ squashed Gaussian (SAC) or the deterministic action plus exploration noise (TD3,
 Every random draw of env ``i`` of the job comes from its own generator seeded by
 ``(seed, i)``, so the transitions do not depend on how envs are spread over processes.
 Steps pass through an n-step window; finished windows become the chunk's rows.
+
+Under Ape-X's settings a DQN collector acts with its own fixed epsilon
+(``replay.per_collector_eps``) and gives each row its initial replay priority, the
+``|n-step TD error|`` under its copy of the Q-network (``replay.initial_priorities``).
 """
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import (as_float_obs, env_seeds, restore_vector_env_state,
                              vector_env_state)
 from hpcrl.core.flat import contiguous_parameters
-from hpcrl.core.exploration import linear_epsilon, make_noise, standard_normal
+from hpcrl.core.epsilon import collector_epsilon, linear_epsilon
+from hpcrl.core.exploration import make_noise, standard_normal
 from hpcrl.core.offpolicy_engine import GreedyQEngine, SquashedGaussianEngine, make_policy_engine
 from hpcrl.core.replay.nstep import NStepWindow
 from hpcrl.core.replay.transitions import TransitionLayout, Transitions
@@ -37,7 +42,15 @@ def chunk_layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple
     (or one update) of steps, plus the windows an n-step window may flush."""
     steps = min(config.replay.train_freq, config.algo.num_steps)
     return TransitionLayout((steps + config.replay.n_step - 1) * num_envs, obs_shape,
-                            action_shape)
+                            action_shape, config.replay.initial_priorities == "collector")
+
+
+def stream_layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
+                  num_envs: int) -> TransitionLayout:
+    """The layout of the chunks a collector rank streams: ``algo.num_steps`` steps each."""
+    return TransitionLayout((config.algo.num_steps + config.replay.n_step - 1) * num_envs,
+                            obs_shape, action_shape,
+                            config.replay.initial_priorities == "collector")
 
 
 class TransitionCollector:
@@ -45,12 +58,14 @@ class TransitionCollector:
 
     ``total_envs`` is the number of envs of the whole job: each vector step of this
     collector is counted as ``total_envs`` job env steps, which drive the random warm-up
-    and the epsilon schedule the same way on every collector.
+    and the epsilon schedule the same way on every collector. ``collector_index`` of
+    ``collector_count`` places it on Ape-X's per-collector epsilon schedule.
     """
 
     def __init__(self, envs: gym.vector.VectorEnv, policy: nn.Module, config: Config,
                  env_offset: int = 0, collector_id: int = 0,
-                 total_envs: int | None = None) -> None:
+                 total_envs: int | None = None, collector_index: int = 0,
+                 collector_count: int = 1) -> None:
         self.envs, self.policy, self.config = envs, policy, config
         self.replay = config.replay
         self.env_offset, self.collector_id = env_offset, collector_id
@@ -74,7 +89,12 @@ class TransitionCollector:
                                   action_shape)
         self.rngs = [np.random.default_rng([config.seed, COLLECT_STREAM, env_offset + i])
                      for i in range(n)]
+        self.fixed_eps = (collector_epsilon(collector_index, collector_count,
+                                            self.replay.collector_eps_base,
+                                            self.replay.collector_eps_alpha)
+                          if self.replay.per_collector_eps else None)
         self.weights_version = 0
+        self.vector_steps = 0  # steps of this collector's vector env so far
         self.episode_return = np.zeros(n, np.float64)
         self.episode_length = np.zeros(n, np.int64)
         self.obs = as_float_obs(envs.reset(seed=env_seeds(config.seed, env_offset, n))[0])
@@ -108,10 +128,12 @@ class TransitionCollector:
         if self.discrete:
             if random_phase:
                 return draws["random"][t]
-            progress = job_steps / self.config.train.total_env_steps
-            eps = linear_epsilon(self.replay.exploration_initial_eps,
-                                 self.replay.exploration_final_eps,
-                                 self.replay.exploration_fraction, progress)
+            eps = self.fixed_eps
+            if eps is None:
+                eps = linear_epsilon(self.replay.exploration_initial_eps,
+                                     self.replay.exploration_final_eps,
+                                     self.replay.exploration_fraction,
+                                     job_steps / self.config.train.total_env_steps)
             greedy = self.engine.act(obs)
             return np.where(draws["explore"][t] < eps, draws["random"][t], greedy)
         if self.sampling:
@@ -152,9 +174,24 @@ class TransitionCollector:
                     self.noise.reset(done)
             obs = next_obs
         self.obs = obs
+        self.vector_steps += steps
+        if chunk.layout.priorities:
+            self._priorities(chunk)
         chunk.set_facts(self.weights_version, self.env_offset, self.collector_id,
                         steps * self.num_envs, time.perf_counter() - started)
         return chunk
+
+    def _priorities(self, chunk: Transitions) -> None:
+        """Initial priorities of the chunk's rows: ``|r + discount * max_a Q(s', a) -
+        Q(s, a)|`` under this collector's Q-network (one batched pass, numpy)."""
+        k = chunk.count
+        if k == 0:
+            return
+        q = self.engine.q_values(chunk.obs[:k])
+        taken = q[np.arange(k), chunk.actions[:k].astype(np.int64)]
+        bootstrap = self.engine.q_values(chunk.next_obs[:k]).max(axis=1)
+        target = chunk.rewards[:k] + chunk.discounts[:k] * bootstrap
+        chunk.priorities[:k] = np.abs(target - taken)
 
     # -- checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -166,7 +203,8 @@ class TransitionCollector:
                 "window": self.window.state_dict(),
                 "noise": self.noise.state_dict() if self.noise is not None else {},
                 "episode_return": torch.from_numpy(self.episode_return.copy()),
-                "episode_length": torch.from_numpy(self.episode_length.copy())}
+                "episode_length": torch.from_numpy(self.episode_length.copy()),
+                "vector_steps": self.vector_steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> list[str]:
         """Restore :meth:`state_dict`; returns the env attributes that could not be restored
@@ -176,6 +214,7 @@ class TransitionCollector:
                              f"({len(state['rngs'])} envs) but this collector runs envs from "
                              f"{self.env_offset} ({self.num_envs}): the env layout changed")
         self.rngs = [from_plain(r, cur) for r, cur in zip(state["rngs"], self.rngs)]
+        self.vector_steps = int(state.get("vector_steps", 0))
         if self.noise is not None:
             self.noise.load_state_dict(state["noise"])
         if state["envs_inexact"]:

@@ -129,7 +129,7 @@ class ConsoleProgress:
             return
         self.last = now
         steps, fps = int(row["env_steps"]), float(row["fps"])
-        eta = (self.total - steps) / fps if fps > 0 else math.inf
+        eta = max(self.total - steps, 0) / fps if fps > 0 else math.inf
         ret = row.get("episode_return_mean")
         ret_text = f"{ret:8.1f}" if isinstance(ret, float) and math.isfinite(ret) else "     n/a"
         print(f"steps {steps:>10,}/{self.total:,} ({100 * steps / self.total:5.1f}%) | "

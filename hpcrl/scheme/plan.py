@@ -1,10 +1,12 @@
 """The rank table of a config, as text for people and JSON for scripts (``hpcrl plan``)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from hpcrl.config.schema import Config
-from hpcrl.scheme.topology import RankRole, assign_roles, describe, required_world_size
+from hpcrl.core.epsilon import collector_epsilon
+from hpcrl.scheme.topology import (RankRole, assign_roles, collecting_ranks, describe,
+                                   required_world_size)
 
 
 def rank_device(config: Config, role: RankRole) -> str:
@@ -17,6 +19,37 @@ def rank_table(config: Config) -> list[RankRole]:
     return assign_roles(required_world_size(s), s, config.env.num_envs)
 
 
+def exploration_epsilon(config: Config, role: RankRole) -> Optional[float]:
+    """The fixed epsilon of a collecting rank under Ape-X's per-collector schedule, or None."""
+    if not (config.replay.per_collector_eps and role.collects):
+        return None
+    r, n = config.replay, collecting_ranks(config.scheme)
+    return collector_epsilon(role.env_offset // config.env.num_envs, n, r.collector_eps_base,
+                             r.collector_eps_alpha)
+
+
+def agent_summary(config: Config) -> str:
+    """The agent in words: the algorithm and what the scheme does with its data."""
+    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
+
+    a, r = config.algo, config.replay
+    if a.name not in OFF_POLICY_ALGOS:
+        vtrace = " with V-trace targets" if a.name == "impala" else ""
+        lag = (f", rollouts more than {config.scheme.max_policy_lag} updates old dropped"
+               if config.scheme.collection == "async" else "")
+        return f"{a.name}{vtrace}{lag}"
+    replay = "prioritised replay" if r.prioritized else "uniform replay"
+    if r.prioritized:
+        replay += (" (priorities from the collectors)" if r.initial_priorities == "collector"
+                   else " (new transitions at the max priority)")
+    parts = [a.name, f"{replay} of {r.buffer_size:,}"]
+    if r.n_step > 1:
+        parts.append(f"{r.n_step}-step returns")
+    if r.per_collector_eps:
+        parts.append("per-collector epsilon")
+    return ", ".join(parts)
+
+
 def plan_json(config: Config) -> dict[str, Any]:
     s = config.scheme
     ranks = []
@@ -24,11 +57,15 @@ def plan_json(config: Config) -> dict[str, Any]:
         d = r.to_dict()
         d["device"] = rank_device(config, r)
         d["envs"] = [r.env_offset, r.env_offset + r.num_envs] if r.collects else []
+        eps = exploration_epsilon(config, r)
+        if eps is not None:
+            d["epsilon"] = eps
         ranks.append(d)
     total_envs = sum(r.num_envs for r in rank_table(config))
     return {"world_size": required_world_size(s), "preset": s.preset, "summary": describe(s),
-            "collection": s.collection, "gradients": s.gradients, "update": s.update,
-            "total_envs": total_envs, "ranks": ranks}
+            "agent": agent_summary(config), "collection": s.collection,
+            "gradients": s.gradients, "update": s.update, "total_envs": total_envs,
+            "ranks": ranks}
 
 
 def _ranks(ranks: tuple[int, ...]) -> str:
@@ -42,6 +79,7 @@ def plan_text(config: Config) -> str:
              f"collection {s.collection}, gradients {s.gradients}, update {s.update}"
              + (f", all-reduce {s.allreduce}" if s.update == "decentralized"
                 and s.gradient_workers > 1 else ""),
+             f"agent: {info['agent']}",
              f"world size: {info['world_size']}   (mpiexec -n {info['world_size']} hpcrl train ...)",
              f"envs: {info['total_envs']} in all, {config.env.num_envs} per collecting rank", "",
              f"{'rank':>4}  {'role':<16} {'group':>5}  {'feeds':<10} {'fed by':<12} "
@@ -49,6 +87,8 @@ def plan_text(config: Config) -> str:
     for r in rank_table(config):
         envs = f"{r.env_offset}-{r.env_offset + r.num_envs - 1}" if r.collects else "-"
         group = "-" if r.group < 0 else str(r.group)
+        eps = exploration_epsilon(config, r)
         lines.append(f"{r.rank:>4}  {r.role:<16} {group:>5}  {_ranks(r.feeds):<10} "
-                     f"{_ranks(r.fed_by):<12} {rank_device(config, r):<7} {envs}")
+                     f"{_ranks(r.fed_by):<12} {rank_device(config, r):<7} {envs}"
+                     + (f"  epsilon {eps:.4f}" if eps is not None else ""))
     return "\n".join(lines)

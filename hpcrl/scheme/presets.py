@@ -1,4 +1,9 @@
-"""Named topologies: each is a set of scheme keys; keys a user sets explicitly win."""
+"""Named topologies: each is a set of scheme keys; keys a user sets explicitly win.
+
+The presets of named architectures (IMPALA, Ape-X, asynchronous SAC) also bring the agent
+that defines them (:data:`PRESET_AGENTS`): default keys of other sections, filled in under
+whatever the config sets itself.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -20,6 +25,24 @@ PRESETS: dict[str, dict[str, Any]] = {
     # asynchronous collection: collectors stream rollouts, the learner bounds the policy lag
     "async-ppo": {"gradient_workers": 1, "collectors_per_worker": 2, "collection": "async",
                   "gradients": "sync", "update": "decentralized", "max_policy_lag": 2},
+    # IMPALA: collectors stream rollouts, the learner corrects their lag with V-trace
+    "impala": {"gradient_workers": 1, "collectors_per_worker": 2, "collection": "async",
+               "gradients": "sync", "update": "decentralized", "max_policy_lag": 8},
+    # Ape-X: collectors with their own epsilon stream prioritised transitions into the replay
+    "apex": {"gradient_workers": 1, "collectors_per_worker": 2, "collection": "async",
+             "gradients": "sync", "update": "decentralized"},
+    # SAC with collectors streaming transitions into the learner's replay
+    "async-sac": {"gradient_workers": 1, "collectors_per_worker": 2, "collection": "async",
+                  "gradients": "sync", "update": "decentralized"},
+}
+
+# the agent each named architecture stands for: defaults under the config's own keys
+PRESET_AGENTS: dict[str, dict[str, dict[str, Any]]] = {
+    "impala": {"algo": {"name": "impala"}},
+    "apex": {"algo": {"name": "dqn"},
+             "replay": {"prioritized": True, "n_step": 3, "per_collector_eps": True,
+                        "initial_priorities": "collector"}},
+    "async-sac": {"algo": {"name": "sac"}},
 }
 
 
@@ -35,3 +58,18 @@ def apply_preset(scheme: dict[str, Any]) -> dict[str, Any]:
         else:
             base[key] = value
     return base
+
+
+def apply_preset_agent(data: dict[str, Any]) -> dict[str, Any]:
+    """The whole config ``data`` with its preset's agent defaults filled in."""
+    scheme = data.get("scheme")
+    name = scheme.get("preset") if isinstance(scheme, dict) else None
+    agent = PRESET_AGENTS.get(name or "")
+    if not agent:
+        return data
+    out = dict(data)
+    for section, defaults in agent.items():
+        own = out.get(section)
+        out[section] = {**defaults, **own} if isinstance(own, dict) else (
+            dict(defaults) if own is None else own)
+    return out

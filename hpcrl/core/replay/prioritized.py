@@ -15,6 +15,7 @@ import torch
 
 from hpcrl.core.replay.buffer import ReplayBatch, ReplayBuffer
 from hpcrl.core.replay.sumtree import SumTree
+from hpcrl.core.replay.transitions import Transitions
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -31,6 +32,14 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     def _written(self, rows: np.ndarray) -> None:
         self.tree.update(rows, np.full(len(rows), self.max_priority ** self.alpha))
+
+    def add(self, chunk: Transitions) -> np.ndarray:
+        """Append the chunk's rows: at the priorities it carries (computed by its collector),
+        or else at the largest priority seen so far."""
+        rows = super().add(chunk)
+        if chunk.layout.priorities and len(rows):
+            self.update_priorities(rows, chunk.priorities[:chunk.count][-len(rows):])
+        return rows
 
     def sample(self, batch_size: int, beta: float = 1.0) -> ReplayBatch:
         """``batch_size`` rows by priority, with importance weights for exponent ``beta``."""

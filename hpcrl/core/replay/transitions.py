@@ -20,11 +20,13 @@ _HEADER = 7
 
 @dataclass(frozen=True)
 class TransitionLayout:
-    """Shapes of a chunk: at most ``capacity`` rows of one observation and action shape."""
+    """Shapes of a chunk: at most ``capacity`` rows of one observation and action shape,
+    with an initial replay priority per row when ``priorities`` is set."""
 
     capacity: int
     obs_shape: tuple[int, ...]
     action_shape: tuple[int, ...]
+    priorities: bool = False
 
     def fields(self) -> Iterator[tuple[str, tuple[int, ...]]]:
         """Name and shape of each row field, in buffer order."""
@@ -36,6 +38,8 @@ class TransitionLayout:
         yield "next_obs", c + self.obs_shape
         yield "episode_returns", c
         yield "episode_lengths", c
+        if self.priorities:
+            yield "priorities", c
 
     @property
     def data_size(self) -> int:
@@ -54,7 +58,8 @@ class Transitions:
     ``reward + discount * V(next_obs)`` (``discount`` is 0 after a termination).
     Actions are stored as float32: Discrete indices, or Box actions in the policy's
     ``[-1, 1]`` space. ``episode_returns[:episodes]`` / ``episode_lengths[:episodes]`` list
-    the undiscounted returns and lengths of the episodes that ended in this chunk.
+    the undiscounted returns and lengths of the episodes that ended in this chunk, and
+    ``priorities[:count]`` (if the layout has them) the rows' initial replay priorities.
     """
 
     obs: np.ndarray
@@ -64,6 +69,7 @@ class Transitions:
     next_obs: np.ndarray
     episode_returns: np.ndarray
     episode_lengths: np.ndarray
+    priorities: np.ndarray  # only when the layout has them
 
     def __init__(self, layout: TransitionLayout, data: np.ndarray, header: np.ndarray) -> None:
         if data.size != layout.data_size or header.size != _HEADER:

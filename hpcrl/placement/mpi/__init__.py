@@ -13,6 +13,7 @@ from typing import IO, Any, Optional
 import torch
 
 from hpcrl.comm import install_abort_handler
+from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import Config
 from hpcrl.placement.mpi.job import MpiJob, build_job, wants_mpi
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
@@ -53,6 +54,7 @@ def train_mpi(config: Config, run_dir: Path, resume: bool = False,
         torch.set_num_threads(config.train.torch_threads)
     seed_everything(config.seed)
     job = build_job(config)
+    _action_space_check(job)
     install_abort_handler(job.world, job.describe)
     STOP_REQUEST.install()
     run = RunDir(Path(run_dir))
@@ -67,7 +69,11 @@ def train_mpi(config: Config, run_dir: Path, resume: bool = False,
         stats = _stat_names(config)
         leader = Leader(job, run, stats, state, console) if job.is_leader else None
         asynchronous = config.scheme.gradients == "async"
-        if role == UPDATER:
+        if config.algo.name in OFF_POLICY_ALGOS:
+            from hpcrl.placement.mpi.replay_learner_rank import ReplayLearnerRank
+
+            ranked = ReplayLearnerRank(job, state, leader)
+        elif role == UPDATER:
             ranked = (AsyncUpdaterRank if asynchronous else SyncUpdaterRank)(job, state, leader)
         elif asynchronous:
             ranked = AsyncWorkerRank(job, state)
@@ -85,6 +91,24 @@ def collector_state(state: Optional[dict[str, Any]], offset: int) -> Optional[di
 
 
 def _stat_names(config: Config) -> tuple[str, ...]:
+    """The loss terms the progress rows hold (and, off-policy, the replay ratio)."""
+    if config.algo.name in OFF_POLICY_ALGOS:
+        from hpcrl.core.algorithms.offpolicy import OFF_POLICY_ALGORITHMS
+
+        return OFF_POLICY_ALGORITHMS[config.algo.name].stat_names + ("replay_ratio",)
     from hpcrl.core.algorithms import ALGORITHMS
 
     return ALGORITHMS[config.algo.name].stat_names
+
+
+def _action_space_check(job: MpiJob) -> None:
+    """Every rank exits with status 2 when the algorithm cannot act in the env."""
+    if job.config.algo.name not in OFF_POLICY_ALGOS:
+        return
+    from hpcrl.core.algorithms.offpolicy import action_space_problem
+
+    problem = action_space_problem(job.config.algo.name, job.spaces, job.config.env.id)
+    if problem:
+        if job.is_leader:
+            print(f"hpcrl: {problem}", file=sys.stderr, flush=True)
+        sys.exit(2)

@@ -4,6 +4,9 @@ Synchronous: wait for a weights message (which carries the leader's command), co
 rollout (stopping early when its gradient worker says the stragglers may stop), send it.
 Asynchronous: never wait; take the newest weights that arrived between rollouts, keep one
 rollout in flight while the next is collected, and stop when a STOP command arrives.
+
+The collector of an off-policy agent runs the same asynchronous loop with transition
+chunks of ``algo.num_steps`` steps instead of rollouts (its learner holds the replay).
 """
 from __future__ import annotations
 
@@ -14,11 +17,14 @@ from typing import Any, Optional
 import numpy as np
 
 from hpcrl.comm import irecv, isend, wait
+from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.core.envs import make_vector_env
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.protocol import TAG_FINAL, TAG_PREEMPT, TAG_ROLLOUT, TAG_STATE, TAG_WEIGHTS
 from hpcrl.roles.collector import Collector
 from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP, Weights
+from hpcrl.roles.transition_collector import TransitionCollector, stream_layout
+from hpcrl.scheme import collecting_ranks
 
 
 class PreemptListener:
@@ -58,27 +64,61 @@ class CollectorRank:
         self.job, self.world = job, job.world
         self.worker = job.workers[job.role.group]
         self.envs = make_vector_env(cfg.env, cfg.env.num_envs)
-        self.actor = job.new_actor(job.device)
-        self.collector = Collector(self.envs, self.actor, cfg.env, cfg.algo.gamma, cfg.seed,
-                                   job.role.env_offset, collector_id=job.rank)
+        if cfg.algo.name in OFF_POLICY_ALGOS:
+            self.collector: Any = self._transition_collector()
+        else:
+            self.actor = job.new_actor(job.device)
+            self.collector = Collector(self.envs, self.actor, cfg.env, cfg.algo.gamma,
+                                       cfg.seed, job.role.env_offset, collector_id=job.rank)
+            self.weights = Weights.empty_like(self.actor)
+            layout = job.layout()
+            self.buffers = [layout.new(), layout.new()]
+            self.fill = self.collector.collect
         if resume_state is not None:
             self.collector.load_state_dict(resume_state)
-        self.weights = Weights.empty_like(self.actor)
-        layout = job.layout()
-        self.buffers = [layout.new(), layout.new()]
         p = cfg.scheme.preemption
         self.preempt = (PreemptListener(self.world, self.worker,
                                         math.ceil(p.fraction_samples * cfg.algo.num_steps))
                         if p.fraction_workers < 1.0 or p.fraction_samples < 1.0 else None)
+        # a replay learner may hold this rank back (rate limit): chunks go out synchronously
+        self.held = cfg.algo.name in OFF_POLICY_ALGOS
         self.sent = 0
+        self.unsent = False  # a collected rollout is waiting to be sent
         self.state_sends: list = []
         self.preempted = False
         self.requests: list = []
 
+    def _transition_collector(self) -> TransitionCollector:
+        """An off-policy collector streaming chunks of ``algo.num_steps`` steps per env."""
+        from hpcrl.core.algorithms.offpolicy import make_policy
+
+        job, cfg = self.job, self.job.config
+        policy = make_policy(cfg, job.spaces)
+        n = cfg.env.num_envs
+        collector = TransitionCollector(self.envs, policy, cfg, job.role.env_offset, job.rank,
+                                        job.total_envs, job.role.env_offset // n,
+                                        collecting_ranks(cfg.scheme))
+        self.weights = Weights.empty_like(policy)
+        layout = stream_layout(cfg, job.spaces.obs_shape, job.spaces.action_shape, n)
+        self.buffers = [layout.new(), layout.new()]
+        steps, total = cfg.algo.num_steps, job.total_envs
+
+        def fill(chunk: Any) -> None:
+            collector.collect(chunk, steps, collector.vector_steps * total)
+
+        self.fill = fill
+        return collector
+
     def _send_state(self) -> None:
-        """Send this rank's state to the leader without waiting for it to be received."""
-        self.state_sends.append(self.world.isend(self.collector.state_dict(), dest=0,
-                                                 tag=TAG_STATE))
+        """Send this rank's state to the leader without waiting for it to be received.
+
+        ``sent_before`` counts the rollouts this state comes after (one collected but not
+        yet sent included; it goes out next), so the learner can take them all before it
+        writes the checkpoint.
+        """
+        state = self.collector.state_dict()
+        state["sent_before"] = self.sent + int(self.unsent)
+        self.state_sends.append(self.world.isend(state, dest=0, tag=TAG_STATE))
 
     def run(self) -> None:
         try:
@@ -133,23 +173,27 @@ class CollectorRank:
 
     def _run_async(self) -> None:
         self.requests = [irecv(self.world, self.weights.buffers, self.worker, TAG_WEIGHTS), None]
+        wait(self.requests[0])  # act with the learner's weights from the first step
         pending: list = []
         turn = 0
         stopping = self._service_weights()
         while not stopping:
             rollout = self.buffers[turn]
-            self.collector.collect(rollout)
+            self.fill(rollout)
+            self.unsent = True
             # the previous rollout may still be in flight: keep answering commands meanwhile
             while pending and not all(r.Test() for r in pending) and not stopping:
                 stopping = self._service_weights()
                 time.sleep(2e-4)
-            if stopping:
-                break
-            pending = [isend(self.world, rollout.header, self.worker, TAG_ROLLOUT),
-                       isend(self.world, rollout.data, self.worker, TAG_ROLLOUT)]
+            for request in pending:
+                wait(request)
+            pending = [isend(self.world, rollout.header, self.worker, TAG_ROLLOUT, self.held),
+                       isend(self.world, rollout.data, self.worker, TAG_ROLLOUT, self.held)]
             self.sent += 1
+            self.unsent = False
             turn ^= 1
-            stopping = self._service_weights()
+            if not stopping:
+                stopping = self._service_weights()
         for request in pending:
             wait(request)
         self.world.Send(np.array([self.sent], np.int64), dest=self.worker, tag=TAG_FINAL)

@@ -1,0 +1,259 @@
+"""The learner rank of an off-policy scheme (Ape-X, asynchronous SAC): replay and updates.
+
+One loop, read top to bottom:
+
+1. take every transition chunk that arrived from the collectors into the replay;
+2. take gradient steps while the learner is behind the replay ratio of the config
+   (``replay.gradient_steps`` per ``replay.train_freq`` steps of ``env.num_envs`` envs, the
+   same ratio as in one process), then offer the new weights to the collectors (those busy
+   get them as soon as they are free);
+3. once an update's worth of env steps arrived (``algo.num_steps`` per env of the job),
+   record a progress row and act on the leader's command: checkpoint, stop.
+
+When the learner falls more than ``replay.ratio_tolerance`` gradient steps behind that
+ratio, it stops re-posting the receives of the collectors whose chunk it just took; their
+synchronous sends then wait, holding them back until the learner caught up (a rate
+limiter). With ``ratio_tolerance = -1`` collectors never wait: a learner that cannot keep
+up trains all the time at the replay ratio it reaches (column ``replay_ratio``).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from hpcrl.comm import irecv, probe_any, wait
+from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm
+from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.placement.mpi.latest_weights import LatestWeights
+from hpcrl.placement.mpi.leader import Leader
+from hpcrl.placement.mpi.protocol import (CHECKPOINT, PREEMPTED, STOP, TAG_FINAL, TAG_ROLLOUT,
+                                          TAG_STATE, ReportLayout)
+from hpcrl.roles.replay_learner import ReplayLearner, make_replay
+from hpcrl.roles.transition_collector import stream_layout
+from hpcrl.runtime.cpu import retain_freed_memory
+
+
+@dataclass
+class UpdateFigures:
+    """What arrived and what was trained since the last progress row."""
+
+    env_steps: int = 0
+    chunks: int = 0
+    episodes: int = 0
+    return_sum: float = 0.0
+    length_sum: float = 0.0
+    lag_sum: float = 0.0
+    collect_s: float = 0.0
+    wait_s: float = 0.0
+    compute_s: float = 0.0
+    comm_s: float = 0.0
+    gradient_steps: int = 0
+    grad_norm_sum: float = 0.0
+    rounds: int = 0
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+class ReplayLearnerRank:
+    """Holds the replay and the algorithm; talks to every collector of the job."""
+
+    def __init__(self, job: MpiJob, resume: Optional[dict[str, Any]], leader: Leader) -> None:
+        cfg, spaces = job.config, job.spaces
+        self.job, self.world, self.leader = job, job.world, leader
+        retain_freed_memory()
+        algorithm = make_offpolicy_algorithm(cfg, spaces)
+        replay = make_replay(cfg, spaces.obs_shape, spaces.action_shape, spaces.discrete)
+        self.learner = ReplayLearner(algorithm, replay, cfg)
+        self.actor = algorithm.policy
+        self.collectors = job.my_collectors
+        layout = stream_layout(cfg, spaces.obs_shape, spaces.action_shape, cfg.env.num_envs)
+        self.inbox = [layout.new() for _ in self.collectors]
+        self.heads = [None] * len(self.collectors)
+        self.bodies = [None] * len(self.collectors)
+        self.received = [0] * len(self.collectors)
+        self.parked: list[int] = []  # collectors held back: no receive posted
+        for i in range(len(self.collectors)):
+            self._post(i)
+        self.weights = LatestWeights(self.world, self.collectors)
+        r = cfg.replay
+        self.tolerance = r.ratio_tolerance
+        per_round = r.gradient_steps if r.gradient_steps >= 0 else r.train_freq * cfg.env.num_envs
+        self.round = max(per_round, 1)
+        self.ratio = per_round / (r.train_freq * cfg.env.num_envs)
+        self.per_update = cfg.algo.num_steps * job.total_envs
+        self.layout = ReportLayout(self.learner.stat_names)
+        self.row = UpdateFigures()
+        self.preempted = False
+        if resume is not None:
+            state = resume["placement"]["updater"]
+            self.learner.load_state_dict(state["learner"])
+            self.row = UpdateFigures(**state["row"])
+
+    # -- chunks ------------------------------------------------------------------------------
+    def _post(self, i: int) -> None:
+        c, chunk = self.collectors[i], self.inbox[i]
+        self.heads[i] = irecv(self.world, chunk.header, c, TAG_ROLLOUT)
+        self.bodies[i] = irecv(self.world, chunk.data, c, TAG_ROLLOUT)
+
+    @property
+    def env_steps(self) -> int:
+        """Env steps of the job that reached the replay."""
+        return self.leader.env_steps + self.row.env_steps
+
+    def _holding(self) -> bool:
+        """Whether the learner is too far behind the replay ratio to take more chunks."""
+        return self.tolerance >= 0 and self._due_steps() > self.tolerance
+
+    def _take_chunks(self, keep: bool = True, whole: bool = False) -> int:
+        """Receive the chunks that arrived (into the replay unless ``keep`` is False), up
+        to a full update's worth unless ``whole``; while the learner is behind, a collector
+        whose chunk was taken is parked."""
+        started, taken = time.perf_counter(), 0
+        holding = keep and self._holding()
+        limit = self.per_update if keep and not whole else float("inf")
+        if not holding and self.parked:
+            for i in self.parked:
+                self._post(i)
+            self.parked = []
+        for i in range(len(self.collectors)):
+            if i in self.parked:
+                continue
+            while self.row.env_steps < limit and self.heads[i].Test():
+                wait(self.bodies[i])
+                if keep:
+                    self._add(self.inbox[i])
+                self.received[i] += 1
+                taken += 1
+                if holding:
+                    self.parked.append(i)
+                    break
+                self._post(i)
+        self.row.comm_s += time.perf_counter() - started
+        return taken
+
+    def _add(self, chunk: Any) -> None:
+        self.learner.add(chunk)
+        row = self.row
+        returns, lengths = chunk.finished_episodes()
+        row.env_steps += chunk.env_steps
+        row.chunks += 1
+        row.episodes += len(returns)
+        row.return_sum += float(returns.sum())
+        row.length_sum += float(lengths.sum())
+        row.lag_sum += self.learner.version - chunk.weights_version
+        row.collect_s += chunk.collect_seconds
+
+    # -- training ----------------------------------------------------------------------------
+    def _due_steps(self) -> int:
+        """Gradient steps the replay ratio asks for that were not taken yet."""
+        if not self.learner.ready(self.env_steps):
+            return 0
+        target = self.ratio * (self.env_steps - self.job.config.replay.learning_starts)
+        return int(target) - self.learner.version
+
+    def _train(self) -> bool:
+        """At most one round of due gradient steps, then offer the new weights."""
+        n = min(self._due_steps(), self.round)
+        if n <= 0:
+            return False
+        started = time.perf_counter()
+        stats = self.learner.train(n, self.env_steps)
+        row = self.row
+        row.gradient_steps += n
+        row.rounds += 1
+        row.grad_norm_sum += stats.pop("grad_norm", 0.0) * n
+        stats.pop("learning_rate", None)
+        for name, value in stats.items():
+            row.stats[name] = row.stats.get(name, 0.0) + value
+        t = time.perf_counter()
+        row.compute_s += t - started
+        self.weights.offer(self.learner.weights(), block=False)
+        row.comm_s += time.perf_counter() - t
+        return True
+
+    # -- records -----------------------------------------------------------------------------
+    def _report(self) -> np.ndarray:
+        row = self.row
+        report = self.layout.new()
+        self.layout.fill(
+            report, env_steps=row.env_steps, episodes=row.episodes, return_sum=row.return_sum,
+            length_sum=row.length_sum, policy_lag=row.lag_sum / max(row.chunks, 1),
+            time_collect_s=row.collect_s / max(row.chunks, 1), time_wait_s=row.wait_s,
+            time_compute_s=row.compute_s, time_communicate_s=row.comm_s,
+            gradients=1, applied=row.gradient_steps, grad_norm_sum=row.grad_norm_sum,
+            learning_rate=self.learner.algorithm.learning_rate,
+            replay_ratio=row.gradient_steps / max(row.env_steps, 1))
+        for name, value in row.stats.items():
+            report[self.layout.index(name)] = value / row.rounds
+        return report
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> None:
+        self.weights.offer(self.learner.weights(), block=False)
+        idle = 50e-6
+        while True:
+            busy = self._take_chunks() > 0
+            busy = self._train() or busy
+            self.weights.push()
+            if self.row.env_steps >= self.per_update:
+                command = self._end_update()
+                if command & STOP:
+                    break
+            if busy:
+                idle = 50e-6
+            else:
+                time.sleep(idle)
+                self.row.wait_s += idle
+                idle = min(idle * 2, 2e-3)
+        self._drain()
+        self.leader.finish(self.actor)
+
+    def _end_update(self) -> int:
+        self.leader.record(self._report()[None, :])
+        self.row = UpdateFigures()
+        command = self.leader.control()
+        self.preempted = bool(command & PREEMPTED)
+        if command:
+            message = self.learner.weights()
+            self.weights.offer(message.set_command(command), block=True)
+        if command & CHECKPOINT:
+            self._checkpoint()
+        return command
+
+    def _checkpoint(self) -> None:
+        """Take each collector's state and every chunk sent before it, then write."""
+        states: dict[int, dict[str, Any]] = {}
+        while len(states) < len(self.collectors):
+            envelope = probe_any(self.world, tag=TAG_STATE)
+            if envelope is None:
+                if not self._take_chunks(whole=True):
+                    time.sleep(1e-3)
+                continue
+            states[envelope.source] = self.world.recv(source=envelope.source, tag=TAG_STATE)
+        for i, rank in enumerate(self.collectors):
+            while self.received[i] < states[rank]["sent_before"]:
+                if i in self.parked:  # it owes a chunk the checkpoint must hold
+                    self.parked.remove(i)
+                    self._post(i)
+                if not self._take_chunks(whole=True):
+                    time.sleep(1e-3)
+        learner_state = {"learner": self.learner.state_dict(), "row": asdict(self.row)}
+        self.leader.write_checkpoint(self.actor, learner_state, list(states.values()))
+
+    def _drain(self) -> None:
+        """After STOP: wait for every collector's final count, dropping late chunks."""
+        for i in self.parked:
+            self._post(i)
+        self.parked = []
+        self.weights.drain()
+        for i, rank in enumerate(self.collectors):
+            final = np.zeros(1, np.int64)
+            request = irecv(self.world, final, rank, TAG_FINAL)
+            while not (request.Test() and self.received[i] >= int(final[0])):
+                if not self._take_chunks(keep=False):
+                    time.sleep(1e-3)
+            for pending in (self.heads[i], self.bodies[i]):
+                pending.Cancel()
+                pending.Wait()
