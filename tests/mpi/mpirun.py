@@ -48,3 +48,28 @@ def rows(run_dir: Path) -> list[dict[str, str]]:
 
 def column(run_dir: Path, name: str) -> list[float]:
     return [float(r[name]) for r in rows(run_dir)]
+
+
+def start_training(n: int, run_dir: Path, sets: list[str],
+                   config: Optional[Path] = None) -> subprocess.Popen:
+    """``mpiexec -n N hpcrl train [CONFIG]`` in the background (for signal tests)."""
+    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "hpcrl.cli", "train",
+           *([str(config)] if config is not None else []), "--run-dir", str(run_dir)]
+    for item in FAST + sets:
+        cmd += ["--set", item]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def signal_after_rows(job: subprocess.Popen, run_dir: Path, count: int, signum: int,
+                      within_s: float = 60) -> None:
+    """Send ``signum`` to the job once ``progress.csv`` holds more than ``count`` rows."""
+    import time
+
+    progress = run_dir / "progress.csv"
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if progress.exists() and len(progress.read_text().splitlines()) > count + 1:
+            break
+        time.sleep(0.1)
+    job.send_signal(signum)  # mpiexec forwards it to every rank

@@ -2,13 +2,11 @@
 checkpointed once, the job exits 3, and the resumed job ends where an uninterrupted one
 does."""
 import signal
-import subprocess
-import time
 
 import pytest
 import torch
 
-from mpirun import FAST, ROOT, mpiexec, rows, run, train
+from mpirun import rows, run, signal_after_rows, start_training, train
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.runtime.signals import EXIT_PREEMPTED
@@ -17,28 +15,11 @@ SETS = ["scheme.preset=ddppo", "scheme.allreduce=mpi", "train.total_env_steps=20
         "train.checkpoint_every=1000"]
 
 
-def launch(run_dir):
-    import os
-    import sys
-    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", "hpcrl.cli", "train", "--run-dir",
-           str(run_dir)]
-    for item in FAST + SETS:
-        cmd += ["--set", item]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
-
-
 @pytest.mark.timeout(180)
 def test_usr1_checkpoints_stops_and_resumes_to_the_same_weights(tmp_path):
     train(2, tmp_path / "whole", SETS)
-    job = launch(tmp_path / "cut")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        progress = tmp_path / "cut" / "progress.csv"
-        if progress.exists() and len(progress.read_text().splitlines()) > 6:
-            break
-        time.sleep(0.1)
-    job.send_signal(signal.SIGUSR1)  # mpiexec forwards it to every rank
+    job = start_training(2, tmp_path / "cut", SETS)
+    signal_after_rows(job, tmp_path / "cut", 5, signal.SIGUSR1)
     _, err = job.communicate(timeout=60)
     assert job.returncode == EXIT_PREEMPTED, err[-2000:]
     assert "--resume" in err
