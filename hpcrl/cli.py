@@ -74,7 +74,10 @@ def _train_mpi(cfg, run, resume: bool) -> None:
     if not resume and run.checkpoint_path.exists():
         raise click.UsageError(f"'{run.path}' already holds a run; resume it with "
                                f"--resume {run.path} or pick another --run-dir")
+    from hpcrl.comm import finalize_mpi
+
     role = train_mpi(cfg, run.path, resume=resume, console=sys.stderr)
+    finalize_mpi()
     if role.preempted:
         _exit_preempted(run.path)
 

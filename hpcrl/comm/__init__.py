@@ -29,7 +29,7 @@ from hpcrl.comm.buffers import (
     wait_probe,
 )
 from hpcrl.comm.rendezvous import destroy_gradient_group, init_gradient_group
-from hpcrl.comm.world import SelfComm, WorldInfo, split_by_role, world_comm
+from hpcrl.comm.world import SelfComm, WorldInfo, finalize_mpi, finish_world, split_by_role, world_comm
 
 __all__ = [
     "DEFAULT_POLL",
@@ -59,4 +59,6 @@ __all__ = [
     "wait_any",
     "wait_probe",
     "world_comm",
+    "finish_world",
+    "finalize_mpi",
 ]

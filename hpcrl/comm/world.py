@@ -139,3 +139,20 @@ def split_by_role(comm: Comm, color: int, key: int) -> Comm:
     if color < 0:
         raise ValueError(f"color must be >= 0 (got {color}); every rank must join some group")
     return comm.Split(color, key)
+
+
+def finish_world(comm: Comm, role_comms: list[Any]) -> None:
+    """End this rank's part in the job: free its role communicators and meet every rank."""
+    for role_comm in role_comms:
+        if role_comm is not None and not isinstance(role_comm, SelfComm):
+            role_comm.Free()
+    comm.Barrier()
+
+
+def finalize_mpi() -> None:
+    """Finalise MPI now, while the interpreter is whole, rather than from mpi4py's exit
+    hook during interpreter teardown (where ranks of a Slurm PMI-2 step were seen to hang
+    now and then after the others had left)."""
+    MPI = try_mpi()
+    if MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
+        MPI.Finalize()

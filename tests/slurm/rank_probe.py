@@ -35,6 +35,10 @@ def record() -> None:
 
 
 if __name__ == "__main__":
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR2, all_threads=True)  # `kill -USR2 PID`: a hung rank's stack
     record()
     from hpcrl.cli import main
 

@@ -12,7 +12,7 @@ from typing import IO, Any, Optional
 
 import torch
 
-from hpcrl.comm import install_abort_handler
+from hpcrl.comm import finish_world, install_abort_handler
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import Config
 from hpcrl.placement.mpi.job import MpiJob, build_job, wants_mpi
@@ -80,7 +80,7 @@ def train_mpi(config: Config, run_dir: Path, resume: bool = False,
         else:
             ranked = WorkerRank(job, state, leader)
     ranked.run()
-    job.world.Barrier()
+    finish_world(job.world, [job.learners, job.gradient])
     return ranked
 
 

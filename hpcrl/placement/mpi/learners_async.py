@@ -132,7 +132,8 @@ class AsyncUpdaterRank:
         self.collecting = sum(1 for r in job.table if r.collects)
         self.states: dict[int, dict[str, Any]] = {}
         self.written = 0
-        self.checkpoint_for: set[int] = set()
+        self.checkpoint_for: set[int] = set()  # workers still to be told of the open round
+        self.round_open = False  # a checkpoint round whose states are not all in yet
         self.asynchrony: list[float] = []
         self.preempted = False
 
@@ -165,7 +166,17 @@ class AsyncUpdaterRank:
                                          list(self.states.values()))
             self.states = {}
             self.written += 1
+            self.round_open = False
         return True
+
+    def _open_round(self, workers: set[int]) -> None:
+        """Ask ``workers`` for their states, unless a round is still open: rounds never
+        overlap, so each worker's state of a round is the one written with it (a worker
+        told twice would send two states, and one of them would be written with another
+        worker's older one and leave the last unread)."""
+        if not self.round_open:
+            self.checkpoint_for = set(workers)
+            self.round_open = True
 
     def run(self) -> None:
         cfg = self.job.config
@@ -179,7 +190,7 @@ class AsyncUpdaterRank:
                 self.asynchrony = []
                 self.leader.record(report[None, :], gradient_asynchrony=async_mean)
                 if self.leader.checkpoint_due():
-                    self.checkpoint_for = set(range(len(self.workers)))
+                    self._open_round(set(range(len(self.workers))))
             gradient = self.inbox[i]
             command = STOP if self.leader.done else 0
             if self.leader.preempted:
@@ -190,8 +201,9 @@ class AsyncUpdaterRank:
                 gradient.info[3] = min(self.leader.env_steps / cfg.train.total_env_steps, 1.0)
                 self.updater.step(gradient)
             elif final_written is None:
-                final_written = self.written + 1  # every worker's STOP asks for its state
-                self.checkpoint_for.update(active)
+                # the last checkpoint: the open round, or a new one for every worker's STOP
+                self._open_round(set(active))
+                final_written = self.written + 1
             if i in self.checkpoint_for:
                 command |= CHECKPOINT
                 self.checkpoint_for.discard(i)
