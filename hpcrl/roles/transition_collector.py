@@ -41,16 +41,20 @@ def chunk_layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple
     """A layout big enough for the longest chunk of this config: one training interval
     (or one update) of steps, plus the windows an n-step window may flush."""
     steps = min(config.replay.train_freq, config.algo.num_steps)
-    return TransitionLayout((steps + config.replay.n_step - 1) * num_envs, obs_shape,
-                            action_shape, config.replay.initial_priorities == "collector")
+    return _layout(config, obs_shape, action_shape, num_envs, steps)
 
 
 def stream_layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
                   num_envs: int) -> TransitionLayout:
     """The layout of the chunks a collector rank streams: ``algo.num_steps`` steps each."""
-    return TransitionLayout((config.algo.num_steps + config.replay.n_step - 1) * num_envs,
-                            obs_shape, action_shape,
-                            config.replay.initial_priorities == "collector")
+    return _layout(config, obs_shape, action_shape, num_envs, config.algo.num_steps)
+
+
+def _layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
+            num_envs: int, steps: int) -> TransitionLayout:
+    """Chunks of ``steps`` steps per env, plus the windows an n-step window may flush."""
+    return TransitionLayout((steps + config.replay.n_step - 1) * num_envs, obs_shape,
+                            action_shape, config.replay.initial_priorities == "collector")
 
 
 class TransitionCollector:

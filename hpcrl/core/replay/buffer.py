@@ -64,19 +64,24 @@ class ReplayBuffer:
 
     # -- writing -----------------------------------------------------------------------------
     def add(self, chunk: Transitions) -> np.ndarray:
-        """Append the valid rows of ``chunk``; returns the rows they were written to."""
+        """Append the valid rows of ``chunk`` (with the initial priorities it carries, if
+        any); returns the rows they were written to."""
         k = chunk.count
+        priorities = chunk.priorities[:k] if chunk.layout.priorities else None
         return self.add_rows(chunk.obs[:k], chunk.actions[:k], chunk.rewards[:k],
-                             chunk.discounts[:k], chunk.next_obs[:k])
+                             chunk.discounts[:k], chunk.next_obs[:k], priorities)
 
     def add_rows(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
-                 discounts: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
-        """Append transitions given as arrays of equal length."""
+                 discounts: np.ndarray, next_obs: np.ndarray,
+                 priorities: Optional[np.ndarray] = None) -> np.ndarray:
+        """Append transitions given as arrays of equal length (``priorities``: their
+        initial replay priorities, for a prioritised buffer)."""
         k = len(rewards)
         if k > self.capacity:  # only the newest fit; they land where they would have
             keep = slice(k - self.capacity, k)
             obs, actions, rewards = obs[keep], actions[keep], rewards[keep]
             discounts, next_obs = discounts[keep], next_obs[keep]
+            priorities = None if priorities is None else priorities[keep]
             self.pos = (self.pos + k - self.capacity) % self.capacity
             k = self.capacity
         rows = (self.pos + np.arange(k)) % self.capacity
@@ -91,11 +96,12 @@ class ReplayBuffer:
         self.next_obs[where] = next_obs
         self.pos = (self.pos + k) % self.capacity
         self.size = min(self.size + k, self.capacity)
-        self._written(rows)
+        self._written(rows, priorities)
         return rows
 
-    def _written(self, rows: np.ndarray) -> None:
-        """Hook for subclasses: ``rows`` were just (over)written."""
+    def _written(self, rows: np.ndarray, priorities: Optional[np.ndarray]) -> None:
+        """Hook for subclasses: ``rows`` were just (over)written (uniform replay ignores
+        ``priorities``)."""
 
     # -- sampling ----------------------------------------------------------------------------
     def _gather(self, indices: np.ndarray) -> dict[str, torch.Tensor]:

@@ -8,14 +8,13 @@ the learner anneals ``beta`` towards 1 over training.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
 
 from hpcrl.core.replay.buffer import ReplayBatch, ReplayBuffer
 from hpcrl.core.replay.sumtree import SumTree
-from hpcrl.core.replay.transitions import Transitions
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -30,16 +29,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = 1.0
         self._weights = np.empty(0, np.float32)
 
-    def _written(self, rows: np.ndarray) -> None:
-        self.tree.update(rows, np.full(len(rows), self.max_priority ** self.alpha))
-
-    def add(self, chunk: Transitions) -> np.ndarray:
-        """Append the chunk's rows: at the priorities it carries (computed by its collector),
-        or else at the largest priority seen so far."""
-        rows = super().add(chunk)
-        if chunk.layout.priorities and len(rows):
-            self.update_priorities(rows, chunk.priorities[:chunk.count][-len(rows):])
-        return rows
+    def _written(self, rows: np.ndarray, priorities: Optional[np.ndarray]) -> None:
+        """New rows get the priorities they came with (computed by their collector), or
+        else the largest priority seen so far."""
+        if priorities is not None:
+            self.update_priorities(rows, priorities)
+        else:
+            self.tree.update(rows, np.full(len(rows), self.max_priority ** self.alpha))
 
     def sample(self, batch_size: int, beta: float = 1.0) -> ReplayBatch:
         """``batch_size`` rows by priority, with importance weights for exponent ``beta``."""

@@ -64,7 +64,9 @@ class CollectorRank:
         self.job, self.world = job, job.world
         self.worker = job.workers[job.role.group]
         self.envs = make_vector_env(cfg.env, cfg.env.num_envs)
-        if cfg.algo.name in OFF_POLICY_ALGOS:
+        # a replay learner may hold this rank back (rate limit): chunks go out synchronously
+        self.held = cfg.algo.name in OFF_POLICY_ALGOS
+        if self.held:
             self.collector: Any = self._transition_collector()
         else:
             self.actor = job.new_actor(job.device)
@@ -80,8 +82,6 @@ class CollectorRank:
         self.preempt = (PreemptListener(self.world, self.worker,
                                         math.ceil(p.fraction_samples * cfg.algo.num_steps))
                         if p.fraction_workers < 1.0 or p.fraction_samples < 1.0 else None)
-        # a replay learner may hold this rank back (rate limit): chunks go out synchronously
-        self.held = cfg.algo.name in OFF_POLICY_ALGOS
         self.sent = 0
         self.unsent = False  # a collected rollout is waiting to be sent
         self.state_sends: list = []

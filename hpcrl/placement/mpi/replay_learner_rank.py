@@ -24,13 +24,13 @@ from typing import Any, Optional
 
 import numpy as np
 
-from hpcrl.comm import irecv, probe_any, wait
+from hpcrl.comm import probe_any
 from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm
+from hpcrl.placement.mpi.inbox import CollectorInbox
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import LatestWeights
 from hpcrl.placement.mpi.leader import Leader
-from hpcrl.placement.mpi.protocol import (CHECKPOINT, PREEMPTED, STOP, TAG_FINAL, TAG_ROLLOUT,
-                                          TAG_STATE, ReportLayout)
+from hpcrl.placement.mpi.protocol import (CHECKPOINT, PREEMPTED, STOP, TAG_STATE, ReportLayout)
 from hpcrl.roles.replay_learner import ReplayLearner, make_replay
 from hpcrl.roles.transition_collector import stream_layout
 from hpcrl.runtime.cpu import retain_freed_memory
@@ -69,13 +69,8 @@ class ReplayLearnerRank:
         self.actor = algorithm.policy
         self.collectors = job.my_collectors
         layout = stream_layout(cfg, spaces.obs_shape, spaces.action_shape, cfg.env.num_envs)
-        self.inbox = [layout.new() for _ in self.collectors]
-        self.heads = [None] * len(self.collectors)
-        self.bodies = [None] * len(self.collectors)
-        self.received = [0] * len(self.collectors)
-        self.parked: list[int] = []  # collectors held back: no receive posted
-        for i in range(len(self.collectors)):
-            self._post(i)
+        # a collector whose receive is not posted is held back (parked)
+        self.inbox = CollectorInbox(self.world, self.collectors, layout.new)
         self.weights = LatestWeights(self.world, self.collectors)
         r = cfg.replay
         self.tolerance = r.ratio_tolerance
@@ -92,11 +87,6 @@ class ReplayLearnerRank:
             self.row = UpdateFigures(**state["row"])
 
     # -- chunks ------------------------------------------------------------------------------
-    def _post(self, i: int) -> None:
-        c, chunk = self.collectors[i], self.inbox[i]
-        self.heads[i] = irecv(self.world, chunk.header, c, TAG_ROLLOUT)
-        self.bodies[i] = irecv(self.world, chunk.data, c, TAG_ROLLOUT)
-
     @property
     def env_steps(self) -> int:
         """Env steps of the job that reached the replay."""
@@ -106,30 +96,23 @@ class ReplayLearnerRank:
         """Whether the learner is too far behind the replay ratio to take more chunks."""
         return self.tolerance >= 0 and self._due_steps() > self.tolerance
 
-    def _take_chunks(self, keep: bool = True, whole: bool = False) -> int:
-        """Receive the chunks that arrived (into the replay unless ``keep`` is False), up
-        to a full update's worth unless ``whole``; while the learner is behind, a collector
-        whose chunk was taken is parked."""
+    def _take_chunks(self, whole: bool = False) -> int:
+        """Receive the chunks that arrived into the replay, up to a full update's worth
+        unless ``whole``; while the learner is behind, a collector whose chunk was taken
+        is parked."""
         started, taken = time.perf_counter(), 0
-        holding = keep and self._holding()
-        limit = self.per_update if keep and not whole else float("inf")
-        if not holding and self.parked:
-            for i in self.parked:
-                self._post(i)
-            self.parked = []
+        holding = self._holding()
+        limit = float("inf") if whole else self.per_update
+        inbox = self.inbox
         for i in range(len(self.collectors)):
-            if i in self.parked:
-                continue
-            while self.row.env_steps < limit and self.heads[i].Test():
-                wait(self.bodies[i])
-                if keep:
-                    self._add(self.inbox[i])
-                self.received[i] += 1
+            if not holding and not inbox.posted[i]:
+                inbox.post(i)  # let a parked collector go
+            while self.row.env_steps < limit and inbox.arrived(i):
+                self._add(inbox.buffers[i])
                 taken += 1
                 if holding:
-                    self.parked.append(i)
-                    break
-                self._post(i)
+                    break  # parked: its next send waits until the receive is posted
+                inbox.post(i)
         self.row.comm_s += time.perf_counter() - started
         return taken
 
@@ -233,10 +216,9 @@ class ReplayLearnerRank:
                 continue
             states[envelope.source] = self.world.recv(source=envelope.source, tag=TAG_STATE)
         for i, rank in enumerate(self.collectors):
-            while self.received[i] < states[rank]["sent_before"]:
-                if i in self.parked:  # it owes a chunk the checkpoint must hold
-                    self.parked.remove(i)
-                    self._post(i)
+            while self.inbox.received[i] < states[rank]["sent_before"]:
+                if not self.inbox.posted[i]:  # parked, owing a chunk the checkpoint holds
+                    self.inbox.post(i)
                 if not self._take_chunks(whole=True):
                     time.sleep(1e-3)
         learner_state = {"learner": self.learner.state_dict(), "row": asdict(self.row)}
@@ -244,16 +226,5 @@ class ReplayLearnerRank:
 
     def _drain(self) -> None:
         """After STOP: wait for every collector's final count, dropping late chunks."""
-        for i in self.parked:
-            self._post(i)
-        self.parked = []
         self.weights.drain()
-        for i, rank in enumerate(self.collectors):
-            final = np.zeros(1, np.int64)
-            request = irecv(self.world, final, rank, TAG_FINAL)
-            while not (request.Test() and self.received[i] >= int(final[0])):
-                if not self._take_chunks(keep=False):
-                    time.sleep(1e-3)
-            for pending in (self.heads[i], self.bodies[i]):
-                pending.Cancel()
-                pending.Wait()
+        self.inbox.drain()

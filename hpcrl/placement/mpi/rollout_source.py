@@ -20,8 +20,9 @@ from hpcrl.comm import irecv, isend, wait, wait_any
 from hpcrl.core.envs import make_vector_env
 from hpcrl.core.rollout import Rollout
 from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.placement.mpi.inbox import CollectorInbox
 from hpcrl.placement.mpi.latest_weights import LatestWeights
-from hpcrl.placement.mpi.protocol import TAG_DONE, TAG_FINAL, TAG_PREEMPT, TAG_ROLLOUT, TAG_WEIGHTS
+from hpcrl.placement.mpi.protocol import TAG_DONE, TAG_PREEMPT, TAG_ROLLOUT, TAG_WEIGHTS
 from hpcrl.roles.collector import Collector
 from hpcrl.roles.messages import STOP, Weights
 
@@ -138,22 +139,11 @@ class AsyncCollectors:
         self.job, self.world = job, job.world
         self.collectors = job.my_collectors
         layout = job.layout()
-        self.inbox = [layout.new() for _ in self.collectors]
+        self.inbox = CollectorInbox(self.world, self.collectors, layout.new)
         self.batch = [layout.new() for _ in self.collectors]
-        self.heads = [irecv(self.world, r.header, c, TAG_ROLLOUT)
-                      for r, c in zip(self.inbox, self.collectors)]
-        self.bodies = [irecv(self.world, r.data, c, TAG_ROLLOUT)
-                       for r, c in zip(self.inbox, self.collectors)]
-        self.received = [0] * len(self.collectors)
         self.weights = LatestWeights(self.world, self.collectors)
         self.max_lag = job.config.scheme.max_policy_lag
         self.dropped = 0
-
-    def _repost(self, i: int) -> None:
-        self.received[i] += 1
-        c = self.collectors[i]
-        self.heads[i] = irecv(self.world, self.inbox[i].header, c, TAG_ROLLOUT)
-        self.bodies[i] = irecv(self.world, self.inbox[i].data, c, TAG_ROLLOUT)
 
     def publish(self, weights: Weights) -> None:
         """Offer the newest weights; a collector still reading older ones gets these as
@@ -169,16 +159,15 @@ class AsyncCollectors:
         started = time.perf_counter()
         taken = 0
         while taken < len(self.batch):
-            i, _ = wait_any(self.heads, idle=self.weights.push)
-            wait(self.bodies[i])
-            rollout = self.inbox[i]
+            i = self.inbox.next(idle=self.weights.push)
+            rollout = self.inbox.buffers[i]
             if version - rollout.weights_version > self.max_lag:
                 self.dropped += 1
             else:
                 self.batch[taken].data[:] = rollout.data
                 self.batch[taken].header[:] = rollout.header
                 taken += 1
-            self._repost(i)
+            self.inbox.post(i)
             self.weights.push()
         seconds = float(np.mean([r.collect_seconds for r in self.batch]))
         return list(self.batch), seconds, time.perf_counter() - started
@@ -191,17 +180,4 @@ class AsyncCollectors:
         last = Weights(weights.params.copy(), weights.buffers.copy())
         self.weights.offer(last.set_command(weights.command | STOP), block=True)
         self.weights.drain()
-        for i, rank in enumerate(self.collectors):
-            final = np.zeros(1, np.int64)
-            final_request = irecv(self.world, final, rank, TAG_FINAL)
-            while True:
-                if self.heads[i].Test():
-                    wait(self.bodies[i])
-                    self._repost(i)
-                    continue
-                if final_request.Test() and self.received[i] >= int(final[0]):
-                    break
-                time.sleep(1e-3)
-            for request in (self.heads[i], self.bodies[i]):
-                request.Cancel()
-                request.Wait()
+        self.inbox.drain()
