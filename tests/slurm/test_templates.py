@@ -20,6 +20,8 @@ from click.testing import CliRunner
 
 import slurmtools as st
 from hpcrl.cli import main
+from hpcrl.runtime.checkpoint import load_checkpoint
+from hpcrl.runtime.run_dir import RunDir
 from hpcrl.slurm import RenderOptions, Rendered, render
 from hpcrl.slurm.templates import template_path
 
@@ -150,6 +152,28 @@ def test_async_template_puts_learners_on_gpus_and_collectors_on_cpus(tmp_path: P
     assert len({r["cuda"] for r in learners}) == 2, "learners share a GPU"
     assert learners[0]["node"] == learners[1]["node"]
     check_trained(tmp_path, "async", job, 4)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("preset, extra", [
+    ("apex", {"replay": {"learning_starts": 64, "batch_size": 16}}),
+    ("impala", {}),
+])
+def test_async_template_runs_the_impala_and_apex_presets(tmp_path: Path, preset: str,
+                                                         extra: dict[str, Any]) -> None:
+    config = write_config(tmp_path, {"scheme": {"preset": preset}, **extra})
+    rendered, script = render_job(tmp_path, "async", preset, config=str(config), nodes=1,
+                                  gpus_per_node=1)
+    plan = plan_of(config, rendered)
+    assert [r["role"] for r in plan["ranks"]] == ["gradient_worker"] + ["collector"] * 2
+    job = st.submit(script, env=job_env(tmp_path / "probe"))
+    st.assert_completed(job, timeout=200)
+    check_world(tmp_path / "probe", plan)
+    check_trained(tmp_path, preset, job, 3)
+    saved = load_checkpoint(RunDir(tmp_path / preset).checkpoint_path)
+    if preset == "apex":  # the learner's replay, filled by both collectors
+        assert int(saved["placement"]["updater"]["learner"]["replay"]["size"]) > 0
+    assert sorted(s["env_offset"] for s in saved["placement"]["collectors"]) == [0, 2]
 
 
 @pytest.mark.timeout(240)
