@@ -97,6 +97,13 @@ class TrainConfig:
     device: str = doc("Device of the learner: 'auto', 'cpu', 'cuda' or 'cuda:N'.", "cpu")
     torch_threads: int = doc("torch intra-op threads per process (0 keeps torch's default).", 1)
     tensorboard: bool = doc("Write TensorBoard event files when tensorboard is installed.", True)
+    on_nonfinite: Literal["stop", "skip_update"] = doc(
+        "What a NaN or infinite loss term or gradient does: 'stop' ends the run with a message "
+        "naming the loss term or optimiser step and the last good checkpoint; 'skip_update' "
+        "drops that gradient step (weights, optimiser and targets stay as they were) and counts "
+        "it in the progress.csv column skipped_updates. Non-finite observations or rewards "
+        "from an env always stop the run, naming the env and its step: the env is broken, and "
+        "dropping its data would only hide that while its episodes go on.", "stop")
 
 
 @dataclass
