@@ -106,3 +106,33 @@ def test_resume_refuses_changes_the_state_cannot_follow(tmp_path, tiny_overrides
         resume_config(RunDir(tmp_path / "r"), ["env.num_envs=8"])
     more = resume_config(RunDir(tmp_path / "r"), ["train.total_env_steps=2048"])
     assert more.train.total_env_steps == 2048
+
+
+def test_writer_refuses_a_value_that_would_not_load_and_names_its_path(tmp_path):
+    import numpy as np
+    previous = save_atomic({"n": 1}, tmp_path / "c.pt")
+    state = {"n": 2, "placement": {"collector": {"envs": [
+        {"layers": []}, {"layers": [{"attrs": {"prev_shaping": np.float64(0.5)}}]}]}}}
+    with pytest.raises(CheckpointError, match=r"placement\.collector\.envs\[1\]\.layers\[0\]"
+                                              r"\.attrs\.prev_shaping: numpy\.float64"):
+        save_atomic(state, previous)
+    assert load_checkpoint(previous)["n"] == 1  # nothing was written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt"]
+
+
+def test_checkpoints_with_numpy_scalars_load_but_other_classes_do_not(tmp_path):
+    import datetime
+
+    import numpy as np
+    # what hpcrl wrote before env state was converted to plain data
+    torch.save({"format": "hpcrl-checkpoint/1", "prev_shaping": np.float64(-1.5),
+                "steps": torch.zeros(2)}, tmp_path / "numpy.pt")
+    loaded = load_checkpoint(tmp_path / "numpy.pt")
+    assert type(loaded["prev_shaping"]) is np.float64 and loaded["prev_shaping"] == -1.5
+    torch.save({"format": "hpcrl-checkpoint/1",
+                "payload": datetime.timedelta(days=1)}, tmp_path / "class.pt")
+    with pytest.raises(CheckpointError, match="cannot be read safely"):
+        load_checkpoint(tmp_path / "class.pt")
+    torch.save({"format": "hpcrl-checkpoint/1", "array": np.zeros(3)}, tmp_path / "array.pt")
+    with pytest.raises(CheckpointError, match="cannot be read safely"):
+        load_checkpoint(tmp_path / "array.pt")

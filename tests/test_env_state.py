@@ -37,3 +37,49 @@ def test_uncapturable_state_is_reported():
     env.unwrapped.handle = object()
     _, missing = capture_env_state(env)
     assert missing == ["CartPoleEnv.handle (object)"]
+
+
+def test_numpy_values_round_trip_with_their_types():
+    import io
+
+    import torch
+
+    from hpcrl.core.env_state import from_plain, to_plain
+    from hpcrl.runtime.checkpoint import unloadable_value
+    values = {"f64": np.float64(1.25), "f32": np.float32(-2.5), "i64": np.int64(-7),
+              "u8": np.uint8(200), "flag": np.bool_(True), "text": np.str_("ab"),
+              "dtype": np.dtype("float32"), "scalar_type": np.int16,
+              "array": np.arange(6, dtype=np.uint16).reshape(2, 3),
+              "big_endian": np.array([1.5, 2.5], dtype=">f8"), "bools": np.array([True, False]),
+              "nested": (np.float64(3.0), [np.int32(4)], {"k": np.float64(5.0)})}
+    plain = to_plain(values)
+    assert unloadable_value(plain) is None
+    buffer = io.BytesIO()
+    torch.save(plain, buffer)
+    buffer.seek(0)
+    back = from_plain(torch.load(buffer, weights_only=True))
+    for key in ("f64", "f32", "i64", "u8", "flag", "text"):
+        assert type(back[key]) is type(values[key]) and back[key] == values[key], key
+    assert back["dtype"] == np.dtype("float32") and isinstance(back["dtype"], np.dtype)
+    assert back["scalar_type"] is np.int16
+    for key in ("array", "big_endian", "bools"):
+        assert back[key].dtype == values[key].dtype, key
+        np.testing.assert_array_equal(back[key], values[key])
+    f, (i,), d = back["nested"]
+    assert (type(f), type(i), type(d["k"])) == (np.float64, np.int32, np.float64)
+
+
+def test_values_without_a_plain_form_are_left_out_with_the_reason():
+    import enum
+
+    from hpcrl.core.env_state import capture_env_state
+
+    class Phase(enum.IntEnum):
+        LANDING = 1
+    env = gym.make("CartPole-v1")
+    env.unwrapped.phase = Phase.LANDING  # an int subclass would pickle as its class
+    env.unwrapped.names = np.array(["a", "b"])
+    env.unwrapped.record = np.zeros(1, dtype=[("x", "f4"), ("y", "i4")])[0]
+    _, missing = capture_env_state(env)
+    assert missing == ["CartPoleEnv.phase (Phase)", "CartPoleEnv.names (array of dtype <U1)",
+                       "CartPoleEnv.record (numpy scalar of dtype [('x', '<f4'), ('y', '<i4')])"]

@@ -2,7 +2,8 @@
 
 A checkpoint must load with ``torch.load(weights_only=True)``, so env state cannot be pickled
 objects. Instead every layer of the wrapper chain is read attribute by attribute: numbers,
-strings, numpy arrays and numpy random generators (by their bit-generator state) are kept;
+strings, numpy scalars, arrays and dtypes (tagged with their dtype, so a resume gets the same
+numpy types back) and numpy random generators (by their bit-generator state) are kept;
 spaces, specs and constructor arguments are configuration and are skipped. An env may also
 define ``get_state() -> dict`` and ``set_state(dict)`` with plain values to take over.
 
@@ -29,24 +30,54 @@ class Uncapturable(Exception):
     """A value that has no plain-data form."""
 
 
+# Types kept as they are. Checked by exact type: numpy's float64 and str_ subclass float and
+# str but pickle as numpy objects, which ``torch.load(weights_only=True)`` refuses.
+_PLAIN_TYPES = (type(None), bool, int, float, complex, str)
+# Numpy dtype kinds that have a tensor (arrays) or Python number (scalars) form:
+# booleans, signed and unsigned integers, floats and complex numbers.
+_NUMERIC_KINDS = "biufc"
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    """``str(dtype)``, refused when it does not name ``dtype`` back (structured dtypes)."""
+    name = str(dtype)
+    try:
+        if np.dtype(name) == dtype:
+            return name
+    except TypeError:
+        pass
+    raise Uncapturable(f"numpy dtype {dtype!r} has no plain name")
+
+
 def to_plain(value: Any) -> Any:
-    """Encode ``value`` with only types that ``torch.load(weights_only=True)`` accepts."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    """Encode ``value`` with only types that ``torch.load(weights_only=True)`` accepts.
+
+    Numpy scalars, arrays, dtypes and scalar types are tagged with their dtype so that
+    :func:`from_plain` gives back the same numpy types; raises :class:`Uncapturable`
+    naming the type of anything that has no plain form.
+    """
+    if type(value) in _PLAIN_TYPES:
         return value
-    if isinstance(value, np.ndarray):
-        if value.dtype.kind not in "biuf":
-            raise Uncapturable(f"array of dtype {value.dtype}")
-        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(value).copy()),
-                "dtype": str(value.dtype)}
     if isinstance(value, np.generic):
-        return {"__npscalar__": value.item(), "dtype": str(value.dtype)}
+        if value.dtype.kind not in _NUMERIC_KINDS + "U":
+            raise Uncapturable(f"numpy scalar of dtype {value.dtype}")
+        return {"__npscalar__": value.item(), "dtype": _dtype_name(value.dtype)}
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in _NUMERIC_KINDS:
+            raise Uncapturable(f"array of dtype {value.dtype}")
+        native = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("="))
+        return {"__ndarray__": torch.from_numpy(native.copy()), "dtype": _dtype_name(value.dtype)}
+    if isinstance(value, np.dtype):
+        return {"__npdtype__": _dtype_name(value)}
+    if isinstance(value, type) and issubclass(value, np.generic):
+        return {"__nptype__": _dtype_name(np.dtype(value))}
     if isinstance(value, np.random.Generator):
-        return {"__generator__": value.bit_generator.state}
+        return {"__generator__": to_plain(value.bit_generator.state)}
     if isinstance(value, tuple):
         return {"__tuple__": [to_plain(v) for v in value]}
     if isinstance(value, list):
         return [to_plain(v) for v in value]
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+    if isinstance(value, dict) and all(type(k) is str for k in value):
         return {"__dict__": {k: to_plain(v) for k, v in value.items()}}
     raise Uncapturable(type(value).__name__)
 
@@ -61,8 +92,14 @@ def from_plain(value: Any, current: Any = None) -> Any:
         return value["__ndarray__"].numpy().astype(value["dtype"], copy=True)
     if "__npscalar__" in value:
         return np.dtype(value["dtype"]).type(value["__npscalar__"])
+    if "__npdtype__" in value:
+        return np.dtype(value["__npdtype__"])
+    if "__nptype__" in value:
+        return np.dtype(value["__nptype__"]).type
     if "__generator__" in value:
         state = value["__generator__"]
+        if "__dict__" in state:  # older checkpoints hold the state dict unencoded
+            state = from_plain(state)
         gen = current if isinstance(current, np.random.Generator) else np.random.Generator(
             getattr(np.random, state["bit_generator"])())
         gen.bit_generator.state = state

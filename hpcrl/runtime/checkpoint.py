@@ -1,7 +1,9 @@
 """Checkpoint files: written atomically, read without running any code.
 
 A checkpoint is a dict of tensors and plain Python values saved with ``torch.save`` and read
-with ``torch.load(weights_only=True)``, so a crafted file cannot execute code. Writes go to
+with ``torch.load(weights_only=True)``, so a crafted file cannot execute code. Before writing,
+the structure of the state is checked (:func:`check_loadable`), so a value that would not load
+back is an error naming where it is, at write time. Writes go to
 a temporary file in the same directory, are flushed to disk and then renamed over the old
 file: a job killed at any moment leaves either the old or the new checkpoint, never half.
 """
@@ -11,25 +13,82 @@ import os
 import pickle
 import zipfile
 from pathlib import Path
-from typing import Any
+from collections import OrderedDict
+from contextlib import nullcontext
+from typing import Any, ContextManager, Optional
 
+import numpy as np
 import torch
 
 FORMAT = "hpcrl-checkpoint/1"
 
+# Leaf types that ``torch.load(weights_only=True)`` rebuilds, by exact type (a subclass such as
+# numpy.float64 pickles as its own class, which that loader refuses).
+_LEAVES = frozenset({type(None), bool, int, float, complex, str, bytes, bytearray,
+                     torch.Tensor, torch.nn.Parameter, torch.Size, torch.device, torch.dtype})
+_SEQUENCES = frozenset({list, tuple, set})
+_MAPPINGS = frozenset({dict, OrderedDict})
+
 
 class CheckpointError(RuntimeError):
-    """A checkpoint that is missing, unreadable or not an hpcrl checkpoint."""
+    """A checkpoint that is missing, unreadable, not an hpcrl checkpoint, or not writable."""
+
+
+def _join(where: str, key: Any) -> str:
+    if type(key) is str:
+        return f"{where}.{key}" if where else key
+    return f"{where}[{key!r}]"
+
+
+def unloadable_value(value: Any, where: str = "") -> Optional[str]:
+    """``"path: type"`` of the first value under ``value`` that would not load back, or None.
+
+    Only the container structure is walked: tensors are leaves, so a replay buffer of large
+    tensors costs as little as its dict of a few keys.
+    """
+    kind = type(value)
+    if kind in _LEAVES:
+        return None
+    if kind in _SEQUENCES:
+        for i, item in enumerate(value):
+            bad = unloadable_value(item, f"{where}[{i}]")
+            if bad:
+                return bad
+        return None
+    if kind in _MAPPINGS:
+        for key, item in value.items():
+            bad = (None if type(key) in _LEAVES else f"{_join(where, key)} (key): "
+                   f"{type(key).__module__}.{type(key).__qualname__}") or \
+                unloadable_value(item, _join(where, key))
+            if bad:
+                return bad
+        return None
+    return f"{where or '<checkpoint>'}: {kind.__module__}.{kind.__qualname__}"
+
+
+def check_loadable(state: dict[str, Any], path: Path) -> None:
+    """Raise :class:`CheckpointError` naming the first value of ``state`` that
+    ``torch.load(weights_only=True)`` would refuse, before anything is written to ``path``."""
+    bad = unloadable_value(state)
+    if bad:
+        raise CheckpointError(
+            f"refusing to write checkpoint '{path}': {bad} would not load back with "
+            f"torch.load(weights_only=True); only tensors, None, bool, int, float, complex, str, "
+            f"bytes and lists, tuples, sets and dicts of them can be saved. This is a bug in the "
+            f"code that captured that value (encode it with hpcrl.core.env_state.to_plain); "
+            f"please report it")
 
 
 def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
     """Write ``state`` to ``path`` atomically (temp file, fsync, rename, fsync directory)."""
     path = Path(path)
+    state = {"format": FORMAT, **state}
+    check_loadable(state, path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
-            torch.save({"format": FORMAT, **state}, f)
+            torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -50,7 +109,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at '{path}'")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with _allow_numpy_scalars():
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError) as err:
         raise CheckpointError(f"checkpoint '{path}' cannot be read safely ({err}); it is "
                               f"corrupt or was not written by hpcrl") from None
@@ -59,3 +119,29 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
                               f"{state.get('format') if isinstance(state, dict) else None!r}, "
                               f"expected {FORMAT!r})")
     return state
+
+
+def _allow_numpy_scalars() -> ContextManager[None]:
+    """Allow :func:`_numpy_scalar_globals` for one load (torch < 2.5 has no way to: a no-op)."""
+    safe_globals = getattr(torch.serialization, "safe_globals", None)
+    return nullcontext() if safe_globals is None else safe_globals(_numpy_scalar_globals())
+
+
+def _numpy_scalar_globals() -> list[Any]:
+    """What a numpy scalar pickles as: ``scalar(dtype, bytes)`` and the dtype's classes.
+
+    Checkpoints written before env state was converted to plain data can hold numpy float64
+    (and str_) scalars; these are the only numpy globals allowed, and none of them can run
+    code: they rebuild a number from its dtype and its bytes. Arrays stay refused.
+    """
+    try:
+        from numpy._core.multiarray import scalar  # numpy >= 2
+    except ImportError:
+        from numpy.core.multiarray import scalar  # numpy 1.x
+    dtype_classes = [type(np.dtype(code)) for code in "?bhilqpBHILQPefdgFDGU"]
+    allowed: list[Any] = [scalar, np.dtype, *dtype_classes]
+    if torch.torch_version.TorchVersion(torch.__version__) >= (2, 6):
+        # a file written under the other numpy major version names the other module path
+        allowed += [(scalar, f"{module}.multiarray.scalar") for module in ("numpy.core",
+                                                                          "numpy._core")]
+    return allowed
