@@ -8,7 +8,7 @@ from typing import Optional
 
 import click
 
-from hpcrl.config.loader import ConfigError, dump_yaml, load_config
+from hpcrl.config.loader import ConfigError, load_config
 from hpcrl.runtime.checkpoint import CheckpointError
 
 SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
@@ -141,16 +141,19 @@ def config() -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--docs", is_flag=True, help="Print every key with its documentation instead.")
 def config_show(config_path: Optional[str], overrides: tuple[str, ...], docs: bool) -> None:
-    """Print the resolved config (defaults < CONFIG_PATH < --set) as YAML."""
+    """Print the resolved config (defaults < CONFIG_PATH < --set) as YAML; keys that take
+    the chosen algorithm's defaults are marked."""
+    from hpcrl.config.docs import annotated_yaml, describe
+    from hpcrl.config.loader import load_config_sources
+
     try:
-        cfg = load_config(config_path, overrides)
+        cfg, from_algo = load_config_sources(config_path, overrides)
     except ConfigError as err:
         raise _fail(err) from None
     if docs:
-        from hpcrl.config.docs import describe
-        click.echo(describe(cfg))
+        click.echo(describe(cfg, from_algo))
     else:
-        click.echo(dump_yaml(cfg), nl=False)
+        click.echo(annotated_yaml(cfg, from_algo), nl=False)
 
 
 from hpcrl.slurm.cli import slurm as slurm_group  # noqa: E402 (hpcrl slurm render|submit)

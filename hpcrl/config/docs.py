@@ -1,27 +1,57 @@
-"""Every config key with its value and documentation, for ``hpcrl config show --docs``."""
+"""Human-readable views of a resolved config, for ``hpcrl config show``: the YAML with the
+keys that came from the algorithm's defaults marked, and every key with its documentation."""
 from __future__ import annotations
 
 import dataclasses
 import textwrap
 import typing
-from typing import Any
+from typing import Any, Iterable
+
+from hpcrl.config.loader import dump_yaml
 
 
-def _lines(obj: Any, prefix: str) -> list[str]:
+def _source(config: Any, from_algo: Iterable[str]) -> dict[str, str]:
+    """Dotted key -> the note naming where its value came from."""
+    return {key: f"from algo {config.algo.name} defaults" for key in from_algo}
+
+
+def _lines(obj: Any, prefix: str, notes: dict[str, str]) -> list[str]:
     out: list[str] = []
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         key = prefix + f.name
         if dataclasses.is_dataclass(hints[f.name]):
-            out.extend(_lines(value, key + "."))
+            out.extend(_lines(value, key + ".", notes))
             continue
-        out.append(f"{key} = {value!r}")
+        note = f"  ({notes[key]})" if key in notes else ""
+        out.append(f"{key} = {value!r}{note}")
         out.extend(textwrap.wrap(f.metadata.get("doc", ""), 88, initial_indent="    ",
                                  subsequent_indent="    "))
     return out
 
 
-def describe(config: Any) -> str:
-    """``key = value`` lines, each followed by the key's documentation."""
-    return "\n".join(_lines(config, ""))
+def describe(config: Any, from_algo: Iterable[str] = ()) -> str:
+    """``key = value`` lines, each followed by the key's documentation; keys in
+    ``from_algo`` are marked as the chosen algorithm's defaults."""
+    header = (f"# algo.name={config.algo.name}: keys marked 'from algo {config.algo.name} "
+              f"defaults' take that algorithm's standard value (hpcrl/config/algo_defaults.py); "
+              f"a key you set wins.")
+    return "\n".join([header, *_lines(config, "", _source(config, from_algo))])
+
+
+def annotated_yaml(config: Any, from_algo: Iterable[str] = ()) -> str:
+    """The resolved config as YAML, with a ``# from algo NAME defaults`` comment on each key
+    that took the algorithm's default (the text still loads to the same config)."""
+    notes = _source(config, from_algo)
+    out: list[str] = []
+    section = ""
+    for line in dump_yaml(config).splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        name = line.strip().split(":", 1)[0]
+        if indent == 0 and line.endswith(":"):
+            section = name
+        key = f"{section}.{name}" if indent == 2 else name
+        note = notes.get(key) if indent in (0, 2) and ":" in line else None
+        out.append(f"{line}  # {note}" if note else line)
+    return "\n".join(out) + "\n"

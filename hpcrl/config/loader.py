@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from hpcrl.config.algo_defaults import fill_algo_defaults
 from hpcrl.config.schema import Config
 from hpcrl.config.validate import validate
 
@@ -180,24 +181,44 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def from_dict(data: Mapping[str, Any], overrides: Iterable[str] = ()) -> Config:
-    """A validated :class:`Config` from a nested dict plus ``KEY=VALUE`` overrides."""
+def resolve(data: Mapping[str, Any], overrides: Iterable[str] = ()) -> tuple[Config, list[str]]:
+    """A validated :class:`Config` from a nested dict plus ``KEY=VALUE`` overrides, and the
+    dotted keys whose value came from the algorithm's defaults.
+
+    Precedence, highest first: the overrides, ``data``, the scheme preset (its topology and
+    the agent a named architecture stands for, which may set ``algo.name``), the chosen
+    algorithm's defaults (:mod:`hpcrl.config.algo_defaults`), the field defaults. A fully
+    specified config (a run directory's ``config.yaml``) is left exactly as it is.
+    """
     merged = merge(dict(data), parse_overrides(overrides))
     if isinstance(merged.get("scheme"), Mapping):
         from hpcrl.scheme.presets import apply_preset, apply_preset_agent
         merged["scheme"] = apply_preset(dict(merged["scheme"]))
         merged = apply_preset_agent(merged)
+    merged, from_algo = fill_algo_defaults(merged)
     config = _build(Config, merged, "")
     problem = validate(config)
     if problem is not None:
         raise ConfigError(problem)
-    return config
+    return config, from_algo
+
+
+def from_dict(data: Mapping[str, Any], overrides: Iterable[str] = ()) -> Config:
+    """A validated :class:`Config` from a nested dict plus ``KEY=VALUE`` overrides."""
+    return resolve(data, overrides)[0]
+
+
+def load_config_sources(path: str | Path | None = None,
+                        overrides: Iterable[str] = ()) -> tuple[Config, list[str]]:
+    """:func:`load_config` and the keys whose value came from the algorithm's defaults."""
+    data = read_yaml(path) if path is not None else {}
+    return resolve(data, overrides)
 
 
 def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> Config:
-    """The run's config: defaults, then the YAML file (if any), then the overrides."""
-    data = read_yaml(path) if path is not None else {}
-    return from_dict(data, overrides)
+    """The run's config: defaults (the algorithm's, then the fields'), then the YAML file
+    (if any), then the overrides."""
+    return load_config_sources(path, overrides)[0]
 
 
 def dump_yaml(config: Config) -> str:
