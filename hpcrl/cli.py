@@ -142,18 +142,18 @@ def config() -> None:
 @click.option("--docs", is_flag=True, help="Print every key with its documentation instead.")
 def config_show(config_path: Optional[str], overrides: tuple[str, ...], docs: bool) -> None:
     """Print the resolved config (defaults < CONFIG_PATH < --set) as YAML; keys that take
-    the chosen algorithm's defaults are marked."""
+    the chosen algorithm's defaults, or a preset's agent, are marked."""
     from hpcrl.config.docs import annotated_yaml, describe
     from hpcrl.config.loader import load_config_sources
 
     try:
-        cfg, from_algo = load_config_sources(config_path, overrides)
+        cfg, sources = load_config_sources(config_path, overrides)
     except ConfigError as err:
         raise _fail(err) from None
     if docs:
-        click.echo(describe(cfg, from_algo))
+        click.echo(describe(cfg, sources))
     else:
-        click.echo(annotated_yaml(cfg, from_algo), nl=False)
+        click.echo(annotated_yaml(cfg, sources), nl=False)
 
 
 from hpcrl.slurm.cli import slurm as slurm_group  # noqa: E402 (hpcrl slurm render|submit)

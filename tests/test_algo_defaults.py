@@ -104,9 +104,12 @@ def test_keys_the_user_sets_win_over_the_algorithms_defaults(tmp_path):
 
 
 def test_a_presets_agent_comes_before_the_algorithms_defaults():
-    apex, from_algo = resolve({}, ["scheme.preset=apex"])
+    apex, sources = resolve({}, ["scheme.preset=apex"])
     assert apex.algo.name == "dqn" and apex.algo.gamma == 0.99  # DQN's, not PPO's 0.98
-    assert apex.replay.prioritized and "replay.prioritized" not in from_algo
+    assert apex.replay.prioritized and sources["replay.prioritized"] == "preset apex"
+    assert sources["algo.gamma"] == "algo dqn defaults"
+    shown = CliRunner().invoke(main, ["config", "show", "--set", "scheme.preset=apex"]).output
+    assert "  prioritized: true  # from preset apex" in shown.splitlines()
     assert from_dict({}, ["scheme.preset=apex", "algo.gamma=0.95"]).algo.gamma == 0.95
     sac = from_dict({}, ["scheme.preset=async-sac", "env.id=Pendulum-v1"])
     assert (sac.algo.name, sac.algo.lr) == ("sac", 3e-4)
@@ -116,8 +119,8 @@ def test_a_presets_agent_comes_before_the_algorithms_defaults():
 def test_a_resolved_config_reads_back_unchanged(name):
     """run_dir/config.yaml (what resume and checkpoints read) resolves to itself."""
     config = from_dict({}, sets_for(name))
-    again, from_algo = resolve(yaml.safe_load(yaml.safe_dump(to_dict(config))))
-    assert again == config and from_algo == []
+    again, sources = resolve(yaml.safe_load(yaml.safe_dump(to_dict(config))))
+    assert again == config and sources == {}
 
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)

@@ -25,6 +25,8 @@ def test_presets_bring_their_agent_and_explicit_keys_win():
     apex = from_dict({"scheme": {"preset": "apex"}})
     assert (apex.algo.name, apex.replay.prioritized, apex.replay.n_step) == ("dqn", True, 3)
     assert apex.replay.per_collector_eps and apex.replay.initial_priorities == "collector"
+    # collectors stream 256-step chunks; the rest is DQN's defaults, not PPO's
+    assert (apex.algo.num_steps, apex.algo.gamma, apex.replay.batch_size) == (256, 0.99, 64)
     assert from_dict({}, ["scheme.preset=impala"]).algo.name == "impala"
     assert from_dict({}, ["scheme.preset=async-sac", "env.id=Pendulum-v1"]).algo.name == "sac"
     mine = from_dict({"scheme": {"preset": "apex"}, "replay": {"n_step": 5}},

@@ -1,21 +1,19 @@
 """Human-readable views of a resolved config, for ``hpcrl config show``: the YAML with the
-keys that came from the algorithm's defaults marked, and every key with its documentation."""
+keys that came from the algorithm's defaults (or a preset's agent) marked, and every key
+with its documentation."""
 from __future__ import annotations
 
 import dataclasses
 import textwrap
 import typing
-from typing import Any, Iterable
+from typing import Any, Mapping
 
 from hpcrl.config.loader import dump_yaml
 
-
-def _source(config: Any, from_algo: Iterable[str]) -> dict[str, str]:
-    """Dotted key -> the note naming where its value came from."""
-    return {key: f"from algo {config.algo.name} defaults" for key in from_algo}
+Sources = Mapping[str, str]  # dotted key -> where its value came from
 
 
-def _lines(obj: Any, prefix: str, notes: dict[str, str]) -> list[str]:
+def _lines(obj: Any, prefix: str, notes: Sources) -> list[str]:
     out: list[str] = []
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
@@ -24,26 +22,26 @@ def _lines(obj: Any, prefix: str, notes: dict[str, str]) -> list[str]:
         if dataclasses.is_dataclass(hints[f.name]):
             out.extend(_lines(value, key + ".", notes))
             continue
-        note = f"  ({notes[key]})" if key in notes else ""
+        note = f"  (from {notes[key]})" if key in notes else ""
         out.append(f"{key} = {value!r}{note}")
         out.extend(textwrap.wrap(f.metadata.get("doc", ""), 88, initial_indent="    ",
                                  subsequent_indent="    "))
     return out
 
 
-def describe(config: Any, from_algo: Iterable[str] = ()) -> str:
-    """``key = value`` lines, each followed by the key's documentation; keys in
-    ``from_algo`` are marked as the chosen algorithm's defaults."""
+def describe(config: Any, sources: Sources | None = None) -> str:
+    """``key = value`` lines, each followed by the key's documentation; a key in ``sources``
+    (see :func:`hpcrl.config.loader.resolve`) is marked with where its value came from."""
     header = (f"# algo.name={config.algo.name}: keys marked 'from algo {config.algo.name} "
               f"defaults' take that algorithm's standard value (hpcrl/config/algo_defaults.py); "
               f"a key you set wins.")
-    return "\n".join([header, *_lines(config, "", _source(config, from_algo))])
+    return "\n".join([header, *_lines(config, "", sources or {})])
 
 
-def annotated_yaml(config: Any, from_algo: Iterable[str] = ()) -> str:
-    """The resolved config as YAML, with a ``# from algo NAME defaults`` comment on each key
-    that took the algorithm's default (the text still loads to the same config)."""
-    notes = _source(config, from_algo)
+def annotated_yaml(config: Any, sources: Sources | None = None) -> str:
+    """The resolved config as YAML, with a ``# from algo NAME defaults`` (or ``# from preset
+    NAME``) comment on each key in ``sources``; the text still loads to the same config."""
+    notes = {key: f"from {source}" for key, source in (sources or {}).items()}
     out: list[str] = []
     section = ""
     for line in dump_yaml(config).splitlines():

@@ -181,9 +181,22 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def resolve(data: Mapping[str, Any], overrides: Iterable[str] = ()) -> tuple[Config, list[str]]:
-    """A validated :class:`Config` from a nested dict plus ``KEY=VALUE`` overrides, and the
-    dotted keys whose value came from the algorithm's defaults.
+def _added_keys(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """Dotted ``section.key`` names that ``after`` holds and ``before`` did not."""
+    added = []
+    for section, keys in after.items():
+        own = before.get(section)
+        if isinstance(keys, Mapping):
+            added += [f"{section}.{k}" for k in keys
+                      if not (isinstance(own, Mapping) and k in own)]
+    return added
+
+
+def resolve(data: Mapping[str, Any],
+            overrides: Iterable[str] = ()) -> tuple[Config, dict[str, str]]:
+    """A validated :class:`Config` from a nested dict plus ``KEY=VALUE`` overrides, and where
+    each defaulted key came from: dotted key -> ``'preset NAME'`` (the agent of a named
+    architecture's preset) or ``'algo NAME defaults'``.
 
     Precedence, highest first: the overrides, ``data``, the scheme preset (its topology and
     the agent a named architecture stands for, which may set ``algo.name``), the chosen
@@ -191,16 +204,21 @@ def resolve(data: Mapping[str, Any], overrides: Iterable[str] = ()) -> tuple[Con
     specified config (a run directory's ``config.yaml``) is left exactly as it is.
     """
     merged = merge(dict(data), parse_overrides(overrides))
+    sources: dict[str, str] = {}
     if isinstance(merged.get("scheme"), Mapping):
         from hpcrl.scheme.presets import apply_preset, apply_preset_agent
         merged["scheme"] = apply_preset(dict(merged["scheme"]))
-        merged = apply_preset_agent(merged)
+        before, merged = merged, apply_preset_agent(merged)
+        preset = merged["scheme"].get("preset")
+        sources.update((key, f"preset {preset}") for key in _added_keys(before, merged)
+                       if not key.startswith("scheme."))
     merged, from_algo = fill_algo_defaults(merged)
     config = _build(Config, merged, "")
     problem = validate(config)
     if problem is not None:
         raise ConfigError(problem)
-    return config, from_algo
+    sources.update((key, f"algo {config.algo.name} defaults") for key in from_algo)
+    return config, sources
 
 
 def from_dict(data: Mapping[str, Any], overrides: Iterable[str] = ()) -> Config:
@@ -209,8 +227,8 @@ def from_dict(data: Mapping[str, Any], overrides: Iterable[str] = ()) -> Config:
 
 
 def load_config_sources(path: str | Path | None = None,
-                        overrides: Iterable[str] = ()) -> tuple[Config, list[str]]:
-    """:func:`load_config` and the keys whose value came from the algorithm's defaults."""
+                        overrides: Iterable[str] = ()) -> tuple[Config, dict[str, str]]:
+    """:func:`load_config` and where each defaulted key came from (see :func:`resolve`)."""
     data = read_yaml(path) if path is not None else {}
     return resolve(data, overrides)
 

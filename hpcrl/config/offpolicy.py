@@ -3,7 +3,10 @@
 It lives apart from :mod:`hpcrl.config.schema` because only some algorithms read it;
 ``algo.*`` keys that every algorithm shares (``gamma``, ``lr``, ``lr_schedule``,
 ``max_grad_norm``, ``optimizer``, ``optimizer_eps``, ``num_steps``) keep their meaning.
-Sensible values differ per algorithm; ``examples/*.yaml`` hold tested recipes.
+Sensible values differ per algorithm: the shared replay keys default to the chosen
+algorithm's values (:mod:`hpcrl.config.algo_defaults`, which also sets DQN's exploration
+and double-Q keys); the field defaults below are SAC's, and those of keys that one algorithm
+reads (TD3's policy delay, SAC's temperature) are that algorithm's.
 """
 from __future__ import annotations
 

@@ -56,8 +56,9 @@ class AlgoConfig:
 
     name: Literal["ppo", "a2c", "impala", "dqn", "sac", "td3", "ddpg"] = doc(
         "Algorithm: 'ppo' (clipped surrogate), 'a2c', 'impala' (actor-critic with V-trace "
-        "targets, see algo.vtrace_*), or the off-policy 'dqn', 'sac', 'td3', 'ddpg' (replay.*; "
-        "recipes in examples/).", "ppo")
+        "targets, see algo.vtrace_*), or the off-policy 'dqn', 'sac', 'td3', 'ddpg' (replay.*). "
+        "Keys you leave unset whose good value depends on the algorithm take its standard "
+        "values (hpcrl/config/algo_defaults.py); the defaults shown here are PPO's.", "ppo")
     num_steps: int = doc("Steps collected per env between updates (rollout length).", 32)
     num_epochs: int = doc("PPO: passes over each rollout. A2C uses 1.", 20)
     minibatch_size: int = doc("PPO: samples per gradient step; must divide num_steps x total "

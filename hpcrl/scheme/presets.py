@@ -36,13 +36,16 @@ PRESETS: dict[str, dict[str, Any]] = {
                   "gradients": "sync", "update": "decentralized"},
 }
 
-# the agent each named architecture stands for: defaults under the config's own keys
+# the agent each named architecture stands for: defaults under the config's own keys, and
+# over the algorithm's defaults (hpcrl.config.algo_defaults), which fill in the rest. The
+# replay agents stream chunks of algo.num_steps steps per env: shorter than a serial run's
+# progress row, so new data and new weights travel while training goes on.
 PRESET_AGENTS: dict[str, dict[str, dict[str, Any]]] = {
     "impala": {"algo": {"name": "impala"}},
-    "apex": {"algo": {"name": "dqn"},
+    "apex": {"algo": {"name": "dqn", "num_steps": 256},
              "replay": {"prioritized": True, "n_step": 3, "per_collector_eps": True,
                         "initial_priorities": "collector"}},
-    "async-sac": {"algo": {"name": "sac"}},
+    "async-sac": {"algo": {"name": "sac", "num_steps": 100}},
 }
 
 
