@@ -11,7 +11,8 @@ from hpcrl.config.loader import from_dict
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.core.actor import ActorCritic
-from hpcrl.core.envs import EnvSpaces, probe_spaces
+from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, probe_spaces
+from hpcrl.core.obs_format import format_from_record
 from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.rollout import RolloutLayout
 from hpcrl.core.storage import RolloutStorage
@@ -28,7 +29,8 @@ def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
 
 
 def rollout_layout(config: Config, spaces: EnvSpaces, num_envs: int) -> RolloutLayout:
-    return RolloutLayout(config.algo.num_steps, num_envs, spaces.obs_shape, spaces.action_shape)
+    return RolloutLayout(config.algo.num_steps, num_envs, spaces.obs_shape, spaces.action_shape,
+                         spaces.obs_format.dtype)
 
 
 def num_minibatches(config: Config) -> int:
@@ -48,7 +50,15 @@ def make_storage(config: Config, spaces: EnvSpaces, device: torch.device | str =
 
 
 def env_spaces(config: Config) -> EnvSpaces:
-    return probe_spaces(config.env)
+    """The env's spaces, refused in one line where the chosen algorithm cannot take them."""
+    spaces = probe_spaces(config.env)
+    name = config.algo.name
+    if not spaces.obs_format.raw and name in OFF_POLICY_ALGOS:
+        raise UnsupportedEnv(f"env '{config.env.id}' has integer or tuple observations, which "
+                             f"the on-policy actors one-hot encode; algo.name={name} takes Box "
+                             f"observations only (use ppo, a2c or impala, or wrap the env so it "
+                             f"observes a Box, e.g. with gymnasium.wrappers.FlattenObservation)")
+    return spaces
 
 
 # -- the policy part of a checkpoint: enough to rebuild the actor without the env ----------
@@ -59,8 +69,8 @@ def policy_record(config: Config, spaces: EnvSpaces, actor: ActorCritic) -> dict
     else:
         action = {"type": "box", "low": torch.from_numpy(space.low.copy()),
                   "high": torch.from_numpy(space.high.copy())}
-    return {"obs_shape": list(spaces.obs_shape), "action": action,
-            "config": _config_dict(config), "state_dict": actor.state_dict()}
+    return {"obs_shape": list(spaces.obs_shape), "obs_format": spaces.obs_format.record(),
+            "action": action, "config": _config_dict(config), "state_dict": actor.state_dict()}
 
 
 def _config_dict(config: Config) -> dict[str, Any]:
@@ -77,7 +87,8 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
     else:
         low, high = action["low"].numpy(), action["high"].numpy()
         space = gym.spaces.Box(low, high, dtype=np.float32)
-    spaces = EnvSpaces(tuple(record["obs_shape"]), space)
+    fmt = format_from_record(record["obs_format"]) if "obs_format" in record else None
+    spaces = EnvSpaces(tuple(record["obs_shape"]), space, fmt)
     cfg = record["config"]
     if cfg["algo"]["name"] in OFF_POLICY_ALGOS:  # greedy Q-network or continuous policy
         from hpcrl.core.algorithms.offpolicy import policy_module

@@ -26,9 +26,11 @@ def run_episodes(actor: ActorCritic, config: Config, episodes: int,
             total, done = 0.0, False
             while not done:
                 with torch.inference_mode():
-                    action = actor(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+                    action = actor(obs).numpy()
                 if box:
                     action = np.clip(action, env.action_space.low, env.action_space.high)
+                else:
+                    action = int(action)
                 obs, reward, terminated, truncated, _ = env.step(action)
                 total += float(reward)
                 done = terminated or truncated

@@ -2,7 +2,10 @@
 
 The loop is placement-agnostic: it asks a placement for one update at a time and records
 what came back. Checkpoints are taken at update boundaries with the state of every role,
-so a resumed run continues exactly where the checkpoint was taken.
+so a resumed run continues exactly where the checkpoint was taken. A non-finite value (in
+env data, a loss, a gradient, or a state to checkpoint) stops the loop with a
+:class:`~hpcrl.runtime.finite.NonFiniteError` naming where it came from and the last good
+checkpoint, which is never overwritten.
 """
 from __future__ import annotations
 
@@ -21,7 +24,8 @@ from hpcrl.config.schema import Config
 from hpcrl.evaluation import evaluate
 from hpcrl.placement import make_placement
 from hpcrl.placement.serial import UpdateResult
-from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
+from hpcrl.runtime.finite import naming_last_good, save_finite_checkpoint
 from hpcrl.runtime.metrics import EpisodeWindow, progress_row
 from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
 from hpcrl.runtime.rng import rng_state, seed_everything, set_rng_state
@@ -91,10 +95,11 @@ class Trainer:
         return self.counters.updates
 
     def checkpoint(self) -> Path:
-        """Write the full state of the run, atomically, and return its path."""
+        """Write the full state of the run, atomically, and return its path (refused, and the
+        previous checkpoint kept, when its weights or statistics are not all finite)."""
         self.log.sync()
         c = self.counters
-        return save_atomic({
+        return save_finite_checkpoint({
             "counters": {"updates": c.updates, "env_steps": c.env_steps,
                          "wall_time_s": c.wall_time_s},
             "policy": policy_record(self.config, self.spaces, self.placement.master_actor),
@@ -113,38 +118,45 @@ class Trainer:
 
     def train(self) -> Optional[dict[str, float]]:
         """Train to the budget, checkpoint at the end, then evaluate; returns the eval figures."""
-        cfg = self.config.train
         start_steps, start_wall = self.counters.env_steps, self.counters.wall_time_s
         t_start = time.perf_counter()
-        every = cfg.checkpoint_every
         restore_signals = STOP_REQUEST.install()
         try:
-            while self.counters.env_steps < cfg.total_env_steps:
-                result = self.placement.run_update(self.counters.updates,
-                                                   self.counters.env_steps)
-                self.counters.updates += 1
-                self.counters.env_steps += result.env_steps
-                elapsed = time.perf_counter() - t_start
-                self.counters.wall_time_s = start_wall + elapsed
-                self.episodes.add(len(result.episode_returns),
-                                  float(result.episode_returns.sum()),
-                                  float(result.episode_lengths.sum()))
-                row = self._row(result, (self.counters.env_steps - start_steps) / max(elapsed, 1e-9))
-                self.log.write(row)
-                done = self.counters.env_steps >= cfg.total_env_steps
-                if self.console is not None:
-                    self.console.show(row, final=done)
-                if STOP_REQUEST.requested and not done:
-                    self.checkpoint()  # the scheduler wants the job gone: save, then stop
-                    self.preempted = True
-                    break
-                if done or self.counters.updates % every == 0:
-                    self.checkpoint()
+            with naming_last_good(self.run.checkpoint_path,
+                                  lambda: f"after {self.counters.updates} updates "
+                                          f"({self.counters.env_steps} env steps)"):
+                self._loop(start_steps, start_wall, t_start)
         finally:
             restore_signals()
             self.log.close()
             self.placement.close()
         return None if self.preempted else self.final_eval()
+
+    def _loop(self, start_steps: int, start_wall: float, t_start: float) -> None:
+        """Updates until the budget is spent or a stop signal came (checkpointing then)."""
+        cfg = self.config.train
+        every = cfg.checkpoint_every
+        while self.counters.env_steps < cfg.total_env_steps:
+            result = self.placement.run_update(self.counters.updates,
+                                               self.counters.env_steps)
+            self.counters.updates += 1
+            self.counters.env_steps += result.env_steps
+            elapsed = time.perf_counter() - t_start
+            self.counters.wall_time_s = start_wall + elapsed
+            self.episodes.add(len(result.episode_returns),
+                              float(result.episode_returns.sum()),
+                              float(result.episode_lengths.sum()))
+            row = self._row(result, (self.counters.env_steps - start_steps) / max(elapsed, 1e-9))
+            self.log.write(row)
+            done = self.counters.env_steps >= cfg.total_env_steps
+            if self.console is not None:
+                self.console.show(row, final=done)
+            if STOP_REQUEST.requested and not done:
+                self.checkpoint()  # the scheduler wants the job gone: save, then stop
+                self.preempted = True
+                break
+            if done or self.counters.updates % every == 0:
+                self.checkpoint()
 
     def final_eval(self) -> Optional[dict[str, float]]:
         episodes = self.config.train.eval_episodes

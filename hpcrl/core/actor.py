@@ -7,8 +7,6 @@ observations that the collector already normalised, through :meth:`ActorCritic.e
 from __future__ import annotations
 
 import math
-from typing import Union
-
 import numpy as np
 import torch
 from torch import nn
@@ -17,6 +15,7 @@ from hpcrl.config.schema import ActorConfig
 from hpcrl.core.distributions import CategoricalActions, DiagGaussianActions
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.normalization import RunningMoments
+from hpcrl.core.obs_format import ObsInput
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 
@@ -37,7 +36,7 @@ def _init_linear(module: nn.Module, gain: float) -> None:
 
 
 class ActorCritic(nn.Module):
-    """Policy and value networks over flat Box observations.
+    """Policy and value networks over observations encoded by the env's ``ObsFormat``.
 
     ``shared_trunk`` feeds both heads from one MLP; otherwise policy and value have their own.
     Discrete action spaces use a Categorical over logits, Box spaces a diagonal Gaussian with
@@ -49,7 +48,8 @@ class ActorCritic(nn.Module):
     def __init__(self, spaces: EnvSpaces, config: ActorConfig, normalize_obs: bool = False,
                  clip_obs: float = 10.0) -> None:
         super().__init__()
-        obs_dim = int(np.prod(spaces.obs_shape))
+        self.obs_format = spaces.obs_format
+        obs_dim = self.obs_format.features
         hidden = list(config.hidden_sizes)
         self.obs_shape = spaces.obs_shape
         self.discrete = spaces.discrete
@@ -85,14 +85,14 @@ class ActorCritic(nn.Module):
 
     def dist_and_value(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Distribution parameters and values ``[B]`` for normalised observations ``[B, ...]``."""
-        x = obs.flatten(1)
+        x = self.obs_format.encode(obs)
         pi = self.pi_trunk(x)
         vf = pi if self.shared else self.vf_trunk(x)
         return self._params(pi), self.vf_head(vf).squeeze(-1)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """Values ``[B]`` of normalised observations."""
-        return self.vf_head(self.vf_trunk(obs.flatten(1))).squeeze(-1)
+        return self.vf_head(self.vf_trunk(self.obs_format.encode(obs))).squeeze(-1)
 
     def step(self, obs: torch.Tensor, noise: torch.Tensor
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -109,20 +109,19 @@ class ActorCritic(nn.Module):
                 self.distribution.entropy(params), values)
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
-        """Raw observations as the networks see them."""
-        obs = obs.float()
+        """Carried observations as the networks take them (normalised when the run does;
+        integer observations are left as they are, to be one-hot encoded)."""
         if not self.normalize_obs:
-            return obs
+            return obs if self.obs_format.one_hot else obs.float()
+        obs = obs.float()
         mean = self.obs_rms.mean.float()
         std = self.obs_rms.std().float()
         return ((obs - mean) / std).clamp(-self.clip_obs, self.clip_obs)
 
-    def forward(self, obs: Union[torch.Tensor, np.ndarray]) -> torch.Tensor:
-        """Deterministic actions for raw observations ``[B, *obs_shape]`` (or one, unbatched)."""
-        obs = torch.as_tensor(obs)
-        single = obs.dim() == len(self.obs_shape)
-        if single:
-            obs = obs.unsqueeze(0)
-        x = self.normalize(obs).flatten(1)
+    def forward(self, obs: ObsInput) -> torch.Tensor:
+        """Deterministic actions for raw observations: one, as the env returns it (an array,
+        an integer, a tuple), or a batch ``[B, *obs_shape]``."""
+        obs, single = self.obs_format.as_batch(obs)
+        x = self.obs_format.encode(self.normalize(obs))
         actions = self.distribution.mode(self._params(self.pi_trunk(x)))
         return actions[0] if single else actions

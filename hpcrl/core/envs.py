@@ -15,12 +15,36 @@ from typing import Any, Callable, Optional
 import gymnasium as gym
 import numpy as np
 
+from hpcrl.config.loader import ConfigError
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.env_state import capture_env_state, restore_env_state
+from hpcrl.core.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
+
+
+class UnsupportedEnv(ConfigError):
+    """An env hpcrl cannot train on as it is; the message names the env and the fix."""
+
+
+# Gymnasium env families whose packages are optional, and the install that brings them.
+_FAMILY_INSTALLS = {
+    "gymnasium.envs.box2d": 'pip install "hpcrl[box2d]"  (or "gymnasium[box2d]")',
+    "gymnasium.envs.mujoco": 'pip install "hpcrl[mujoco]"  (or "gymnasium[mujoco]")',
+}
+
+
+def _missing_package_problem(env_id: str, entry_point: str, err: Exception) -> str:
+    missing = getattr(err, "name", None) or str(err).split("\n")[0]
+    fix = next((cmd for prefix, cmd in _FAMILY_INSTALLS.items()
+                if entry_point.startswith(prefix)), None)
+    if fix is None:
+        fix = f"install the package that provides '{missing}'"
+    return (f"config key 'env.id': env '{env_id}' needs the module '{missing}', which is not "
+            f"installed; fix: {fix}")
 
 
 def env_id_problem(env_id: str) -> Optional[str]:
-    """Why ``env_id`` cannot be made, or None: checks the module import and the registry."""
+    """Why ``env_id`` cannot be made, or None: checks the module import, the registry and
+    that the packages of the env's family (Box2D, MuJoCo...) are installed."""
     module, _, name = env_id.rpartition(":")
     if module:
         try:
@@ -29,10 +53,16 @@ def env_id_problem(env_id: str) -> Optional[str]:
             return (f"config key 'env.id': cannot import module '{module}' of '{env_id}' ({err}); "
                     f"install it or fix the module name")
     try:
-        gym.spec(name)
+        spec = gym.spec(name)
     except gym.error.Error as err:
         return (f"config key 'env.id': unknown environment '{env_id}': {err} "
                 f"(registered ids: `python -c 'import gymnasium; gymnasium.pprint_registry()'`)")
+    entry = spec.entry_point
+    if isinstance(entry, str) and ":" in entry:
+        try:
+            importlib.import_module(entry.split(":", 1)[0])
+        except (ImportError, gym.error.DependencyNotInstalled) as err:
+            return _missing_package_problem(env_id, entry, err)
     return None
 
 
@@ -61,10 +91,17 @@ def _env_factory(env_id: str, kwargs: dict[str, Any]) -> Callable[[], gym.Env]:
 
 @dataclass(frozen=True)
 class EnvSpaces:
-    """What the actor needs to know about an env: observation shape and action space."""
+    """What the actor needs to know about an env: how observations are carried (their
+    :class:`~hpcrl.core.obs_format.ObsFormat`, a plain Box of ``obs_shape`` when not given)
+    and the action space."""
 
     obs_shape: tuple[int, ...]
     action_space: gym.Space
+    obs_format: ObsFormat = None  # type: ignore[assignment]  # filled in below
+
+    def __post_init__(self) -> None:
+        if self.obs_format is None:
+            object.__setattr__(self, "obs_format", box_format(self.obs_shape))
 
     @property
     def discrete(self) -> bool:
@@ -77,23 +114,28 @@ class EnvSpaces:
 
 def spaces_of(observation_space: gym.Space, action_space: gym.Space, env_id: str) -> EnvSpaces:
     """Check that the actor supports these spaces, with an error that names the env."""
-    if not isinstance(observation_space, gym.spaces.Box):
-        raise ValueError(f"env '{env_id}' has observation space {observation_space}; hpcrl's MLP "
-                         f"actor takes Box observations (wrap it, e.g. with "
-                         f"gymnasium.wrappers.FlattenObservation)")
+    try:
+        fmt = obs_format(observation_space)
+    except UnsupportedSpace as err:
+        raise UnsupportedEnv(f"env '{env_id}': {err}") from None
     if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box)):
-        raise ValueError(f"env '{env_id}' has action space {action_space}; hpcrl's actor takes "
-                         f"Discrete or Box actions")
-    return EnvSpaces(tuple(observation_space.shape), action_space)
+        raise UnsupportedEnv(f"env '{env_id}' has action space {action_space}; hpcrl's actor "
+                             f"takes Discrete or Box actions")
+    return EnvSpaces(fmt.shape, action_space, fmt)
 
 
 def probe_spaces(config: EnvConfig) -> EnvSpaces:
     """The spaces of ``config.id``, from one env that is closed again at once."""
     env = gym.make(config.id, **config.kwargs)
     try:
-        return spaces_of(env.observation_space, env.action_space, config.id)
+        spaces = spaces_of(env.observation_space, env.action_space, config.id)
     finally:
         env.close()
+    if config.normalize_obs and spaces.obs_format.one_hot:
+        raise UnsupportedEnv(f"config key 'env.normalize_obs': env '{config.id}' observes "
+                             f"{env.observation_space}, whose integer parts are one-hot encoded "
+                             f"and not normalised; set env.normalize_obs=false")
+    return spaces
 
 
 def make_vector_env(config: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
@@ -126,5 +168,5 @@ def restore_vector_env_state(envs: gym.vector.VectorEnv, states: list[dict]) -> 
 
 
 def as_float_obs(obs: np.ndarray) -> np.ndarray:
-    """Observations as a float32 array of shape ``[num_envs, *obs_shape]``."""
+    """Box observations as a float32 array of shape ``[num_envs, *obs_shape]``."""
     return np.asarray(obs, dtype=np.float32)

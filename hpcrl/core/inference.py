@@ -47,7 +47,7 @@ class NumpyEngine:
         self.log_std = None if a.discrete else a.log_std.detach().numpy().copy()
 
     def _features(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x = obs.reshape(obs.shape[0], -1)
+        x = self.actor.obs_format.encode_numpy(obs)
         pi = forward(self.pi, x)
         return pi, (pi if self.vf is None else forward(self.vf, x))
 

@@ -1,8 +1,9 @@
 """A rollout: what one collector gathered in ``T`` steps of its ``N`` envs.
 
-All step data live in one contiguous float32 array (``data``) and the per-rollout facts in
-one float64 array (``header``), so a rollout crosses processes as two buffers without
-pickling. The named fields are numpy views into those arrays.
+All step data live in one contiguous buffer (``data``, float32 words) and the per-rollout
+facts in one float64 array (``header``), so a rollout crosses processes as two buffers
+without pickling. The named fields are numpy views into those arrays, each in its own
+dtype (observations keep the carried dtype of the env's ``ObsFormat``).
 """
 from __future__ import annotations
 
@@ -16,14 +17,38 @@ _VALID, _VERSION, _OFFSET, _SOURCE, _SECONDS = range(5)
 _FIXED = 5
 
 
-def attach_views(owner: object, fields: Iterator[tuple[str, tuple[int, ...]]],
-                 data: np.ndarray) -> None:
-    """Set ``owner.<name>`` to consecutive views of ``data`` shaped as each field says."""
+Field = tuple  # (name, shape) or (name, shape, dtype); float32 when no dtype is given
+
+
+def _field_parts(field: Field) -> tuple[str, tuple[int, ...], np.dtype]:
+    name, shape = field[0], field[1]
+    return name, shape, np.dtype(field[2] if len(field) > 2 else np.float32)
+
+
+def buffer_words(fields: Iterator[Field]) -> int:
+    """float32 words of a buffer that holds ``fields`` back to back, each aligned to its
+    item size (so a layout of float32 fields takes exactly their element count)."""
     offset = 0
-    for name, shape in fields:
-        size = int(np.prod(shape))
-        setattr(owner, name, data[offset:offset + size].reshape(shape))
-        offset += size
+    for field in fields:
+        _, shape, dtype = _field_parts(field)
+        offset = -(-offset // dtype.itemsize) * dtype.itemsize
+        offset += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    return -(-offset // 4)
+
+
+def attach_views(owner: object, fields: Iterator[Field], data: np.ndarray) -> None:
+    """Set ``owner.<name>`` to consecutive views of ``data`` shaped and typed as each field
+    says. ``data`` is a float32 buffer of :func:`buffer_words` words; a field of another
+    dtype (integer observations, say) is a view of its bytes, so the whole message still
+    crosses processes as one buffer."""
+    raw = data.view(np.uint8)
+    offset = 0
+    for field in fields:
+        name, shape, dtype = _field_parts(field)
+        offset = -(-offset // dtype.itemsize) * dtype.itemsize
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        setattr(owner, name, raw[offset:offset + nbytes].view(dtype).reshape(shape))
+        offset += nbytes
 
 
 @dataclass(frozen=True)
@@ -34,11 +59,12 @@ class RolloutLayout:
     num_envs: int
     obs_shape: tuple[int, ...]
     action_shape: tuple[int, ...]
+    obs_dtype: str = "float32"
 
-    def fields(self) -> Iterator[tuple[str, tuple[int, ...]]]:
-        """Name and shape of each step field, in buffer order."""
+    def fields(self) -> Iterator[Field]:
+        """Name, shape (and dtype, when not float32) of each step field, in buffer order."""
         tn = (self.num_steps, self.num_envs)
-        yield "obs", tn + self.obs_shape
+        yield "obs", tn + self.obs_shape, self.obs_dtype
         yield "actions", tn + self.action_shape
         for name in ("log_probs", "values", "rewards", "terminated", "truncated",
                      "next_values", "episode_returns", "episode_lengths"):
@@ -46,7 +72,8 @@ class RolloutLayout:
 
     @property
     def data_size(self) -> int:
-        return sum(int(np.prod(shape)) for _, shape in self.fields())
+        """float32 words of the step buffer."""
+        return buffer_words(self.fields())
 
     @property
     def obs_dim(self) -> int:

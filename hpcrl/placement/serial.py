@@ -41,9 +41,12 @@ class SerialPlacement:
         self.config = config
         n = config.env.num_envs
         updater_actor = make_actor(config, spaces)
-        self.updater = Updater(make_algorithm(updater_actor, config.algo))
+        on_nonfinite = config.train.on_nonfinite
+        self.updater = Updater(make_algorithm(updater_actor, config.algo,
+                                              on_nonfinite=on_nonfinite))
         storage = make_storage(config, spaces)
-        self.worker = GradientWorker(make_algorithm(make_actor(config, spaces), config.algo),
+        self.worker = GradientWorker(make_algorithm(make_actor(config, spaces), config.algo,
+                                                    on_nonfinite=on_nonfinite),
                                      storage, config.seed, n, num_minibatches(config))
         self.envs = make_vector_env(config.env, n)
         self.collector = Collector(self.envs, make_actor(config, spaces), config.env,
@@ -90,6 +93,7 @@ class SerialPlacement:
         t2 = time.perf_counter()
         stats = {k: v / count for k, v in sums.items()}
         stats.update(self.updater.last_stats)
+        stats["skipped_updates"] = self.updater.algorithm.guard.take_skipped()
         returns, lengths = rollouts[0].finished_episodes()
         return UpdateResult(rollouts[0].valid_steps * rollouts[0].layout.num_envs,
                             returns.copy(), lengths.copy(), stats,

@@ -91,6 +91,7 @@ class SerialOffPolicyPlacement:
         stats = {name: value / rounds for name, value in sums.items()} if rounds else {}
         env_steps = self.config.algo.num_steps * self.num_envs
         stats["replay_ratio"] = gradient_steps / env_steps
+        stats["skipped_updates"] = self.learner.algorithm.guard.take_skipped()
         return UpdateResult(env_steps, np.concatenate(returns),
                             np.concatenate(lengths), stats,
                             {"time_collect_s": collect_s, "time_compute_s": compute_s})

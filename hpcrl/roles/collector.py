@@ -3,6 +3,10 @@
 Its randomness is per env: env ``i`` of the job draws its action noise from a generator
 seeded by ``(seed, i)``, so a collector holding envs ``[a, b)`` produces exactly those
 columns of the rollout that one collector holding every env would.
+
+What the envs return is checked once per rollout (:func:`hpcrl.runtime.finite.check_env_steps`
+on the raw observations and rewards in hand): a NaN or inf stops the run naming the env and
+its step, before the rollout reaches a gradient or the normaliser.
 """
 from __future__ import annotations
 
@@ -17,25 +21,32 @@ from hpcrl.config.schema import EnvConfig
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.inference import make_engine
 from hpcrl.core.env_state import from_plain, to_plain
-from hpcrl.core.envs import (as_float_obs, env_seeds, restore_vector_env_state,
-                             vector_env_state)
+from hpcrl.core.envs import env_seeds, restore_vector_env_state, vector_env_state
 from hpcrl.core.normalization import Moments, Normalizer
 from hpcrl.core.rollout import Rollout
 from hpcrl.roles.messages import Weights
+from hpcrl.runtime.finite import check_env_rows, check_env_steps
 
 StopCheck = Callable[[int], bool]
 
 
 class Collector:
-    """Holds ``envs`` (global indices ``env_offset ..``) and fills :class:`Rollout` buffers."""
+    """Holds ``envs`` (global indices ``env_offset ..`` of ``total_envs`` in the job, default
+    its own) and fills :class:`Rollout` buffers."""
 
     def __init__(self, envs: gym.vector.VectorEnv, actor: ActorCritic, config: EnvConfig,
-                 gamma: float, seed: int, env_offset: int = 0, collector_id: int = 0) -> None:
+                 gamma: float, seed: int, env_offset: int = 0, collector_id: int = 0,
+                 total_envs: Optional[int] = None) -> None:
         self.envs, self.actor, self.config = envs, actor, config
         self.gamma, self.seed = gamma, seed
         self.env_offset, self.collector_id = env_offset, collector_id
         n = envs.num_envs
         self.num_envs = n
+        self.total_envs = total_envs or n
+        self.vector_steps = 0  # steps of this collector's vector env so far
+        self._raw: dict[str, np.ndarray] = {}  # raw observations / rewards of a rollout
+        # (step, envs, final observations) of the episodes truncated during a rollout
+        self._finals: list[tuple[int, np.ndarray, np.ndarray]] = []
         space = envs.single_action_space
         self.clip_low = None if actor.discrete else space.low.astype(np.float32)
         self.clip_high = None if actor.discrete else space.high.astype(np.float32)
@@ -47,7 +58,8 @@ class Collector:
         self.episode_return = np.zeros(n, np.float64)
         self.episode_length = np.zeros(n, np.int64)
         self.discounted_return = np.zeros(n, np.float64)
-        self.obs = as_float_obs(envs.reset(seed=env_seeds(seed, env_offset, n))[0])
+        self.obs_format = actor.obs_format
+        self.obs = self.obs_format.carry(envs.reset(seed=env_seeds(seed, env_offset, n))[0])
 
     # -- weights -----------------------------------------------------------------------------
     def load_weights(self, weights: Weights) -> None:
@@ -78,19 +90,17 @@ class Collector:
         noise = self._draw_noise(steps)
         norm_obs, norm_rew = self.config.normalize_obs, self.config.normalize_reward
         obs = self.obs
-        obs_sum = np.zeros(obs.shape[1:], np.float64)
-        obs_sq = np.zeros_like(obs_sum)
+        raw_obs = self._raw_buffer("obs", rollout.obs) if norm_obs else rollout.obs
+        raw_rewards = self._raw_buffer("rewards", rollout.rewards) if norm_rew else rollout.rewards
+        self._finals.clear()
         ret_samples: list[np.ndarray] = []
         final_values: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         env_action_clip = self.clip_low is not None
         done_steps = 0
         for t in range(steps):
+            raw_obs[t] = obs
             if norm_obs:
-                obs_sum += obs.sum(axis=0)
-                obs_sq += np.square(obs, dtype=np.float64).sum(axis=0)
                 rollout.obs[t] = self.obs_norm.observation(obs)
-            else:
-                rollout.obs[t] = obs
             actions_np, log_probs, values = self.engine.step(rollout.obs[t], noise[t])
             rollout.actions[t] = actions_np
             rollout.log_probs[t] = log_probs
@@ -98,9 +108,10 @@ class Collector:
             if env_action_clip:
                 actions_np = np.clip(actions_np, self.clip_low, self.clip_high)
             obs, rewards, terminated, truncated, info = self.envs.step(actions_np)
-            obs = as_float_obs(obs)
+            obs = self.obs_format.carry(obs)
             self.episode_return += rewards
             self.episode_length += 1
+            raw_rewards[t] = rewards
             if norm_rew:
                 self.discounted_return = self.discounted_return * self.gamma + rewards
                 ret_samples.append(self.discounted_return.copy())
@@ -115,9 +126,10 @@ class Collector:
             if should_stop is not None and done_steps < steps and should_stop(done_steps):
                 break
         self.obs = obs
+        self._check(raw_obs[:done_steps], raw_rewards[:done_steps])
+        self.vector_steps += done_steps
         self._bootstrap(rollout, done_steps, final_values)
-        obs_moments = (Moments.from_sums(done_steps * self.num_envs, obs_sum, obs_sq)
-                       if norm_obs else Moments(0.0, obs_sum, obs_sq))
+        obs_moments = self._obs_moments(raw_obs[:done_steps])
         ret_moments = (Moments.of(np.concatenate(ret_samples)) if ret_samples
                        else Moments(0.0, np.zeros(()), np.zeros(())))
         rollout.set_moments((obs_moments.count, obs_moments.mean, obs_moments.m2),
@@ -125,6 +137,33 @@ class Collector:
         rollout.set_facts(done_steps, self.weights_version, self.env_offset, self.collector_id,
                           time.perf_counter() - started)
         return rollout
+
+    def _raw_buffer(self, name: str, like: np.ndarray) -> np.ndarray:
+        """A reused buffer shaped like ``like`` for the raw values the rollout stores
+        normalised (the check and the normaliser moments need them as the env returned them)."""
+        buf = self._raw.get(name)
+        if buf is None or buf.shape != like.shape:
+            buf = self._raw[name] = np.empty_like(like)
+        return buf
+
+    def _check(self, raw_obs: np.ndarray, raw_rewards: np.ndarray) -> None:
+        """Stop on a non-finite observation or reward of this rollout, the next observation,
+        or a final observation of a truncated episode."""
+        first, total = self.vector_steps, self.total_envs
+        check_env_steps("observation", raw_obs, self.env_offset, first, total)
+        check_env_steps("reward", raw_rewards, self.env_offset, first + 1, total)
+        check_env_steps("observation", self.obs[None], self.env_offset,
+                        first + len(raw_obs), total)
+        check_env_rows("final observation", self._finals, self.env_offset, first + 1, total)
+
+    def _obs_moments(self, raw_obs: np.ndarray) -> Moments:
+        """The observation moments of the rollout (count 0 without observation normalising)."""
+        dims = raw_obs.shape[2:]
+        if not self.config.normalize_obs:
+            return Moments(0.0, np.zeros(dims), np.zeros(dims))
+        return Moments.from_sums(raw_obs.shape[0] * raw_obs.shape[1],
+                                 raw_obs.sum(axis=(0, 1), dtype=np.float64),
+                                 np.square(raw_obs, dtype=np.float64).sum(axis=(0, 1)))
 
     def _end_episodes(self, rollout: Rollout, t: int, done: np.ndarray, terminated: np.ndarray,
                       truncated: np.ndarray, info: dict[str, Any],
@@ -136,7 +175,8 @@ class Collector:
         self.discounted_return[done] = 0.0
         cut = np.flatnonzero(truncated & ~terminated)
         if cut.size:
-            final = as_float_obs(np.stack([info["final_obs"][i] for i in cut]))
+            final = self.obs_format.carry_each([info["final_obs"][i] for i in cut])
+            self._finals.append((t, cut, final))
             if self.config.normalize_obs:
                 final = self.obs_norm.observation(final)
             final_values[t] = (cut, self.engine.value(final))
@@ -159,7 +199,8 @@ class Collector:
                 "rngs": [to_plain(r) for r in self.rngs], "obs": torch.from_numpy(self.obs.copy()),
                 "episode_return": torch.from_numpy(self.episode_return.copy()),
                 "episode_length": torch.from_numpy(self.episode_length.copy()),
-                "discounted_return": torch.from_numpy(self.discounted_return.copy())}
+                "discounted_return": torch.from_numpy(self.discounted_return.copy()),
+                "vector_steps": self.vector_steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> list[str]:
         """Restore :meth:`state_dict`; returns the env attributes that could not be restored
@@ -169,6 +210,7 @@ class Collector:
                              f"({len(state['rngs'])} envs) but this collector runs envs from "
                              f"{self.env_offset} ({self.num_envs}): the env layout changed")
         self.rngs = [from_plain(r, cur) for r, cur in zip(state["rngs"], self.rngs)]
+        self.vector_steps = int(state.get("vector_steps", 0))
         if state["envs_inexact"]:
             return list(state["envs_inexact"])
         self.episode_return = state["episode_return"].numpy().copy()

@@ -18,6 +18,7 @@ from hpcrl.core.replay.prioritized import PrioritizedReplayBuffer
 from hpcrl.core.replay.transitions import Transitions
 from hpcrl.roles.messages import Weights
 from hpcrl.runtime.cpu import flush_denormals
+from hpcrl.runtime.finite import was_applied
 
 
 def make_replay(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
@@ -57,7 +58,8 @@ class ReplayLearner:
 
     def train(self, gradient_steps: int, job_env_steps: int) -> dict[str, float]:
         """``gradient_steps`` steps on fresh batches; returns the mean of each loss term and
-        the optimiser figures of the last step."""
+        the optimiser figures of the last applied step (a step the algorithm's guard drops
+        for a non-finite gradient leaves the weights and the batch's priorities alone)."""
         alg = self.algorithm
         alg.set_progress(job_env_steps / self.total_env_steps)
         beta = self.config.beta0 + (1.0 - self.config.beta0) * alg.progress
@@ -69,9 +71,12 @@ class ReplayLearner:
             for _ in range(gradient_steps):
                 batch = self.replay.sample(self.config.batch_size, beta)
                 grads, stats = alg.compute_gradients(batch)
+                figures = alg.apply_gradients(grads)
+                if not was_applied(figures):
+                    continue
+                applied = figures
                 if prioritized:
                     self.replay.update_priorities(batch.indices, alg.priorities())
-                applied = alg.apply_gradients(grads)
                 for name, value in stats.items():
                     sums[name] = sums.get(name, 0.0) + value
                     counts[name] = counts.get(name, 0) + 1

@@ -32,6 +32,7 @@ from hpcrl.core.offpolicy_engine import GreedyQEngine, SquashedGaussianEngine, m
 from hpcrl.core.replay.nstep import NStepWindow
 from hpcrl.core.replay.transitions import TransitionLayout, Transitions
 from hpcrl.roles.messages import Weights
+from hpcrl.runtime.finite import check_env_rows, check_env_steps
 
 COLLECT_STREAM = 0x0FF  # per-env generators, apart from the on-policy collector's
 
@@ -99,6 +100,7 @@ class TransitionCollector:
                           if self.replay.per_collector_eps else None)
         self.weights_version = 0
         self.vector_steps = 0  # steps of this collector's vector env so far
+        self._raw: dict[str, np.ndarray] = {}  # what the envs returned during a chunk
         self.episode_return = np.zeros(n, np.float64)
         self.episode_length = np.zeros(n, np.int64)
         self.obs = as_float_obs(envs.reset(seed=env_seeds(config.seed, env_offset, n))[0])
@@ -150,23 +152,32 @@ class TransitionCollector:
     def collect(self, chunk: Transitions, steps: int, job_env_steps: int) -> Transitions:
         """Step every env ``steps`` times into ``chunk`` (emptied first).
 
-        ``job_env_steps`` counts the job's env steps before this chunk.
+        ``job_env_steps`` counts the job's env steps before this chunk. What the envs
+        returned is checked once, at the end (:meth:`_check`): a NaN or inf observation or
+        reward stops the run before the chunk reaches a replay.
         """
         started = time.perf_counter()
         chunk.reset()
         draws = self._draws(steps, job_env_steps < self.replay.learning_starts)
         obs = self.obs
+        raw_obs = self._raw_buffer("obs", (steps,) + obs.shape, obs.dtype)
+        raw_rewards = self._raw_buffer("rewards", (steps, self.num_envs), np.float32)
+        finals: list[tuple[int, np.ndarray, np.ndarray]] = []  # of the episodes that ended
         for t in range(steps):
             actions = self._act(obs, t, job_env_steps + t * self.total_envs, draws)
             env_actions = actions if self.discrete else self.scale.to_env(actions)
             next_obs, rewards, terminated, truncated, info = self.envs.step(env_actions)
             next_obs = as_float_obs(next_obs)
+            raw_obs[t] = next_obs
+            raw_rewards[t] = rewards
             done = terminated | truncated
             final = next_obs
             if done.any():
                 final = next_obs.copy()
-                for i in np.flatnonzero(done):
+                ended = np.flatnonzero(done)
+                for i in ended:
                     final[i] = info["final_obs"][i]
+                finals.append((t, ended, final[ended]))
             chunk.append(*self.window.push(obs, actions, rewards, terminated, truncated, final))
             self.episode_return += rewards
             self.episode_length += 1
@@ -178,12 +189,29 @@ class TransitionCollector:
                     self.noise.reset(done)
             obs = next_obs
         self.obs = obs
+        self._check(raw_obs[:steps], raw_rewards[:steps], finals)
         self.vector_steps += steps
         if chunk.layout.priorities:
             self._priorities(chunk)
         chunk.set_facts(self.weights_version, self.env_offset, self.collector_id,
                         steps * self.num_envs, time.perf_counter() - started)
         return chunk
+
+    def _raw_buffer(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """A reused buffer for what the envs return during a chunk (grown when needed)."""
+        buf = self._raw.get(name)
+        if buf is None or buf.shape[0] < shape[0] or buf.shape[1:] != shape[1:]:
+            buf = self._raw[name] = np.empty(shape, dtype)
+        return buf
+
+    def _check(self, raw_obs: np.ndarray, raw_rewards: np.ndarray,
+               finals: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
+        """Stop on a non-finite observation, reward or final observation of this chunk
+        (``raw_*[t]`` came from vector step ``vector_steps + t + 1``)."""
+        first = self.vector_steps + 1
+        check_env_steps("observation", raw_obs, self.env_offset, first, self.total_envs)
+        check_env_steps("reward", raw_rewards, self.env_offset, first, self.total_envs)
+        check_env_rows("final observation", finals, self.env_offset, first, self.total_envs)
 
     def _priorities(self, chunk: Transitions) -> None:
         """Initial priorities of the chunk's rows: ``|r + discount * max_a Q(s', a) -

@@ -31,10 +31,13 @@ class Updater:
         """One optimiser step with ``gradient``.
 
         The normaliser moments a gradient carries are merged too: they change only what the
-        collectors see next, since training uses the observations as they were collected.
+        collectors see next, since training uses the observations as they were collected
+        (and they come from env data checked finite, so they merge even when a non-finite
+        gradient is dropped under ``train.on_nonfinite=skip_update``).
         """
         self.algorithm.set_progress(gradient.progress)
-        self.last_stats = self.algorithm.apply_gradients(torch.from_numpy(gradient.grads))
+        self.last_stats = self.algorithm.apply_gradients(torch.from_numpy(gradient.grads),
+                                                         step=self.version + 1)
         obs, ret = gradient.moments()
         actor = self.algorithm.actor
         if obs.count > 0:

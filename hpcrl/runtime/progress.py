@@ -20,8 +20,11 @@ SCHEME_COLUMNS = ("policy_lag", "gradient_asynchrony", "dropped_rollouts", "time
 
 
 def columns_for(stat_names: Sequence[str]) -> list[str]:
-    """CSV columns: counters, the algorithm's loss terms, optimiser figures, scheme metrics."""
-    return [*BASE_COLUMNS, *stat_names, "grad_norm", "learning_rate", *SCHEME_COLUMNS]
+    """CSV columns: counters, the algorithm's loss terms, optimiser figures (``skipped_updates``
+    counts the gradient steps of the update dropped under ``train.on_nonfinite=skip_update``),
+    scheme metrics."""
+    return [*BASE_COLUMNS, *stat_names, "grad_norm", "learning_rate", "skipped_updates",
+            *SCHEME_COLUMNS]
 
 
 def truncate_rows(path: Path, rows: int) -> None:
@@ -62,6 +65,7 @@ class ProgressLog:
                 raise RuntimeError(f"{self.path} has fewer rows than the checkpoint's "
                                    f"{resume_rows} updates: the run directory was altered")
             truncate_rows(self.path, resume_rows)
+            self.columns = _header(self.path) or self.columns  # a run of an older version
             self.file: IO[str] = open(self.path, "a", newline="")
             self.writer = csv.DictWriter(self.file, self.columns, extrasaction="ignore")
         else:
@@ -91,6 +95,12 @@ class ProgressLog:
         self.file.close()
         if self.tb is not None:
             self.tb.close()
+
+
+def _header(path: Path) -> list[str]:
+    """The columns of an existing CSV file (its rows continue under them on resume)."""
+    with open(path, newline="") as f:
+        return next(csv.reader(f), [])
 
 
 def _fmt(value: Any) -> Any:

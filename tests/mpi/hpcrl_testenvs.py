@@ -48,3 +48,50 @@ class CrashingCartPole(CartPoleEnv):
 
 gym.register("SlowCartPole-v0", entry_point=SlowCartPole, max_episode_steps=500)
 gym.register("CrashingCartPole-v0", entry_point=CrashingCartPole, max_episode_steps=500)
+
+
+def _seeds(var: str) -> set[int]:
+    return {int(s) for s in os.environ.get(var, "").split(",") if s}
+
+
+class NonFiniteCartPole(CartPoleEnv):
+    """CartPole that turns bad after ``HPCRL_TEST_BAD_AFTER`` steps of its own (counted over
+    episodes), when its first reset seed is in ``HPCRL_TEST_BAD_SEEDS`` (a run's env with
+    global index ``i`` is seeded ``seed + i``; unset: every env) and, when set, its rank is
+    in ``HPCRL_TEST_BAD_RANKS``. ``HPCRL_TEST_BAD_WHAT`` says how: ``obs`` (observations NaN
+    from then on, the default), ``reward`` (rewards NaN from then on) or ``huge_reward`` (one
+    reward of 1e30 at that step, finite but enough to overflow a value loss)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        ranks = _ranks("HPCRL_TEST_BAD_RANKS")
+        self.rank_ok = not ranks or os.environ.get("PMI_RANK", "") in ranks
+        self.after = int(os.environ.get("HPCRL_TEST_BAD_AFTER", "100"))
+        self.what = os.environ.get("HPCRL_TEST_BAD_WHAT", "obs")
+        self.armed: bool | None = None
+        self.steps = 0
+
+    def reset(self, *, seed=None, options=None):
+        if self.armed is None:
+            seeds = _seeds("HPCRL_TEST_BAD_SEEDS")
+            self.armed = self.rank_ok and (not seeds or seed in seeds)
+        obs, info = super().reset(seed=seed, options=options)
+        return self._spoil(obs), info
+
+    def _spoil(self, obs):
+        if self.armed and self.what == "obs" and self.steps >= self.after:
+            obs = obs * float("nan")
+        return obs
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.steps += 1
+        if self.armed and self.steps >= self.after:
+            if self.what == "reward":
+                reward = float("nan")
+            elif self.what == "huge_reward" and self.steps == self.after:
+                reward = 1e30
+        return self._spoil(obs), reward, terminated, truncated, info
+
+
+gym.register("NonFiniteCartPole-v0", entry_point=NonFiniteCartPole, max_episode_steps=500)

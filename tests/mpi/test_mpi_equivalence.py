@@ -42,3 +42,26 @@ def test_two_gradient_ranks_reach_the_weights_of_one(allreduce):
         trainer.train()
         reference = params_to_flat(trainer.placement.master_actor)
         torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parallel(2)
+def test_integer_observations_cross_ranks_as_integers_and_layouts_agree():
+    """Blackjack's Tuple of Discrete observations travel as int64 in the rollouts, and two
+    gradient ranks still reach the weights of one process holding every env."""
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    run_dir = shared_dir(comm)
+    blackjack = ["env.id=Blackjack-v1"]
+    sets = COMMON + blackjack + ["scheme.preset=ddppo", "env.num_envs=4",
+                                 "scheme.allreduce=mpi"]
+    role = train_mpi(from_dict({}, sets), run_dir / "mpi")
+    mine = params_to_flat(getattr(role, "ranked", role).actor)
+    if comm.rank == 0:
+        serial = from_dict({}, COMMON + blackjack + ["env.num_envs=8"])
+        trainer = Trainer(serial, RunDir(run_dir / "serial"), console=None)
+        trainer.train()
+        reference = params_to_flat(trainer.placement.master_actor)
+        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-5)
+        ckpt = torch.load(run_dir / "mpi" / "checkpoints" / "last.pt", weights_only=True)
+        assert ckpt["policy"]["obs_format"]["dtype"] == "int64"

@@ -13,10 +13,11 @@ from hpcrl.core.reducer import Reducer
 ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "a2c": A2C, "impala": IMPALA}
 
 
-def make_algorithm(actor: nn.Module, config: AlgoConfig,
-                   reducer: Reducer | None = None) -> Algorithm:
-    """The algorithm named by ``config.name`` over ``actor``."""
-    return ALGORITHMS[config.name](actor, config, reducer)
+def make_algorithm(actor: nn.Module, config: AlgoConfig, reducer: Reducer | None = None,
+                   on_nonfinite: str = "stop") -> Algorithm:
+    """The algorithm named by ``config.name`` over ``actor``; ``on_nonfinite`` is
+    ``train.on_nonfinite`` (what a NaN/inf loss term or gradient does)."""
+    return ALGORITHMS[config.name](actor, config, reducer, on_nonfinite)
 
 
 __all__ = ["A2C", "ALGORITHMS", "Algorithm", "IMPALA", "PPO", "make_algorithm"]

@@ -16,6 +16,7 @@ from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_grad
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.reducer import LocalReducer, Reducer
 from hpcrl.core.storage import RolloutBatch, RolloutStorage
+from hpcrl.runtime.finite import STOP, GradientGuard
 
 
 def linear_schedule(initial: float, kind: str, progress: float) -> float:
@@ -27,16 +28,18 @@ class Algorithm(ABC):
     """An on-policy learning rule over an actor.
 
     ``stat_names`` lists the loss terms each gradient reports, in a fixed order so they can
-    travel as a plain float vector beside the gradient.
+    travel as a plain float vector beside the gradient. ``guard`` applies
+    ``train.on_nonfinite`` to the loss terms and to each gradient applied.
     """
 
     stat_names: tuple[str, ...] = ()
 
     def __init__(self, actor: nn.Module, config: AlgoConfig,
-                 reducer: Reducer | None = None) -> None:
+                 reducer: Reducer | None = None, on_nonfinite: str = STOP) -> None:
         self.actor = actor
         self.config = config
         self.reducer: Reducer = reducer or LocalReducer()
+        self.guard = GradientGuard(on_nonfinite)
         self.progress = 0.0
         self._optimizer: FlatOptimizer | None = None
 
@@ -71,6 +74,7 @@ class Algorithm(ABC):
         """The flat gradient of the loss on ``batch`` (the actor's weights are not changed)."""
         zero_flat_gradients(self.actor)
         loss, stats = self.loss(batch)
+        self.guard.check_loss(stats)
         loss.backward()
         return grads_to_flat(self.actor), stats
 
@@ -84,9 +88,15 @@ class Algorithm(ABC):
                                                   self.config.optimizer_eps, flat.device)
         return self._optimizer
 
-    def apply_gradients(self, flat_grads: torch.Tensor) -> dict[str, float]:
-        """Clip ``flat_grads`` by global norm and take one optimiser step with them."""
+    def apply_gradients(self, flat_grads: torch.Tensor, step: int = 0) -> dict[str, float]:
+        """Clip ``flat_grads`` by global norm and take one optimiser step with them.
+
+        A non-finite gradient is refused by ``guard`` (``step``, the optimiser step number,
+        names it): it raises, or the step is dropped and ``grad_norm`` reports the norm.
+        """
         norm = float(flat_grads.norm())
+        if not self.guard.admit(norm, step):
+            return {"grad_norm": norm, "learning_rate": self.learning_rate}
         max_norm = self.config.max_grad_norm
         if max_norm > 0 and norm > max_norm:
             flat_grads = flat_grads * (max_norm / (norm + 1e-6))

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
-from hpcrl.core.rollout import attach_views
+from hpcrl.core.rollout import Field, attach_views, buffer_words
 
 _COUNT, _VERSION, _OFFSET, _SOURCE, _EPISODES, _ENV_STEPS, _SECONDS = range(7)
 _HEADER = 7
@@ -27,15 +27,16 @@ class TransitionLayout:
     obs_shape: tuple[int, ...]
     action_shape: tuple[int, ...]
     priorities: bool = False
+    obs_dtype: str = "float32"
 
-    def fields(self) -> Iterator[tuple[str, tuple[int, ...]]]:
-        """Name and shape of each row field, in buffer order."""
+    def fields(self) -> Iterator[Field]:
+        """Name, shape (and dtype, when not float32) of each row field, in buffer order."""
         c = (self.capacity,)
-        yield "obs", c + self.obs_shape
+        yield "obs", c + self.obs_shape, self.obs_dtype
         yield "actions", c + self.action_shape
         yield "rewards", c
         yield "discounts", c
-        yield "next_obs", c + self.obs_shape
+        yield "next_obs", c + self.obs_shape, self.obs_dtype
         yield "episode_returns", c
         yield "episode_lengths", c
         if self.priorities:
@@ -43,7 +44,8 @@ class TransitionLayout:
 
     @property
     def data_size(self) -> int:
-        return sum(int(np.prod(shape)) for _, shape in self.fields())
+        """float32 words of the row buffer."""
+        return buffer_words(self.fields())
 
     def new(self) -> "Transitions":
         return Transitions(self, np.zeros(self.data_size, np.float32),

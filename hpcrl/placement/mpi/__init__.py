@@ -17,6 +17,7 @@ from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import Config
 from hpcrl.placement.mpi.job import MpiJob, build_job, wants_mpi
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
+from hpcrl.runtime.finite import naming_last_good
 from hpcrl.runtime.rng import seed_everything
 from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.runtime.run_dir import RunDir
@@ -79,7 +80,8 @@ def train_mpi(config: Config, run_dir: Path, resume: bool = False,
             ranked = AsyncWorkerRank(job, state)
         else:
             ranked = WorkerRank(job, state, leader)
-    ranked.run()
+    with naming_last_good(run.checkpoint_path):  # a NaN/inf message names the checkpoint
+        ranked.run()
     finish_world(job.world, [job.learners, job.gradient])
     return ranked
 

@@ -71,7 +71,8 @@ class CollectorRank:
         else:
             self.actor = job.new_actor(job.device)
             self.collector = Collector(self.envs, self.actor, cfg.env, cfg.algo.gamma,
-                                       cfg.seed, job.role.env_offset, collector_id=job.rank)
+                                       cfg.seed, job.role.env_offset, collector_id=job.rank,
+                                       total_envs=job.total_envs)
             self.weights = Weights.empty_like(self.actor)
             layout = job.layout()
             self.buffers = [layout.new(), layout.new()]

@@ -16,7 +16,7 @@ from hpcrl.core.actor import ActorCritic
 from hpcrl.evaluation import evaluate
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, ReportLayout
-from hpcrl.runtime.checkpoint import save_atomic
+from hpcrl.runtime.finite import save_finite_checkpoint
 from hpcrl.runtime.metrics import EpisodeWindow, progress_row
 from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
 from hpcrl.runtime.rng import rng_state
@@ -80,7 +80,8 @@ class Leader:
         elapsed = time.perf_counter() - self.started
         fps = (self.env_steps - self.start_steps) / max(elapsed, 1e-9)
         stats = {name: figures[name] for name in self.layout.stat_names}
-        stats.update(grad_norm=figures["grad_norm"], learning_rate=figures["learning_rate"])
+        stats.update(grad_norm=figures["grad_norm"], learning_rate=figures["learning_rate"],
+                     skipped_updates=figures["skipped_updates"])
         scheme = {key: figures[key] for key in SCHEME_KEYS}
         scheme["gradient_asynchrony"] = gradient_asynchrony
         row = progress_row(self.env_steps, self.updates, self.wall_time_s, fps, self.episodes,
@@ -95,9 +96,11 @@ class Leader:
 
     def write_checkpoint(self, actor: ActorCritic, learner_state: dict[str, Any],
                          collector_states: list[dict[str, Any]]) -> Path:
+        """Write the job's state (refused, the previous checkpoint kept, when its weights or
+        statistics are not all finite: the job then stops with that message)."""
         self.log.sync()
         collector_states = sorted(collector_states, key=lambda s: s["env_offset"])
-        return save_atomic({
+        return save_finite_checkpoint({
             "counters": {"updates": self.updates, "env_steps": self.env_steps,
                          "wall_time_s": self.wall_time_s},
             "policy": policy_record(self.job.config, self.job.spaces,

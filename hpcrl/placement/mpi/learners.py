@@ -76,7 +76,8 @@ class WorkerRank:
         self.allreducer = (make_allreducer(s.allreduce, job.gradient, job.device, numel)
                            if not self.central and n_workers > 1 else None)
         reducer = HostSumReducer(job.gradient) if n_workers > 1 else None
-        self.algorithm = make_algorithm(self.actor, cfg.algo, reducer)
+        self.algorithm = make_algorithm(self.actor, cfg.algo, reducer,
+                                        on_nonfinite=cfg.train.on_nonfinite)
         storage = make_storage(cfg, job.spaces, job.device)
         self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
                                      num_minibatches(cfg))
@@ -213,7 +214,8 @@ def write_checkpoint(job: MpiJob, leader: Leader, actor: Any, learner_state: Any
 def make_updater(job: MpiJob, resume: Optional[dict[str, Any]]) -> Updater:
     """The updater of a central scheme, with its master actor (restored on resume)."""
     actor = job.new_actor(job.device)
-    updater = Updater(make_algorithm(actor, job.config.algo))
+    updater = Updater(make_algorithm(actor, job.config.algo,
+                                     on_nonfinite=job.config.train.on_nonfinite))
     if resume is not None:
         actor.load_state_dict(resume["policy"]["state_dict"])
         updater.load_state_dict(resume["placement"]["updater"])

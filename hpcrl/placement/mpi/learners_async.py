@@ -35,7 +35,8 @@ class AsyncWorkerRank:
         cfg = job.config
         self.job, self.world = job, job.world
         self.actor = job.new_actor(job.device)
-        self.algorithm = make_algorithm(self.actor, cfg.algo)
+        self.algorithm = make_algorithm(self.actor, cfg.algo,
+                                        on_nonfinite=cfg.train.on_nonfinite)
         storage = make_storage(cfg, job.spaces, job.device)
         self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
                                      num_minibatches(cfg))
@@ -188,6 +189,8 @@ class AsyncUpdaterRank:
             if report[self.layout.index("gradients")] > 0 and not self.leader.done:
                 async_mean = float(np.mean(self.asynchrony)) if self.asynchrony else 0.0
                 self.asynchrony = []
+                # the steps this updater dropped for a non-finite gradient (skip_update)
+                report[self.layout.index("skipped_updates")] = self.algorithm.guard.take_skipped()
                 self.leader.record(report[None, :], gradient_asynchrony=async_mean)
                 if self.leader.checkpoint_due():
                     self._open_round(set(range(len(self.workers))))

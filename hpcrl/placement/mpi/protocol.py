@@ -5,6 +5,7 @@ pickled. Only checkpoint-time collector states (a few kB, once per checkpoint) a
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -19,7 +20,7 @@ from hpcrl.roles.messages import CHECKPOINT, COLLECT, PREEMPTED, STOP  # noqa: E
 
 _BASE = ("env_steps", "episodes", "return_sum", "length_sum", "policy_lag", "time_collect_s",
          "time_wait_s", "time_compute_s", "time_communicate_s", "dropped_rollouts",
-         "gradients", "applied", "grad_norm_sum", "learning_rate")
+         "gradients", "applied", "grad_norm_sum", "learning_rate", "skipped_updates")
 
 
 @dataclass
@@ -66,7 +67,11 @@ class ReportLayout:
         report[self.index("gradients")] += 1
 
     def add_applied(self, report: np.ndarray, grad_norm: float) -> None:
-        """Count one optimiser step this rank applied, and its gradient norm."""
+        """Count one optimiser step this rank applied, and its gradient norm (a step dropped
+        for a non-finite gradient, ``grad_norm`` NaN or inf, counts in ``skipped_updates``)."""
+        if not math.isfinite(grad_norm):
+            report[self.index("skipped_updates")] += 1
+            return
         report[self.index("applied")] += 1
         report[self.index("grad_norm_sum")] += grad_norm
 
@@ -86,7 +91,9 @@ class ReportLayout:
                "dropped_rollouts": float(reports[:, self.index("dropped_rollouts")].sum()),
                "grad_norm": float(reports[:, self.index("grad_norm_sum")].sum()
                                   / max(applied, 1)),
-               "learning_rate": float(col["learning_rate"].mean())}
+               "learning_rate": float(col["learning_rate"].mean()),
+               # every decentralised worker drops the same steps; elsewhere one rank applies
+               "skipped_updates": float(reports[:, self.index("skipped_updates")].max())}
         for name in ("time_collect_s", "time_wait_s", "time_compute_s", "time_communicate_s"):
             out[name] = float(col[name].mean())
         for name in self.stat_names:

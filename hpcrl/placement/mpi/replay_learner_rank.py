@@ -51,6 +51,7 @@ class UpdateFigures:
     compute_s: float = 0.0
     comm_s: float = 0.0
     gradient_steps: int = 0
+    skipped_updates: int = 0
     grad_norm_sum: float = 0.0
     rounds: int = 0
     stats: dict[str, float] = field(default_factory=dict)
@@ -145,6 +146,7 @@ class ReplayLearnerRank:
         stats = self.learner.train(n, self.env_steps)
         row = self.row
         row.gradient_steps += n
+        row.skipped_updates += self.learner.algorithm.guard.take_skipped()
         row.rounds += 1
         row.grad_norm_sum += stats.pop("grad_norm", 0.0) * n
         stats.pop("learning_rate", None)
@@ -166,6 +168,7 @@ class ReplayLearnerRank:
             time_collect_s=row.collect_s / max(row.chunks, 1), time_wait_s=row.wait_s,
             time_compute_s=row.compute_s, time_communicate_s=row.comm_s,
             gradients=1, applied=row.gradient_steps, grad_norm_sum=row.grad_norm_sum,
+            skipped_updates=row.skipped_updates,
             learning_rate=self.learner.algorithm.learning_rate,
             replay_ratio=row.gradient_steps / max(row.env_steps, 1))
         for name, value in row.stats.items():

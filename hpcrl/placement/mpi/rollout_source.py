@@ -40,7 +40,8 @@ class OwnEnvs:
         self.job = job
         self.envs = make_vector_env(cfg.env, cfg.env.num_envs)
         self.collector = Collector(self.envs, job.new_actor(), cfg.env, cfg.algo.gamma,
-                                   cfg.seed, job.role.env_offset, collector_id=job.rank)
+                                   cfg.seed, job.role.env_offset, collector_id=job.rank,
+                                   total_envs=job.total_envs)
         if resume_state is not None:
             self.collector.load_state_dict(resume_state)
         self.rollout = job.layout().new()

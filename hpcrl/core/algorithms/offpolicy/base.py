@@ -10,6 +10,7 @@ step on the steps it skips), then updates the target networks due at ``k``.
 """
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -26,6 +27,7 @@ from hpcrl.core.flat import (contiguous_parameters, share_flat_parameters,
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
+from hpcrl.runtime.finite import GradientGuard
 
 NOISE_STREAM = 0x7A3  # seeds the learner's torch generator apart from everything else
 
@@ -73,6 +75,7 @@ class OffPolicyAlgorithm(ABC):
         self.algo, self.replay = config.algo, config.replay
         self.progress = 0.0
         self.steps = 0
+        self.guard = GradientGuard(config.train.on_nonfinite)
         self.generator = learner_generator(config.seed)
         self.targets: dict[str, TargetNetwork] = {}
         with torch.random.fork_rng():
@@ -129,6 +132,7 @@ class OffPolicyAlgorithm(ABC):
         the weights are not changed)."""
         grads = zero_flat_gradients(self.nets)
         loss, stats = self.loss(batch)
+        self.guard.check_loss(stats)
         loss.backward()  # accumulates into the views of ``grads``
         return grads, stats
 
@@ -157,23 +161,29 @@ class OffPolicyAlgorithm(ABC):
 
     def apply_gradients(self, flat_grads: torch.Tensor) -> dict[str, float]:
         """Apply the gradient of step ``steps + 1``: clip and step each due segment by its
-        own optimiser, count the step, update the due targets."""
+        own optimiser, count the step, update the due targets.
+
+        A non-finite gradient is refused by ``guard``: it raises, or the step is dropped
+        (weights, optimisers, targets and ``steps`` unchanged) and ``grad_norm`` reports it.
+        """
         step = self.steps + 1
         lr = self.learning_rate
         max_norm = self.algo.max_grad_norm
-        total_sq = 0.0
+        due = [self.segments[name] for name in self.stepping(step)]
         with torch.no_grad():
-            for name in self.stepping(step):
-                seg = self.segments[name]
+            norms = [float(torch.linalg.vector_norm(flat_grads[seg.slice])) for seg in due]
+        total = math.sqrt(sum(n * n for n in norms))
+        if not self.guard.admit(total, step):
+            return {"grad_norm": total, "learning_rate": lr}
+        with torch.no_grad():
+            for seg, norm in zip(due, norms):
                 grads = flat_grads[seg.slice]
-                norm = float(torch.linalg.vector_norm(grads))
-                total_sq += norm * norm
                 if max_norm > 0 and norm > max_norm:
                     grads = grads * (max_norm / (norm + 1e-6))
-                self.optimizers[name].step(self.flat[seg.slice], grads, lr)
+                self.optimizers[seg.name].step(self.flat[seg.slice], grads, lr)
         self.steps = step
         self.update_targets(step)
-        return {"grad_norm": total_sq ** 0.5, "learning_rate": lr}
+        return {"grad_norm": total, "learning_rate": lr}
 
     def segment_params(self, name: str) -> torch.Tensor:
         """The flat parameters of one segment (a view)."""

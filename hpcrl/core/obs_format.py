@@ -1,0 +1,185 @@
+"""How an env's observations are carried between roles and turned into network features.
+
+Gymnasium envs observe through a ``Box`` (an array of numbers), a ``Discrete`` (one integer,
+as in FrozenLake or Taxi), a ``MultiDiscrete`` (several integers), or a ``Tuple`` of those
+(Blackjack's ``Tuple(Discrete(32), Discrete(11), Discrete(2))``). An :class:`ObsFormat`
+describes, for one such space:
+
+- the *carried* form of one observation: an array of :attr:`ObsFormat.shape` and
+  :attr:`ObsFormat.dtype` that rollouts, replays, messages and checkpoints hold. Integer
+  observations stay integers (int64), so nothing is rounded on the way;
+- the *features* the networks see: Box values as they are (flattened), every integer
+  component one-hot encoded over its ``n`` values, concatenated in the space's order.
+
+The encoding happens inside the networks (:meth:`ObsFormat.encode`), so a saved policy takes
+the env's raw observation, and collectors evaluate the same encoding in numpy
+(:meth:`ObsFormat.encode_numpy`). Spaces no network here can take (``Dict``, ``Text``,
+``Graph``, ``Sequence``...) are refused by :func:`obs_format` with the wrapper that fixes it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+# one part of an observation: ("box", columns) or ("onehot", n, start)
+Part = tuple
+
+
+class UnsupportedSpace(ValueError):
+    """An observation space that no hpcrl network takes; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class ObsFormat:
+    """The carried shape and dtype of one observation and how it becomes features.
+
+    ``parts`` lists the columns of the flattened carried observation in order: a
+    ``("box", k)`` part is ``k`` real values passed through, a ``("onehot", n, start)`` part
+    is one integer in ``[start, start + n)`` encoded as ``n`` features. A plain ``Box`` space
+    has ``raw`` set: its observations keep the env's shape and are only flattened.
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+    parts: tuple[Part, ...]
+    raw_shape: tuple[int, ...]
+    raw: bool = False
+
+    @property
+    def features(self) -> int:
+        """Width of the feature vector the first network layer takes."""
+        return sum(p[1] for p in self.parts)
+
+    @property
+    def one_hot(self) -> bool:
+        """Whether any part is one-hot encoded (observation normalisation does not apply)."""
+        return any(p[0] == "onehot" for p in self.parts)
+
+    # -- carried form ------------------------------------------------------------------------
+    def carry(self, obs: Any) -> np.ndarray:
+        """A vector env's batch of observations as ``[N, *shape]`` in the carried dtype.
+
+        ``Tuple`` spaces come from Gymnasium's vector envs as a tuple of per-part batches.
+        """
+        if isinstance(obs, tuple):
+            n = len(np.asarray(obs[0]))
+            cols = [np.asarray(p).reshape(n, -1) for p in obs]
+            return np.concatenate(cols, axis=1).astype(self.dtype, copy=False)
+        obs = np.asarray(obs)
+        return obs.reshape((obs.shape[0],) + self.shape).astype(self.dtype, copy=False)
+
+    def carry_each(self, items: Any) -> np.ndarray:
+        """Single raw observations (a list, e.g. a vector env's ``final_obs`` entries) as
+        ``[len(items), *shape]`` in the carried dtype."""
+        rows = [np.concatenate([np.asarray(p).reshape(-1) for p in o]) if isinstance(o, tuple)
+                else np.asarray(o).reshape(-1) for o in items]
+        return np.stack(rows).reshape((len(rows),) + self.shape).astype(self.dtype, copy=False)
+
+    def as_batch(self, obs: Any) -> tuple[torch.Tensor, bool]:
+        """Raw observations (one, or a batch) as a ``[B, *shape]`` tensor, and whether one
+        came unbatched: what a saved policy does with whatever the env returned."""
+        if isinstance(obs, tuple):  # one raw Tuple observation: its parts in order
+            flat = np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1) for p in obs])
+            return torch.as_tensor(flat.astype(self.dtype)).reshape((1,) + self.shape), True
+        tensor = torch.as_tensor(obs)
+        single = tensor.dim() == len(self.raw_shape)
+        if single:
+            tensor = tensor.unsqueeze(0)
+        return tensor.reshape((tensor.shape[0],) + self.shape), single
+
+    # -- features ----------------------------------------------------------------------------
+    def encode(self, obs: torch.Tensor) -> torch.Tensor:
+        """Float features ``[B, features]`` of carried observations ``[B, *shape]``."""
+        flat = obs.reshape(obs.shape[0], -1)
+        if self.raw or not self.one_hot:
+            return flat.float()
+        out, col = [], 0
+        for part in self.parts:
+            if part[0] == "box":
+                out.append(flat[:, col:col + part[1]].float())
+                col += part[1]
+            else:
+                index = (flat[:, col].long() - part[2]).clamp(0, part[1] - 1)
+                out.append(torch.nn.functional.one_hot(index, part[1]).float())
+                col += 1
+        return torch.cat(out, dim=1)
+
+    def encode_numpy(self, obs: np.ndarray) -> np.ndarray:
+        """:meth:`encode` in numpy (float32), for the collectors' numpy engines."""
+        flat = obs.reshape(obs.shape[0], -1)
+        if self.raw or not self.one_hot:
+            return flat.astype(np.float32, copy=False)
+        out = np.zeros((flat.shape[0], self.features), np.float32)
+        col, feature = 0, 0
+        rows = np.arange(flat.shape[0])
+        for part in self.parts:
+            if part[0] == "box":
+                out[:, feature:feature + part[1]] = flat[:, col:col + part[1]]
+                col += part[1]
+            else:
+                index = np.clip(flat[:, col].astype(np.int64) - part[2], 0, part[1] - 1)
+                out[rows, feature + index] = 1.0
+                col += 1
+            feature += part[1]
+        return out
+
+    # -- records -----------------------------------------------------------------------------
+    def record(self) -> dict[str, Any]:
+        """Plain data for a checkpoint's policy record (see :func:`format_from_record`)."""
+        return {"shape": list(self.shape), "dtype": self.dtype, "raw": self.raw,
+                "raw_shape": list(self.raw_shape), "parts": [list(p) for p in self.parts]}
+
+
+def box_format(shape: tuple[int, ...]) -> ObsFormat:
+    """The format of a plain ``Box`` observation of ``shape``."""
+    return ObsFormat(tuple(shape), "float32", (("box", int(np.prod(shape, dtype=np.int64))),),
+                     tuple(shape), raw=True)
+
+
+def format_from_record(record: dict[str, Any]) -> ObsFormat:
+    """Rebuild :meth:`ObsFormat.record`."""
+    return ObsFormat(tuple(record["shape"]), record["dtype"],
+                     tuple(tuple(p) for p in record["parts"]), tuple(record["raw_shape"]),
+                     bool(record["raw"]))
+
+
+def _parts(space: gym.Space, where: str) -> list[Part]:
+    if isinstance(space, gym.spaces.Box):
+        return [("box", int(np.prod(space.shape, dtype=np.int64)))]
+    if isinstance(space, gym.spaces.Discrete):
+        return [("onehot", int(space.n), int(space.start))]
+    if isinstance(space, gym.spaces.MultiBinary):
+        return [("onehot", 2, 0)] * int(np.prod(space.shape, dtype=np.int64))
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return [("onehot", int(n), int(s))
+                for n, s in zip(np.ravel(space.nvec), np.ravel(space.start))]
+    if isinstance(space, gym.spaces.Tuple):
+        return [p for i, sub in enumerate(space.spaces) for p in _parts(sub, f"{where}[{i}]")]
+    fix = ("gymnasium.wrappers.FlattenObservation" if isinstance(space, gym.spaces.Dict)
+           else "an observation wrapper that turns it into a Box")
+    raise UnsupportedSpace(f"{where} {space} is not a space hpcrl's networks take (Box, "
+                           f"Discrete, MultiDiscrete, MultiBinary, or a Tuple of those); wrap "
+                           f"the env with {fix}")
+
+
+def obs_format(space: gym.Space) -> ObsFormat:
+    """The :class:`ObsFormat` of an env's (single) observation space."""
+    if isinstance(space, gym.spaces.Box):
+        return box_format(tuple(space.shape))
+    parts = _parts(space, "observation space")
+    columns = sum(p[1] if p[0] == "box" else 1 for p in parts)
+    dtype = "float32" if any(p[0] == "box" for p in parts) else "int64"
+    if isinstance(space, gym.spaces.Discrete):
+        raw_shape: tuple[int, ...] = ()
+    elif isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        raw_shape = tuple(space.shape)
+    else:
+        raw_shape = (columns,)
+    return ObsFormat((columns,), dtype, tuple(parts), raw_shape)
+
+
+ObsInput = Union[torch.Tensor, np.ndarray, tuple, int, float]
