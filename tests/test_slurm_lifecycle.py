@@ -32,9 +32,11 @@ exec "$@"
 FAKE_SCONTROL = r"""#!/bin/bash
 echo "$*" >> "$FAKE_LOG/scontrol"
 """
-# stands in for `hpcrl`: records its arguments, runs FAKE_STEPS x 50 ms, stops with 3 on
+# stands in for `hpcrl`: answers `hpcrl slurm launcher` with a fake plugin; records its
+# arguments, runs FAKE_STEPS x 50 ms, stops with 3 on
 # USR1/TERM like hpcrl does
 FAKE_HPCRL = r"""#!/bin/bash
+if [[ "$*" == "slurm launcher" ]]; then echo "srun --mpi=fake"; exit 0; fi
 printf '%s\n' "$@" > "$FAKE_LOG/args"
 echo "${FROM_SETUP-}" > "$FAKE_LOG/setup"
 trap 'echo USR1 >> "$FAKE_LOG/signals"; exit 3' USR1
@@ -97,7 +99,9 @@ def test_first_start_trains_the_config_in_the_run_dir(fakes):
         "--set", "scheme.preset=ddppo", "--set", "scheme.gradient_workers=2",
         "--set", "scheme.collectors_per_worker=0"]
     assert logged(fakes, "setup") == ["yes"]
-    assert logged(fakes, "launcher")[0].startswith("--kill-on-bad-exit=1 --cpus-per-task=1 ")
+    # no HPCRL_LAUNCH: srun with the plugin `hpcrl slurm launcher` names
+    assert logged(fakes, "launcher")[0].startswith("--mpi=fake --kill-on-bad-exit=1 "
+                                                   "--cpus-per-task=1 ")
     assert logged(fakes, "scontrol") == []
 
 
@@ -128,11 +132,11 @@ def test_requeue_can_be_turned_off(fakes):
 
 @pytest.mark.parametrize("name", TEMPLATE_NAMES)
 def test_a_restart_resumes_the_run_dir(fakes, name):
-    text = render(RenderOptions(name, run_dir=str(fakes / "run"), nodes=1, gpus_per_node=2,
-                                launch="srun --mpi=pmi2")).text
+    text = render(RenderOptions(name, run_dir=str(fakes / "run"), nodes=1, gpus_per_node=2)).text
     status, out = finish(start(fakes, text, SLURM_RESTART_COUNT="1", HPCRL_SET="seed=9"))
     assert status == 0, out
     assert logged(fakes, "args") == ["train", "--resume", str(fakes / "run")]
+    # rendered without --launch: the plugin of this interpreter's MPI library (pip MPICH)
     assert logged(fakes, "launcher")[0].startswith("--mpi=pmi2 --kill-on-bad-exit=1")
 
 
@@ -154,7 +158,8 @@ def test_async_joins_both_components_in_one_srun(fakes):
                                SLURM_CPUS_PER_TASK_HET_GROUP_1="2"))
     assert status == 0, out
     line = logged(fakes, "launcher")[0]
-    assert line.startswith("--kill-on-bad-exit=1 --het-group=0 --cpus-per-task=4 fake-hpcrl")
+    assert line.startswith("--mpi=fake --kill-on-bad-exit=1 --het-group=0 --cpus-per-task=4 "
+                           "fake-hpcrl")
     assert " : --het-group=1 --cpus-per-task=2 fake-hpcrl train " in line
     args = logged(fakes, "args")
     assert "scheme.gradient_workers=1" in args and "scheme.collectors_per_worker=2" in args

@@ -34,7 +34,8 @@ def _render_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--account", help="Slurm account to charge."),
         click.option("--qos", help="Slurm quality of service."),
         click.option("--launch", metavar="COMMAND", help="How ranks start: 'srun', "
-                     "'srun --mpi=pmix', 'srun --mpi=pmi2', 'mpirun ...'."),
+                     "'srun --mpi=pmix', 'srun --mpi=pmi2', 'mpirun ...' (default: srun with "
+                     "the plugin of the MPI library mpi4py runs on)."),
         click.option("--job-name", help="Slurm job name."),
         click.option("--cpus-per-task", type=click.IntRange(min=1),
                      help="CPUs of every task (default: from the config)."),
@@ -55,9 +56,12 @@ def _fail(err: Exception) -> click.ClickException:
     return click.ClickException(str(err))
 
 
-def _warn(warnings: list[str]) -> None:
-    for text in warnings:
+def _report(rendered: Any) -> None:
+    """The warnings, the job's summary and its launcher, on stderr."""
+    for text in rendered.warnings:
         click.echo(f"hpcrl: warning: {text}", err=True)
+    click.echo(rendered.shape.summary(), err=True)
+    click.echo(rendered.launch_note, err=True)
 
 
 @click.group("slurm")
@@ -84,8 +88,7 @@ def render_command(output: Optional[str], **kwargs: Any) -> None:
         rendered = render(_options(**kwargs))
     except (ConfigError, TemplateError) as err:
         raise _fail(err) from None
-    _warn(rendered.warnings)
-    click.echo(rendered.shape.summary(), err=True)
+    _report(rendered)
     if output is None:
         click.echo(rendered.text, nl=False)
     else:
@@ -108,9 +111,28 @@ def submit_command(**kwargs: Any) -> None:
         done = submit(_options(**kwargs))
     except (ConfigError, TemplateError, SubmitError) as err:
         raise _fail(err) from None
-    _warn(done.rendered.warnings)
-    click.echo(done.rendered.shape.summary(), err=True)
+    _report(done.rendered)
     where = f" (script {done.script})" if done.script else ""
     click.echo(f"hpcrl: submitted job {done.job_id}{where}", err=True)
     click.echo(done.job_id)
 
+
+
+@slurm.command("launcher")
+def launcher_command() -> None:
+    """Print the srun command that starts hpcrl's ranks as one MPI world.
+
+    `srun --mpi=pmi2` for MPICH and its derivatives, `srun --mpi=pmix` for Open MPI, read
+    from the MPI library mpi4py runs on; plain `srun` (the site's MpiDefault) with a warning
+    when that cannot be told. The templates ask it when HPCRL_LAUNCH is empty.
+    """
+    from hpcrl.slurm.mpi_plugin import srun_launch
+
+    choice = srun_launch()
+    if choice.plugin is None:
+        click.echo(f"hpcrl: warning: {choice.reason}; set HPCRL_LAUNCH (e.g. 'srun "
+                   f"--mpi=pmix' for Open MPI, 'srun --mpi=pmi2' for MPICH) if the ranks "
+                   f"end up alone in worlds of size 1", err=True)
+    else:
+        click.echo(f"hpcrl: {choice.command}: {choice.reason}", err=True)
+    click.echo(choice.command)

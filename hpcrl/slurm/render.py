@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from hpcrl.config.loader import ConfigError
+from hpcrl.slurm.mpi_plugin import srun_launch
 from hpcrl.slurm.sizing import JobShape, size_job
 from hpcrl.slurm.templates import (Template, TemplateError, bash_array, get_option,
                                    load_template, parse_minutes, set_option, set_variable)
@@ -46,10 +47,11 @@ class RenderOptions:
 
 @dataclass
 class Rendered:
-    """The batch script, the job it runs, and advice for the user."""
+    """The batch script, the job it runs, how its ranks start, and advice for the user."""
 
     text: str
     shape: JobShape
+    launch_note: str
     warnings: list[str] = field(default_factory=list)
 
 
@@ -79,17 +81,25 @@ def _time_and_lead(template: Template, opts: RenderOptions) -> tuple[int, int]:
     return time, lead
 
 
-def _launch(template: Template, launch: Optional[str]) -> Optional[str]:
+def _launch(template: Template, launch: Optional[str]) -> tuple[Optional[str], str]:
+    """The launcher to write into the script (None: the template picks it when the job
+    starts) and a line saying what it is and why."""
     if launch is None:
-        return None
+        choice = srun_launch()
+        if choice.plugin is None:
+            return None, (f"launch: chosen when the job starts, by `hpcrl slurm launcher` "
+                          f"({choice.reason})")
+        return choice.command, f"launch: {choice.command} ({choice.reason}; --launch overrides)"
     words = shlex.split(launch)
     if not words:
-        raise ConfigError("--launch is empty; use e.g. 'srun --mpi=pmix' or 'mpirun'")
+        raise ConfigError("--launch is empty; use e.g. 'srun --mpi=pmix' or 'mpirun', or leave "
+                          "it out for srun with the plugin of mpi4py's MPI library")
     if template.kind == "async" and os.path.basename(words[0]) != "srun":
         raise ConfigError(f"--launch '{launch}': the async template is a heterogeneous job, "
                           f"whose two components only srun starts as one MPI world; use "
-                          f"--launch 'srun --mpi=pmix' (Open MPI) or 'srun --mpi=pmi2' (MPICH)")
-    return launch
+                          f"--launch 'srun --mpi=pmix' (Open MPI) or 'srun --mpi=pmi2' (MPICH), "
+                          f"or leave --launch out to get the plugin of mpi4py's MPI library")
+    return launch, f"launch: {launch} (--launch)"
 
 
 def _abspath(path: str) -> str:
@@ -136,12 +146,12 @@ def _variables(lines: list[str], shape: JobShape, opts: RenderOptions,
                                                                 list(opts.sets)))
 
 
-def _header(shape: JobShape, opts: RenderOptions) -> list[str]:
+def _header(shape: JobShape, opts: RenderOptions, launch_note: str) -> list[str]:
     plan = ["hpcrl", "plan", *([_abspath(opts.config)] if opts.config else [])]
     for item in (*opts.sets, *shape.scheme_sets):
         plan += ["--set", item]
     return ["# rendered by `hpcrl slurm render`:", f"#   {shape.summary()}",
-            f"#   rank table: {shlex.join(plan)}"]
+            f"#   {launch_note}", f"#   rank table: {shlex.join(plan)}"]
 
 
 def render(opts: RenderOptions) -> Rendered:
@@ -152,13 +162,13 @@ def render(opts: RenderOptions) -> Rendered:
             else _int_option(template, "ntasks-per-node"))
     shape = size_job(template.kind, opts.config, opts.sets, nodes, gpus, opts.cpus_per_task)
     time, lead = _time_and_lead(template, opts)
-    launch = _launch(template, opts.launch)
+    launch, launch_note = _launch(template, opts.launch)
     lines = _sbatch_lines(list(template.lines), shape, opts, time, lead)
     lines = _variables(lines, shape, opts, launch)
     mark = next(i for i, line in enumerate(lines) if line.startswith("# hpcrl-template:"))
-    lines[mark + 1:mark + 1] = _header(shape, opts)
+    lines[mark + 1:mark + 1] = _header(shape, opts, launch_note)
     warnings = []
     if shape.config.train.device == "cpu":
         warnings.append("train.device is 'cpu': the job's GPUs stay idle; --set "
                         "train.device=auto puts the learners on them")
-    return Rendered("\n".join(lines) + "\n", shape, warnings)
+    return Rendered("\n".join(lines) + "\n", shape, launch_note, warnings)

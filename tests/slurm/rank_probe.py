@@ -39,7 +39,8 @@ if __name__ == "__main__":
     import signal
 
     faulthandler.register(signal.SIGUSR2, all_threads=True)  # `kill -USR2 PID`: a hung rank's stack
-    record()
+    if sys.argv[1:2] == ["train"]:  # not the batch shell's `hpcrl slurm launcher`
+        record()
     from hpcrl.cli import main
 
     main(args=sys.argv[1:], prog_name="hpcrl")

@@ -1,0 +1,89 @@
+"""Which ``srun --mpi=`` plugin starts hpcrl's ranks as one MPI world.
+
+srun can only join its tasks into one world when it speaks the process-management interface
+of the MPI library that mpi4py runs on: PMI-2 for MPICH and its derivatives (Intel MPI,
+MVAPICH, Cray MPICH, the pip ``mpich`` wheel), PMIx for Open MPI (Open MPI 5 has no PMI-2
+at all). A site whose ``MpiDefault`` is ``none`` (Slurm's own default) gives every task a
+world of size 1 with plain ``srun``. ``hpcrl slurm render``/``submit`` and the unrendered
+templates (through ``hpcrl slurm launcher``) read the library with
+``MPI.Get_library_version()`` and pick the plugin from it.
+"""
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+# substrings of MPI_Get_library_version's text, checked in this order (Cray MPICH and
+# MVAPICH also say "MPICH"; IBM Spectrum MPI is built on Open MPI)
+PLUGIN_BY_LIBRARY = (("Open MPI", "pmix"), ("Spectrum MPI", "pmix"), ("MPICH", "pmi2"),
+                     ("MVAPICH", "pmi2"), ("Intel(R) MPI", "pmi2"))
+# reads the version without MPI_Init, so it runs anywhere (a login node, a batch shell)
+_READ_VERSION = ("import mpi4py; mpi4py.rc.initialize = False; mpi4py.rc.finalize = False; "
+                 "from mpi4py import MPI; print(MPI.Get_library_version(), end='')")
+
+
+@dataclass(frozen=True)
+class LaunchChoice:
+    """The srun command for hpcrl's ranks and why: ``plugin`` is None when the MPI library
+    could not be read or is unknown, and ``command`` is then plain ``srun``."""
+
+    command: str
+    plugin: Optional[str]
+    reason: str
+
+
+def plugin_for(library_version: str) -> Optional[str]:
+    """``pmi2`` or ``pmix`` for the text of ``MPI.Get_library_version()``; None if unknown."""
+    text = library_version.upper()
+    for name, plugin in PLUGIN_BY_LIBRARY:
+        if name.upper() in text:
+            return plugin
+    return None
+
+
+def library_name(library_version: str) -> str:
+    """The library and its version, from the first line of the version text: 'MPICH 5.0.2',
+    'Open MPI v5.0.3'."""
+    first = library_version.strip().splitlines()[0] if library_version.strip() else "?"
+    return " ".join(w for w in first.split(",")[0].split() if w.lower() != "version:")
+
+
+@functools.cache
+def mpi_library_version() -> tuple[Optional[str], str]:
+    """(version text, '') of the MPI library mpi4py runs on, or (None, why it is unknown).
+
+    Uses the loaded ``mpi4py.MPI`` when this process has one; otherwise asks a child
+    interpreter, which reads it without initialising MPI (importing mpi4py here would run
+    MPI_Init in a process that is no rank of any job)."""
+    loaded = sys.modules.get("mpi4py.MPI")
+    if loaded is not None:
+        return loaded.Get_library_version(), ""
+    try:
+        done = subprocess.run([sys.executable, "-c", _READ_VERSION], capture_output=True,
+                              text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return None, f"{type(err).__name__}: {err}"
+    if done.returncode != 0 or not done.stdout.strip():
+        lines = (done.stderr or "no output").strip().splitlines()
+        return None, f"mpi4py cannot be imported here ({lines[-1]})"
+    return done.stdout, ""
+
+
+def srun_launch() -> LaunchChoice:
+    """``srun --mpi=PLUGIN`` for the MPI library of this interpreter's mpi4py, or plain
+    ``srun`` (the site's MpiDefault) with the reason when it cannot tell."""
+    version, why = mpi_library_version()
+    if version is None:
+        return LaunchChoice("srun", None, f"the MPI library is unknown ({why}); plain srun "
+                            f"uses the site's MpiDefault")
+    plugin = plugin_for(version)
+    name = library_name(version)
+    if plugin is None:
+        return LaunchChoice("srun", None, f"no known srun plugin for '{name}'; plain srun "
+                            f"uses the site's MpiDefault")
+    return LaunchChoice(f"srun --mpi={plugin}", plugin,
+                        f"matches {name}, the MPI library mpi4py runs on")
+
