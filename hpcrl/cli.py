@@ -47,15 +47,12 @@ def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[s
             run = RunDir(Path(resume_dir))
             cfg = resume_config(run, list(overrides))
             if wants_mpi(cfg):
-                return _train_mpi(cfg, run, resume=True)
+                return _train_mpi(cfg, run.path, resume=True)
             trainer = Trainer(cfg, run, resume=True, console=sys.stderr)
         else:
             cfg = load_config(config, overrides)
-            if wants_mpi(cfg):
-                if run_dir is None:
-                    raise click.UsageError("under MPI every rank must agree on the run "
-                                           "directory: pass --run-dir DIR")
-                return _train_mpi(cfg, RunDir(Path(run_dir)), resume=False)
+            if wants_mpi(cfg):  # rank 0 picks the default run directory for every rank
+                return _train_mpi(cfg, Path(run_dir) if run_dir else None, resume=False)
             run = RunDir(Path(run_dir) if run_dir else default_run_dir(cfg))
             if run.checkpoint_path.exists():
                 raise click.UsageError(f"'{run.path}' already holds a run; resume it with "
@@ -69,29 +66,31 @@ def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[s
     except (ConfigError, CheckpointError) as err:
         raise _fail(err) from None
     if trainer.preempted:
-        _exit_preempted(run.path)
+        _exit_preempted(run.path, world_size=1)
 
 
-def _train_mpi(cfg, run, resume: bool) -> None:
-    from hpcrl.placement.mpi import train_mpi
-
-    if not resume and run.checkpoint_path.exists():
-        raise click.UsageError(f"'{run.path}' already holds a run; resume it with "
-                               f"--resume {run.path} or pick another --run-dir")
+def _train_mpi(cfg, run_dir: Optional[Path], resume: bool) -> None:
+    """This rank's part of an MPI job (the world size is checked before the run directory is
+    agreed on); a stop signal ends every rank with EXIT_PREEMPTED, rank 0 saying how to go on."""
     from hpcrl.comm import finalize_mpi
 
-    role = train_mpi(cfg, run.path, resume=resume, console=sys.stderr)
+    from hpcrl.placement.mpi import train_mpi
+    done = train_mpi(cfg, run_dir, resume=resume, console=sys.stderr)
+    size, leader = done.job.world.Get_size(), done.job.is_leader
     finalize_mpi()
-    if role.preempted:
-        _exit_preempted(run.path)
+    if done.preempted:
+        _exit_preempted(done.run.path, world_size=size, tell=leader)
 
 
-def _exit_preempted(run_dir: Path) -> None:
-    """Stopped by a stop signal after a checkpoint: exit so a batch script requeues."""
-    from hpcrl.runtime.signals import EXIT_PREEMPTED
+def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True) -> None:
+    """Stopped by a stop signal after a checkpoint: exit so a batch script requeues. ``tell``
+    (rank 0 only, under MPI) prints how the run continues: the requeue of a Slurm job, or the
+    resume command with the launcher and rank count of this one."""
+    from hpcrl.placement.mpi.launcher import stop_message
+    from hpcrl.runtime.signals import EXIT_PREEMPTED, STOP_REQUEST
 
-    click.echo(f"hpcrl: stopped by a signal after a checkpoint; continue with "
-               f"`hpcrl train --resume {run_dir}`", err=True)
+    if tell:
+        click.echo(stop_message(run_dir, world_size, STOP_REQUEST.signum), err=True)
     sys.exit(EXIT_PREEMPTED)
 
 

@@ -21,8 +21,10 @@ def mpiexec() -> str:
 
 
 def run(n: int, args: list[str], sets: list[str], env: Optional[dict[str, str]] = None,
-        timeout: float = 120, script: Optional[Path] = None) -> subprocess.CompletedProcess:
-    """``mpiexec -n N hpcrl ARGS --set ...``; a hang fails the test at ``timeout``."""
+        timeout: float = 120, script: Optional[Path] = None,
+        cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+    """``mpiexec -n N hpcrl ARGS --set ...`` in ``cwd`` (default: the checkout); a hang fails
+    the test at ``timeout``."""
     program = ([sys.executable, str(script)] if script is not None
                else [sys.executable, "-m", "hpcrl.cli"])
     cmd = [mpiexec(), "-n", str(n), *program, *args]
@@ -32,7 +34,7 @@ def run(n: int, args: list[str], sets: list[str], env: Optional[dict[str, str]] 
                 "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]),
                 **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env,
-                          cwd=ROOT)
+                          cwd=cwd or ROOT)
 
 
 def train(n: int, run_dir: Path, sets: list[str], **kw) -> subprocess.CompletedProcess:

@@ -28,7 +28,6 @@ from hpcrl.slurm.templates import template_path
 pytestmark = pytest.mark.slurm
 
 PROBE = Path(__file__).with_name("rank_probe.py")
-LAUNCH = "srun --mpi=pmi2"  # the pip MPICH talks PMI-2 across virtual nodes
 TINY: dict[str, Any] = {
     "env": {"num_envs": 2},
     "algo": {"num_steps": 16, "minibatch_size": 32, "num_epochs": 1},
@@ -56,7 +55,9 @@ def job_env(probe_dir: Path) -> dict[str, str]:
 
 
 def render_job(tmp_path: Path, template: str, name: str, **kw: Any) -> tuple[Rendered, Path]:
-    opts = RenderOptions(template, launch=LAUNCH, time_minutes=10,
+    """`hpcrl slurm render TEMPLATE ... -o NAME.sbatch` as the README has it: no --launch (the
+    srun plugin follows mpi4py's MPI library; the cluster's MpiDefault is none)."""
+    opts = RenderOptions(template, time_minutes=10,
                          run_dir=str(tmp_path / name), log=str(tmp_path / f"{name}-%j.out"),
                          job_name=f"t-{name}", **kw)
     rendered = render(opts)
@@ -196,14 +197,14 @@ def test_a_template_as_it_is_sizes_the_scheme_from_the_allocation(tmp_path: Path
     """sbatch slurm/sync.sbatch, unrendered, with a smaller allocation on the command line."""
     config = write_config(tmp_path)
     env = {**job_env(tmp_path / "probe"), "CONFIG": str(config),
-           "RUN_DIR": str(tmp_path / "raw"), "HPCRL_LAUNCH": LAUNCH,
-           "HPCRL_SET": "seed=5 train.total_env_steps=512"}
+           "RUN_DIR": str(tmp_path / "raw"), "HPCRL_SET": "seed=5 train.total_env_steps=512"}
     job = st.submit(template_path("sync"), "--nodes=1", "--ntasks-per-node=2",
                     "--gpus-per-node=2", "--time=10", f"--output={tmp_path}/raw-%j.out",
                     f"--chdir={tmp_path}", env=env)
     st.assert_completed(job, timeout=200)
     ranks = ranks_seen(tmp_path / "probe")
-    assert [r["size"] for r in ranks] == [2, 2]
+    assert [r["size"] for r in ranks] == [2, 2]  # srun got the plugin from hpcrl slurm launcher
+    assert "--mpi=pmi2 " in (tmp_path / f"raw-{job}.out").read_text()
     assert "--resume" not in ranks[0]["argv"] and str(config) in ranks[0]["argv"]
     saved = yaml.safe_load((tmp_path / "raw" / "config.yaml").read_text())
     assert saved["seed"] == 5 and saved["scheme"]["gradient_workers"] == 2
@@ -243,6 +244,9 @@ def test_warning_signal_checkpoints_requeues_and_resumes(tmp_path: Path) -> None
 
     log = log_text(tmp_path, "run", job)
     assert "SIGUSR1: asking every rank to checkpoint" in log
+    # rank 0 alone says how the run goes on: the requeue
+    assert log.count("hpcrl: stopped by SIGUSR1 after a checkpoint") == 1, log[-3000:]
+    assert f"now requeue job {job}, which resumes it" in log
     assert f"requeueing job {job}" in log and "restart 1:" in log
     restarted = ranks_seen(tmp_path / "probe", start=1)
     assert [r["size"] for r in restarted] == [2, 2]
@@ -254,3 +258,21 @@ def test_warning_signal_checkpoints_requeues_and_resumes(tmp_path: Path) -> None
     for column in ("policy_loss", "value_loss"):  # resumed exactly where it stopped
         assert [r[column] for r in progress] == [r[column] for r in reference], column
     assert (run / "checkpoints" / "last.pt").is_file()
+
+
+@pytest.mark.timeout(240)
+def test_srun_with_a_plugin_that_does_not_match_stops_with_one_message(tmp_path: Path) -> None:
+    """Plain srun on this cluster (MpiDefault=none) gives every task a world of size 1: task 0
+    alone says so and names the plugin, instead of every task advising mpiexec."""
+    config = write_config(tmp_path, {"scheme": {"preset": "ddppo"}})
+    _, script = render_job(tmp_path, "sync", "lone", config=str(config), nodes=1,
+                           gpus_per_node=2, launch="srun")
+    job = st.submit(script, env=job_env(tmp_path / "probe"))
+    assert st.wait_job(job, timeout=200) == "FAILED"
+    assert {r["size"] for r in ranks_seen(tmp_path / "probe")} == {1}  # the mismatch
+    log = log_text(tmp_path, "lone", job)
+    assert log.count("hpcrl: Slurm started 2 tasks, but each is alone in an MPI world of "
+                     "size 1") == 1, log
+    assert "`srun --mpi=pmi2`" in log and "mpiexec" not in log
+    assert "node1: task 0: Exited with exit code 2" in log  # it spoke before the step ended
+    assert not (tmp_path / "lone" / "progress.csv").exists()

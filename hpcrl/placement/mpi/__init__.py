@@ -1,12 +1,14 @@
 """MPI placement: every rank runs the loop of its role in the scheme's rank table.
 
 ``train_mpi`` is what ``hpcrl train`` calls under ``mpirun``/``srun``: it builds this rank's
-job from the config, installs the abort handler (an exception on any rank ends the whole
+job from the config (checking the world size first), has rank 0 choose or check the run
+directory for every rank, installs the abort handler (an exception on any rank ends the whole
 job within seconds, naming the rank and its role), and runs the role.
 """
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Optional
 
@@ -16,14 +18,64 @@ from hpcrl.comm import finish_world, install_abort_handler
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import Config
 from hpcrl.placement.mpi.job import MpiJob, build_job, wants_mpi
+from hpcrl.placement.mpi.launcher import resume_command
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.finite import naming_last_good
 from hpcrl.runtime.rng import seed_everything
 from hpcrl.runtime.signals import STOP_REQUEST
-from hpcrl.runtime.run_dir import RunDir
+from hpcrl.runtime.run_dir import RunDir, default_run_dir
 from hpcrl.scheme import COLLECTOR, UPDATER
 
-__all__ = ["train_mpi", "wants_mpi"]
+__all__ = ["MpiRun", "agree_run_dir", "train_mpi", "wants_mpi"]
+
+
+@dataclass
+class MpiRun:
+    """What one rank did: its role object (actor and counters, for inspection), the job and
+    the run directory every rank agreed on."""
+
+    ranked: Any
+    job: MpiJob
+    run: RunDir
+
+    @property
+    def preempted(self) -> bool:
+        """A stop signal ended the run after a checkpoint."""
+        return bool(self.ranked.preempted)
+
+
+def _choose_run_dir(job: MpiJob, requested: Optional[Path], resume: bool
+                    ) -> tuple[Optional[Path], Optional[str]]:
+    """Rank 0's choice: the requested directory or serial's default, made absolute (ranks may
+    start in other directories), created; or why it cannot be used."""
+    path = (requested if requested is not None else default_run_dir(job.config)).absolute()
+    if resume:
+        return path, None
+    if RunDir(path).checkpoint_path.exists():
+        resume_it = resume_command(path, job.world.Get_size())
+        return None, (f"'{path}' already holds a run; resume it with `{resume_it}` or pick "
+                      f"another --run-dir")
+    try:
+        path.mkdir(parents=True, exist_ok=True)  # claims a default name before another job
+    except OSError as err:
+        return None, (f"cannot create the run directory '{path}': {err.strerror}; pick "
+                      f"another --run-dir")
+    return path, None
+
+
+def agree_run_dir(job: MpiJob, requested: Optional[Path], resume: bool = False) -> RunDir:
+    """The run directory of every rank: rank 0 picks it (``requested``, or the default
+    ``runs/<algo>-<env>-<time>`` serial runs use) and sends it to all; exits every rank with
+    status 2, rank 0 saying why, when a fresh run would overwrite one."""
+    choice: tuple[Optional[Path], Optional[str]] = (None, None)
+    if job.is_leader:
+        choice = _choose_run_dir(job, requested, resume)
+    path, problem = job.world.bcast(choice, root=0)
+    if problem is not None or path is None:
+        if job.is_leader:
+            print(f"hpcrl: {problem}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    return RunDir(Path(path))
 
 
 def _resume_state(job: MpiJob, run: RunDir) -> dict[str, Any]:
@@ -42,10 +94,10 @@ def _resume_state(job: MpiJob, run: RunDir) -> dict[str, Any]:
     return state
 
 
-def train_mpi(config: Config, run_dir: Path, resume: bool = False,
-              console: Optional[IO[str]] = None) -> Any:
-    """Run this rank's role of ``config``'s scheme until the job ends; returns the role
-    object (its actor and counters, for inspection)."""
+def train_mpi(config: Config, run_dir: Optional[Path], resume: bool = False,
+              console: Optional[IO[str]] = None) -> MpiRun:
+    """Run this rank's role of ``config``'s scheme until the job ends, in ``run_dir`` (None:
+    the default directory rank 0 picks for every rank)."""
     from hpcrl.placement.mpi.collector_rank import CollectorRank
     from hpcrl.placement.mpi.leader import Leader
     from hpcrl.placement.mpi.learners import SyncUpdaterRank, WorkerRank
@@ -55,10 +107,10 @@ def train_mpi(config: Config, run_dir: Path, resume: bool = False,
         torch.set_num_threads(config.train.torch_threads)
     seed_everything(config.seed)
     job = build_job(config)
+    run = agree_run_dir(job, None if run_dir is None else Path(run_dir), resume)
     _action_space_check(job)
     install_abort_handler(job.world, job.describe)
     STOP_REQUEST.install()
-    run = RunDir(Path(run_dir))
     state = _resume_state(job, run) if resume else None
     role = job.role.role
     if job.is_leader and console is not None:
@@ -83,7 +135,7 @@ def train_mpi(config: Config, run_dir: Path, resume: bool = False,
     with naming_last_good(run.checkpoint_path):  # a NaN/inf message names the checkpoint
         ranked.run()
     finish_world(job.world, [job.learners, job.gradient])
-    return ranked
+    return MpiRun(ranked, job, run)
 
 
 def collector_state(state: Optional[dict[str, Any]], offset: int) -> Optional[dict[str, Any]]:

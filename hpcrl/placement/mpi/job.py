@@ -5,8 +5,8 @@ table without exchanging it; communicators are made once, in the same order ever
 """
 from __future__ import annotations
 
-import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -18,26 +18,11 @@ from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.rollout import RolloutLayout
+from hpcrl.placement.mpi.launcher import launched_rank, launched_size, lone_rank_problem
 from hpcrl.runtime.devices import node_local_rank, pick_device
 from hpcrl.scheme import COLLECTOR, UPDATER, WORKER, RankRole, assign_roles, required_world_size
 
-LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS",
-                      "PMIX_SIZE")
-
-
-def launched_size(environ: dict[str, str] | None = None) -> int:
-    """World size the launcher announced in the environment (1 when none did).
-
-    ``SLURM_NTASKS`` counts only inside a job step (``srun``), not in a batch script.
-    """
-    env = os.environ if environ is None else environ
-    for var in LAUNCHER_SIZE_VARS:
-        if var == "SLURM_NTASKS" and "SLURM_STEP_ID" not in env:
-            continue
-        value = env.get(var, "")
-        if value.isdigit() and int(value) > 1:
-            return int(value)
-    return 1
+LONE_RANK_GRACE_S = 20.0  # how long the other lone tasks leave task 0 to report the mismatch
 
 
 def wants_mpi(config: Config) -> bool:
@@ -109,16 +94,31 @@ def _to_device(actor: ActorCritic, device: torch.device) -> ActorCritic:
     return actor
 
 
-def build_job(config: Config) -> MpiJob:
-    """This rank's job; exits every rank with status 2 when the world size is wrong."""
-    world = world_comm()
+def rank_table(world: Any, config: Config) -> list[RankRole]:
+    """The scheme's rank table for this world; exits every rank with status 2 when the world
+    has the wrong size. Rank 0 says why (the launcher's task 0 when the ranks are alone in
+    worlds of size 1). Checked before anything the ranks must agree on."""
     size, rank = world.Get_size(), world.Get_rank()
+    lone = lone_rank_problem(size)
+    if lone is not None:
+        if launched_rank() == 0:
+            print(f"hpcrl: {lone}", file=sys.stderr, flush=True)
+        else:  # task 0 may still be starting: an early exit here would make the launcher
+            time.sleep(LONE_RANK_GRACE_S)  # kill it before it has said why
+        sys.exit(2)
     try:
-        table = assign_roles(size, config.scheme, config.env.num_envs)
+        return assign_roles(size, config.scheme, config.env.num_envs)
     except ValueError as err:
         if rank == 0:
             print(f"hpcrl: {err}", file=sys.stderr, flush=True)
         sys.exit(2)
+
+
+def build_job(config: Config) -> MpiJob:
+    """This rank's job; exits every rank with status 2 when the world size is wrong."""
+    world = world_comm()
+    table = rank_table(world, config)
+    rank = world.Get_rank()
     role = table[rank]
     learners = split_by_role(world, 0 if role.learner else 1, rank)
     gradient = split_by_role(world, 0 if role.role == WORKER else 1, rank)
