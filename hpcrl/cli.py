@@ -73,8 +73,8 @@ def _train_mpi(cfg, run_dir: Optional[Path], resume: bool) -> None:
     """This rank's part of an MPI job (the world size is checked before the run directory is
     agreed on); a stop signal ends every rank with EXIT_PREEMPTED, rank 0 saying how to go on."""
     from hpcrl.comm import finalize_mpi
-
     from hpcrl.placement.mpi import train_mpi
+
     done = train_mpi(cfg, run_dir, resume=resume, console=sys.stderr)
     size, leader = done.job.world.Get_size(), done.job.is_leader
     finalize_mpi()
