@@ -32,7 +32,7 @@ def test_two_gradient_ranks_reach_the_weights_of_one(allreduce):
     sets = COMMON + ["scheme.preset=ddppo", "scheme.preemption.fraction_workers=1",
                      "scheme.preemption.fraction_samples=1", "env.num_envs=4",
                      f"scheme.allreduce={allreduce}"]
-    role = train_mpi(from_dict({}, sets), run_dir / "mpi")
+    role = train_mpi(from_dict({}, sets), run_dir / "mpi").ranked
     mine = params_to_flat(role.actor)
     everyone = comm.allgather(mine)
     assert all(torch.equal(everyone[0], w) for w in everyone)  # replicas stay bit-identical
