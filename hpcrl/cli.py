@@ -9,6 +9,7 @@ from typing import Optional
 import click
 
 from hpcrl.config.loader import ConfigError, load_config
+from hpcrl.errors import ExplainedError
 from hpcrl.runtime.checkpoint import CheckpointError
 
 SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
@@ -63,7 +64,7 @@ def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[s
             trainer.train()
         except NonFiniteError as err:  # serial only: under MPI the abort handler reports it
             raise _fail(err) from None
-    except (ConfigError, CheckpointError) as err:
+    except (ConfigError, CheckpointError, ExplainedError) as err:
         raise _fail(err) from None
     if trainer.preempted:
         _exit_preempted(run.path, world_size=1)

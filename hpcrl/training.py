@@ -29,7 +29,7 @@ from hpcrl.runtime.finite import naming_last_good, save_finite_checkpoint
 from hpcrl.runtime.metrics import EpisodeWindow, progress_row
 from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
 from hpcrl.runtime.rng import rng_state, seed_everything, set_rng_state
-from hpcrl.runtime.run_dir import RunDir
+from hpcrl.runtime.run_dir import RunDir, write_run_file
 from hpcrl.runtime.signals import STOP_REQUEST
 
 RESUMABLE_SECTIONS = ("train",)
@@ -72,8 +72,7 @@ class Trainer:
         self.inexact_envs: list[str] = []
         self.preempted = False
         resume_rows = self._restore() if resume else None
-        run.path.mkdir(parents=True, exist_ok=True)
-        run.config_path.write_text(dump_yaml(config))
+        write_run_file("run config", run.config_path, dump_yaml(config))
         self.log = ProgressLog(run.path, columns_for(self.placement.stat_names),
                                resume_rows, config.train.tensorboard)
         self.console = (ConsoleProgress(config.train.total_env_steps,
@@ -163,7 +162,8 @@ class Trainer:
         if episodes <= 0:
             return None
         result = evaluate(self.placement.master_actor, self.config, episodes)
-        self.run.eval_path.write_text(json.dumps(result, indent=2) + "\n")
+        write_run_file("evaluation result", self.run.eval_path,
+                       json.dumps(result, indent=2) + "\n")
         if self.console is not None:
             print(f"eval over {episodes} episodes: mean return {result['mean_return']:.1f} "
                   f"+- {result['std_return']:.1f}", file=self.console.stream, flush=True)

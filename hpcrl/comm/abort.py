@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import NoReturn
 
 from hpcrl.comm._mpi import Comm
+from hpcrl.errors import ExplainedError
 
 _report_lock = threading.Lock()
 ABORT_GRACE_S = 0.5
@@ -108,7 +109,8 @@ def _failure_message(
     tb: TracebackType | None,
     thread: str | None,
 ) -> str:
-    """The report: header naming rank and role, optional thread, traceback."""
+    """The report: header naming rank and role, optional thread, traceback (or only the
+    message of an :class:`~hpcrl.errors.ExplainedError`)."""
     try:
         rank: object = comm.Get_rank()
     except Exception:
@@ -120,6 +122,8 @@ def _failure_message(
     lines = [f"hpcrl: rank {rank} ({role}) failed:\n"]
     if thread is not None:
         lines.append(f"(in thread {thread!r})\n")
-    if exc is not None:
+    if isinstance(exc, ExplainedError):  # its message says all: no traceback
+        lines.append(f"hpcrl: {exc}\n")
+    elif exc is not None:
         lines.extend(traceback.format_exception(type(exc), exc, tb))
     return "".join(lines)

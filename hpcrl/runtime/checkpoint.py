@@ -14,11 +14,14 @@ import pickle
 import zipfile
 from pathlib import Path
 from collections import OrderedDict
-from contextlib import nullcontext
-from typing import Any, ContextManager, Optional
+from contextlib import nullcontext, suppress
+from typing import IO, Any, ContextManager, Optional
 
 import numpy as np
 import torch
+
+from hpcrl.errors import ExplainedError
+from hpcrl.runtime.run_dir import write_error
 
 FORMAT = "hpcrl-checkpoint/1"
 
@@ -30,7 +33,7 @@ _SEQUENCES = frozenset({list, tuple, set})
 _MAPPINGS = frozenset({dict, OrderedDict})
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(ExplainedError):
     """A checkpoint that is missing, unreadable, not an hpcrl checkpoint, or not writable."""
 
 
@@ -79,27 +82,64 @@ def check_loadable(state: dict[str, Any], path: Path) -> None:
             f"please report it")
 
 
+class _RecordingFile:
+    """The temp file as ``torch.save`` sees it: keeps the ``OSError`` (a full disk, say) that
+    torch's zip writer turns into an unhelpful ``RuntimeError``."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self.file = file
+        self.error: Optional[OSError] = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as err:
+            self.error = self.error or err
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.file.flush()
+        except OSError as err:
+            self.error = self.error or err
+            raise
+
+
 def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
-    """Write ``state`` to ``path`` atomically (temp file, fsync, rename, fsync directory)."""
+    """Write ``state`` to ``path`` atomically (temp file, fsync, rename, fsync directory).
+
+    Raises :class:`CheckpointError` if a value would not load back, and
+    :class:`~hpcrl.runtime.run_dir.RunWriteError` naming ``path`` if the file system refuses
+    the write (full, read-only); either way the previous checkpoint is left as it was and no
+    temp file is left behind.
+    """
     path = Path(path)
     state = {"format": FORMAT, **state}
     check_loadable(state, path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    recorder: Optional[_RecordingFile] = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
-            torch.save(state, f)
+            recorder = _RecordingFile(f)
+            torch.save(state, recorder)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except (OSError, RuntimeError) as err:
+        cause = err if isinstance(err, OSError) else recorder.error if recorder else None
+        if cause is None:
+            raise
+        kept = f"; the previous checkpoint there is intact" if path.is_file() else ""
+        raise write_error("checkpoint", path, cause, kept) from err
     finally:
-        if tmp.exists():
-            tmp.unlink()
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        with suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return path
 
 

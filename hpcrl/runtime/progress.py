@@ -13,8 +13,11 @@ import time
 from pathlib import Path
 from typing import IO, Any, Mapping, Sequence
 
+from hpcrl.runtime.run_dir import writing
+
 BASE_COLUMNS = ("env_steps", "updates", "wall_time_s", "fps", "episode_return_mean",
                 "episode_length_mean", "episodes")
+PROGRESS, TENSORBOARD = "progress log", "TensorBoard event files"
 SCHEME_COLUMNS = ("policy_lag", "gradient_asynchrony", "dropped_rollouts", "time_collect_s",
                   "time_wait_s", "time_compute_s", "time_communicate_s")
 
@@ -59,42 +62,53 @@ class ProgressLog:
     def __init__(self, run_dir: Path, columns: Sequence[str], resume_rows: int | None,
                  tensorboard: bool) -> None:
         self.path = run_dir / "progress.csv"
+        self.tb_path = run_dir / "tensorboard"
         self.columns = list(columns)
-        if resume_rows is not None and self.path.exists():
-            if count_rows(self.path) < resume_rows:
-                raise RuntimeError(f"{self.path} has fewer rows than the checkpoint's "
-                                   f"{resume_rows} updates: the run directory was altered")
-            truncate_rows(self.path, resume_rows)
-            self.columns = _header(self.path) or self.columns  # a run of an older version
-            self.file: IO[str] = open(self.path, "a", newline="")
-            self.writer = csv.DictWriter(self.file, self.columns, extrasaction="ignore")
-        else:
-            self.file = open(self.path, "w", newline="")
-            self.writer = csv.DictWriter(self.file, self.columns, extrasaction="ignore")
-            self.writer.writeheader()
-        self.tb = _tensorboard_writer(run_dir, (resume_rows or 0) + 1) if tensorboard else None
+        with writing(PROGRESS, self.path):
+            if resume_rows is not None and self.path.exists():
+                if count_rows(self.path) < resume_rows:
+                    raise RuntimeError(f"{self.path} has fewer rows than the checkpoint's "
+                                       f"{resume_rows} updates: the run directory was altered")
+                truncate_rows(self.path, resume_rows)
+                self.columns = _header(self.path) or self.columns  # a run of an older version
+                self.file: IO[str] = open(self.path, "a", newline="")
+                self.writer = csv.DictWriter(self.file, self.columns, extrasaction="ignore")
+            else:
+                self.file = open(self.path, "w", newline="")
+                self.writer = csv.DictWriter(self.file, self.columns, extrasaction="ignore")
+                self.writer.writeheader()
+        with writing(TENSORBOARD, self.tb_path):
+            self.tb = (_tensorboard_writer(self.tb_path, (resume_rows or 0) + 1)
+                       if tensorboard else None)
 
     def write(self, row: Mapping[str, Any]) -> None:
-        self.writer.writerow({k: _fmt(row.get(k, "")) for k in self.columns})
-        self.file.flush()
+        with writing(PROGRESS, self.path):
+            self.writer.writerow({k: _fmt(row.get(k, "")) for k in self.columns})
+            self.file.flush()
         if self.tb is not None:
             step = int(row["env_steps"])
-            for key in self.columns:
-                value = row.get(key)
-                if isinstance(value, (int, float)) and math.isfinite(value) and key != "env_steps":
-                    self.tb.add_scalar(key, value, step)
+            with writing(TENSORBOARD, self.tb_path):
+                for key in self.columns:
+                    value = row.get(key)
+                    if (isinstance(value, (int, float)) and math.isfinite(value)
+                            and key != "env_steps"):
+                        self.tb.add_scalar(key, value, step)
 
     def sync(self) -> None:
         """Force the rows to disk (before a checkpoint that counts them is written)."""
-        self.file.flush()
-        os.fsync(self.file.fileno())
+        with writing(PROGRESS, self.path):
+            self.file.flush()
+            os.fsync(self.file.fileno())
         if self.tb is not None:
-            self.tb.flush()
+            with writing(TENSORBOARD, self.tb_path):
+                self.tb.flush()
 
     def close(self) -> None:
-        self.file.close()
+        with writing(PROGRESS, self.path):
+            self.file.close()
         if self.tb is not None:
-            self.tb.close()
+            with writing(TENSORBOARD, self.tb_path):
+                self.tb.close()
 
 
 def _header(path: Path) -> list[str]:
@@ -109,12 +123,12 @@ def _fmt(value: Any) -> Any:
     return value
 
 
-def _tensorboard_writer(run_dir: Path, purge_step: int) -> Any:
+def _tensorboard_writer(log_dir: Path, purge_step: int) -> Any:
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:  # tensorboard is an optional extra
         return None
-    return SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge_step)
+    return SummaryWriter(str(log_dir), purge_step=purge_step)
 
 
 def _duration(seconds: float) -> str:

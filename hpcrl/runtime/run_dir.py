@@ -6,14 +6,57 @@
       tensorboard/         event files (when tensorboard is installed)
       checkpoints/last.pt  full training state, replaced atomically
       eval.json            deterministic evaluation at the end of training
+
+A file of the run that cannot be written (a full disk, a read-only or unwritable directory)
+stops the run with a :class:`RunWriteError` naming the file, what it is and the cause,
+raised by the writers through :func:`writing`.
 """
 from __future__ import annotations
 
+import errno
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from hpcrl.config.schema import Config
+from hpcrl.errors import ExplainedError
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class RunWriteError(ExplainedError):
+    """A file of a run (checkpoint, progress.csv, config.yaml, eval.json, TensorBoard events)
+    could not be written; the message names the file, the cause and the fix."""
+
+
+def write_error(what: str, path: Path, err: OSError, note: str = "") -> RunWriteError:
+    """The :class:`RunWriteError` for ``err`` raised while writing ``what`` to ``path``."""
+    code = errno.errorcode.get(err.errno, "") if err.errno else ""
+    cause = f"{err.strerror or err}{f' [{code}]' if code else ''}"
+    if err.errno in _FULL:
+        fix = "free space on that file system, or use a run directory on another one"
+    else:
+        fix = "make that directory writable, or use a run directory where it is"
+    return RunWriteError(f"could not write the {what} '{path}': {cause}{note}; {fix}")
+
+
+@contextmanager
+def writing(what: str, path: Path) -> Iterator[None]:
+    """Turn an ``OSError`` raised in the body into a :class:`RunWriteError` naming ``what``
+    (e.g. "progress file") and ``path``."""
+    try:
+        yield
+    except OSError as err:
+        raise write_error(what, path, err) from err
+
+
+def write_run_file(what: str, path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (creating its directory), as :func:`writing` reports."""
+    with writing(what, path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 
 @dataclass(frozen=True)

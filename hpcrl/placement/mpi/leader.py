@@ -5,14 +5,17 @@ The leader turns the per-update reports of the gradient workers into one row of
 """
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any, Callable, Optional, TypeVar
 
 from hpcrl.build import policy_record
+from hpcrl.comm import report_and_abort
 from hpcrl.config.loader import dump_yaml
 from hpcrl.core.actor import ActorCritic
+from hpcrl.errors import ExplainedError
 from hpcrl.evaluation import evaluate
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, ReportLayout
@@ -21,7 +24,23 @@ from hpcrl.runtime.metrics import EpisodeWindow, progress_row
 from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
 from hpcrl.runtime.rng import rng_state
 from hpcrl.runtime.signals import STOP_REQUEST
-from hpcrl.runtime.run_dir import RunDir
+from hpcrl.runtime.run_dir import RunDir, write_run_file
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def _ends_the_job(method: Method) -> Method:
+    """A failure of the leader that explains itself (a run file that cannot be written, a
+    checkpoint refused) aborts every rank with its message; left to propagate, the CLI would
+    report it on rank 0 alone and the other ranks would wait for rank 0 forever."""
+    @functools.wraps(method)
+    def guarded(self: "Leader", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except ExplainedError as err:
+            report_and_abort(self.job.world, self.job.describe, err, err.__traceback__)
+    return guarded  # type: ignore[return-value]
+
 
 SCHEME_KEYS = ("policy_lag", "dropped_rollouts", "time_collect_s", "time_wait_s", "time_compute_s",
                "time_communicate_s")
@@ -30,6 +49,7 @@ SCHEME_KEYS = ("policy_lag", "dropped_rollouts", "time_collect_s", "time_wait_s"
 class Leader:
     """Counters and records of the job; lives on rank 0 only."""
 
+    @_ends_the_job
     def __init__(self, job: MpiJob, run: RunDir, stat_names: tuple[str, ...],
                  resume_state: Optional[dict[str, Any]], console: Optional[IO[str]]) -> None:
         cfg = job.config
@@ -42,8 +62,7 @@ class Leader:
             self.updates, self.env_steps = int(c["updates"]), int(c["env_steps"])
             self.wall_before = float(c["wall_time_s"])
             self.episodes.load(resume_state["episodes"])
-        run.path.mkdir(parents=True, exist_ok=True)
-        run.config_path.write_text(dump_yaml(cfg))
+        write_run_file("run config", run.config_path, dump_yaml(cfg))
         self.log = ProgressLog(run.path, columns_for(stat_names), self.updates
                                if resume_state is not None else None, cfg.train.tensorboard)
         self.console = (ConsoleProgress(cfg.train.total_env_steps, cfg.train.log_interval_s,
@@ -71,6 +90,7 @@ class Leader:
         command = STOP if self.done else 0
         return command | (CHECKPOINT if self.checkpoint_due() else 0)
 
+    @_ends_the_job
     def record(self, reports: Any, gradient_asynchrony: float = 0.0) -> None:
         """Add one update made of the reports' rows (one per gradient worker)."""
         figures = self.layout.combine(reports)
@@ -94,6 +114,7 @@ class Leader:
         every = self.job.config.train.checkpoint_every
         return self.done or self.updates % every == 0
 
+    @_ends_the_job
     def write_checkpoint(self, actor: ActorCritic, learner_state: dict[str, Any],
                          collector_states: list[dict[str, Any]]) -> Path:
         """Write the job's state (refused, the previous checkpoint kept, when its weights or
@@ -111,13 +132,15 @@ class Leader:
             "world_size": self.job.world.Get_size(),
         }, self.run.checkpoint_path)
 
+    @_ends_the_job
     def finish(self, actor: ActorCritic) -> Optional[dict[str, Any]]:
         self.log.close()
         episodes = self.job.config.train.eval_episodes
         if episodes <= 0 or self.preempted:
             return None
         result = evaluate(_cpu_copy(actor, self.job), self.job.config, episodes)
-        self.run.eval_path.write_text(json.dumps(result, indent=2) + "\n")
+        write_run_file("evaluation result", self.run.eval_path,
+                       json.dumps(result, indent=2) + "\n")
         if self.console is not None:
             print(f"eval over {episodes} episodes: mean return {result['mean_return']:.1f} "
                   f"+- {result['std_return']:.1f}", file=self.console.stream, flush=True)
