@@ -5,7 +5,7 @@ import re
 import pytest
 import torch
 
-from mpirun import run
+from mpirun import column, run
 from hpcrl.runtime.checkpoint import load_checkpoint
 
 BAD_ENV = "env.id=hpcrl_testenvs:NonFiniteCartPole-v0"
@@ -52,3 +52,22 @@ def test_apex_stops_on_a_nan_observation_of_one_collector(tmp_path):
                                                   "replay.learning_starts=64",
                                                   "replay.batch_size=32"], rank=2,
                                     after=400)  # collectors run ahead of the learner's rows
+
+
+@pytest.mark.timeout(180)
+def test_ddppo_skip_update_drops_an_overflowing_gradient_on_every_rank_and_goes_on(tmp_path):
+    run_dir = tmp_path / "run"
+    bad = {"HPCRL_TEST_BAD_AFTER": "100", "HPCRL_TEST_BAD_SEEDS": "5",
+           "HPCRL_TEST_BAD_WHAT": "huge_reward"}  # one finite 1e30 reward on rank 1 only
+    sets = FAST + [BAD_ENV, "scheme.preset=ddppo", "scheme.allreduce=mpi",
+                   "algo.minibatch_size=32", "train.total_env_steps=1280",
+                   "train.on_nonfinite=skip_update"]
+    done = run(2, ["train", "--run-dir", str(run_dir)], sets, env=bad, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    skipped = column(run_dir, "skipped_updates")
+    assert sum(skipped) > 0 and skipped[-1] == 0
+    state = load_checkpoint(run_dir / "checkpoints" / "last.pt")
+    assert state["counters"]["env_steps"] == 1280  # 10 updates: the bad one is the 7th
+    for name, tensor in state["policy"]["state_dict"].items():
+        if tensor.is_floating_point():
+            assert torch.isfinite(tensor).all(), name
