@@ -53,11 +53,11 @@ def env_spaces(config: Config) -> EnvSpaces:
     """The env's spaces, refused in one line where the chosen algorithm cannot take them."""
     spaces = probe_spaces(config.env)
     name = config.algo.name
-    if not spaces.obs_format.raw and name in OFF_POLICY_ALGOS:
+    if not spaces.obs_format.raw and name in OFF_POLICY_ALGOS and name != "dqn":
         raise UnsupportedEnv(f"env '{config.env.id}' has integer or tuple observations, which "
-                             f"the on-policy actors one-hot encode; algo.name={name} takes Box "
-                             f"observations only (use ppo, a2c or impala, or wrap the env so it "
-                             f"observes a Box, e.g. with gymnasium.wrappers.FlattenObservation)")
+                             f"hpcrl's actors and Q-networks one-hot encode; algo.name={name}'s "
+                             f"policy and critics take Box observations only (use ppo, a2c, "
+                             f"impala or dqn, or wrap the env so it observes a Box)")
     return spaces
 
 

@@ -103,11 +103,27 @@ def test_normalising_one_hot_observations_is_refused(tmp_path):
     assert len(out.output.strip().splitlines()) == 1
 
 
-def test_off_policy_agents_refuse_integer_observations_in_one_line(tmp_path):
-    out = invoke("train", "--run-dir", tmp_path / "r", "--set", "env.id=Blackjack-v1",
-                 "--set", "algo.name=dqn")
+def test_continuous_off_policy_agents_refuse_integer_observations_in_one_line(tmp_path):
+    import hpcrl_obs_envs  # noqa: F401  registers a Discrete-observation, Box-action env
+
+    out = invoke("train", "--run-dir", tmp_path / "r", "--set",
+                 "env.id=hpcrl_obs_envs:DiscreteObsBoxAction-v0", "--set", "algo.name=sac")
     assert out.exit_code != 0 and "Traceback" not in out.output
-    assert "algo.name=dqn takes Box observations" in out.output
+    assert "algo.name=sac's policy and critics take Box observations" in out.output
+
+
+def test_dqn_replays_integer_observations_and_its_policy_takes_them(tmp_path):
+    run = tmp_path / "run"
+    out = invoke("train", "--run-dir", run, "--set", "env.id=Taxi-v4", "--set",
+                 "algo.name=dqn", "--set", "train.total_env_steps=1024", "--set",
+                 "train.eval_episodes=1")
+    assert out.exit_code == 0, out.output
+    ckpt = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
+    replay = ckpt["placement"]["learner"]["replay"]
+    assert replay["obs"].dtype == torch.int64 and replay["next_obs"].dtype == torch.int64
+    import hpcrl
+    policy = hpcrl.load_policy(run)
+    assert policy(17).dim() == 0 and policy([1, 2, 3]).shape == (3,)
 
 
 def test_missing_env_package_names_the_env_module_and_install(monkeypatch, tmp_path):

@@ -166,7 +166,3 @@ def restore_vector_env_state(envs: gym.vector.VectorEnv, states: list[dict]) -> 
                          f"runs {envs.num_envs}: env.num_envs or the scheme changed")
     envs.set_attr("hpcrl_state", states)
 
-
-def as_float_obs(obs: np.ndarray) -> np.ndarray:
-    """Box observations as a float32 array of shape ``[num_envs, *obs_shape]``."""
-    return np.asarray(obs, dtype=np.float32)

@@ -66,7 +66,7 @@ class GreedyQEngine:
 
     def q_values(self, obs: np.ndarray) -> np.ndarray:
         """``Q(s, .)`` of a batch of observations, ``[B, num_actions]``."""
-        return forward(self.layers, obs.reshape(obs.shape[0], -1))
+        return forward(self.layers, self.network.obs_format.encode_numpy(obs))
 
     def act(self, obs: np.ndarray, noise: Optional[np.ndarray] = None) -> np.ndarray:
         return self.q_values(obs).argmax(axis=1)

@@ -1,4 +1,4 @@
-"""Q-network of DQN: an MLP from flat Box observations to one value per discrete action.
+"""Q-network of DQN: an MLP from encoded observations to one value per discrete action.
 
 Called on raw observations it returns the greedy (argmax-Q) action, so a trained network is
 usable outside hpcrl as it is (``hpcrl.load_policy``).
@@ -14,6 +14,7 @@ from torch import nn
 
 from hpcrl.config.schema import ActorConfig
 from hpcrl.core.actor import mlp
+from hpcrl.core.obs_format import ObsFormat, ObsInput, box_format
 
 
 def orthogonal_init(module: nn.Module, gain: float) -> None:
@@ -38,24 +39,26 @@ class QNetwork(nn.Module):
     """``Q(s, .)`` for ``num_actions`` actions; PyTorch's default init unless ``ortho_init``."""
 
     def __init__(self, obs_shape: tuple[int, ...], num_actions: int,
-                 config: ActorConfig) -> None:
+                 config: ActorConfig, obs_format: ObsFormat | None = None) -> None:
         super().__init__()
         hidden = list(config.hidden_sizes)
         self.obs_shape = obs_shape
+        self.obs_format = obs_format or box_format(obs_shape)
         self.num_actions = num_actions
-        self.trunk = mlp([int(np.prod(obs_shape))] + hidden, config.activation)
+        self.trunk = mlp([self.obs_format.features] + hidden, config.activation)
         self.head = nn.Linear(hidden[-1], num_actions)
         if config.ortho_init:
             orthogonal_init(self.trunk, math.sqrt(2))
             orthogonal_init(self.head, 1.0)
 
     def q_values(self, obs: torch.Tensor) -> torch.Tensor:
-        """``[B, num_actions]`` values of flat float observations ``[B, obs_dim]``."""
-        return self.head(self.trunk(obs))
+        """``[B, num_actions]`` values of carried observations ``[B, ...]`` (Box values, or
+        integers that the observation format one-hot encodes)."""
+        return self.head(self.trunk(self.obs_format.encode(obs)))
 
     @torch.no_grad()
-    def forward(self, obs: Union[torch.Tensor, np.ndarray]) -> torch.Tensor:
-        """Greedy actions for raw observations ``[B, *obs_shape]`` (or one, unbatched)."""
-        x, single = batch_obs(obs, self.obs_shape)
+    def forward(self, obs: ObsInput) -> torch.Tensor:
+        """Greedy actions for raw observations: one, as the env returns it, or a batch."""
+        x, single = self.obs_format.as_batch(obs)
         actions = self.q_values(x).argmax(dim=-1)
         return actions[0] if single else actions

@@ -32,11 +32,13 @@ class SerialOffPolicyPlacement:
         n = config.env.num_envs
         self.num_envs = n
         algorithm = make_offpolicy_algorithm(config, spaces)
-        replay = make_replay(config, spaces.obs_shape, spaces.action_shape, spaces.discrete)
+        replay = make_replay(config, spaces.obs_shape, spaces.action_shape, spaces.discrete,
+                             spaces.obs_format.dtype)
         self.learner = ReplayLearner(algorithm, replay, config)
         self.envs = make_vector_env(config.env, n)
         self.collector = TransitionCollector(self.envs, make_policy(config, spaces), config)
-        self.chunk = chunk_layout(config, spaces.obs_shape, spaces.action_shape, n).new()
+        self.chunk = chunk_layout(config, spaces.obs_shape, spaces.action_shape, n,
+                                  spaces.obs_format.dtype).new()
         self.since_round = 0  # steps per env collected since the last training round
         self.job_env_steps = 0
         self.collector.load_weights(self.learner.weights())

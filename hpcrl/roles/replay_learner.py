@@ -22,13 +22,15 @@ from hpcrl.runtime.finite import was_applied
 
 
 def make_replay(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
-                discrete: bool) -> ReplayBuffer:
-    """The uniform or prioritised replay of ``config.replay``."""
+                discrete: bool, obs_dtype: str = "float32") -> ReplayBuffer:
+    """The uniform or prioritised replay of ``config.replay``; observations are stored in
+    ``obs_dtype``, the carried dtype of the env's observation format."""
     r = config.replay
     if r.prioritized:
         return PrioritizedReplayBuffer(r.buffer_size, obs_shape, action_shape, discrete,
-                                       config.seed, r.alpha, r.priority_eps)
-    return ReplayBuffer(r.buffer_size, obs_shape, action_shape, discrete, config.seed)
+                                       config.seed, r.alpha, r.priority_eps, obs_dtype)
+    return ReplayBuffer(r.buffer_size, obs_shape, action_shape, discrete, config.seed,
+                        obs_dtype)
 
 
 class ReplayLearner:

@@ -23,11 +23,11 @@ from torch import nn
 
 from hpcrl.config.schema import Config
 from hpcrl.core.env_state import from_plain, to_plain
-from hpcrl.core.envs import (as_float_obs, env_seeds, restore_vector_env_state,
-                             vector_env_state)
+from hpcrl.core.envs import env_seeds, restore_vector_env_state, vector_env_state
 from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.epsilon import collector_epsilon, linear_epsilon
 from hpcrl.core.exploration import make_noise, standard_normal
+from hpcrl.core.obs_format import box_format
 from hpcrl.core.offpolicy_engine import GreedyQEngine, SquashedGaussianEngine, make_policy_engine
 from hpcrl.core.replay.nstep import NStepWindow
 from hpcrl.core.replay.transitions import TransitionLayout, Transitions
@@ -38,24 +38,27 @@ COLLECT_STREAM = 0x0FF  # per-env generators, apart from the on-policy collector
 
 
 def chunk_layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
-                 num_envs: int) -> TransitionLayout:
+                 num_envs: int, obs_dtype: str = "float32") -> TransitionLayout:
     """A layout big enough for the longest chunk of this config: one training interval
     (or one update) of steps, plus the windows an n-step window may flush."""
     steps = min(config.replay.train_freq, config.algo.num_steps)
-    return _layout(config, obs_shape, action_shape, num_envs, steps)
+    return _layout(config, obs_shape, action_shape, num_envs, steps, obs_dtype)
 
 
 def stream_layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
-                  num_envs: int) -> TransitionLayout:
+                  num_envs: int, obs_dtype: str = "float32") -> TransitionLayout:
     """The layout of the chunks a collector rank streams: ``algo.num_steps`` steps each."""
-    return _layout(config, obs_shape, action_shape, num_envs, config.algo.num_steps)
+    return _layout(config, obs_shape, action_shape, num_envs, config.algo.num_steps,
+                   obs_dtype)
 
 
 def _layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
-            num_envs: int, steps: int) -> TransitionLayout:
-    """Chunks of ``steps`` steps per env, plus the windows an n-step window may flush."""
+            num_envs: int, steps: int, obs_dtype: str) -> TransitionLayout:
+    """Chunks of ``steps`` steps per env, plus the windows an n-step window may flush;
+    observations in ``obs_dtype`` (the carried dtype of the env's observation format)."""
     return TransitionLayout((steps + config.replay.n_step - 1) * num_envs, obs_shape,
-                            action_shape, config.replay.initial_priorities == "collector")
+                            action_shape, config.replay.initial_priorities == "collector",
+                            obs_dtype)
 
 
 class TransitionCollector:
@@ -88,10 +91,11 @@ class TransitionCollector:
         self.noise = None if self.discrete or self.sampling else make_noise(
             self.replay.action_noise, n, self.action_dim, self.replay.noise_std,
             self.replay.ou_theta, self.replay.ou_dt)
-        obs_shape = tuple(envs.single_observation_space.shape)
+        self.obs_format = getattr(policy, "obs_format", None) or box_format(
+            tuple(envs.single_observation_space.shape))
         action_shape = () if self.discrete else (self.action_dim,)
-        self.window = NStepWindow(self.replay.n_step, config.algo.gamma, n, obs_shape,
-                                  action_shape)
+        self.window = NStepWindow(self.replay.n_step, config.algo.gamma, n,
+                                  self.obs_format.shape, action_shape, self.obs_format.dtype)
         self.rngs = [np.random.default_rng([config.seed, COLLECT_STREAM, env_offset + i])
                      for i in range(n)]
         self.fixed_eps = (collector_epsilon(collector_index, collector_count,
@@ -103,7 +107,8 @@ class TransitionCollector:
         self._raw: dict[str, np.ndarray] = {}  # what the envs returned during a chunk
         self.episode_return = np.zeros(n, np.float64)
         self.episode_length = np.zeros(n, np.int64)
-        self.obs = as_float_obs(envs.reset(seed=env_seeds(config.seed, env_offset, n))[0])
+        first = envs.reset(seed=env_seeds(config.seed, env_offset, n))[0]
+        self.obs = self.obs_format.carry(first)
 
     # -- weights -----------------------------------------------------------------------------
     def load_weights(self, weights: Weights) -> None:
@@ -167,7 +172,7 @@ class TransitionCollector:
             actions = self._act(obs, t, job_env_steps + t * self.total_envs, draws)
             env_actions = actions if self.discrete else self.scale.to_env(actions)
             next_obs, rewards, terminated, truncated, info = self.envs.step(env_actions)
-            next_obs = as_float_obs(next_obs)
+            next_obs = self.obs_format.carry(next_obs)
             raw_obs[t] = next_obs
             raw_rewards[t] = rewards
             done = terminated | truncated
@@ -175,8 +180,7 @@ class TransitionCollector:
             if done.any():
                 final = next_obs.copy()
                 ended = np.flatnonzero(done)
-                for i in ended:
-                    final[i] = info["final_obs"][i]
+                final[ended] = self.obs_format.carry_each([info["final_obs"][i] for i in ended])
                 finals.append((t, ended, final[ended]))
             chunk.append(*self.window.push(obs, actions, rewards, terminated, truncated, final))
             self.episode_return += rewards

@@ -46,9 +46,10 @@ class ReplayBuffer:
     """
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...],
-                 action_shape: tuple[int, ...], discrete: bool, seed: int) -> None:
+                 action_shape: tuple[int, ...], discrete: bool, seed: int,
+                 obs_dtype: str = "float32") -> None:
         self.capacity, self.discrete = capacity, discrete
-        self.obs = np.zeros((capacity,) + obs_shape, np.float32)
+        self.obs = np.zeros((capacity,) + obs_shape, obs_dtype)
         self.next_obs = np.zeros_like(self.obs)
         self.actions = np.zeros((capacity,) + action_shape, np.int64 if discrete else np.float32)
         self.rewards = np.zeros(capacity, np.float32)

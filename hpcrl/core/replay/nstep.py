@@ -20,13 +20,13 @@ class NStepWindow:
     """Pending windows of ``num_envs`` envs: up to ``n`` per env, in a ring of slots."""
 
     def __init__(self, n: int, gamma: float, num_envs: int, obs_shape: tuple[int, ...],
-                 action_shape: tuple[int, ...]) -> None:
+                 action_shape: tuple[int, ...], obs_dtype: str = "float32") -> None:
         if n < 1:
             raise ValueError(f"n-step window needs n >= 1, got {n}")
         self.n, self.gamma, self.num_envs = n, gamma, num_envs
         self.powers = gamma ** np.arange(n + 1, dtype=np.float64)
         shape = (num_envs, n)
-        self.obs = np.zeros(shape + obs_shape, np.float32)
+        self.obs = np.zeros(shape + obs_shape, obs_dtype)
         self.actions = np.zeros(shape + action_shape, np.float32)
         self.returns = np.zeros(shape, np.float64)
         self.age = np.zeros(shape, np.int64)

@@ -22,8 +22,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     def __init__(self, capacity: int, obs_shape: tuple[int, ...],
                  action_shape: tuple[int, ...], discrete: bool, seed: int, alpha: float,
-                 eps: float = 1e-6) -> None:
-        super().__init__(capacity, obs_shape, action_shape, discrete, seed)
+                 eps: float = 1e-6, obs_dtype: str = "float32") -> None:
+        super().__init__(capacity, obs_shape, action_shape, discrete, seed, obs_dtype)
         self.alpha, self.eps = alpha, eps
         self.tree = SumTree(capacity)
         self.max_priority = 1.0

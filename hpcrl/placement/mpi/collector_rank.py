@@ -100,7 +100,8 @@ class CollectorRank:
                                         job.total_envs, job.role.env_offset // n,
                                         collecting_ranks(cfg.scheme))
         self.weights = Weights.empty_like(policy)
-        layout = stream_layout(cfg, job.spaces.obs_shape, job.spaces.action_shape, n)
+        layout = stream_layout(cfg, job.spaces.obs_shape, job.spaces.action_shape, n,
+                               job.spaces.obs_format.dtype)
         self.buffers = [layout.new(), layout.new()]
         steps, total = cfg.algo.num_steps, job.total_envs
 

@@ -65,11 +65,13 @@ class ReplayLearnerRank:
         self.job, self.world, self.leader = job, job.world, leader
         retain_freed_memory()
         algorithm = make_offpolicy_algorithm(cfg, spaces)
-        replay = make_replay(cfg, spaces.obs_shape, spaces.action_shape, spaces.discrete)
+        replay = make_replay(cfg, spaces.obs_shape, spaces.action_shape, spaces.discrete,
+                             spaces.obs_format.dtype)
         self.learner = ReplayLearner(algorithm, replay, cfg)
         self.actor = algorithm.policy
         self.collectors = job.my_collectors
-        layout = stream_layout(cfg, spaces.obs_shape, spaces.action_shape, cfg.env.num_envs)
+        layout = stream_layout(cfg, spaces.obs_shape, spaces.action_shape, cfg.env.num_envs,
+                               spaces.obs_format.dtype)
         # a collector whose receive is not posted is held back (parked)
         self.inbox = CollectorInbox(self.world, self.collectors, layout.new)
         self.weights = LatestWeights(self.world, self.collectors)

@@ -33,7 +33,7 @@ def policy_module(name: str, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module
     """A fresh policy of algorithm ``name``: what its collectors run and ``load_policy``
     returns (greedy Q-network, squashed Gaussian or deterministic policy)."""
     if name == "dqn":
-        return QNetwork(spaces.obs_shape, int(spaces.action_space.n), actor)
+        return QNetwork(spaces.obs_shape, int(spaces.action_space.n), actor, spaces.obs_format)
     if name == "sac":
         return SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, actor)
     return DeterministicPolicy(spaces.obs_shape, spaces.action_space, actor)

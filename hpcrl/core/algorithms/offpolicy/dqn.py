@@ -24,7 +24,7 @@ class DQN(OffPolicyAlgorithm):
 
     def build(self) -> list[tuple[str, nn.Module]]:
         self.q = QNetwork(self.spaces.obs_shape, int(self.spaces.action_space.n),
-                          self.config.actor)
+                          self.config.actor, self.spaces.obs_format)
         self.targets["q"] = TargetNetwork(self.q)
         return [("q", self.q)]
 
