@@ -185,3 +185,30 @@ def test_checkpoint_writer_refuses_non_finite_weights_statistics_and_optimiser(t
     assert load_checkpoint(path)["policy"]["state_dict"]["w"][1] == 2.0
     check_checkpoint_state(_state(3.0))
     save_atomic(_state(math.nan), tmp_path / "raw.pt")  # the plain writer is unchanged
+
+
+def test_the_raw_observations_the_check_reads_give_the_normaliser_moments():
+    from hpcrl.build import env_spaces, make_actor, rollout_layout
+    from hpcrl.config import from_dict
+    from hpcrl.core.envs import make_vector_env
+    from hpcrl.roles.collector import Collector
+
+    def rollout(normalize: bool):
+        cfg = from_dict({}, ["env.num_envs=3", "algo.num_steps=50", "algo.minibatch_size=30",
+                             f"env.normalize_obs={str(normalize).lower()}"])
+        spaces = env_spaces(cfg)
+        envs = make_vector_env(cfg.env, 3)
+        collector = Collector(envs, make_actor(cfg, spaces), cfg.env, cfg.algo.gamma, cfg.seed)
+        r = collector.collect(rollout_layout(cfg, spaces, 3).new())
+        envs.close()
+        return r
+
+    # fresh statistics (mean 0, std 1) leave CartPole's observations as they are: same actions
+    raw, normalised = rollout(False), rollout(True)
+    np.testing.assert_allclose(normalised.obs, raw.obs, atol=1e-5)
+    count, mean, m2 = normalised.moments()[0]
+    obs = raw.obs.astype(np.float64).reshape(-1, raw.obs.shape[-1])
+    assert count == 150
+    np.testing.assert_allclose(mean, obs.mean(axis=0), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(m2, ((obs - obs.mean(axis=0)) ** 2).sum(axis=0), rtol=1e-5)
+    assert raw.moments()[0][0] == 0  # no normalising: no moments
