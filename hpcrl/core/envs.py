@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import gymnasium as gym
-import numpy as np
 
 from hpcrl.config.loader import ConfigError
 from hpcrl.config.schema import EnvConfig
