@@ -37,7 +37,6 @@ def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[s
     """Train an agent. Without CONFIG, trains PPO on CartPole-v1 (the embedded default)."""
     from hpcrl.placement.mpi.job import wants_mpi
     from hpcrl.runtime.run_dir import RunDir, default_run_dir
-    from hpcrl.runtime.finite import NonFiniteError
     from hpcrl.training import Trainer, resume_config
 
     try:
@@ -60,10 +59,7 @@ def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[s
                                        f"--resume {run.path} or pick another --run-dir")
             trainer = Trainer(cfg, run, console=sys.stderr)
         click.echo(f"hpcrl: training {cfg.algo.name} on {cfg.env.id} in {run.path}", err=True)
-        try:
-            trainer.train()
-        except NonFiniteError as err:  # serial only: under MPI the abort handler reports it
-            raise _fail(err) from None
+        trainer.train()
     except (ConfigError, CheckpointError, ExplainedError) as err:
         raise _fail(err) from None
     if trainer.preempted:

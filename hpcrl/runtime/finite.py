@@ -27,13 +27,15 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 import numpy as np
 import torch
 
+from hpcrl.errors import ExplainedError
 from hpcrl.runtime.checkpoint import save_atomic
 
 STOP, SKIP_UPDATE = "stop", "skip_update"
 
 
-class NonFiniteError(RuntimeError):
-    """A NaN or infinite value in env data, a loss, a gradient or a state to checkpoint."""
+class NonFiniteError(ExplainedError):
+    """A NaN or infinite value in env data, a loss, a gradient or a state to checkpoint (its
+    message names where, so the CLI and the MPI abort report show it without a traceback)."""
 
 
 # -- env data -----------------------------------------------------------------------------

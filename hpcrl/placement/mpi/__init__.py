@@ -14,7 +14,7 @@ from typing import IO, Any, Optional
 
 import torch
 
-from hpcrl.comm import finish_world, install_abort_handler
+from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import Config
 from hpcrl.placement.mpi.job import MpiJob, build_job, wants_mpi
@@ -132,7 +132,9 @@ def train_mpi(config: Config, run_dir: Optional[Path], resume: bool = False,
             ranked = AsyncWorkerRank(job, state)
         else:
             ranked = WorkerRank(job, state, leader)
-    with naming_last_good(run.checkpoint_path):  # a NaN/inf message names the checkpoint
+    # any failure of the role ends every rank (the CLI must not catch it on this rank alone);
+    # a NaN/inf message names the last good checkpoint
+    with abort_on_error(job.world, job.describe), naming_last_good(run.checkpoint_path):
         ranked.run()
     finish_world(job.world, [job.learners, job.gradient])
     return MpiRun(ranked, job, run)
