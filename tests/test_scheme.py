@@ -83,3 +83,9 @@ def test_minibatch_is_checked_against_the_whole_job():
     assert load_config(None, ["scheme.preset=ddppo"]).algo.minibatch_size == 256
     with pytest.raises(ConfigError, match="must divide the batch"):
         load_config(None, ["scheme.preset=ddppo", "algo.minibatch_size=384"])
+
+
+def test_wrong_world_size_inside_slurm_names_the_allocations_srun():
+    cfg = load_config(None, ["scheme.preset=ddppo"])
+    with pytest.raises(WorldSizeError, match=r"`srun --mpi=pmi2 -n 2`"):
+        assign_roles(3, cfg.scheme, cfg.env.num_envs, "srun --mpi=pmi2")

@@ -45,3 +45,19 @@ def test_signal_checkpoints_stops_and_resumes_exactly(tmp_path, tiny_overrides, 
     b = load_checkpoint(run.checkpoint_path)["policy"]["state_dict"]
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert signal.getsignal(signal.SIGUSR1) is not STOP_REQUEST._handle  # handlers restored
+
+
+def test_only_an_announcing_process_says_it_received_the_signal(capsys):
+    restore = STOP_REQUEST.install()
+    try:
+        STOP_REQUEST.announce = False
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert STOP_REQUEST.requested and capsys.readouterr().err == ""
+        STOP_REQUEST.clear()
+        STOP_REQUEST.announce = True
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert "received SIGUSR1" in capsys.readouterr().err
+    finally:
+        STOP_REQUEST.clear()
+        STOP_REQUEST.announce = True
+        restore()

@@ -14,7 +14,7 @@ import pickle
 import zipfile
 from pathlib import Path
 from collections import OrderedDict
-from contextlib import nullcontext, suppress
+from contextlib import suppress
 from typing import IO, Any, ContextManager, Optional
 
 import numpy as np
@@ -162,9 +162,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 def _allow_numpy_scalars() -> ContextManager[None]:
-    """Allow :func:`_numpy_scalar_globals` for one load (torch < 2.5 has no way to: a no-op)."""
-    safe_globals = getattr(torch.serialization, "safe_globals", None)
-    return nullcontext() if safe_globals is None else safe_globals(_numpy_scalar_globals())
+    """Allow :func:`_numpy_scalar_globals` for one load."""
+    return torch.serialization.safe_globals(_numpy_scalar_globals())
 
 
 def _numpy_scalar_globals() -> list[Any]:
@@ -179,9 +178,7 @@ def _numpy_scalar_globals() -> list[Any]:
     except ImportError:
         from numpy.core.multiarray import scalar  # numpy 1.x
     dtype_classes = [type(np.dtype(code)) for code in "?bhilqpBHILQPefdgFDGU"]
-    allowed: list[Any] = [scalar, np.dtype, *dtype_classes]
-    if torch.torch_version.TorchVersion(torch.__version__) >= (2, 6):
-        # a file written under the other numpy major version names the other module path
-        allowed += [(scalar, f"{module}.multiarray.scalar") for module in ("numpy.core",
-                                                                          "numpy._core")]
-    return allowed
+    # a file written under the other numpy major version names the other module path
+    return [scalar, np.dtype, *dtype_classes,
+            *((scalar, f"{module}.multiarray.scalar") for module in ("numpy.core",
+                                                                    "numpy._core"))]

@@ -21,13 +21,14 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.signum: Optional[int] = None
+        self.announce = True  # say so on stderr; an MPI job lets rank 0 alone speak
 
     @property
     def requested(self) -> bool:
         return self.signum is not None
 
     def _handle(self, signum: int, frame: object) -> None:
-        if self.signum is None:
+        if self.signum is None and self.announce:
             print(f"hpcrl: received {signal.Signals(signum).name}: checkpointing at the end of "
                   f"this update, then stopping", file=sys.stderr, flush=True)
         self.signum = signum

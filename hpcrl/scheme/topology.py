@@ -56,13 +56,16 @@ def required_world_size(scheme: SchemeConfig) -> int:
             + scheme.gradient_workers * scheme.collectors_per_worker)
 
 
-def assign_roles(world_size: int, scheme: SchemeConfig, num_envs: int) -> list[RankRole]:
-    """The role of every rank; ``num_envs`` is ``env.num_envs`` (envs per collecting rank)."""
+def assign_roles(world_size: int, scheme: SchemeConfig, num_envs: int,
+                 launcher: str = "mpiexec") -> list[RankRole]:
+    """The role of every rank; ``num_envs`` is ``env.num_envs`` (envs per collecting rank).
+    ``launcher`` is what the wrong-size message tells the user to start ``-n N`` ranks with
+    (``mpiexec``, or the job's ``srun`` inside a Slurm allocation)."""
     need = required_world_size(scheme)
     if world_size != need:
         raise WorldSizeError(
             f"the scheme needs {need} ranks ({describe(scheme)}) but the job has "
-            f"{world_size}; launch it with `mpiexec -n {need}` or change "
+            f"{world_size}; launch it with `{launcher} -n {need}` or change "
             f"scheme.gradient_workers / scheme.collectors_per_worker / scheme.update")
     g, k = scheme.gradient_workers, scheme.collectors_per_worker
     first_worker = int(has_updater(scheme))

@@ -110,6 +110,7 @@ def train_mpi(config: Config, run_dir: Optional[Path], resume: bool = False,
     run = agree_run_dir(job, None if run_dir is None else Path(run_dir), resume)
     _action_space_check(job)
     install_abort_handler(job.world, job.describe)
+    STOP_REQUEST.announce = job.is_leader  # every rank gets the signal; one says so
     STOP_REQUEST.install()
     state = _resume_state(job, run) if resume else None
     role = job.role.role

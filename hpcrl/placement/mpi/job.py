@@ -18,7 +18,8 @@ from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.rollout import RolloutLayout
-from hpcrl.placement.mpi.launcher import launched_rank, launched_size, lone_rank_problem
+from hpcrl.placement.mpi.launcher import (in_slurm_step, launched_rank, launched_size,
+                                          lone_rank_problem, srun_command)
 from hpcrl.runtime.devices import node_local_rank, pick_device
 from hpcrl.scheme import COLLECTOR, UPDATER, WORKER, RankRole, assign_roles, required_world_size
 
@@ -109,6 +110,11 @@ def rank_table(world: Any, config: Config) -> list[RankRole]:
     try:
         return assign_roles(size, config.scheme, config.env.num_envs)
     except ValueError as err:
+        if in_slurm_step():  # the advice names the srun of this allocation, not mpiexec
+            try:
+                assign_roles(size, config.scheme, config.env.num_envs, srun_command())
+            except ValueError as in_slurm:
+                err = in_slurm
         if rank == 0:
             print(f"hpcrl: {err}", file=sys.stderr, flush=True)
         sys.exit(2)
