@@ -212,3 +212,16 @@ def test_the_raw_observations_the_check_reads_give_the_normaliser_moments():
     np.testing.assert_allclose(mean, obs.mean(axis=0), rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(m2, ((obs - obs.mean(axis=0)) ** 2).sum(axis=0), rtol=1e-5)
     assert raw.moments()[0][0] == 0  # no normalising: no moments
+
+
+def test_a_run_of_an_older_version_resumes_under_its_own_progress_columns(tmp_path):
+    from hpcrl.runtime.progress import ProgressLog, columns_for
+
+    old = [c for c in columns_for(("policy_loss",)) if c != "skipped_updates"]
+    (tmp_path / "progress.csv").write_text(",".join(old) + "\n" + "1," * (len(old) - 1) + "1\n")
+    log = ProgressLog(tmp_path, columns_for(("policy_loss",)), 1, tensorboard=False)
+    log.write({name: 2 for name in columns_for(("policy_loss",))})
+    log.close()
+    with open(tmp_path / "progress.csv") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == old and all(len(r) == len(old) for r in rows) and rows[2][0] == "2"
