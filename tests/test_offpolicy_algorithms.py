@@ -126,9 +126,10 @@ def test_numpy_engines_match_the_torch_policies(algo, env):
     cfg = from_dict({}, [f"algo.name={algo}", f"env.id={env}", "actor.activation=tanh"])
     spaces = env_spaces(cfg)
     policy = make_policy(cfg, spaces)
+    perturb = torch.Generator().manual_seed(0)  # the same weights whatever ran before
     with torch.no_grad():
         for p in policy.parameters():
-            p.add_(torch.randn_like(p) * 0.3)
+            p.add_(torch.randn(p.shape, generator=perturb) * 0.3)
     engine = make_policy_engine(policy)
     obs = np.random.default_rng(0).standard_normal((32,) + spaces.obs_shape).astype(np.float32)
     with torch.no_grad():

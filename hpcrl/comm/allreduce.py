@@ -71,23 +71,47 @@ class LocalAllreducer(Allreducer):
 
 
 class MpiAllreducer(Allreducer):
-    """MPI_Allreduce(IN_PLACE, SUM) on the CPU tensor's numpy view, no pickling."""
+    """MPI_Allreduce(IN_PLACE, SUM) on the tensor's numpy view, no pickling.
+
+    A CPU tensor is reduced where it lies. A tensor on an accelerator goes through a host
+    stage (a pinned buffer kept per size and dtype): copied out, reduced, copied back. That
+    round trip is what choosing the MPI backend for GPU learners costs; ``auto`` picks NCCL
+    there and never stages.
+    """
 
     name = "mpi"
 
     def __init__(self, comm: Comm) -> None:
         self._comm = comm
         self._size = comm.Get_size()
+        self._stages: dict[tuple[int, torch.dtype], torch.Tensor] = {}
 
     @property
     def size(self) -> int:
         return self._size
 
+    def _stage(self, t: torch.Tensor) -> torch.Tensor:
+        key = (t.numel(), t.dtype)
+        if key not in self._stages:
+            self._stages[key] = torch.empty(t.numel(), dtype=t.dtype, pin_memory=True)
+        return self._stages[key]
+
     def sum_(self, t: torch.Tensor) -> torch.Tensor:
-        view = _numpy_view(t)
+        if t.device.type == "meta":
+            raise ValueError("MpiAllreducer cannot reduce a tensor on the meta device (it "
+                             "holds no data)")
+        if t.device.type == "cpu":
+            view = _numpy_view(t)
+            if self._size > 1:
+                self._comm.Allreduce(mpi().IN_PLACE, view, op=mpi().SUM)
+            return t
+        if not t.is_contiguous():
+            raise ValueError("MpiAllreducer needs a contiguous tensor; pass a flat buffer")
         if self._size > 1:
-            MPI = mpi()
-            self._comm.Allreduce(MPI.IN_PLACE, view, op=MPI.SUM)
+            stage = self._stage(t)
+            stage.copy_(t.reshape(-1))
+            self._comm.Allreduce(mpi().IN_PLACE, _numpy_view(stage), op=mpi().SUM)
+            t.reshape(-1).copy_(stage)
         return t
 
 
@@ -129,12 +153,7 @@ class TorchDistAllreducer(Allreducer):
 
 
 def _numpy_view(t: torch.Tensor) -> np.ndarray:
-    """The numpy array sharing ``t``'s memory, or a clear error why it cannot."""
-    if t.device.type != "cpu":
-        raise ValueError(
-            f"MpiAllreducer works on CPU tensors only, got one on {t.device}; "
-            "use allreducer 'nccl' (or 'auto') for CUDA training"
-        )
+    """The numpy array sharing the CPU tensor ``t``'s memory, or a clear error why it cannot."""
     if not t.is_contiguous():
         raise ValueError("MpiAllreducer needs a contiguous tensor; pass a flat buffer")
     try:
@@ -187,6 +206,29 @@ def measure_cpu_allreducers(comm: Comm, numel: int, *, iters: int = 5) -> dict[s
     return comm.bcast(timings, root=0)
 
 
+def shared_gpu_problem(comm: Comm, device: torch.device) -> str | None:
+    """Why NCCL cannot all-reduce over ``comm`` from these devices, or None.
+
+    NCCL needs one GPU per rank: two ranks of the group on the same GPU of the same node
+    make ``ncclCommInitRank`` fail (or hang) deep inside the first collective. Collective
+    over ``comm``: every rank gathers every rank's (node, device) and answers the same.
+    """
+    import socket
+
+    index = device.index if device.index is not None else 0
+    placed = comm.allgather((socket.gethostname(), index))
+    seen: dict[tuple[str, int], list[int]] = {}
+    for rank, where in enumerate(placed):
+        seen.setdefault(tuple(where), []).append(rank)
+    shared = {where: ranks for where, ranks in seen.items() if len(ranks) > 1}
+    if not shared:
+        return None
+    (node, gpu), ranks = next(iter(shared.items()))
+    return (f"NCCL needs one GPU per gradient rank, but gradient ranks {ranks} share "
+            f"cuda:{gpu} on node {node}; set scheme.allreduce=gloo (it all-reduces CUDA "
+            f"tensors too), or start at most as many gradient ranks per node as it has GPUs")
+
+
 def make_allreducer(
     kind: str,
     comm: Comm,
@@ -212,11 +254,6 @@ def make_allreducer(
             f"allreducer 'nccl' needs a CUDA device but the device is {device}: "
             "use allreducer 'auto', 'gloo' or 'mpi' for CPU training, or a 'cuda' device"
         )
-    if kind == "mpi" and device.type != "cpu":
-        raise ValueError(
-            f"allreducer 'mpi' works on CPU tensors only but the device is {device}: "
-            "use allreducer 'auto' or 'nccl' for CUDA training"
-        )
     if numel <= 0:
         raise ValueError(f"numel must be positive, got {numel}")
     if comm.Get_size() == 1:
@@ -227,6 +264,10 @@ def make_allreducer(
         else:
             timings = measure_cpu_allreducers(comm, numel, iters=iters)
             kind = min(timings, key=timings.__getitem__)
+    if kind == "nccl":
+        problem = shared_gpu_problem(comm, device)
+        if problem is not None:
+            raise ValueError(problem)
     if kind == "mpi":
         return MpiAllreducer(comm)
     group = init_gradient_group(comm, kind, device)
