@@ -97,15 +97,20 @@ def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True) -> None:
               help="Episodes to run (default: the run's train.eval_episodes, at least 1).")
 @click.option("--seed", type=int, default=None, help="Seed of the eval episodes.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for scripts).")
+@click.option("--device", default="cpu", show_default=True,
+              help="Where the policy runs: 'cpu', 'cuda', 'cuda:N', or 'auto' (a GPU when "
+                   "there is one).")
 def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
-                 as_json: bool) -> None:
+                 as_json: bool, device: str) -> None:
     """Run the trained policy of RUN_DIR (or a checkpoint file) deterministically."""
     from hpcrl.evaluation import evaluate
     from hpcrl.policy import load_policy_and_config
+    from hpcrl.runtime.devices import node_local_rank, pick_device
 
     try:
-        actor, cfg = load_policy_and_config(run_dir)
-    except (ConfigError, CheckpointError) as err:
+        where = pick_device(device, node_local_rank())
+        actor, cfg = load_policy_and_config(run_dir, where)
+    except (ValueError, CheckpointError) as err:  # a bad --device, config or checkpoint
         raise _fail(err) from None
     n = episodes or max(cfg.train.eval_episodes, 1)
     result = evaluate(actor, cfg, n, seed)

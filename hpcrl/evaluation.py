@@ -1,4 +1,9 @@
-"""Deterministic evaluation of a trained actor: mean and std of the episode return."""
+"""Deterministic evaluation of a trained actor: mean and std of the episode return.
+
+The actor runs where it lives (the learner's ``train.device`` at the end of training, the
+device ``hpcrl eval --device`` names afterwards); the env and its observations stay on the
+host, and each action comes back to it.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -26,7 +31,7 @@ def run_episodes(actor: ActorCritic, config: Config, episodes: int,
             total, done = 0.0, False
             while not done:
                 with torch.inference_mode():
-                    action = actor(obs).numpy()
+                    action = actor(obs).cpu().numpy()
                 if box:
                     action = np.clip(action, env.action_space.low, env.action_space.high)
                 else:

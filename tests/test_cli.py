@@ -87,3 +87,15 @@ def test_eval_of_a_non_run_is_a_clear_error(tmp_path):
     (tmp_path / "x.pt").write_bytes(b"not a checkpoint")
     out = invoke("eval", tmp_path / "x.pt")
     assert out.exit_code != 0 and "cannot be read safely" in out.output
+
+
+def test_eval_runs_the_policy_where_device_says_and_refuses_a_missing_gpu(tmp_path,
+                                                                          tiny_overrides):
+    run = tmp_path / "run"
+    assert invoke("train", "--run-dir", run, *sets(tiny_overrides)).exit_code == 0
+    on_cpu = invoke("eval", run, "--episodes", "1", "--device", "cpu", "--json")
+    assert on_cpu.exit_code == 0 and json.loads(on_cpu.output)["episodes"] == 1
+    if not torch.cuda.is_available():
+        out = CliRunner().invoke(main, ["eval", str(run), "--device", "cuda"])
+        assert out.exit_code != 0 and "CUDA is not available" in out.output
+        assert "Traceback" not in out.output

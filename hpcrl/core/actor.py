@@ -122,6 +122,7 @@ class ActorCritic(nn.Module):
         """Deterministic actions for raw observations: one, as the env returns it (an array,
         an integer, a tuple), or a batch ``[B, *obs_shape]``."""
         obs, single = self.obs_format.as_batch(obs)
+        obs = obs.to(self.pi_head.weight.device)  # the actor may live on an accelerator
         x = self.obs_format.encode(self.normalize(obs))
         actions = self.distribution.mode(self._params(self.pi_trunk(x)))
         return actions[0] if single else actions

@@ -60,5 +60,5 @@ class QNetwork(nn.Module):
     def forward(self, obs: ObsInput) -> torch.Tensor:
         """Greedy actions for raw observations: one, as the env returns it, or a batch."""
         x, single = self.obs_format.as_batch(obs)
-        actions = self.q_values(x).argmax(dim=-1)
+        actions = self.q_values(x.to(self.head.weight.device)).argmax(dim=-1)
         return actions[0] if single else actions
