@@ -11,6 +11,11 @@ segment (``policy``, ``critic``, ``log_alpha``):
   when ``replay.learn_ent_coef``; ``alpha = exp(log_alpha)`` is detached everywhere else.
 
 The target critics move by ``replay.tau`` every ``replay.target_update_interval`` steps.
+
+Taking every loss at one version of the weights is what lets a gradient worker compute a
+step's whole gradient; Stable-Baselines3 instead steps the critic before it takes the policy
+loss, so its policy sees a critic one step newer. On Pendulum-v1 with the same recipe both
+reach the same returns (benchmarks/offpolicy_vs_sb3.py).
 """
 from __future__ import annotations
 

@@ -8,7 +8,9 @@
   steps only. On the other steps the policy segment gets neither a gradient nor an
   optimiser step.
 
-DDPG is the case of one critic, no delay and no target smoothing.
+DDPG is the case of one critic, no delay and no target smoothing. As in SAC, both losses are
+taken at the same weights (Stable-Baselines3 steps the critic first); on Pendulum-v1 the
+returns match SB3's (benchmarks/offpolicy_vs_sb3.py).
 """
 from __future__ import annotations
 
