@@ -14,14 +14,18 @@ import torch
 
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.suites import make_env
 
 EVAL_SEED_OFFSET = 1_000_003  # eval episodes never reuse the seeds of training envs
 
 
 def run_episodes(actor: ActorCritic, config: Config, episodes: int,
                  seed: int | None = None) -> list[float]:
-    """Returns of ``episodes`` episodes of one env, taking the actor's most likely actions."""
-    env = gym.make(config.env.id, **config.env.kwargs)
+    """Returns of ``episodes`` episodes of one env, taking the actor's most likely actions.
+
+    The env has the training env's preprocessing (``env.preset``) but plays whole games with
+    the game's own rewards: no episode ends at a lost life, no reward is clipped."""
+    env = make_env(config.env, whole_games=True)
     base = (config.seed if seed is None else seed) + EVAL_SEED_OFFSET
     box = isinstance(env.action_space, gym.spaces.Box)
     returns: list[float] = []

@@ -18,6 +18,34 @@ def doc(text: str, default: Any = None, *, factory: Any = None) -> Any:
 
 
 @dataclass
+class AtariConfig:
+    """The Atari preprocessing of ``env.preset: atari`` (the field's standard chain, after
+    Machado et al. 2018 and the DQN/PPO reference implementations). Evaluation plays whole
+    games: it keeps every step except life-loss termination and reward clipping."""
+
+    noop_max: int = doc("Up to this many no-op actions (a random number) after each reset, "
+                        "so episodes start in different states (0 disables).", 30)
+    frame_skip: int = doc("Each action is repeated on this many emulator frames; the "
+                          "observation is the pixel-wise max of the last two (the env is "
+                          "made with frameskip=1 so frames are skipped once, here).", 4)
+    repeat_action_probability: Optional[float] = doc(
+        "Sticky actions: the chance that the emulator repeats the previous action instead "
+        "of the new one. null keeps the id's own value: 0.25 for ALE/...-v5 ids, 0 for "
+        "...NoFrameskip-v4 ids.", None)
+    terminal_on_life_loss: bool = doc(
+        "Training only: a lost life ends the training episode (the game goes on from there). "
+        "Episode statistics and evaluation still count whole games.", True)
+    fire_reset: bool = doc("Press FIRE after each reset (and after a lost life), for games "
+                           "that wait for it; ignored by games without a FIRE action.", True)
+    screen_size: int = doc("Observations are resized to screen_size x screen_size pixels.", 84)
+    grayscale: bool = doc("Grayscale observations (false keeps RGB channels last).", True)
+    frame_stack: int = doc("The last this many frames form one observation, stacked first: "
+                           "[frame_stack, screen_size, screen_size] uint8.", 4)
+    clip_reward: bool = doc("Training only: rewards are clipped to [-1, 1]; episode "
+                            "statistics report the unclipped game score.", True)
+
+
+@dataclass
 class EnvConfig:
     """Which environment is vectorised, and how."""
 
@@ -28,6 +56,11 @@ class EnvConfig:
         "'sync' steps the envs in the collector's process (best for cheap envs such as "
         "CartPole); 'async' runs each env in its own subprocess (for expensive envs).", "sync")
     kwargs: dict = doc("Extra keyword arguments passed to gymnasium.make.", factory=dict)
+    preset: Literal["none", "atari"] = doc(
+        "Preprocessing chain: 'none' uses the env as gymnasium.make returns it; 'atari' "
+        "applies the standard Atari chain of env.atari.* (an ALE id such as 'ALE/Pong-v5' or "
+        "'PongNoFrameskip-v4' is needed).", "none")
+    atari: AtariConfig = doc("Steps of the Atari chain (env.preset=atari).", factory=AtariConfig)
     normalize_obs: bool = doc("Normalise observations by a running mean and variance that "
                               "travels with the weights and is saved in the policy.", False)
     normalize_reward: bool = doc("Scale rewards by the running std of the discounted return.",

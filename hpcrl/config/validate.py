@@ -146,10 +146,26 @@ def _offpolicy_scheme_problem(c: Config) -> Optional[str]:
     return None
 
 
-def _check_env_id(c: Config) -> Optional[str]:
-    from hpcrl.core.envs import env_id_problem  # gymnasium import kept out of config parsing
+def _check_atari(c: Config) -> Optional[str]:
+    """The steps of the Atari chain (checked whatever env.preset is: a typo stays a typo)."""
+    a = c.env.atari
+    checks = [
+        _positive("env.atari.noop_max", a.noop_max, strict=False),
+        _positive("env.atari.frame_skip", a.frame_skip),
+        _positive("env.atari.screen_size", a.screen_size),
+        _positive("env.atari.frame_stack", a.frame_stack),
+    ]
+    if a.repeat_action_probability is not None:
+        checks.append(_in_unit("env.atari.repeat_action_probability",
+                               a.repeat_action_probability))
+    return next((msg for msg in checks if msg), None)
 
-    return env_id_problem(c.env.id)
+
+def _check_env_id(c: Config) -> Optional[str]:
+    from hpcrl.core.envs import env_problem  # gymnasium import kept out of config parsing
+
+    return env_problem(c.env)
+
 
 
 def _check_replay(c: Config) -> Optional[str]:
@@ -227,7 +243,7 @@ def _check_vtrace(c: Config) -> Optional[str]:
 
 CHECKS: list[Check] = [_check_numbers, _check_actor, _check_scheme, _check_batch,
                        _check_budget, _check_device, _check_replay, _check_offpolicy_env,
-                       _check_vtrace, _check_env_id]
+                       _check_vtrace, _check_atari, _check_env_id]
 
 
 def validate(config: Config) -> Optional[str]:

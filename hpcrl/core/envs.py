@@ -18,6 +18,9 @@ from hpcrl.config.loader import ConfigError
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.env_state import capture_env_state, restore_env_state
 from hpcrl.core.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
+from hpcrl.core.suites import (ATARI_INSTALL, MINATAR_INSTALL, make_env, preset_problem,
+                                register_suite)
+
 
 
 class UnsupportedEnv(ConfigError):
@@ -28,6 +31,8 @@ class UnsupportedEnv(ConfigError):
 _FAMILY_INSTALLS = {
     "gymnasium.envs.box2d": 'pip install "hpcrl[box2d]"  (or "gymnasium[box2d]")',
     "gymnasium.envs.mujoco": 'pip install "hpcrl[mujoco]"  (or "gymnasium[mujoco]")',
+    "ale_py": ATARI_INSTALL,
+    "minatar": MINATAR_INSTALL,
 }
 
 
@@ -42,8 +47,12 @@ def _missing_package_problem(env_id: str, entry_point: str, err: Exception) -> s
 
 
 def env_id_problem(env_id: str) -> Optional[str]:
-    """Why ``env_id`` cannot be made, or None: checks the module import, the registry and
-    that the packages of the env's family (Box2D, MuJoCo...) are installed."""
+    """Why ``env_id`` cannot be made, or None: checks the module import, the registry (after
+    registering the id's suite: Atari, MinAtar) and that the packages of the env's family
+    (Box2D, MuJoCo, Atari...) are installed."""
+    suite = register_suite(env_id)
+    if suite is not None:
+        return suite
     module, _, name = env_id.rpartition(":")
     if module:
         try:
@@ -82,9 +91,15 @@ class CheckpointableEnv(gym.Wrapper):
         restore_env_state(self.env, state["layers"])
 
 
-def _env_factory(env_id: str, kwargs: dict[str, Any]) -> Callable[[], gym.Env]:
+def env_problem(config: EnvConfig) -> Optional[str]:
+    """Why the env of ``config`` cannot be made, or None: :func:`env_id_problem`, then
+    whether ``env.preset`` fits the id."""
+    return env_id_problem(config.id) or preset_problem(config)
+
+
+def _env_factory(config: EnvConfig) -> Callable[[], gym.Env]:
     def make() -> gym.Env:
-        return CheckpointableEnv(gym.make(env_id, **kwargs))
+        return CheckpointableEnv(make_env(config))
     return make
 
 
@@ -125,7 +140,7 @@ def spaces_of(observation_space: gym.Space, action_space: gym.Space, env_id: str
 
 def probe_spaces(config: EnvConfig) -> EnvSpaces:
     """The spaces of ``config.id``, from one env that is closed again at once."""
-    env = gym.make(config.id, **config.kwargs)
+    env = make_env(config)
     try:
         spaces = spaces_of(env.observation_space, env.action_space, config.id)
     finally:
@@ -139,7 +154,7 @@ def probe_spaces(config: EnvConfig) -> EnvSpaces:
 
 def make_vector_env(config: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
     """``num_envs`` checkpointable envs, stepped in-process ('sync') or in subprocesses."""
-    fns = [_env_factory(config.id, config.kwargs) for _ in range(num_envs)]
+    fns = [_env_factory(config) for _ in range(num_envs)]
     mode = gym.vector.AutoresetMode.SAME_STEP
     if config.vectorization == "async":
         return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)

@@ -170,7 +170,8 @@ class Rollout:
                 (float(ret_view[0]), float(ret_view[1]), float(ret_view[2])))
 
     def finished_episodes(self) -> tuple[np.ndarray, np.ndarray]:
-        """Returns and lengths of the episodes that ended within the valid steps."""
+        """Returns and lengths of the episodes that ended within the valid steps (a step that
+        ended a life but not the game has length 0 and is none)."""
         t = self.valid_steps
-        ended = (self.terminated[:t] + self.truncated[:t]) > 0
+        ended = ((self.terminated[:t] + self.truncated[:t]) > 0) & (self.episode_lengths[:t] > 0)
         return self.episode_returns[:t][ended], self.episode_lengths[:t][ended]

@@ -24,6 +24,7 @@ from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import env_seeds, restore_vector_env_state, vector_env_state
 from hpcrl.core.normalization import Moments, Normalizer
 from hpcrl.core.rollout import Rollout
+from hpcrl.core.suites import game_episodes
 from hpcrl.roles.messages import Weights
 from hpcrl.runtime.finite import check_env_rows, check_env_steps
 
@@ -168,8 +169,8 @@ class Collector:
     def _end_episodes(self, rollout: Rollout, t: int, done: np.ndarray, terminated: np.ndarray,
                       truncated: np.ndarray, info: dict[str, Any],
                       final_values: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
-        rollout.episode_returns[t] = np.where(done, self.episode_return, 0.0)
-        rollout.episode_lengths[t] = np.where(done, self.episode_length, 0)
+        rollout.episode_returns[t], rollout.episode_lengths[t] = game_episodes(
+            info, done, self.episode_return, self.episode_length)
         self.episode_return[done] = 0.0
         self.episode_length[done] = 0
         self.discounted_return[done] = 0.0

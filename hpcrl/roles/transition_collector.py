@@ -31,6 +31,7 @@ from hpcrl.core.obs_format import box_format
 from hpcrl.core.offpolicy_engine import GreedyQEngine, SquashedGaussianEngine, make_policy_engine
 from hpcrl.core.replay.nstep import NStepWindow
 from hpcrl.core.replay.transitions import TransitionLayout, Transitions
+from hpcrl.core.suites import game_episodes
 from hpcrl.roles.messages import Weights
 from hpcrl.runtime.finite import check_env_rows, check_env_steps
 
@@ -186,7 +187,10 @@ class TransitionCollector:
             self.episode_return += rewards
             self.episode_length += 1
             if done.any():
-                chunk.add_episodes(self.episode_return[done], self.episode_length[done])
+                returns, lengths = game_episodes(info, done, self.episode_return,
+                                                 self.episode_length)
+                counted = lengths > 0  # a lost life is no episode of the game's statistics
+                chunk.add_episodes(returns[counted], lengths[counted])
                 self.episode_return[done] = 0.0
                 self.episode_length[done] = 0
                 if self.noise is not None:

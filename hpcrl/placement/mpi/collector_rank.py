@@ -116,10 +116,12 @@ class CollectorRank:
 
         ``sent_before`` counts the rollouts this state comes after (one collected but not
         yet sent included; it goes out next), so the learner can take them all before it
-        writes the checkpoint.
+        writes the checkpoint. Sends that completed are let go here (each holds its pickled
+        state: kept until the end, they grew the rank by one state per checkpoint).
         """
         state = self.collector.state_dict()
         state["sent_before"] = self.sent + int(self.unsent)
+        self.state_sends = [r for r in self.state_sends if not r.Test()]
         self.state_sends.append(self.world.isend(state, dest=0, tag=TAG_STATE))
 
     def run(self) -> None:

@@ -1,0 +1,118 @@
+"""The standard Atari preprocessing chain, built from Gymnasium's wrappers and two of hpcrl's.
+
+Gymnasium's :class:`~gymnasium.wrappers.AtariPreprocessing` does the no-op starts, the frame
+skip with max-pooling of the last two frames, the resize and the grayscale conversion;
+:class:`~gymnasium.wrappers.FrameStackObservation` stacks frames,
+:class:`~gymnasium.wrappers.ClipReward` clips rewards and
+:class:`~gymnasium.wrappers.RecordEpisodeStatistics` records the whole-game score. Gymnasium
+has no wrapper that presses FIRE after a reset, nor one that ends the *training* episode at a
+lost life while the game goes on (its ``terminal_on_life_loss`` ends the game itself): those
+are :class:`FireReset` and :class:`EpisodicLife` here. Both keep only plain attributes, so
+:mod:`hpcrl.core.env_state` captures them (the emulator itself cannot be captured: a resumed
+Atari run resets its envs).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from hpcrl.config.schema import EnvConfig
+
+LIFE_LOST = "life_lost"  # info key of a step that ended a life but not the game
+
+
+def _lives(env: gym.Env) -> int:
+    return int(env.unwrapped.ale.lives())
+
+
+class EpisodicLife(gym.Wrapper):
+    """A lost life ends the episode for the learner, but not the game: the next ``reset``
+    only takes one no-op step, and the emulator is reset when the game is really over.
+
+    A step that ends a life but not the game sets ``info["life_lost"] = True``, so that
+    episode statistics (kept below this wrapper) are not cut at lives.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = bool(terminated or truncated)
+        lives = _lives(self.env)
+        if 0 < lives < self.lives and not self.game_over:
+            terminated = True
+            info[LIFE_LOST] = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        if self.game_over or kwargs.get("seed") is not None:
+            obs, info = self.env.reset(**kwargs)
+        else:
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        self.game_over = False
+        self.lives = _lives(self.env)
+        return obs, info
+
+
+class FireReset(gym.Wrapper):
+    """Presses FIRE (then UP, as the reference implementations do) after each reset, for
+    games such as Breakout that wait for it; a reset that ends the game on the way starts
+    again."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        meanings = env.unwrapped.get_action_meanings()
+        if len(meanings) < 3 or meanings[1] != "FIRE":
+            raise ValueError(f"FireReset needs FIRE as action 1, got actions {meanings}")
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        for action in (1, 2):
+            obs, _, terminated, truncated, info = self.env.step(action)
+            if terminated or truncated:
+                obs, info = self.env.reset()
+        return obs, info
+
+
+def has_fire(env: gym.Env) -> bool:
+    """Whether the game waits for FIRE (action 1), as :class:`FireReset` needs."""
+    meanings = env.unwrapped.get_action_meanings()
+    return len(meanings) >= 3 and meanings[1] == "FIRE"
+
+
+def atari_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
+    """The Atari chain of ``config.atari`` around ``config.id``.
+
+    Training envs (``whole_games=False``) end episodes at lost lives and clip rewards as
+    configured, and report each whole game's unclipped score and length in
+    ``info["episode"]`` (``{"r", "l"}``, Gymnasium's convention). Evaluation envs
+    (``whole_games=True``) play whole games with the game's own rewards.
+    """
+    a = config.atari
+    kwargs = dict(config.kwargs, frameskip=1)
+    if a.repeat_action_probability is not None:
+        kwargs["repeat_action_probability"] = a.repeat_action_probability
+    env = gym.make(config.id, **kwargs)
+    env = gym.wrappers.AtariPreprocessing(
+        env, noop_max=a.noop_max, frame_skip=a.frame_skip, screen_size=a.screen_size,
+        terminal_on_life_loss=False, grayscale_obs=a.grayscale, scale_obs=False)
+    life_loss = a.terminal_on_life_loss and not whole_games
+    clip = a.clip_reward and not whole_games
+    if life_loss or clip:
+        env = gym.wrappers.RecordEpisodeStatistics(env)
+    if life_loss:
+        env = EpisodicLife(env)
+    if a.fire_reset and has_fire(env):
+        env = FireReset(env)
+    if clip:
+        env = gym.wrappers.ClipReward(env, -1.0, 1.0)
+    return gym.wrappers.FrameStackObservation(env, a.frame_stack)
+

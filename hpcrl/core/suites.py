@@ -1,0 +1,139 @@
+"""Env suites whose ids need a package to register them (Atari, MinAtar), and the one function
+that builds every env hpcrl steps: :func:`make_env`.
+
+``ALE/Pong-v5`` and ``PongNoFrameskip-v4`` are registered by ``ale_py`` and
+``MinAtar/Breakout-v1`` by ``minatar.gym.register_envs()``; :func:`register_suite` imports
+and registers the suite an id belongs to, so both work as ``env.id`` with no module prefix,
+in every process that makes envs (collector ranks, async env subprocesses, evaluation).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Optional
+
+import gymnasium as gym
+import numpy as np
+
+from hpcrl.config.loader import ConfigError
+from hpcrl.config.schema import EnvConfig
+from hpcrl.core.atari import LIFE_LOST, atari_env
+
+ATARI_INSTALL = ('pip install "hpcrl[atari]"  (or "gymnasium[atari]" and '
+                 '"opencv-python-headless")')
+MINATAR_INSTALL = 'pip install "hpcrl[minatar]"  (or "minatar")'
+
+# Ids that only ale-py registers: ALE/Game-v5, GameNoFrameskip-v4, GameDeterministic-v4.
+_ATARI_ID = re.compile(r"^ALE/|^[A-Z]\w*(NoFrameskip|Deterministic)-v[04]$")
+# Plain Game-v0 / Game-v4 ids are ALE's too, but the pattern also fits unknown ids of
+# others: ale-py is tried for them only when it is installed.
+_MAYBE_ATARI_ID = re.compile(r"^[A-Z]\w*-v[04]$")
+
+
+def _register_atari() -> None:
+    import ale_py
+
+    gym.register_envs(ale_py)
+
+
+def _register_minatar() -> None:
+    import minatar.gym
+
+    if "MinAtar/Breakout-v1" not in gym.registry:
+        minatar.gym.register_envs()
+
+
+def _suite_of(env_id: str) -> Optional[tuple[str, Callable[[], None], str, bool]]:
+    """(name, registration, install command, sure) of the suite ``env_id`` belongs to."""
+    if env_id.startswith("MinAtar/"):
+        return "MinAtar", _register_minatar, MINATAR_INSTALL, True
+    if _ATARI_ID.search(env_id):
+        return "Atari", _register_atari, ATARI_INSTALL, True
+    if _MAYBE_ATARI_ID.search(env_id):
+        return "Atari", _register_atari, ATARI_INSTALL, False
+    return None
+
+
+def register_suite(env_id: str) -> Optional[str]:
+    """Register the suite of ``env_id`` when it is not registered yet; returns why that
+    failed (a missing package, with its install command) or None."""
+    if ":" in env_id or env_id in gym.registry:
+        return None
+    suite = _suite_of(env_id)
+    if suite is None:
+        return None
+    name, register, install, sure = suite
+    try:
+        register()
+    except ImportError as err:
+        if not sure:
+            return None
+        return (f"config key 'env.id': '{env_id}' is a {name} id, and the {name} package is "
+                f"not installed ({err}); fix: {install}")
+    return None
+
+
+def is_atari(env_id: str) -> bool:
+    """Whether ``env_id`` is an ALE (ale-py) env, once its suite is registered."""
+    try:
+        entry = gym.spec(env_id.rpartition(":")[2]).entry_point
+    except gym.error.Error:
+        return False
+    return isinstance(entry, str) and entry.startswith("ale_py")
+
+
+def make_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
+    """The env of ``config`` with its preprocessing chain (``env.preset``).
+
+    ``whole_games=True`` makes the evaluation env: the same observations, but episodes are
+    whole games with the game's own rewards (no life-loss termination, no reward clipping).
+    """
+    problem = register_suite(config.id)
+    if problem is not None:
+        raise ConfigError(problem)
+    if config.preset == "atari":
+        return atari_env(config, whole_games)
+    return gym.make(config.id, **config.kwargs)
+
+
+def preset_problem(config: EnvConfig) -> Optional[str]:
+    """Why ``config.preset`` cannot be applied to ``config.id`` (with the fix), or None.
+    Call after :func:`register_suite`."""
+    if config.preset != "atari":
+        return None
+    if not is_atari(config.id):
+        return (f"config key 'env.preset': 'atari' preprocesses ALE games, but env.id="
+                f"'{config.id}' is not one; use an id such as 'ALE/Pong-v5' or "
+                f"'PongNoFrameskip-v4', or set env.preset=none")
+    try:
+        import cv2  # noqa: F401  (AtariPreprocessing resizes frames with it)
+    except ImportError:
+        return (f"config key 'env.preset': the atari chain resizes frames with OpenCV, "
+                f"which is not installed; fix: {ATARI_INSTALL}")
+    if "frameskip" in config.kwargs:
+        return ("config key 'env.kwargs.frameskip': env.preset=atari skips frames itself "
+                "(env.atari.frame_skip, max-pooling the last two); remove env.kwargs.frameskip")
+    if ("repeat_action_probability" in config.kwargs
+            and config.atari.repeat_action_probability is not None):
+        return ("config keys 'env.kwargs.repeat_action_probability' and "
+                "'env.atari.repeat_action_probability' both set sticky actions; keep one")
+    return None
+
+
+def game_episodes(info: dict[str, Any], done: np.ndarray, returns: np.ndarray,
+                  lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return and length of the episode each env of a vector step ended (0 and 0 where none
+    ended): the whole game's, as the env reports it in ``info["final_info"]["episode"]``,
+    where it does; else ``returns`` and ``lengths``, the sums the caller kept. An episode
+    that ended a life but not the game (``life_lost``) is no episode here: length 0.
+    """
+    final = info.get("final_info") or {}
+    out_r = np.where(done, returns, 0.0)
+    out_l = np.where(done, lengths, 0)
+    if "_episode" in final:
+        games = done & final["_episode"]
+        out_r = np.where(games, final["episode"]["r"], out_r)
+        out_l = np.where(games, final["episode"]["l"], out_l)
+    if "_" + LIFE_LOST in final:
+        lost = done & final["_" + LIFE_LOST]
+        out_r, out_l = np.where(lost, 0.0, out_r), np.where(lost, 0, out_l)
+    return out_r, out_l.astype(np.int64)
