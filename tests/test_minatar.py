@@ -1,0 +1,65 @@
+"""MinAtar ids work as ``env.id`` with no module prefix: hpcrl registers them (the ``minatar``
+package only does when ``minatar.gym.register_envs()`` is called), and Breakout trains,
+evaluates and resumes from the CLI."""
+from __future__ import annotations
+
+import builtins
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from hpcrl.cli import main
+from hpcrl.config import from_dict
+from hpcrl.config.loader import ConfigError
+from hpcrl.core.envs import probe_spaces
+
+pytest.importorskip("minatar", reason='needs pip install "hpcrl[minatar]"')
+
+
+def test_breakout_observes_bool_channels_last():
+    spaces = probe_spaces(from_dict({}, ["env.id=MinAtar/Breakout-v1"]).env)
+    assert spaces.obs_shape == (10, 10, 4)
+    assert spaces.action_space == gym.spaces.Discrete(3)
+
+
+def invoke(*args: object):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.mark.timeout(300)
+def test_breakout_trains_evaluates_and_resumes_from_the_cli(tmp_path):
+    run = tmp_path / "run"
+    out = invoke("train", "--run-dir", run, "--set", "env.id=MinAtar/Breakout-v1",
+                 "--set", "train.total_env_steps=4096", "--set", "train.eval_episodes=2",
+                 "--set", "train.tensorboard=false")
+    assert out.exit_code == 0, out.output
+    header, *rows = (run / "progress.csv").read_text().strip().splitlines()
+    returns = [float(dict(zip(header.split(","), r.split(",")))["episode_return_mean"])
+               for r in rows]
+    assert any(np.isfinite(returns)), "Breakout episodes end within a few hundred steps"
+    assert json.loads((run / "eval.json").read_text())["episodes"] == 2
+
+    resumed = invoke("train", "--resume", run, "--set", "train.total_env_steps=5120")
+    assert resumed.exit_code == 0, resumed.output
+    last = (run / "progress.csv").read_text().strip().splitlines()[-1]
+    assert int(last.split(",")[0]) == 5120
+
+
+def test_missing_minatar_is_one_line_naming_the_install(monkeypatch):
+    for env_id in [k for k in gym.registry if k.startswith("MinAtar/")]:
+        monkeypatch.delitem(gym.registry, env_id)
+    real_import = builtins.__import__
+
+    def no_minatar(name, *args, **kwargs):
+        if name.split(".")[0] == "minatar":
+            raise ImportError("No module named 'minatar'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_minatar)
+    with pytest.raises(ConfigError) as err:
+        from_dict({}, ["env.id=MinAtar/Breakout-v1"])
+    message = str(err.value)
+    assert "\n" not in message and 'pip install "hpcrl[minatar]"' in message
