@@ -1,0 +1,226 @@
+"""Soak: does any rank's memory grow with the env steps it has taken?
+
+Runs each preset as a user would (`mpiexec -n N hpcrl train --set scheme.preset=P`, with the
+rank count `hpcrl plan` gives; serial as plain `hpcrl train`) for ``--seconds`` each, and
+every ``--interval`` seconds samples each rank's resident memory (``VmRSS`` of the rank
+processes under mpiexec) and the job's env steps (the last ``progress.csv`` row). Per rank
+it prints the RSS growth per million env steps of the job, the slope of a least-squares line
+over the samples after the first 30% of the run (start-up and allocator warm-up excluded;
+a run too short to leave warm-up shows its tail as growth: soak long enough for millions of
+steps before reading the figure against the target).
+Target: under 0.1 MB per million steps on every rank.
+
+A replay learner's replay is preallocated with ``np.zeros``: its pages become resident as
+transitions are written, so a still-filling replay grows RSS by the bytes it holds. The
+learner's figure subtracts those bytes (filled transitions times the replay's bytes per
+transition, measured from the replay the config builds), and the table gives the fill at
+the end, so a filling replay is not mistaken for a leak.
+
+The discrete presets train on CartPole-v1, async-sac on Pendulum-v1.
+
+    python benchmarks/soak.py                         # every preset, 180 s each
+    python benchmarks/soak.py --presets async-ppo --seconds 600
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from mpi_scaling import LIGHT, environment, mpiexec, python_ranks
+
+PRESETS = {"serial": "CartPole-v1", "a2c": "CartPole-v1", "ddppo": "CartPole-v1",
+           "a3c": "CartPole-v1", "async-ppo": "CartPole-v1", "impala": "CartPole-v1",
+           "apex": "CartPole-v1", "async-sac": "Pendulum-v1"}
+TARGET_MB_PER_M = 0.1
+WARMUP_FRACTION = 0.3
+NEVER_ENDS = 10**12  # total_env_steps: the soak, not the budget, ends the run
+
+
+@dataclass
+class Soak:
+    """The samples of one preset's run: (seconds, job env steps, RSS bytes per rank)."""
+
+    preset: str
+    roles: list[str]
+    replay_bytes_per_step: float = 0.0  # resident bytes a transition adds to the replay
+    replay_capacity: int = 0
+    learner: int = 0  # the rank that holds the replay
+    samples: list[tuple[float, int, list[int]]] = field(default_factory=list)
+
+    def replay_resident(self, steps: int) -> float:
+        return min(steps, self.replay_capacity) * self.replay_bytes_per_step
+
+    def growth(self, rank: int) -> Optional[float]:
+        """MB per million env steps after warm-up (least squares), None with too few
+        samples; the learner's replay bytes are taken out first."""
+        rows = [s for s in self.samples if s[1] > 0 and s[2][rank] > 0]
+        rows = rows[int(len(rows) * WARMUP_FRACTION):]
+        if len(rows) < 3 or rows[-1][1] == rows[0][1]:
+            return None
+        steps = np.array([r[1] for r in rows], np.float64)
+        rss = np.array([r[2][rank] for r in rows], np.float64)
+        if rank == self.learner:
+            rss -= np.array([self.replay_resident(int(s)) for s in steps])
+        slope = np.polyfit(steps, rss, 1)[0]  # bytes per env step
+        return slope * 1e6 / 2**20
+
+
+def sets_for(preset: str, extra: list[str]) -> list[str]:
+    return LIGHT[:2] + [f"scheme.preset={preset}", f"env.id={PRESETS[preset]}",
+                        f"train.total_env_steps={NEVER_ENDS}", *extra]
+
+
+def describe(preset: str, sets: list[str]) -> Soak:
+    """Roles per rank (as `hpcrl plan` lays them out) and the replay's bytes per step."""
+    from hpcrl.build import env_spaces
+    from hpcrl.config.loader import load_config
+    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
+    from hpcrl.scheme.plan import plan_json
+
+    config = load_config(None, sets)
+    plan = plan_json(config)
+    soak = Soak(preset, [r["role"] for r in plan["ranks"]])
+    if config.algo.name in OFF_POLICY_ALGOS:
+        from hpcrl.roles.replay_learner import make_replay
+
+        spaces = env_spaces(config)
+        replay = make_replay(config, spaces.obs_shape, spaces.action_shape, spaces.discrete,
+                             spaces.obs_format.dtype)
+        soak.replay_capacity = config.replay.buffer_size
+        soak.replay_bytes_per_step = _array_bytes(vars(replay)) / soak.replay_capacity
+        soak.learner = next(r["rank"] for r in plan["ranks"] if r["role"] != "collector")
+    return soak
+
+
+def _array_bytes(value: object) -> int:
+    """Bytes of the numpy arrays in a replay's attributes (lists and dicts looked into)."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, dict):
+        return sum(_array_bytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_array_bytes(v) for v in value)
+    if hasattr(value, "__dict__") and type(value).__module__.startswith("hpcrl"):
+        return _array_bytes(vars(value))
+    return 0
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def rank_of(pid: int) -> Optional[int]:
+    """The MPI rank of a process, from the launcher's environment variables."""
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for item in env:
+        for name in (b"PMI_RANK=", b"OMPI_COMM_WORLD_RANK=", b"PMIX_RANK="):
+            if item.startswith(name):
+                return int(item[len(name):])
+    return None
+
+
+def last_env_steps(progress: Path) -> int:
+    try:
+        with open(progress, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError:
+        return 0
+    return int(float(rows[-1]["env_steps"])) if rows else 0
+
+
+def run(preset: str, seconds: float, interval: float, extra: list[str]) -> Soak:
+    sets = sets_for(preset, extra)
+    soak = describe(preset, sets)
+    n = len(soak.roles)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "hpcrl.cli", "train", "--run-dir", f"{tmp}/run"]
+        if n > 1:
+            cmd = [mpiexec(), "-n", str(n)] + cmd
+        for item in sets:
+            cmd += ["--set", item]
+        job = subprocess.Popen(cmd, env=environment(), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, start_new_session=True)
+        pids: dict[int, int] = {}
+        start = time.monotonic()
+        try:
+            while time.monotonic() - start < seconds and job.poll() is None:
+                time.sleep(interval)
+                if len(pids) < n:
+                    pids = {0: job.pid} if n == 1 else {
+                        r: p for p in python_ranks(job.pid) if (r := rank_of(p)) is not None}
+                rss = [rss_bytes(pids[r]) if r in pids else 0 for r in range(n)]
+                soak.samples.append((time.monotonic() - start,
+                                     last_env_steps(Path(tmp) / "run" / "progress.csv"), rss))
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+            _, err = job.communicate()
+        if job.returncode not in (0, -signal.SIGKILL):
+            raise RuntimeError(f"{preset} ended early with status {job.returncode}:\n"
+                               f"{err.decode(errors='replace')[-2000:]}")
+    return soak
+
+
+def table(soaks: list[Soak], seconds: float) -> str:
+    lines = [f"RSS growth per million env steps after warm-up ({seconds:.0f} s per preset; "
+             f"target < {TARGET_MB_PER_M} MB/M steps)",
+             f"{'preset':<10} {'rank':>4} {'role':<16} {'env steps':>10} {'RSS MB':>8} "
+             f"{'MB/M steps':>10}  note"]
+    for soak in soaks:
+        steps = soak.samples[-1][1] if soak.samples else 0
+        for rank, role in enumerate(soak.roles):
+            g = soak.growth(rank)
+            rss = soak.samples[-1][2][rank] / 2**20 if soak.samples else 0.0
+            note = "" if g is None else ("flat" if g < TARGET_MB_PER_M else "GROWS")
+            if rank == soak.learner and soak.replay_capacity:
+                fill = min(steps / soak.replay_capacity, 1.0)
+                note += f" (replay {fill:.0%} full, its bytes taken out)"
+            grown = "n/a" if g is None else f"{g:10.3f}"
+            lines.append(f"{soak.preset:<10} {rank:>4} {role:<16} {steps:>10,} {rss:8.1f} "
+                         f"{grown:>10}  {note}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--presets", default=",".join(PRESETS),
+                        help="comma-separated presets (default: all)")
+    parser.add_argument("--seconds", type=float, default=180.0, help="run time per preset")
+    parser.add_argument("--interval", type=float, default=2.0, help="seconds between samples")
+    parser.add_argument("--set", dest="extra", action="append", default=[],
+                        metavar="KEY=VALUE", help="extra `hpcrl train --set` for every preset")
+    args = parser.parse_args()
+    presets = [p for p in args.presets.split(",") if p]
+    unknown = [p for p in presets if p not in PRESETS]
+    if unknown:
+        parser.error(f"unknown preset(s) {', '.join(unknown)}; choose from {', '.join(PRESETS)}")
+    soaks = []
+    for preset in presets:
+        soaks.append(run(preset, args.seconds, args.interval, args.extra))
+        print(table(soaks[-1:], args.seconds), flush=True)
+    print()
+    print(table(soaks, args.seconds))
+
+
+if __name__ == "__main__":
+    main()
