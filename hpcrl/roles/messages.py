@@ -1,8 +1,11 @@
 """Messages between roles, each backed by flat numpy buffers so any transport can carry it.
 
 - :class:`~hpcrl.core.rollout.Rollout`: collector -> gradient worker.
-- :class:`Gradient`: gradient worker -> updater (flat gradient plus a float64 info vector).
-- :class:`Weights`: updater -> gradient workers and collectors (parameters and buffers).
+- :class:`Gradient`: gradient worker -> updater (flat gradient plus an info record).
+- :class:`Weights`: updater -> gradient workers and collectors (a header record with the
+  job-control command, the version and the module's buffers; then the parameters).
+
+Every fixed-size part is a named-field record (:mod:`hpcrl.roles.layout`).
 """
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ import torch
 from torch import nn
 
 from hpcrl.core.normalization import Moments
+from hpcrl.roles.layout import Record, RecordLayout
+from hpcrl.roles.moments import MomentsRecord, moments_layout
 from hpcrl.core.flat import (buffers_to_flat, flat_to_buffers, flat_to_params,
                              num_buffer_values, num_params, params_to_flat)
 
@@ -21,115 +26,126 @@ from hpcrl.core.flat import (buffers_to_flat, flat_to_buffers, flat_to_params,
 COLLECT, STOP, CHECKPOINT, PREEMPTED = 0, 1, 2, 4
 
 
+def weights_header_layout(num_buffer_values: int) -> RecordLayout:
+    """The header of a weights message: the job-control command (:data:`COLLECT`, or
+    :data:`STOP`/:data:`CHECKPOINT`/:data:`PREEMPTED` bits: stop because a stop signal came,
+    not because training ended), the version, and the module's buffers (float64)."""
+    return RecordLayout([("command", (), np.int64), ("version", (), np.int64),
+                         ("buffers", (num_buffer_values,), np.float64)])
+
+
 @dataclass
 class Weights:
-    """A version of the actor: ``params`` float32; ``buffers`` float64 ending with two slots,
-    a command for collectors (:data:`COLLECT`, or :data:`STOP`/:data:`CHECKPOINT`/
-    :data:`PREEMPTED` bits: stop because a stop signal came, not because training ended)
-    and the version."""
+    """A version of the actor, as two buffers: ``header`` (a record of
+    :func:`weights_header_layout`, sent first) and ``params`` (float32)."""
 
     params: np.ndarray
-    buffers: np.ndarray
+    header: Record
+
+    @staticmethod
+    def new(num_params_: int, num_buffer_values: int) -> "Weights":
+        """A message of zeros for a module of these sizes."""
+        return Weights(np.zeros(num_params_, np.float32),
+                       weights_header_layout(num_buffer_values).new())
 
     @staticmethod
     def empty_like(module: nn.Module) -> "Weights":
-        return Weights(np.zeros(num_params(module), np.float32),
-                       np.zeros(num_buffer_values(module) + 2, np.float64))
+        return Weights.new(num_params(module), num_buffer_values(module))
+
+    def copy(self) -> "Weights":
+        """A message with buffers of its own holding the same values."""
+        return Weights(self.params.copy(), self.header.layout.wrap(self.header.data.copy()))
+
+    def copy_from(self, other: "Weights") -> "Weights":
+        self.params[:] = other.params
+        self.header.copy_from(other.header)
+        return self
+
+    @property
+    def buffers(self) -> np.ndarray:
+        """The module's floating-point buffers (normaliser statistics)."""
+        return self.header.buffers
 
     @property
     def version(self) -> int:
-        return int(self.buffers[-1])
+        return int(self.header.version)
 
     @property
     def command(self) -> int:
-        return int(self.buffers[-2])
+        return int(self.header.command)
 
     def set_command(self, command: int) -> "Weights":
-        self.buffers[-2] = command
+        self.header.set(command=command)
         return self
 
     def capture(self, module: nn.Module, version: int, command: int = COLLECT) -> "Weights":
         """Write ``module``'s current parameters and buffers into this message."""
         params_to_flat(module, torch.from_numpy(self.params))
-        buffers_to_flat(module, torch.from_numpy(self.buffers[:-2]))
-        self.buffers[-2:] = (command, version)
+        buffers_to_flat(module, torch.from_numpy(self.header.buffers))
+        self.header.set(command=command, version=version)
         return self
 
     def load_into(self, module: nn.Module) -> None:
         """Copy this version into ``module``."""
         flat_to_params(module, torch.from_numpy(self.params))
-        flat_to_buffers(module, torch.from_numpy(self.buffers[:-2]))
+        flat_to_buffers(module, torch.from_numpy(self.header.buffers))
+
+
+def gradient_info_layout(num_stats: int, obs_dim: int) -> RecordLayout:
+    """What travels beside a gradient: the weights version it was computed with, its
+    samples, the env steps its rollouts added (non-zero on the first gradient of an update
+    only), the training progress in [0, 1] that sets the schedules, the algorithm's loss
+    terms (``stat_names`` order) and the normaliser moments of the rollouts (carried by the
+    first gradient of an update only)."""
+    return RecordLayout([("weights_version", (), np.int64), ("num_samples", (), np.int64),
+                         ("new_env_steps", (), np.int64), ("progress", (), np.float64),
+                         ("stats", (num_stats,), np.float64),
+                         ("moments", moments_layout(obs_dim))])
 
 
 @dataclass
 class Gradient:
-    """One optimiser step's worth of gradient, and what the updater needs besides.
-
-    ``info`` (float64) holds, in order: the weights version the gradient was computed with,
-    the number of samples, the env steps its rollouts added (non-zero on the first gradient
-    of an update only), the training progress in [0, 1] that sets the schedules, the
-    algorithm's loss terms (``stat_names`` order), and the normaliser moments of the
-    rollouts (observation count, mean, M2, then return count, mean, M2; counts are 0 on all
-    but the first gradient of an update).
-    """
+    """One optimiser step's worth of gradient (``grads``, float32) and its ``info`` record
+    (:func:`gradient_info_layout`), two separate buffers: the gradient may live elsewhere
+    (on the learner's device) while the info stays a host record."""
 
     grads: np.ndarray
-    info: np.ndarray
-    num_stats: int
-
-    HEADER = 4
+    info: Record
 
     @staticmethod
     def empty(num_params_: int, num_stats: int, obs_dim: int) -> "Gradient":
-        size = Gradient.HEADER + num_stats + 1 + 2 * obs_dim + 3
-        return Gradient(np.zeros(num_params_, np.float32), np.zeros(size, np.float64),
-                        num_stats)
+        return Gradient(np.zeros(num_params_, np.float32),
+                        gradient_info_layout(num_stats, obs_dim).new())
 
     @property
     def weights_version(self) -> int:
-        return int(self.info[0])
+        return int(self.info.weights_version)
 
     @property
     def num_samples(self) -> int:
-        return int(self.info[1])
+        return int(self.info.num_samples)
 
     @property
     def new_env_steps(self) -> int:
-        return int(self.info[2])
+        return int(self.info.new_env_steps)
 
     @property
     def progress(self) -> float:
-        return float(self.info[3])
+        return float(self.info.progress)
+
+    @property
+    def moments(self) -> MomentsRecord:
+        """The normaliser moments this gradient carries (counts 0: none)."""
+        return self.info.moments
 
     def stats(self) -> np.ndarray:
-        return self.info[self.HEADER:self.HEADER + self.num_stats]
-
-    def _moment_slices(self) -> tuple[slice, slice, slice, slice]:
-        base = self.HEADER + self.num_stats
-        d = (self.info.size - base - 4) // 2
-        return (slice(base, base + 1), slice(base + 1, base + 1 + d),
-                slice(base + 1 + d, base + 1 + 2 * d), slice(base + 1 + 2 * d, None))
-
-    def moments(self) -> tuple[Moments, Moments]:
-        """Observation and return moments carried by this gradient (count 0: none)."""
-        c, mean, m2, ret = (self.info[s] for s in self._moment_slices())
-        return (Moments(float(c[0]), mean.copy(), m2.copy()),
-                Moments(float(ret[0]), np.float64(ret[1]), np.float64(ret[2])))
+        return self.info.stats
 
     def fill(self, grads: torch.Tensor, weights_version: int, num_samples: int,
              new_env_steps: int, progress: float, stats: list[float],
              moments: tuple[Moments, Moments] | None) -> "Gradient":
         self.grads[:] = grads.detach().cpu().numpy()
-        self.info[:self.HEADER] = (weights_version, num_samples, new_env_steps, progress)
-        self.info[self.HEADER:self.HEADER + self.num_stats] = stats
-        c, mean, m2, ret = self._moment_slices()
-        if moments is None:
-            self.info[c] = 0.0
-            self.info[ret.start] = 0.0
-        else:
-            obs, rets = moments
-            self.info[c] = obs.count
-            self.info[mean] = np.reshape(obs.mean, -1)
-            self.info[m2] = np.reshape(obs.m2, -1)
-            self.info[ret] = (rets.count, float(rets.mean), float(rets.m2))
+        self.info.set(weights_version=weights_version, num_samples=num_samples,
+                      new_env_steps=new_env_steps, progress=progress, stats=stats)
+        self.info.moments.write(moments)
         return self

@@ -38,7 +38,7 @@ class Updater:
         self.algorithm.set_progress(gradient.progress)
         self.last_stats = self.algorithm.apply_gradients(torch.from_numpy(gradient.grads),
                                                          step=self.version + 1)
-        obs, ret = gradient.moments()
+        obs, ret = gradient.moments.read()
         actor = self.algorithm.actor
         if obs.count > 0:
             actor.obs_rms.merge(obs)

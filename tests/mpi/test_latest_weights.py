@@ -16,14 +16,15 @@ NUM = 1 << 20  # 4 MB of float32: far above the eager limit, so a send waits for
 
 
 def weights(version: int, command: int = 0) -> Weights:
-    w = Weights(np.full(NUM, version, np.float32), np.zeros(3, np.float64))
-    w.buffers[-2:] = (command, version)
+    w = Weights.new(NUM, 1)
+    w.params[:] = version
+    w.header.set(command=command, version=version)
     return w
 
 
 def receive(comm, source: int) -> Weights:
-    w = Weights(np.zeros(NUM, np.float32), np.zeros(3, np.float64))
-    wait(irecv(comm, w.buffers, source, TAG_WEIGHTS))
+    w = Weights.new(NUM, 1)
+    wait(irecv(comm, w.header.data, source, TAG_WEIGHTS))
     wait(irecv(comm, w.params, source, TAG_WEIGHTS))
     return w
 

@@ -141,7 +141,7 @@ class CollectorRank:
         rollout = self.buffers[0]
         w = self.weights
         while True:
-            wait(irecv(self.world, w.buffers, self.worker, TAG_WEIGHTS))
+            wait(irecv(self.world, w.header.data, self.worker, TAG_WEIGHTS))
             wait(irecv(self.world, w.params, self.worker, TAG_WEIGHTS))
             if w.command & CHECKPOINT:
                 self._send_state()
@@ -173,10 +173,11 @@ class CollectorRank:
                 self.preempted = bool(w.command & PREEMPTED)
                 return True
             self.collector.load_weights(w)
-            self.requests = [irecv(self.world, w.buffers, self.worker, TAG_WEIGHTS), None]
+            self.requests = [irecv(self.world, w.header.data, self.worker, TAG_WEIGHTS), None]
 
     def _run_async(self) -> None:
-        self.requests = [irecv(self.world, self.weights.buffers, self.worker, TAG_WEIGHTS), None]
+        self.requests = [irecv(self.world, self.weights.header.data, self.worker, TAG_WEIGHTS),
+                         None]
         wait(self.requests[0])  # act with the learner's weights from the first step
         pending: list = []
         turn = 0

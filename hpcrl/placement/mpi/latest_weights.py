@@ -33,9 +33,9 @@ class LatestWeights:
         """Make ``weights`` the newest; ``block``: deliver them to every collector now,
         waiting for earlier messages to be taken (for a message carrying a command)."""
         if self.latest is None:
-            self.latest = Weights(weights.params.copy(), weights.buffers.copy())
+            self.latest = weights.copy()
         else:
-            self.latest.params[:], self.latest.buffers[:] = weights.params, weights.buffers
+            self.latest.copy_from(weights)
         self.behind = set(self.ranks)
         self.push(block)
 
@@ -51,11 +51,10 @@ class LatestWeights:
                     wait(r)
             box = self.boxes.get(rank)
             if box is None:
-                box = self.boxes[rank] = Weights(self.latest.params.copy(),
-                                                 self.latest.buffers.copy())
+                box = self.boxes[rank] = self.latest.copy()
             else:
-                box.params[:], box.buffers[:] = self.latest.params, self.latest.buffers
-            self.sends[rank] = [isend(self.world, box.buffers, rank, TAG_WEIGHTS),
+                box.copy_from(self.latest)
+            self.sends[rank] = [isend(self.world, box.header.data, rank, TAG_WEIGHTS),
                                 isend(self.world, box.params, rank, TAG_WEIGHTS)]
             self.behind.discard(rank)
 

@@ -25,13 +25,13 @@ from hpcrl.build import make_storage, num_minibatches
 from hpcrl.comm import make_allreducer, wait_probe
 from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
 from hpcrl.core.algorithms import make_algorithm
-from hpcrl.core.normalization import Moments
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, TAG_STATE, ReportLayout
 from hpcrl.placement.mpi.reducers import HostSumReducer, combine_infos
 from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
 from hpcrl.roles.gradient_worker import GradientWorker
+from hpcrl.roles.layout import Record
 from hpcrl.roles.messages import Gradient, Weights
 from hpcrl.roles.updater import Updater
 
@@ -44,22 +44,6 @@ def collector_state_for(state: Optional[dict[str, Any]], offset: int) -> Optiona
         if entry["env_offset"] == offset:
             return entry
     return None
-
-
-def _moments_sum(gradient: Gradient) -> np.ndarray:
-    obs, ret = gradient.moments()
-    def sums(m: Moments) -> list[np.ndarray]:
-        mean = np.reshape(m.mean, -1)
-        return [np.array([m.count]), mean * m.count, np.reshape(m.m2, -1) + m.count * mean * mean]
-    return np.concatenate(sums(obs) + sums(Moments(ret.count, np.array([ret.mean]),
-                                                   np.array([ret.m2]))))
-
-
-def _moments_from_sum(total: np.ndarray, obs_dim: int) -> tuple[Moments, Moments]:
-    obs = Moments.from_sums(total[0], total[1:1 + obs_dim], total[1 + obs_dim:1 + 2 * obs_dim])
-    r = total[1 + 2 * obs_dim:]
-    ret = Moments.from_sums(r[0], r[1:2], r[2:3])
-    return obs, Moments(ret.count, np.float64(ret.mean[0]), np.float64(ret.m2[0]))
 
 
 class WorkerRank:
@@ -109,14 +93,14 @@ class WorkerRank:
         return self.weights.capture(self.actor, self.version, command)
 
     # -- one gradient step -------------------------------------------------------------------
-    def _step(self, gradient: Gradient, times: dict[str, float], report: np.ndarray) -> None:
+    def _step(self, gradient: Gradient, times: dict[str, float], report: Record) -> None:
         """Combine ``gradient`` over the workers and apply it (here, or on the updater)."""
         t = time.perf_counter()
         learners = self.job.learners
         if self.central:
             reduce_sum_(learners, gradient.grads, root=0)
-            gather_rows(learners, gradient.info, root=0)
-            bcast_(learners, self.weights.buffers, root=0)
+            gather_rows(learners, gradient.info.data, root=0)
+            bcast_(learners, self.weights.header.data, root=0)
             bcast_(learners, self.weights.params, root=0)
             self.worker.load_weights(self.weights)
             self.version = self.weights.version
@@ -126,9 +110,9 @@ class WorkerRank:
         if self.allreducer is not None:
             self.allreducer.average_(grads)
             if self.normalizing and gradient.new_env_steps:
-                total = _moments_sum(gradient)
-                self.allreducer.sum_(torch.from_numpy(total))
-                gradient.info[-(4 + 2 * self.obs_dim):] = _pack(*_moments_from_sum(total, self.obs_dim))
+                moments = gradient.moments.to_sums_()
+                self.allreducer.sum_(torch.from_numpy(moments.block()))
+                moments.from_sums_()
         times["comm"] += time.perf_counter() - t
         t = time.perf_counter()
         self.updater.step(gradient)
@@ -185,15 +169,10 @@ class WorkerRank:
             self.allreducer.close()
 
 
-def _pack(obs: Moments, ret: Moments) -> np.ndarray:
-    return np.concatenate([[obs.count], np.reshape(obs.mean, -1), np.reshape(obs.m2, -1),
-                           [ret.count, float(ret.mean), float(ret.m2)]])
-
-
-def end_of_update(job: MpiJob, leader: Optional[Leader], report: np.ndarray,
+def end_of_update(job: MpiJob, leader: Optional[Leader], report: Record,
                   layout: ReportLayout) -> np.ndarray:
     """Gather the reports on rank 0, which records them; broadcast [command, env steps]."""
-    rows = gather_rows(job.learners, report, root=0)
+    rows = gather_rows(job.learners, report.data, root=0)
     control = np.zeros(2, np.int64)
     if leader is not None:
         leader.record(rows)
@@ -245,13 +224,13 @@ class SyncUpdaterRank:
             for _ in range(self.steps):
                 g.grads[:] = 0.0
                 reduce_sum_(learners, g.grads, root=0)
-                infos = gather_rows(learners, g.info, root=0)
+                infos = gather_rows(learners, g.info.data, root=0)
                 g.grads /= n_workers
-                g.info[:] = combine_infos(infos[1:], g.num_stats)
+                combine_infos(infos[1:], g.info)
                 self.updater.step(g)
                 self.layout.add_applied(report, self.updater.last_stats["grad_norm"])
                 weights = self.updater.weights()
-                bcast_(learners, weights.buffers, root=0)
+                bcast_(learners, weights.header.data, root=0)
                 bcast_(learners, weights.params, root=0)
             control = end_of_update(self.job, self.leader, report, self.layout)
             command = int(control[0])

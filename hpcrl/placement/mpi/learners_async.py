@@ -60,13 +60,13 @@ class AsyncWorkerRank:
         """Send one gradient (with the last report), receive the weights it made."""
         t = time.perf_counter()
         sends = [isend(self.world, gradient.grads, UPDATER_RANK, TAG_GRAD),
-                 isend(self.world, gradient.info, UPDATER_RANK, TAG_GRAD_INFO),
-                 isend(self.world, self.report, UPDATER_RANK, TAG_REPORT)]
+                 isend(self.world, gradient.info.data, UPDATER_RANK, TAG_GRAD_INFO),
+                 isend(self.world, self.report.data, UPDATER_RANK, TAG_REPORT)]
         for request in sends:
             wait(request)
-        self.report[:] = 0.0
+        self.report.data[:] = 0.0
         w = self.weights
-        wait(irecv(self.world, w.buffers, UPDATER_RANK, TAG_WEIGHTS))
+        wait(irecv(self.world, w.header.data, UPDATER_RANK, TAG_WEIGHTS))
         wait(irecv(self.world, w.params, UPDATER_RANK, TAG_WEIGHTS))
         self.worker.load_weights(w)
         self.version = w.version
@@ -97,7 +97,7 @@ class AsyncWorkerRank:
             self.layout.fill_update(report, rollouts, lag, t_collect, t_wait, times,
                                     self.source.dropped, self.algorithm.learning_rate)
             self.source.dropped = 0
-            self.report[:] = report
+            self.report.copy_from(report)
             update += 1
             if command & CHECKPOINT:
                 for state in self.source.states():
@@ -141,8 +141,8 @@ class AsyncUpdaterRank:
     def _post(self, i: int) -> list:
         w = self.workers[i]
         return [irecv(self.world, self.inbox[i].grads, w, TAG_GRAD),
-                irecv(self.world, self.inbox[i].info, w, TAG_GRAD_INFO),
-                irecv(self.world, self.reports[i], w, TAG_REPORT)]
+                irecv(self.world, self.inbox[i].info.data, w, TAG_GRAD_INFO),
+                irecv(self.world, self.reports[i].data, w, TAG_REPORT)]
 
     def _next(self, active: set[int]) -> int:
         """Index of a worker whose gradient arrived; keeps collecting states meanwhile."""
@@ -186,12 +186,12 @@ class AsyncUpdaterRank:
         while active:
             i = self._next(active)
             report = self.reports[i]
-            if report[self.layout.index("gradients")] > 0 and not self.leader.done:
+            if report.gradients > 0 and not self.leader.done:
                 async_mean = float(np.mean(self.asynchrony)) if self.asynchrony else 0.0
                 self.asynchrony = []
                 # the steps this updater dropped for a non-finite gradient (skip_update)
-                report[self.layout.index("skipped_updates")] = self.algorithm.guard.take_skipped()
-                self.leader.record(report[None, :], gradient_asynchrony=async_mean)
+                report.set(skipped_updates=self.algorithm.guard.take_skipped())
+                self.leader.record(report.data[None, :], gradient_asynchrony=async_mean)
                 if self.leader.checkpoint_due():
                     self._open_round(set(range(len(self.workers))))
             gradient = self.inbox[i]
@@ -201,7 +201,8 @@ class AsyncUpdaterRank:
                 self.preempted = True
             if not command:
                 self.asynchrony.append(float(self.updater.version - gradient.weights_version))
-                gradient.info[3] = min(self.leader.env_steps / cfg.train.total_env_steps, 1.0)
+                gradient.info.set(progress=min(self.leader.env_steps / cfg.train.total_env_steps,
+                                               1.0))
                 self.updater.step(gradient)
             elif final_written is None:
                 # the last checkpoint: the open round, or a new one for every worker's STOP
@@ -212,7 +213,7 @@ class AsyncUpdaterRank:
                 self.checkpoint_for.discard(i)
             weights = self.updater.weights().set_command(command)
             worker = self.workers[i]
-            wait(isend(self.world, weights.buffers, worker, TAG_WEIGHTS))
+            wait(isend(self.world, weights.header.data, worker, TAG_WEIGHTS))
             wait(isend(self.world, weights.params, worker, TAG_WEIGHTS))
             if command & STOP:
                 active.discard(i)

@@ -1,12 +1,12 @@
 """What crosses ranks besides the role messages: tags, the per-update report and control.
 
-Every per-update message is a fixed-size numpy buffer, so nothing on the hot path is
-pickled. Only checkpoint-time collector states (a few kB, once per checkpoint) are.
+Every per-update message is a fixed-size named-field record (:mod:`hpcrl.roles.layout`)
+crossing as one numpy buffer, so nothing on the hot path is pickled. Only checkpoint-time
+collector states (a few kB, once per checkpoint) are.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -16,86 +16,84 @@ TAG_ROLLOUT, TAG_WEIGHTS, TAG_GRAD, TAG_GRAD_INFO, TAG_PREEMPT, TAG_DONE = 1, 2,
 TAG_FINAL, TAG_STATE, TAG_REPORT = 7, 8, 9
 
 # control decided by the leader after each update: the collectors' command bits
+from hpcrl.roles.layout import Record, RecordLayout, scalar_fields  # noqa: E402
 from hpcrl.roles.messages import CHECKPOINT, COLLECT, PREEMPTED, STOP  # noqa: E402,F401
 
-_BASE = ("env_steps", "episodes", "return_sum", "length_sum", "policy_lag", "time_collect_s",
-         "time_wait_s", "time_compute_s", "time_communicate_s", "dropped_rollouts",
-         "gradients", "applied", "grad_norm_sum", "learning_rate", "skipped_updates")
+REPORT_FIELDS = ("env_steps", "episodes", "return_sum", "length_sum", "policy_lag",
+                 "time_collect_s", "time_wait_s", "time_compute_s", "time_communicate_s",
+                 "dropped_rollouts", "gradients", "applied", "grad_norm_sum", "learning_rate",
+                 "skipped_updates")
 
 
-@dataclass
-class ReportLayout:
-    """Slots of the float64 report each gradient worker sends per update."""
+class ReportLayout(RecordLayout):
+    """The record each gradient worker sends per update: one float64 field per figure
+    (:data:`REPORT_FIELDS`), then one per loss term of the algorithm."""
 
-    stat_names: tuple[str, ...]
+    def __init__(self, stat_names: tuple[str, ...]) -> None:
+        super().__init__(scalar_fields(REPORT_FIELDS + tuple(stat_names)))
+        self.stat_names = tuple(stat_names)
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        return _BASE + self.stat_names
+    def index(self, name: str) -> str:
+        """The key that addresses figure ``name`` in a report (``report[key]``)."""
+        if name not in self.names:
+            raise KeyError(f"no figure {name!r} in the report")
+        return name
 
-    @property
-    def size(self) -> int:
-        return len(self.names)
+    def fill(self, report: Record, **values: float) -> Record:
+        return report.set(**values)
 
-    def new(self) -> np.ndarray:
-        return np.zeros(self.size, np.float64)
-
-    def index(self, name: str) -> int:
-        return self.names.index(name)
-
-    def fill(self, report: np.ndarray, **values: float) -> np.ndarray:
-        for key, value in values.items():
-            report[self.index(key)] = value
-        return report
-
-    def fill_update(self, report: np.ndarray, rollouts: Sequence[Any], policy_lag: float,
+    def fill_update(self, report: Record, rollouts: Sequence[Any], policy_lag: float,
                     t_collect: float, t_wait: float, times: dict[str, float], dropped: int,
-                    learning_rate: float) -> np.ndarray:
+                    learning_rate: float) -> Record:
         """The figures of one finished update: env steps, episodes, lag, time split."""
         finished = [r.finished_episodes() for r in rollouts]
-        return self.fill(report, env_steps=sum(r.valid_steps * r.layout.num_envs for r in rollouts),
-                         episodes=sum(len(f[0]) for f in finished),
-                         return_sum=sum(float(f[0].sum()) for f in finished),
-                         length_sum=sum(float(f[1].sum()) for f in finished),
-                         policy_lag=policy_lag, time_collect_s=t_collect, time_wait_s=t_wait,
-                         time_compute_s=times["compute"], time_communicate_s=times["comm"],
-                         dropped_rollouts=dropped, learning_rate=learning_rate)
+        return report.set(env_steps=sum(r.valid_steps * r.layout.num_envs for r in rollouts),
+                          episodes=sum(len(f[0]) for f in finished),
+                          return_sum=sum(float(f[0].sum()) for f in finished),
+                          length_sum=sum(float(f[1].sum()) for f in finished),
+                          policy_lag=policy_lag, time_collect_s=t_collect, time_wait_s=t_wait,
+                          time_compute_s=times["compute"], time_communicate_s=times["comm"],
+                          dropped_rollouts=dropped, learning_rate=learning_rate)
 
-    def add_stats(self, report: np.ndarray, stats: Sequence[float]) -> None:
+    def add_stats(self, report: Record, stats: Sequence[float]) -> None:
         """Accumulate the loss terms of one computed gradient."""
-        report[len(_BASE):] += np.asarray(stats, np.float64)
-        report[self.index("gradients")] += 1
+        for name, value in zip(self.stat_names, stats):
+            report[name] += float(value)
+        report.gradients += 1
 
-    def add_applied(self, report: np.ndarray, grad_norm: float) -> None:
-        """Count one optimiser step this rank applied, and its gradient norm (a step dropped
-        for a non-finite gradient, ``grad_norm`` NaN or inf, counts in ``skipped_updates``)."""
+    def add_applied(self, report: Record, grad_norm: float) -> None:
+        """Count one optimiser step this rank applied, and its gradient norm before clipping
+        (a step dropped for a non-finite gradient, ``grad_norm`` NaN or inf, counts in
+        ``skipped_updates``)."""
         if not math.isfinite(grad_norm):
-            report[self.index("skipped_updates")] += 1
+            report.skipped_updates += 1
             return
-        report[self.index("applied")] += 1
-        report[self.index("grad_norm_sum")] += grad_norm
+        report.applied += 1
+        report.grad_norm_sum += grad_norm
 
     def combine(self, reports: np.ndarray) -> dict[str, float]:
-        """The job-wide figures of one update from the rows of all gradient workers."""
-        rows = reports[reports[:, self.index("gradients")] > 0]
-        if rows.size == 0:
-            rows = reports
-        col = {name: rows[:, i] for i, name in enumerate(self.names)}
-        grads = np.maximum(col["gradients"], 1)
-        applied = reports[:, self.index("applied")].sum()
-        out = {"env_steps": float(reports[:, 0].sum()),
-               "episodes": float(reports[:, 1].sum()),
-               "return_sum": float(reports[:, 2].sum()),
-               "length_sum": float(reports[:, 3].sum()),
-               "policy_lag": float(col["policy_lag"].mean()),
-               "dropped_rollouts": float(reports[:, self.index("dropped_rollouts")].sum()),
-               "grad_norm": float(reports[:, self.index("grad_norm_sum")].sum()
-                                  / max(applied, 1)),
-               "learning_rate": float(col["learning_rate"].mean()),
-               # every decentralised worker drops the same steps; elsewhere one rank applies
-               "skipped_updates": float(reports[:, self.index("skipped_updates")].max())}
+        """The job-wide figures of one update from the gathered reports (one row each).
+
+        ``grad_norm`` is the mean, over the optimiser steps applied in the update, of the
+        gradient's norm before clipping (the same figure in every placement).
+        """
+        records = self.rows(reports)
+        col = {name: np.array([r.value(name) for r in records]) for name in self.names}
+        computed = col["gradients"] > 0
+        if computed.any():  # ranks that computed gradients (not an updater's own row)
+            col_g = {name: values[computed] for name, values in col.items()}
+        else:
+            col_g = col
+        grads = np.maximum(col_g["gradients"], 1)
+        out = {name: float(col[name].sum()) for name in
+               ("env_steps", "episodes", "return_sum", "length_sum", "dropped_rollouts")}
+        out.update(policy_lag=float(col_g["policy_lag"].mean()),
+                   grad_norm=float(col["grad_norm_sum"].sum() / max(col["applied"].sum(), 1)),
+                   learning_rate=float(col_g["learning_rate"].mean()),
+                   # every decentralised worker drops the same steps; elsewhere one rank applies
+                   skipped_updates=float(col["skipped_updates"].max()))
         for name in ("time_collect_s", "time_wait_s", "time_compute_s", "time_communicate_s"):
-            out[name] = float(col[name].mean())
+            out[name] = float(col_g[name].mean())
         for name in self.stat_names:
-            out[name] = float((col[name] / grads).mean())
+            out[name] = float((col_g[name] / grads).mean())
         return out

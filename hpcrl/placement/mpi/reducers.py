@@ -5,8 +5,8 @@ import numpy as np
 import torch
 
 from hpcrl.comm import MpiAllreducer
-from hpcrl.core.normalization import merge_moments
-from hpcrl.roles.messages import Gradient
+from hpcrl.roles.layout import Record
+from hpcrl.roles.moments import merge_records
 
 
 class HostSumReducer:
@@ -25,24 +25,18 @@ class HostSumReducer:
         return tensor.copy_(host.to(tensor.device))
 
 
-def combine_infos(infos: np.ndarray, num_stats: int) -> np.ndarray:
-    """One gradient info from those of several workers (rows of ``infos``).
+def combine_infos(rows: np.ndarray, out: Record) -> Record:
+    """``out`` := one gradient info from those of several workers (rows of gathered info
+    records of ``out``'s layout).
 
-    Sample and env-step counts add up; version, progress and loss terms are averaged;
-    normaliser moments are merged exactly.
+    Sample and env-step counts add up; the version is the newest; progress and loss terms
+    are averaged; normaliser moments are merged exactly.
     """
-    h = Gradient.HEADER
-    out = infos[0].copy()
-    out[0] = infos[:, 0].max()
-    out[1] = infos[:, 1].sum()
-    out[2] = infos[:, 2].sum()
-    out[3] = infos[:, 3].mean()
-    out[h:h + num_stats] = infos[:, h:h + num_stats].mean(axis=0)
-    parts = [Gradient(np.zeros(1, np.float32), row.copy(), num_stats).moments() for row in infos]
-    obs = merge_moments([p[0] for p in parts])
-    ret = merge_moments([p[1] for p in parts])
-    merged = Gradient(np.zeros(1, np.float32), out, num_stats)
-    merged.fill(torch.zeros(1), int(out[0]), int(out[1]), int(out[2]), float(out[3]),
-                list(out[h:h + num_stats]), (obs, ret) if obs.count > 0 or ret.count > 0 else None)
-    return merged.info
-
+    infos = out.layout.rows(rows)
+    out.set(weights_version=max(int(i.weights_version) for i in infos),
+            num_samples=sum(int(i.num_samples) for i in infos),
+            new_env_steps=sum(int(i.new_env_steps) for i in infos),
+            progress=float(np.mean([float(i.progress) for i in infos])),
+            stats=np.mean([i.stats for i in infos], axis=0))
+    merge_records([i.moments for i in infos], out.moments)
+    return out

@@ -102,7 +102,7 @@ class SyncCollectors:
 
     def publish(self, weights: Weights) -> None:
         for rank in self.collectors:
-            wait(isend(self.world, weights.buffers, rank, TAG_WEIGHTS))
+            wait(isend(self.world, weights.header.data, rank, TAG_WEIGHTS))
             wait(isend(self.world, weights.params, rank, TAG_WEIGHTS))
 
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
@@ -178,7 +178,7 @@ class AsyncCollectors:
 
     def close(self, weights: Weights) -> None:
         """Deliver STOP, then drain every rollout still in flight until each FINAL count."""
-        last = Weights(weights.params.copy(), weights.buffers.copy())
+        last = weights.copy()
         self.weights.offer(last.set_command(weights.command | STOP), block=True)
         self.weights.drain()
         self.inbox.drain()

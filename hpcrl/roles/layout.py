@@ -1,0 +1,104 @@
+"""Named-field records: one flat buffer whose fields are typed numpy views.
+
+Every fixed-size message between roles (the gradient info, the weights' control part, the
+per-update report, the normaliser moments) is declared as a list of ``(name, shape, dtype)``
+fields, with the mechanism rollouts and transition chunks use
+(:func:`hpcrl.core.rollout.attach_views`). The record crosses processes as its one flat
+``data`` buffer (float32 words, no pickling); code reads and writes fields by name, so adding
+a field touches no offset anywhere.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional, Sequence
+
+import numpy as np
+
+from hpcrl.core.rollout import Field, attach_views, buffer_words
+
+
+class RecordLayout:
+    """An ordered list of fields; equal layouts give interchangeable buffers.
+
+    A field is ``(name, shape)`` (float32), ``(name, shape, dtype)``, or ``(name, layout)``:
+    a nested record of another layout (its record is built with that layout's
+    ``record_type``). ``record_type`` is the :class:`Record` subclass :meth:`new` and
+    :meth:`wrap` build.
+    """
+
+    def __init__(self, fields: Iterable[Field | tuple[str, "RecordLayout"]],
+                 record_type: Optional[type["Record"]] = None) -> None:
+        flat: list[Field] = []
+        self.parts: dict[str, RecordLayout] = {}
+        for field in fields:
+            if isinstance(field[1], RecordLayout):  # a nested record, 8-byte aligned
+                self.parts[field[0]] = field[1]
+                flat.append((field[0], (field[1].words // 2,), np.float64))
+            else:
+                flat.append(field)
+        self.fields: tuple[Field, ...] = tuple(flat)
+        self.record_type = record_type or Record
+        names = [f[0] for f in self.fields]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a record layout repeats a field name: {names}")
+        self.names = tuple(names)
+
+    @property
+    def words(self) -> int:
+        """float32 words of the buffer, even, so that records stacked as the rows of one
+        matrix (a gathered report, say) keep their 8-byte fields aligned."""
+        words = buffer_words(iter(self.fields))
+        return words + words % 2
+
+    def new(self) -> "Record":
+        """A record of zeros in a buffer of its own."""
+        return self.record_type(self, np.zeros(self.words, np.float32))
+
+    def wrap(self, data: np.ndarray) -> "Record":
+        """The record whose buffer is ``data`` (a received row, a slice of a bigger one)."""
+        return self.record_type(self, data)
+
+    def rows(self, matrix: np.ndarray) -> list["Record"]:
+        """One record per row of ``matrix`` (each row a buffer of this layout)."""
+        return [self.wrap(row) for row in matrix]
+
+
+class Record:
+    """The fields of a :class:`RecordLayout` as attributes, views of ``data``."""
+
+    def __init__(self, layout: RecordLayout, data: np.ndarray) -> None:
+        if data.dtype != np.float32 or data.size != layout.words or data.ndim != 1:
+            raise ValueError(f"a record of this layout needs a 1-d float32 buffer of "
+                             f"{layout.words} words, got {data.dtype} {data.shape}")
+        self.layout, self.data = layout, data
+        attach_views(self, iter(layout.fields), data)
+        for name, part in layout.parts.items():
+            setattr(self, name, part.wrap(getattr(self, name).view(np.float32)))
+
+    def __getitem__(self, key: Any) -> Any:
+        """A field by name; any other key indexes the flat buffer (``record[None, :]`` is
+        the record as a one-row matrix, as gathered records arrive)."""
+        return getattr(self, key) if isinstance(key, str) else self.data[key]
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.set(**{name: value})
+
+    def set(self, **values: Any) -> "Record":
+        """Write fields by name (a scalar field takes a number)."""
+        for name, value in values.items():
+            if name not in self.layout.names:
+                raise KeyError(f"no field {name!r} in this record ({', '.join(self.layout.names)})")
+            getattr(self, name)[...] = value
+        return self
+
+    def value(self, name: str) -> float:
+        """A scalar field as a Python number."""
+        return getattr(self, name).item()
+
+    def copy_from(self, other: "Record") -> "Record":
+        self.data[:] = other.data
+        return self
+
+
+def scalar_fields(names: Sequence[str], dtype: Any = np.float64) -> list[Field]:
+    """One scalar field per name, all of ``dtype``."""
+    return [(name, (), dtype) for name in names]
