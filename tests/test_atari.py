@@ -162,6 +162,9 @@ def test_pong_trains_evaluates_and_resumes_from_the_cli(tmp_path):
     assert out.exit_code == 0, out.output
     evaluation = json.loads((run / "eval.json").read_text())
     assert evaluation["episodes"] == 1 and -21 <= evaluation["mean_return"] <= 21
+    evaluated = invoke("eval", run, "--episodes", "1", "--json")
+    assert evaluated.exit_code == 0, evaluated.output
+    assert -21 <= json.loads(evaluated.output.strip().splitlines()[-1])["mean_return"] <= 21
 
     resumed = invoke("train", "--resume", run, "--set", "train.total_env_steps=1280")
     assert resumed.exit_code == 0, resumed.output
