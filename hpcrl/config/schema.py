@@ -81,6 +81,17 @@ class ActorConfig:
     ortho_init: bool = doc("Orthogonal initialisation (gain sqrt(2) in the trunk, 0.01 for the "
                            "policy head, 1 for the value head).", True)
     log_std_init: float = doc("Initial log standard deviation of Gaussian actions.", 0.0)
+    encoder: Literal["mlp", "nature_cnn", "impala_resnet"] = doc(
+        "First stage of every network: 'mlp' takes the observation's values (integer parts "
+        "one-hot encoded); 'nature_cnn' (Mnih et al. 2015) and 'impala_resnet' (Espeholt et "
+        "al. 2018, 16-32-32 residual stacks) take image observations [C, H, W] or [H, W, C], "
+        "uint8 pixels scaled to [0, 1] inside the network. actor.hidden_sizes are MLP layers "
+        "after the encoder ([] for none).", "mlp")
+    features: int = doc("Output width of the image encoders (their last linear layer).", 512)
+    channels: Literal["auto", "first", "last"] = doc(
+        "Where the image encoders find the channels: 'auto' (channels-last when the last "
+        "dimension is no larger than the first: RGB frames, MinAtar), 'first' or 'last'.",
+        "auto")
 
 
 @dataclass

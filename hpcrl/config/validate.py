@@ -61,11 +61,17 @@ def _check_numbers(c: Config) -> Optional[str]:
 
 def _check_actor(c: Config) -> Optional[str]:
     sizes = c.actor.hidden_sizes
-    if not sizes or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0
-                            for s in sizes):
-        return (f"config key 'actor.hidden_sizes' must be a non-empty list of positive "
-                f"integers, got {sizes!r}")
-    return None
+    image = c.actor.encoder != "mlp"
+    if (not sizes and not image) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
+        what = "a list" if image else "a non-empty list"
+        return (f"config key 'actor.hidden_sizes' must be {what} of positive integers, got "
+                f"{sizes!r}")
+    if image and c.algo.name in ("sac", "td3", "ddpg"):
+        return (f"config key 'actor.encoder' ({c.actor.encoder}): algo.name={c.algo.name}'s "
+                f"policy and critics take vector observations through an MLP; use "
+                f"actor.encoder=mlp, or ppo, a2c, impala or dqn for image observations")
+    return _positive("actor.features", c.actor.features)
 
 
 def _check_batch(c: Config) -> Optional[str]:
@@ -165,7 +171,6 @@ def _check_env_id(c: Config) -> Optional[str]:
     from hpcrl.core.envs import env_problem  # gymnasium import kept out of config parsing
 
     return env_problem(c.env)
-
 
 
 def _check_replay(c: Config) -> Optional[str]:

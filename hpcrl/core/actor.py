@@ -1,4 +1,4 @@
-"""MLP actor-critic: the networks of an on-policy agent and their action distribution.
+"""Actor-critic: encoder, MLP trunk and heads of an on-policy agent, and its distribution.
 
 Calling the module on raw observations returns deterministic actions, so a trained actor
 is usable outside hpcrl as it is (``hpcrl.load_policy``). Training code works on
@@ -13,6 +13,7 @@ from torch import nn
 
 from hpcrl.config.schema import ActorConfig
 from hpcrl.core.distributions import CategoricalActions, DiagGaussianActions
+from hpcrl.core.encoders import make_encoder
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.normalization import RunningMoments
 from hpcrl.core.obs_format import ObsInput
@@ -30,7 +31,7 @@ def mlp(sizes: list[int], activation: str) -> nn.Sequential:
 
 def _init_linear(module: nn.Module, gain: float) -> None:
     for layer in module.modules():
-        if isinstance(layer, nn.Linear):
+        if isinstance(layer, (nn.Linear, nn.Conv2d)):
             nn.init.orthogonal_(layer.weight, gain)
             nn.init.zeros_(layer.bias)
 
@@ -49,7 +50,6 @@ class ActorCritic(nn.Module):
                  clip_obs: float = 10.0) -> None:
         super().__init__()
         self.obs_format = spaces.obs_format
-        obs_dim = self.obs_format.features
         hidden = list(config.hidden_sizes)
         self.obs_shape = spaces.obs_shape
         self.discrete = spaces.discrete
@@ -65,15 +65,24 @@ class ActorCritic(nn.Module):
             self.distribution = DiagGaussianActions(n_out)
             self.log_std = nn.Parameter(torch.full((n_out,), float(config.log_std_init)))
         self.shared = config.shared_trunk
-        self.pi_trunk = mlp([obs_dim] + hidden, config.activation)
-        self.vf_trunk = self.pi_trunk if self.shared else mlp([obs_dim] + hidden,
+
+        def encoder() -> nn.Module:
+            return make_encoder(config.encoder, self.obs_format, config.features,
+                                config.channels)
+
+        self.pi_encoder = encoder()
+        features = self.pi_encoder.features
+        self.pi_trunk = mlp([features] + hidden, config.activation)
+        self.vf_encoder = self.pi_encoder if self.shared else encoder()
+        self.vf_trunk = self.pi_trunk if self.shared else mlp([features] + hidden,
                                                               config.activation)
-        self.pi_head = nn.Linear(hidden[-1], n_out)
-        self.vf_head = nn.Linear(hidden[-1], 1)
+        width = hidden[-1] if hidden else features
+        self.pi_head = nn.Linear(width, n_out)
+        self.vf_head = nn.Linear(width, 1)
         if config.ortho_init:
-            _init_linear(self.pi_trunk, math.sqrt(2))
-            if not self.shared:
-                _init_linear(self.vf_trunk, math.sqrt(2))
+            for part in (self.pi_encoder, self.pi_trunk) + (
+                    () if self.shared else (self.vf_encoder, self.vf_trunk)):
+                _init_linear(part, math.sqrt(2))
             _init_linear(self.pi_head, 0.01)
             _init_linear(self.vf_head, 1.0)
 
@@ -85,14 +94,13 @@ class ActorCritic(nn.Module):
 
     def dist_and_value(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Distribution parameters and values ``[B]`` for normalised observations ``[B, ...]``."""
-        x = self.obs_format.encode(obs)
-        pi = self.pi_trunk(x)
-        vf = pi if self.shared else self.vf_trunk(x)
+        pi = self.pi_trunk(self.pi_encoder(obs))
+        vf = pi if self.shared else self.vf_trunk(self.vf_encoder(obs))
         return self._params(pi), self.vf_head(vf).squeeze(-1)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """Values ``[B]`` of normalised observations."""
-        return self.vf_head(self.vf_trunk(self.obs_format.encode(obs))).squeeze(-1)
+        return self.vf_head(self.vf_trunk(self.vf_encoder(obs))).squeeze(-1)
 
     def step(self, obs: torch.Tensor, noise: torch.Tensor
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -123,6 +131,6 @@ class ActorCritic(nn.Module):
         an integer, a tuple), or a batch ``[B, *obs_shape]``."""
         obs, single = self.obs_format.as_batch(obs)
         obs = obs.to(self.pi_head.weight.device)  # the actor may live on an accelerator
-        x = self.obs_format.encode(self.normalize(obs))
+        x = self.pi_encoder(self.normalize(obs))
         actions = self.distribution.mode(self._params(self.pi_trunk(x)))
         return actions[0] if single else actions

@@ -22,7 +22,6 @@ from hpcrl.core.suites import (ATARI_INSTALL, MINATAR_INSTALL, make_env, preset_
                                 register_suite)
 
 
-
 class UnsupportedEnv(ConfigError):
     """An env hpcrl cannot train on as it is; the message names the env and the fix."""
 
@@ -126,10 +125,12 @@ class EnvSpaces:
         return () if self.discrete else tuple(self.action_space.shape)
 
 
-def spaces_of(observation_space: gym.Space, action_space: gym.Space, env_id: str) -> EnvSpaces:
-    """Check that the actor supports these spaces, with an error that names the env."""
+def spaces_of(observation_space: gym.Space, action_space: gym.Space, env_id: str,
+              keep_integers: bool = True) -> EnvSpaces:
+    """Check that the actor supports these spaces, with an error that names the env.
+    ``keep_integers=False`` carries integer Box observations as float32 (normalised runs)."""
     try:
-        fmt = obs_format(observation_space)
+        fmt = obs_format(observation_space, keep_integers)
     except UnsupportedSpace as err:
         raise UnsupportedEnv(f"env '{env_id}': {err}") from None
     if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box)):
@@ -142,7 +143,8 @@ def probe_spaces(config: EnvConfig) -> EnvSpaces:
     """The spaces of ``config.id``, from one env that is closed again at once."""
     env = make_env(config)
     try:
-        spaces = spaces_of(env.observation_space, env.action_space, config.id)
+        spaces = spaces_of(env.observation_space, env.action_space, config.id,
+                           keep_integers=not config.normalize_obs)
     finally:
         env.close()
     if config.normalize_obs and spaces.obs_format.one_hot:

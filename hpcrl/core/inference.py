@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.encoders import FormatEncoder
 from hpcrl.core.offpolicy_engine import forward, layer_views
 
 _LOG_SQRT_2PI = np.float32(0.5 * math.log(2.0 * math.pi))
@@ -99,7 +100,8 @@ class TorchEngine:
 
 
 def make_engine(actor: ActorCritic) -> PolicyEngine:
-    """numpy on the CPU, torch elsewhere."""
-    if next(actor.parameters()).device.type == "cpu":
+    """numpy for MLP actors on the CPU; torch for image encoders and other devices."""
+    on_cpu = next(actor.parameters()).device.type == "cpu"
+    if on_cpu and isinstance(actor.pi_encoder, FormatEncoder):
         return NumpyEngine(actor)
     return TorchEngine(actor)

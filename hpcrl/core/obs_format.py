@@ -7,7 +7,8 @@ describes, for one such space:
 
 - the *carried* form of one observation: an array of :attr:`ObsFormat.shape` and
   :attr:`ObsFormat.dtype` that rollouts, replays, messages and checkpoints hold. Integer
-  observations stay integers (int64), so nothing is rounded on the way;
+  observations stay integers (int64), and integer or bool Box observations (uint8 frames,
+  MinAtar's bool channels) keep their dtype, so nothing is rounded or inflated on the way;
 - the *features* the networks see: Box values as they are (flattened), every integer
   component one-hot encoded over its ``n`` values, concatenated in the space's order.
 
@@ -134,10 +135,19 @@ class ObsFormat:
                 "raw_shape": list(self.raw_shape), "parts": [list(p) for p in self.parts]}
 
 
-def box_format(shape: tuple[int, ...]) -> ObsFormat:
-    """The format of a plain ``Box`` observation of ``shape``."""
-    return ObsFormat(tuple(shape), "float32", (("box", int(np.prod(shape, dtype=np.int64))),),
+def box_format(shape: tuple[int, ...], dtype: str = "float32") -> ObsFormat:
+    """The format of a plain ``Box`` observation of ``shape``, carried as ``dtype``."""
+    return ObsFormat(tuple(shape), dtype, (("box", int(np.prod(shape, dtype=np.int64))),),
                      tuple(shape), raw=True)
+
+
+def box_dtype(space: gym.spaces.Box, keep_integers: bool = True) -> str:
+    """The carried dtype of a Box: integer and bool pixels keep theirs (a uint8 frame is 4x
+    smaller than float32 on the wire and in replays), real values travel as float32."""
+    kind = np.dtype(space.dtype).kind
+    if keep_integers and kind in "biu":
+        return str(np.dtype(space.dtype))
+    return "float32"
 
 
 def format_from_record(record: dict[str, Any]) -> ObsFormat:
@@ -166,10 +176,13 @@ def _parts(space: gym.Space, where: str) -> list[Part]:
                            f"the env with {fix}")
 
 
-def obs_format(space: gym.Space) -> ObsFormat:
-    """The :class:`ObsFormat` of an env's (single) observation space."""
+def obs_format(space: gym.Space, keep_integers: bool = True) -> ObsFormat:
+    """The :class:`ObsFormat` of an env's (single) observation space.
+
+    ``keep_integers=False`` carries integer Box observations as float32, for runs that
+    normalise observations (the normalised values are real)."""
     if isinstance(space, gym.spaces.Box):
-        return box_format(tuple(space.shape))
+        return box_format(tuple(space.shape), box_dtype(space, keep_integers))
     parts = _parts(space, "observation space")
     columns = sum(p[1] if p[0] == "box" else 1 for p in parts)
     dtype = "float32" if any(p[0] == "box" for p in parts) else "int64"

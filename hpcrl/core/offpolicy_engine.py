@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 import numpy as np
+import torch
 from torch import nn
 
+from hpcrl.core.encoders import FormatEncoder
 from hpcrl.core.policies import LOG_STD_MAX, LOG_STD_MIN, SquashedGaussianPolicy
 from hpcrl.core.qnetwork import QNetwork
 
@@ -72,6 +74,18 @@ class GreedyQEngine:
         return self.q_values(obs).argmax(axis=1)
 
 
+class TorchGreedyQEngine(GreedyQEngine):
+    """Argmax-Q actions of a :class:`QNetwork` with an image encoder, evaluated by torch
+    (convolutions have no numpy form here; per-step dispatch is small next to them)."""
+
+    def sync(self) -> None:
+        self.device = self.network.head.weight.device
+
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return self.network.q_values(torch.from_numpy(obs).to(self.device)).cpu().numpy()
+
+
 class DeterministicEngine:
     """``tanh(MLP(s))`` of a :class:`~hpcrl.core.policies.DeterministicPolicy`."""
 
@@ -114,7 +128,9 @@ Engine = GreedyQEngine | DeterministicEngine | SquashedGaussianEngine
 def make_policy_engine(policy: nn.Module) -> Engine:
     """The numpy engine of an off-policy policy module."""
     if isinstance(policy, QNetwork):
-        return GreedyQEngine(policy)
+        if isinstance(policy.encoder, FormatEncoder):
+            return GreedyQEngine(policy)
+        return TorchGreedyQEngine(policy)
     if isinstance(policy, SquashedGaussianPolicy):
         return SquashedGaussianEngine(policy)
     return DeterministicEngine(policy)

@@ -14,13 +14,14 @@ from torch import nn
 
 from hpcrl.config.schema import ActorConfig
 from hpcrl.core.actor import mlp
+from hpcrl.core.encoders import make_encoder
 from hpcrl.core.obs_format import ObsFormat, ObsInput, box_format
 
 
 def orthogonal_init(module: nn.Module, gain: float) -> None:
     """Orthogonal weights with ``gain`` and zero biases for every Linear of ``module``."""
     for layer in module.modules():
-        if isinstance(layer, nn.Linear):
+        if isinstance(layer, (nn.Linear, nn.Conv2d)):
             nn.init.orthogonal_(layer.weight, gain)
             nn.init.zeros_(layer.bias)
 
@@ -45,16 +46,19 @@ class QNetwork(nn.Module):
         self.obs_shape = obs_shape
         self.obs_format = obs_format or box_format(obs_shape)
         self.num_actions = num_actions
-        self.trunk = mlp([self.obs_format.features] + hidden, config.activation)
-        self.head = nn.Linear(hidden[-1], num_actions)
+        self.encoder = make_encoder(config.encoder, self.obs_format, config.features,
+                                    config.channels)
+        self.trunk = mlp([self.encoder.features] + hidden, config.activation)
+        self.head = nn.Linear(hidden[-1] if hidden else self.encoder.features, num_actions)
         if config.ortho_init:
+            orthogonal_init(self.encoder, math.sqrt(2))
             orthogonal_init(self.trunk, math.sqrt(2))
             orthogonal_init(self.head, 1.0)
 
     def q_values(self, obs: torch.Tensor) -> torch.Tensor:
         """``[B, num_actions]`` values of carried observations ``[B, ...]`` (Box values, or
         integers that the observation format one-hot encodes)."""
-        return self.head(self.trunk(self.obs_format.encode(obs)))
+        return self.head(self.trunk(self.encoder(obs)))
 
     @torch.no_grad()
     def forward(self, obs: ObsInput) -> torch.Tensor:

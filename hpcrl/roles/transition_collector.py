@@ -27,7 +27,7 @@ from hpcrl.core.envs import env_seeds, restore_vector_env_state, vector_env_stat
 from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.epsilon import collector_epsilon, linear_epsilon
 from hpcrl.core.exploration import make_noise, standard_normal
-from hpcrl.core.obs_format import box_format
+from hpcrl.core.obs_format import obs_format
 from hpcrl.core.offpolicy_engine import GreedyQEngine, SquashedGaussianEngine, make_policy_engine
 from hpcrl.core.replay.nstep import NStepWindow
 from hpcrl.core.replay.transitions import TransitionLayout, Transitions
@@ -92,8 +92,7 @@ class TransitionCollector:
         self.noise = None if self.discrete or self.sampling else make_noise(
             self.replay.action_noise, n, self.action_dim, self.replay.noise_std,
             self.replay.ou_theta, self.replay.ou_dt)
-        self.obs_format = getattr(policy, "obs_format", None) or box_format(
-            tuple(envs.single_observation_space.shape))
+        self.obs_format = obs_format(envs.single_observation_space)
         action_shape = () if self.discrete else (self.action_dim,)
         self.window = NStepWindow(self.replay.n_step, config.algo.gamma, n,
                                   self.obs_format.shape, action_shape, self.obs_format.dtype)

@@ -1,0 +1,154 @@
+"""Encoders: the first stage of every network, from carried observations to a feature vector.
+
+``actor.encoder`` picks one:
+
+- ``mlp``: the observation's features (:meth:`ObsFormat.encode`: Box values flattened,
+  integer parts one-hot) as they are; the MLP layers of ``actor.hidden_sizes`` follow.
+- ``nature_cnn``: the convolutional torso of Mnih et al. (2015, "Human-level control through
+  deep reinforcement learning"): 32 8x8 filters with stride 4, 64 4x4 stride 2, 64 3x3
+  stride 1, then a linear layer to ``actor.features`` units, ReLU throughout.
+- ``impala_resnet``: the deep torso of Espeholt et al. (2018, IMPALA): three stacks of
+  16, 32 and 32 channels, each a 3x3 convolution, a 3x3 max-pool with stride 2 and two
+  residual blocks of two 3x3 convolutions, then ReLU and a linear layer to
+  ``actor.features`` units.
+
+Image encoders take an observation of shape ``[C, H, W]`` or ``[H, W, C]`` (found from the
+space, or set by ``actor.channels``), so frame stacks, RGB frames and MinAtar's boolean
+channels all fit. Integer pixels (uint8 frames, bool channels) are scaled to [0, 1] inside
+the network, on the learner's device: rollouts and replays keep the env's dtype and a
+saved policy takes raw frames.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from hpcrl.core.obs_format import ObsFormat
+
+ENCODERS = ("mlp", "nature_cnn", "impala_resnet")
+Channels = Literal["auto", "first", "last"]
+
+
+def channels_last(shape: tuple[int, ...], channels: str = "auto") -> bool:
+    """Whether an image observation of ``shape`` is ``[H, W, C]``.
+
+    ``auto``: channels-last when the last dimension is no larger than the first (an RGB
+    frame ``96x96x3``, MinAtar's ``10x10xC``), channels-first otherwise (a frame stack
+    ``4x84x84``).
+    """
+    if channels == "first":
+        return False
+    if channels == "last":
+        return True
+    return shape[-1] <= shape[0]
+
+
+class ImageInput(nn.Module):
+    """Carried image observations as float ``[B, C, H, W]`` in [0, 1] for integer pixels."""
+
+    def __init__(self, fmt: ObsFormat, channels: str = "auto") -> None:
+        super().__init__()
+        if len(fmt.shape) != 3 or not fmt.raw:
+            raise ValueError(f"an image encoder needs observations of 3 dimensions ([C, H, W] or "
+                             f"[H, W, C]), got shape {fmt.shape}; use actor.encoder=mlp")
+        self.last = channels_last(fmt.shape, channels)
+        self.scale = 1.0 / 255.0 if fmt.dtype == "uint8" else 1.0
+        c, h, w = ((fmt.shape[2], fmt.shape[0], fmt.shape[1]) if self.last else fmt.shape)
+        self.chw = (int(c), int(h), int(w))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float()
+        if self.scale != 1.0:
+            x = x * self.scale
+        return x.permute(0, 3, 1, 2) if self.last else x
+
+
+def _conv_out(module: nn.Module, chw: tuple[int, int, int], name: str) -> int:
+    """Width of the flattened output of ``module`` on a ``chw`` image."""
+    try:
+        with torch.no_grad():
+            return int(np.prod(module(torch.zeros((1,) + chw)).shape[1:]))
+    except RuntimeError:
+        raise ValueError(f"observations of {chw[1]}x{chw[2]} pixels are too small for "
+                         f"actor.encoder={name} (its strided convolutions need at least 36x36); "
+                         f"use actor.encoder=impala_resnet") from None
+
+
+class NatureCNN(nn.Module):
+    """Mnih et al. (2015)'s torso, ending in ``features`` ReLU units."""
+
+    def __init__(self, fmt: ObsFormat, features: int, channels: str = "auto") -> None:
+        super().__init__()
+        self.input = ImageInput(fmt, channels)
+        c = self.input.chw[0]
+        self.convs = nn.Sequential(
+            nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
+        self.out = nn.Sequential(
+            nn.Linear(_conv_out(self.convs, self.input.chw, "nature_cnn"), features), nn.ReLU())
+        self.features = features
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.out(self.convs(self.input(obs)))
+
+
+class _Residual(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv0 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
+
+
+class ImpalaResNet(nn.Module):
+    """Espeholt et al. (2018)'s 16-32-32 residual torso, ending in ``features`` ReLU units."""
+
+    def __init__(self, fmt: ObsFormat, features: int, channels: str = "auto",
+                 depths: tuple[int, ...] = (16, 32, 32)) -> None:
+        super().__init__()
+        self.input = ImageInput(fmt, channels)
+        layers: list[nn.Module] = []
+        c = self.input.chw[0]
+        for depth in depths:
+            layers += [nn.Conv2d(c, depth, 3, padding=1),
+                       nn.MaxPool2d(3, stride=2, padding=1), _Residual(depth), _Residual(depth)]
+            c = depth
+        layers += [nn.ReLU(), nn.Flatten()]
+        self.convs = nn.Sequential(*layers)
+        self.out = nn.Sequential(
+            nn.Linear(_conv_out(self.convs, self.input.chw, "impala_resnet"), features),
+            nn.ReLU())
+        self.features = features
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.out(self.convs(self.input(obs)))
+
+
+class FormatEncoder(nn.Module):
+    """The ``mlp`` encoder: :meth:`ObsFormat.encode` (no parameters)."""
+
+    def __init__(self, fmt: ObsFormat) -> None:
+        super().__init__()
+        self.fmt = fmt
+        self.features = fmt.features
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.fmt.encode(obs)
+
+
+def make_encoder(name: str, fmt: ObsFormat, features: int, channels: str = "auto"
+                 ) -> nn.Module:
+    """The encoder ``name`` for observations of ``fmt``; ``.features`` is its output width."""
+    if name == "mlp":
+        return FormatEncoder(fmt)
+    if name == "nature_cnn":
+        return NatureCNN(fmt, features, channels)
+    if name == "impala_resnet":
+        return ImpalaResNet(fmt, features, channels)
+    raise ValueError(f"unknown encoder {name!r}; use one of {ENCODERS}")
