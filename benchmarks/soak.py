@@ -8,7 +8,8 @@ it prints the RSS growth per million env steps of the job, the slope of a least-
 over the samples after the first 30% of the run (start-up and allocator warm-up excluded;
 a run too short to leave warm-up shows its tail as growth: soak long enough for millions of
 steps before reading the figure against the target).
-Target: under 0.1 MB per million steps on every rank.
+Target: under 0.1 MB per million steps on every rank; a fit over fewer than a million steps
+cannot resolve that (RSS moves by pages and allocator chunks) and says so.
 
 A replay learner's replay is preallocated with ``np.zeros``: its pages become resident as
 transitions are written, so a still-filling replay grows RSS by the bytes it holds. The
@@ -16,7 +17,8 @@ learner's figure subtracts those bytes (filled transitions times the replay's by
 transition, measured from the replay the config builds), and the table gives the fill at
 the end, so a filling replay is not mistaken for a leak.
 
-The discrete presets train on CartPole-v1, async-sac on Pendulum-v1.
+The discrete presets train on CartPole-v1, async-sac on Pendulum-v1 (TensorBoard and the
+final evaluation off; `--set KEY=VALUE` adds overrides to every preset).
 
     python benchmarks/soak.py                         # every preset, 180 s each
     python benchmarks/soak.py --presets async-ppo --seconds 600
@@ -44,6 +46,7 @@ PRESETS = {"serial": "CartPole-v1", "a2c": "CartPole-v1", "ddppo": "CartPole-v1"
            "apex": "CartPole-v1", "async-sac": "Pendulum-v1"}
 TARGET_MB_PER_M = 0.1
 WARMUP_FRACTION = 0.3
+RESOLVED_STEPS = 1_000_000  # fewer steps after warm-up: RSS noise (pages, allocator) swamps 0.1 MB/M
 NEVER_ENDS = 10**12  # total_env_steps: the soak, not the budget, ends the run
 
 
@@ -57,6 +60,11 @@ class Soak:
     replay_capacity: int = 0
     learner: int = 0  # the rank that holds the replay
     samples: list[tuple[float, int, list[int]]] = field(default_factory=list)
+
+    def fitted_steps(self) -> int:
+        """Env steps the fit spans (after warm-up)."""
+        steps = [s[1] for s in self.samples if s[1] > 0]
+        return steps[-1] - steps[int(len(steps) * WARMUP_FRACTION)] if len(steps) > 1 else 0
 
     def replay_resident(self, steps: int) -> float:
         return min(steps, self.replay_capacity) * self.replay_bytes_per_step
@@ -192,6 +200,8 @@ def table(soaks: list[Soak], seconds: float) -> str:
             g = soak.growth(rank)
             rss = soak.samples[-1][2][rank] / 2**20 if soak.samples else 0.0
             note = "" if g is None else ("flat" if g < TARGET_MB_PER_M else "GROWS")
+            if g is not None and soak.fitted_steps() < RESOLVED_STEPS:
+                note = "short run, not resolved"
             if rank == soak.learner and soak.replay_capacity:
                 fill = min(steps / soak.replay_capacity, 1.0)
                 note += f" (replay {fill:.0%} full, its bytes taken out)"
