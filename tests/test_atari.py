@@ -177,6 +177,11 @@ def test_pong_trains_evaluates_and_resumes_from_the_cli(tmp_path):
     scores = [s for s in scores if not np.isnan(s)]
     assert scores and all(-21 <= s <= 21 for s in scores)  # Pong game scores
 
+    import hpcrl
+    policy = hpcrl.load_policy(run)  # takes the chain's raw uint8 frame stacks
+    frames = np.zeros((4, 84, 84), np.uint8)
+    assert policy(frames).dim() == 0 and policy(np.stack([frames] * 3)).shape == (3,)
+
 
 def test_missing_ale_py_is_one_line_naming_the_install(monkeypatch):
     for env_id in [k for k in gym.registry if k.startswith("ALE/") or "NoFrameskip" in k]:

@@ -3,7 +3,8 @@
 For each env: ``hpcrl train`` (the CLI, with the default algorithm) for a few thousand
 steps, then ``hpcrl eval``, ``hpcrl train --resume`` and ``hpcrl.load_policy`` on the run,
 and the loaded policy acts on the env's raw observation. Box2D and MuJoCo come with the
-``[test]`` extra; the pixel families join when the pixel agents land.
+``[test]`` extra, and so do MinAtar (here) and Atari (its preprocessing chain makes its own
+test, ``tests/test_atari.py``).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ FAMILIES = {
     "box2d": ["LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
               "CarRacing-v3"],
     "mujoco": ["HalfCheetah-v5", "Hopper-v5", "InvertedPendulum-v5"],
+    "minatar": ["MinAtar/Breakout-v1"],  # Atari (env.preset=atari): tests/test_atari.py
 }
 CASES = [pytest.param(env_id, id=f"{family}:{env_id}")
          for family, ids in FAMILIES.items() for env_id in ids]
