@@ -1,0 +1,45 @@
+"""Every recipe in examples/ loads as it is, takes any env of its family on top, and the
+pixel recipes train end to end on a tiny budget."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from hpcrl.build import env_spaces, make_actor
+from hpcrl.cli import main
+from hpcrl.config.loader import load_config
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SAME_FAMILY = {
+    "atari-ppo.yaml": "ALE/Breakout-v5", "atari-impala.yaml": "BreakoutNoFrameskip-v4",
+    "atari-dqn.yaml": "ALE/SpaceInvaders-v5", "minatar-ppo.yaml": "MinAtar/SpaceInvaders-v1",
+    "mujoco-ppo.yaml": "Hopper-v5", "mujoco-sac.yaml": "Walker2d-v5",
+}
+
+
+@pytest.mark.parametrize("recipe", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+def test_recipe_loads_as_it_is(recipe):
+    cfg = load_config(EXAMPLES / recipe)
+    assert cfg.train.total_env_steps > 0
+
+
+@pytest.mark.parametrize("recipe, env_id", sorted(SAME_FAMILY.items()))
+def test_any_env_of_the_family_goes_on_top_of_a_pixel_or_mujoco_recipe(recipe, env_id):
+    cfg = load_config(EXAMPLES / recipe, [f"env.id={env_id}"])
+    spaces = env_spaces(cfg)
+    if cfg.algo.name in ("ppo", "a2c", "impala"):
+        actor = make_actor(cfg, spaces)
+        obs = torch.zeros((2,) + spaces.obs_shape, dtype=getattr(torch, spaces.obs_format.dtype))
+        assert actor(obs).shape[0] == 2
+
+
+@pytest.mark.timeout(300)
+def test_minatar_recipe_trains_from_the_cli(tmp_path):
+    out = CliRunner().invoke(main, [
+        "train", str(EXAMPLES / "minatar-ppo.yaml"), "--run-dir", str(tmp_path / "run"),
+        "--set", "train.total_env_steps=2048", "--set", "train.eval_episodes=1",
+        "--set", "train.tensorboard=false"], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
