@@ -214,3 +214,21 @@ def test_missing_ale_py_is_one_line_naming_the_install(monkeypatch):
 def test_impossible_atari_settings_are_refused_naming_the_key(sets_, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         from_dict({}, sets_)
+
+
+def test_a_whole_game_goes_on_after_a_lost_life_without_the_policy_pressing_fire():
+    """Evaluation plays whole games: after a lost life Breakout waits for FIRE, which the
+    chain presses, so a policy that never fires still finishes its game (not only at ALE's
+    108,000-frame limit)."""
+    from hpcrl.config.loader import from_dict
+    from hpcrl.core.suites import make_env
+
+    cfg = from_dict({}, ["env.id=ALE/Breakout-v5", "env.preset=atari"])
+    env = make_env(cfg.env, whole_games=True)
+    env.reset(seed=0)
+    for steps in range(1, 3001):
+        _, _, terminated, truncated, _ = env.step(0)  # NOOP, never FIRE
+        if terminated or truncated:
+            break
+    env.close()
+    assert terminated and steps < 3000

@@ -65,13 +65,17 @@ class EpisodicLife(gym.Wrapper):
 class FireReset(gym.Wrapper):
     """Presses FIRE (then UP, as the reference implementations do) after each reset, for
     games such as Breakout that wait for it; a reset that ends the game on the way starts
-    again."""
+    again. With ``after_life_loss`` it also presses FIRE when a life is lost and the game
+    goes on: whole games (evaluation) have no reset between lives, and a deterministic
+    policy that never fires would wait until ALE's frame limit ends the game."""
 
-    def __init__(self, env: gym.Env) -> None:
+    def __init__(self, env: gym.Env, after_life_loss: bool = False) -> None:
         super().__init__(env)
         meanings = env.unwrapped.get_action_meanings()
         if len(meanings) < 3 or meanings[1] != "FIRE":
             raise ValueError(f"FireReset needs FIRE as action 1, got actions {meanings}")
+        self.after_life_loss = after_life_loss
+        self.lives = 0
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
@@ -79,7 +83,17 @@ class FireReset(gym.Wrapper):
             obs, _, terminated, truncated, info = self.env.step(action)
             if terminated or truncated:
                 obs, info = self.env.reset()
+        self.lives = self.env.unwrapped.ale.lives()
         return obs, info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = self.env.unwrapped.ale.lives()
+        if self.after_life_loss and lives < self.lives and not (terminated or truncated):
+            obs, extra, terminated, truncated, info = self.env.step(1)
+            reward = float(reward) + float(extra)
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
 
 
 def has_fire(env: gym.Env) -> bool:
@@ -111,7 +125,7 @@ def atari_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
     if life_loss:
         env = EpisodicLife(env)
     if a.fire_reset and has_fire(env):
-        env = FireReset(env)
+        env = FireReset(env, after_life_loss=whole_games)
     if clip:
         env = gym.wrappers.ClipReward(env, -1.0, 1.0)
     return gym.wrappers.FrameStackObservation(env, a.frame_stack)
