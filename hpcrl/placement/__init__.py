@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 
 def make_placement(config: "Config", spaces: "EnvSpaces"
                    ) -> Union["SerialPlacement", "SerialOffPolicyPlacement"]:
-    """The serial placement of ``config.algo.name``: the on-policy roles in lock step, or the
-    off-policy collector and replay learner. Raises ConfigError when the algorithm cannot
+    """The serial placement of ``config.algo.name``: the on-policy synchronous learner loop
+    over a communicator of one process, or the off-policy collector and replay learner. Raises ConfigError when the algorithm cannot
     act in the env's action space."""
     from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 

@@ -1,24 +1,31 @@
-"""Serial placement: collector, gradient worker and updater in one process, in lock step.
+"""Serial placement: the synchronous learner loop of the MPI placement, in one process.
 
-Each role has its own copy of the actor, as it would on its own rank, and they talk only
-through an :class:`~hpcrl.roles.transport.InProcessTransport`. This is the default for a
-workstation run, the debugging path, and the reference the MPI placements are tested
-against.
+A serial run is a job of one rank: a gradient worker that collects with its own envs, over
+a communicator of size one (:class:`~hpcrl.comm.world.SelfComm`, whose collectives return
+at once and never touch MPI). It runs :meth:`WorkerRank.learn
+<hpcrl.placement.mpi.learners.WorkerRank.learn>`, the code every synchronous MPI gradient
+worker runs, with one actor that collects, computes gradients and is updated in place (no
+weights are copied between roles), and it reports its figures through the same
+:class:`~hpcrl.placement.mpi.protocol.ReportLayout`, so ``progress.csv`` means the same in
+both. It is the default for a workstation run, the debugging path, and the reference the
+MPI placements are tested against.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from hpcrl.build import make_actor, make_storage, num_minibatches, rollout_layout
+from hpcrl.comm.world import SelfComm
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
-from hpcrl.core.algorithms import make_algorithm
-from hpcrl.core.envs import EnvSpaces, make_vector_env
-from hpcrl.roles import Collector, GradientWorker, InProcessTransport, Updater
+from hpcrl.core.envs import EnvSpaces
+from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.placement.mpi.learners import WorkerRank
+from hpcrl.placement.mpi.protocol import update_row
+from hpcrl.runtime.devices import pick_device
+from hpcrl.scheme import assign_roles
 
 
 @dataclass
@@ -34,83 +41,65 @@ class UpdateResult:
     gradient_asynchrony: float = 0.0
 
 
+def local_job(config: Config, spaces: EnvSpaces) -> MpiJob:
+    """The job of a one-process run: one gradient worker with its own envs, on
+    ``train.device``, whose communicators hold only this process."""
+    comm = SelfComm()
+    table = assign_roles(1, config.scheme, config.env.num_envs)
+    device = pick_device(config.train.device, None)
+    return MpiJob(config, comm, table[0], table, comm, comm, device, spaces)
+
+
 class SerialPlacement:
-    """All three roles of one agent in this process."""
+    """One gradient worker that collects, computes and applies every gradient itself."""
 
     def __init__(self, config: Config, spaces: EnvSpaces) -> None:
         self.config = config
-        n = config.env.num_envs
-        updater_actor = make_actor(config, spaces)
-        on_nonfinite = config.train.on_nonfinite
-        self.updater = Updater(make_algorithm(updater_actor, config.algo,
-                                              on_nonfinite=on_nonfinite))
-        storage = make_storage(config, spaces)
-        self.worker = GradientWorker(make_algorithm(make_actor(config, spaces), config.algo,
-                                                    on_nonfinite=on_nonfinite),
-                                     storage, config.seed, n, num_minibatches(config))
-        self.envs = make_vector_env(config.env, n)
-        self.collector = Collector(self.envs, make_actor(config, spaces), config.env,
-                                   config.algo.gamma, config.seed)
-        self.rollout = rollout_layout(config, spaces, n).new()
-        self.transport = InProcessTransport()
-        self._publish(self.updater.weights())
+        self.learner = WorkerRank(local_job(config, spaces), None, None)
+        self._publish()
+
+    def _publish(self) -> None:
+        learner = self.learner
+        learner.source.publish(learner.current_weights())
 
     @property
     def master_actor(self) -> ActorCritic:
-        """The actor whose weights the updater owns (what checkpoints save)."""
-        return self.updater.algorithm.actor
-
-    def _publish(self, weights: Any) -> None:
-        self.transport.publish_weights(weights)
-        latest = self.transport.latest_weights()
-        self.worker.load_weights(latest)
-        self.collector.load_weights(latest)
+        """The one actor of the run (what checkpoints save)."""
+        return self.learner.actor
 
     @property
     def stat_names(self) -> tuple[str, ...]:
         """The loss terms of the progress rows."""
-        return self.worker.algorithm.stat_names
+        return self.learner.algorithm.stat_names
 
     def run_update(self, update: int, env_steps: int) -> UpdateResult:
         """Collect one rollout, compute and apply every gradient of the update."""
-        t0 = time.perf_counter()
-        self.transport.send_rollout(self.collector.collect(self.rollout))
-        t1 = time.perf_counter()
-        rollouts = self.transport.recv_rollouts(1)
-        sums: dict[str, float] = {}
-        count = 0
-        cfg = self.config
-        progress = (env_steps + cfg.algo.num_steps * cfg.env.num_envs) / cfg.train.total_env_steps
-        for gradient in self.worker.gradients(rollouts, update, progress):
-            self.transport.send_gradient(gradient)
-            weights = self.updater.apply(self.transport.recv_gradient())
-            for name, value in zip(self.worker.algorithm.stat_names, gradient.stats()):
-                sums[name] = sums.get(name, 0.0) + float(value)
-            count += 1
-            self.transport.publish_weights(weights)
-            self.worker.load_weights(self.transport.latest_weights())
-        self.collector.load_weights(self.transport.latest_weights())
-        t2 = time.perf_counter()
-        stats = {k: v / count for k, v in sums.items()}
-        stats.update(self.updater.last_stats)
-        stats["skipped_updates"] = self.updater.algorithm.guard.take_skipped()
-        returns, lengths = rollouts[0].finished_episodes()
-        return UpdateResult(rollouts[0].valid_steps * rollouts[0].layout.num_envs,
-                            returns.copy(), lengths.copy(), stats,
-                            {"time_collect_s": t1 - t0, "time_compute_s": t2 - t1,
-                             "time_wait_s": 0.0, "time_communicate_s": 0.0,
-                             "dropped_rollouts": 0.0})
+        learner = self.learner
+        learner.update, learner.env_steps = update, env_steps
+        report = learner.learn()
+        self._publish()
+        steps, _, stats, scheme = update_row(learner.layout.combine(report.data[None, :]),
+                                             self.stat_names)
+        (rollout,) = learner.rollouts
+        returns, lengths = rollout.finished_episodes()
+        lag = scheme.pop("policy_lag")
+        return UpdateResult(steps, returns.copy(), lengths.copy(), stats, scheme,
+                            policy_lag=lag, gradient_asynchrony=scheme.pop("gradient_asynchrony"))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"updater": self.updater.state_dict(), "collectors": [self.collector.state_dict()]}
+        return {"updater": self.learner.updater.state_dict(),
+                "collectors": self.learner.source.states()}
 
     def load_state_dict(self, state: dict[str, Any], actor_state: dict[str, Any]) -> list[str]:
         """Restore the roles; returns env attributes that could not be restored exactly."""
-        self.master_actor.load_state_dict(actor_state)
-        self.updater.load_state_dict(state["updater"])
-        self._publish(self.updater.weights())
+        learner = self.learner
+        learner.actor.load_state_dict(actor_state)
+        learner.updater.load_state_dict(state["updater"])
+        learner.version = learner.updater.version
         (collector_state,) = state["collectors"]
-        return self.collector.load_state_dict(collector_state)
+        inexact = learner.source.collector.load_state_dict(collector_state)
+        self._publish()
+        return inexact
 
     def close(self) -> None:
-        self.envs.close()
+        self.learner.source.close(self.learner.current_weights())

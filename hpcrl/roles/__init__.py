@@ -2,7 +2,6 @@
 from hpcrl.roles.collector import Collector
 from hpcrl.roles.gradient_worker import GradientWorker
 from hpcrl.roles.messages import Gradient, Weights
-from hpcrl.roles.transport import InProcessTransport
 from hpcrl.roles.updater import Updater
 
-__all__ = ["Collector", "Gradient", "GradientWorker", "InProcessTransport", "Updater", "Weights"]
+__all__ = ["Collector", "Gradient", "GradientWorker", "Updater", "Weights"]

@@ -66,7 +66,12 @@ class Collector:
     def load_weights(self, weights: Weights) -> None:
         """Collect from now on with this version of the policy."""
         weights.load_into(self.actor)
-        self.weights_version = weights.version
+        self.follow(weights.version)
+
+    def follow(self, version: int) -> None:
+        """Collect from now on with the actor's current weights, version ``version`` (the
+        actor is shared with the learner that just changed it)."""
+        self.weights_version = version
         self.engine.sync()
         self.obs_norm.sync(self.actor.obs_rms)
         self.rew_norm.sync(self.actor.ret_rms)

@@ -145,7 +145,11 @@ class Gradient:
              new_env_steps: int, progress: float, stats: list[float],
              moments: tuple[Moments, Moments] | None) -> "Gradient":
         self.grads[:] = grads.detach().cpu().numpy()
-        self.info.set(weights_version=weights_version, num_samples=num_samples,
-                      new_env_steps=new_env_steps, progress=progress, stats=stats)
-        self.info.moments.write(moments)
+        info = self.info  # once per gradient step: fields written directly
+        info.weights_version[...] = weights_version
+        info.num_samples[...] = num_samples
+        info.new_env_steps[...] = new_env_steps
+        info.progress[...] = progress
+        info.stats[:] = stats
+        info.moments.write(moments)
         return self

@@ -59,9 +59,10 @@ class ReplayLearner:
         return job_env_steps > self.config.learning_starts and len(self.replay) > 0
 
     def train(self, gradient_steps: int, job_env_steps: int) -> dict[str, float]:
-        """``gradient_steps`` steps on fresh batches; returns the mean of each loss term and
-        the optimiser figures of the last applied step (a step the algorithm's guard drops
-        for a non-finite gradient leaves the weights and the batch's priorities alone)."""
+        """``gradient_steps`` steps on fresh batches; returns the mean of each loss term, the
+        mean ``grad_norm`` (before clipping) of the applied steps and the other optimiser
+        figures of the last one (a step the algorithm's guard drops for a non-finite gradient
+        leaves the weights and the batch's priorities alone)."""
         alg = self.algorithm
         alg.set_progress(job_env_steps / self.total_env_steps)
         beta = self.config.beta0 + (1.0 - self.config.beta0) * alg.progress
@@ -69,6 +70,7 @@ class ReplayLearner:
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
         applied: dict[str, float] = {}
+        norm_sum, steps_applied = 0.0, 0
         with flush_denormals():
             for _ in range(gradient_steps):
                 batch = self.replay.sample(self.config.batch_size, beta)
@@ -77,6 +79,8 @@ class ReplayLearner:
                 if not was_applied(figures):
                     continue
                 applied = figures
+                norm_sum += figures["grad_norm"]
+                steps_applied += 1
                 if prioritized:
                     self.replay.update_priorities(batch.indices, alg.priorities())
                 for name, value in stats.items():
@@ -84,6 +88,8 @@ class ReplayLearner:
                     counts[name] = counts.get(name, 0) + 1
         means = {name: sums[name] / counts[name] for name in sums}
         means.update(applied)
+        if steps_applied:
+            means["grad_norm"] = norm_sum / steps_applied
         return means
 
     def weights(self) -> Weights:

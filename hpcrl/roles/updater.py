@@ -22,11 +22,6 @@ class Updater:
         """The current master weights as a message (valid until the next apply)."""
         return self.message.capture(self.algorithm.actor, self.version)
 
-    def apply(self, gradient: Gradient) -> Weights:
-        """One optimiser step with ``gradient`` (see :meth:`step`); returns the new weights."""
-        self.step(gradient)
-        return self.weights()
-
     def step(self, gradient: Gradient) -> None:
         """One optimiser step with ``gradient``.
 
@@ -38,12 +33,13 @@ class Updater:
         self.algorithm.set_progress(gradient.progress)
         self.last_stats = self.algorithm.apply_gradients(torch.from_numpy(gradient.grads),
                                                          step=self.version + 1)
-        obs, ret = gradient.moments.read()
-        actor = self.algorithm.actor
-        if obs.count > 0:
-            actor.obs_rms.merge(obs)
-        if ret.count > 0:
-            actor.ret_rms.merge(ret)
+        if gradient.moments.carried:  # the first gradient of an update
+            obs, ret = gradient.moments.read()
+            actor = self.algorithm.actor
+            if obs.count > 0:
+                actor.obs_rms.merge(obs)
+            if ret.count > 0:
+                actor.ret_rms.merge(ret)
         self.version += 1
 
     def state_dict(self) -> dict[str, Any]:

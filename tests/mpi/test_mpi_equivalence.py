@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from mpirun import FAST, rows, train
+
 from hpcrl.config import from_dict
 from hpcrl.core.flat import params_to_flat
 from hpcrl.placement.mpi import train_mpi
@@ -65,3 +67,27 @@ def test_integer_observations_cross_ranks_as_integers_and_layouts_agree():
         torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-5)
         ckpt = torch.load(run_dir / "mpi" / "checkpoints" / "last.pt", weights_only=True)
         assert ckpt["policy"]["obs_format"]["dtype"] == "int64"
+
+
+# figures that depend on timing or on where the work ran, not on the maths
+TIMING = {"wall_time_s", "fps", "time_collect_s", "time_wait_s", "time_compute_s",
+          "time_communicate_s"}
+
+
+@pytest.mark.timeout(150)
+def test_serial_and_one_learner_mpi_runs_write_the_same_progress(tmp_path):
+    """The serial run and a 2-rank job (one gradient worker fed by one collector rank) of
+    the same config write progress.csv with the same columns and, but for timings, the same
+    values: both run one learner loop and report through one definition of each figure."""
+    sets = ["train.total_env_steps=2048", "env.num_envs=4", "algo.num_steps=64",
+            "algo.num_epochs=2", "algo.minibatch_size=64", "train.checkpoint_every=100"]
+    train(2, tmp_path / "mpi", sets + ["scheme.preset=a2c", "scheme.collectors_per_worker=1"])
+    Trainer(from_dict({}, FAST + sets), RunDir(tmp_path / "serial"), console=None).train()
+    serial, mpi = rows(tmp_path / "serial"), rows(tmp_path / "mpi")
+    assert list(serial[0]) == list(mpi[0])
+    assert len(serial) == len(mpi) == 8
+    for s, m in zip(serial, mpi):
+        for name in s:
+            if name in TIMING:
+                continue
+            assert float(s[name]) == pytest.approx(float(m[name]), rel=1e-4, abs=1e-6), name

@@ -1,6 +1,7 @@
-"""Gradient-worker and updater ranks for every synchronous topology.
+"""Gradient-worker and updater ranks for every synchronous topology, and the serial run.
 
-One loop, read top to bottom, per update:
+One loop, read top to bottom, per update (the serial placement runs the same
+:meth:`WorkerRank.learn` over a communicator of one process):
 
 1. rollouts come from the worker's own envs or its collectors (``rollout_source``);
 2. each gradient step is combined over the gradient workers: all-reduced and applied by
@@ -73,8 +74,10 @@ class WorkerRank:
             self.version = int(resume["placement"]["updater"]["version"])
             if self.updater is not None:
                 self.updater.load_state_dict(resume["placement"]["updater"])
-        if job.role.collects:
-            self.source: Any = OwnEnvs(job, collector_state_for(resume, job.role.env_offset))
+        if job.role.collects:  # on the CPU, its collector acts with this very actor
+            shared = self.actor if job.device.type == "cpu" else None
+            self.source: Any = OwnEnvs(job, collector_state_for(resume, job.role.env_offset),
+                                       shared)
         elif s.collection == "async":
             self.source = AsyncCollectors(job)
         else:
@@ -82,12 +85,13 @@ class WorkerRank:
         self.layout = ReportLayout(self.algorithm.stat_names)
         counters = resume["counters"] if resume is not None else {"updates": 0, "env_steps": 0}
         self.update, self.env_steps = int(counters["updates"]), int(counters["env_steps"])
-        self.obs_dim = int(self.actor.obs_rms.mean.numel())
+        self.rollouts: list[Any] = []
         self.preempted = False
         self.normalizing = cfg.env.normalize_obs or cfg.env.normalize_reward
 
     # -- weights -----------------------------------------------------------------------------
-    def _current(self, command: int = 0) -> Weights:
+    def current_weights(self, command: int = 0) -> Weights:
+        """This rank's weights as a message carrying ``command``."""
         if self.updater is not None:
             return self.updater.weights().set_command(command)
         return self.weights.capture(self.actor, self.version, command)
@@ -121,29 +125,39 @@ class WorkerRank:
         self.layout.add_applied(report, self.updater.last_stats["grad_norm"])
 
     # -- the loop ----------------------------------------------------------------------------
-    def run(self) -> None:
+    def learn(self) -> Record:
+        """One update's learning: gather its rollouts, compute each gradient step, combine it
+        over the workers and apply it; returns this rank's report of the update."""
         cfg = self.job.config
         per_update = cfg.algo.num_steps * self.job.total_envs
-        self.source.publish(self._current())
+        rollouts, t_collect, t_wait = self.source.gather(self.update, self.version)
+        self.rollouts = rollouts
+        progress = (self.env_steps + per_update) / cfg.train.total_env_steps
+        report = self.layout.new()
+        times = {"compute": 0.0, "comm": 0.0}
+        lag = float(np.mean([self.version - r.weights_version for r in rollouts]))
+        t = time.perf_counter()
+        gradients = self.worker.gradients(rollouts, self.update, progress)
+        stat_sums, count = np.zeros(len(self.layout.stat_names)), 0
         while True:
-            rollouts, t_collect, t_wait = self.source.gather(self.update, self.version)
-            progress = (self.env_steps + per_update) / cfg.train.total_env_steps
-            report = self.layout.new()
-            times = {"compute": 0.0, "comm": 0.0}
-            lag = float(np.mean([self.version - r.weights_version for r in rollouts]))
+            gradient = next(gradients, None)
+            times["compute"] += time.perf_counter() - t
+            if gradient is None:
+                break
+            stat_sums += gradient.stats()
+            count += 1
+            self._step(gradient, times, report)
             t = time.perf_counter()
-            gradients = self.worker.gradients(rollouts, self.update, progress)
-            while True:
-                gradient = next(gradients, None)
-                times["compute"] += time.perf_counter() - t
-                if gradient is None:
-                    break
-                self.layout.add_stats(report, gradient.stats())
-                self._step(gradient, times, report)
-                t = time.perf_counter()
-            self.layout.fill_update(report, rollouts, lag, t_collect, t_wait, times,
-                                    self.source.dropped, self.algorithm.learning_rate)
-            self.source.dropped = 0
+        self.layout.add_stats(report, stat_sums, count)
+        self.layout.fill_update(report, rollouts, lag, t_collect, t_wait, times,
+                                self.source.dropped, self.algorithm.learning_rate)
+        self.source.dropped = 0
+        return report
+
+    def run(self) -> None:
+        self.source.publish(self.current_weights())
+        while True:
+            report = self.learn()
             control = end_of_update(self.job, self.leader, report, self.layout)
             self.update += 1
             self.env_steps = int(control[1])
@@ -152,7 +166,7 @@ class WorkerRank:
             states = self.source.states() if command & CHECKPOINT else []
             if command & CHECKPOINT:
                 gathered = self.job.learners.gather(states, root=0)
-            weights = self._current(command)
+            weights = self.current_weights(command)
             if command & STOP:
                 self.source.close(weights)
             if not command & STOP or isinstance(self.source, SyncCollectors):

@@ -55,11 +55,12 @@ class ReportLayout(RecordLayout):
                           time_compute_s=times["compute"], time_communicate_s=times["comm"],
                           dropped_rollouts=dropped, learning_rate=learning_rate)
 
-    def add_stats(self, report: Record, stats: Sequence[float]) -> None:
-        """Accumulate the loss terms of one computed gradient."""
-        for name, value in zip(self.stat_names, stats):
+    def add_stats(self, report: Record, sums: Sequence[float], count: int = 1) -> None:
+        """Accumulate the loss terms of ``count`` computed gradients (``sums``: their sums,
+        in ``stat_names`` order)."""
+        for name, value in zip(self.stat_names, sums):
             report[name] += float(value)
-        report.gradients += 1
+        report.gradients += count
 
     def add_applied(self, report: Record, grad_norm: float) -> None:
         """Count one optimiser step this rank applied, and its gradient norm before clipping
@@ -97,3 +98,21 @@ class ReportLayout(RecordLayout):
         for name in self.stat_names:
             out[name] = float((col_g[name] / grads).mean())
         return out
+
+
+SCHEME_KEYS = ("policy_lag", "dropped_rollouts", "time_collect_s", "time_wait_s", "time_compute_s",
+               "time_communicate_s")
+
+
+def update_row(figures: dict[str, float], stat_names: Sequence[str],
+               gradient_asynchrony: float = 0.0
+               ) -> tuple[int, tuple[float, float, float], dict[str, float], dict[str, float]]:
+    """The arguments of :meth:`~hpcrl.placement.recorder.RunRecorder.add_update` for the
+    combined figures of one update: env steps, episodes, optimiser and scheme figures."""
+    stats = {name: figures[name] for name in stat_names}
+    stats.update(grad_norm=figures["grad_norm"], learning_rate=figures["learning_rate"],
+                 skipped_updates=figures["skipped_updates"])
+    scheme = {key: figures[key] for key in SCHEME_KEYS}
+    scheme["gradient_asynchrony"] = gradient_asynchrony
+    return (int(figures["env_steps"]),
+            (figures["episodes"], figures["return_sum"], figures["length_sum"]), stats, scheme)

@@ -17,6 +17,7 @@ from typing import Any, Optional
 import numpy as np
 
 from hpcrl.comm import irecv, isend, wait, wait_any
+from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import make_vector_env
 from hpcrl.core.rollout import Rollout
 from hpcrl.placement.mpi.job import MpiJob
@@ -33,13 +34,17 @@ def _preempting(job: MpiJob) -> bool:
 
 
 class OwnEnvs:
-    """The worker's own envs, stepped in its process."""
+    """The worker's own envs, stepped in its process; with ``actor`` (the learner's, on the
+    CPU) the collector acts with the learner's weights as they are, without a copy."""
 
-    def __init__(self, job: MpiJob, resume_state: Optional[dict[str, Any]]) -> None:
+    def __init__(self, job: MpiJob, resume_state: Optional[dict[str, Any]],
+                 actor: Optional[ActorCritic] = None) -> None:
         cfg = job.config
         self.job = job
         self.envs = make_vector_env(cfg.env, cfg.env.num_envs)
-        self.collector = Collector(self.envs, job.new_actor(), cfg.env, cfg.algo.gamma,
+        self.shared = actor is not None  # the learner's own actor: nothing to copy
+        self.collector = Collector(self.envs, actor if self.shared else job.new_actor(),
+                                   cfg.env, cfg.algo.gamma,
                                    cfg.seed, job.role.env_offset, collector_id=job.rank,
                                    total_envs=job.total_envs)
         if resume_state is not None:
@@ -55,7 +60,10 @@ class OwnEnvs:
         self.dropped = 0
 
     def publish(self, weights: Weights) -> None:
-        self.collector.load_weights(weights)
+        if self.shared:
+            self.collector.follow(weights.version)
+        else:
+            self.collector.load_weights(weights)
 
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
         """One rollout of the own envs; returns it with collect and wait seconds."""

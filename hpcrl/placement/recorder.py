@@ -1,0 +1,117 @@
+"""What a run leaves in its directory, the same for every placement.
+
+:class:`RunRecorder` writes ``config.yaml``, one ``progress.csv`` row per update (mirrored to
+TensorBoard and the console), the checkpoint dict and the final evaluation. The serial
+:class:`~hpcrl.training.Trainer` and the MPI :class:`~hpcrl.placement.mpi.leader.Leader`
+both record through it, so a column, a checkpoint key or the evaluation line means the same
+thing whatever ran the updates.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import IO, Any, Mapping, Optional
+
+from hpcrl.build import policy_record
+from hpcrl.config.loader import dump_yaml
+from hpcrl.config.schema import Config
+from hpcrl.core.actor import ActorCritic
+from hpcrl.core.envs import EnvSpaces
+from hpcrl.evaluation import evaluate
+from hpcrl.runtime.finite import save_finite_checkpoint
+from hpcrl.runtime.metrics import EpisodeWindow, progress_row
+from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
+from hpcrl.runtime.rng import rng_state
+from hpcrl.runtime.run_dir import RunDir, write_run_file
+
+
+class RunRecorder:
+    """Counters, progress rows, checkpoints and the final evaluation of one run.
+
+    ``resume_state`` (a loaded checkpoint) restores the counters and the episode window and
+    cuts ``progress.csv`` back to the checkpoint's rows.
+    """
+
+    def __init__(self, config: Config, spaces: EnvSpaces, run: RunDir,
+                 stat_names: tuple[str, ...], resume_state: Optional[dict[str, Any]],
+                 console: Optional[IO[str]]) -> None:
+        self.config, self.spaces, self.run = config, spaces, run
+        self.updates, self.env_steps, self.wall_before = 0, 0, 0.0
+        self.episodes = EpisodeWindow()
+        if resume_state is not None:
+            c = resume_state["counters"]
+            self.updates, self.env_steps = int(c["updates"]), int(c["env_steps"])
+            self.wall_before = float(c["wall_time_s"])
+            self.episodes.load(resume_state["episodes"])
+        write_run_file("run config", run.config_path, dump_yaml(config))
+        self.log = ProgressLog(run.path, columns_for(stat_names),
+                               self.updates if resume_state is not None else None,
+                               config.train.tensorboard)
+        self.console = (ConsoleProgress(config.train.total_env_steps,
+                                        config.train.log_interval_s, console)
+                        if console is not None else None)
+        self.started = time.perf_counter()
+        self.start_steps = self.env_steps
+
+    @property
+    def wall_time_s(self) -> float:
+        """Seconds of training of the whole run, resumed parts included."""
+        return self.wall_before + time.perf_counter() - self.started
+
+    @property
+    def done(self) -> bool:
+        """The env-step budget is spent."""
+        return self.env_steps >= self.config.train.total_env_steps
+
+    def checkpoint_due(self) -> bool:
+        """The budget is spent, or ``train.checkpoint_every`` updates passed."""
+        return self.done or self.updates % self.config.train.checkpoint_every == 0
+
+    def add_update(self, env_steps: int, episodes: tuple[float, float, float],
+                   stats: Mapping[str, float], scheme: Mapping[str, float]) -> dict[str, Any]:
+        """Count one update (``episodes``: finished count, return sum, length sum) and write
+        its row; returns the row."""
+        self.updates += 1
+        self.env_steps += int(env_steps)
+        self.episodes.add(*episodes)
+        elapsed = time.perf_counter() - self.started
+        fps = (self.env_steps - self.start_steps) / max(elapsed, 1e-9)
+        row = progress_row(self.env_steps, self.updates, self.wall_time_s, fps, self.episodes,
+                           int(episodes[0]), stats, scheme)
+        self.log.write(row)
+        if self.console is not None:
+            self.console.show(row, final=self.done)
+        return row
+
+    def checkpoint(self, actor: ActorCritic, placement_state: dict[str, Any],
+                   **extra: Any) -> Path:
+        """Write the run's state with ``actor`` as its policy (refused, the previous
+        checkpoint kept, when its weights or statistics are not all finite)."""
+        self.log.sync()
+        return save_finite_checkpoint({
+            "counters": {"updates": self.updates, "env_steps": self.env_steps,
+                         "wall_time_s": self.wall_time_s},
+            "policy": policy_record(self.config, self.spaces, actor),
+            "placement": placement_state,
+            "episodes": self.episodes.state(),
+            "rng": rng_state(),
+            **extra,
+        }, self.run.checkpoint_path)
+
+    def final_eval(self, actor: ActorCritic) -> Optional[dict[str, float]]:
+        """Evaluate ``actor`` for ``train.eval_episodes`` episodes (none: None), write
+        ``eval.json`` and say the mean return on the console."""
+        episodes = self.config.train.eval_episodes
+        if episodes <= 0:
+            return None
+        result = evaluate(actor, self.config, episodes)
+        write_run_file("evaluation result", self.run.eval_path,
+                       json.dumps(result, indent=2) + "\n")
+        if self.console is not None:
+            print(f"eval over {episodes} episodes: mean return {result['mean_return']:.1f} "
+                  f"+- {result['std_return']:.1f}", file=self.console.stream, flush=True)
+        return result
+
+    def close(self) -> None:
+        self.log.close()
