@@ -51,6 +51,7 @@ class UpdateFigures:
     compute_s: float = 0.0
     comm_s: float = 0.0
     gradient_steps: int = 0
+    applied_steps: int = 0  # gradient steps not dropped for a non-finite gradient
     skipped_updates: int = 0
     grad_norm_sum: float = 0.0
     rounds: int = 0
@@ -147,10 +148,12 @@ class ReplayLearnerRank:
         started = time.perf_counter()
         stats = self.learner.train(n, self.env_steps)
         row = self.row
+        skipped = self.learner.algorithm.guard.take_skipped()
         row.gradient_steps += n
-        row.skipped_updates += self.learner.algorithm.guard.take_skipped()
+        row.applied_steps += n - skipped
+        row.skipped_updates += skipped
         row.rounds += 1
-        row.grad_norm_sum += stats.pop("grad_norm", 0.0) * n
+        row.grad_norm_sum += stats.pop("grad_norm", 0.0) * (n - skipped)  # mean of applied
         stats.pop("learning_rate", None)
         for name, value in stats.items():
             row.stats[name] = row.stats.get(name, 0.0) + value
@@ -169,7 +172,7 @@ class ReplayLearnerRank:
             length_sum=row.length_sum, policy_lag=row.lag_sum / max(row.chunks, 1),
             time_collect_s=row.collect_s / max(row.chunks, 1), time_wait_s=row.wait_s,
             time_compute_s=row.compute_s, time_communicate_s=row.comm_s,
-            gradients=1, applied=row.gradient_steps, grad_norm_sum=row.grad_norm_sum,
+            gradients=1, applied=row.applied_steps, grad_norm_sum=row.grad_norm_sum,
             skipped_updates=row.skipped_updates,
             learning_rate=self.learner.algorithm.learning_rate,
             replay_ratio=row.gradient_steps / max(row.env_steps, 1))
