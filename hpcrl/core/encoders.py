@@ -77,23 +77,33 @@ def _conv_out(module: nn.Module, chw: tuple[int, int, int], name: str) -> int:
                          f"use actor.encoder=impala_resnet") from None
 
 
-class NatureCNN(nn.Module):
-    """Mnih et al. (2015)'s torso, ending in ``features`` ReLU units."""
+class _ConvTorso(nn.Module):
+    """Image input, a convolution stack ending flat, and a linear layer to ``features``
+    ReLU units: what both image encoders share."""
 
-    def __init__(self, fmt: ObsFormat, features: int, channels: str = "auto") -> None:
+    def __init__(self, image: ImageInput, convs: nn.Sequential, features: int,
+                 name: str) -> None:
         super().__init__()
-        self.input = ImageInput(fmt, channels)
-        c = self.input.chw[0]
-        self.convs = nn.Sequential(
-            nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
+        self.input, self.convs = image, convs
         self.out = nn.Sequential(
-            nn.Linear(_conv_out(self.convs, self.input.chw, "nature_cnn"), features), nn.ReLU())
+            nn.Linear(_conv_out(convs, image.chw, name), features), nn.ReLU())
         self.features = features
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.out(self.convs(self.input(obs)))
+
+
+class NatureCNN(_ConvTorso):
+    """Mnih et al. (2015)'s torso, ending in ``features`` ReLU units."""
+
+    def __init__(self, fmt: ObsFormat, features: int, channels: str = "auto") -> None:
+        image = ImageInput(fmt, channels)
+        c = image.chw[0]
+        convs = nn.Sequential(
+            nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
+        super().__init__(image, convs, features, "nature_cnn")
 
 
 class _Residual(nn.Module):
@@ -106,28 +116,20 @@ class _Residual(nn.Module):
         return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
 
 
-class ImpalaResNet(nn.Module):
+class ImpalaResNet(_ConvTorso):
     """Espeholt et al. (2018)'s 16-32-32 residual torso, ending in ``features`` ReLU units."""
 
     def __init__(self, fmt: ObsFormat, features: int, channels: str = "auto",
                  depths: tuple[int, ...] = (16, 32, 32)) -> None:
-        super().__init__()
-        self.input = ImageInput(fmt, channels)
+        image = ImageInput(fmt, channels)
         layers: list[nn.Module] = []
-        c = self.input.chw[0]
+        c = image.chw[0]
         for depth in depths:
             layers += [nn.Conv2d(c, depth, 3, padding=1),
                        nn.MaxPool2d(3, stride=2, padding=1), _Residual(depth), _Residual(depth)]
             c = depth
         layers += [nn.ReLU(), nn.Flatten()]
-        self.convs = nn.Sequential(*layers)
-        self.out = nn.Sequential(
-            nn.Linear(_conv_out(self.convs, self.input.chw, "impala_resnet"), features),
-            nn.ReLU())
-        self.features = features
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.out(self.convs(self.input(obs)))
+        super().__init__(image, nn.Sequential(*layers), features, "impala_resnet")
 
 
 class FormatEncoder(nn.Module):
