@@ -232,3 +232,10 @@ def test_a_whole_game_goes_on_after_a_lost_life_without_the_policy_pressing_fire
             break
     env.close()
     assert terminated and steps < 3000
+
+
+def test_atari_keys_without_the_preset_are_refused_not_ignored():
+    from hpcrl.config.loader import ConfigError, from_dict
+
+    with pytest.raises(ConfigError, match="env.preset=atari"):
+        from_dict({}, ["env.id=ALE/Pong-v5", "env.atari.frame_stack=2"])

@@ -99,6 +99,9 @@ def preset_problem(config: EnvConfig) -> Optional[str]:
     """Why ``config.preset`` cannot be applied to ``config.id`` (with the fix), or None.
     Call after :func:`register_suite`."""
     if config.preset != "atari":
+        if config.atari != type(config.atari)():  # keys that only the atari chain reads
+            return ("config keys 'env.atari.*' are read by the atari preprocessing chain only; "
+                    "set env.preset=atari, or drop the env.atari keys")
         return None
     if not is_atari(config.id):
         return (f"config key 'env.preset': 'atari' preprocesses ALE games, but env.id="
