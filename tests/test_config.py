@@ -70,3 +70,8 @@ def test_every_key_is_documented():
     for key in all_keys():
         assert key + " = " in text
     assert text.count("\n    ") >= len(all_keys())
+
+
+def test_off_policy_collectors_refuse_a_gpu_collector_device_with_the_reason():
+    with pytest.raises(ConfigError, match="scheme.collector_device.*numpy copy"):
+        load_config(None, ["algo.name=dqn", "scheme.collector_device=cuda"])

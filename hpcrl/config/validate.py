@@ -102,9 +102,15 @@ def _check_budget(c: Config) -> Optional[str]:
 
 def _check_device(c: Config) -> Optional[str]:
     dev = c.train.device
-    if dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit()):
-        return None
-    return f"config key 'train.device' must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {dev!r}"
+    if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
+        return (f"config key 'train.device' must be 'auto', 'cpu', 'cuda' or 'cuda:N', got "
+                f"{dev!r}")
+    if c.algo.name in ("dqn", "sac", "td3", "ddpg") and c.scheme.collector_device != "cpu":
+        return (f"config key 'scheme.collector_device' ({c.scheme.collector_device}): "
+                f"{c.algo.name}'s collectors act through a numpy copy of the policy on the CPU "
+                f"(one small forward per env step, where a GPU round trip would cost more); "
+                f"set scheme.collector_device=cpu")
+    return None
 
 
 def _check_scheme(c: Config) -> Optional[str]:
