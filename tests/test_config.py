@@ -75,3 +75,8 @@ def test_every_key_is_documented():
 def test_off_policy_collectors_refuse_a_gpu_collector_device_with_the_reason():
     with pytest.raises(ConfigError, match="scheme.collector_device.*numpy copy"):
         load_config(None, ["algo.name=dqn", "scheme.collector_device=cuda"])
+
+
+def test_off_policy_learners_refuse_a_device_they_would_not_use():
+    with pytest.raises(ConfigError, match="train.device.*replay learner trains on the CPU"):
+        load_config(None, ["algo.name=sac", "env.id=Pendulum-v1", "train.device=cuda"])
