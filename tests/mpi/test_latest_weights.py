@@ -13,6 +13,7 @@ from hpcrl.placement.mpi.protocol import TAG_WEIGHTS
 from hpcrl.roles.messages import CHECKPOINT, Weights
 
 NUM = 1 << 20  # 4 MB of float32: far above the eager limit, so a send waits for its receive
+TAG_READY = 99  # rank 0 made its three offers: only then does the collector start taking
 
 
 def weights(version: int, command: int = 0) -> Weights:
@@ -37,6 +38,7 @@ def test_busy_collector_gets_the_newest_weights_and_each_command_once() -> None:
         sender = LatestWeights(comm, [1])
         for version in (1, 2, 3):  # the collector takes none of these yet
             sender.offer(weights(version), block=False)
+        comm.send(None, dest=1, tag=TAG_READY)
         while sender.behind or not all(r.Test() for r in sender.sends[1]):
             sender.push()  # what the learner does while it waits for rollouts
             time.sleep(1e-3)
@@ -48,7 +50,7 @@ def test_busy_collector_gets_the_newest_weights_and_each_command_once() -> None:
         sender.drain()
         comm.Barrier()
     else:
-        time.sleep(0.3)
+        comm.recv(source=0, tag=TAG_READY)  # not a sleep: under load rank 0 may start late
         got = [receive(comm, 0) for _ in range(4)]
         comm.Barrier()
         # the first offer as it was sent, then straight to the newest: 2 was superseded
