@@ -78,3 +78,15 @@ def test_report_grad_norm_is_the_mean_over_applied_steps():
     figures = layout.combine(np.stack(reports))
     assert figures["grad_norm"] == (1 + 3 + 2 + 6) / 4
     assert figures["skipped_updates"] == 1
+
+
+def test_a_gradient_carries_its_tensor_itself_and_a_cpu_one_crosses_as_a_view():
+    computed = torch.arange(4, dtype=torch.float32)
+    g = Gradient.empty(4, 1, 2).fill(computed, 3, 10, 0, 0.5, [1.0], None)
+    assert g.grads.data_ptr() == computed.data_ptr()  # no copy on the way to the updater
+    host = g.host()  # what an MPI send reads: the same memory on a CPU learner
+    host[0] = 9.0
+    assert computed[0] == 9.0 and g.weights_version == 3 and g.num_samples == 10
+    received = Gradient.empty(4, 1, 2)  # an updater's inbox: receives write into .grads
+    received.host()[:] = [1.0, 2.0, 3.0, 4.0]
+    assert received.grads.tolist() == [1.0, 2.0, 3.0, 4.0]

@@ -40,3 +40,19 @@ def test_grad_norm_is_the_mean_norm_before_clipping_of_the_update_steps(tmp_path
     want = np.array(norms).reshape(len(column), steps).mean(axis=1)
     np.testing.assert_allclose(column, want, rtol=1e-5)
     assert min(column) > 0.01
+
+
+def test_each_gradient_is_applied_where_backward_wrote_it(tmp_path, monkeypatch):
+    """No copy between computing and applying a gradient: the optimiser is handed the very
+    tensor backward accumulated into (on a GPU, no host round trip per minibatch)."""
+    handed: list[tuple[int, int]] = []
+    original = Algorithm.apply_gradients
+
+    def recording(self, flat_grads, step=0):
+        handed.append((flat_grads.data_ptr(),
+                       self.actor.__dict__["_hpcrl_flat_grads"].data_ptr()))
+        return original(self, flat_grads, step)
+
+    monkeypatch.setattr(Algorithm, "apply_gradients", recording)
+    Trainer(from_dict({}, FAST), RunDir(tmp_path), console=None).train()
+    assert handed and all(given == backward for given, backward in handed)

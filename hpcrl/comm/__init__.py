@@ -15,6 +15,7 @@ from hpcrl.comm.allreduce import (
     TorchDistAllreducer,
     make_allreducer,
     measure_cpu_allreducers,
+    sum_host_array_,
     time_allreduce,
 )
 from hpcrl.comm.buffers import (
@@ -54,6 +55,7 @@ __all__ = [
     "probe_any",
     "report_and_abort",
     "split_by_role",
+    "sum_host_array_",
     "time_allreduce",
     "wait",
     "wait_any",

@@ -57,6 +57,21 @@ class Allreducer(ABC):
         """Release what the allreducer owns (its process group, if any)."""
 
 
+def sum_host_array_(allreducer: Allreducer, array: np.ndarray,
+                    device: torch.device) -> np.ndarray:
+    """Sum a host array (normaliser moments, made from host rollouts) over the group, on
+    the learners' ``device``: in place on a CPU learner; through the device on a GPU one,
+    since NCCL reduces device tensors only. Returns ``array``."""
+    tensor = torch.from_numpy(array)
+    if torch.device(device).type == "cpu":
+        allreducer.sum_(tensor)
+        return array
+    on_device = tensor.to(device)
+    allreducer.sum_(on_device)
+    array[...] = on_device.cpu().numpy()
+    return array
+
+
 class LocalAllreducer(Allreducer):
     """The group of one: sum and average are the identity."""
 

@@ -1,7 +1,8 @@
-"""Messages between roles, each backed by flat numpy buffers so any transport can carry it.
+"""Messages between roles: flat buffers that any transport can carry, with no per-tensor parts.
 
 - :class:`~hpcrl.core.rollout.Rollout`: collector -> gradient worker.
-- :class:`Gradient`: gradient worker -> updater (flat gradient plus an info record).
+- :class:`Gradient`: gradient worker -> updater (a flat gradient tensor on the learner's
+  device plus a host info record).
 - :class:`Weights`: updater -> gradient workers and collectors (a header record with the
   job-control command, the version and the module's buffers; then the parameters).
 
@@ -10,6 +11,7 @@ Every fixed-size part is a named-field record (:mod:`hpcrl.roles.layout`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -43,14 +45,19 @@ class Weights:
     header: Record
 
     @staticmethod
-    def new(num_params_: int, num_buffer_values: int) -> "Weights":
-        """A message of zeros for a module of these sizes."""
-        return Weights(np.zeros(num_params_, np.float32),
-                       weights_header_layout(num_buffer_values).new())
+    def new(num_params_: int, num_buffer_values: int, pinned: bool = False) -> "Weights":
+        """A message of zeros for a module of these sizes (``pinned``: its parameters in
+        page-locked memory, for a module on a GPU: copies to and from it are faster)."""
+        params = (torch.zeros(num_params_, dtype=torch.float32, pin_memory=True).numpy()
+                  if pinned else np.zeros(num_params_, np.float32))
+        return Weights(params, weights_header_layout(num_buffer_values).new())
 
     @staticmethod
     def empty_like(module: nn.Module) -> "Weights":
-        return Weights.new(num_params(module), num_buffer_values(module))
+        """A message for ``module``, pinned when the module lies on a GPU: weights leave a
+        GPU learner only through this host buffer, to be sent to collectors or ranks."""
+        on_gpu = any(p.is_cuda for p in module.parameters())
+        return Weights.new(num_params(module), num_buffer_values(module), pinned=on_gpu)
 
     def copy(self) -> "Weights":
         """A message with buffers of its own holding the same values."""
@@ -105,17 +112,30 @@ def gradient_info_layout(num_stats: int, obs_dim: int) -> RecordLayout:
 
 @dataclass
 class Gradient:
-    """One optimiser step's worth of gradient (``grads``, float32) and its ``info`` record
-    (:func:`gradient_info_layout`), two separate buffers: the gradient may live elsewhere
-    (on the learner's device) while the info stays a host record."""
+    """One optimiser step's worth of gradient and its ``info`` record
+    (:func:`gradient_info_layout`), two separate buffers.
 
-    grads: np.ndarray
+    ``grads`` is a flat float32 tensor on the device where the gradient is computed or
+    applied: a gradient worker's message holds the very tensor backward wrote into (no
+    copy), so an all-reduce and the optimiser step work on it where it lies. Only a
+    transport that moves host memory (an MPI send, reduce or receive) goes through
+    :meth:`host`. The info record always stays on the host.
+    """
+
+    grads: torch.Tensor
     info: Record
+    stage: Optional[torch.Tensor] = None  # pinned host copy of a device gradient
 
     @staticmethod
-    def empty(num_params_: int, num_stats: int, obs_dim: int) -> "Gradient":
-        return Gradient(np.zeros(num_params_, np.float32),
-                        gradient_info_layout(num_stats, obs_dim).new())
+    def empty(num_params_: int, num_stats: int, obs_dim: int,
+              device: torch.device | str = "cpu") -> "Gradient":
+        """A zero gradient; ``device`` is where it will be applied (a CPU gradient to be
+        received for a GPU learner is pinned, so its copy to the device is asynchronous)."""
+        device = torch.device(device)
+        grads = (torch.zeros(num_params_, dtype=torch.float32, device=device)
+                 if device.type != "cuda" else
+                 torch.zeros(num_params_, dtype=torch.float32, pin_memory=True))
+        return Gradient(grads, gradient_info_layout(num_stats, obs_dim).new())
 
     @property
     def weights_version(self) -> int:
@@ -141,10 +161,25 @@ class Gradient:
     def stats(self) -> np.ndarray:
         return self.info.stats
 
+    def host(self) -> np.ndarray:
+        """The gradient as a host array, for a transport that moves host memory only: a
+        view of ``grads`` when it lies on the CPU, else a copy into a pinned buffer kept
+        for the purpose (the one device-to-host copy a central or asynchronous updater
+        costs a GPU worker)."""
+        if self.grads.device.type == "cpu":
+            return self.grads.numpy()
+        if self.stage is None or self.stage.numel() != self.grads.numel():
+            self.stage = torch.empty(self.grads.numel(), dtype=self.grads.dtype,
+                                     pin_memory=True)
+        self.stage.copy_(self.grads)
+        return self.stage.numpy()
+
     def fill(self, grads: torch.Tensor, weights_version: int, num_samples: int,
              new_env_steps: int, progress: float, stats: list[float],
              moments: tuple[Moments, Moments] | None) -> "Gradient":
-        self.grads[:] = grads.detach().cpu().numpy()
+        """This message now carries ``grads`` (the tensor itself, valid until the worker
+        computes its next gradient) and the info given."""
+        self.grads = grads.detach()
         info = self.info  # once per gradient step: fields written directly
         info.weights_version[...] = weights_version
         info.num_samples[...] = num_samples

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from hpcrl.core.algorithms.base import Algorithm
 from hpcrl.roles.messages import Gradient, Weights
 
@@ -31,7 +29,7 @@ class Updater:
         gradient is dropped under ``train.on_nonfinite=skip_update``).
         """
         self.algorithm.set_progress(gradient.progress)
-        self.last_stats = self.algorithm.apply_gradients(torch.from_numpy(gradient.grads),
+        self.last_stats = self.algorithm.apply_gradients(gradient.grads,
                                                          step=self.version + 1)
         if gradient.moments.carried:  # the first gradient of an update
             obs, ret = gradient.moments.read()

@@ -89,20 +89,22 @@ class Algorithm(ABC):
         return self._optimizer
 
     def apply_gradients(self, flat_grads: torch.Tensor, step: int = 0) -> dict[str, float]:
-        """Clip ``flat_grads`` by global norm and take one optimiser step with them.
+        """Clip ``flat_grads`` by global norm and take one optimiser step with them, on the
+        actor's device (a host gradient, received from another process, is copied there).
 
         A non-finite gradient is refused by ``guard`` (``step``, the optimiser step number,
         names it): it raises, or the step is dropped and ``grad_norm`` reports the norm.
         """
+        params = contiguous_parameters(self.actor)
+        flat_grads = flat_grads.to(params.device, non_blocking=True)  # no-op where it lies
         norm = float(flat_grads.norm())
         if not self.guard.admit(norm, step):
             return {"grad_norm": norm, "learning_rate": self.learning_rate}
         max_norm = self.config.max_grad_norm
         if max_norm > 0 and norm > max_norm:
             flat_grads = flat_grads * (max_norm / (norm + 1e-6))
-        params = contiguous_parameters(self.actor)
         with torch.no_grad():
-            self.optimizer.step(params, flat_grads.to(params.device), self.learning_rate)
+            self.optimizer.step(params, flat_grads, self.learning_rate)
         return {"grad_norm": norm, "learning_rate": self.learning_rate}
 
     def state_dict(self) -> dict[str, Any]:

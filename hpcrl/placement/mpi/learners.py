@@ -20,16 +20,15 @@ import time
 from typing import Any, Optional
 
 import numpy as np
-import torch
 
 from hpcrl.build import make_storage, num_minibatches
-from hpcrl.comm import make_allreducer, wait_probe
+from hpcrl.comm import MpiAllreducer, make_allreducer, sum_host_array_, wait_probe
 from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, TAG_STATE, ReportLayout
-from hpcrl.placement.mpi.reducers import HostSumReducer, combine_infos
+from hpcrl.placement.mpi.reducers import combine_infos
 from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
 from hpcrl.roles.gradient_worker import GradientWorker
 from hpcrl.roles.layout import Record
@@ -60,7 +59,10 @@ class WorkerRank:
         n_workers = len(job.workers)
         self.allreducer = (make_allreducer(s.allreduce, job.gradient, job.device, numel)
                            if not self.central and n_workers > 1 else None)
-        reducer = HostSumReducer(job.gradient) if n_workers > 1 else None
+        reducer = None  # advantage moments (3 numbers a minibatch) cross the workers...
+        if n_workers > 1:  # ...on the GPU through the gradients' all-reducer (NCCL), else MPI
+            on_gpu = job.device.type == "cuda" and self.allreducer is not None
+            reducer = self.allreducer if on_gpu else MpiAllreducer(job.gradient)
         self.algorithm = make_algorithm(self.actor, cfg.algo, reducer,
                                         on_nonfinite=cfg.train.on_nonfinite)
         storage = make_storage(cfg, job.spaces, job.device)
@@ -102,7 +104,7 @@ class WorkerRank:
         t = time.perf_counter()
         learners = self.job.learners
         if self.central:
-            reduce_sum_(learners, gradient.grads, root=0)
+            reduce_sum_(learners, gradient.host(), root=0)
             gather_rows(learners, gradient.info.data, root=0)
             bcast_(learners, self.weights.header.data, root=0)
             bcast_(learners, self.weights.params, root=0)
@@ -110,12 +112,11 @@ class WorkerRank:
             self.version = self.weights.version
             times["comm"] += time.perf_counter() - t
             return
-        grads = torch.from_numpy(gradient.grads)
-        if self.allreducer is not None:
-            self.allreducer.average_(grads)
+        if self.allreducer is not None:  # in place, on the device backward wrote it on
+            self.allreducer.average_(gradient.grads)
             if self.normalizing and gradient.new_env_steps:
                 moments = gradient.moments.to_sums_()
-                self.allreducer.sum_(torch.from_numpy(moments.block()))
+                sum_host_array_(self.allreducer, moments.block(), self.job.device)
                 moments.from_sums_()
         times["comm"] += time.perf_counter() - t
         t = time.perf_counter()
@@ -226,7 +227,7 @@ class SyncUpdaterRank:
         self.layout = ReportLayout(self.algorithm.stat_names)
         numel = sum(p.numel() for p in self.actor.parameters())
         self.gradient = Gradient.empty(numel, len(self.algorithm.stat_names),
-                                       int(self.actor.obs_rms.mean.numel()))
+                                       int(self.actor.obs_rms.mean.numel()), job.device)
         self.steps = self.algorithm.steps_per_update(num_minibatches(cfg))
         self.preempted = False
 
@@ -236,10 +237,10 @@ class SyncUpdaterRank:
         while True:
             report = self.layout.new()
             for _ in range(self.steps):
-                g.grads[:] = 0.0
-                reduce_sum_(learners, g.grads, root=0)
+                g.grads.zero_()
+                reduce_sum_(learners, g.host(), root=0)
                 infos = gather_rows(learners, g.info.data, root=0)
-                g.grads /= n_workers
+                g.grads.div_(n_workers)
                 combine_infos(infos[1:], g.info)
                 self.updater.step(g)
                 self.layout.add_applied(report, self.updater.last_stats["grad_norm"])

@@ -59,7 +59,7 @@ class AsyncWorkerRank:
     def _exchange(self, gradient: Gradient, times: dict[str, float]) -> int:
         """Send one gradient (with the last report), receive the weights it made."""
         t = time.perf_counter()
-        sends = [isend(self.world, gradient.grads, UPDATER_RANK, TAG_GRAD),
+        sends = [isend(self.world, gradient.host(), UPDATER_RANK, TAG_GRAD),
                  isend(self.world, gradient.info.data, UPDATER_RANK, TAG_GRAD_INFO),
                  isend(self.world, self.report.data, UPDATER_RANK, TAG_REPORT)]
         for request in sends:
@@ -126,7 +126,7 @@ class AsyncUpdaterRank:
         stats = len(self.algorithm.stat_names)
         obs_dim = int(self.actor.obs_rms.mean.numel())
         self.workers = job.workers
-        self.inbox = [Gradient.empty(numel, stats, obs_dim) for _ in self.workers]
+        self.inbox = [Gradient.empty(numel, stats, obs_dim, job.device) for _ in self.workers]
         self.layout = ReportLayout(self.algorithm.stat_names)
         self.reports = [self.layout.new() for _ in self.workers]
         self.requests = [self._post(i) for i in range(len(self.workers))]
@@ -140,7 +140,7 @@ class AsyncUpdaterRank:
 
     def _post(self, i: int) -> list:
         w = self.workers[i]
-        return [irecv(self.world, self.inbox[i].grads, w, TAG_GRAD),
+        return [irecv(self.world, self.inbox[i].host(), w, TAG_GRAD),
                 irecv(self.world, self.inbox[i].info.data, w, TAG_GRAD_INFO),
                 irecv(self.world, self.reports[i].data, w, TAG_REPORT)]
 

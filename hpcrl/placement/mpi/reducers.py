@@ -1,28 +1,10 @@
-"""Cross-rank sums and merges used by the learner loops."""
+"""How a central updater merges the info records of several workers' gradients."""
 from __future__ import annotations
 
 import numpy as np
-import torch
 
-from hpcrl.comm import MpiAllreducer
 from hpcrl.roles.layout import Record
 from hpcrl.roles.moments import merge_records
-
-
-class HostSumReducer:
-    """Sums small statistics tensors over the gradient workers through MPI on the host.
-
-    Advantage-normalisation moments are three numbers per minibatch: moving them to the
-    CPU costs less than a device collective, and works whatever the device.
-    """
-
-    def __init__(self, comm) -> None:
-        self.mpi = MpiAllreducer(comm)
-
-    def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
-        host = tensor.detach().to("cpu", copy=True).contiguous()
-        self.mpi.sum_(host)
-        return tensor.copy_(host.to(tensor.device))
 
 
 def combine_infos(rows: np.ndarray, out: Record) -> Record:

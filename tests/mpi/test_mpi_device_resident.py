@@ -1,0 +1,51 @@
+"""Gradients and normaliser moments reach the all-reducer on the learner's device, with no
+host round trip: the gradient handed over is the very tensor backward wrote into."""
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from device_recording import Call, RecordingAllreducer
+
+import hpcrl.placement.mpi.learners as learners
+from hpcrl.config import from_dict
+from hpcrl.placement.mpi import train_mpi
+
+UPDATES, EPOCHS, MINIBATCHES = 3, 2, 4
+SETS = ["train.tensorboard=false", "train.eval_episodes=0", "scheme.preset=ddppo",
+        "env.num_envs=4", "algo.num_steps=32", f"algo.num_epochs={EPOCHS}",
+        "algo.minibatch_size=64", f"train.total_env_steps={UPDATES * 32 * 8}",
+        "train.checkpoint_every=100", "env.normalize_obs=true"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parallel(2)
+@pytest.mark.parametrize("allreduce", ["mpi", "gloo"])
+def test_gradients_and_moments_reach_the_allreducer_on_the_learner_device(monkeypatch,
+                                                                            allreduce):
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    path = tempfile.mkdtemp(prefix="hpcrl-mpi-") if comm.rank == 0 else None
+    run_dir = Path(comm.bcast(path, root=0)) / "run"
+    calls: list[Call] = []
+    real = learners.make_allreducer
+    monkeypatch.setattr(learners, "make_allreducer",
+                        lambda *a, **kw: RecordingAllreducer(real(*a, **kw), calls))
+    role = train_mpi(from_dict({}, SETS + [f"scheme.allreduce={allreduce}"]), run_dir).ranked
+    actor = role.actor
+    device = next(actor.parameters()).device
+    backward_buffer = actor.__dict__["_hpcrl_flat_grads"]  # what backward accumulates into
+
+    gradients = [c for c in calls if c.op == "average"]
+    assert len(gradients) == UPDATES * EPOCHS * MINIBATCHES
+    numel = sum(p.numel() for p in actor.parameters())
+    assert {(c.device, c.dtype, c.numel) for c in gradients} == {(device, torch.float32, numel)}
+    assert {c.address for c in gradients} == {backward_buffer.data_ptr()}, \
+        "the all-reducer was handed a copy of the gradient, not the tensor backward wrote"
+
+    moments = [c for c in calls if c.op == "sum"]
+    obs_dim = int(actor.obs_rms.mean.numel())
+    assert len(moments) == UPDATES  # once per update, carried by its first gradient
+    assert {(c.device, c.dtype, c.numel) for c in moments} == {
+        (device, torch.float64, 2 * obs_dim + 4)}
