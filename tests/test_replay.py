@@ -72,7 +72,7 @@ def test_uniform_buffer_wraps_and_samples_only_written_rows():
     assert len(buf) == 3 and set(buf.sample(200).obs[:, 0].tolist()) <= {0.0, 1.0, 2.0}
     fill(buf, 4, start=3)  # rows 5 and 6 overwrite the oldest (0 and 1)
     assert len(buf) == 5 and buf.pos == 2
-    assert sorted(buf.obs[:, 0].tolist()) == [2.0, 3.0, 4.0, 5.0, 6.0]
+    assert sorted(buf.observations.obs[:, 0].tolist()) == [2.0, 3.0, 4.0, 5.0, 6.0]
     batch = buf.sample(64)
     np.testing.assert_array_equal(batch.next_obs.numpy(), batch.obs.numpy() + 1)
     assert batch.actions.dtype == torch.int64 and batch.weights is None

@@ -3,7 +3,9 @@
 Rows come from :class:`~hpcrl.core.replay.transitions.Transitions` chunks (any number of
 collectors); the buffer keeps them in preallocated numpy arrays (pages that were never
 written take no memory) and samples into preallocated batch arrays, so a gradient step
-costs one gather per field. Its contents, position and generator are part of a checkpoint.
+costs one gather per field. Observations go to an observation store
+(:mod:`hpcrl.core.replay.obs_store`): stacked uint8 frames are kept once each. Its contents,
+position and generator are part of a checkpoint.
 """
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ import numpy as np
 import torch
 
 from hpcrl.core.env_state import from_plain, to_plain
+from hpcrl.core.replay.obs_store import make_obs_store
 from hpcrl.core.replay.transitions import Transitions
 
 REPLAY_STREAM = 0x5A3  # seeds the sampling generator apart from the envs'
-FIELDS = ("obs", "actions", "rewards", "discounts", "next_obs")
+FIELDS = ("actions", "rewards", "discounts")  # per-row arrays beside the observations
 
 
 class ReplayBatch(NamedTuple):
@@ -34,6 +37,16 @@ class ReplayBatch(NamedTuple):
     weights: Optional[torch.Tensor]
     indices: np.ndarray
 
+    def to(self, device: torch.device) -> "ReplayBatch":
+        """The batch on ``device`` (itself when it is there already): the replay lives in
+        host memory, a GPU learner copies each batch it samples."""
+        if device.type == "cpu":
+            return self
+        moved = {name: getattr(self, name).to(device, non_blocking=True)
+                 for name in ("obs", "actions", "rewards", "discounts", "next_obs")}
+        weights = None if self.weights is None else self.weights.to(device, non_blocking=True)
+        return ReplayBatch(**moved, weights=weights, indices=self.indices)
+
 
 def replay_generator(seed: int) -> np.random.Generator:
     return np.random.default_rng([seed, REPLAY_STREAM])
@@ -49,8 +62,8 @@ class ReplayBuffer:
                  action_shape: tuple[int, ...], discrete: bool, seed: int,
                  obs_dtype: str = "float32") -> None:
         self.capacity, self.discrete = capacity, discrete
-        self.obs = np.zeros((capacity,) + obs_shape, obs_dtype)
-        self.next_obs = np.zeros_like(self.obs)
+        self.obs_shape, self.obs_dtype = obs_shape, np.dtype(obs_dtype)
+        self.observations = make_obs_store(capacity, obs_shape, obs_dtype)
         self.actions = np.zeros((capacity,) + action_shape, np.int64 if discrete else np.float32)
         self.rewards = np.zeros(capacity, np.float32)
         self.discounts = np.zeros(capacity, np.float32)
@@ -62,6 +75,10 @@ class ReplayBuffer:
 
     def __len__(self) -> int:
         return self.size
+
+    def nbytes(self) -> int:
+        """Bytes this replay holds (observations as stored, then the per-row arrays)."""
+        return self.observations.nbytes() + sum(getattr(self, n).nbytes for n in FIELDS)
 
     # -- writing -----------------------------------------------------------------------------
     def add(self, chunk: Transitions) -> np.ndarray:
@@ -90,11 +107,10 @@ class ReplayBuffer:
             where: Any = slice(self.pos, self.pos + k)
         else:
             where = rows
-        self.obs[where] = obs
+        self.observations.write(where, obs, next_obs)
         self.actions[where] = actions
         self.rewards[where] = rewards
         self.discounts[where] = discounts
-        self.next_obs[where] = next_obs
         self.pos = (self.pos + k) % self.capacity
         self.size = min(self.size + k, self.capacity)
         self._written(rows, priorities)
@@ -110,12 +126,17 @@ class ReplayBuffer:
         if b != self._batch_size:
             self._out = {name: np.empty((b,) + getattr(self, name).shape[1:],
                                         getattr(self, name).dtype) for name in FIELDS}
+            for name in ("obs", "next_obs"):
+                self._out[name] = np.empty((b,) + self.obs_shape, self.obs_dtype)
             self._batch_size = b
         tensors = {}
         for name in FIELDS:
             out = self._out[name]
             np.take(getattr(self, name), indices, axis=0, out=out)
             tensors[name] = torch.from_numpy(out)
+        self.observations.gather(indices, self._out["obs"], self._out["next_obs"])
+        tensors["obs"] = torch.from_numpy(self._out["obs"])
+        tensors["next_obs"] = torch.from_numpy(self._out["next_obs"])
         return tensors
 
     def sample(self, batch_size: int, beta: float = 1.0) -> ReplayBatch:
@@ -135,6 +156,7 @@ class ReplayBuffer:
         state: dict[str, Any] = {"pos": self.pos, "size": n, "rng": to_plain(self.rng)}
         for name in FIELDS:
             state[name] = torch.from_numpy(getattr(self, name)[:n].copy())
+        state.update(self.observations.state_dict(n))
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -147,5 +169,6 @@ class ReplayBuffer:
                              f"{self.capacity}; resume with the run's buffer size")
         for name in FIELDS:
             getattr(self, name)[:n] = state[name].numpy()
+        self.observations.load_state_dict(state, n)
         self.pos, self.size = int(state["pos"]), n
         self.rng = from_plain(state["rng"], self.rng)
