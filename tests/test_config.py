@@ -77,6 +77,16 @@ def test_off_policy_collectors_refuse_a_gpu_collector_device_with_the_reason():
         load_config(None, ["algo.name=dqn", "scheme.collector_device=cuda"])
 
 
-def test_off_policy_learners_refuse_a_device_they_would_not_use():
-    with pytest.raises(ConfigError, match="train.device.*replay learner trains on the CPU"):
-        load_config(None, ["algo.name=sac", "env.id=Pendulum-v1", "train.device=cuda"])
+def test_off_policy_learners_take_train_device(monkeypatch, tmp_path):
+    """``train.device`` is read by the off-policy learner: on a machine without a GPU,
+    ``cuda`` stops at the device check that names the fix, before any env step."""
+    import torch
+
+    from hpcrl.runtime.run_dir import RunDir
+    from hpcrl.training import Trainer
+
+    config = load_config(None, ["algo.name=sac", "env.id=Pendulum-v1", "train.device=cuda",
+                                "train.total_env_steps=2000", "train.tensorboard=false"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="'cuda' requested but CUDA is not available.*'cpu'"):
+        Trainer(config, RunDir(tmp_path), console=None)

@@ -105,10 +105,6 @@ def _check_device(c: Config) -> Optional[str]:
     if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
         return (f"config key 'train.device' must be 'auto', 'cpu', 'cuda' or 'cuda:N', got "
                 f"{dev!r}")
-    if c.algo.name in ("dqn", "sac", "td3", "ddpg") and dev != "cpu":
-        return (f"config key 'train.device' ({dev}): {c.algo.name}'s replay learner trains on "
-                f"the CPU in this version (its networks, replay and optimisers are built "
-                f"there); set train.device=cpu")
     if c.algo.name in ("dqn", "sac", "td3", "ddpg") and c.scheme.collector_device != "cpu":
         return (f"config key 'scheme.collector_device' ({c.scheme.collector_device}): "
                 f"{c.algo.name}'s collectors act through a numpy copy of the policy on the CPU "

@@ -46,7 +46,11 @@ class ActionScale:
         return self.center + self.half * actions
 
     def to_env_tensor(self, actions: torch.Tensor) -> torch.Tensor:
-        return self.center_t + self.half_t * actions
+        """The map on a tensor, on the tensor's device."""
+        if actions.device.type == "cpu":
+            return self.center_t + self.half_t * actions
+        return (self.center_t.to(actions.device, non_blocking=True)
+                + self.half_t.to(actions.device, non_blocking=True) * actions)
 
 
 class _ContinuousPolicy(nn.Module, ABC):
@@ -71,6 +75,7 @@ class _ContinuousPolicy(nn.Module, ABC):
     def forward(self, obs: Union[torch.Tensor, np.ndarray]) -> torch.Tensor:
         """Deterministic env actions for raw observations ``[B, *obs_shape]`` (or one)."""
         x, single = batch_obs(obs, self.obs_shape)
+        x = x.to(next(self.parameters()).device)  # the policy acts where it lives
         actions = self.scale.to_env_tensor(self.squashed_mode(x))
         return actions[0] if single else actions
 

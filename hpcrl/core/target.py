@@ -21,6 +21,12 @@ class TargetNetwork:
         self.module.requires_grad_(False)
         self.flat = contiguous_parameters(self.module)
 
+    def to(self, device: torch.device) -> "TargetNetwork":
+        """Move the copy to ``device`` (its flat tensor with it)."""
+        self.module.to(device)
+        self.flat = contiguous_parameters(self.module)
+        return self
+
     def update(self, online_flat: torch.Tensor, tau: float) -> None:
         """Polyak step towards ``online_flat`` (the online parameters, flat, same order);
         ``tau = 1`` copies them."""

@@ -21,6 +21,7 @@ from hpcrl.placement.serial import UpdateResult
 from hpcrl.roles.replay_learner import ReplayLearner, make_replay
 from hpcrl.roles.transition_collector import TransitionCollector, chunk_layout
 from hpcrl.runtime.cpu import retain_freed_memory
+from hpcrl.runtime.devices import pick_device
 
 
 class SerialOffPolicyPlacement:
@@ -31,7 +32,8 @@ class SerialOffPolicyPlacement:
         retain_freed_memory()  # the learner's activations are reused, not re-faulted
         n = config.env.num_envs
         self.num_envs = n
-        algorithm = make_offpolicy_algorithm(config, spaces)
+        algorithm = make_offpolicy_algorithm(config, spaces,
+                                             pick_device(config.train.device, None))
         replay = make_replay(config, spaces.obs_shape, spaces.action_shape, spaces.discrete,
                              spaces.obs_format.dtype)
         self.learner = ReplayLearner(algorithm, replay, config)

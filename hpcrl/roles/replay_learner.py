@@ -73,7 +73,7 @@ class ReplayLearner:
         norm_sum, steps_applied = 0.0, 0
         with flush_denormals():
             for _ in range(gradient_steps):
-                batch = self.replay.sample(self.config.batch_size, beta)
+                batch = self.replay.sample(self.config.batch_size, beta).to(alg.device)
                 grads, stats = alg.compute_gradients(batch)
                 figures = alg.apply_gradients(grads)
                 if not was_applied(figures):

@@ -65,7 +65,7 @@ class ReplayLearnerRank:
         cfg, spaces = job.config, job.spaces
         self.job, self.world, self.leader = job, job.world, leader
         retain_freed_memory()
-        algorithm = make_offpolicy_algorithm(cfg, spaces)
+        algorithm = make_offpolicy_algorithm(cfg, spaces, job.device)
         replay = make_replay(cfg, spaces.obs_shape, spaces.action_shape, spaces.discrete,
                              spaces.obs_format.dtype)
         self.learner = ReplayLearner(algorithm, replay, cfg)

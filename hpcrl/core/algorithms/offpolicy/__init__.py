@@ -46,12 +46,13 @@ def make_policy(config: Config, spaces: EnvSpaces) -> nn.Module:
         return policy_module(config.algo.name, spaces, config.actor)
 
 
-def make_offpolicy_algorithm(config: Config, spaces: EnvSpaces) -> OffPolicyAlgorithm:
-    """The off-policy algorithm named by ``config.algo.name``."""
+def make_offpolicy_algorithm(config: Config, spaces: EnvSpaces,
+                             device: torch.device | str = "cpu") -> OffPolicyAlgorithm:
+    """The off-policy algorithm named by ``config.algo.name``, its learner on ``device``."""
     problem = action_space_problem(config.algo.name, spaces, config.env.id)
     if problem:
         raise ValueError(problem)
-    return OFF_POLICY_ALGORITHMS[config.algo.name](spaces, config)
+    return OFF_POLICY_ALGORITHMS[config.algo.name](spaces, config, device)
 
 
 __all__ = ["DDPG", "DQN", "OFF_POLICY_ALGORITHMS", "OffPolicyAlgorithm", "SAC", "Segment",

@@ -66,12 +66,18 @@ class OffPolicyAlgorithm(ABC):
     applied gradient steps; :meth:`compute_gradients` computes the gradient of step
     ``steps + 1``, so a gradient worker in another process sets ``steps`` from the version
     of the weights it computes with.
+
+    Networks, targets and optimiser state live on ``device`` (``train.device``); the replay
+    stays in host memory and each sampled batch is copied to the device
+    (:meth:`ReplayBatch.to <hpcrl.core.replay.buffer.ReplayBatch.to>`).
     """
 
     stat_names: tuple[str, ...] = ()
 
-    def __init__(self, spaces: EnvSpaces, config: Config) -> None:
+    def __init__(self, spaces: EnvSpaces, config: Config,
+                 device: torch.device | str = "cpu") -> None:
         self.spaces, self.config = spaces, config
+        self.device = torch.device(device)
         self.algo, self.replay = config.algo, config.replay
         self.progress = 0.0
         self.steps = 0
@@ -80,7 +86,11 @@ class OffPolicyAlgorithm(ABC):
         self.targets: dict[str, TargetNetwork] = {}
         with torch.random.fork_rng():
             torch.manual_seed(config.seed)
-            parts = self.build()
+            parts = self.build()  # on the CPU: the same initial weights on every device
+        for _, module in parts:
+            module.to(self.device)
+        for target in self.targets.values():
+            target.to(self.device)
         self.nets = nn.Module()
         for name, module in parts:
             self.nets.add_module(name, module)
@@ -136,6 +146,11 @@ class OffPolicyAlgorithm(ABC):
         loss.backward()  # accumulates into the views of ``grads``
         return grads, stats
 
+    def gaussian(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """Standard normal noise of ``shape`` on the learner's device, drawn from the
+        learner's own CPU generator (so a GPU learner draws the numbers a CPU one does)."""
+        return torch.randn(shape, generator=self.generator).to(self.device, non_blocking=True)
+
     def remember_td_errors(self, td_errors: torch.Tensor) -> None:
         """Keep ``|TD error|`` of the last batch for :meth:`priorities`."""
         self._priorities = td_errors.detach().abs()
@@ -144,7 +159,7 @@ class OffPolicyAlgorithm(ABC):
         """New replay priorities (``|TD error|``) of the last batch's rows."""
         if self._priorities is None:
             raise RuntimeError("priorities() needs a compute_gradients() call first")
-        return self._priorities.numpy()
+        return self._priorities.cpu().numpy()
 
     # -- updates -----------------------------------------------------------------------------
     @property

@@ -60,7 +60,7 @@ class SAC(OffPolicyAlgorithm):
         return self.pi
 
     def _noise(self, batch_size: int) -> torch.Tensor:
-        return torch.randn(batch_size, self.action_dim, generator=self.generator)
+        return self.gaussian((batch_size, self.action_dim))
 
     def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
         obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)

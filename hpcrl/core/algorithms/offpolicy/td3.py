@@ -67,7 +67,7 @@ class TD3(OffPolicyAlgorithm):
         with torch.no_grad():
             next_actions = self.targets["policy"].module.squashed_mode(next_obs)
             if std > 0:
-                noise = torch.randn(next_actions.shape, generator=self.generator)
+                noise = self.gaussian(tuple(next_actions.shape))
                 next_actions = (next_actions + (noise * std).clamp_(-clip, clip)).clamp_(-1, 1)
             next_q = self.targets["critic"].module(next_obs, next_actions).min(dim=0).values
             target = batch.rewards + batch.discounts * next_q
