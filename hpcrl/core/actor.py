@@ -113,8 +113,8 @@ class ActorCritic(nn.Module):
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Log-probs of ``actions``, entropies and values, for the loss."""
         params, values = self.dist_and_value(obs)
-        return (self.distribution.log_prob(params, actions),
-                self.distribution.entropy(params), values)
+        log_probs, entropy = self.distribution.log_prob_entropy(params, actions)
+        return log_probs, entropy, values
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """Carried observations as the networks take them (normalised when the run does;

@@ -27,6 +27,12 @@ class ActionDistribution(Protocol):
     def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor: ...
     def entropy(self, params: torch.Tensor) -> torch.Tensor: ...
 
+    def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`log_prob` and :meth:`entropy` together (what a loss needs), sharing
+        their intermediate results."""
+        ...
+
 
 class CategoricalActions:
     """Discrete actions from logits ``[B, K]``; inverse-CDF sampling from uniforms ``[B]``."""
@@ -52,6 +58,12 @@ class CategoricalActions:
     def entropy(self, logits: torch.Tensor) -> torch.Tensor:
         logp = F.log_softmax(logits, dim=-1)
         return -(logp.exp() * logp).sum(dim=-1)
+
+    def log_prob_entropy(self, logits: torch.Tensor, actions: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+        logp = F.log_softmax(logits, dim=-1)  # once for both
+        return (logp.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1),
+                -(logp.exp() * logp).sum(dim=-1))
 
 
 class DiagGaussianActions:
@@ -81,3 +93,7 @@ class DiagGaussianActions:
 
     def entropy(self, params: torch.Tensor) -> torch.Tensor:
         return (params[:, 1] + 0.5 + _LOG_SQRT_2PI).sum(dim=-1)
+
+    def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.log_prob(params, actions), self.entropy(params)

@@ -119,8 +119,12 @@ class RolloutStorage:
         """``num_minibatches`` disjoint minibatches covering the batch once, for one epoch.
 
         ``seed`` must be the same on every process of the job for the same epoch;
-        ``total_envs`` is the number of envs of the whole job.
+        ``total_envs`` is the number of envs of the whole job. One minibatch is the whole
+        batch as it lies: its loss is a mean, which no order changes.
         """
+        if num_minibatches == 1:
+            yield self.full_batch()
+            return
         if self.flat is not None:
             gen = torch.Generator().manual_seed(seed)
             order = torch.randperm(self.num_samples, generator=gen).to(self.device)

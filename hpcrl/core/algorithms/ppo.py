@@ -42,8 +42,9 @@ class PPO(Algorithm):
 
     def minibatches(self, storage: RolloutStorage, update: int, seed: int, total_envs: int,
                     count: int) -> Iterator[RolloutBatch]:
-        for epoch in range(self.config.num_epochs):
-            yield from storage.minibatches(count, epoch_seed(seed, update, epoch), total_envs)
+        for epoch in range(self.config.num_epochs):  # one minibatch needs no order
+            order = epoch_seed(seed, update, epoch) if count > 1 else 0
+            yield from storage.minibatches(count, order, total_envs)
 
     def steps_per_update(self, count: int) -> int:
         return self.config.num_epochs * count
