@@ -147,10 +147,12 @@ def cli_train(tmp_path, sets):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_sac_on_pendulum_learns_with_nothing_but_its_name(tmp_path):
+    # the run was 20k steps; SAC's defaults are past -200 by 10k (eval -193 here),
+    # and half the steps halve this test's share of CI
     result, wall = cli_train(tmp_path, ["algo.name=sac", "env.id=Pendulum-v1",
-                                        "train.total_env_steps=20000"])
+                                        "train.total_env_steps=10000"])
     assert result["mean_return"] > -400, result  # random play scores about -1200
-    print(f"SAC Pendulum-v1 20k: eval {result['mean_return']:.0f} in {wall:.0f} s")
+    print(f"SAC Pendulum-v1 10k: eval {result['mean_return']:.0f} in {wall:.0f} s")
 
 
 @pytest.mark.slow
