@@ -8,7 +8,7 @@ Each seed runs the command a user runs,
 one after the other, and reads the final deterministic evaluation (10 episodes) from
 DIR/eval.json. Target: at least 4 of 5 seeds score >= 400.
 
-    python benchmarks/apex_seeds.py [--seeds 5] [--steps 100000] [--set KEY=VALUE ...]
+    python benchmarks/apex_seeds.py [--seeds 0 1 2 3 4] [--steps 100000] [--set KEY=VALUE ...]
 """
 from __future__ import annotations
 
@@ -42,13 +42,13 @@ def run_seed(seed: int, steps: int, extra: list[str]) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--set", dest="sets", action="append", default=[],
                         metavar="KEY=VALUE", help="extra config keys (default: none)")
     args = parser.parse_args()
     scores = []
-    for seed in range(args.seeds):
+    for seed in args.seeds:
         score, wall = run_seed(seed, args.steps, args.sets)
         scores.append(score)
         print(f"seed {seed}: eval {score:.1f} ({wall:.0f} s)", flush=True)
