@@ -44,9 +44,9 @@ def make_storage(config: Config, spaces: EnvSpaces, device: torch.device | str =
                  ) -> RolloutStorage | VTraceStorage:
     """The gradient worker's rollout storage: GAE targets, or V-trace sequences (impala)."""
     if config.algo.name == "impala":
-        return VTraceStorage(config.algo.gamma, device, discrete_actions=spaces.discrete)
+        return VTraceStorage(config.algo.gamma, device, discrete_actions=spaces.integer_actions)
     return RolloutStorage(config.algo.gamma, config.algo.gae_lambda, device,
-                          discrete_actions=spaces.discrete)
+                          discrete_actions=spaces.integer_actions)
 
 
 def env_spaces(config: Config) -> EnvSpaces:
@@ -66,6 +66,11 @@ def policy_record(config: Config, spaces: EnvSpaces, actor: ActorCritic) -> dict
     space = spaces.action_space
     if isinstance(space, gym.spaces.Discrete):
         action = {"type": "discrete", "n": int(space.n)}
+    elif isinstance(space, gym.spaces.MultiDiscrete):
+        action = {"type": "multi_discrete", "nvec": torch.from_numpy(
+            np.asarray(space.nvec, np.int64).copy())}
+    elif isinstance(space, gym.spaces.MultiBinary):
+        action = {"type": "multi_binary", "n": int(space.n)}
     else:
         action = {"type": "box", "low": torch.from_numpy(space.low.copy()),
                   "high": torch.from_numpy(space.high.copy())}
@@ -84,6 +89,10 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
     action = record["action"]
     if action["type"] == "discrete":
         space: gym.Space = gym.spaces.Discrete(action["n"])
+    elif action["type"] == "multi_discrete":
+        space = gym.spaces.MultiDiscrete(action["nvec"].numpy())
+    elif action["type"] == "multi_binary":
+        space = gym.spaces.MultiBinary(action["n"])
     else:
         low, high = action["low"].numpy(), action["high"].numpy()
         space = gym.spaces.Box(low, high, dtype=np.float32)

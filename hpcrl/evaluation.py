@@ -38,8 +38,10 @@ def run_episodes(actor: ActorCritic, config: Config, episodes: int,
                     action = actor(obs).cpu().numpy()
                 if box:
                     action = np.clip(action, env.action_space.low, env.action_space.high)
-                else:
+                elif action.ndim == 0:
                     action = int(action)
+                else:  # MultiDiscrete, MultiBinary: the integers the space holds
+                    action = action.astype(env.action_space.dtype)
                 obs, reward, terminated, truncated, _ = env.step(action)
                 total += float(reward)
                 done = terminated or truncated

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from hpcrl.config.schema import ActorConfig
-from hpcrl.core.distributions import CategoricalActions, DiagGaussianActions
+from hpcrl.core.distributions import make_distribution
 from hpcrl.core.encoders import make_encoder
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.normalization import RunningMoments
@@ -40,7 +40,8 @@ class ActorCritic(nn.Module):
     """Policy and value networks over observations encoded by the env's ``ObsFormat``.
 
     ``shared_trunk`` feeds both heads from one MLP; otherwise policy and value have their own.
-    Discrete action spaces use a Categorical over logits, Box spaces a diagonal Gaussian with
+    Discrete action spaces use a Categorical over logits (MultiDiscrete and MultiBinary one
+    per component), Box spaces a diagonal Gaussian with
     a state-independent learned log std. Observation statistics (``obs_rms``) and return
     statistics (``ret_rms``, for reward scaling) are buffers, so they are saved and published
     with the weights.
@@ -53,16 +54,18 @@ class ActorCritic(nn.Module):
         hidden = list(config.hidden_sizes)
         self.obs_shape = spaces.obs_shape
         self.discrete = spaces.discrete
+        self.integer_actions = spaces.integer_actions  # logits, no log std
         self.normalize_obs = normalize_obs
         self.clip_obs = clip_obs
         self.obs_rms = RunningMoments(spaces.obs_shape)
         self.ret_rms = RunningMoments(())
-        if self.discrete:
-            n_out = int(spaces.action_space.n)
-            self.distribution = CategoricalActions(n_out)
+        categories = spaces.categories
+        if categories is not None:
+            n_out = sum(categories)
+            self.distribution = make_distribution(categories, spaces.discrete, 0)
         else:
             n_out = int(np.prod(spaces.action_shape))
-            self.distribution = DiagGaussianActions(n_out)
+            self.distribution = make_distribution(None, False, n_out)
             self.log_std = nn.Parameter(torch.full((n_out,), float(config.log_std_init)))
         self.shared = config.shared_trunk
 
@@ -88,7 +91,7 @@ class ActorCritic(nn.Module):
 
     def _params(self, pi_features: torch.Tensor) -> torch.Tensor:
         out = self.pi_head(pi_features)
-        if self.discrete:
+        if self.integer_actions:
             return out
         return torch.stack([out, self.log_std.expand_as(out)], dim=1)
 

@@ -18,6 +18,8 @@ _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 class ActionDistribution(Protocol):
     """Operations on distribution parameters produced by the actor's policy head."""
 
+    uniform_noise: bool  # the noise is uniform in [0, 1) (else standard normal)
+
     def noise_shape(self) -> tuple[int, ...]:
         """Shape of the per-sample noise :meth:`sample` consumes."""
         ...
@@ -36,6 +38,8 @@ class ActionDistribution(Protocol):
 
 class CategoricalActions:
     """Discrete actions from logits ``[B, K]``; inverse-CDF sampling from uniforms ``[B]``."""
+
+    uniform_noise = True
 
     def __init__(self, num_actions: int) -> None:
         self.num_actions = num_actions
@@ -74,6 +78,8 @@ class DiagGaussianActions:
     clipped here (the collector clips what it sends to the env, the log-prob stays exact).
     """
 
+    uniform_noise = False
+
     def __init__(self, action_dim: int) -> None:
         self.action_dim = action_dim
 
@@ -97,3 +103,53 @@ class DiagGaussianActions:
     def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor
                          ) -> tuple[torch.Tensor, torch.Tensor]:
         return self.log_prob(params, actions), self.entropy(params)
+
+
+class MultiCategoricalActions:
+    """Independent discrete components (MultiDiscrete, or MultiBinary as 2 choices a bit):
+    logits ``[B, sum(categories)]``, one segment per component; actions ``[B, k]``; one
+    uniform ``[B, k]`` per component drives its inverse-CDF sample; log-probs and entropies
+    are sums over the components."""
+
+    uniform_noise = True
+
+    def __init__(self, categories: tuple[int, ...]) -> None:
+        self.categories = tuple(categories)
+        self.parts = [CategoricalActions(n) for n in self.categories]
+
+    def noise_shape(self) -> tuple[int, ...]:
+        return (len(self.categories),)
+
+    def _split(self, params: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.split(params, self.categories, dim=-1)
+
+    def sample(self, params: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return torch.stack([part.sample(logits, noise[:, j]) for j, (part, logits) in
+                            enumerate(zip(self.parts, self._split(params)))], dim=-1)
+
+    def mode(self, params: torch.Tensor) -> torch.Tensor:
+        return torch.stack([logits.argmax(dim=-1) for logits in self._split(params)], dim=-1)
+
+    def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        return self.log_prob_entropy(params, actions)[0]
+
+    def entropy(self, params: torch.Tensor) -> torch.Tensor:
+        return sum(part.entropy(logits) for part, logits in
+                   zip(self.parts, self._split(params)))  # type: ignore[return-value]
+
+    def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+        pairs = [part.log_prob_entropy(logits, actions[..., j]) for j, (part, logits) in
+                 enumerate(zip(self.parts, self._split(params)))]
+        return sum(p[0] for p in pairs), sum(p[1] for p in pairs)  # type: ignore[return-value]
+
+
+def make_distribution(categories: tuple[int, ...] | None, discrete: bool,
+                      action_dim: int) -> ActionDistribution:
+    """The distribution of an action space: Categorical for one Discrete, independent
+    categoricals for MultiDiscrete and MultiBinary, a diagonal Gaussian for Box."""
+    if categories is None:
+        return DiagGaussianActions(action_dim)
+    if discrete:
+        return CategoricalActions(categories[0])
+    return MultiCategoricalActions(categories)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import gymnasium as gym
+import numpy as np
 
 from hpcrl.config.loader import ConfigError
 from hpcrl.config.schema import EnvConfig
@@ -118,11 +119,33 @@ class EnvSpaces:
 
     @property
     def discrete(self) -> bool:
+        """One Discrete action (what a Q-network needs)."""
         return isinstance(self.action_space, gym.spaces.Discrete)
+
+    @property
+    def categories(self) -> tuple[int, ...] | None:
+        """Choices of each integer action component (Discrete: one; MultiDiscrete: its
+        ``nvec``; MultiBinary: 2 each), or None for Box actions."""
+        return action_categories(self.action_space)
+
+    @property
+    def integer_actions(self) -> bool:
+        return self.categories is not None
 
     @property
     def action_shape(self) -> tuple[int, ...]:
         return () if self.discrete else tuple(self.action_space.shape)
+
+
+def action_categories(space: gym.Space) -> tuple[int, ...] | None:
+    """See :attr:`EnvSpaces.categories`."""
+    if isinstance(space, gym.spaces.Discrete):
+        return (int(space.n),)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return tuple(int(n) for n in np.asarray(space.nvec).reshape(-1))
+    if isinstance(space, gym.spaces.MultiBinary):
+        return (2,) * int(np.prod(space.shape))
+    return None
 
 
 def spaces_of(observation_space: gym.Space, action_space: gym.Space, env_id: str,
@@ -133,9 +156,16 @@ def spaces_of(observation_space: gym.Space, action_space: gym.Space, env_id: str
         fmt = obs_format(observation_space, keep_integers)
     except UnsupportedSpace as err:
         raise UnsupportedEnv(f"env '{env_id}': {err}") from None
-    if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box)):
+    kinds = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary,
+             gym.spaces.Box)
+    if not isinstance(action_space, kinds):
         raise UnsupportedEnv(f"env '{env_id}' has action space {action_space}; hpcrl's actor "
-                             f"takes Discrete or Box actions")
+                             f"takes Discrete, MultiDiscrete, MultiBinary or Box actions")
+    if isinstance(action_space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)) and len(
+            action_space.shape) != 1:
+        raise UnsupportedEnv(f"env '{env_id}' has action space {action_space}, of shape "
+                             f"{action_space.shape}; hpcrl takes one-dimensional MultiDiscrete "
+                             f"and MultiBinary actions (flatten them with a wrapper)")
     return EnvSpaces(fmt.shape, action_space, fmt)
 
 

@@ -45,7 +45,8 @@ class NumpyEngine:
         self.pi = layer_views(a.pi_trunk)
         self.vf = None if a.shared else layer_views(a.vf_trunk)
         self.pi_head, self.vf_head = layer_views(a.pi_head)[0], layer_views(a.vf_head)[0]
-        self.log_std = None if a.discrete else a.log_std.detach().numpy().copy()
+        self.log_std = None if a.integer_actions else a.log_std.detach().numpy().copy()
+        self.categories = getattr(a.distribution, "categories", None)  # several components
 
     def _features(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = self.actor.obs_format.encode_numpy(obs)
@@ -64,17 +65,29 @@ class NumpyEngine:
         pi, vf = self._features(obs)
         w, b, _ = self.pi_head
         out = pi @ w + b
-        if self.log_std is None:
-            z = out - out.max(axis=1, keepdims=True)
-            e = np.exp(z)
-            total = e.sum(axis=1, keepdims=True)
-            cdf = np.cumsum(e / total, axis=1)
-            actions = np.minimum((cdf < noise[:, None]).sum(axis=1), out.shape[1] - 1)
-            log_probs = z[np.arange(z.shape[0]), actions] - np.log(total[:, 0])
+        if self.categories is not None:
+            parts = np.split(out, np.cumsum(self.categories)[:-1], axis=1)
+            sampled = [categorical_sample(p, noise[:, j]) for j, p in enumerate(parts)]
+            actions = np.stack([a for a, _ in sampled], axis=1)
+            log_probs = sum(lp for _, lp in sampled)
+        elif self.log_std is None:
+            actions, log_probs = categorical_sample(out, noise)
         else:
             actions = out + np.exp(self.log_std) * noise
             log_probs = (-0.5 * noise * noise - self.log_std - _LOG_SQRT_2PI).sum(axis=1)
         return actions, log_probs.astype(np.float32), self._value(vf)
+
+
+def categorical_sample(logits: np.ndarray, uniforms: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse-CDF samples of ``softmax(logits)`` (rows) and their log-probs, as
+    :class:`~hpcrl.core.distributions.CategoricalActions` draws them."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    total = e.sum(axis=1, keepdims=True)
+    cdf = np.cumsum(e / total, axis=1)
+    actions = np.minimum((cdf < uniforms[:, None]).sum(axis=1), logits.shape[1] - 1)
+    return actions, z[np.arange(z.shape[0]), actions] - np.log(total[:, 0])
 
 
 class TorchEngine:

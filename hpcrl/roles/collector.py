@@ -49,8 +49,10 @@ class Collector:
         # (step, envs, final observations) of the episodes truncated during a rollout
         self._finals: list[tuple[int, np.ndarray, np.ndarray]] = []
         space = envs.single_action_space
-        self.clip_low = None if actor.discrete else space.low.astype(np.float32)
-        self.clip_high = None if actor.discrete else space.high.astype(np.float32)
+        self.clip_low = None if actor.integer_actions else space.low.astype(np.float32)
+        self.clip_high = None if actor.integer_actions else space.high.astype(np.float32)
+        # integer components go to the env as the integers its space holds
+        self.env_dtype = space.dtype if actor.integer_actions and not actor.discrete else None
         self.engine = make_engine(actor)
         self.rngs = [np.random.default_rng([seed, env_offset + i]) for i in range(n)]
         self.obs_norm = Normalizer(config.clip_obs)
@@ -78,11 +80,12 @@ class Collector:
 
     # -- collection --------------------------------------------------------------------------
     def _draw_noise(self, steps: int) -> np.ndarray:
-        shape = self.actor.distribution.noise_shape()
-        if shape:
-            cols = [rng.standard_normal((steps,) + shape, dtype=np.float32) for rng in self.rngs]
+        dist = self.actor.distribution
+        shape = (steps,) + dist.noise_shape()
+        if dist.uniform_noise:
+            cols = [rng.random(shape, dtype=np.float32) for rng in self.rngs]
         else:
-            cols = [rng.random(steps, dtype=np.float32) for rng in self.rngs]
+            cols = [rng.standard_normal(shape, dtype=np.float32) for rng in self.rngs]
         return np.stack(cols, axis=1)
 
     def collect(self, rollout: Rollout, should_stop: Optional[StopCheck] = None) -> Rollout:
@@ -113,6 +116,8 @@ class Collector:
             rollout.values[t] = values
             if env_action_clip:
                 actions_np = np.clip(actions_np, self.clip_low, self.clip_high)
+            elif self.env_dtype is not None:
+                actions_np = actions_np.astype(self.env_dtype)
             obs, rewards, terminated, truncated, info = self.envs.step(actions_np)
             obs = self.obs_format.carry(obs)
             self.episode_return += rewards
