@@ -34,7 +34,7 @@ class DQN(OffPolicyAlgorithm):
 
     def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
         target_q = self.targets["q"].module
-        obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
+        obs, next_obs = batch.obs, batch.next_obs  # as carried: the encoder takes them
         q = self.q.q_values(obs).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
         with torch.no_grad():
             next_q = target_q.q_values(next_obs)

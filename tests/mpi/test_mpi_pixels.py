@@ -1,0 +1,69 @@
+"""Pixel agents on MPI: a convolutional encoder keeps layout equivalence, and the presets
+carry image observations as their integer dtype (MinAtar bool planes, Atari uint8 frames)."""
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from mpirun import column, train
+
+from hpcrl.config import from_dict
+from hpcrl.core.flat import params_to_flat
+from hpcrl.placement.mpi import train_mpi
+from hpcrl.runtime.checkpoint import load_checkpoint
+from hpcrl.runtime.run_dir import RunDir
+from hpcrl.training import Trainer
+
+MINATAR = ["env.id=MinAtar/Breakout-v1", "actor.encoder=impala_resnet", "actor.features=64",
+           "actor.hidden_sizes=[]"]
+COMMON = ["train.tensorboard=false", "train.eval_episodes=0", "algo.num_epochs=2",
+          "algo.num_steps=16", "algo.minibatch_size=64", "train.total_env_steps=384",
+          "train.checkpoint_every=100"]
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parallel(2)
+def test_two_gradient_ranks_with_a_resnet_reach_the_weights_of_one():
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    path = tempfile.mkdtemp(prefix="hpcrl-mpi-") if comm.rank == 0 else None
+    run_dir = Path(comm.bcast(path, root=0))
+    sets = COMMON + MINATAR + ["scheme.preset=ddppo", "env.num_envs=4", "scheme.allreduce=mpi"]
+    role = train_mpi(from_dict({}, sets), run_dir / "mpi").ranked
+    mine = params_to_flat(role.actor)
+    everyone = comm.allgather(mine)
+    assert all(torch.equal(everyone[0], w) for w in everyone)
+    if comm.rank == 0:
+        trainer = Trainer(from_dict({}, COMMON + MINATAR + ["env.num_envs=8"]),
+                          RunDir(run_dir / "serial"), console=None)
+        trainer.train()
+        reference = params_to_flat(trainer.placement.master_actor)
+        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("preset,ranks", [("impala", 3), ("a3c", 3)])
+def test_on_policy_presets_train_on_bool_planes(preset, ranks, tmp_path):
+    train(ranks, tmp_path, MINATAR + [f"scheme.preset={preset}", "env.num_envs=4",
+                                      "algo.minibatch_size=64", "algo.num_epochs=2",
+                                      "train.total_env_steps=2048"], timeout=200)
+    assert column(tmp_path, "env_steps")[-1] >= 2048
+    saved = load_checkpoint(RunDir(tmp_path).checkpoint_path)
+    assert saved["policy"]["obs_format"]["dtype"] == "bool"
+
+
+@pytest.mark.timeout(240)
+def test_apex_on_atari_keeps_each_frame_once_across_ranks(tmp_path):
+    """Ape-X with collector ranks on Pong: uint8 frame stacks travel, and the learner's
+    replay holds each frame once (the checkpoint's frames, far fewer than 8 per row)."""
+    train(3, tmp_path, ["env.id=ALE/Pong-v5", "env.preset=atari", "scheme.preset=apex",
+                        "env.num_envs=1", "actor.encoder=nature_cnn", "actor.features=64",
+                        "actor.hidden_sizes=[]", "algo.num_steps=128",
+                        "replay.buffer_size=4096", "replay.learning_starts=256",
+                        "replay.batch_size=16", "train.total_env_steps=1536"], timeout=220)
+    replay = load_checkpoint(RunDir(tmp_path).checkpoint_path)[
+        "placement"]["updater"]["learner"]["replay"]
+    rows = int(replay["size"])
+    assert rows >= 1024 and replay["frames"].dtype == torch.uint8
+    assert len(replay["frames"]) < 1.5 * rows  # 8 planes a row stored whole would be 8x
