@@ -15,7 +15,13 @@ from hpcrl.runtime.checkpoint import CheckpointError
 SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
 
 
-def _fail(err: Exception) -> "click.ClickException":
+def _fail(err: Exception) -> click.ClickException | click.exceptions.Exit:
+    """The error to end with: printed by the launcher's rank 0 only, since under
+    ``mpiexec -n N`` every rank meets the same bad config and N copies say nothing more."""
+    from hpcrl.placement.mpi.launcher import launched_rank
+
+    if launched_rank() != 0:
+        return click.exceptions.Exit(1)
     return click.ClickException(str(err))
 
 
