@@ -97,6 +97,22 @@ def test_a_checkpoint_keeps_each_frame_once_and_restores_every_row():
         dense.load_state_dict(state)
 
 
+def test_a_checkpoint_of_whole_stacks_resumes_into_shared_frames():
+    """A run whose checkpoint was written when the replay stored whole observations."""
+    rng = np.random.default_rng(3)
+    obs, next_obs = stacked_stream(rng, 20, 2, 6)
+    old = ReplayBuffer(40, (K, H, W), (), True, 0, "uint8")
+    old.observations = DenseObsStore(40, (K, H, W), "uint8")
+    fill(old, obs, next_obs)
+    state = old.state_dict()
+    assert "obs" in state and "frames" not in state
+    new = ReplayBuffer(40, (K, H, W), (), True, 0, "uint8")
+    new.load_state_dict(state)
+    for got, want in zip(all_rows(new), all_rows(old)):
+        np.testing.assert_array_equal(got, want)
+    assert new.observations.pool.live < 2 * len(obs)
+
+
 def test_vector_observations_stay_whole():
     assert isinstance(ReplayBuffer(8, (4,), (), True, 0).observations, DenseObsStore)
     assert isinstance(ReplayBuffer(8, (10, 10, 4), (), True, 0, "bool").observations,

@@ -199,18 +199,20 @@ class FrameObsStore:
                 "next_obs_frames": torch.from_numpy(compact[:, self.planes:].copy())}
 
     def load_state_dict(self, state: dict[str, Any], size: int) -> None:
-        if "frames" not in state:
-            raise ValueError("checkpoint holds a replay of whole observations, this run "
-                             "stores shared frames; resume with the run's env settings")
-        frames = state["frames"].numpy()
+        """Rows from :meth:`state_dict`, or from a checkpoint that holds whole observations
+        (written before frames were shared: such a run resumes, its frames now kept once)."""
         self.pool = FramePool(self.obs_shape[1:], str(self.pool.dtype), self.pool.block)
         self.obs_slots[:] = -1
         self.next_slots[:] = -1
-        for name, slots in (("obs_frames", self.obs_slots), ("next_obs_frames",
-                                                            self.next_slots)):
+        pairs = ((("obs_frames", self.obs_slots), ("next_obs_frames", self.next_slots))
+                 if "frames" in state else (("obs", self.obs_slots),
+                                            ("next_obs", self.next_slots)))
+        frames = state["frames"].numpy() if "frames" in state else None
+        for name, slots in pairs:
             rows = state[name].numpy()
             for row in range(size):
-                slots[row] = [self.pool.put(frames[f]) for f in rows[row].tolist()]
+                planes = rows[row] if frames is None else frames[rows[row]]
+                slots[row] = [self.pool.put(plane) for plane in planes]
 
     def nbytes(self) -> int:
         return self.pool.nbytes() + self.obs_slots.nbytes + self.next_slots.nbytes
