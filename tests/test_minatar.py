@@ -29,16 +29,22 @@ def invoke(*args: object):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
-@pytest.mark.timeout(300)
-def test_breakout_trains_evaluates_and_resumes_from_the_cli(tmp_path):
-    run = tmp_path / "run"
+def train_breakout(run, steps: int, eval_episodes: int) -> list[float]:
+    """``hpcrl train`` on Breakout with the embedded default; the episode-return column."""
     out = invoke("train", "--run-dir", run, "--set", "env.id=MinAtar/Breakout-v1",
-                 "--set", "train.total_env_steps=4096", "--set", "train.eval_episodes=2",
+                 "--set", f"train.total_env_steps={steps}",
+                 "--set", f"train.eval_episodes={eval_episodes}",
                  "--set", "train.tensorboard=false")
     assert out.exit_code == 0, out.output
     header, *rows = (run / "progress.csv").read_text().strip().splitlines()
-    returns = [float(dict(zip(header.split(","), r.split(",")))["episode_return_mean"])
-               for r in rows]
+    column = header.split(",").index("episode_return_mean")
+    return [float(r.split(",")[column]) for r in rows]
+
+
+@pytest.mark.timeout(300)
+def test_breakout_trains_evaluates_and_resumes_from_the_cli(tmp_path):
+    run = tmp_path / "run"
+    returns = train_breakout(run, 4096, 2)
     assert any(np.isfinite(returns)), "Breakout episodes end within a few hundred steps"
     assert json.loads((run / "eval.json").read_text())["episodes"] == 2
 
@@ -70,12 +76,6 @@ def test_ppo_learns_breakout_on_a_short_seeded_budget(tmp_path):
     """The embedded default (PPO, MLP over the bool planes), 25k steps: Breakout's return
     goes from about 0.2 (random play) past 2.5 (4.4 here at 30k, 5.0 eval at 60k)."""
     run = tmp_path / "run"
-    out = invoke("train", "--run-dir", run, "--set", "env.id=MinAtar/Breakout-v1",
-                 "--set", "train.total_env_steps=25000", "--set", "train.eval_episodes=5",
-                 "--set", "train.tensorboard=false")
-    assert out.exit_code == 0, out.output
-    header, *rows = (run / "progress.csv").read_text().strip().splitlines()
-    column = header.split(",").index("episode_return_mean")
-    returns = [float(r.split(",")[column]) for r in rows]
+    returns = train_breakout(run, 25000, 5)
     assert np.mean(returns[:3]) < 1.0 and np.mean(returns[-5:]) > 2.5, returns
     assert json.loads((run / "eval.json").read_text())["mean_return"] > 2.0

@@ -131,7 +131,8 @@ class MultiCategoricalActions:
         return torch.stack([logits.argmax(dim=-1) for logits in self._split(params)], dim=-1)
 
     def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        return self.log_prob_entropy(params, actions)[0]
+        return sum(part.log_prob(logits, actions[..., j]) for j, (part, logits) in
+                   enumerate(zip(self.parts, self._split(params))))  # type: ignore[return-value]
 
     def entropy(self, params: torch.Tensor) -> torch.Tensor:
         return sum(part.entropy(logits) for part, logits in

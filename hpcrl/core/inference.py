@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.distributions import MultiCategoricalActions
 from hpcrl.core.encoders import FormatEncoder
 from hpcrl.core.offpolicy_engine import forward, layer_views
 
@@ -46,7 +47,8 @@ class NumpyEngine:
         self.vf = None if a.shared else layer_views(a.vf_trunk)
         self.pi_head, self.vf_head = layer_views(a.pi_head)[0], layer_views(a.vf_head)[0]
         self.log_std = None if a.integer_actions else a.log_std.detach().numpy().copy()
-        self.categories = getattr(a.distribution, "categories", None)  # several components
+        self.categories = (a.distribution.categories  # several components, or None
+                           if isinstance(a.distribution, MultiCategoricalActions) else None)
 
     def _features(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = self.actor.obs_format.encode_numpy(obs)
