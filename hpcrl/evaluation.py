@@ -13,45 +13,78 @@ import numpy as np
 import torch
 
 from hpcrl.config.schema import Config
-from hpcrl.core.actor import ActorCritic
+from hpcrl.core.obs_format import obs_format
 from hpcrl.core.suites import make_env
 
 EVAL_SEED_OFFSET = 1_000_003  # eval episodes never reuse the seeds of training envs
 
 
-def run_episodes(actor: ActorCritic, config: Config, episodes: int,
-                 seed: int | None = None) -> list[float]:
-    """Returns of ``episodes`` episodes of one env, taking the actor's most likely actions.
+MAX_PARALLEL_EPISODES = 32  # envs stepped together; more episodes run in waves
 
-    The env has the training env's preprocessing (``env.preset``) but plays whole games with
-    the game's own rewards: no episode ends at a lost life, no reward is clipped."""
-    env = make_env(config.env, whole_games=True)
+
+def _batch(observations: list[Any], space: gym.Space) -> Any:
+    """Raw observations of several envs as one batch a policy takes: stacked arrays, or the
+    carried rows of ``Tuple`` and ``Dict`` observations."""
+    if isinstance(observations[0], (tuple, dict)):
+        return obs_format(space).carry_each(observations)
+    return np.stack([np.asarray(o) for o in observations])
+
+
+def _env_action(action: np.ndarray, space: gym.Space) -> Any:
+    """One env's action as its space takes it."""
+    if isinstance(space, gym.spaces.Box):
+        return np.clip(action, space.low, space.high)
+    if action.ndim == 0:
+        return int(action)
+    return action.astype(space.dtype)  # MultiDiscrete, MultiBinary: the integers it holds
+
+
+def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
+                 seed: int | None = None) -> list[float]:
+    """Returns of ``episodes`` episodes, taking the actor's most likely actions.
+
+    Episode ``i`` is played from ``reset(seed=base + i)`` whatever else runs, so the returns
+    do not depend on how episodes are grouped. Up to :data:`MAX_PARALLEL_EPISODES` envs play
+    at once and the actor takes all their observations in one batch (one forward per step,
+    not one per env and step). The envs have the training env's preprocessing
+    (``env.preset``) but play whole games with the game's own rewards: no episode ends at a
+    lost life, no reward is clipped."""
+    if episodes <= 0:
+        return []
     base = (config.seed if seed is None else seed) + EVAL_SEED_OFFSET
-    box = isinstance(env.action_space, gym.spaces.Box)
-    returns: list[float] = []
+    envs = [make_env(config.env, whole_games=True)
+            for _ in range(min(episodes, MAX_PARALLEL_EPISODES))]
+    space = envs[0].action_space
+    returns = [0.0] * episodes
+    playing: dict[int, tuple[int, Any]] = {}  # env slot -> (episode, its last observation)
+    next_episode = 0
     try:
-        for i in range(episodes):
-            obs, _ = env.reset(seed=base + i)
-            total, done = 0.0, False
-            while not done:
-                with torch.inference_mode():
-                    action = actor(obs).cpu().numpy()
-                if box:
-                    action = np.clip(action, env.action_space.low, env.action_space.high)
-                elif action.ndim == 0:
-                    action = int(action)
-                else:  # MultiDiscrete, MultiBinary: the integers the space holds
-                    action = action.astype(env.action_space.dtype)
-                obs, reward, terminated, truncated, _ = env.step(action)
-                total += float(reward)
-                done = terminated or truncated
-            returns.append(total)
+        while next_episode < episodes or playing:
+            for slot in range(len(envs)):
+                if slot not in playing and next_episode < episodes:
+                    obs, _ = envs[slot].reset(seed=base + next_episode)
+                    playing[slot] = (next_episode, obs)
+                    next_episode += 1
+            slots = sorted(playing)
+            with torch.inference_mode():
+                batch = _batch([playing[s][1] for s in slots], envs[0].observation_space)
+                actions = actor(batch).cpu().numpy()
+            for slot, action in zip(slots, actions):
+                episode = playing[slot][0]
+                obs, reward, terminated, truncated, _ = envs[slot].step(
+                    _env_action(action, space))
+                returns[episode] += float(reward)
+                if terminated or truncated:
+                    del playing[slot]
+                else:
+                    playing[slot] = (episode, obs)
     finally:
-        env.close()
+        for env in envs:
+            env.close()
     return returns
 
 
-def evaluate(actor: ActorCritic, config: Config, episodes: int,
+def evaluate(actor: torch.nn.Module, config: Config, episodes: int,
              seed: int | None = None) -> dict[str, Any]:
     """``{"mean_return", "std_return", "episodes", "returns"}`` over deterministic episodes."""
     was_training = actor.training
