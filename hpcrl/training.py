@@ -21,6 +21,7 @@ from hpcrl.config.schema import Config
 from hpcrl.placement import make_placement
 from hpcrl.placement.recorder import RunRecorder
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
+from hpcrl.runtime.cpu import startup_objects_frozen
 from hpcrl.runtime.finite import naming_last_good
 from hpcrl.runtime.metrics import EpisodeWindow
 from hpcrl.runtime.rng import seed_everything, set_rng_state
@@ -91,7 +92,8 @@ class Trainer:
         try:
             with naming_last_good(self.run.checkpoint_path,
                                   lambda: f"after {rec.updates} updates "
-                                          f"({rec.env_steps} env steps)"):
+                                          f"({rec.env_steps} env steps)"), \
+                    startup_objects_frozen():
                 self._loop()
         finally:
             restore_signals()

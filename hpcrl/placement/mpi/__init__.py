@@ -20,6 +20,7 @@ from hpcrl.config.schema import Config
 from hpcrl.placement.mpi.job import MpiJob, build_job, wants_mpi
 from hpcrl.placement.mpi.launcher import resume_command
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
+from hpcrl.runtime.cpu import startup_objects_frozen
 from hpcrl.runtime.finite import naming_last_good
 from hpcrl.runtime.rng import seed_everything
 from hpcrl.runtime.signals import STOP_REQUEST
@@ -135,7 +136,8 @@ def train_mpi(config: Config, run_dir: Optional[Path], resume: bool = False,
             ranked = WorkerRank(job, state, leader)
     # any failure of the role ends every rank (the CLI must not catch it on this rank alone);
     # a NaN/inf message names the last good checkpoint
-    with abort_on_error(job.world, job.describe), naming_last_good(run.checkpoint_path):
+    with abort_on_error(job.world, job.describe), naming_last_good(run.checkpoint_path), \
+            startup_objects_frozen():
         ranked.run()
     finish_world(job.world, [job.learners, job.gradient])
     return MpiRun(ranked, job, run)
