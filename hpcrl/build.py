@@ -54,10 +54,11 @@ def env_spaces(config: Config) -> EnvSpaces:
     spaces = probe_spaces(config.env)
     name = config.algo.name
     if not spaces.obs_format.raw and name in OFF_POLICY_ALGOS and name != "dqn":
-        raise UnsupportedEnv(f"env '{config.env.id}' has integer or tuple observations, which "
-                             f"hpcrl's actors and Q-networks one-hot encode; algo.name={name}'s "
+        raise UnsupportedEnv(f"env '{config.env.id}' has integer, tuple or dict observations, "
+                             f"which hpcrl's actors and Q-networks encode part by part; algo.name={name}'s "
                              f"policy and critics take Box observations only (use ppo, a2c, "
-                             f"impala or dqn, or wrap the env so it observes a Box)")
+                             f"impala or dqn, or wrap the env so it observes a Box, e.g. with "
+                             f"gymnasium.wrappers.FlattenObservation)")
     return spaces
 
 

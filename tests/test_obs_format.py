@@ -73,7 +73,11 @@ def test_rollout_keeps_integer_observations_in_their_dtype():
 
 
 @pytest.mark.parametrize("space,fix", [
-    (gym.spaces.Dict({"a": gym.spaces.Box(0, 1, (2,))}), "FlattenObservation"),
+    (gym.spaces.Dict({"a": gym.spaces.Dict({"b": gym.spaces.Box(0, 1, (2,))})}),
+     "FlattenObservation"),
+    (gym.spaces.Tuple((gym.spaces.Dict({"b": gym.spaces.Box(0, 1, (2,))}),)),
+     "FlattenObservation"),
+    (gym.spaces.Dict({"a": gym.spaces.Text(5)}), "an observation wrapper"),
     (gym.spaces.Text(5), "an observation wrapper"),
 ])
 def test_unsupported_spaces_are_refused_with_the_wrapper_that_fixes_them(space, fix):

@@ -85,8 +85,9 @@ class ActorConfig:
         "First stage of every network: 'mlp' takes the observation's values (integer parts "
         "one-hot encoded); 'nature_cnn' (Mnih et al. 2015) and 'impala_resnet' (Espeholt et "
         "al. 2018, 16-32-32 residual stacks) take image observations [C, H, W] or [H, W, C], "
-        "uint8 pixels scaled to [0, 1] inside the network. actor.hidden_sizes are MLP layers "
-        "after the encoder ([] for none).", "mlp")
+        "uint8 pixels scaled to [0, 1] inside the network. A Dict observation gets one encoder "
+        "per key: 3-D keys this image encoder, the other keys (all keys under 'mlp') their "
+        "values. actor.hidden_sizes are MLP layers after the encoder ([] for none).", "mlp")
     features: int = doc("Output width of the image encoders (their last linear layer).", 512)
     channels: Literal["auto", "first", "last"] = doc(
         "Where the image encoders find the channels: 'auto' (channels-last when the last "

@@ -123,7 +123,8 @@ class ActorCritic(nn.Module):
         """Carried observations as the networks take them (normalised when the run does;
         integer observations are left as they are, to be one-hot encoded)."""
         if not self.normalize_obs:
-            return obs if self.obs_format.one_hot else obs.float()
+            fmt = self.obs_format
+            return obs if fmt.one_hot or fmt.packed else obs.float()
         obs = obs.float()
         mean = self.obs_rms.mean.float()
         std = self.obs_rms.std().float()

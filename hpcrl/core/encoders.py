@@ -12,6 +12,12 @@
   residual blocks of two 3x3 convolutions, then ReLU and a linear layer to
   ``actor.features`` units.
 
+A ``Dict`` observation gets one encoder per key, their features concatenated in the space's
+key order (as Stable-Baselines3's ``MultiInputPolicy`` does): a key of 3 dimensions goes
+through ``actor.encoder`` when that is an image encoder, every other key (and every key
+under ``mlp``) through its values as they are (uint8 images scaled to [0, 1]), integer parts
+one-hot.
+
 Image encoders take an observation of shape ``[C, H, W]`` or ``[H, W, C]`` (found from the
 space, or set by ``actor.channels``), so frame stacks, RGB frames and MinAtar's boolean
 channels all fit. Integer pixels (uint8 frames, bool channels) are scaled to [0, 1] inside
@@ -144,9 +150,28 @@ class FormatEncoder(nn.Module):
         return self.fmt.encode(obs)
 
 
+class DictEncoder(nn.Module):
+    """One encoder per key of a ``Dict`` observation, features concatenated in key order."""
+
+    def __init__(self, fmt: ObsFormat, name: str, features: int, channels: str) -> None:
+        super().__init__()
+        self.fmt = fmt
+        self.encoders = nn.ModuleList(
+            make_encoder(name if sub.raw and len(sub.shape) == 3 else "mlp", sub, features,
+                         channels) for _, sub, _ in fmt.keys)
+        self.features = sum(e.features for e in self.encoders)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        keys = self.fmt.unpack(obs)
+        return torch.cat([encoder(keys[name]) for encoder, (name, _, _)
+                          in zip(self.encoders, self.fmt.keys)], dim=1)
+
+
 def make_encoder(name: str, fmt: ObsFormat, features: int, channels: str = "auto"
                  ) -> nn.Module:
     """The encoder ``name`` for observations of ``fmt``; ``.features`` is its output width."""
+    if fmt.packed and name != "mlp":
+        return DictEncoder(fmt, name, features, channels)
     if name == "mlp":
         return FormatEncoder(fmt)
     if name == "nature_cnn":

@@ -177,6 +177,11 @@ def probe_spaces(config: EnvConfig) -> EnvSpaces:
                            keep_integers=not config.normalize_obs)
     finally:
         env.close()
+    if config.normalize_obs and spaces.obs_format.packed:
+        raise UnsupportedEnv(f"config key 'env.normalize_obs': env '{config.id}' observes a "
+                             f"Dict, whose keys hpcrl does not normalise; set "
+                             f"env.normalize_obs=false, or normalise inside the env with "
+                             f"gymnasium.wrappers.NormalizeObservation on a flattened Dict")
     if config.normalize_obs and spaces.obs_format.one_hot:
         raise UnsupportedEnv(f"config key 'env.normalize_obs': env '{config.id}' observes "
                              f"{env.observation_space}, whose integer parts are one-hot encoded "

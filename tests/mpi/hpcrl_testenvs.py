@@ -135,3 +135,44 @@ class MatchTarget(gym.Env):
 
 gym.register("MultiDiscreteMatch-v0", entry_point=MatchTarget)
 gym.register("MultiBinaryMatch-v0", entry_point=MatchTarget, kwargs={"binary": True})
+
+
+class DictMatch(gym.Env):
+    """A contextual bandit that observes a ``Dict``: an 8x8 uint8 ``image`` with one bright
+    pixel in its left or right half, a float ``sign`` in [-1, 1] and a ``Discrete(3)``
+    ``phase``. The paying action (``Discrete(4)``) names the image's half and the sign's, so
+    a policy must read two keys; 8 steps an episode, 1 a right answer (random play earns 2).
+    """
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self.observation_space = gym.spaces.Dict({
+            "image": gym.spaces.Box(0, 255, (8, 8, 1), np.uint8),
+            "sign": gym.spaces.Box(-1.0, 1.0, (1,), np.float32),
+            "phase": gym.spaces.Discrete(3)})
+        self.action_space = gym.spaces.Discrete(4)
+
+    def _observe(self):
+        import numpy as np
+
+        right, positive = self.np_random.integers(2, size=2)
+        image = np.zeros((8, 8, 1), np.uint8)
+        image[self.np_random.integers(8), 4 * right + self.np_random.integers(4), 0] = 255
+        sign = np.array([self.np_random.uniform(0.2, 1.0) * (1 if positive else -1)],
+                        np.float32)
+        self.answer = int(2 * right + positive)
+        return {"image": image, "sign": sign, "phase": self.t % 3}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._observe(), {}
+
+    def step(self, action):
+        reward = float(int(action) == self.answer)
+        self.t += 1
+        return self._observe(), reward, False, self.t >= 8, {}
+
+
+gym.register("DictMatch-v0", entry_point=DictMatch)

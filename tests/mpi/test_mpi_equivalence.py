@@ -48,25 +48,28 @@ def test_two_gradient_ranks_reach_the_weights_of_one(allreduce):
 
 @pytest.mark.timeout(120)
 @pytest.mark.parallel(2)
-def test_integer_observations_cross_ranks_as_integers_and_layouts_agree():
-    """Blackjack's Tuple of Discrete observations travel as int64 in the rollouts, and two
-    gradient ranks still reach the weights of one process holding every env."""
+@pytest.mark.parametrize("env_id,dtype", [("Blackjack-v1", "int64"),
+                                          ("hpcrl_testenvs:DictMatch-v0", "uint8")])
+def test_structured_observations_cross_ranks_in_their_dtype_and_layouts_agree(env_id, dtype):
+    """Blackjack's Tuple of Discrete observations travel as int64 in the rollouts, a Dict of
+    an image, a float and an integer as packed bytes; either way two gradient ranks still
+    reach the weights of one process holding every env."""
+    import hpcrl_testenvs  # noqa: F401  registers DictMatch
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     run_dir = shared_dir(comm)
-    blackjack = ["env.id=Blackjack-v1"]
-    sets = COMMON + blackjack + ["scheme.preset=ddppo", "env.num_envs=4",
-                                 "scheme.allreduce=mpi"]
+    env = [f"env.id={env_id}"]
+    sets = COMMON + env + ["scheme.preset=ddppo", "env.num_envs=4", "scheme.allreduce=mpi"]
     role = train_mpi(from_dict({}, sets), run_dir / "mpi")
     mine = params_to_flat(getattr(role, "ranked", role).actor)
     if comm.rank == 0:
-        serial = from_dict({}, COMMON + blackjack + ["env.num_envs=8"])
+        serial = from_dict({}, COMMON + env + ["env.num_envs=8"])
         trainer = Trainer(serial, RunDir(run_dir / "serial"), console=None)
         trainer.train()
         reference = params_to_flat(trainer.placement.master_actor)
         torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-5)
         ckpt = torch.load(run_dir / "mpi" / "checkpoints" / "last.pt", weights_only=True)
-        assert ckpt["policy"]["obs_format"]["dtype"] == "int64"
+        assert ckpt["policy"]["obs_format"]["dtype"] == dtype
 
 
 # figures that depend on timing or on where the work ran, not on the maths
