@@ -79,3 +79,25 @@ def test_ppo_learns_breakout_on_a_short_seeded_budget(tmp_path):
     returns = train_breakout(run, 25000, 5)
     assert np.mean(returns[:3]) < 1.0 and np.mean(returns[-5:]) > 2.5, returns
     assert json.loads((run / "eval.json").read_text())["mean_return"] > 2.0
+
+
+def test_normalised_image_observations_keep_their_shape_through_training_and_resume(tmp_path):
+    """``env.normalize_obs`` on frames: the moments travel flat in messages and fold back into
+    statistics of the frame's shape (this used to stop at the first update)."""
+    import torch
+
+    run = tmp_path / "norm"
+    for steps in (1024, 2048):
+        args = ["train", "--set", f"train.total_env_steps={steps}",
+                "--set", "train.eval_episodes=1", "--set", "train.tensorboard=false"]
+        if steps == 1024:
+            args += ["--run-dir", run, "--set", "env.id=MinAtar/Breakout-v1",
+                     "--set", "env.normalize_obs=true"]
+        else:
+            args += ["--resume", run]
+        out = invoke(*args)
+        assert out.exit_code == 0, out.output
+    ckpt = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
+    state = ckpt["policy"]["state_dict"]
+    assert state["obs_rms.mean"].shape == (10, 10, 4)
+    assert float(state["obs_rms.count"]) >= 2048 and float(state["obs_rms.var"].max()) > 0
