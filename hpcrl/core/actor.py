@@ -123,8 +123,7 @@ class ActorCritic(nn.Module):
         """Carried observations as the networks take them (normalised when the run does;
         integer observations are left as they are, to be one-hot encoded)."""
         if not self.normalize_obs:
-            fmt = self.obs_format
-            return obs if fmt.one_hot or fmt.packed else obs.float()
+            return obs  # the encoders take the carried dtype (uint8 frames stay small)
         obs = obs.float()
         mean = self.obs_rms.mean.float()
         std = self.obs_rms.std().float()

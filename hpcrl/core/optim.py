@@ -31,6 +31,7 @@ class FlatAdam:
         self.steps = 0
         self.exp_avg = torch.zeros(numel, device=device)
         self.exp_avg_sq = torch.zeros(numel, device=device)
+        self._denom = torch.empty(numel, device=device)  # reused: no allocation per step
 
     def step(self, params: torch.Tensor, grads: torch.Tensor, lr: float) -> None:
         self.steps += 1
@@ -38,8 +39,8 @@ class FlatAdam:
         self.exp_avg_sq.mul_(self.beta2).addcmul_(grads, grads, value=1 - self.beta2)
         correction1 = 1 - self.beta1 ** self.steps
         correction2_sqrt = math.sqrt(1 - self.beta2 ** self.steps)
-        denom = (self.exp_avg_sq.sqrt() / correction2_sqrt).add_(self.eps)
-        params.addcdiv_(self.exp_avg, denom, value=-lr / correction1)
+        denom = torch.sqrt(self.exp_avg_sq, out=self._denom).div_(correction2_sqrt)
+        params.addcdiv_(self.exp_avg, denom.add_(self.eps), value=-lr / correction1)
 
     def state_dict(self) -> dict[str, Any]:
         return {"kind": "adam", "steps": self.steps, "exp_avg": self.exp_avg.clone(),
@@ -59,10 +60,12 @@ class FlatRMSprop:
                  device: torch.device | str = "cpu") -> None:
         self.alpha, self.eps = alpha, eps
         self.square_avg = torch.zeros(numel, device=device)
+        self._denom = torch.empty(numel, device=device)  # reused: no allocation per step
 
     def step(self, params: torch.Tensor, grads: torch.Tensor, lr: float) -> None:
         self.square_avg.mul_(self.alpha).addcmul_(grads, grads, value=1 - self.alpha)
-        params.addcdiv_(grads, self.square_avg.sqrt().add_(self.eps), value=-lr)
+        denom = torch.sqrt(self.square_avg, out=self._denom).add_(self.eps)
+        params.addcdiv_(grads, denom, value=-lr)
 
     def state_dict(self) -> dict[str, Any]:
         return {"kind": "rmsprop", "square_avg": self.square_avg.clone()}
