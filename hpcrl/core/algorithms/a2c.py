@@ -6,7 +6,7 @@ from typing import Iterator
 import torch
 import torch.nn.functional as F
 
-from hpcrl.core.algorithms.base import Algorithm
+from hpcrl.core.algorithms.base import Algorithm, entropy_bonus
 from hpcrl.core.algorithms.ppo import normalized_advantages
 from hpcrl.core.storage import RolloutBatch, RolloutStorage
 
@@ -30,7 +30,7 @@ class A2C(Algorithm):
         advantages = normalized_advantages(batch, self)
         policy_loss = -(advantages.detach() * log_probs).mean()
         value_loss = F.mse_loss(values, batch.returns)
-        entropy_mean = entropy.mean()
-        loss = policy_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * value_loss
+        bonus, entropy_mean = entropy_bonus(entropy, cfg.ent_coef)
+        loss = policy_loss - bonus + cfg.vf_coef * value_loss
         return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
                       "entropy": entropy_mean.item()}

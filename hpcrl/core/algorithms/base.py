@@ -19,6 +19,19 @@ from hpcrl.core.storage import RolloutBatch, RolloutStorage
 from hpcrl.runtime.finite import STOP, GradientGuard
 
 
+def entropy_bonus(entropy: torch.Tensor, coef: float) -> tuple[torch.Tensor | float,
+                                                                 torch.Tensor]:
+    """``coef x mean(entropy)``, the term the loss subtracts, and the mean itself (a stat).
+
+    With ``coef`` 0 (CartPole's recipe, say) the entropy stays out of the backward pass: the
+    loss and its gradient are what they would be, without the work of differentiating a
+    term that is multiplied by zero."""
+    if coef == 0.0:
+        return 0.0, entropy.detach().mean()
+    mean = entropy.mean()
+    return coef * mean, mean
+
+
 def linear_schedule(initial: float, kind: str, progress: float) -> float:
     """``initial`` (constant) or ``initial * (1 - progress)`` (linear decay to 0)."""
     return initial * (1.0 - progress) if kind == "linear" else initial

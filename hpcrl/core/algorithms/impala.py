@@ -19,7 +19,7 @@ from typing import Iterator
 import torch
 import torch.nn.functional as F
 
-from hpcrl.core.algorithms.base import Algorithm
+from hpcrl.core.algorithms.base import Algorithm, entropy_bonus
 from hpcrl.core.vtrace_storage import SequenceBatch, VTraceStorage
 from hpcrl.returns import vtrace
 
@@ -48,7 +48,7 @@ class IMPALA(Algorithm):
                                    batch.bootstrap, cfg.vtrace_clip_rho, cfg.vtrace_clip_c)
         policy_loss = -(pg_advantages * log_probs).mean()
         value_loss = F.mse_loss(values, vs)
-        entropy_mean = entropy.mean()
-        loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy_mean
+        bonus, entropy_mean = entropy_bonus(entropy, cfg.ent_coef)
+        loss = policy_loss + cfg.vf_coef * value_loss - bonus
         return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
                       "entropy": entropy_mean.item(), "rho_mean": log_rhos.exp().mean().item()}

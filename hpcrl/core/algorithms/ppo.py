@@ -7,7 +7,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from hpcrl.core.algorithms.base import Algorithm, linear_schedule
+from hpcrl.core.algorithms.base import Algorithm, entropy_bonus, linear_schedule
 from hpcrl.core.reducer import global_mean_std
 from hpcrl.core.storage import RolloutBatch, RolloutStorage
 
@@ -62,8 +62,8 @@ class PPO(Algorithm):
             values = batch.values + (values - batch.values).clamp(-cfg.clip_range_vf,
                                                                   cfg.clip_range_vf)
         value_loss = F.mse_loss(values, batch.returns)
-        entropy_mean = entropy.mean()
-        loss = policy_loss - cfg.ent_coef * entropy_mean + cfg.vf_coef * value_loss
+        bonus, entropy_mean = entropy_bonus(entropy, cfg.ent_coef)
+        loss = policy_loss - bonus + cfg.vf_coef * value_loss
         with torch.no_grad():
             approx_kl = ((ratio - 1) - log_ratio).mean()
             clip_fraction = ((ratio - 1).abs() > clip).float().mean()
