@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from measure_process import run_measured
 
 SB3_JOB = r"""
 import json, sys, time
@@ -39,19 +39,6 @@ mean, std = evaluate_policy(model, make_vec_env("CartPole-v1", n_envs=1, seed=se
                             n_eval_episodes=10, deterministic=True)
 print(json.dumps({"mean_return": float(mean), "train_s": t2 - t1}))
 """
-
-
-def run_measured(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Run ``cmd``; return wall seconds, peak RSS in MB and its stdout."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                            text=True)
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{cmd[:3]} failed with status {status}")
-    return wall, usage.ru_maxrss / 1024, out
 
 
 def hpcrl_job(seed: int, env: dict[str, str]) -> dict[str, float]:
