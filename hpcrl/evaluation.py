@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from hpcrl.config.schema import Config
-from hpcrl.core.obs_format import obs_format
+from hpcrl.core.obs_format import ObsFormat, obs_format
 from hpcrl.core.suites import make_env
 
 EVAL_SEED_OFFSET = 1_000_003  # eval episodes never reuse the seeds of training envs
@@ -22,11 +22,11 @@ EVAL_SEED_OFFSET = 1_000_003  # eval episodes never reuse the seeds of training 
 MAX_PARALLEL_EPISODES = 32  # envs stepped together; more episodes run in waves
 
 
-def _batch(observations: list[Any], space: gym.Space) -> Any:
+def _batch(observations: list[Any], fmt: ObsFormat) -> Any:
     """Raw observations of several envs as one batch a policy takes: stacked arrays, or the
     carried rows of ``Tuple`` and ``Dict`` observations."""
     if isinstance(observations[0], (tuple, dict)):
-        return obs_format(space).carry_each(observations)
+        return fmt.carry_each(observations)
     return np.stack([np.asarray(o) for o in observations])
 
 
@@ -54,7 +54,7 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
     base = (config.seed if seed is None else seed) + EVAL_SEED_OFFSET
     envs = [make_env(config.env, whole_games=True)
             for _ in range(min(episodes, MAX_PARALLEL_EPISODES))]
-    space = envs[0].action_space
+    space, fmt = envs[0].action_space, obs_format(envs[0].observation_space)
     returns = [0.0] * episodes
     playing: dict[int, tuple[int, Any]] = {}  # env slot -> (episode, its last observation)
     next_episode = 0
@@ -67,7 +67,7 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
                     next_episode += 1
             slots = sorted(playing)
             with torch.inference_mode():
-                batch = _batch([playing[s][1] for s in slots], envs[0].observation_space)
+                batch = _batch([playing[s][1] for s in slots], fmt)
                 actions = actor(batch).cpu().numpy()
             for slot, action in zip(slots, actions):
                 episode = playing[slot][0]

@@ -57,7 +57,7 @@ class ImageInput(nn.Module):
 
     def __init__(self, fmt: ObsFormat, channels: str = "auto") -> None:
         super().__init__()
-        if len(fmt.shape) != 3 or not fmt.raw:
+        if not fmt.image:
             raise ValueError(f"an image encoder needs observations of 3 dimensions ([C, H, W] or "
                              f"[H, W, C]), got shape {fmt.shape}; use actor.encoder=mlp")
         self.last = channels_last(fmt.shape, channels)
@@ -164,8 +164,8 @@ class DictEncoder(nn.Module):
         super().__init__()
         self.fmt = fmt
         self.encoders = nn.ModuleList(
-            make_encoder(name if sub.raw and len(sub.shape) == 3 else "mlp", sub, features,
-                         channels) for _, sub, _ in fmt.keys)
+            make_encoder(name if sub.image else "mlp", sub, features, channels)
+            for _, sub, _ in fmt.keys)
         self.features = sum(e.features for e in self.encoders)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:

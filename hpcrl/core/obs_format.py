@@ -79,11 +79,15 @@ class ObsFormat:
         return bool(self.keys)
 
     @property
+    def image(self) -> bool:
+        """Whether observations are images, ``[H, W, C]`` or ``[C, H, W]`` Box values."""
+        return self.raw and len(self.shape) == 3
+
+    @property
     def pixel_scale(self) -> float:
-        """1/255 for a uint8 image (``[H, W, C]`` or ``[C, H, W]``), 1 otherwise: what a
-        ``Dict`` key's values are scaled by when its features are its values."""
-        image = self.raw and len(self.shape) == 3 and self.dtype == "uint8"
-        return 1.0 / 255.0 if image else 1.0
+        """1/255 for a uint8 image, 1 otherwise: what a ``Dict`` key's values are scaled by
+        when its features are its values."""
+        return 1.0 / 255.0 if self.image and self.dtype == "uint8" else 1.0
 
     @property
     def nbytes(self) -> int:
@@ -162,7 +166,7 @@ class ObsFormat:
         """Float features ``[B, features]`` of carried observations ``[B, *shape]``."""
         if self.keys:
             keys = self.unpack(obs)
-            return torch.cat([fmt.encode(keys[name]) * fmt.pixel_scale
+            return torch.cat([_scaled(fmt.encode(keys[name]), fmt.pixel_scale)
                               for name, fmt, _ in self.keys], dim=1)
         flat = obs.reshape(obs.shape[0], -1)
         if self.raw or not self.one_hot:
@@ -182,7 +186,7 @@ class ObsFormat:
         """:meth:`encode` in numpy (float32), for the collectors' numpy engines."""
         if self.keys:
             keys = self.unpack_numpy(obs)
-            return np.concatenate([fmt.encode_numpy(keys[name]) * np.float32(fmt.pixel_scale)
+            return np.concatenate([_scaled(fmt.encode_numpy(keys[name]), fmt.pixel_scale)
                                    for name, fmt, _ in self.keys], axis=1)
         flat = obs.reshape(obs.shape[0], -1)
         if self.raw or not self.one_hot:
@@ -209,6 +213,11 @@ class ObsFormat:
         if self.keys:
             record["keys"] = [[name, fmt.record(), offset] for name, fmt, offset in self.keys]
         return record
+
+
+def _scaled(features: Any, scale: float) -> Any:
+    """``features * scale`` (torch or numpy float32), untouched when ``scale`` is 1."""
+    return features if scale == 1.0 else features * np.float32(scale)
 
 
 def box_format(shape: tuple[int, ...], dtype: str = "float32") -> ObsFormat:

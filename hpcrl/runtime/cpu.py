@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import gc
 import ctypes.util
+import gc
 import sys
 from typing import Iterator
 
