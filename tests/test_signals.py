@@ -36,11 +36,17 @@ def test_signal_checkpoints_stops_and_resumes_exactly(tmp_path, tiny_overrides, 
     assert cut.train() is None and cut.preempted
     state = load_checkpoint(RunDir(tmp_path / "cut").checkpoint_path)
     assert state["counters"]["updates"] == 7  # the update in progress finished first
+    marker = RunDir(tmp_path / "cut").stopped_path  # what the batch scripts requeue on
+    assert marker.read_text().startswith(f"{signal.Signals(signum).name}: checkpointed after "
+                                         f"7 updates")
+    assert not RunDir(tmp_path / "whole").stopped_path.exists()
     monkeypatch.setattr(SerialPlacement, "run_update", original)
     STOP_REQUEST.clear()
 
     run = RunDir(tmp_path / "cut")
-    Trainer(resume_config(run, []), run, resume=True, console=None).train()
+    resumed = Trainer(resume_config(run, []), run, resume=True, console=None)
+    assert not marker.exists()  # running again
+    resumed.train()
     a = load_checkpoint(RunDir(tmp_path / "whole").checkpoint_path)["policy"]["state_dict"]
     b = load_checkpoint(run.checkpoint_path)["policy"]["state_dict"]
     assert all(torch.equal(a[k], b[k]) for k in a)

@@ -33,14 +33,24 @@ FAKE_SCONTROL = r"""#!/bin/bash
 echo "$*" >> "$FAKE_LOG/scontrol"
 """
 # stands in for `hpcrl`: answers `hpcrl slurm launcher` with a fake plugin; records its
-# arguments, runs FAKE_STEPS x 50 ms, stops with 3 on
-# USR1/TERM like hpcrl does
+# arguments, runs FAKE_STEPS x 50 ms; on USR1/TERM writes RUN_DIR/stopped and exits 3 like
+# hpcrl does (FAKE_STOP_EXIT: the status srun reports instead, FAKE_NO_MARKER: no checkpoint)
 FAKE_HPCRL = r"""#!/bin/bash
 if [[ "$*" == "slurm launcher" ]]; then echo "srun --mpi=fake"; exit 0; fi
 printf '%s\n' "$@" > "$FAKE_LOG/args"
 echo "${FROM_SETUP-}" > "$FAKE_LOG/setup"
-trap 'echo USR1 >> "$FAKE_LOG/signals"; exit 3' USR1
-trap 'echo TERM >> "$FAKE_LOG/signals"; exit 3' TERM
+run_dir=""
+while [[ $# -gt 0 ]]; do
+    [[ "$1" == --run-dir || "$1" == --resume ]] && run_dir="$2"
+    shift
+done
+stop() {
+    echo "$1" >> "$FAKE_LOG/signals"
+    if [[ -z "${FAKE_NO_MARKER-}" ]]; then mkdir -p "$run_dir"; touch "$run_dir/stopped"; fi
+    exit "${FAKE_STOP_EXIT:-3}"
+}
+trap 'stop USR1' USR1
+trap 'stop TERM' TERM
 touch "$FAKE_LOG/ready"
 for i in $(seq "${FAKE_STEPS:-0}"); do sleep 0.05; done
 exit "${FAKE_EXIT:-0}"
@@ -113,6 +123,28 @@ def test_warning_signal_is_forwarded_and_the_job_requeued(fakes, name):
     assert logged(fakes, "signals") == ["USR1"], out
     assert logged(fakes, "scontrol") == ["requeue 42"]
     assert status == 0 and "requeueing job 42" in out
+
+
+def test_a_checkpointed_stop_requeues_even_when_srun_killed_the_last_ranks(fakes):
+    # the first rank out exits 3 and srun --kill-on-bad-exit ends the rest: the step says 143
+    job = start(fakes, template_path("sync").read_text(), FAKE_STEPS=LONG,
+                FAKE_STOP_EXIT="143")
+    signal_when_ready(fakes, job, signal.SIGUSR1)
+    status, out = finish(job)
+    assert logged(fakes, "scontrol") == ["requeue 42"], out
+    assert status == 0 and "requeueing job 42" in out
+
+
+def test_no_requeue_without_the_marker_of_this_step(fakes):
+    stale = fakes / "runs" / "job-42" / "stopped"  # left by an earlier stop of the run
+    stale.parent.mkdir(parents=True)
+    stale.touch()
+    job = start(fakes, template_path("sync").read_text(), FAKE_STEPS=LONG,
+                FAKE_STOP_EXIT="143", FAKE_NO_MARKER="1")
+    signal_when_ready(fakes, job, signal.SIGUSR1)
+    status, out = finish(job)
+    assert status == 143 and logged(fakes, "scontrol") == [], out
+    assert not stale.exists()
 
 
 def test_sigterm_stops_the_step_but_never_requeues(fakes):

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from hpcrl.config.schema import EnvConfig
 

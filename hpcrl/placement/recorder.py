@@ -9,6 +9,7 @@ thing whatever ran the updates.
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 from typing import IO, Any, Mapping, Optional
@@ -24,6 +25,7 @@ from hpcrl.runtime.metrics import EpisodeWindow, progress_row
 from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
 from hpcrl.runtime.rng import rng_state
 from hpcrl.runtime.run_dir import RunDir, write_run_file
+from hpcrl.runtime.signals import STOP_REQUEST
 
 
 class RunRecorder:
@@ -45,6 +47,7 @@ class RunRecorder:
             self.wall_before = float(c["wall_time_s"])
             self.episodes.load(resume_state["episodes"])
         write_run_file("run config", run.config_path, dump_yaml(config))
+        run.stopped_path.unlink(missing_ok=True)  # going again: no longer a stopped run
         self.log = ProgressLog(run.path, columns_for(stat_names),
                                self.updates if resume_state is not None else None,
                                config.train.tensorboard)
@@ -63,6 +66,11 @@ class RunRecorder:
     def done(self) -> bool:
         """The env-step budget is spent."""
         return self.env_steps >= self.config.train.total_env_steps
+
+    @property
+    def preempted(self) -> bool:
+        """A stop signal arrived before the budget was spent."""
+        return STOP_REQUEST.requested and not self.done
 
     def checkpoint_due(self) -> bool:
         """The budget is spent, or ``train.checkpoint_every`` updates passed."""
@@ -87,9 +95,10 @@ class RunRecorder:
     def checkpoint(self, actor: ActorCritic, placement_state: dict[str, Any],
                    **extra: Any) -> Path:
         """Write the run's state with ``actor`` as its policy (refused, the previous
-        checkpoint kept, when its weights or statistics are not all finite)."""
+        checkpoint kept, when its weights or statistics are not all finite). After a stop
+        signal, the checkpoint is followed by the run directory's ``stopped`` marker."""
         self.log.sync()
-        return save_finite_checkpoint({
+        path = save_finite_checkpoint({
             "counters": {"updates": self.updates, "env_steps": self.env_steps,
                          "wall_time_s": self.wall_time_s},
             "policy": policy_record(self.config, self.spaces, actor),
@@ -98,6 +107,12 @@ class RunRecorder:
             "rng": rng_state(),
             **extra,
         }, self.run.checkpoint_path)
+        if self.preempted:
+            name = signal.Signals(STOP_REQUEST.signum).name
+            write_run_file("stop marker", self.run.stopped_path,
+                           f"{name}: checkpointed after {self.updates} updates "
+                           f"({self.env_steps} env steps)\n")
+        return path
 
     def final_eval(self, actor: ActorCritic) -> Optional[dict[str, float]]:
         """Evaluate ``actor`` for ``train.eval_episodes`` episodes (none: None), write

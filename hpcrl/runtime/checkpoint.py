@@ -135,7 +135,7 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
         cause = err if isinstance(err, OSError) else recorder.error if recorder else None
         if cause is None:
             raise
-        kept = f"; the previous checkpoint there is intact" if path.is_file() else ""
+        kept = "; the previous checkpoint there is intact" if path.is_file() else ""
         raise write_error("checkpoint", path, cause, kept) from err
     finally:
         with suppress(OSError):

@@ -6,6 +6,8 @@
       tensorboard/         event files (when tensorboard is installed)
       checkpoints/last.pt  full training state, replaced atomically
       eval.json            deterministic evaluation at the end of training
+      stopped              present only after a checkpointed stop on a signal (what a
+                           batch script reads to requeue the job); removed when it resumes
 
 A file of the run that cannot be written (a full disk, a read-only or unwritable directory)
 stops the run with a :class:`RunWriteError` naming the file, what it is and the cause,
@@ -78,6 +80,14 @@ class RunDir:
     @property
     def eval_path(self) -> Path:
         return self.path / "eval.json"
+
+    @property
+    def stopped_path(self) -> Path:
+        """The marker of a checkpointed stop on a signal. A batch script requeues the job when
+        it exists, not on the step's exit status alone: when one rank exits first, srun
+        ``--kill-on-bad-exit`` may kill the others after the checkpoint, turning their status
+        3 into 143."""
+        return self.path / "stopped"
 
 
 def default_run_dir(config: Config, root: Path = Path("runs")) -> Path:

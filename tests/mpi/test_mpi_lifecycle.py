@@ -33,8 +33,10 @@ def test_usr1_checkpoints_stops_and_resumes_to_the_same_weights(tmp_path):
     saved = load_checkpoint(cut.checkpoint_path)
     assert 5 <= saved["counters"]["updates"] < 40
     assert len(rows(tmp_path / "cut")) == saved["counters"]["updates"]
+    assert cut.stopped_path.read_text().startswith("SIGUSR1: checkpointed after")
     done = run(2, ["train", "--resume", str(cut.path)], [], timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert not cut.stopped_path.exists()
     whole = rows(tmp_path / "whole")
     resumed = rows(tmp_path / "cut")
     assert [r["env_steps"] for r in whole] == [r["env_steps"] for r in resumed]

@@ -15,7 +15,6 @@ from hpcrl.errors import ExplainedError
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, ReportLayout, update_row
 from hpcrl.placement.recorder import RunRecorder
-from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.runtime.run_dir import RunDir
 
 Method = TypeVar("Method", bound=Callable[..., Any])
@@ -61,7 +60,7 @@ class Leader:
     @property
     def preempted(self) -> bool:
         """A stop signal arrived before the budget was spent."""
-        return STOP_REQUEST.requested and not self.done
+        return self.recorder.preempted
 
     def control(self) -> int:
         """The command after an update: go on, or checkpoint and/or stop (and why)."""
