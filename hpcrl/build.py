@@ -10,10 +10,12 @@ import torch
 from hpcrl.config.loader import from_dict
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import ActorConfig, Config
+from hpcrl.config.validate import sequence_length
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, probe_spaces
 from hpcrl.core.obs_format import format_from_record
 from hpcrl.core.flat import contiguous_parameters
+from hpcrl.core.memory import memory_state_size
 from hpcrl.core.rollout import RolloutLayout
 from hpcrl.core.storage import RolloutStorage
 from hpcrl.core.vtrace_storage import VTraceStorage
@@ -29,15 +31,14 @@ def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
 
 
 def rollout_layout(config: Config, spaces: EnvSpaces, num_envs: int) -> RolloutLayout:
+    """The rollout of ``num_envs`` envs (with the recurrent state at each sequence's start,
+    for an actor with memory)."""
+    state = memory_state_size(config.actor)
     return RolloutLayout(config.algo.num_steps, num_envs, spaces.obs_shape, spaces.action_shape,
-                         spaces.obs_format.dtype)
+                         spaces.obs_format.dtype, state,
+                         sequence_length(config) if state else 0)
 
 
-def num_minibatches(config: Config) -> int:
-    """Minibatches per epoch: the samples of one gradient step's envs over the minibatch."""
-    from hpcrl.config.validate import total_envs
-
-    return max(config.algo.num_steps * total_envs(config) // config.algo.minibatch_size, 1)
 
 
 def make_storage(config: Config, spaces: EnvSpaces, device: torch.device | str = "cpu"

@@ -48,7 +48,8 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
     at once and the actor takes all their observations in one batch (one forward per step,
     not one per env and step). The envs have the training env's preprocessing
     (``env.preset``) but play whole games with the game's own rewards: no episode ends at a
-    lost life, no reward is clipped."""
+    lost life, no reward is clipped. A recurrent actor's state is carried through each
+    episode, from zeros at its start."""
     if episodes <= 0:
         return []
     base = (config.seed if seed is None else seed) + EVAL_SEED_OFFSET
@@ -57,6 +58,8 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
     space, fmt = envs[0].action_space, obs_format(envs[0].observation_space)
     returns = [0.0] * episodes
     playing: dict[int, tuple[int, Any]] = {}  # env slot -> (episode, its last observation)
+    recurrent = bool(getattr(actor, "recurrent", False))
+    states = actor.initial_state(len(envs)) if recurrent else None  # one row per env slot
     next_episode = 0
     try:
         while next_episode < episodes or playing:
@@ -65,10 +68,18 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
                     obs, _ = envs[slot].reset(seed=base + next_episode)
                     playing[slot] = (next_episode, obs)
                     next_episode += 1
+                    if states is not None:
+                        states[slot] = 0.0
             slots = sorted(playing)
             with torch.inference_mode():
                 batch = _batch([playing[s][1] for s in slots], fmt)
-                actions = actor(batch).cpu().numpy()
+                if states is None:
+                    actions = actor(batch).cpu().numpy()
+                else:
+                    index = torch.tensor(slots, device=states.device)
+                    out, new = actor(batch, states[index])
+                    states[index] = new
+                    actions = out.cpu().numpy()
             for slot, action in zip(slots, actions):
                 episode = playing[slot][0]
                 obs, reward, terminated, truncated, _ = envs[slot].step(

@@ -28,9 +28,15 @@ def weights(run_dir):
     return load_checkpoint(RunDir(run_dir).checkpoint_path)["policy"]["state_dict"]
 
 
+@pytest.mark.parametrize("agent", [[], ["actor.memory=gru", "actor.memory_size=8"],
+                                   ["actor.memory=lstm", "actor.memory_size=8",
+                                    "algo.name=a2c"]],
+                         ids=["mlp", "gru", "lstm-a2c"])
 def test_killed_and_resumed_run_ends_with_the_uninterrupted_weights(tmp_path, tiny_overrides,
-                                                                    monkeypatch):
-    cfg = from_dict({}, tiny_overrides + ["env.normalize_obs=true", "env.normalize_reward=true"])
+                                                                    monkeypatch, agent):
+    """Recurrent actors too: the collectors' states are in the checkpoint."""
+    cfg = from_dict({}, tiny_overrides + ["env.normalize_obs=true", "env.normalize_reward=true"]
+                    + agent)
     Trainer(cfg, RunDir(tmp_path / "whole"), console=None).train()
 
     original = SerialPlacement.run_update

@@ -101,3 +101,34 @@ def test_normalised_image_observations_keep_their_shape_through_training_and_res
     state = ckpt["policy"]["state_dict"]
     assert state["obs_rms.mean"].shape == (10, 10, 4)
     assert float(state["obs_rms.count"]) >= 2048 and float(state["obs_rms.var"].max()) > 0
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("memory,algo", [("gru", "ppo"), ("lstm", "a2c")])
+def test_a_cnn_with_memory_trains_evaluates_resumes_and_loads(tmp_path, memory, algo):
+    """Pixels through a CNN into a memory core: the wiring, on a few thousand steps."""
+    import hpcrl
+
+    run = tmp_path / "run"
+    sets = ["env.id=MinAtar/Breakout-v1", "actor.encoder=impala_resnet", "actor.features=64",
+            f"actor.memory={memory}", "actor.memory_size=32", f"algo.name={algo}",
+            "train.total_env_steps=2048", "train.eval_episodes=2", "train.tensorboard=false"]
+    out = invoke("train", "--run-dir", run, *[a for s in sets for a in ("--set", s)])
+    assert out.exit_code == 0, out.output
+    assert json.loads((run / "eval.json").read_text())["episodes"] == 2
+    resumed = invoke("train", "--resume", run, "--set", "train.total_env_steps=3072")
+    assert resumed.exit_code == 0, resumed.output
+    policy = hpcrl.load_policy(run)
+    env = gym.make("MinAtar/Breakout-v1")
+    obs, _ = env.reset(seed=0)
+    action, state = policy(obs, None)
+    action, state = policy(obs, state)
+    assert state.shape == (policy.state_size,) and 0 <= int(action) < 3
+
+
+def test_a_cnn_too_big_for_the_frames_is_one_line_from_the_cli(tmp_path):
+    runner = CliRunner()
+    out = runner.invoke(main, ["train", "--run-dir", str(tmp_path / "run"), "--set",
+                               "env.id=MinAtar/Breakout-v1", "--set", "actor.encoder=nature_cnn"])
+    assert out.exit_code != 0 and "Traceback" not in out.output
+    assert "10x10 pixels are too small for actor.encoder=nature_cnn" in out.output

@@ -59,9 +59,10 @@ def test_numpy_engine_matches_torch_actor(env_id, shared):
         noise = np.random.default_rng(1).random(64, dtype=np.float32)
     else:
         noise = np.random.default_rng(1).standard_normal((64, 1), dtype=np.float32)
-    a, logp, v = engine.step(obs, noise)
+    a, logp, v, state = engine.step(obs, noise)
     with torch.no_grad():
-        ta, tlogp, tv = actor.step(torch.from_numpy(obs), torch.from_numpy(noise))
+        ta, tlogp, tv, tstate = actor.step(torch.from_numpy(obs), torch.from_numpy(noise))
+    assert state is None and tstate is None  # feedforward: no recurrent state
     np.testing.assert_allclose(a, ta.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(logp, tlogp.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(v, tv.numpy(), rtol=1e-4, atol=1e-5)

@@ -89,6 +89,14 @@ class ActorConfig:
         "per key: 3-D keys this image encoder, the other keys (all keys under 'mlp') their "
         "values. actor.hidden_sizes are MLP layers after the encoder ([] for none).", "mlp")
     features: int = doc("Output width of the image encoders (their last linear layer).", 512)
+    memory: Literal["none", "gru", "lstm"] = doc(
+        "Memory core between the encoder and the MLP trunk: 'gru' or 'lstm' give the agent a "
+        "recurrent state that collectors carry across rollouts, reset at each episode's start "
+        "and ship with every rollout, and that the loss recomputes over whole sequences (see "
+        "algo.bptt_len); one core feeds both heads with actor.shared_trunk, each head has its "
+        "own otherwise. On-policy algorithms only (ppo, a2c, impala).", "none")
+    memory_size: int = doc("Units of each layer of the memory core.", 256)
+    memory_layers: int = doc("Stacked layers of the memory core.", 1)
     channels: Literal["auto", "first", "last"] = doc(
         "Where the image encoders find the channels: 'auto' (channels-last when the last "
         "dimension is no larger than the first: RGB frames, MinAtar), 'first' or 'last'.",
@@ -122,6 +130,12 @@ class AlgoConfig:
     vf_coef: float = doc("Weight of the value loss.", 0.5)
     max_grad_norm: float = doc("Clip the global gradient norm to this value (0 disables).", 0.5)
     normalize_advantage: bool = doc("Normalise advantages per minibatch.", True)
+    bptt_len: int = doc(
+        "Recurrent actors (actor.memory): the loss recomputes the memory over sequences of "
+        "this many steps, each from the state the collector stored at its start. PPO's "
+        "minibatches hold the same number of whole sequences of every env, so num_steps / "
+        "bptt_len must be a multiple of the minibatches per epoch. 0: the longest that works, "
+        "num_steps / minibatches per epoch (whole rollouts for a2c and impala).", 0)
     vtrace_clip_rho: Optional[float] = doc(
         "IMPALA: V-trace rho-bar, the clip of the importance weights in the TD errors and "
         "policy-gradient advantages (null: no clip).", 1.0)

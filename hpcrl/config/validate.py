@@ -32,6 +32,22 @@ def total_envs(config: Config) -> int:
     return envs_per_gradient_step(config.scheme, config.env.num_envs)
 
 
+def minibatches_per_epoch(config: Config) -> int:
+    """Minibatches per epoch: the samples of one gradient step's envs over the minibatch."""
+    return max(config.algo.num_steps * total_envs(config) // config.algo.minibatch_size, 1)
+
+
+def sequence_length(config: Config) -> int:
+    """Steps of the sequences a recurrent actor's loss recomputes: ``algo.bptt_len``, or
+    when it is 0 the longest that gives every PPO minibatch the same number of sequences of
+    each env (the whole rollout for A2C and IMPALA); 0 when none does."""
+    algo = config.algo
+    if algo.bptt_len:
+        return algo.bptt_len
+    split = minibatches_per_epoch(config) if algo.name == "ppo" else 1
+    return algo.num_steps // split if algo.num_steps % split == 0 else 0
+
+
 def _check_numbers(c: Config) -> Optional[str]:
     checks = [
         _positive("env.num_envs", c.env.num_envs),
@@ -72,6 +88,35 @@ def _check_actor(c: Config) -> Optional[str]:
                 f"policy and critics take vector observations through an MLP; use "
                 f"actor.encoder=mlp, or ppo, a2c, impala or dqn for image observations")
     return _positive("actor.features", c.actor.features)
+
+
+def _check_memory(c: Config) -> Optional[str]:
+    """Memory keys: positive sizes, an on-policy algorithm, sequences that tile rollouts."""
+    problem = (_positive("actor.memory_size", c.actor.memory_size)
+               or _positive("actor.memory_layers", c.actor.memory_layers)
+               or _positive("algo.bptt_len", c.algo.bptt_len, strict=False))
+    if problem or c.actor.memory == "none":
+        return problem
+    if c.algo.name not in ("ppo", "a2c", "impala"):
+        return (f"config key 'actor.memory' ({c.actor.memory}): algo.name={c.algo.name} trains "
+                f"from a replay of single transitions, which holds no recurrent state; use "
+                f"actor.memory=none, or ppo, a2c or impala for a recurrent agent")
+    steps, length = c.algo.num_steps, sequence_length(c)
+    if length and steps % length:
+        return (f"config key 'algo.bptt_len' ({length}) must divide algo.num_steps "
+                f"({steps}): each rollout is cut into sequences of that length")
+    split = minibatches_per_epoch(c) if c.algo.name == "ppo" else 1
+    if not length or (steps // length) % split:
+        fits = [steps // d for d in range(split, steps + 1, split) if steps % d == 0]
+        hint = (f"set algo.bptt_len to one of {', '.join(map(str, fits))}" if fits
+                else "use fewer minibatches (a larger algo.minibatch_size)")
+        what = (f"algo.bptt_len={c.algo.bptt_len} gives {steps // length}"
+                if c.algo.bptt_len else "no sequence length gives")
+        return (f"config key 'algo.bptt_len': a recurrent PPO minibatch holds the same number "
+                f"of whole sequences of every env, and {what} sequences per env of the "
+                f"{steps}-step rollout that split into the {split} minibatches per epoch; "
+                f"{hint}")
+    return None
 
 
 def _check_batch(c: Config) -> Optional[str]:
@@ -252,7 +297,7 @@ def _check_vtrace(c: Config) -> Optional[str]:
     return None
 
 
-CHECKS: list[Check] = [_check_numbers, _check_actor, _check_scheme, _check_batch,
+CHECKS: list[Check] = [_check_numbers, _check_actor, _check_scheme, _check_batch, _check_memory,
                        _check_budget, _check_device, _check_replay, _check_offpolicy_env,
                        _check_vtrace, _check_atari, _check_env_id]
 

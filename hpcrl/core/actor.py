@@ -1,12 +1,16 @@
-"""Actor-critic: encoder, MLP trunk and heads of an on-policy agent, and its distribution.
+"""Actor-critic: encoder, memory core, MLP trunk and heads of an on-policy agent.
 
 Calling the module on raw observations returns deterministic actions, so a trained actor
-is usable outside hpcrl as it is (``hpcrl.load_policy``). Training code works on
-observations that the collector already normalised, through :meth:`ActorCritic.evaluate`.
+is usable outside hpcrl as it is (``hpcrl.load_policy``); a recurrent one takes and returns
+its state as well. Training code works on observations that the collector already
+normalised, through :meth:`ActorCritic.evaluate` (or :meth:`ActorCritic.evaluate_sequences`
+for a recurrent actor, over whole sequences from their stored start states).
 """
 from __future__ import annotations
 
 import math
+from typing import Optional
+
 import numpy as np
 import torch
 from torch import nn
@@ -15,6 +19,7 @@ from hpcrl.config.schema import ActorConfig
 from hpcrl.core.distributions import make_distribution
 from hpcrl.core.encoders import make_encoder
 from hpcrl.core.envs import EnvSpaces
+from hpcrl.core.memory import MemoryCore
 from hpcrl.core.normalization import RunningMoments
 from hpcrl.core.obs_format import ObsInput
 
@@ -39,7 +44,10 @@ def _init_linear(module: nn.Module, gain: float) -> None:
 class ActorCritic(nn.Module):
     """Policy and value networks over observations encoded by the env's ``ObsFormat``.
 
-    ``shared_trunk`` feeds both heads from one MLP; otherwise policy and value have their own.
+    ``shared_trunk`` feeds both heads from one MLP (and one memory core); otherwise policy
+    and value have their own. With ``memory`` (``gru``, ``lstm``) a recurrent core sits
+    between the encoder and the trunk; its state is one flat row per env
+    (:attr:`state_size` floats, zero at an episode's start).
     Discrete action spaces use a Categorical over logits (MultiDiscrete and MultiBinary one
     per component), Box spaces a diagonal Gaussian with
     a state-independent learned log std. Observation statistics (``obs_rms``) and return
@@ -75,8 +83,18 @@ class ActorCritic(nn.Module):
 
         self.pi_encoder = encoder()
         features = self.pi_encoder.features
-        self.pi_trunk = mlp([features] + hidden, config.activation)
         self.vf_encoder = self.pi_encoder if self.shared else encoder()
+
+        def core() -> Optional[MemoryCore]:
+            if config.memory == "none":
+                return None
+            return MemoryCore(config.memory, features, config.memory_size, config.memory_layers)
+
+        self.pi_core = core()
+        self.vf_core = self.pi_core if self.shared else core()
+        if self.pi_core is not None:
+            features = self.pi_core.features
+        self.pi_trunk = mlp([features] + hidden, config.activation)
         self.vf_trunk = self.pi_trunk if self.shared else mlp([features] + hidden,
                                                               config.activation)
         width = hidden[-1] if hidden else features
@@ -95,29 +113,105 @@ class ActorCritic(nn.Module):
             return out
         return torch.stack([out, self.log_std.expand_as(out)], dim=1)
 
-    def dist_and_value(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Distribution parameters and values ``[B]`` for normalised observations ``[B, ...]``."""
-        pi = self.pi_trunk(self.pi_encoder(obs))
-        vf = pi if self.shared else self.vf_trunk(self.vf_encoder(obs))
-        return self._params(pi), self.vf_head(vf).squeeze(-1)
+    # -- memory ------------------------------------------------------------------------------
+    @property
+    def recurrent(self) -> bool:
+        """The actor has a memory core (and a state to carry)."""
+        return self.pi_core is not None
 
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        """Values ``[B]`` of normalised observations."""
+    @property
+    def state_size(self) -> int:
+        """Floats of one env's flat recurrent state (0 without memory)."""
+        if self.pi_core is None:
+            return 0
+        own = 0 if self.shared else self.vf_core.state_size
+        return self.pi_core.state_size + own
+
+    def initial_state(self, batch: int) -> torch.Tensor:
+        """The state of ``batch`` envs at an episode's start: zeros ``[batch, state_size]``."""
+        return torch.zeros(batch, self.state_size, device=self.pi_head.weight.device)
+
+    def _split(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        size = self.pi_core.state_size
+        return state[..., :size], state[..., size:]
+
+    def _cores(self, pi: torch.Tensor, vf: torch.Tensor, state: Optional[torch.Tensor]
+               ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+        """Encoded features ``[B, F]`` through the memory cores, one step from ``state``."""
+        if self.pi_core is None:
+            return pi, vf, None
+        if state is None:
+            state = self.initial_state(pi.shape[0])
+        pi_state, vf_state = self._split(state)
+        pi, new = self.pi_core.step(pi, pi_state)
+        if self.shared:
+            return pi, pi, new
+        vf, new_vf = self.vf_core.step(vf, vf_state)
+        return pi, vf, torch.cat([new, new_vf], dim=-1)
+
+    def _features(self, obs: torch.Tensor, state: Optional[torch.Tensor]
+                  ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+        """Trunk outputs of policy and value for one step of observations, and the state
+        after it."""
+        pi = self.pi_encoder(obs)
+        vf = pi if self.shared else self.vf_encoder(obs)
+        pi, vf, state = self._cores(pi, vf, state)
+        pi = self.pi_trunk(pi)
+        return pi, (pi if self.shared else self.vf_trunk(vf)), state
+
+    # -- one step -----------------------------------------------------------------------------
+    def dist_and_value(self, obs: torch.Tensor, state: Optional[torch.Tensor] = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+        """Distribution parameters, values ``[B]`` and the next recurrent state (None without
+        memory) for normalised observations ``[B, ...]`` seen from ``state``."""
+        pi, vf, state = self._features(obs, state)
+        return self._params(pi), self.vf_head(vf).squeeze(-1), state
+
+    def value(self, obs: torch.Tensor, state: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Values ``[B]`` of normalised observations (seen from ``state``, when recurrent)."""
+        if self.recurrent:
+            return self.dist_and_value(obs, state)[1]
         return self.vf_head(self.vf_trunk(self.vf_encoder(obs))).squeeze(-1)
 
-    def step(self, obs: torch.Tensor, noise: torch.Tensor
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sampled actions, their log-probs and the values, for the collector."""
-        params, values = self.dist_and_value(obs)
+    def step(self, obs: torch.Tensor, noise: torch.Tensor, state: Optional[torch.Tensor] = None
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+        """Sampled actions, their log-probs, the values and the next state, for collectors."""
+        params, values, state = self.dist_and_value(obs, state)
         actions = self.distribution.sample(params, noise)
-        return actions, self.distribution.log_prob(params, actions), values
+        return actions, self.distribution.log_prob(params, actions), values, state
 
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Log-probs of ``actions``, entropies and values, for the loss."""
-        params, values = self.dist_and_value(obs)
+        """Log-probs of ``actions``, entropies and values, for the loss (feedforward)."""
+        params, values, _ = self.dist_and_value(obs)
         log_probs, entropy = self.distribution.log_prob_entropy(params, actions)
         return log_probs, entropy, values
+
+    # -- sequences ----------------------------------------------------------------------------
+    def evaluate_sequences(self, obs: torch.Tensor, actions: torch.Tensor,
+                           state: torch.Tensor, starts: torch.Tensor
+                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-probs, entropies and values ``[T, B]`` of sequences ``[T, B, ...]`` recomputed
+        from their start states ``[B, state_size]``, the state zeroed where ``starts [T, B]``
+        says an episode begins inside a sequence."""
+        steps, batch = starts.shape
+        flat_obs = obs.reshape((steps * batch,) + obs.shape[2:])
+        pi = self.pi_encoder(flat_obs)
+        vf = pi if self.shared else self.vf_encoder(flat_obs)
+        pi_state, vf_state = self._split(state)
+        pi, _ = self.pi_core.sequence(pi.view(steps, batch, -1), pi_state, starts)
+        pi = self.pi_trunk(pi.flatten(0, 1))
+        if self.shared:
+            vf = pi
+        else:
+            vf, _ = self.vf_core.sequence(vf.view(steps, batch, -1), vf_state, starts)
+            vf = self.vf_trunk(vf.flatten(0, 1))
+        params = self._params(pi)
+        flat_actions = actions.reshape((steps * batch,) + actions.shape[2:])
+        log_probs, entropy = self.distribution.log_prob_entropy(params, flat_actions)
+        values = self.vf_head(vf).squeeze(-1)
+        return (log_probs.view(steps, batch), entropy.view(steps, batch),
+                values.view(steps, batch))
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """Carried observations as the networks take them (normalised when the run does;
@@ -129,11 +223,32 @@ class ActorCritic(nn.Module):
         std = self.obs_rms.std().float()
         return ((obs - mean) / std).clamp(-self.clip_obs, self.clip_obs)
 
-    def forward(self, obs: ObsInput) -> torch.Tensor:
+    def forward(self, obs: ObsInput, state: Optional[torch.Tensor] = None
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Deterministic actions for raw observations: one, as the env returns it (an array,
-        an integer, a tuple), or a batch ``[B, *obs_shape]``."""
+        an integer, a tuple), or a batch ``[B, *obs_shape]``.
+
+        A recurrent actor (:attr:`recurrent`) returns ``(actions, state)``: pass ``state``
+        back with the next observation of the same episode, and None (zeros) at an
+        episode's start, one row ``[state_size]`` for one observation, ``[B, state_size]``
+        for a batch::
+
+            state = None
+            obs, _ = env.reset()
+            while not done:
+                action, state = policy(obs, state)
+                obs, reward, terminated, truncated, _ = env.step(action)
+        """
         obs, single = self.obs_format.as_batch(obs)
-        obs = obs.to(self.pi_head.weight.device)  # the actor may live on an accelerator
-        x = self.pi_encoder(self.normalize(obs))
-        actions = self.distribution.mode(self._params(self.pi_trunk(x)))
-        return actions[0] if single else actions
+        device = self.pi_head.weight.device  # the actor may live on an accelerator
+        obs = obs.to(device)
+        if not self.recurrent:
+            x = self.pi_encoder(self.normalize(obs))
+            actions = self.distribution.mode(self._params(self.pi_trunk(x)))
+            return actions[0] if single else actions
+        if state is not None:
+            state = torch.as_tensor(state, dtype=torch.float32, device=device)
+            state = state.unsqueeze(0) if single else state
+        params, _, state = self.dist_and_value(self.normalize(obs), state)
+        actions = self.distribution.mode(params)
+        return (actions[0], state[0]) if single else (actions, state)

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from hpcrl.core.obs_format import ObsFormat
+from hpcrl.errors import ExplainedError
 
 ENCODERS = ("mlp", "nature_cnn", "impala_resnet")
 Channels = Literal["auto", "first", "last"]
@@ -79,13 +80,17 @@ class ImageInput(nn.Module):
         return y.mul_(self.scale) if y is not x else y * self.scale  # never the caller's tensor
 
 
+class ImageTooSmall(ExplainedError, ValueError):
+    """An image encoder whose strided convolutions leave nothing of the env's frames."""
+
+
 def _conv_out(module: nn.Module, chw: tuple[int, int, int], name: str) -> int:
     """Width of the flattened output of ``module`` on a ``chw`` image."""
     try:
         with torch.no_grad():
             return int(np.prod(module(torch.zeros((1,) + chw)).shape[1:]))
     except RuntimeError:
-        raise ValueError(f"observations of {chw[1]}x{chw[2]} pixels are too small for "
+        raise ImageTooSmall(f"observations of {chw[1]}x{chw[2]} pixels are too small for "
                          f"actor.encoder={name} (its strided convolutions need at least 36x36); "
                          f"use actor.encoder=impala_resnet") from None
 

@@ -8,7 +8,7 @@ agree with torch to rounding, which tests check). The torch engine serves other 
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from typing import Optional, Protocol
 
 import numpy as np
 import torch
@@ -22,16 +22,18 @@ _LOG_SQRT_2PI = np.float32(0.5 * math.log(2.0 * math.pi))
 
 
 class PolicyEngine(Protocol):
-    """What the collector needs: sampled actions with log-probs and values, and values."""
+    """What the collector needs: sampled actions with log-probs, values and the next
+    recurrent state (None for a feedforward actor), and values. ``state`` is the flat
+    ``[B, state_size]`` float32 state of a recurrent actor, None otherwise."""
 
     def sync(self) -> None:
         """Pick up the actor's current weights."""
         ...
 
-    def step(self, obs: np.ndarray, noise: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+    def step(self, obs: np.ndarray, noise: np.ndarray, state: Optional[np.ndarray] = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]: ...
 
-    def value(self, obs: np.ndarray) -> np.ndarray: ...
+    def value(self, obs: np.ndarray, state: Optional[np.ndarray] = None) -> np.ndarray: ...
 
 
 class NumpyEngine:
@@ -59,11 +61,11 @@ class NumpyEngine:
         w, b, _ = self.vf_head
         return (features @ w + b)[:, 0]
 
-    def value(self, obs: np.ndarray) -> np.ndarray:
+    def value(self, obs: np.ndarray, state: Optional[np.ndarray] = None) -> np.ndarray:
         return self._value(self._features(obs)[1])
 
-    def step(self, obs: np.ndarray, noise: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def step(self, obs: np.ndarray, noise: np.ndarray, state: Optional[np.ndarray] = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
         pi, vf = self._features(obs)
         w, b, _ = self.pi_head
         out = pi @ w + b
@@ -77,7 +79,7 @@ class NumpyEngine:
         else:
             actions = out + np.exp(self.log_std) * noise
             log_probs = (-0.5 * noise * noise - self.log_std - _LOG_SQRT_2PI).sum(axis=1)
-        return actions, log_probs.astype(np.float32), self._value(vf)
+        return actions, log_probs.astype(np.float32), self._value(vf), None
 
 
 def categorical_sample(logits: np.ndarray, uniforms: np.ndarray
@@ -102,21 +104,28 @@ class TorchEngine:
     def sync(self) -> None:
         pass
 
-    def step(self, obs: np.ndarray, noise: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        with torch.inference_mode():
-            a, logp, v = self.actor.step(torch.from_numpy(obs).to(self.device),
-                                         torch.from_numpy(noise).to(self.device))
-        return a.cpu().numpy(), logp.cpu().numpy(), v.cpu().numpy()
+    def _state(self, state: Optional[np.ndarray]) -> Optional[torch.Tensor]:
+        return None if state is None else torch.from_numpy(state).to(self.device)
 
-    def value(self, obs: np.ndarray) -> np.ndarray:
+    def step(self, obs: np.ndarray, noise: np.ndarray, state: Optional[np.ndarray] = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
         with torch.inference_mode():
-            return self.actor.value(torch.from_numpy(obs).to(self.device)).cpu().numpy()
+            a, logp, v, new = self.actor.step(torch.from_numpy(obs).to(self.device),
+                                              torch.from_numpy(noise).to(self.device),
+                                              self._state(state))
+        return (a.cpu().numpy(), logp.cpu().numpy(), v.cpu().numpy(),
+                None if new is None else new.cpu().numpy())
+
+    def value(self, obs: np.ndarray, state: Optional[np.ndarray] = None) -> np.ndarray:
+        with torch.inference_mode():
+            return self.actor.value(torch.from_numpy(obs).to(self.device),
+                                    self._state(state)).cpu().numpy()
 
 
 def make_engine(actor: ActorCritic) -> PolicyEngine:
-    """numpy for MLP actors on the CPU; torch for image encoders and other devices."""
+    """numpy for feedforward MLP actors on the CPU; torch for image encoders, memory cores
+    and other devices."""
     on_cpu = next(actor.parameters()).device.type == "cpu"
-    if on_cpu and isinstance(actor.pi_encoder, FormatEncoder):
+    if on_cpu and isinstance(actor.pi_encoder, FormatEncoder) and not actor.recurrent:
         return NumpyEngine(actor)
     return TorchEngine(actor)

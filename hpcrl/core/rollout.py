@@ -60,6 +60,13 @@ class RolloutLayout:
     obs_shape: tuple[int, ...]
     action_shape: tuple[int, ...]
     obs_dtype: str = "float32"
+    state_size: int = 0  # floats of a recurrent actor's state per env (0: feedforward)
+    sequence_length: int = 0  # steps of the loss's sequences (recurrent; 0: num_steps)
+
+    @property
+    def num_sequences(self) -> int:
+        """Sequences per env: the rollout holds the recurrent state at each one's start."""
+        return self.num_steps // (self.sequence_length or self.num_steps)
 
     def fields(self) -> Iterator[Field]:
         """Name, shape (and dtype, when not float32) of each step field, in buffer order."""
@@ -69,6 +76,8 @@ class RolloutLayout:
         for name in ("log_probs", "values", "rewards", "terminated", "truncated",
                      "next_values", "episode_returns", "episode_lengths"):
             yield name, tn
+        if self.state_size:
+            yield "memory", (self.num_sequences, self.num_envs, self.state_size)
 
     @property
     def data_size(self) -> int:
@@ -95,6 +104,8 @@ class Rollout:
     ``next_values`` follows the contract of :func:`hpcrl.returns.gae`;
     ``episode_returns``/``episode_lengths`` hold the undiscounted return and length of an
     episode at the step that ended it (0 elsewhere, read them where ``terminated|truncated``).
+    A recurrent actor's rollout also holds ``memory [num_sequences, N, state_size]``: the
+    collector's state at the first step of each sequence (zero where an episode starts).
     """
 
     obs: np.ndarray
@@ -107,6 +118,7 @@ class Rollout:
     next_values: np.ndarray
     episode_returns: np.ndarray
     episode_lengths: np.ndarray
+    memory: np.ndarray
 
     def __init__(self, layout: RolloutLayout, data: np.ndarray, header: np.ndarray) -> None:
         if data.size != layout.data_size or header.size != layout.header_size:

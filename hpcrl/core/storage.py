@@ -5,14 +5,20 @@ from every env, and which steps is decided by a generator seeded with the update
 over the *global* env columns. A process that holds envs ``[a, b)`` of the job therefore
 takes exactly its share of the minibatch that a single process holding all envs would
 build, which is what makes N gradient ranks reach the weights of one.
+
+A recurrent actor's rollouts are cut into sequences of ``sequence_length`` steps, each with
+the state the collector stored at its start (:class:`RecurrentBatch`); a minibatch then
+holds the same number of whole sequences of every env, drawn the same layout-independent
+way over ``(sequence, global env)``.
 """
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Sequence
+from typing import Iterator, NamedTuple, Optional, Sequence
 
 import numpy as np
 import torch
 
+from hpcrl.core.memory import to_sequences
 from hpcrl.core.rollout import Rollout
 from hpcrl.returns import gae
 
@@ -34,12 +40,61 @@ class RolloutBatch(NamedTuple):
         """Samples at ``[time_index[i, j], env_index[i, j]]``, flattened."""
         return RolloutBatch(*(t[time_index, env_index] for t in self)).flatten()
 
+    @property
+    def num_samples(self) -> int:
+        return self.values.numel()
+
+
+class RecurrentBatch(NamedTuple):
+    """Sequences of a recurrent actor: steps ``[L, B, ...]``, the state each sequence starts
+    from ``[B, state_size]``, ``starts [L, B]`` (an episode begins at that step: the state is
+    zeroed before it) and ``valid [L, B]`` (None when every step is a real one; padding
+    fills the sequences of rollouts cut short)."""
+
+    steps: RolloutBatch
+    memory: torch.Tensor
+    starts: torch.Tensor
+    valid: Optional[torch.Tensor]
+
+    def select(self, index: torch.Tensor) -> "RecurrentBatch":
+        """The sequences ``index``."""
+        return RecurrentBatch(RolloutBatch(*(t[:, index] for t in self.steps)),
+                              self.memory[index], self.starts[:, index],
+                              None if self.valid is None else self.valid[:, index])
+
+    @property
+    def num_samples(self) -> int:
+        """Real steps (padding excluded)."""
+        if self.valid is None:
+            return self.steps.values.numel()
+        return int(self.valid.sum())
+
+    def samples(self) -> RolloutBatch:
+        """The real steps, flattened ``[samples, ...]`` in the order of
+        :meth:`~hpcrl.core.actor.ActorCritic.evaluate_sequences`'s flattened outputs."""
+        if self.valid is None:
+            return self.steps.flatten()
+        return RolloutBatch(*(t[self.valid] for t in self.steps))
+
+    def real(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [L, B]`` (an output of the sequences) at the real steps, flattened."""
+        return x.flatten() if self.valid is None else x[self.valid]
+
 
 def _side_by_side(rollouts: Sequence[Rollout]) -> bool:
     """Whole rollouts of adjacent env slices (a preempted, shorter one is not)."""
     full = all(r.valid_steps == r.layout.num_steps for r in rollouts)
     ends = [r.env_offset + r.layout.num_envs for r in rollouts[:-1]]
     return full and ends == [r.env_offset for r in rollouts[1:]]
+
+
+def _padded(x: torch.Tensor, steps: int) -> torch.Tensor:
+    """``x [t, ...]`` with zeros after its ``t`` steps, to ``steps``."""
+    if x.shape[0] == steps:
+        return x
+    out = x.new_zeros((steps,) + x.shape[1:])
+    out[:x.shape[0]] = x
+    return out
 
 
 def _tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -56,6 +111,7 @@ class RolloutStorage:
         self.discrete_actions = discrete_actions
         self.batch: RolloutBatch | None = None
         self.flat: RolloutBatch | None = None
+        self.sequences: RecurrentBatch | None = None  # a recurrent actor's rollouts
         self.env_offset = 0
 
     def load(self, rollouts: Sequence[Rollout]) -> None:
@@ -72,6 +128,9 @@ class RolloutStorage:
         parts = [self._targets(r) for r in rollouts]
         fields = range(len(RolloutBatch._fields))
         self.env_offset = rollouts[0].env_offset
+        self.sequences = None
+        if rollouts[0].layout.state_size:
+            self._load_sequences(rollouts, parts)
         if _side_by_side(rollouts):
             self.batch = RolloutBatch(*(torch.cat([p[i] for p in parts], dim=1) for i in fields))
             self.flat = None
@@ -79,6 +138,46 @@ class RolloutStorage:
             self.batch = None
             self.flat = RolloutBatch(*(torch.cat([p.flatten()[i] for p in parts], dim=0)
                                        for i in fields))
+
+    def _load_sequences(self, rollouts: Sequence[Rollout], parts: list[RolloutBatch]) -> None:
+        """Cut the rollouts into sequences with their stored start states. Side by side
+        they are cut as one ``[T, N]`` batch (sequence ``c x N + n``, the order the
+        minibatches draw from); a pool is cut rollout by rollout, and a rollout cut short
+        (preemption) ends in a padded sequence whose padding ``valid`` masks."""
+        layout = rollouts[0].layout
+        length = layout.sequence_length or layout.num_steps
+        if _side_by_side(rollouts):
+            groups = [(RolloutBatch(*(torch.cat([p[i] for p in parts], dim=1)
+                                      for i in range(len(RolloutBatch._fields)))),
+                       np.concatenate([r.memory for r in rollouts], axis=1),
+                       np.concatenate([(r.terminated + r.truncated) > 0 for r in rollouts],
+                                      axis=1), layout.num_steps)]
+        else:
+            groups = [(part, r.memory, (r.terminated + r.truncated) > 0, r.valid_steps)
+                      for r, part in zip(rollouts, parts)]
+        pieces = [self._cut(*group, length) for group in groups]
+        steps = RolloutBatch(*(torch.cat([p.steps[j] for p in pieces], dim=1)
+                               for j in range(len(RolloutBatch._fields))))
+        valid = torch.cat([p.valid for p in pieces], dim=1)
+        self.sequences = RecurrentBatch(steps, torch.cat([p.memory for p in pieces]),
+                                        torch.cat([p.starts for p in pieces], dim=1),
+                                        None if bool(valid.all()) else valid)
+
+    def _cut(self, part: RolloutBatch, memory: np.ndarray, done: np.ndarray, steps: int,
+             length: int) -> RecurrentBatch:
+        """``steps`` valid steps ``[T, N]`` as sequences of ``length`` (padded at the end)."""
+        chunks = -(-steps // length)
+        padded = chunks * length
+        envs = done.shape[1]
+        starts = torch.zeros((padded, envs), dtype=torch.bool)
+        starts[1:steps] = torch.from_numpy(done[:steps - 1])
+        valid = torch.zeros_like(starts)
+        valid[:steps] = True
+        return RecurrentBatch(
+            RolloutBatch(*(to_sequences(_padded(x, padded), length) for x in part)),
+            _tensor(memory[:chunks], self.device).reshape(chunks * envs, -1),
+            to_sequences(starts, length).to(self.device),
+            to_sequences(valid, length).to(self.device))
 
     def _targets(self, r: Rollout) -> RolloutBatch:
         t, dev = r.valid_steps, self.device
@@ -107,8 +206,10 @@ class RolloutStorage:
             return self.flat.values.shape[0]
         return self.num_steps * self.num_envs
 
-    def full_batch(self) -> RolloutBatch:
-        """Every sample of the update, flattened."""
+    def full_batch(self) -> RolloutBatch | RecurrentBatch:
+        """Every sample of the update, flattened (every sequence, for a recurrent actor)."""
+        if self.sequences is not None:
+            return self.sequences
         if self.flat is not None:
             return self.flat
         assert self.batch is not None, "load() a rollout first"
@@ -124,6 +225,9 @@ class RolloutStorage:
         """
         if num_minibatches == 1:
             yield self.full_batch()
+            return
+        if self.sequences is not None:
+            yield from self._sequence_minibatches(num_minibatches, seed, total_envs)
             return
         if self.flat is not None:
             gen = torch.Generator().manual_seed(seed)
@@ -143,3 +247,30 @@ class RolloutStorage:
         per = steps // num_minibatches
         for j in range(num_minibatches):
             yield self.batch.gather(order[j * per:(j + 1) * per], env_index)
+
+    def _sequence_minibatches(self, num_minibatches: int, seed: int, total_envs: int
+                              ) -> Iterator[RecurrentBatch]:
+        """Minibatches of whole sequences: side by side, the same number of sequences of
+        every env, chosen by keys drawn over ``(sequence, global env)``; a pool of cut
+        rollouts in a seeded random order."""
+        assert self.sequences is not None
+        count = self.sequences.memory.shape[0]
+        gen = torch.Generator().manual_seed(seed)
+        if self.batch is None:  # a pool
+            order = torch.randperm(count, generator=gen).to(self.device)
+            for index in torch.tensor_split(order, num_minibatches):
+                yield self.sequences.select(index)
+            return
+        envs = self.num_envs
+        chunks = count // envs
+        if chunks % num_minibatches:
+            raise ValueError(f"{chunks} sequences per env cannot be split into "
+                             f"{num_minibatches} equal minibatches")
+        keys = torch.rand(chunks, total_envs, generator=gen)
+        order = keys.argsort(dim=0)[:, self.env_offset:self.env_offset + envs]
+        per = chunks // num_minibatches
+        env_index = torch.arange(envs).expand(per, envs)
+        for j in range(num_minibatches):
+            index = (order[j * per:(j + 1) * per] * envs + env_index).flatten()
+            yield self.sequences.select(index.to(self.device))
+

@@ -14,7 +14,7 @@ step per rollout they equal the learner's values.
 """
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Sequence
+from typing import Iterator, NamedTuple, Optional, Sequence
 
 import numpy as np
 import torch
@@ -23,7 +23,9 @@ from hpcrl.core.rollout import Rollout
 
 
 class SequenceBatch(NamedTuple):
-    """Time-major sequences ``[T, N, ...]`` of the behaviour policy, and ``bootstrap [N]``."""
+    """Time-major sequences ``[T, N, ...]`` of the behaviour policy, and ``bootstrap [N]``;
+    for a recurrent actor also the collector's states at the start of each of its
+    sequences, ``memory [C, N, state_size]``, and ``starts [T, N]`` (an episode begins)."""
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -32,10 +34,21 @@ class SequenceBatch(NamedTuple):
     rewards: torch.Tensor
     discounts: torch.Tensor
     bootstrap: torch.Tensor
+    memory: Optional[torch.Tensor] = None
+    starts: Optional[torch.Tensor] = None
+
+    @property
+    def num_samples(self) -> int:
+        return self.values.numel()
 
     def columns(self, index: torch.Tensor) -> "SequenceBatch":
         """The sequences of the env columns ``index``."""
-        return SequenceBatch(*(t[:, index] for t in self[:-1]), self.bootstrap[index])
+        steps = (self.obs, self.actions, self.log_probs, self.values, self.rewards,
+                 self.discounts)
+        recurrent = self.memory is not None
+        return SequenceBatch(*(t[:, index] for t in steps), self.bootstrap[index],
+                             self.memory[:, index] if recurrent else None,
+                             self.starts[:, index] if recurrent else None)
 
 
 def _tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -63,9 +76,14 @@ class VTraceStorage:
         if steps <= 0:
             raise ValueError("a rollout with no collected steps cannot be trained on")
         parts = [self._sequences(r, steps) for r in rollouts]
+        recurrent = rollouts[0].layout.state_size > 0
         self.batch = SequenceBatch(*(torch.cat([p[i] for p in parts], dim=1)
-                                     for i in range(len(SequenceBatch._fields) - 1)),
-                                   torch.cat([p.bootstrap for p in parts]))
+                                     for i in range(6)),
+                                   torch.cat([p.bootstrap for p in parts]),
+                                   torch.cat([p.memory for p in parts], dim=1)
+                                   if recurrent else None,
+                                   torch.cat([p.starts for p in parts], dim=1)
+                                   if recurrent else None)
         self.env_offset = rollouts[0].env_offset
 
     def _sequences(self, r: Rollout, t: int) -> SequenceBatch:
@@ -78,9 +96,16 @@ class VTraceStorage:
         actions = _tensor(r.actions[:t], dev)
         if self.discrete_actions:
             actions = actions.long()
+        memory = starts = None
+        if r.layout.state_size:
+            memory = _tensor(r.memory, dev)
+            starts = torch.zeros((t, r.layout.num_envs), dtype=torch.bool)
+            starts[1:] = torch.from_numpy((term | trunc)[:-1])
+            starts = starts.to(dev)
         return SequenceBatch(_tensor(r.obs[:t], dev), actions, _tensor(r.log_probs[:t], dev),
                              _tensor(r.values[:t], dev), _tensor(rewards.astype(np.float32), dev),
-                             _tensor(discounts, dev), _tensor(bootstrap.astype(np.float32), dev))
+                             _tensor(discounts, dev), _tensor(bootstrap.astype(np.float32), dev),
+                             memory, starts)
 
     @property
     def num_steps(self) -> int:

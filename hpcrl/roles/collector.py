@@ -63,6 +63,10 @@ class Collector:
         self.discounted_return = np.zeros(n, np.float64)
         self.obs_format = actor.obs_format
         self.obs = self.obs_format.carry(envs.reset(seed=env_seeds(seed, env_offset, n))[0])
+        # a recurrent actor's state per env: zero at an episode's start, carried across
+        # rollouts (None for a feedforward actor)
+        self.memory: Optional[np.ndarray] = (np.zeros((n, actor.state_size), np.float32)
+                                             if actor.recurrent else None)
 
     # -- weights -----------------------------------------------------------------------------
     def load_weights(self, weights: Weights) -> None:
@@ -105,12 +109,18 @@ class Collector:
         ret_samples: list[np.ndarray] = []
         final_values: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         env_action_clip = self.clip_low is not None
+        length = rollout.layout.sequence_length or steps
         done_steps = 0
         for t in range(steps):
             raw_obs[t] = obs
             if norm_obs:
                 rollout.obs[t] = self.obs_norm.observation(obs)
-            actions_np, log_probs, values = self.engine.step(rollout.obs[t], noise[t])
+            if self.memory is not None and t % length == 0:  # where a sequence starts
+                rollout.memory[t // length] = self.memory
+            actions_np, log_probs, values, memory = self.engine.step(rollout.obs[t], noise[t],
+                                                                     self.memory)
+            if memory is not None:
+                self.memory = memory
             rollout.actions[t] = actions_np
             rollout.log_probs[t] = log_probs
             rollout.values[t] = values
@@ -190,14 +200,17 @@ class Collector:
             self._finals.append((t, cut, final))
             if self.config.normalize_obs:
                 final = self.obs_norm.observation(final)
-            final_values[t] = (cut, self.engine.value(final))
+            state = None if self.memory is None else self.memory[cut]
+            final_values[t] = (cut, self.engine.value(final, state))
+        if self.memory is not None:
+            self.memory[done] = 0.0  # the next observation starts an episode
 
     def _bootstrap(self, rollout: Rollout, steps: int,
                    final_values: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
         """``next_values`` per :func:`hpcrl.returns.gae`'s contract."""
         last = self.obs_norm.observation(self.obs) if self.config.normalize_obs else self.obs
         rollout.next_values[:steps - 1] = rollout.values[1:steps]
-        rollout.next_values[steps - 1] = self.engine.value(last)
+        rollout.next_values[steps - 1] = self.engine.value(last, self.memory)
         rollout.next_values[:steps][rollout.terminated[:steps] > 0] = 0.0
         for t, (envs, values) in final_values.items():
             rollout.next_values[t, envs] = values
@@ -211,7 +224,9 @@ class Collector:
                 "episode_return": torch.from_numpy(self.episode_return.copy()),
                 "episode_length": torch.from_numpy(self.episode_length.copy()),
                 "discounted_return": torch.from_numpy(self.discounted_return.copy()),
-                "vector_steps": self.vector_steps}
+                "vector_steps": self.vector_steps,
+                **({} if self.memory is None
+                   else {"memory": torch.from_numpy(self.memory.copy())})}
 
     def load_state_dict(self, state: dict[str, Any]) -> list[str]:
         """Restore :meth:`state_dict`; returns the env attributes that could not be restored
@@ -229,4 +244,9 @@ class Collector:
         self.discounted_return = state["discounted_return"].numpy().copy()
         restore_vector_env_state(self.envs, state["envs"])
         self.obs = state["obs"].numpy().copy()
+        if self.memory is not None:
+            if "memory" not in state or tuple(state["memory"].shape) != self.memory.shape:
+                raise ValueError("the checkpoint holds no recurrent state of this actor's size "
+                                 "for its envs: actor.memory changed since it was written")
+            self.memory = state["memory"].numpy().copy()
         return []

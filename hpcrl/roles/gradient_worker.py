@@ -55,7 +55,7 @@ class GradientWorker:
                                              self.num_minibatches)
         for batch in batches:
             grads, stats = self.algorithm.compute_gradients(batch)
-            yield self.message.fill(grads, self.weights_version, batch.values.numel(),
+            yield self.message.fill(grads, self.weights_version, batch.num_samples,
                                     new_steps if moments else 0, progress,
                                     [stats[n] for n in names], moments)
             moments = None

@@ -176,3 +176,44 @@ class DictMatch(gym.Env):
 
 
 gym.register("DictMatch-v0", entry_point=DictMatch)
+
+
+class CueMemory(gym.Env):
+    """A memory task: the first observation shows a cue (left or right, one-hot), the next
+    ``delay`` observations (2 to 6, drawn each episode) show nothing, and the last one asks
+    for the cue: action 0 or 1 pays +1 if it names the cue and -1 otherwise, and ends the
+    episode. Every earlier action does nothing. Only an agent that remembers the first
+    observation can beat chance (an expected 0 a game); perfect recall earns 1."""
+
+    def __init__(self, min_delay: int = 2, max_delay: int = 6) -> None:
+        import numpy as np
+
+        self.delays = (min_delay, max_delay)
+        self.action_space = gym.spaces.Discrete(2)
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (3,), np.float32)
+
+    def _observe(self):
+        import numpy as np
+
+        obs = np.zeros(3, np.float32)
+        if self.t == 0:
+            obs[self.cue] = 1.0
+        elif self.t > self.delay:
+            obs[2] = 1.0  # the question
+        return obs
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.cue = 0, int(self.np_random.integers(2))
+        self.delay = int(self.np_random.integers(self.delays[0], self.delays[1] + 1))
+        return self._observe(), {}
+
+    def step(self, action):
+        asked = self.t > self.delay
+        self.t += 1
+        if asked:
+            return self._observe(), 1.0 if int(action) == self.cue else -1.0, True, False, {}
+        return self._observe(), 0.0, False, False, {}
+
+
+gym.register("CueMemory-v0", entry_point=CueMemory)

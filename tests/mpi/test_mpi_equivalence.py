@@ -72,6 +72,35 @@ def test_structured_observations_cross_ranks_in_their_dtype_and_layouts_agree(en
         assert ckpt["policy"]["obs_format"]["dtype"] == dtype
 
 
+@pytest.mark.timeout(150)
+@pytest.mark.parallel(2)
+@pytest.mark.parametrize("memory", ["gru", "lstm"])
+def test_recurrent_layouts_agree(memory):
+    """A recurrent actor on the memory task: 2 ranks x 4 envs reach the weights of 1 x 8,
+    minibatches of whole sequences (16 steps, 2 per env and rollout, one per minibatch)
+    drawn over the global envs, states carried across rollouts and reset at episode ends."""
+    import hpcrl_testenvs  # noqa: F401  registers CueMemory
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    run_dir = shared_dir(comm)
+    agent = ["env.id=hpcrl_testenvs:CueMemory-v0", f"actor.memory={memory}",
+             "actor.memory_size=16", "algo.minibatch_size=128"]
+    sets = COMMON + agent + ["scheme.preset=ddppo", "env.num_envs=4", "scheme.allreduce=mpi",
+                             "scheme.preemption.fraction_workers=1",
+                             "scheme.preemption.fraction_samples=1"]
+    role = train_mpi(from_dict({}, sets), run_dir / "mpi").ranked
+    mine = params_to_flat(role.actor)
+    if comm.rank == 0:
+        serial = from_dict({}, COMMON + agent + ["env.num_envs=8"])
+        assert serial.algo.bptt_len == 0  # the length is chosen: 32 steps / 2 minibatches
+        trainer = Trainer(serial, RunDir(run_dir / "serial"), console=None)
+        trainer.train()
+        reference = params_to_flat(trainer.placement.master_actor)
+        assert not torch.equal(reference, params_to_flat(
+            Trainer(serial, RunDir(run_dir / "fresh"), console=None).placement.master_actor))
+        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-5)
+
+
 # figures that depend on timing or on where the work ran, not on the maths
 TIMING = {"wall_time_s", "fps", "time_collect_s", "time_wait_s", "time_compute_s",
           "time_communicate_s"}

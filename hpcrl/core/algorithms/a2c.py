@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from hpcrl.core.algorithms.base import Algorithm, entropy_bonus
 from hpcrl.core.algorithms.ppo import normalized_advantages
-from hpcrl.core.storage import RolloutBatch, RolloutStorage
+from hpcrl.core.storage import RecurrentBatch, RolloutBatch, RolloutStorage
 
 
 class A2C(Algorithm):
@@ -24,9 +24,10 @@ class A2C(Algorithm):
     def steps_per_update(self, count: int) -> int:
         return 1
 
-    def loss(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: RolloutBatch | RecurrentBatch
+             ) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.config
-        log_probs, entropy, values = self.actor.evaluate(batch.obs, batch.actions)
+        log_probs, entropy, values, batch = self.evaluate(batch)
         advantages = normalized_advantages(batch, self)
         policy_loss = -(advantages.detach() * log_probs).mean()
         value_loss = F.mse_loss(values, batch.returns)

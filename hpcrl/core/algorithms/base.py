@@ -15,7 +15,7 @@ from hpcrl.config.schema import AlgoConfig
 from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.reducer import LocalReducer, Reducer
-from hpcrl.core.storage import RolloutBatch, RolloutStorage
+from hpcrl.core.storage import RecurrentBatch, RolloutBatch, RolloutStorage
 from hpcrl.runtime.finite import STOP, GradientGuard
 
 
@@ -82,6 +82,19 @@ class Algorithm(ABC):
     @abstractmethod
     def loss(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """The scalar loss of ``batch`` and its terms as floats."""
+
+    def evaluate(self, batch: RolloutBatch | RecurrentBatch
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, RolloutBatch]:
+        """Log-probs of the batch's actions, entropies and values under the current weights,
+        and the batch's samples flattened in the same order. A recurrent batch is recomputed
+        sequence by sequence from its stored start states; its padding is left out."""
+        if isinstance(batch, RecurrentBatch):
+            out = self.actor.evaluate_sequences(batch.steps.obs, batch.steps.actions,
+                                                batch.memory, batch.starts)
+            log_probs, entropy, values = (batch.real(x) for x in out)
+            return log_probs, entropy, values, batch.samples()
+        log_probs, entropy, values = self.actor.evaluate(batch.obs, batch.actions)
+        return log_probs, entropy, values, batch
 
     def compute_gradients(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """The flat gradient of the loss on ``batch`` (the actor's weights are not changed)."""

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from hpcrl.core.algorithms.base import Algorithm, entropy_bonus
+from hpcrl.core.memory import evaluate_rollouts
 from hpcrl.core.vtrace_storage import SequenceBatch, VTraceStorage
 from hpcrl.returns import vtrace
 
@@ -39,10 +40,14 @@ class IMPALA(Algorithm):
     def loss(self, batch: SequenceBatch) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.config
         steps, envs = batch.rewards.shape
-        log_probs, entropy, values = self.actor.evaluate(batch.obs.flatten(0, 1),
-                                                         batch.actions.flatten(0, 1))
-        log_probs = log_probs.view(steps, envs)
-        values = values.view(steps, envs)
+        if batch.memory is not None:  # a recurrent actor: sequences from their start states
+            log_probs, entropy, values = evaluate_rollouts(self.actor, batch.obs, batch.actions,
+                                                           batch.memory, batch.starts)
+        else:
+            log_probs, entropy, values = self.actor.evaluate(batch.obs.flatten(0, 1),
+                                                             batch.actions.flatten(0, 1))
+            log_probs = log_probs.view(steps, envs)
+            values = values.view(steps, envs)
         log_rhos = log_probs.detach() - batch.log_probs
         vs, pg_advantages = vtrace(log_rhos, batch.discounts, batch.rewards, values.detach(),
                                    batch.bootstrap, cfg.vtrace_clip_rho, cfg.vtrace_clip_c)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from hpcrl.core.algorithms.base import Algorithm, entropy_bonus, linear_schedule
 from hpcrl.core.reducer import global_mean_std
-from hpcrl.core.storage import RolloutBatch, RolloutStorage
+from hpcrl.core.storage import RecurrentBatch, RolloutBatch, RolloutStorage
 
 
 def epoch_seed(seed: int, update: int, epoch: int) -> int:
@@ -49,9 +49,10 @@ class PPO(Algorithm):
     def steps_per_update(self, count: int) -> int:
         return self.config.num_epochs * count
 
-    def loss(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: RolloutBatch | RecurrentBatch
+             ) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.config
-        log_probs, entropy, values = self.actor.evaluate(batch.obs, batch.actions)
+        log_probs, entropy, values, batch = self.evaluate(batch)
         advantages = normalized_advantages(batch, self)
         log_ratio = log_probs - batch.log_probs
         ratio = log_ratio.exp()

@@ -21,7 +21,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from hpcrl.build import make_storage, num_minibatches
+from hpcrl.build import make_storage
+from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.comm import MpiAllreducer, make_allreducer, sum_host_array_, wait_probe
 from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
 from hpcrl.core.algorithms import make_algorithm
@@ -67,7 +68,7 @@ class WorkerRank:
                                         on_nonfinite=cfg.train.on_nonfinite)
         storage = make_storage(cfg, job.spaces, job.device)
         self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
-                                     num_minibatches(cfg))
+                                     minibatches_per_epoch(cfg))
         self.updater = None if self.central else Updater(self.algorithm)
         self.weights = Weights.empty_like(self.actor)
         self.version = 0
@@ -228,7 +229,7 @@ class SyncUpdaterRank:
         numel = sum(p.numel() for p in self.actor.parameters())
         self.gradient = Gradient.empty(numel, len(self.algorithm.stat_names),
                                        int(self.actor.obs_rms.mean.numel()), job.device)
-        self.steps = self.algorithm.steps_per_update(num_minibatches(cfg))
+        self.steps = self.algorithm.steps_per_update(minibatches_per_epoch(cfg))
         self.preempted = False
 
     def run(self) -> None:

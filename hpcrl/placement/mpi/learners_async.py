@@ -13,7 +13,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from hpcrl.build import make_storage, num_minibatches
+from hpcrl.build import make_storage
+from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.comm import irecv, isend, probe_any, wait
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.placement.mpi.job import MpiJob
@@ -39,7 +40,7 @@ class AsyncWorkerRank:
                                         on_nonfinite=cfg.train.on_nonfinite)
         storage = make_storage(cfg, job.spaces, job.device)
         self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
-                                     num_minibatches(cfg))
+                                     minibatches_per_epoch(cfg))
         self.weights = Weights.empty_like(self.actor)
         self.version = 0
         if resume is not None:

@@ -1,0 +1,141 @@
+"""Memory cores: a GRU or LSTM between an agent's encoder and its MLP trunk.
+
+A core's recurrent state travels as one flat float32 row per env, ``[B, state_size]``
+(an LSTM's ``h`` then ``c``, layer by layer), so collectors, rollouts, messages and
+checkpoints carry it as one more array. A zero row is the state at an episode's start.
+
+:meth:`MemoryCore.step` advances one time step (collection, evaluation);
+:meth:`MemoryCore.sequence` recomputes ``[T, B]`` sequences from their stored start states
+for the loss, setting the state of an env to zero where an episode starts inside the
+sequence. It runs the cuDNN/MKL sequence kernel over each stretch of time without an
+episode start and steps alone only across starts, which gives the same numbers as stepping
+(to float rounding) at the speed of the fused kernel on long episodes.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from hpcrl.config.schema import ActorConfig
+
+MEMORY_KINDS = ("none", "gru", "lstm")
+
+
+def core_state_size(kind: str, size: int, layers: int) -> int:
+    """Floats of one env's flat state in one core (an LSTM keeps ``h`` and ``c``)."""
+    return layers * size * (2 if kind == "lstm" else 1)
+
+
+def memory_state_size(config: ActorConfig) -> int:
+    """Floats of one env's flat state in an actor built from ``config`` (0 without memory;
+    two cores, policy and value, unless the trunk is shared)."""
+    if config.memory == "none":
+        return 0
+    cores = 1 if config.shared_trunk else 2
+    return cores * core_state_size(config.memory, config.memory_size, config.memory_layers)
+
+
+class MemoryCore(nn.Module):
+    """``layers`` stacked GRU or LSTM layers of ``size`` units over ``features`` inputs."""
+
+    def __init__(self, kind: str, features: int, size: int, layers: int) -> None:
+        super().__init__()
+        if kind not in ("gru", "lstm"):
+            raise ValueError(f"memory kind must be 'gru' or 'lstm', not {kind!r}")
+        self.kind, self.size, self.layers = kind, size, layers
+        cls = nn.GRU if kind == "gru" else nn.LSTM
+        self.rnn = cls(features, size, num_layers=layers)
+        for name, param in self.rnn.named_parameters():  # the usual RL initialisation
+            if name.startswith("weight"):
+                nn.init.orthogonal_(param, 1.0)
+            else:
+                nn.init.zeros_(param)
+
+    @property
+    def features(self) -> int:
+        """Width of the core's output."""
+        return self.size
+
+    @property
+    def state_size(self) -> int:
+        """Floats of one env's flat state."""
+        return core_state_size(self.kind, self.size, self.layers)
+
+    def _unpack(self, flat: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Flat rows ``[B, state_size]`` as the ``nn.GRU``/``nn.LSTM`` state."""
+        b = flat.shape[0]
+        per_layer = flat.reshape(b, -1, self.size).transpose(0, 1)  # [layers(*2), B, size]
+        if self.kind == "gru":
+            return per_layer.contiguous()
+        return per_layer[:self.layers].contiguous(), per_layer[self.layers:].contiguous()
+
+    def _pack(self, state: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        if self.kind == "lstm":
+            state = torch.cat(state, dim=0)
+        return state.transpose(0, 1).reshape(state.shape[1], -1)
+
+    def step(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Outputs ``[B, size]`` and the next flat state for inputs ``[B, features]``."""
+        out, new = self.rnn(x.unsqueeze(0), self._unpack(state))
+        return out[0], self._pack(new)
+
+    def sequence(self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Outputs ``[T, B, size]`` for inputs ``[T, B, features]`` from start states
+        ``[B, state_size]``; ``starts [T, B]`` (bool) marks the steps that begin an episode,
+        where the state is zeroed before the step (``starts[0]`` is ignored: the stored
+        start state is already that of an episode's start where one began)."""
+        steps = x.shape[0]
+        cut = starts[1:].any(dim=1).nonzero().flatten().add(1).tolist()
+        bounds = [0] + cut + [steps]
+        outputs = []
+        keep = (~starts).to(state.dtype).unsqueeze(-1)  # [T, B, 1]
+        for begin, end in zip(bounds[:-1], bounds[1:]):
+            if begin > 0:
+                state = state * keep[begin]
+            out, new = self.rnn(x[begin:end], self._unpack(state))
+            outputs.append(out)
+            state = self._pack(new)
+        return torch.cat(outputs, dim=0), state
+
+
+def to_sequences(x: torch.Tensor, length: int) -> torch.Tensor:
+    """``[T, N, ...]`` cut into ``T / length`` sequences per env: ``[length, (T/length) x N,
+    ...]``, sequence ``c x N + n`` being steps ``[c x length, (c+1) x length)`` of env ``n``."""
+    steps, envs = x.shape[:2]
+    chunks = steps // length
+    return x.reshape((chunks, length, envs) + x.shape[2:]).transpose(0, 1).reshape(
+        (length, chunks * envs) + x.shape[2:])
+
+
+def from_sequences(x: torch.Tensor, envs: int) -> torch.Tensor:
+    """The inverse of :func:`to_sequences`: ``[L, C x N, ...]`` back to ``[C x L, N, ...]``."""
+    length, count = x.shape[:2]
+    chunks = count // envs
+    return x.reshape((length, chunks, envs) + x.shape[2:]).transpose(0, 1).reshape(
+        (chunks * length, envs) + x.shape[2:])
+
+
+def evaluate_rollouts(actor: nn.Module, obs: torch.Tensor, actions: torch.Tensor,
+                      memory: torch.Tensor, starts: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Log-probs, entropies and values ``[T, N]`` of side-by-side rollouts ``[T, N, ...]``,
+    recomputed sequence by sequence from the states ``memory [C, N, state_size]`` stored at
+    the start of each of the ``C`` sequences per env. ``T`` may fall short of ``C`` whole
+    sequences (rollouts cut to the shortest): the missing steps are padded and dropped,
+    which changes nothing before them."""
+    steps, envs = starts.shape
+    chunks = memory.shape[0]
+    length = -(-steps // chunks)
+    chunks = -(-steps // length)
+    padded = chunks * length
+
+    def cut(x: torch.Tensor) -> torch.Tensor:
+        if padded > steps:
+            x = torch.cat([x, x.new_zeros((padded - steps,) + x.shape[1:])])
+        return to_sequences(x, length)
+
+    out = actor.evaluate_sequences(cut(obs), cut(actions),
+                                   memory[:chunks].reshape(chunks * envs, -1), cut(starts))
+    return tuple(from_sequences(x, envs)[:steps] for x in out)
+

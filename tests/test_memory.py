@@ -1,0 +1,105 @@
+"""Recurrent actors: the loss recomputes exactly what the collector computed, step by step,
+across rollout boundaries and episode ends; minibatches of sequences tile the rollout."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from hpcrl.build import env_spaces, make_actor, make_storage, rollout_layout
+from hpcrl.config.loader import ConfigError, from_dict
+from hpcrl.config.validate import validate
+from hpcrl.core.algorithms import make_algorithm
+from hpcrl.core.envs import make_vector_env
+from hpcrl.core.memory import evaluate_rollouts
+from hpcrl.roles.collector import Collector
+
+sys.path.insert(0, str(Path(__file__).parent / "mpi"))
+import hpcrl_testenvs  # noqa: E402,F401  (registers CueMemory-v0)
+
+CUE = "env.id=hpcrl_testenvs:CueMemory-v0"
+
+
+def collector_and_actor(sets: list[str]):
+    cfg = from_dict({}, [CUE, "actor.memory_size=16", *sets])
+    spaces = env_spaces(cfg)
+    actor = make_actor(cfg, spaces)
+    with torch.no_grad():  # weights far from the initialisation, so the state matters
+        for p in actor.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+    envs = make_vector_env(cfg.env, cfg.env.num_envs)
+    collector = Collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed)
+    return cfg, spaces, actor, collector
+
+
+@pytest.mark.parametrize("memory,shared,bptt", [("gru", False, 0), ("lstm", True, 8),
+                                                ("gru", True, 4)])
+def test_the_loss_recomputes_the_collectors_log_probs_and_values(memory, shared, bptt):
+    cfg, spaces, actor, collector = collector_and_actor(
+        [f"actor.memory={memory}", f"actor.shared_trunk={str(shared).lower()}",
+         f"algo.bptt_len={bptt}", "algo.num_epochs=1", "actor.memory_layers=2"])
+    layout = rollout_layout(cfg, spaces, cfg.env.num_envs)
+    algorithm = make_algorithm(actor, cfg.algo)
+    storage = make_storage(cfg, spaces)
+    for _ in range(3):  # the second and third rollouts start from carried states
+        rollout = collector.collect(layout.new())
+    done = (rollout.terminated + rollout.truncated) > 0
+    assert done[:-1].any(), "episodes must end inside the rollout"
+    assert np.abs(rollout.memory).sum() > 0, "a carried state is not zero"
+    storage.load([rollout])
+    log_probs, _, values, samples = algorithm.evaluate(storage.full_batch())
+    with torch.no_grad():
+        torch.testing.assert_close(log_probs, samples.log_probs, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(values, samples.values, rtol=1e-4, atol=1e-5)
+        out = evaluate_rollouts(actor, torch.from_numpy(rollout.obs),
+                                torch.from_numpy(rollout.actions).long(),
+                                torch.from_numpy(rollout.memory),
+                                torch.from_numpy(np.concatenate([np.zeros_like(done[:1]),
+                                                                 done[:-1]])))
+    torch.testing.assert_close(out[0], torch.from_numpy(rollout.log_probs), rtol=1e-4,
+                               atol=1e-5)
+    torch.testing.assert_close(out[2], torch.from_numpy(rollout.values), rtol=1e-4, atol=1e-5)
+
+
+def test_a_states_rows_reset_where_episodes_end():
+    cfg, spaces, actor, collector = collector_and_actor(["actor.memory=gru"])
+    layout = rollout_layout(cfg, spaces, cfg.env.num_envs)
+    for _ in range(20):  # until a rollout's last step ends some episodes but not all
+        rollout = collector.collect(layout.new())
+        last_done = (rollout.terminated[-1] + rollout.truncated[-1]) > 0
+        if last_done.any() and not last_done.all():
+            break
+    assert last_done.any() and not last_done.all()
+    # the state carried into the next rollout is zero exactly for the envs whose episode
+    # ended at the last step
+    zero_rows = ~np.abs(collector.memory).any(axis=1)
+    np.testing.assert_array_equal(zero_rows, last_done)
+
+
+def test_minibatches_hold_whole_sequences_of_every_env_once_per_epoch():
+    cfg, spaces, actor, collector = collector_and_actor(
+        ["actor.memory=gru", "algo.num_steps=32", "algo.minibatch_size=64"])
+    assert validate(cfg) is None
+    storage = make_storage(cfg, spaces)
+    storage.load([collector.collect(rollout_layout(cfg, spaces, cfg.env.num_envs).new())])
+    batches = list(storage.minibatches(4, seed=3, total_envs=cfg.env.num_envs))
+    assert [b.steps.values.shape for b in batches] == [torch.Size([8, 8])] * 4
+    seen = torch.cat([b.steps.values.T for b in batches]).sort(dim=0).values
+    assert torch.equal(seen, storage.sequences.steps.values.T.sort(dim=0).values)
+
+
+@pytest.mark.parametrize("sets,needle", [
+    (["actor.memory=gru", "algo.name=dqn"], "holds no recurrent state"),
+    (["actor.memory=gru", "algo.bptt_len=32", "algo.minibatch_size=128"],
+     "algo.bptt_len=32 gives 1 sequences per env of the 32-step rollout that split into the "
+     "2 minibatches per epoch; set algo.bptt_len to one of 16, 8, 4, 2, 1"),
+    (["actor.memory=lstm", "algo.bptt_len=5"], "must divide algo.num_steps"),
+    (["actor.memory_size=0"], "actor.memory_size"),
+])
+def test_recurrent_settings_that_cannot_work_are_refused(sets, needle):
+    with pytest.raises(ConfigError) as err:
+        from_dict({}, sets)
+    assert needle in str(err.value)
