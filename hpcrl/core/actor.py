@@ -199,12 +199,12 @@ class ActorCritic(nn.Module):
         pi = self.pi_encoder(flat_obs)
         vf = pi if self.shared else self.vf_encoder(flat_obs)
         pi_state, vf_state = self._split(state)
-        pi, _ = self.pi_core.sequence(pi.view(steps, batch, -1), pi_state, starts)
+        pi = self.pi_core.sequence(pi.view(steps, batch, -1), pi_state, starts)
         pi = self.pi_trunk(pi.flatten(0, 1))
         if self.shared:
             vf = pi
         else:
-            vf, _ = self.vf_core.sequence(vf.view(steps, batch, -1), vf_state, starts)
+            vf = self.vf_core.sequence(vf.view(steps, batch, -1), vf_state, starts)
             vf = self.vf_trunk(vf.flatten(0, 1))
         params = self._params(pi)
         flat_actions = actions.reshape((steps * batch,) + actions.shape[2:])

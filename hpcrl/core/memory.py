@@ -7,9 +7,9 @@ checkpoints carry it as one more array. A zero row is the state at an episode's 
 :meth:`MemoryCore.step` advances one time step (collection, evaluation);
 :meth:`MemoryCore.sequence` recomputes ``[T, B]`` sequences from their stored start states
 for the loss, setting the state of an env to zero where an episode starts inside the
-sequence. It runs the cuDNN/MKL sequence kernel over each stretch of time without an
-episode start and steps alone only across starts, which gives the same numbers as stepping
-(to float rounding) at the speed of the fused kernel on long episodes.
+sequence. All segments between episode starts run side by side through one call of the
+fused recurrent kernel (cuDNN, oneDNN), which gives the numbers of stepping through time
+(to float rounding) whatever the episodes' lengths.
 """
 from __future__ import annotations
 
@@ -80,23 +80,35 @@ class MemoryCore(nn.Module):
         return out[0], self._pack(new)
 
     def sequence(self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+                 ) -> torch.Tensor:
         """Outputs ``[T, B, size]`` for inputs ``[T, B, features]`` from start states
         ``[B, state_size]``; ``starts [T, B]`` (bool) marks the steps that begin an episode,
         where the state is zeroed before the step (``starts[0]`` is ignored: the stored
-        start state is already that of an episode's start where one began)."""
-        steps = x.shape[0]
-        cut = starts[1:].any(dim=1).nonzero().flatten().add(1).tolist()
-        bounds = [0] + cut + [steps]
-        outputs = []
-        keep = (~starts).to(state.dtype).unsqueeze(-1)  # [T, B, 1]
-        for begin, end in zip(bounds[:-1], bounds[1:]):
-            if begin > 0:
-                state = state * keep[begin]
-            out, new = self.rnn(x[begin:end], self._unpack(state))
-            outputs.append(out)
-            state = self._pack(new)
-        return torch.cat(outputs, dim=0), state
+        start state is already that of an episode's start where one began).
+
+        Each column is split at its episode starts into segments; the segments, padded to
+        the longest, run through the recurrent kernel side by side in one call (the first
+        of each column from its stored state, the others from zeros), and the outputs are
+        put back in place. The padding comes after a segment's steps, so it changes none of
+        them; one call costs far less than stepping through time where episodes are short.
+        """
+        steps, batch = starts.shape
+        first = starts.clone()
+        first[0] = True  # every column's first segment starts at its first step
+        time = torch.arange(steps, device=x.device).unsqueeze(1)
+        seg_start = torch.where(first, time, torch.zeros_like(time)).cummax(dim=0).values
+        position = time - seg_start  # [T, B] step within its segment
+        per_column = first.sum(dim=0)  # segments of each column
+        column_first = per_column.cumsum(0) - per_column  # index of each column's first one
+        segment = column_first.unsqueeze(0) + first.cumsum(dim=0) - 1  # [T, B]
+        segments = int(per_column.sum())
+        longest = int(position.max()) + 1
+        padded = x.new_zeros((longest, segments, x.shape[-1]))
+        padded = padded.index_put((position, segment), x)
+        start = state.new_zeros((segments, state.shape[-1]))
+        start = start.index_copy(0, column_first, state)
+        out, _ = self.rnn(padded, self._unpack(start))
+        return out[position, segment]
 
 
 def to_sequences(x: torch.Tensor, length: int) -> torch.Tensor:
