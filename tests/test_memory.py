@@ -103,3 +103,24 @@ def test_recurrent_settings_that_cannot_work_are_refused(sets, needle):
     with pytest.raises(ConfigError) as err:
         from_dict({}, sets)
     assert needle in str(err.value)
+
+
+def test_a_rollout_cut_short_ends_in_a_padded_sequence_that_the_loss_leaves_out():
+    cfg, spaces, actor, collector = collector_and_actor(
+        ["actor.memory=lstm", "algo.bptt_len=16", "algo.num_epochs=1"])
+    layout = rollout_layout(cfg, spaces, cfg.env.num_envs)
+    algorithm = make_algorithm(actor, cfg.algo)
+    storage = make_storage(cfg, spaces)
+    whole = collector.collect(layout.new())
+    cut = collector.collect(layout.new(), should_stop=lambda done: done >= 20)  # preempted
+    assert cut.valid_steps == 20
+    storage.load([whole, cut])  # a pool: 2 + 2 sequences per env, the last one 4 steps long
+    batch = storage.full_batch()
+    assert batch.valid is not None and batch.num_samples == (32 + 20) * cfg.env.num_envs
+    log_probs, _, values, samples = algorithm.evaluate(batch)
+    assert log_probs.shape == (batch.num_samples,)
+    with torch.no_grad():
+        torch.testing.assert_close(log_probs, samples.log_probs, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(values, samples.values, rtol=1e-4, atol=1e-5)
+    minibatches = list(storage.minibatches(3, seed=0, total_envs=cfg.env.num_envs))
+    assert sum(b.num_samples for b in minibatches) == batch.num_samples

@@ -258,6 +258,8 @@ class RolloutStorage:
         gen = torch.Generator().manual_seed(seed)
         if self.batch is None:  # a pool
             order = torch.randperm(count, generator=gen).to(self.device)
+            if count < num_minibatches:  # rollouts cut very short: every step still needs one
+                order = order.repeat(-(-num_minibatches // count))[:num_minibatches]
             for index in torch.tensor_split(order, num_minibatches):
                 yield self.sequences.select(index)
             return

@@ -38,3 +38,26 @@ def test_a_gru_solves_the_memory_task_and_an_mlp_does_not(tmp_path):
 def test_asynchronous_collectors_ship_states_with_their_rollouts(tmp_path, n, sets):
     train(n, tmp_path / "run", CUE + GRU + sets)
     assert eval_return(tmp_path / "run") >= 0.9
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n,sets", [
+    (3, ["scheme.preset=a2c"]),
+    (3, ["scheme.preset=a3c"]),
+    (3, ["scheme.preset=ddppo", "scheme.update=central"]),
+    (5, ["scheme.preset=async-ppo", "scheme.update=central", "scheme.gradients=async",
+         "scheme.gradient_workers=2", "scheme.collectors_per_worker=1"]),
+    (3, ["scheme.preset=impala", "actor.memory=lstm"]),
+], ids=["a2c", "a3c", "ddppo-central", "async-gradients", "impala-lstm"])
+def test_every_scheme_carries_the_state_into_its_checkpoint(tmp_path, n, sets):
+    import torch
+
+    train(n, tmp_path, ["actor.memory=gru", "actor.memory_size=16", "env.num_envs=4",
+                        "algo.minibatch_size=64", "train.total_env_steps=2048",
+                        "train.checkpoint_every=2", *sets])
+    saved = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
+    collectors = saved["placement"]["collectors"]
+    states = torch.cat([c["memory"] for c in collectors])
+    per_core = 16 * (2 if "actor.memory=lstm" in sets else 1)
+    assert states.shape == (4 * len(collectors), 2 * per_core)
+    assert states.abs().sum() > 0  # CartPole episodes outlive a rollout: states carried on
