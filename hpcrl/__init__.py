@@ -1,6 +1,13 @@
-"""hpcrl: reinforcement learning on HPC clusters, from one process to many MPI ranks."""
+"""hpcrl: reinforcement learning on HPC clusters, from one process to many MPI ranks.
+
+The Python API (:mod:`hpcrl.api`): :func:`make_config`, :func:`train`, :func:`resume`,
+:func:`load_policy`; the bases of your own algorithms, :class:`Algorithm`, :class:`PPO`,
+:class:`A2C` and :class:`IMPALA`; and the contracts of components (:mod:`hpcrl.contracts`).
+Names are imported on first use, so ``import hpcrl`` stays cheap.
+"""
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -8,12 +15,26 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from hpcrl.core.actor import ActorCritic
 
+_LAZY = {"make_config": "hpcrl.api", "train": "hpcrl.api", "resume": "hpcrl.api",
+         "TrainResult": "hpcrl.api", "Algorithm": "hpcrl.core.algorithms",
+         "PPO": "hpcrl.core.algorithms", "A2C": "hpcrl.core.algorithms",
+         "IMPALA": "hpcrl.core.algorithms", "RolloutBatch": "hpcrl.core.storage",
+         "RecurrentBatch": "hpcrl.core.storage", "SequenceBatch": "hpcrl.core.vtrace_storage",
+         "Network": "hpcrl.contracts"}
 
-def load_policy(path: Any) -> "ActorCritic":
+
+def load_policy(path: Any, device: Any = "cpu") -> "ActorCritic":
     """The trained actor of a run directory or checkpoint (see :mod:`hpcrl.policy`)."""
     from hpcrl.policy import load_policy as _load
 
-    return _load(path)
+    return _load(path, device)
 
 
-__all__ = ["__version__", "load_policy"]
+def __getattr__(name: str) -> Any:
+    """The API's names, imported when first used."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'hpcrl' has no attribute {name!r}")
+
+
+__all__ = ["__version__", "load_policy", *sorted(_LAZY)]

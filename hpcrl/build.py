@@ -44,7 +44,9 @@ def rollout_layout(config: Config, spaces: EnvSpaces, num_envs: int) -> RolloutL
 def make_storage(config: Config, spaces: EnvSpaces, device: torch.device | str = "cpu"
                  ) -> RolloutStorage | VTraceStorage:
     """The gradient worker's rollout storage: GAE targets, or V-trace sequences (impala)."""
-    if config.algo.name == "impala":
+    from hpcrl.core.algorithms import algorithm_class
+
+    if algorithm_class(config.algo.name).storage == "vtrace":
         return VTraceStorage(config.algo.gamma, device, discrete_actions=spaces.integer_actions)
     return RolloutStorage(config.algo.gamma, config.algo.gae_lambda, device,
                           discrete_actions=spaces.integer_actions)
@@ -53,6 +55,11 @@ def make_storage(config: Config, spaces: EnvSpaces, device: torch.device | str =
 def env_spaces(config: Config) -> EnvSpaces:
     """The env's spaces, refused in one line where the chosen algorithm cannot take them."""
     spaces = probe_spaces(config.env)
+    if config.actor.network:  # the user's network, built once to check its contract
+        from hpcrl.contracts import make_network
+
+        make_network(config.actor.network, config.actor.network_kwargs,
+                     spaces.observation_space)
     name = config.algo.name
     if not spaces.obs_format.raw and name in OFF_POLICY_ALGOS and name != "dqn":
         raise UnsupportedEnv(f"env '{config.env.id}' has integer, tuple or dict observations, "
@@ -76,8 +83,15 @@ def policy_record(config: Config, spaces: EnvSpaces, actor: ActorCritic) -> dict
     else:
         action = {"type": "box", "low": torch.from_numpy(space.low.copy()),
                   "high": torch.from_numpy(space.high.copy())}
-    return {"obs_shape": list(spaces.obs_shape), "obs_format": spaces.obs_format.record(),
-            "action": action, "config": _config_dict(config), "state_dict": actor.state_dict()}
+    record = {"obs_shape": list(spaces.obs_shape), "obs_format": spaces.obs_format.record(),
+              "action": action, "config": _config_dict(config),
+              "state_dict": actor.state_dict()}
+    box = spaces.observation_space
+    if config.actor.network and isinstance(box, gym.spaces.Box):  # the user's network takes it
+        record["observation_space"] = {"low": torch.from_numpy(np.asarray(box.low).copy()),
+                                       "high": torch.from_numpy(np.asarray(box.high).copy()),
+                                       "dtype": str(box.dtype)}
+    return record
 
 
 def _config_dict(config: Config) -> dict[str, Any]:
@@ -99,7 +113,10 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
         low, high = action["low"].numpy(), action["high"].numpy()
         space = gym.spaces.Box(low, high, dtype=np.float32)
     fmt = format_from_record(record["obs_format"]) if "obs_format" in record else None
-    spaces = EnvSpaces(tuple(record["obs_shape"]), space, fmt)
+    box = record.get("observation_space")
+    observation_space = (gym.spaces.Box(box["low"].numpy(), box["high"].numpy(),
+                                        dtype=np.dtype(box["dtype"])) if box else None)
+    spaces = EnvSpaces(tuple(record["obs_shape"]), space, fmt, observation_space)
     cfg = record["config"]
     if cfg["algo"]["name"] in OFF_POLICY_ALGOS:  # greedy Q-network or continuous policy
         from hpcrl.core.algorithms.offpolicy import policy_module

@@ -41,48 +41,22 @@ def main() -> None:
 def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[str],
           resume_dir: Optional[str]) -> None:
     """Train an agent. Without CONFIG, trains PPO on CartPole-v1 (the embedded default)."""
-    from hpcrl.placement.mpi.job import wants_mpi
-    from hpcrl.runtime.run_dir import RunDir, default_run_dir
-    from hpcrl.training import Trainer, resume_config
+    from hpcrl import api
 
     try:
         if resume_dir is not None:
             if config is not None or run_dir is not None:
                 raise click.UsageError("--resume takes the config and run directory of the run "
                                        "it resumes; drop CONFIG/--run-dir")
-            run = RunDir(Path(resume_dir))
-            cfg = resume_config(run, list(overrides))
-            if wants_mpi(cfg):
-                return _train_mpi(cfg, run.path, resume=True)
-            trainer = Trainer(cfg, run, resume=True, console=sys.stderr)
+            result = api.resume(resume_dir, sets=overrides)
         else:
-            cfg = load_config(config, overrides)
-            if wants_mpi(cfg):  # rank 0 picks the default run directory for every rank
-                return _train_mpi(cfg, Path(run_dir) if run_dir else None, resume=False)
-            run = RunDir(Path(run_dir) if run_dir else default_run_dir(cfg))
-            if run.checkpoint_path.exists():
-                raise click.UsageError(f"'{run.path}' already holds a run; resume it with "
-                                       f"--resume {run.path} or pick another --run-dir")
-            trainer = Trainer(cfg, run, console=sys.stderr)
-        click.echo(f"hpcrl: training {cfg.algo.name} on {cfg.env.id} in {run.path}", err=True)
-        trainer.train()
+            result = api.train(config, sets=overrides, run_dir=run_dir)
+    except api.RunDirTaken as err:
+        raise click.UsageError(str(err)) from None
     except (ConfigError, CheckpointError, ExplainedError) as err:
         raise _fail(err) from None
-    if trainer.preempted:
-        _exit_preempted(run.path, world_size=1)
-
-
-def _train_mpi(cfg, run_dir: Optional[Path], resume: bool) -> None:
-    """This rank's part of an MPI job (the world size is checked before the run directory is
-    agreed on); a stop signal ends every rank with EXIT_PREEMPTED, rank 0 saying how to go on."""
-    from hpcrl.comm import finalize_mpi
-    from hpcrl.placement.mpi import train_mpi
-
-    done = train_mpi(cfg, run_dir, resume=resume, console=sys.stderr)
-    size, leader = done.job.world.Get_size(), done.job.is_leader
-    finalize_mpi()
-    if done.preempted:
-        _exit_preempted(done.run.path, world_size=size, tell=leader)
+    if result.preempted:
+        _exit_preempted(result.run_dir, world_size=result.world_size, tell=result.is_leader)
 
 
 def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True) -> None:

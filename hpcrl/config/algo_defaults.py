@@ -28,7 +28,7 @@ CartPole with.
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping
+from typing import Optional, Any, Mapping
 
 SHARED_KEYS = ("env.num_envs", "actor.hidden_sizes", "actor.activation", "actor.ortho_init",
                "algo.num_steps", "algo.gamma", "algo.lr", "algo.lr_schedule",
@@ -96,6 +96,21 @@ def _has(data: Mapping[str, Any], key: str) -> bool:
     return True
 
 
+def _kind(name: str) -> Optional[str]:
+    """The built-in whose defaults ``name`` takes: a plug-in takes its base's (one that
+    cannot be imported is left for the config check to report)."""
+    from hpcrl.plugins import PluginError, is_import_path
+
+    if not is_import_path(name):
+        return name
+    from hpcrl.core.algorithms import algorithm_kind
+
+    try:
+        return algorithm_kind(name)
+    except PluginError:
+        return None
+
+
 def fill_algo_defaults(data: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """``data`` with its algorithm's defaults filled in under the keys it sets, and the
     dotted keys that were filled (``hpcrl config show`` marks them).
@@ -106,7 +121,7 @@ def fill_algo_defaults(data: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
     out = dict(data)
     algo = out.get("algo")
     name = algo.get("name", "ppo") if isinstance(algo, Mapping) else "ppo"
-    defaults = ALGO_DEFAULTS.get(name) if isinstance(name, str) else None
+    defaults = ALGO_DEFAULTS.get(_kind(name)) if isinstance(name, str) else None
     if not defaults:
         return out, []
     filled: list[str] = []

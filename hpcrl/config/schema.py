@@ -56,6 +56,10 @@ class EnvConfig:
         "'sync' steps the envs in the collector's process (best for cheap envs such as "
         "CartPole); 'async' runs each env in its own subprocess (for expensive envs).", "sync")
     kwargs: dict = doc("Extra keyword arguments passed to gymnasium.make.", factory=dict)
+    wrappers: list = doc(
+        "Gymnasium wrappers of your own, applied in order to every env (training and "
+        "evaluation) after env.preset's chain: 'module:Class' import paths, or "
+        "{'module:Class': {keyword: value}} to pass arguments.", factory=list)
     preset: Literal["none", "atari"] = doc(
         "Preprocessing chain: 'none' uses the env as gymnasium.make returns it; 'atari' "
         "applies the standard Atari chain of env.atari.* (an ALE id such as 'ALE/Pong-v5' or "
@@ -89,6 +93,15 @@ class ActorConfig:
         "per key: 3-D keys this image encoder, the other keys (all keys under 'mlp') their "
         "values. actor.hidden_sizes are MLP layers after the encoder ([] for none).", "mlp")
     features: int = doc("Output width of the image encoders (their last linear layer).", 512)
+    network: str = doc(
+        "Your own encoder as 'module:Class', in place of actor.encoder: called as "
+        "Class(observation_space, **actor.network_kwargs), an nn.Module with an int attribute "
+        "'features' whose forward maps a batch of observations [B, *shape] (as the env gives "
+        "them, normalised when env.normalize_obs) to [B, features]; the memory core, the MLP "
+        "trunk and the heads follow as usual. Box observations only. Empty: the built-in "
+        "encoder.", "")
+    network_kwargs: dict = doc("Keyword arguments of actor.network, checked against its "
+                               "signature.", factory=dict)
     memory: Literal["none", "gru", "lstm"] = doc(
         "Memory core between the encoder and the MLP trunk: 'gru' or 'lstm' give the agent a "
         "recurrent state that collectors carry across rollouts, reset at each episode's start "
@@ -107,11 +120,16 @@ class ActorConfig:
 class AlgoConfig:
     """The learning algorithm and its hyperparameters."""
 
-    name: Literal["ppo", "a2c", "impala", "dqn", "sac", "td3", "ddpg"] = doc(
+    name: str = doc(
         "Algorithm: 'ppo' (clipped surrogate), 'a2c', 'impala' (actor-critic with V-trace "
-        "targets, see algo.vtrace_*), or the off-policy 'dqn', 'sac', 'td3', 'ddpg' (replay.*). "
-        "Keys you leave unset whose good value depends on the algorithm take its standard "
-        "values (hpcrl/config/algo_defaults.py); the defaults shown here are PPO's.", "ppo")
+        "targets, see algo.vtrace_*), or the off-policy 'dqn', 'sac', 'td3', 'ddpg' (replay.*); "
+        "or your own as 'module:Class', a subclass of hpcrl.PPO, hpcrl.A2C, hpcrl.IMPALA or "
+        "hpcrl.Algorithm (it runs wherever its base runs; README: Writing your own "
+        "components). Keys you leave unset whose good value depends on the algorithm take its "
+        "standard values (hpcrl/config/algo_defaults.py); the defaults shown here are PPO's.",
+        "ppo")
+    kwargs: dict = doc("Keyword arguments of a plug-in algorithm's constructor (algo.name="
+                       "'module:Class'), checked against its signature.", factory=dict)
     num_steps: int = doc("Steps collected per env between updates (rollout length).", 32)
     num_epochs: int = doc("PPO: passes over each rollout. A2C uses 1.", 20)
     minibatch_size: int = doc("PPO: samples per gradient step; must divide num_steps x total "
@@ -143,6 +161,14 @@ class AlgoConfig:
         "IMPALA: V-trace c-bar, the clip of the trace coefficients (null: no clip).", 1.0)
     optimizer: Literal["adam", "rmsprop"] = doc("Optimiser of the update.", "adam")
     optimizer_eps: float = doc("Epsilon of the optimiser's denominator.", 1e-5)
+
+    @property
+    def kind(self) -> str:
+        """The built-in algorithm this one runs as: its name, or a plug-in's nearest
+        built-in base (see :func:`hpcrl.core.algorithms.algorithm_kind`)."""
+        from hpcrl.core.algorithms import algorithm_kind
+
+        return algorithm_kind(self.name)
 
 
 @dataclass

@@ -44,8 +44,39 @@ def sequence_length(config: Config) -> int:
     algo = config.algo
     if algo.bptt_len:
         return algo.bptt_len
-    split = minibatches_per_epoch(config) if algo.name == "ppo" else 1
+    split = minibatches_per_epoch(config) if algo.kind == "ppo" else 1
     return algo.num_steps // split if algo.num_steps % split == 0 else 0
+
+
+def _check_plugins(c: Config) -> Optional[str]:
+    """A known algorithm or an importable plug-in that meets its contract, and keyword
+    arguments that each plug-in takes (the network's own checks need the env's spaces and
+    run in :func:`hpcrl.build.env_spaces`)."""
+    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
+    from hpcrl.core.algorithms import ALGORITHMS, algorithm_class, check_algorithm_kwargs
+    from hpcrl.plugins import PluginError, check_kwargs, is_import_path, load
+    from hpcrl.core.suites import wrapper_specs
+
+    name = c.algo.name
+    known = list(ALGORITHMS) + list(OFF_POLICY_ALGOS)
+    if name not in known and not is_import_path(name):
+        return (f"config key 'algo.name' must be one of {known} or the import path "
+                f"'module:Class' of your own algorithm, got {name!r}")
+    try:
+        if is_import_path(name):
+            algorithm_class(name)
+        check_algorithm_kwargs(c.algo)
+        if c.actor.network:
+            check_kwargs(load(c.actor.network, "actor.network"), c.actor.network_kwargs,
+                         "actor.network_kwargs", c.actor.network, fixed=1)
+        elif c.actor.network_kwargs:
+            return ("config key 'actor.network_kwargs' is for a network of your own "
+                    "(actor.network='module:Class'); set actor.network or drop the kwargs")
+        for path, kwargs in wrapper_specs(c.env):
+            check_kwargs(load(path, "env.wrappers"), kwargs, "env.wrappers", path, fixed=1)
+    except PluginError as err:
+        return str(err)
+    return None
 
 
 def _check_numbers(c: Config) -> Optional[str]:
@@ -83,7 +114,7 @@ def _check_actor(c: Config) -> Optional[str]:
         what = "a list" if image else "a non-empty list"
         return (f"config key 'actor.hidden_sizes' must be {what} of positive integers, got "
                 f"{sizes!r}")
-    if image and c.algo.name in ("sac", "td3", "ddpg"):
+    if image and c.algo.kind in ("sac", "td3", "ddpg"):
         return (f"config key 'actor.encoder' ({c.actor.encoder}): algo.name={c.algo.name}'s "
                 f"policy and critics take vector observations through an MLP; use "
                 f"actor.encoder=mlp, or ppo, a2c, impala or dqn for image observations")
@@ -97,7 +128,7 @@ def _check_memory(c: Config) -> Optional[str]:
                or _positive("algo.bptt_len", c.algo.bptt_len, strict=False))
     if problem or c.actor.memory == "none":
         return problem
-    if c.algo.name not in ("ppo", "a2c", "impala"):
+    if c.algo.kind not in ("ppo", "a2c", "impala"):
         return (f"config key 'actor.memory' ({c.actor.memory}): algo.name={c.algo.name} trains "
                 f"from a replay of single transitions, which holds no recurrent state; use "
                 f"actor.memory=none, or ppo, a2c or impala for a recurrent agent")
@@ -105,7 +136,7 @@ def _check_memory(c: Config) -> Optional[str]:
     if length and steps % length:
         return (f"config key 'algo.bptt_len' ({length}) must divide algo.num_steps "
                 f"({steps}): each rollout is cut into sequences of that length")
-    split = minibatches_per_epoch(c) if c.algo.name == "ppo" else 1
+    split = minibatches_per_epoch(c) if c.algo.kind == "ppo" else 1
     if not length or (steps // length) % split:
         fits = [steps // d for d in range(split, steps + 1, split) if steps % d == 0]
         hint = (f"set algo.bptt_len to one of {', '.join(map(str, fits))}" if fits
@@ -120,7 +151,7 @@ def _check_memory(c: Config) -> Optional[str]:
 
 
 def _check_batch(c: Config) -> Optional[str]:
-    if c.algo.name != "ppo":
+    if c.algo.kind != "ppo":
         return None
     batch = c.algo.num_steps * total_envs(c)
     if c.algo.minibatch_size > batch or batch % c.algo.minibatch_size:
@@ -150,7 +181,7 @@ def _check_device(c: Config) -> Optional[str]:
     if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
         return (f"config key 'train.device' must be 'auto', 'cpu', 'cuda' or 'cuda:N', got "
                 f"{dev!r}")
-    if c.algo.name in ("dqn", "sac", "td3", "ddpg") and c.scheme.collector_device != "cpu":
+    if c.algo.kind in ("dqn", "sac", "td3", "ddpg") and c.scheme.collector_device != "cpu":
         return (f"config key 'scheme.collector_device' ({c.scheme.collector_device}): "
                 f"{c.algo.name}'s collectors act through a numpy copy of the policy on the CPU "
                 f"(one small forward per env step, where a GPU round trip would cost more); "
@@ -169,12 +200,12 @@ def _preset_agent_problem(c: Config) -> Optional[str]:
     """A named architecture's preset with an algorithm it does not stand for."""
     from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 
-    preset, name = c.scheme.preset, c.algo.name
-    if preset == "impala" and name != "impala":
+    preset, name, kind = c.scheme.preset, c.algo.name, c.algo.kind
+    if preset == "impala" and kind != "impala":
         return (f"scheme.preset=impala trains algo.name=impala (V-trace corrects the "
                 f"collectors' policy lag), got algo.name={name}; for {name} with asynchronous "
                 f"collectors use scheme.preset=async-ppo")
-    if preset in ("apex", "async-sac") and name not in OFF_POLICY_ALGOS:
+    if preset in ("apex", "async-sac") and kind not in OFF_POLICY_ALGOS:
         return (f"scheme.preset={preset} streams transitions into a replay, which needs an "
                 f"off-policy algorithm ({', '.join(OFF_POLICY_ALGOS)}), got algo.name={name}; "
                 f"for on-policy agents use scheme.preset=async-ppo or impala")
@@ -279,7 +310,7 @@ def _check_offpolicy_env(c: Config) -> Optional[str]:
     """The replay stores raw observations and rewards: no running normalisation."""
     from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 
-    if c.algo.name not in OFF_POLICY_ALGOS:
+    if c.algo.kind not in OFF_POLICY_ALGOS:
         return None
     for key in ("normalize_obs", "normalize_reward"):
         if getattr(c.env, key):
@@ -297,7 +328,7 @@ def _check_vtrace(c: Config) -> Optional[str]:
     return None
 
 
-CHECKS: list[Check] = [_check_numbers, _check_actor, _check_scheme, _check_batch, _check_memory,
+CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, _check_scheme, _check_batch, _check_memory,
                        _check_budget, _check_device, _check_replay, _check_offpolicy_env,
                        _check_vtrace, _check_atari, _check_env_id]
 

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from hpcrl.config.schema import ActorConfig
+from hpcrl.contracts import make_network
 from hpcrl.core.distributions import make_distribution
 from hpcrl.core.encoders import make_encoder
 from hpcrl.core.envs import EnvSpaces
@@ -78,6 +79,9 @@ class ActorCritic(nn.Module):
         self.shared = config.shared_trunk
 
         def encoder() -> nn.Module:
+            if config.network:  # the user's own (hpcrl.contracts.Network)
+                return make_network(config.network, config.network_kwargs,
+                                    spaces.observation_space)
             return make_encoder(config.encoder, self.obs_format, config.features,
                                 config.channels)
 

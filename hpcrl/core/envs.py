@@ -112,6 +112,7 @@ class EnvSpaces:
     obs_shape: tuple[int, ...]
     action_space: gym.Space
     obs_format: ObsFormat = None  # type: ignore[assignment]  # filled in below
+    observation_space: Optional[gym.Space] = None  # the env's (a user's network takes it)
 
     def __post_init__(self) -> None:
         if self.obs_format is None:
@@ -166,7 +167,7 @@ def spaces_of(observation_space: gym.Space, action_space: gym.Space, env_id: str
         raise UnsupportedEnv(f"env '{env_id}' has action space {action_space}, of shape "
                              f"{action_space.shape}; hpcrl takes one-dimensional MultiDiscrete "
                              f"and MultiBinary actions (flatten them with a wrapper)")
-    return EnvSpaces(fmt.shape, action_space, fmt)
+    return EnvSpaces(fmt.shape, action_space, fmt, observation_space)
 
 
 def probe_spaces(config: EnvConfig) -> EnvSpaces:

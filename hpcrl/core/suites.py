@@ -1,5 +1,5 @@
 """Env suites whose ids need a package to register them (Atari, MinAtar), and the one function
-that builds every env hpcrl steps: :func:`make_env`.
+that builds every env hpcrl steps: :func:`make_env` (with the user's ``env.wrappers``).
 
 ``ALE/Pong-v5`` and ``PongNoFrameskip-v4`` are registered by ``ale_py`` and
 ``MinAtar/Breakout-v1`` by ``minatar.gym.register_envs()``; :func:`register_suite` imports
@@ -17,6 +17,7 @@ import numpy as np
 from hpcrl.config.loader import ConfigError
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.atari import LIFE_LOST, atari_env
+from hpcrl.plugins import CONTRACTS, PluginError, load
 
 ATARI_INSTALL = ('pip install "hpcrl[atari]"  (or "gymnasium[atari]" and '
                  '"opencv-python-headless")')
@@ -91,8 +92,39 @@ def make_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
     if problem is not None:
         raise ConfigError(problem)
     if config.preset == "atari":
-        return atari_env(config, whole_games)
-    return gym.make(config.id, **config.kwargs)
+        env = atari_env(config, whole_games)
+    else:
+        env = gym.make(config.id, **config.kwargs)
+    return apply_wrappers(env, config)
+
+
+def wrapper_specs(config: EnvConfig) -> list[tuple[str, dict[str, Any]]]:
+    """``env.wrappers`` as ``(import path, keyword arguments)`` pairs, in order."""
+    specs: list[tuple[str, dict[str, Any]]] = []
+    for item in config.wrappers:
+        if isinstance(item, str):
+            specs.append((item, {}))
+        elif (isinstance(item, dict) and len(item) == 1
+              and isinstance(next(iter(item.values())), dict)):
+            path, kwargs = next(iter(item.items()))
+            specs.append((str(path), dict(kwargs)))
+        else:
+            raise PluginError(f"config key 'env.wrappers': each entry is 'module:Class' or "
+                              f"{{'module:Class': {{keyword: value}}}}, got {item!r}")
+    return specs
+
+
+def apply_wrappers(env: gym.Env, config: EnvConfig) -> gym.Env:
+    """``env`` inside the user's ``env.wrappers``, the first one innermost; a wrapper that
+    does not give back a Gymnasium env is refused, naming it."""
+    for path, kwargs in wrapper_specs(config):
+        wrapped = load(path, "env.wrappers")(env, **kwargs)
+        if not isinstance(wrapped, gym.Env):
+            raise PluginError(f"config key 'env.wrappers': {path}(env) returned "
+                              f"{type(wrapped).__name__}, not a gymnasium.Env; a wrapper "
+                              f"derives from gymnasium.Wrapper ({CONTRACTS})")
+        env = wrapped
+    return env
 
 
 def preset_problem(config: EnvConfig) -> Optional[str]:

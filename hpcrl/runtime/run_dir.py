@@ -93,7 +93,8 @@ class RunDir:
 def default_run_dir(config: Config, root: Path = Path("runs")) -> Path:
     """``runs/<algo>-<env>-<date>-<time>``, made unique with a suffix if it exists."""
     env = config.env.id.rsplit(":", 1)[-1].replace("/", "_")
-    base = root / f"{config.algo.name}-{env}-{time.strftime('%Y%m%d-%H%M%S')}"
+    algo = config.algo.name.rsplit(":", 1)[-1].rsplit(".", 1)[-1]  # a plug-in: its class
+    base = root / f"{algo}-{env}-{time.strftime('%Y%m%d-%H%M%S')}"
     path, n = base, 1
     while path.exists():
         path = base.with_name(f"{base.name}-{n}")

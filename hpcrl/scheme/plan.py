@@ -34,7 +34,7 @@ def agent_summary(config: Config) -> str:
 
     a, r = config.algo, config.replay
     if a.name not in OFF_POLICY_ALGOS:
-        vtrace = " with V-trace targets" if a.name == "impala" else ""
+        vtrace = " with V-trace targets" if a.kind == "impala" else ""
         lag = (f", rollouts more than {config.scheme.max_policy_lag} updates old dropped"
                if config.scheme.collection == "async" else "")
         return f"{a.name}{vtrace}{lag}"

@@ -31,7 +31,8 @@ def run(n: int, args: list[str], sets: list[str], env: Optional[dict[str, str]] 
     for item in sets:
         cmd += ["--set", item]
     full_env = {**os.environ, "OMP_NUM_THREADS": "1",
-                "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+                "PYTHONPATH": os.pathsep.join([str(HERE), str(ROOT), str(ROOT / "examples"),
+                                               os.environ.get("PYTHONPATH", "")]),
                 **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env,
                           cwd=cwd or ROOT)

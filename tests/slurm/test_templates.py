@@ -111,6 +111,29 @@ def check_trained(tmp_path: Path, name: str, job: str, world: int) -> None:
 
 
 @pytest.mark.timeout(240)
+def test_a_template_runs_components_of_ones_own(tmp_path: Path) -> None:
+    """The README's example components by import path, their directory put on the path by
+    HPCRL_SETUP: the template runs them on 2 DD-PPO ranks unchanged."""
+    examples = Path(__file__).parents[2] / "examples"
+    config = write_config(tmp_path, {
+        "scheme": {"preset": "ddppo"},
+        "algo": {"name": "custom_components:KLPenaltyPPO", "kwargs": {"target_kl": 0.02}},
+        "actor": {"network": "custom_components:SquashEncoder", "hidden_sizes": [32]},
+        "env": {"wrappers": ["custom_components:TimePenalty"]}})
+    sys.path.insert(0, str(examples))  # the test's own check of the config imports them too
+    _, script = render_job(tmp_path, "sync", "lab", config=str(config), nodes=1,
+                           gpus_per_node=2)
+    env = job_env(tmp_path / "probe")
+    env["HPCRL_SETUP"] += f"; export PYTHONPATH={examples}:${{PYTHONPATH:-}}"
+    job = st.submit(script, env=env)
+    st.assert_completed(job, timeout=200)
+    check_trained(tmp_path, "lab", job, 2)
+    assert "kl_beta" in rows(tmp_path / "lab")[0]
+    saved = load_checkpoint(RunDir(tmp_path / "lab").checkpoint_path)
+    assert saved["policy"]["config"]["algo"]["name"] == "custom_components:KLPenaltyPPO"
+
+
+@pytest.mark.timeout(240)
 def test_sync_template_all_reduces_over_two_nodes(tmp_path: Path) -> None:
     # one minibatch per update: a preempted straggler's shorter rollout still splits into it
     config = write_config(tmp_path, {"scheme": {"preset": "ddppo"},

@@ -9,15 +9,66 @@ from hpcrl.core.algorithms.base import Algorithm
 from hpcrl.core.algorithms.impala import IMPALA
 from hpcrl.core.algorithms.ppo import PPO
 from hpcrl.core.reducer import Reducer
+from hpcrl.plugins import CONTRACTS, PluginError, check_kwargs, is_import_path, load
 
 ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "a2c": A2C, "impala": IMPALA}
+_CONSTRUCTOR_ARGS = 4  # actor, config, reducer, on_nonfinite: what hpcrl passes itself
+
+
+def algorithm_class(name: str) -> type[Algorithm]:
+    """The on-policy algorithm ``name``: a built-in, or a plug-in's ``module:Class`` (a
+    subclass of :class:`Algorithm`, refused otherwise with the contract it breaks)."""
+    if not is_import_path(name):
+        return ALGORITHMS[name]
+    cls = load(name, "algo.name")
+    if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
+        raise PluginError(f"config key 'algo.name' ({name}): {cls!r} is not a subclass of "
+                          f"hpcrl.Algorithm; derive it from hpcrl.PPO, hpcrl.A2C, hpcrl.IMPALA "
+                          f"or hpcrl.Algorithm ({CONTRACTS})")
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing:
+        raise PluginError(f"config key 'algo.name' ({name}): {cls.__name__} does not define "
+                          f"{', '.join(missing)} ({CONTRACTS})")
+    if not cls.stat_names or not all(isinstance(s, str) for s in cls.stat_names):
+        raise PluginError(f"config key 'algo.name' ({name}): {cls.__name__}.stat_names must "
+                          f"name the loss terms its loss() reports, e.g. ('policy_loss',)")
+    if cls.storage not in ("gae", "vtrace"):
+        raise PluginError(f"config key 'algo.name' ({name}): {cls.__name__}.storage is "
+                          f"{cls.storage!r}; it must be 'gae' or 'vtrace'")
+    return cls
+
+
+def algorithm_kind(name: str) -> str:
+    """The built-in that ``name`` is run as: itself, or the plug-in's nearest built-in base
+    (its minibatches, defaults and schemes are that one's; a direct subclass of
+    :class:`Algorithm` runs as ``impala`` when it wants V-trace batches, else ``a2c``)."""
+    if not is_import_path(name):
+        return name
+    cls = algorithm_class(name)
+    for kind, base in (("impala", IMPALA), ("ppo", PPO), ("a2c", A2C)):
+        if issubclass(cls, base):
+            return kind
+    return "impala" if cls.storage == "vtrace" else "a2c"
+
+
+def check_algorithm_kwargs(config: AlgoConfig) -> None:
+    """Refuse ``algo.kwargs`` that the algorithm's constructor does not take."""
+    if not config.kwargs:
+        return
+    if not is_import_path(config.name):
+        raise PluginError(f"config key 'algo.kwargs' is for plug-in algorithms (algo.name="
+                          f"'module:Class'); {config.name} reads its own algo.* keys")
+    check_kwargs(algorithm_class(config.name).__init__, config.kwargs, "algo.kwargs",
+                 config.name, fixed=1 + _CONSTRUCTOR_ARGS)
 
 
 def make_algorithm(actor: nn.Module, config: AlgoConfig, reducer: Reducer | None = None,
                    on_nonfinite: str = "stop") -> Algorithm:
-    """The algorithm named by ``config.name`` over ``actor``; ``on_nonfinite`` is
-    ``train.on_nonfinite`` (what a NaN/inf loss term or gradient does)."""
-    return ALGORITHMS[config.name](actor, config, reducer, on_nonfinite)
+    """The algorithm named by ``config.name`` over ``actor`` (a plug-in gets
+    ``config.kwargs`` as keyword arguments); ``on_nonfinite`` is ``train.on_nonfinite``
+    (what a NaN/inf loss term or gradient does)."""
+    return algorithm_class(config.name)(actor, config, reducer, on_nonfinite, **config.kwargs)
 
 
-__all__ = ["A2C", "ALGORITHMS", "Algorithm", "IMPALA", "PPO", "make_algorithm"]
+__all__ = ["A2C", "ALGORITHMS", "Algorithm", "IMPALA", "PPO", "algorithm_class",
+           "algorithm_kind", "check_algorithm_kwargs", "make_algorithm"]

@@ -7,7 +7,6 @@ import torch
 import torch.nn.functional as F
 
 from hpcrl.core.algorithms.base import Algorithm, entropy_bonus
-from hpcrl.core.algorithms.ppo import normalized_advantages
 from hpcrl.core.storage import RecurrentBatch, RolloutBatch, RolloutStorage
 
 
@@ -28,7 +27,7 @@ class A2C(Algorithm):
              ) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.config
         log_probs, entropy, values, batch = self.evaluate(batch)
-        advantages = normalized_advantages(batch, self)
+        advantages = self.advantages(batch)
         policy_loss = -(advantages.detach() * log_probs).mean()
         value_loss = F.mse_loss(values, batch.returns)
         bonus, entropy_mean = entropy_bonus(entropy, cfg.ent_coef)

@@ -14,7 +14,7 @@ from torch import nn
 from hpcrl.config.schema import AlgoConfig
 from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
-from hpcrl.core.reducer import LocalReducer, Reducer
+from hpcrl.core.reducer import LocalReducer, Reducer, global_mean_std
 from hpcrl.core.storage import RecurrentBatch, RolloutBatch, RolloutStorage
 from hpcrl.runtime.finite import STOP, GradientGuard
 
@@ -46,6 +46,7 @@ class Algorithm(ABC):
     """
 
     stat_names: tuple[str, ...] = ()
+    storage = "gae"  # the batches it trains on: "gae" (RolloutStorage), "vtrace" (VTraceStorage)
 
     def __init__(self, actor: nn.Module, config: AlgoConfig,
                  reducer: Reducer | None = None, on_nonfinite: str = STOP) -> None:
@@ -82,6 +83,16 @@ class Algorithm(ABC):
     @abstractmethod
     def loss(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """The scalar loss of ``batch`` and its terms as floats."""
+
+    def advantages(self, batch: RolloutBatch) -> torch.Tensor:
+        """The batch's advantages, normalised to zero mean and unit std over the minibatch of
+        the whole job (every gradient rank's part) when ``algo.normalize_advantage``: what
+        keeps a loss independent of how envs are spread over ranks."""
+        adv = batch.advantages
+        if not self.config.normalize_advantage:
+            return adv
+        mean, std = global_mean_std(adv, self.reducer)
+        return (adv - mean) / (std + 1e-8)
 
     def evaluate(self, batch: RolloutBatch | RecurrentBatch
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, RolloutBatch]:

@@ -29,6 +29,7 @@ class IMPALA(Algorithm):
     """Actor-critic with V-trace off-policy correction, on a :class:`VTraceStorage`."""
 
     stat_names = ("policy_loss", "value_loss", "entropy", "rho_mean")
+    storage = "vtrace"
 
     def minibatches(self, storage: VTraceStorage, update: int, seed: int, total_envs: int,
                     count: int) -> Iterator[SequenceBatch]:

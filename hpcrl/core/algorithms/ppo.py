@@ -8,22 +8,12 @@ import torch
 import torch.nn.functional as F
 
 from hpcrl.core.algorithms.base import Algorithm, entropy_bonus, linear_schedule
-from hpcrl.core.reducer import global_mean_std
 from hpcrl.core.storage import RecurrentBatch, RolloutBatch, RolloutStorage
 
 
 def epoch_seed(seed: int, update: int, epoch: int) -> int:
     """The batch-order seed of one epoch, equal on every process of the job."""
     return int(np.random.SeedSequence([seed, update, epoch]).generate_state(1)[0])
-
-
-def normalized_advantages(batch: RolloutBatch, algo: Algorithm) -> torch.Tensor:
-    """Advantages scaled to zero mean and unit std over the minibatch of the whole job."""
-    adv = batch.advantages
-    if not algo.config.normalize_advantage:
-        return adv
-    mean, std = global_mean_std(adv, algo.reducer)
-    return (adv - mean) / (std + 1e-8)
 
 
 class PPO(Algorithm):
@@ -53,7 +43,7 @@ class PPO(Algorithm):
              ) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.config
         log_probs, entropy, values, batch = self.evaluate(batch)
-        advantages = normalized_advantages(batch, self)
+        advantages = self.advantages(batch)
         log_ratio = log_probs - batch.log_probs
         ratio = log_ratio.exp()
         clip = self.clip_range

@@ -155,9 +155,9 @@ def _stat_names(config: Config) -> tuple[str, ...]:
         from hpcrl.core.algorithms.offpolicy import OFF_POLICY_ALGORITHMS
 
         return OFF_POLICY_ALGORITHMS[config.algo.name].stat_names + ("replay_ratio",)
-    from hpcrl.core.algorithms import ALGORITHMS
+    from hpcrl.core.algorithms import algorithm_class
 
-    return ALGORITHMS[config.algo.name].stat_names
+    return algorithm_class(config.algo.name).stat_names
 
 
 def _action_space_check(job: MpiJob) -> None:

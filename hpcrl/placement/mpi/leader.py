@@ -44,6 +44,7 @@ class Leader:
         self.layout = ReportLayout(stat_names)
         self.recorder = RunRecorder(job.config, job.spaces, run, stat_names, resume_state,
                                     console)
+        self.evaluation: Optional[dict[str, Any]] = None  # the final one, once run
 
     @property
     def updates(self) -> int:
@@ -92,10 +93,13 @@ class Leader:
 
     @_ends_the_job
     def finish(self, actor: ActorCritic) -> Optional[dict[str, Any]]:
+        """Close the records and run the final evaluation (kept as ``evaluation``; none
+        after a stop signal)."""
         self.recorder.close()
         if self.preempted:
             return None
-        return self.recorder.final_eval(_cpu_copy(actor, self.job))
+        self.evaluation = self.recorder.final_eval(_cpu_copy(actor, self.job))
+        return self.evaluation
 
 
 def _cpu_copy(actor: ActorCritic, job: MpiJob) -> ActorCritic:

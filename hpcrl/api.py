@@ -1,0 +1,140 @@
+"""The Python API: build a config from components and train it, on one process or many.
+
+``hpcrl train`` is a thin layer over :func:`train` and :func:`resume`. A script that calls
+them runs the same way under ``mpiexec -n 8 python my_experiment.py``: every rank executes
+the script, and each call runs this rank's part of the scheme (the world size must be the
+one the scheme needs, as for the CLI). Components of your own are given as classes (or their
+``module:Name`` import paths) where the config names a component::
+
+    import hpcrl
+
+    config = hpcrl.make_config(
+        {"algo": {"name": KLPenaltyPPO, "kwargs": {"target_kl": 0.01}},
+         "actor": {"network": MyEncoder, "hidden_sizes": [64]},
+         "env": {"id": "CartPole-v1", "wrappers": [ScaleReward]}},
+        sets=["scheme.preset=ddppo"])
+    result = hpcrl.train(config, run_dir="runs/kl")
+
+A class defined in the script itself is recorded under the script's module name, so keep
+the training under ``if __name__ == "__main__":`` (other processes import the script to
+find it: an async env's subprocess, ``hpcrl.load_policy`` later).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Mapping, Optional, Sequence
+
+from hpcrl.config.loader import load_config, resolve
+from hpcrl.config.schema import Config
+from hpcrl.errors import ExplainedError
+from hpcrl.plugins import path_of
+
+
+class RunDirTaken(ExplainedError):
+    """A fresh run was asked for in a directory that already holds one."""
+
+
+@dataclass
+class TrainResult:
+    """What a call to :func:`train` or :func:`resume` did on this process.
+
+    ``evaluation`` is the final deterministic evaluation (None on ranks other than 0, when
+    ``train.eval_episodes`` is 0, or when a stop signal ended the run after a checkpoint:
+    ``preempted``). ``world_size`` is the number of MPI ranks of the job (1 in serial)."""
+
+    run_dir: Path
+    evaluation: Optional[dict[str, Any]]
+    preempted: bool
+    world_size: int = 1
+    is_leader: bool = True
+
+
+def _plugin_paths(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with each class in a component key replaced by its import path."""
+    out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+    algo, actor, env = (out.get(s) for s in ("algo", "actor", "env"))
+    if isinstance(algo, dict) and "name" in algo:
+        algo["name"] = path_of(algo["name"])
+    if isinstance(actor, dict) and actor.get("network"):
+        actor["network"] = path_of(actor["network"])
+    if isinstance(env, dict) and isinstance(env.get("wrappers"), (list, tuple)):
+        env["wrappers"] = [
+            {path_of(next(iter(w))): dict(next(iter(w.values())))} if isinstance(w, Mapping)
+            else path_of(w) for w in env["wrappers"]]
+    return out
+
+
+def make_config(config: Config | Mapping[str, Any] | str | Path | None = None,
+                sets: Sequence[str] = ()) -> Config:
+    """A checked :class:`Config` from a YAML file's path, a nested mapping (component keys
+    may hold classes), a Config, or None (the embedded default), with ``KEY=VALUE``
+    overrides; raises :class:`~hpcrl.config.loader.ConfigError` naming the key and the fix."""
+    if isinstance(config, Config):
+        from hpcrl.config.loader import to_dict
+
+        config = to_dict(config)
+    if isinstance(config, Mapping):
+        return resolve(_plugin_paths(config), sets)[0]
+    return load_config(None if config is None else str(config), list(sets))
+
+
+def train(config: Config | Mapping[str, Any] | str | Path | None = None, *,
+          sets: Sequence[str] = (), run_dir: str | Path | None = None,
+          console: Optional[IO[str]] | str = "stderr") -> TrainResult:
+    """Train a fresh run of ``config`` (see :func:`make_config`) in ``run_dir`` (default
+    ``runs/<algo>-<env>-<time>``), serially or, started under ``mpiexec``/``srun``, as this
+    rank's part of the scheme; progress goes to ``console`` (the process's stderr by default;
+    None: quiet)."""
+    cfg = make_config(config, sets)
+    return _run(cfg, None if run_dir is None else Path(run_dir), False, _stream(console))
+
+
+def resume(run_dir: str | Path, *, sets: Sequence[str] = (),
+           console: Optional[IO[str]] | str = "stderr") -> TrainResult:
+    """Continue the run in ``run_dir`` from its last checkpoint (only ``train.*`` keys may
+    change through ``sets``)."""
+    from hpcrl.runtime.run_dir import RunDir
+    from hpcrl.training import resume_config
+
+    run = RunDir(Path(run_dir))
+    return _run(resume_config(run, list(sets)), run.path, True, _stream(console))
+
+
+def _stream(console: Optional[IO[str]] | str) -> Optional[IO[str]]:
+    """``"stderr"``: the process's stderr as it is now (a test runner may have replaced it)."""
+    return sys.stderr if console == "stderr" else console  # type: ignore[return-value]
+
+
+def _run(cfg: Config, run_dir: Optional[Path], resume: bool,
+         console: Optional[IO[str]]) -> TrainResult:
+    from hpcrl.placement.mpi.job import wants_mpi
+    from hpcrl.runtime.run_dir import RunDir, default_run_dir
+    from hpcrl.training import Trainer
+
+    if wants_mpi(cfg):
+        return _run_mpi(cfg, run_dir, resume, console)
+    run = RunDir(run_dir if run_dir is not None else default_run_dir(cfg))
+    if not resume and run.checkpoint_path.exists():
+        raise RunDirTaken(f"'{run.path}' already holds a run; resume it with --resume "
+                          f"{run.path} (hpcrl.resume in Python) or pick another --run-dir")
+    trainer = Trainer(cfg, run, resume=resume, console=console)
+    if console is not None:
+        print(f"hpcrl: training {cfg.algo.name} on {cfg.env.id} in {run.path}", file=console,
+              flush=True)
+    evaluation = trainer.train()
+    return TrainResult(run.path, evaluation, trainer.preempted)
+
+
+def _run_mpi(cfg: Config, run_dir: Optional[Path], resume: bool,
+             console: Optional[IO[str]]) -> TrainResult:
+    """This rank's part of an MPI job; MPI is finalised when it ends (as the CLI does)."""
+    from hpcrl.comm import finalize_mpi
+    from hpcrl.placement.mpi import train_mpi
+
+    done = train_mpi(cfg, run_dir, resume=resume, console=console)
+    size, leader = done.job.world.Get_size(), done.job.is_leader
+    evaluation = getattr(getattr(done.ranked, "leader", None), "evaluation", None)
+    finalize_mpi()
+    return TrainResult(done.run.path, evaluation, done.preempted, size, leader)

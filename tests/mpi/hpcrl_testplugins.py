@@ -1,0 +1,51 @@
+"""Components that break their contracts, named in configs as ``hpcrl_testplugins:Name``
+(tests/mpi is on PYTHONPATH); the working ones the tests train are the README's example,
+``examples/custom_components.py`` (examples/ is on PYTHONPATH too)."""
+from __future__ import annotations
+
+import gymnasium as gym
+from custom_components import SquashEncoder
+from torch import nn
+
+import hpcrl
+
+
+# broken components, for the refusal tests
+class NotAnAlgorithm:
+    pass
+
+
+class NoLoss(hpcrl.Algorithm):
+    stat_names = ("x",)
+
+    def minibatches(self, storage, update, seed, total_envs, count):
+        yield storage.full_batch()
+
+    def steps_per_update(self, count):
+        return 1
+
+
+class NoFeatures(nn.Module):
+    def __init__(self, observation_space) -> None:
+        super().__init__()
+
+    def forward(self, obs):
+        return obs
+
+
+class WrongWidth(SquashEncoder):
+    def forward(self, obs):
+        return super().forward(obs)[:, :3]
+
+
+def not_a_wrapper(env):
+    return "an env"
+
+
+class Helpless(gym.Wrapper):
+    def __init__(self, env, *, required):
+        super().__init__(env)
+
+
+class ImportsAMissingModule:
+    pass
