@@ -80,25 +80,32 @@ def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True) -> None:
 @click.option("--device", default="cpu", show_default=True,
               help="Where the policy runs: 'cpu', 'cuda', 'cuda:N', or 'auto' (a GPU when "
                    "there is one).")
+@click.option("--video", type=click.Path(dir_okay=False), default=None,
+              help="Also record the episodes, one after the other, to this .mp4 or .gif "
+                   "(pip install \"hpcrl[video]\").")
 def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
-                 as_json: bool, device: str) -> None:
+                 as_json: bool, device: str, video: Optional[str]) -> None:
     """Run the trained policy of RUN_DIR (or a checkpoint file) deterministically."""
     from hpcrl.evaluation import evaluate
     from hpcrl.policy import load_policy_and_config
     from hpcrl.runtime.devices import node_local_rank, pick_device
+    from hpcrl.video import record
 
     try:
         where = pick_device(device, node_local_rank())
         actor, cfg = load_policy_and_config(run_dir, where)
-    except (ValueError, CheckpointError) as err:  # a bad --device, config or checkpoint
-        raise _fail(err) from None
-    n = episodes or max(cfg.train.eval_episodes, 1)
-    result = evaluate(actor, cfg, n, seed)
+        n = episodes or max(cfg.train.eval_episodes, 1)
+        result = (record(actor, cfg, n, video, seed) if video is not None
+                  else evaluate(actor, cfg, n, seed))
+    except (ValueError, CheckpointError, ExplainedError) as err:  # a bad --device, config,
+        raise _fail(err) from None                                 # checkpoint or video
     if as_json:
         click.echo(json.dumps({"env_id": cfg.env.id, **result}))
     else:
         click.echo(f"{cfg.env.id}: mean return {result['mean_return']:.2f} +- "
                    f"{result['std_return']:.2f} over {n} episodes")
+        if video is not None:
+            click.echo(f"{video}: {result['frames']} frames")
 
 
 @main.command()
@@ -144,6 +151,10 @@ def config_show(config_path: Optional[str], overrides: tuple[str, ...], docs: bo
 from hpcrl.slurm.cli import slurm as slurm_group  # noqa: E402 (hpcrl slurm render|submit)
 
 main.add_command(slurm_group)
+from hpcrl.cli_runs import plot_command, runs_command  # noqa: E402 (hpcrl runs, hpcrl plot)
+
+main.add_command(runs_command)
+main.add_command(plot_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

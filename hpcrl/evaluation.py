@@ -6,7 +6,8 @@ host, and each action comes back to it.
 """
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import Any, Callable, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -40,7 +41,8 @@ def _env_action(action: np.ndarray, space: gym.Space) -> Any:
 
 
 def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
-                 seed: int | None = None) -> list[float]:
+                 seed: int | None = None,
+                 on_frame: Optional[Callable[[gym.Env], None]] = None) -> list[float]:
     """Returns of ``episodes`` episodes, taking the actor's most likely actions.
 
     Episode ``i`` is played from ``reset(seed=base + i)`` whatever else runs, so the returns
@@ -49,12 +51,18 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
     not one per env and step). The envs have the training env's preprocessing
     (``env.preset``) but play whole games with the game's own rewards: no episode ends at a
     lost life, no reward is clipped. A recurrent actor's state is carried through each
-    episode, from zeros at its start."""
+    episode, from zeros at its start.
+
+    ``on_frame(env)`` (a video) makes the episodes play one after the other in an env made
+    with ``render_mode="rgb_array"``, called after its reset and after each step."""
     if episodes <= 0:
         return []
     base = (config.seed if seed is None else seed) + EVAL_SEED_OFFSET
-    envs = [make_env(config.env, whole_games=True)
-            for _ in range(min(episodes, MAX_PARALLEL_EPISODES))]
+    env_config, parallel = config.env, MAX_PARALLEL_EPISODES
+    if on_frame is not None:
+        env_config = replace(config.env, kwargs={**config.env.kwargs, "render_mode": "rgb_array"})
+        parallel = 1
+    envs = [make_env(env_config, whole_games=True) for _ in range(min(episodes, parallel))]
     space, fmt = envs[0].action_space, obs_format(envs[0].observation_space)
     returns = [0.0] * episodes
     playing: dict[int, tuple[int, Any]] = {}  # env slot -> (episode, its last observation)
@@ -68,6 +76,8 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
                     obs, _ = envs[slot].reset(seed=base + next_episode)
                     playing[slot] = (next_episode, obs)
                     next_episode += 1
+                    if on_frame is not None:
+                        on_frame(envs[slot])
                     if states is not None:
                         states[slot] = 0.0
             slots = sorted(playing)
@@ -85,6 +95,8 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
                 obs, reward, terminated, truncated, _ = envs[slot].step(
                     _env_action(action, space))
                 returns[episode] += float(reward)
+                if on_frame is not None:
+                    on_frame(envs[slot])
                 if terminated or truncated:
                     del playing[slot]
                 else:
@@ -96,12 +108,14 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
 
 
 def evaluate(actor: torch.nn.Module, config: Config, episodes: int,
-             seed: int | None = None) -> dict[str, Any]:
-    """``{"mean_return", "std_return", "episodes", "returns"}`` over deterministic episodes."""
+             seed: int | None = None,
+             on_frame: Optional[Callable[[gym.Env], None]] = None) -> dict[str, Any]:
+    """``{"mean_return", "std_return", "episodes", "returns"}`` over deterministic episodes
+    (``on_frame``: see :func:`run_episodes`)."""
     was_training = actor.training
     actor.eval()
     try:
-        returns = run_episodes(actor, config, episodes, seed)
+        returns = run_episodes(actor, config, episodes, seed, on_frame)
     finally:
         actor.train(was_training)
     return {"mean_return": float(np.mean(returns)), "std_return": float(np.std(returns)),

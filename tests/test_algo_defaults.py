@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 import time
-import typing
 from pathlib import Path
 
 import pytest
@@ -18,11 +17,12 @@ from hpcrl.config.algo_defaults import (ACTOR_CRITIC_KEYS, ADVANTAGE_KEYS, ALGO_
                                         REPLAY_KEYS, SHARED_KEYS)
 from hpcrl.config.loader import load_config_sources, resolve
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
-from hpcrl.config.schema import AlgoConfig, Config
+from hpcrl.config.schema import Config
+from hpcrl.core.algorithms import BUILT_IN_ALGOS
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 HPCRL = str(Path(sys.executable).with_name("hpcrl"))
-ALGOS = typing.get_args(typing.get_type_hints(AlgoConfig)["name"])
+ALGOS = BUILT_IN_ALGOS
 PENDULUM = {"sac", "td3", "ddpg"}
 
 

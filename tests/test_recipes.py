@@ -2,6 +2,7 @@
 pixel recipes train end to end on a tiny budget."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from hpcrl.cli import main
 from hpcrl.config.loader import load_config
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+sys.path.insert(0, str(EXAMPLES))  # custom_components.yaml's classes (PYTHONPATH=examples)
 SAME_FAMILY = {
     "atari-ppo.yaml": "ALE/Breakout-v5", "atari-impala.yaml": "BreakoutNoFrameskip-v4",
     "atari-dqn.yaml": "ALE/SpaceInvaders-v5", "minatar-ppo.yaml": "MinAtar/SpaceInvaders-v1",

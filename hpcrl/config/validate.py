@@ -52,13 +52,12 @@ def _check_plugins(c: Config) -> Optional[str]:
     """A known algorithm or an importable plug-in that meets its contract, and keyword
     arguments that each plug-in takes (the network's own checks need the env's spaces and
     run in :func:`hpcrl.build.env_spaces`)."""
-    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
-    from hpcrl.core.algorithms import ALGORITHMS, algorithm_class, check_algorithm_kwargs
+    from hpcrl.core.algorithms import BUILT_IN_ALGOS, algorithm_class, check_algorithm_kwargs
     from hpcrl.plugins import PluginError, check_kwargs, is_import_path, load
     from hpcrl.core.suites import wrapper_specs
 
     name = c.algo.name
-    known = list(ALGORITHMS) + list(OFF_POLICY_ALGOS)
+    known = list(BUILT_IN_ALGOS)
     if name not in known and not is_import_path(name):
         return (f"config key 'algo.name' must be one of {known} or the import path "
                 f"'module:Class' of your own algorithm, got {name!r}")

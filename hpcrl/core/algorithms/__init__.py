@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import AlgoConfig
 from hpcrl.core.algorithms.a2c import A2C
 from hpcrl.core.algorithms.base import Algorithm
@@ -12,6 +13,7 @@ from hpcrl.core.reducer import Reducer
 from hpcrl.plugins import CONTRACTS, PluginError, check_kwargs, is_import_path, load
 
 ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "a2c": A2C, "impala": IMPALA}
+BUILT_IN_ALGOS = tuple(ALGORITHMS) + OFF_POLICY_ALGOS  # every name algo.name takes as it is
 _CONSTRUCTOR_ARGS = 4  # actor, config, reducer, on_nonfinite: what hpcrl passes itself
 
 
@@ -70,5 +72,5 @@ def make_algorithm(actor: nn.Module, config: AlgoConfig, reducer: Reducer | None
     return algorithm_class(config.name)(actor, config, reducer, on_nonfinite, **config.kwargs)
 
 
-__all__ = ["A2C", "ALGORITHMS", "Algorithm", "IMPALA", "PPO", "algorithm_class",
+__all__ = ["A2C", "ALGORITHMS", "Algorithm", "BUILT_IN_ALGOS", "IMPALA", "PPO", "algorithm_class",
            "algorithm_kind", "check_algorithm_kwargs", "make_algorithm"]

@@ -1,0 +1,97 @@
+"""``hpcrl runs`` and ``hpcrl plot``: what a set of runs did, as a table and as curves."""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from typing import Any, Optional
+
+import click
+
+from hpcrl.runs_table import (RunSummary, differences, find_runs, flat_config, group, mean_std,
+                               summarize)
+
+PATHS = click.argument("paths", nargs=-1, required=True,
+                       type=click.Path(exists=True, file_okay=False))
+
+
+def _fmt(value: Optional[float], digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _record(run: RunSummary, keys: list[str], name: str) -> dict[str, Any]:
+    """One run as the JSON and CSV outputs give it."""
+    flat = flat_config(run.config)
+    return {"run_dir": str(run.path), "group": name, "seed": run.seed,
+            **{k: flat.get(k) for k in keys},
+            "env_steps": run.env_steps, "total_env_steps": run.total_env_steps,
+            "wall_time_s": round(run.wall_time_s, 1), "last_return": run.last_return,
+            "eval_return": run.eval_return, "state": run.state}
+
+
+@click.command("runs")
+@PATHS
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of runs (for scripts).")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV, one row per run.")
+def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool) -> None:
+    """One line per run found at or below PATHS (run or sweep directories): the config keys
+    in which the runs differ, env steps, wall time, the last mean episode return, the final
+    deterministic evaluation and the state (running, finished, preempted, failed); then,
+    for runs that differ only in their seed, the mean and std over seeds."""
+    try:
+        runs = [summarize(p) for p in find_runs(paths)]
+    except FileNotFoundError as err:
+        raise click.ClickException(str(err)) from None
+    keys = differences(runs)
+    groups = group(runs)
+    records = [_record(r, keys, name) for name, members in groups for r in members]
+    if as_json:
+        click.echo(json.dumps(records, indent=1))
+        return
+    if as_csv:
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows(records)
+        return
+    header = ["run", *keys, "steps", "wall s", "return", "eval", "state"]
+    lines = [[str(r.path), *[str(rec[k]) for k in keys], f"{r.env_steps:,}",
+              _fmt(r.wall_time_s, 0), _fmt(r.last_return), _fmt(r.eval_return), r.state]
+             for r, rec in zip([r for _, m in groups for r in m], records)]
+    _table(header, lines)
+    seeded = [(name, members) for name, members in groups if len(members) > 1]
+    if seeded:
+        click.echo("")
+        rows = []
+        for name, members in seeded:
+            last, last_sd = mean_std([r.last_return for r in members])
+            ev, ev_sd = mean_std([r.eval_return for r in members])
+            states = ", ".join(sorted({r.state for r in members}))
+            rows.append([name, str(len(members)), f"{_fmt(last)} +- {_fmt(last_sd)}",
+                         f"{_fmt(ev)} +- {_fmt(ev_sd)}", states])
+        _table(["group", "seeds", "return", "eval", "states"], rows)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    for row in [header, *rows]:
+        click.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+@click.command("plot")
+@PATHS
+@click.option("-o", "--output", default="curves.png", show_default=True,
+              type=click.Path(dir_okay=False), help="The image to write (.png, .pdf, .svg).")
+@click.option("--x", "x_axis", type=click.Choice(["env_steps", "wall_time_s"]),
+              default="env_steps", show_default=True, help="What the x axis shows.")
+@click.option("--scheme", is_flag=True,
+              help="Also the time split per update and the policy lag.")
+def plot_command(paths: tuple[str, ...], output: str, x_axis: str, scheme: bool) -> None:
+    """Learning curves of the runs at or below PATHS: mean episode return over seeds with a
+    band of one std, one curve per config (needs matplotlib: pip install "hpcrl[plot]")."""
+    from hpcrl.plots import plot
+
+    try:
+        drawn = plot(paths, output, x_axis, scheme)
+    except (FileNotFoundError, ImportError) as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(f"{output}: {drawn} curve{'s' if drawn != 1 else ''}")

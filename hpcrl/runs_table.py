@@ -1,0 +1,134 @@
+"""What a set of run directories holds: one summary per run, grouped over seeds.
+
+``hpcrl runs DIR...`` and ``hpcrl plot`` read runs through :func:`find_runs` (a run
+directory, or any directory above run directories: a sweep) and :func:`summarize`; runs
+whose configs differ only in ``seed`` form one group, named by the keys in which the groups
+differ.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import yaml
+
+from hpcrl.runtime.run_dir import RunDir
+
+STALE_S = 900.0  # a run whose progress.csv has not changed for this long is not running
+
+
+@dataclass
+class RunSummary:
+    """One run: where it is, its config, how far it got and how it ended."""
+
+    path: Path
+    config: dict[str, Any]
+    env_steps: int
+    total_env_steps: int
+    wall_time_s: float
+    last_return: Optional[float]
+    eval_return: Optional[float]
+    state: str  # running, finished, preempted or failed
+    rows: list[dict[str, str]] = field(default_factory=list, repr=False)
+
+    @property
+    def seed(self) -> int:
+        return int(self.config.get("seed", 0))
+
+
+def find_runs(paths: Iterable[str | Path]) -> list[Path]:
+    """The run directories at or below ``paths`` (a run has a ``config.yaml`` and a
+    ``progress.csv``), sorted; a path holding none is an error naming it."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            raise FileNotFoundError(f"'{path}' is not a directory")
+        here = [p.parent for p in sorted(path.rglob("progress.csv"))
+                if (p.parent / "config.yaml").is_file()]
+        if not here:
+            raise FileNotFoundError(f"'{path}' holds no run (no config.yaml with a "
+                                    f"progress.csv at or below it)")
+        found += here
+    return sorted(dict.fromkeys(found))
+
+
+def _number(text: Optional[str]) -> Optional[float]:
+    try:
+        value = float(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _state(run: RunDir, env_steps: int, total: int) -> str:
+    if run.eval_path.exists() or env_steps >= total:
+        return "finished"
+    if run.stopped_path.exists():
+        return "preempted"
+    if time.time() - run.progress_path.stat().st_mtime < STALE_S:
+        return "running"
+    return "failed"
+
+
+def summarize(path: Path) -> RunSummary:
+    """The summary of the run in ``path``."""
+    run = RunDir(path)
+    config = yaml.safe_load(run.config_path.read_text()) or {}
+    with open(run.progress_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    last = rows[-1] if rows else {}
+    total = int(config.get("train", {}).get("total_env_steps", 0))
+    env_steps = int(float(last.get("env_steps", 0) or 0))
+    returns = [r for r in (_number(row.get("episode_return_mean")) for row in rows)
+               if r is not None]
+    evaluation = (json.loads(run.eval_path.read_text()).get("mean_return")
+                  if run.eval_path.exists() else None)
+    return RunSummary(path, config, env_steps, total,
+                      _number(last.get("wall_time_s")) or 0.0,
+                      returns[-1] if returns else None, evaluation,
+                      _state(run, env_steps, total), rows)
+
+
+def flat_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"algo": {"lr": 1e-3}}`` as ``{"algo.lr": 1e-3}``."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            out.update(flat_config(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def differences(runs: list[RunSummary]) -> list[str]:
+    """The config keys (other than ``seed``) whose values differ between ``runs``."""
+    flats = [flat_config(r.config) for r in runs]
+    keys = sorted(set().union(*flats)) if flats else []
+    return [k for k in keys if k != "seed"
+            and len({json.dumps(f.get(k), sort_keys=True) for f in flats}) > 1]
+
+
+def group(runs: list[RunSummary]) -> list[tuple[str, list[RunSummary]]]:
+    """Runs grouped by their values of :func:`differences`, each group named
+    ``key=value ...`` (the directory's name when only seeds differ)."""
+    keys = differences(runs)
+    groups: dict[str, list[RunSummary]] = {}
+    for run in runs:
+        flat = flat_config(run.config)
+        name = " ".join(f"{k}={flat.get(k)}" for k in keys) or "all runs"
+        groups.setdefault(name, []).append(run)
+    return list(groups.items())
+
+
+def mean_std(values: list[Optional[float]]) -> tuple[Optional[float], Optional[float]]:
+    """Mean and (population) std of the values that are there."""
+    there = [v for v in values if v is not None]
+    if not there:
+        return None, None
+    mean = sum(there) / len(there)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in there) / len(there))
