@@ -10,6 +10,10 @@ minutes). Each check is the command a user runs, in its own process:
 - ``impala`` with its learner on the GPU and CPU collectors;
 - ``a3c`` with its updater on the GPU;
 - SAC with its learner on the GPU (replay on the host);
+- recurrent PPO (a GRU through cuDNN, its collector's state on the GPU) serially, and an
+  LSTM under ``impala`` (GPU learner recomputing the CPU collectors' sequences);
+- the README's own components (``examples/custom_components.py``: a loss, a network, a
+  wrapper) on 2 ``ddppo`` ranks sharing the GPU;
 - evaluation of a GPU-trained run with ``hpcrl eval --device cuda``.
 
     python benchmarks/gpu_check.py [--steps 4096] [--device cuda]
@@ -56,7 +60,14 @@ def mpiexec() -> str:
 
 
 def env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1"}
+    """The checks' environment: one thread a process, the example components importable."""
+    path = os.pathsep.join([str(ROOT / "examples"), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+
+
+OWN_COMPONENTS = ["algo.name=custom_components:KLPenaltyPPO", "algo.kwargs={target_kl: 0.02}",
+                  "actor.network=custom_components:SquashEncoder", "actor.hidden_sizes=[64]",
+                  "env.wrappers=[custom_components:TimePenalty]"]
 
 
 def hpcrl_cmd(ranks: int, args: list[str], sets: list[str]) -> list[str]:
@@ -190,6 +201,14 @@ def checks(steps: int, device: str, tmp: Path) -> list[tuple[str, Callable[[], s
          lambda: train_check(1, [f"train.device={device}", "algo.name=sac",
                                  "env.id=Pendulum-v1", "train.total_env_steps=3000"],
                              tmp / "sac")),
+        ("recurrent PPO (GRU), serial",
+         lambda: train_check(1, on + ["actor.memory=gru"], tmp / "gru")),
+        ("impala + LSTM: GPU learner, CPU collectors",
+         lambda: train_check(3, on + ["scheme.preset=impala", "actor.memory=lstm"],
+                             tmp / "impala-lstm")),
+        ("own loss, network, wrapper: ddppo 2 ranks",
+         lambda: train_check(2, on + ["scheme.preset=ddppo", "scheme.allreduce=gloo",
+                                      "env.num_envs=4"] + OWN_COMPONENTS, tmp / "own")),
         ("hpcrl eval --device of a GPU run",
          lambda: eval_check(steps, device, tmp / "eval")),
     ]
