@@ -133,3 +133,19 @@ def test_mujoco_and_atari_record_their_screens(tmp_path, sets, shape):
     import imageio.v3 as iio
     read = list(iio.imiter(video))
     assert len(read) == frames > 10 and read[0].shape == shape + (3,)
+
+
+def test_the_readme_commands_on_the_default_run_directory(tmp_path, monkeypatch):
+    """`hpcrl train` with no --run-dir, then `hpcrl runs runs/` and `hpcrl plot runs/ -o
+    curves.png` exactly as the README has them."""
+    monkeypatch.chdir(tmp_path)
+    args = ["train"]
+    for item in TINY:
+        args += ["--set", item]
+    assert invoke(*args).exit_code == 0
+    (run,) = (tmp_path / "runs").iterdir()
+    table = invoke("runs", "runs/")
+    assert table.exit_code == 0 and f"runs/{run.name}" in table.output
+    assert "finished" in table.output
+    plot = invoke("plot", "runs/", "-o", "curves.png")
+    assert plot.exit_code == 0 and (tmp_path / "curves.png").stat().st_size > 0

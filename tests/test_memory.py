@@ -58,10 +58,21 @@ def test_the_loss_recomputes_the_collectors_log_probs_and_values(memory, shared,
                                 torch.from_numpy(rollout.actions).long(),
                                 torch.from_numpy(rollout.memory),
                                 torch.from_numpy(np.concatenate([np.zeros_like(done[:1]),
-                                                                 done[:-1]])))
+                                                                 done[:-1]])),
+                                layout.sequence_length or layout.num_steps)
     torch.testing.assert_close(out[0], torch.from_numpy(rollout.log_probs), rtol=1e-4,
                                atol=1e-5)
     torch.testing.assert_close(out[2], torch.from_numpy(rollout.values), rtol=1e-4, atol=1e-5)
+    # IMPALA's rollouts cut to the shortest: the first 20 steps, sequences as collected
+    length = layout.sequence_length or layout.num_steps
+    starts = np.concatenate([np.zeros_like(done[:1]), done[:-1]])
+    with torch.no_grad():
+        cut = evaluate_rollouts(actor, torch.from_numpy(rollout.obs[:20]),
+                                torch.from_numpy(rollout.actions[:20]).long(),
+                                torch.from_numpy(rollout.memory),
+                                torch.from_numpy(starts[:20]), length)
+    torch.testing.assert_close(cut[0], torch.from_numpy(rollout.log_probs[:20]), rtol=1e-4,
+                               atol=1e-5)
 
 
 def test_a_states_rows_reset_where_episodes_end():
@@ -98,6 +109,8 @@ def test_minibatches_hold_whole_sequences_of_every_env_once_per_epoch():
      "2 minibatches per epoch; set algo.bptt_len to one of 16, 8, 4, 2, 1"),
     (["actor.memory=lstm", "algo.bptt_len=5"], "must divide algo.num_steps"),
     (["actor.memory_size=0"], "actor.memory_size"),
+    (["algo.bptt_len=8"], "config key 'algo.bptt_len' is read by recurrent actors only"),
+    (["actor.memory_layers=2"], "config key 'actor.memory_layers' is read by recurrent"),
 ])
 def test_recurrent_settings_that_cannot_work_are_refused(sets, needle):
     with pytest.raises(ConfigError) as err:

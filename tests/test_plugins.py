@@ -107,6 +107,10 @@ def test_classes_given_in_python_are_recorded_by_import_path(tmp_path, tiny_over
     (["env.wrappers=[hpcrl_testplugins:Helpless]"],
      "hpcrl_testplugins:Helpless needs argument 'required'"),
     (["env.wrappers=[3]"], "each entry is 'module:Class'"),
+    (["actor.network=custom_components:SquashEncoder", "algo.name=dqn"],
+     "algo.name=dqn's Q-networks and policies are built from actor.hidden_sizes"),
+    (["actor.network=custom_components:SquashEncoder", "actor.encoder=nature_cnn"],
+     "'actor.network' and 'actor.encoder' (nature_cnn) both name the first stage"),
 ])
 def test_broken_components_are_refused_with_what_is_wrong(sets, needle):
     with pytest.raises(ConfigError) as err:

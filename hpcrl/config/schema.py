@@ -98,8 +98,8 @@ class ActorConfig:
         "Class(observation_space, **actor.network_kwargs), an nn.Module with an int attribute "
         "'features' whose forward maps a batch of observations [B, *shape] (as the env gives "
         "them, normalised when env.normalize_obs) to [B, features]; the memory core, the MLP "
-        "trunk and the heads follow as usual. Box observations only. Empty: the built-in "
-        "encoder.", "")
+        "trunk and the heads follow as usual. Box observations, ppo/a2c/impala (and their "
+        "subclasses), actor.encoder left at mlp. Empty: the built-in encoder.", "")
     network_kwargs: dict = doc("Keyword arguments of actor.network, checked against its "
                                "signature.", factory=dict)
     memory: Literal["none", "gru", "lstm"] = doc(

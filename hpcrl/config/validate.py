@@ -52,7 +52,8 @@ def _check_plugins(c: Config) -> Optional[str]:
     """A known algorithm or an importable plug-in that meets its contract, and keyword
     arguments that each plug-in takes (the network's own checks need the env's spaces and
     run in :func:`hpcrl.build.env_spaces`)."""
-    from hpcrl.core.algorithms import BUILT_IN_ALGOS, algorithm_class, check_algorithm_kwargs
+    from hpcrl.core.algorithms import (ALGORITHMS, BUILT_IN_ALGOS, algorithm_class,
+                                       check_algorithm_kwargs)
     from hpcrl.plugins import PluginError, check_kwargs, is_import_path, load
     from hpcrl.core.suites import wrapper_specs
 
@@ -66,6 +67,15 @@ def _check_plugins(c: Config) -> Optional[str]:
             algorithm_class(name)
         check_algorithm_kwargs(c.algo)
         if c.actor.network:
+            if c.algo.kind not in ALGORITHMS:
+                return (f"config key 'actor.network' ({c.actor.network}): algo.name="
+                        f"{c.algo.name}'s Q-networks and policies are built from "
+                        f"actor.hidden_sizes and actor.encoder; a network of your own goes "
+                        f"into the actor-critic of ppo, a2c or impala (or your subclass)")
+            if c.actor.encoder != "mlp":
+                return (f"config keys 'actor.network' and 'actor.encoder' "
+                        f"({c.actor.encoder}) both name the first stage of the networks; "
+                        f"keep one (actor.encoder=mlp with a network of your own)")
             check_kwargs(load(c.actor.network, "actor.network"), c.actor.network_kwargs,
                          "actor.network_kwargs", c.actor.network, fixed=1)
         elif c.actor.network_kwargs:
@@ -125,8 +135,17 @@ def _check_memory(c: Config) -> Optional[str]:
     problem = (_positive("actor.memory_size", c.actor.memory_size)
                or _positive("actor.memory_layers", c.actor.memory_layers)
                or _positive("algo.bptt_len", c.algo.bptt_len, strict=False))
-    if problem or c.actor.memory == "none":
+    if problem:
         return problem
+    if c.actor.memory == "none":
+        defaults = {"algo": type(c.algo)(), "actor": type(c.actor)()}
+        unread = [f"{section}.{key}" for section, key in (
+                      ("algo", "bptt_len"), ("actor", "memory_size"), ("actor", "memory_layers"))
+                  if getattr(getattr(c, section), key) != getattr(defaults[section], key)]
+        if unread:
+            return (f"config key '{unread[0]}' is read by recurrent actors only; set "
+                    f"actor.memory=gru or lstm, or drop the key")
+        return None
     if c.algo.kind not in ("ppo", "a2c", "impala"):
         return (f"config key 'actor.memory' ({c.actor.memory}): algo.name={c.algo.name} trains "
                 f"from a replay of single transitions, which holds no recurrent state; use "
@@ -327,9 +346,9 @@ def _check_vtrace(c: Config) -> Optional[str]:
     return None
 
 
-CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, _check_scheme, _check_batch, _check_memory,
-                       _check_budget, _check_device, _check_replay, _check_offpolicy_env,
-                       _check_vtrace, _check_atari, _check_env_id]
+CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, _check_scheme,
+                       _check_batch, _check_memory, _check_budget, _check_device, _check_replay,
+                       _check_offpolicy_env, _check_vtrace, _check_atari, _check_env_id]
 
 
 def validate(config: Config) -> Optional[str]:

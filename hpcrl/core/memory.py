@@ -129,16 +129,14 @@ def from_sequences(x: torch.Tensor, envs: int) -> torch.Tensor:
 
 
 def evaluate_rollouts(actor: nn.Module, obs: torch.Tensor, actions: torch.Tensor,
-                      memory: torch.Tensor, starts: torch.Tensor
+                      memory: torch.Tensor, starts: torch.Tensor, length: int
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Log-probs, entropies and values ``[T, N]`` of side-by-side rollouts ``[T, N, ...]``,
     recomputed sequence by sequence from the states ``memory [C, N, state_size]`` stored at
-    the start of each of the ``C`` sequences per env. ``T`` may fall short of ``C`` whole
-    sequences (rollouts cut to the shortest): the missing steps are padded and dropped,
-    which changes nothing before them."""
+    the start of each sequence of ``length`` steps. ``T`` may fall short of ``C`` whole
+    sequences (rollouts cut to the shortest): the last one is padded and the padding
+    dropped, which changes nothing before it."""
     steps, envs = starts.shape
-    chunks = memory.shape[0]
-    length = -(-steps // chunks)
     chunks = -(-steps // length)
     padded = chunks * length
 

@@ -128,9 +128,6 @@ class RolloutStorage:
         parts = [self._targets(r) for r in rollouts]
         fields = range(len(RolloutBatch._fields))
         self.env_offset = rollouts[0].env_offset
-        self.sequences = None
-        if rollouts[0].layout.state_size:
-            self._load_sequences(rollouts, parts)
         if _side_by_side(rollouts):
             self.batch = RolloutBatch(*(torch.cat([p[i] for p in parts], dim=1) for i in fields))
             self.flat = None
@@ -138,18 +135,19 @@ class RolloutStorage:
             self.batch = None
             self.flat = RolloutBatch(*(torch.cat([p.flatten()[i] for p in parts], dim=0)
                                        for i in fields))
+        self.sequences = (self._load_sequences(rollouts, parts)
+                          if rollouts[0].layout.state_size else None)
 
-    def _load_sequences(self, rollouts: Sequence[Rollout], parts: list[RolloutBatch]) -> None:
-        """Cut the rollouts into sequences with their stored start states. Side by side
-        they are cut as one ``[T, N]`` batch (sequence ``c x N + n``, the order the
-        minibatches draw from); a pool is cut rollout by rollout, and a rollout cut short
-        (preemption) ends in a padded sequence whose padding ``valid`` masks."""
+    def _load_sequences(self, rollouts: Sequence[Rollout], parts: list[RolloutBatch]
+                        ) -> RecurrentBatch:
+        """The rollouts cut into sequences with their stored start states. Side by side
+        (``self.batch``) they are cut as one ``[T, N]`` batch (sequence ``c x N + n``, the
+        order the minibatches draw from); a pool is cut rollout by rollout, and a rollout cut
+        short (preemption) ends in a padded sequence whose padding ``valid`` masks."""
         layout = rollouts[0].layout
         length = layout.sequence_length or layout.num_steps
-        if _side_by_side(rollouts):
-            groups = [(RolloutBatch(*(torch.cat([p[i] for p in parts], dim=1)
-                                      for i in range(len(RolloutBatch._fields)))),
-                       np.concatenate([r.memory for r in rollouts], axis=1),
+        if self.batch is not None:
+            groups = [(self.batch, np.concatenate([r.memory for r in rollouts], axis=1),
                        np.concatenate([(r.terminated + r.truncated) > 0 for r in rollouts],
                                       axis=1), layout.num_steps)]
         else:
@@ -159,9 +157,9 @@ class RolloutStorage:
         steps = RolloutBatch(*(torch.cat([p.steps[j] for p in pieces], dim=1)
                                for j in range(len(RolloutBatch._fields))))
         valid = torch.cat([p.valid for p in pieces], dim=1)
-        self.sequences = RecurrentBatch(steps, torch.cat([p.memory for p in pieces]),
-                                        torch.cat([p.starts for p in pieces], dim=1),
-                                        None if bool(valid.all()) else valid)
+        return RecurrentBatch(steps, torch.cat([p.memory for p in pieces]),
+                              torch.cat([p.starts for p in pieces], dim=1),
+                              None if bool(valid.all()) else valid)
 
     def _cut(self, part: RolloutBatch, memory: np.ndarray, done: np.ndarray, steps: int,
              length: int) -> RecurrentBatch:

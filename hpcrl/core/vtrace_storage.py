@@ -25,7 +25,8 @@ from hpcrl.core.rollout import Rollout
 class SequenceBatch(NamedTuple):
     """Time-major sequences ``[T, N, ...]`` of the behaviour policy, and ``bootstrap [N]``;
     for a recurrent actor also the collector's states at the start of each of its
-    sequences, ``memory [C, N, state_size]``, and ``starts [T, N]`` (an episode begins)."""
+    sequences of ``sequence_length`` steps, ``memory [C, N, state_size]``, and
+    ``starts [T, N]`` (an episode begins)."""
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -36,6 +37,7 @@ class SequenceBatch(NamedTuple):
     bootstrap: torch.Tensor
     memory: Optional[torch.Tensor] = None
     starts: Optional[torch.Tensor] = None
+    sequence_length: int = 0
 
     @property
     def num_samples(self) -> int:
@@ -48,7 +50,8 @@ class SequenceBatch(NamedTuple):
         recurrent = self.memory is not None
         return SequenceBatch(*(t[:, index] for t in steps), self.bootstrap[index],
                              self.memory[:, index] if recurrent else None,
-                             self.starts[:, index] if recurrent else None)
+                             self.starts[:, index] if recurrent else None,
+                             self.sequence_length)
 
 
 def _tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -83,7 +86,8 @@ class VTraceStorage:
                                    torch.cat([p.memory for p in parts], dim=1)
                                    if recurrent else None,
                                    torch.cat([p.starts for p in parts], dim=1)
-                                   if recurrent else None)
+                                   if recurrent else None,
+                                   parts[0].sequence_length)
         self.env_offset = rollouts[0].env_offset
 
     def _sequences(self, r: Rollout, t: int) -> SequenceBatch:
@@ -97,7 +101,9 @@ class VTraceStorage:
         if self.discrete_actions:
             actions = actions.long()
         memory = starts = None
+        length = 0
         if r.layout.state_size:
+            length = r.layout.sequence_length or r.layout.num_steps
             memory = _tensor(r.memory, dev)
             starts = torch.zeros((t, r.layout.num_envs), dtype=torch.bool)
             starts[1:] = torch.from_numpy((term | trunc)[:-1])
@@ -105,7 +111,7 @@ class VTraceStorage:
         return SequenceBatch(_tensor(r.obs[:t], dev), actions, _tensor(r.log_probs[:t], dev),
                              _tensor(r.values[:t], dev), _tensor(rewards.astype(np.float32), dev),
                              _tensor(discounts, dev), _tensor(bootstrap.astype(np.float32), dev),
-                             memory, starts)
+                             memory, starts, length)
 
     @property
     def num_steps(self) -> int:

@@ -24,6 +24,23 @@ def shared_dir(comm):
     return Path(comm.bcast(path, root=0))
 
 
+DDPPO_2X4 = ["scheme.preset=ddppo", "env.num_envs=4", "scheme.allreduce=mpi",
+             "scheme.preemption.fraction_workers=1", "scheme.preemption.fraction_samples=1"]
+
+
+def two_ranks_then_one(comm, agent):
+    """``agent`` on 2 DD-PPO ranks x 4 envs (no preemption), then, on rank 0, serially on
+    8 envs: (this rank's role, its flat weights, the serial trainer on rank 0 or None)."""
+    run_dir = shared_dir(comm)
+    role = train_mpi(from_dict({}, COMMON + agent + DDPPO_2X4), run_dir / "mpi").ranked
+    trainer = None
+    if comm.rank == 0:
+        trainer = Trainer(from_dict({}, COMMON + agent + ["env.num_envs=8"]),
+                          RunDir(run_dir / "serial"), console=None)
+        trainer.train()
+    return role, params_to_flat(role.actor), trainer
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parallel(2)
 @pytest.mark.parametrize("allreduce", ["mpi", "gloo"])
@@ -82,22 +99,15 @@ def test_recurrent_layouts_agree(memory):
     import hpcrl_testenvs  # noqa: F401  registers CueMemory
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
-    run_dir = shared_dir(comm)
     agent = ["env.id=hpcrl_testenvs:CueMemory-v0", f"actor.memory={memory}",
              "actor.memory_size=16", "algo.minibatch_size=128"]
-    sets = COMMON + agent + ["scheme.preset=ddppo", "env.num_envs=4", "scheme.allreduce=mpi",
-                             "scheme.preemption.fraction_workers=1",
-                             "scheme.preemption.fraction_samples=1"]
-    role = train_mpi(from_dict({}, sets), run_dir / "mpi").ranked
-    mine = params_to_flat(role.actor)
+    _, mine, trainer = two_ranks_then_one(comm, agent)
     if comm.rank == 0:
-        serial = from_dict({}, COMMON + agent + ["env.num_envs=8"])
+        serial = trainer.config
         assert serial.algo.bptt_len == 0  # the length is chosen: 32 steps / 2 minibatches
-        trainer = Trainer(serial, RunDir(run_dir / "serial"), console=None)
-        trainer.train()
         reference = params_to_flat(trainer.placement.master_actor)
-        assert not torch.equal(reference, params_to_flat(
-            Trainer(serial, RunDir(run_dir / "fresh"), console=None).placement.master_actor))
+        fresh = Trainer(serial, RunDir(trainer.run.path.parent / "fresh"), console=None)
+        assert not torch.equal(reference, params_to_flat(fresh.placement.master_actor))
         torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-5)
 
 

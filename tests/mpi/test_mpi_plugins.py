@@ -14,13 +14,9 @@ import torch
 from mpirun import FAST, ROOT, column, mpiexec, train
 
 sys.path.insert(0, str(ROOT / "examples"))  # the components, for the in-process ranks
-from test_mpi_equivalence import COMMON, shared_dir
+from test_mpi_equivalence import two_ranks_then_one
 
-from hpcrl.config import from_dict
 from hpcrl.core.flat import params_to_flat
-from hpcrl.placement.mpi import train_mpi
-from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 LAB = ["algo.name=custom_components:KLPenaltyPPO", "algo.kwargs={target_kl: 0.02}",
        "actor.network=custom_components:SquashEncoder", "actor.hidden_sizes=[64]",
@@ -32,16 +28,8 @@ LAB = ["algo.name=custom_components:KLPenaltyPPO", "algo.kwargs={target_kl: 0.02
 def test_plugins_on_two_ddppo_ranks_reach_the_weights_of_one():
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
-    run_dir = shared_dir(comm)
-    sets = COMMON + LAB + ["scheme.preset=ddppo", "env.num_envs=4", "scheme.allreduce=mpi",
-                           "scheme.preemption.fraction_workers=1",
-                           "scheme.preemption.fraction_samples=1"]
-    role = train_mpi(from_dict({}, sets), run_dir / "mpi").ranked
-    mine = params_to_flat(role.actor)
+    role, mine, trainer = two_ranks_then_one(comm, LAB)
     if comm.rank == 0:
-        serial = from_dict({}, COMMON + LAB + ["env.num_envs=8"])
-        trainer = Trainer(serial, RunDir(run_dir / "serial"), console=None)
-        trainer.train()
         torch.testing.assert_close(mine, params_to_flat(trainer.placement.master_actor),
                                    rtol=1e-4, atol=1e-5)
         assert role.algorithm.beta == trainer.placement.learner.algorithm.beta != 1.0

@@ -43,7 +43,8 @@ class IMPALA(Algorithm):
         steps, envs = batch.rewards.shape
         if batch.memory is not None:  # a recurrent actor: sequences from their start states
             log_probs, entropy, values = evaluate_rollouts(self.actor, batch.obs, batch.actions,
-                                                           batch.memory, batch.starts)
+                                                           batch.memory, batch.starts,
+                                                           batch.sequence_length)
         else:
             log_probs, entropy, values = self.actor.evaluate(batch.obs.flatten(0, 1),
                                                              batch.actions.flatten(0, 1))
