@@ -155,6 +155,9 @@ from hpcrl.cli_runs import plot_command, runs_command  # noqa: E402 (hpcrl runs,
 
 main.add_command(runs_command)
 main.add_command(plot_command)
+from hpcrl.cli_sweep import sweep_command  # noqa: E402 (hpcrl sweep)
+
+main.add_command(sweep_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

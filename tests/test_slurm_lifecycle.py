@@ -125,6 +125,26 @@ def test_warning_signal_is_forwarded_and_the_job_requeued(fakes, name):
     assert status == 0 and "requeueing job 42" in out
 
 
+def test_a_task_of_a_job_array_requeues_itself_not_the_array(fakes):
+    # Slurm gives a task the array's id as SLURM_JOB_ID; requeueing that requeues every task
+    job = start(fakes, template_path("sync").read_text(), FAKE_STEPS=LONG,
+                SLURM_ARRAY_JOB_ID="42", SLURM_ARRAY_TASK_ID="3")
+    signal_when_ready(fakes, job, signal.SIGUSR1)
+    status, out = finish(job)
+    assert logged(fakes, "scontrol") == ["requeue 42_3"], out
+    assert status == 0 and "requeueing job 42_3" in out
+
+
+def test_a_run_dir_that_holds_a_checkpoint_resumes(fakes):
+    # a job sent again to a run directory that holds a run (a sweep's point) resumes it
+    (fakes / "run" / "checkpoints").mkdir(parents=True)
+    (fakes / "run" / "checkpoints" / "last.pt").write_bytes(b"")
+    status, out = finish(start(fakes, template_path("sync").read_text(), CONFIG="my.yaml",
+                               RUN_DIR=str(fakes / "run")))
+    assert status == 0, out
+    assert logged(fakes, "args") == ["train", "--resume", str(fakes / "run")]
+
+
 def test_a_checkpointed_stop_requeues_even_when_srun_killed_the_last_ranks(fakes):
     # the first rank out exits 3 and srun --kill-on-bad-exit ends the rest: the step says 143
     job = start(fakes, template_path("sync").read_text(), FAKE_STEPS=LONG,

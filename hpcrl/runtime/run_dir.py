@@ -15,12 +15,15 @@ raised by the writers through :func:`writing`.
 """
 from __future__ import annotations
 
+import csv
 import errno
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+import yaml
 
 from hpcrl.config.schema import Config
 from hpcrl.errors import ExplainedError
@@ -88,6 +91,30 @@ class RunDir:
         ``--kill-on-bad-exit`` may kill the others after the checkpoint, turning their status
         3 into 143."""
         return self.path / "stopped"
+
+
+def last_env_steps(run: RunDir) -> int:
+    """The env steps of the last row of the run's ``progress.csv`` (0 without one)."""
+    if not run.progress_path.is_file():
+        return 0
+    with open(run.progress_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    try:
+        return int(float(rows[-1].get("env_steps") or 0)) if rows else 0
+    except ValueError:
+        return 0
+
+
+def is_finished(run: RunDir) -> bool:
+    """The run trained its whole budget: its final evaluation is written, or (with
+    ``train.eval_episodes`` 0) its checkpoint and last progress row reached the budget."""
+    if run.eval_path.exists():
+        return True
+    if not (run.checkpoint_path.exists() and run.config_path.is_file()):
+        return False
+    train = (yaml.safe_load(run.config_path.read_text()) or {}).get("train", {})
+    return (int(train.get("eval_episodes", 1)) <= 0
+            and last_env_steps(run) >= int(train.get("total_env_steps", 0)))
 
 
 def default_run_dir(config: Config, root: Path = Path("runs")) -> Path:

@@ -6,6 +6,7 @@ from typing import Any, Callable, Optional
 
 import click
 
+from hpcrl.cli_sweep import sweep_options
 
 SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
 
@@ -116,6 +117,49 @@ def submit_command(**kwargs: Any) -> None:
     click.echo(f"hpcrl: submitted job {done.job_id}{where}", err=True)
     click.echo(done.job_id)
 
+
+
+@slurm.command("sweep")
+@_render_options
+@sweep_options
+@click.option("--max-running", type=click.IntRange(min=1), metavar="M",
+              help="At most M array tasks run at once (sbatch --array=...%M).")
+@click.option("--submit", "submit_now", is_flag=True,
+              help="Also submit the script with sbatch (prints the array's job id).")
+def sweep_command(seeds: Optional[str], grid: tuple[str, ...], resume_dir: Optional[str],
+                  max_running: Optional[int], submit_now: bool, **kwargs: Any) -> None:
+    """Render TEMPLATE as one Slurm job array over --seeds and a --grid of CONFIG's values:
+    a task per point, each training in its own run directory under the sweep directory
+    (--run-dir, default runs/sweep-<time>), with the template's preemption and requeue.
+
+    The script is written to the sweep directory as sweep.sbatch (submit it with sbatch,
+    or give --submit). Given again (or with --resume DIR), the array covers the points that
+    have not finished; those with a checkpoint resume.
+    """
+    from hpcrl.cli_sweep import load_sweep
+    from hpcrl.config.loader import ConfigError
+    from hpcrl.slurm.submit import SubmitError, _sbatch, find_sbatch
+    from hpcrl.slurm.sweep import render_sweep, write_sweep_script
+    from hpcrl.slurm.templates import TemplateError
+
+    try:
+        sbatch = find_sbatch() if submit_now else None
+        sweep = load_sweep(kwargs["config"], tuple(kwargs["sets"]), grid, seeds,
+                           kwargs["run_dir"], resume_dir)
+        rendered = render_sweep(_options(**kwargs), sweep, max_running)
+        script = write_sweep_script(rendered, sweep)
+        _report(rendered)
+        click.echo(f"hpcrl: wrote {script}: {len(sweep.unfinished())} array tasks of "
+                   f"{len(sweep.points)} points", err=True)
+        if sbatch is None:
+            click.echo(f"hpcrl: submit it with: sbatch {script}", err=True)
+            return
+        job_id = _sbatch(sbatch, script)
+    except (ConfigError, TemplateError, SubmitError) as err:
+        raise _fail(err) from None
+    click.echo(f"hpcrl: submitted job array {job_id}; see the points with: hpcrl runs "
+               f"{sweep.path}", err=True)
+    click.echo(job_id)
 
 
 @slurm.command("launcher")

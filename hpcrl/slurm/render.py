@@ -154,13 +154,19 @@ def _header(shape: JobShape, opts: RenderOptions, launch_note: str) -> list[str]
             f"#   {launch_note}", f"#   rank table: {shlex.join(plan)}"]
 
 
-def render(opts: RenderOptions) -> Rendered:
-    """The batch script for ``opts``; raises ConfigError or TemplateError naming the fix."""
-    template = load_template(opts.template)
+def job_shape(template: Template, opts: RenderOptions) -> JobShape:
+    """The job ``opts`` renders from ``template``: its nodes and GPUs (given, or the
+    template's), sized by the config's rank table."""
     nodes = opts.nodes if opts.nodes is not None else _int_option(template, "nodes")
     gpus = (opts.gpus_per_node if opts.gpus_per_node is not None
             else _int_option(template, "ntasks-per-node"))
-    shape = size_job(template.kind, opts.config, opts.sets, nodes, gpus, opts.cpus_per_task)
+    return size_job(template.kind, opts.config, opts.sets, nodes, gpus, opts.cpus_per_task)
+
+
+def render(opts: RenderOptions) -> Rendered:
+    """The batch script for ``opts``; raises ConfigError or TemplateError naming the fix."""
+    template = load_template(opts.template)
+    shape = job_shape(template, opts)
     time, lead = _time_and_lead(template, opts)
     launch, launch_note = _launch(template, opts.launch)
     lines = _sbatch_lines(list(template.lines), shape, opts, time, lead)

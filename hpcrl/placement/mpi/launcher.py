@@ -104,6 +104,8 @@ def stop_message(run_dir: Path, world_size: int, signum: Optional[int],
     command = resume_command(run_dir, world_size, env)
     head = f"hpcrl: stopped by {name} after a checkpoint in {run_dir}"
     job = env.get("SLURM_JOB_ID")
+    if env.get("SLURM_ARRAY_JOB_ID"):  # a task of a job array: its own id, not the array's
+        job = f"{env['SLURM_ARRAY_JOB_ID']}_{env.get('SLURM_ARRAY_TASK_ID', '')}"
     if job and signum == signal.SIGUSR1:
         return (f"{head}; hpcrl's Slurm batch scripts now requeue job {job}, which resumes it "
                 f"(unless HPCRL_REQUEUE=0); by hand, in an allocation like this one: "

@@ -1,0 +1,172 @@
+"""``hpcrl sweep`` on one machine: the points of a sweep, one after the other or N at a time.
+
+Each point runs as its own ``hpcrl train`` process (under ``mpiexec -n N`` when its scheme
+needs N ranks), so a point that fails leaves the others running; its console output goes to
+``SWEEP/logs/<point>.log``. The points run in their own process sessions: Ctrl-C (SIGINT),
+SIGTERM or SIGUSR1 reach the sweep alone, which starts no more points and asks the running
+ones to checkpoint and stop (SIGTERM, or SIGUSR1 as sent); the same sweep command, given
+again, resumes them.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Callable, Optional
+
+from hpcrl.runtime.run_dir import is_finished
+from hpcrl.runtime.signals import EXIT_PREEMPTED
+from hpcrl.scheme.topology import required_world_size
+from hpcrl.sweep import Point, Sweep, SweepError, check_points
+
+POLL_S = 0.2
+
+
+@dataclass
+class Outcome:
+    """How one point's process ended this time."""
+
+    point: Point
+    status: str      # finished, stopped or failed
+    exit_code: int
+    seconds: float
+
+
+def mpiexec_command(launch: Optional[str], ranks: int) -> list[str]:
+    """The launcher words of a point with ``ranks`` ranks: ``--launch`` (e.g. 'mpirun
+    --oversubscribe') or the mpiexec beside this interpreter (or on PATH), with ``-n``."""
+    if launch:
+        words = shlex.split(launch)
+    else:
+        found = (shutil.which("mpiexec", path=os.path.dirname(sys.executable))
+                 or shutil.which("mpiexec"))
+        if found is None:
+            raise SweepError(f"the sweep's scheme needs {ranks} ranks per point but no "
+                             f"mpiexec was found; install an MPI (pip install 'hpcrl[mpi]') "
+                             f"or give --launch 'mpirun ...'")
+        words = [found]
+    return [*words, "-n", str(ranks)]
+
+
+def point_commands(sweep: Sweep, launch: Optional[str]) -> dict[str, list[str]]:
+    """The full command line of every point (checked configs decide the rank counts)."""
+    python = [sys.executable, "-m", "hpcrl.cli"]
+    commands = {}
+    for point, config in zip(sweep.points, check_points(sweep)):
+        ranks = required_world_size(config.scheme)
+        prefix = mpiexec_command(launch, ranks) if ranks > 1 or launch else []
+        commands[point.name] = [*prefix, *python, *sweep.train_args(point)]
+    return commands
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][-200:] if lines else ""
+
+
+class SweepRunner:
+    """Runs the unfinished points of a sweep, ``jobs`` at a time."""
+
+    def __init__(self, sweep: Sweep, jobs: int = 1, launch: Optional[str] = None,
+                 say: Callable[[str], None] = print) -> None:
+        if jobs < 1:
+            raise SweepError(f"--jobs {jobs}: give 1 or more points to run at a time")
+        self.sweep, self.jobs, self.launch, self.say = sweep, jobs, launch, say
+        self.stop_signal: Optional[int] = None
+        self.logs = sweep.path / "logs"
+
+    def _stop(self, signum: int, frame: object) -> None:
+        if self.stop_signal is None:
+            self.say(f"hpcrl sweep: {signal.Signals(signum).name}: starting no more points; "
+                     f"the running ones checkpoint and stop")
+        self.stop_signal = signal.SIGUSR1 if signum == signal.SIGUSR1 else signal.SIGTERM
+
+    def run(self) -> list[Outcome]:
+        """Train every point that has not finished; returns how each run ended."""
+        commands = point_commands(self.sweep, self.launch)  # every point checked first
+        todo = [p for p in self.sweep.points if not is_finished(self.sweep.run_dir(p))]
+        done = len(self.sweep.points) - len(todo)
+        self.say(f"hpcrl sweep: {len(self.sweep.points)} points in {self.sweep.path}: "
+                 f"{done} finished, {len(todo)} to train, {self.jobs} at a time")
+        self.logs.mkdir(exist_ok=True)
+        previous = {s: signal.signal(s, self._stop)
+                    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
+        try:
+            return self._loop(todo, commands)
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def _start(self, point: Point, command: list[str]) -> tuple[subprocess.Popen, IO[str],
+                                                                 float]:
+        log = open(self.logs / f"{point.name}.log", "a")
+        log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(command)}\n")
+        log.flush()
+        resumed = "--resume" in command
+        self.say(f"hpcrl sweep: {'resume' if resumed else 'start '} {point.name}")
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        return proc, log, time.monotonic()
+
+    def _loop(self, todo: list[Point], commands: dict[str, list[str]]) -> list[Outcome]:
+        queue, running, outcomes = list(todo), {}, []
+        forwarded: Optional[int] = None
+        while queue or running:
+            while queue and len(running) < self.jobs and self.stop_signal is None:
+                point = queue.pop(0)
+                running[point.name] = (point, *self._start(point, commands[point.name]))
+            if self.stop_signal is not None and forwarded is None:
+                forwarded = self.stop_signal
+                for _, proc, _, _ in running.values():
+                    try:
+                        os.killpg(proc.pid, forwarded)
+                    except ProcessLookupError:
+                        pass
+                queue.clear()
+            time.sleep(POLL_S)
+            for name, (point, proc, log, began) in list(running.items()):
+                code = proc.poll()
+                if code is None:
+                    continue
+                log.close()
+                del running[name]
+                outcomes.append(self._ended(point, code, time.monotonic() - began))
+        return outcomes
+
+    def _ended(self, point: Point, code: int, seconds: float) -> Outcome:
+        run = self.sweep.run_dir(point)
+        if code == 0 and is_finished(run):
+            status, what = "finished", self._evaluation(run.eval_path)
+        elif code == EXIT_PREEMPTED or run.stopped_path.exists():
+            status, what = "stopped", "checkpointed; the same command resumes it"
+        else:
+            status = "failed"
+            log = self.logs / f"{point.name}.log"
+            what = f"exit {code}; {log}: {_last_line(log)}"
+        self.say(f"hpcrl sweep: {status:8s} {point.name} after {seconds:.0f} s ({what})")
+        return Outcome(point, status, code, seconds)
+
+    @staticmethod
+    def _evaluation(path: Path) -> str:
+        import json
+
+        if not path.exists():
+            return "no evaluation: train.eval_episodes is 0"
+        return f"eval {json.loads(path.read_text())['mean_return']:.1f}"
+
+
+def exit_code(outcomes: list[Outcome]) -> int:
+    """1 when a point failed, 3 when a stop left points to resume, else 0."""
+    statuses = {o.status for o in outcomes}
+    if "failed" in statuses:
+        return 1
+    return EXIT_PREEMPTED if "stopped" in statuses else 0
