@@ -83,8 +83,10 @@ def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True) -> None:
 @click.option("--video", type=click.Path(dir_okay=False), default=None,
               help="Also record the episodes, one after the other, to this .mp4 or .gif "
                    "(pip install \"hpcrl[video]\").")
+@click.option("--best", is_flag=True, help="The policy that scored best in the evaluations "
+              "during training (checkpoints/best.pt; train.eval_every), not the last.")
 def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
-                 as_json: bool, device: str, video: Optional[str]) -> None:
+                 as_json: bool, device: str, video: Optional[str], best: bool) -> None:
     """Run the trained policy of RUN_DIR (or a checkpoint file) deterministically."""
     from hpcrl.evaluation import evaluate
     from hpcrl.policy import load_policy_and_config
@@ -93,7 +95,7 @@ def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
 
     try:
         where = pick_device(device, node_local_rank())
-        actor, cfg = load_policy_and_config(run_dir, where)
+        actor, cfg = load_policy_and_config(run_dir, where, best)
         n = episodes or max(cfg.train.eval_episodes, 1)
         result = (record(actor, cfg, n, video, seed) if video is not None
                   else evaluate(actor, cfg, n, seed))

@@ -8,29 +8,41 @@ import torch
 from hpcrl.build import actor_from_record, config_from_record
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
-from hpcrl.runtime.checkpoint import load_checkpoint
+from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 
 
-def checkpoint_file(path: str | Path) -> Path:
-    """The checkpoint of a run directory, or ``path`` itself when it is a file."""
+def checkpoint_file(path: str | Path, best: bool = False) -> Path:
+    """The checkpoint of a run directory (its best policy with ``best``), or ``path``
+    itself when it is a file."""
     path = Path(path)
-    return RunDir(path).checkpoint_path if path.is_dir() else path
+    if not path.is_dir():
+        if best:
+            raise CheckpointError(f"best=True / --best takes a run directory, not the file "
+                                  f"'{path}'")
+        return path
+    run = RunDir(path)
+    if best and not run.best_path.is_file():
+        raise CheckpointError(f"'{path}' has no {run.best_path.relative_to(path)}: a run keeps "
+                              f"its best policy when trained with train.eval_every > 0")
+    return run.best_path if best else run.checkpoint_path
 
 
-def load_policy(path: str | Path, device: str | torch.device = "cpu") -> ActorCritic:
+def load_policy(path: str | Path, device: str | torch.device = "cpu",
+                best: bool = False) -> ActorCritic:
     """The trained actor of a run directory or checkpoint file, as a ``torch.nn.Module`` on
-    ``device``.
+    ``device``; with ``best``, the one that scored best in the evaluations during training
+    (``train.eval_every``).
 
     Calling it on raw observations (one, or a batch; on the host) returns deterministic
     actions on ``device``; it normalises observations itself when the run did. The file is
     read with ``weights_only=True``.
     """
-    return actor_from_record(load_checkpoint(checkpoint_file(path))["policy"]).to(device)
+    return load_policy_and_config(path, device, best)[0]
 
 
-def load_policy_and_config(path: str | Path, device: str | torch.device = "cpu"
-                           ) -> tuple[ActorCritic, Config]:
+def load_policy_and_config(path: str | Path, device: str | torch.device = "cpu",
+                           best: bool = False) -> tuple[ActorCritic, Config]:
     """:func:`load_policy` and the run's config."""
-    record = load_checkpoint(checkpoint_file(path))["policy"]
+    record = load_checkpoint(checkpoint_file(path, best))["policy"]
     return actor_from_record(record).to(device), config_from_record(record)

@@ -111,6 +111,7 @@ class Trainer:
             rec.add_update(result.env_steps,
                            (len(result.episode_returns), float(result.episode_returns.sum()),
                             float(result.episode_lengths.sum())), result.stats, scheme)
+            rec.after_update(self.placement.master_actor)
             if rec.preempted:
                 self.checkpoint()  # the scheduler wants the job gone: save, then stop
                 self.preempted = True

@@ -172,6 +172,20 @@ class AlgoConfig:
 
 
 @dataclass
+class WandbConfig:
+    """Weights & Biases logging of the progress rows (rank 0 only; needs ``pip install
+    wandb``). Off while ``project`` is empty."""
+
+    project: str = doc("W&B project the run logs to; empty: no W&B.", "")
+    entity: str = doc("W&B entity (user or team); empty: your default entity.", "")
+    group: str = doc("W&B group, e.g. one per sweep; empty: none.", "")
+    mode: Literal["offline", "online"] = doc(
+        "'offline' (default: compute nodes rarely reach the internet) writes the run under "
+        "RUN_DIR/wandb for `wandb sync RUN_DIR/wandb/offline-run-*` later; 'online' streams "
+        "it.", "offline")
+
+
+@dataclass
 class TrainConfig:
     """How long to train, and what is recorded."""
 
@@ -183,6 +197,16 @@ class TrainConfig:
     device: str = doc("Device of the learner: 'auto', 'cpu', 'cuda' or 'cuda:N'.", "cpu")
     torch_threads: int = doc("torch intra-op threads per process (0 keeps torch's default).", 1)
     tensorboard: bool = doc("Write TensorBoard event files when tensorboard is installed.", True)
+    eval_every: int = doc(
+        "Env steps between deterministic evaluations of train.eval_episodes episodes during "
+        "training (0: the final one only). Each adds a row to eval.csv and the best policy so "
+        "far is kept as checkpoints/best.pt (hpcrl eval --best). They run in a thread of rank "
+        "0 on a copy of the weights, so training goes on meanwhile.", 0)
+    keep_checkpoints: int = doc(
+        "Checkpoints kept on disk: checkpoints/last.pt, and with K > 1 the last K also as "
+        "checkpoints/steps-<env steps>.pt (each a full checkpoint: hpcrl eval takes its path).",
+        1)
+    wandb: WandbConfig = doc("Weights & Biases logging (off by default).", factory=WandbConfig)
     on_nonfinite: Literal["stop", "skip_update"] = doc(
         "What a NaN or infinite loss term or gradient does: 'stop' ends the run with a message "
         "naming the loss term or optimiser step and the last good checkpoint; 'skip_update' "

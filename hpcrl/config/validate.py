@@ -4,6 +4,7 @@ Each check returns a message naming the key and the fix, or None when the config
 """
 from __future__ import annotations
 
+import importlib.util
 from typing import Callable, Optional
 
 from hpcrl.config.schema import Config
@@ -107,11 +108,23 @@ def _check_numbers(c: Config) -> Optional[str]:
         _positive("train.total_env_steps", c.train.total_env_steps),
         _positive("train.eval_episodes", c.train.eval_episodes, strict=False),
         _positive("train.checkpoint_every", c.train.checkpoint_every),
+        _positive("train.eval_every", c.train.eval_every, strict=False),
+        _positive("train.keep_checkpoints", c.train.keep_checkpoints),
         _positive("train.log_interval_s", c.train.log_interval_s),
         _positive("train.torch_threads", c.train.torch_threads, strict=False),
     ]
     if c.algo.clip_range_vf is not None:
         checks.append(_positive("algo.clip_range_vf", c.algo.clip_range_vf))
+    if c.train.eval_every > 0 and c.train.eval_episodes <= 0:
+        checks.append(f"train.eval_every={c.train.eval_every} evaluates train.eval_episodes "
+                      f"episodes each time, but that is 0; set train.eval_episodes >= 1 or "
+                      f"drop train.eval_every")
+    if c.train.wandb.project and importlib.util.find_spec("wandb") is None:
+        checks.append('train.wandb.project is set but wandb is not installed: pip install '
+                      'wandb (or pip install "hpcrl[wandb]"), or drop train.wandb.project')
+    if (c.train.wandb.entity or c.train.wandb.group) and not c.train.wandb.project:
+        checks.append("train.wandb.entity / group are set but train.wandb.project is empty: "
+                      "name the project (train.wandb.project=...) to log to W&B")
     return next((msg for msg in checks if msg), None)
 
 

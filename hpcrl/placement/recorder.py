@@ -1,7 +1,8 @@
 """What a run leaves in its directory, the same for every placement.
 
 :class:`RunRecorder` writes ``config.yaml``, one ``progress.csv`` row per update (mirrored to
-TensorBoard and the console), the checkpoint dict and the final evaluation. The serial
+TensorBoard, W&B and the console), the checkpoint dict, the evaluations during training
+(:mod:`~hpcrl.placement.periodic_eval`) and the final evaluation. The serial
 :class:`~hpcrl.training.Trainer` and the MPI :class:`~hpcrl.placement.mpi.leader.Leader`
 both record through it, so a column, a checkpoint key or the evaluation line means the same
 thing whatever ran the updates.
@@ -20,11 +21,14 @@ from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.evaluation import evaluate
+from hpcrl.placement.periodic_eval import PeriodicEvaluator
+from hpcrl.runtime.checkpoint import keep_recent
 from hpcrl.runtime.finite import save_finite_checkpoint
 from hpcrl.runtime.metrics import EpisodeWindow, progress_row
 from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
 from hpcrl.runtime.rng import rng_state
 from hpcrl.runtime.run_dir import RunDir, write_run_file
+from hpcrl.runtime.wandb_log import WandbLog
 from hpcrl.runtime.signals import STOP_REQUEST
 
 
@@ -54,8 +58,13 @@ class RunRecorder:
         self.console = (ConsoleProgress(config.train.total_env_steps,
                                         config.train.log_interval_s, console)
                         if console is not None else None)
+        self.wandb = WandbLog(config, run) if config.train.wandb.project else None
         self.started = time.perf_counter()
         self.start_steps = self.env_steps
+        self.periodic = (PeriodicEvaluator(config, run, self.env_steps, resume_state is not None,
+                                           lambda actor: policy_record(config, spaces, actor),
+                                           console)
+                         if config.train.eval_every > 0 else None)
 
     @property
     def wall_time_s(self) -> float:
@@ -88,9 +97,17 @@ class RunRecorder:
         row = progress_row(self.env_steps, self.updates, self.wall_time_s, fps, self.episodes,
                            int(episodes[0]), stats, scheme)
         self.log.write(row)
+        if self.wandb is not None:
+            self.wandb.log(row)
         if self.console is not None:
             self.console.show(row, final=self.done)
         return row
+
+    def after_update(self, actor: ActorCritic) -> None:
+        """Hand a copy of ``actor`` to the evaluations during training when one is due (the
+        final evaluation covers the end of the budget)."""
+        if self.periodic is not None and self.periodic.due(self.env_steps) and not self.done:
+            self.periodic.submit(actor, self.env_steps, self.updates, self.wall_time_s)
 
     def checkpoint(self, actor: ActorCritic, placement_state: dict[str, Any],
                    **extra: Any) -> Path:
@@ -107,6 +124,7 @@ class RunRecorder:
             "rng": rng_state(),
             **extra,
         }, self.run.checkpoint_path)
+        keep_recent(path, self.env_steps, self.config.train.keep_checkpoints)
         if self.preempted:
             name = signal.Signals(STOP_REQUEST.signum).name
             write_run_file("stop marker", self.run.stopped_path,
@@ -126,7 +144,16 @@ class RunRecorder:
         if self.console is not None:
             print(f"eval over {episodes} episodes: mean return {result['mean_return']:.1f} "
                   f"+- {result['std_return']:.1f}", file=self.console.stream, flush=True)
+        if self.periodic is not None:
+            self.periodic.record_final(actor, self.env_steps, self.updates, self.wall_time_s,
+                                       result)
         return result
 
     def close(self) -> None:
+        """Close the progress log and wait for the evaluations during training handed over
+        so far (the final evaluation may still add its row)."""
         self.log.close()
+        if self.wandb is not None:
+            self.wandb.close()
+        if self.periodic is not None:
+            self.periodic.close()

@@ -10,6 +10,7 @@ file: a job killed at any moment leaves either the old or the new checkpoint, ne
 from __future__ import annotations
 
 import os
+import shutil
 import pickle
 import zipfile
 from pathlib import Path
@@ -21,7 +22,7 @@ import numpy as np
 import torch
 
 from hpcrl.errors import ExplainedError
-from hpcrl.runtime.run_dir import write_error
+from hpcrl.runtime.run_dir import write_error, writing
 
 FORMAT = "hpcrl-checkpoint/1"
 
@@ -141,6 +142,26 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
         with suppress(OSError):
             tmp.unlink(missing_ok=True)
     return path
+
+
+def keep_recent(last: Path, env_steps: int, keep: int) -> None:
+    """With ``keep`` > 1, link the checkpoint just written (``last``) as
+    ``steps-<env_steps>.pt`` beside it and delete all but the ``keep`` newest such files
+    (a link costs no space while it is also ``last``)."""
+    if keep <= 1:
+        return
+    named = last.with_name(f"steps-{env_steps}.pt")
+    with writing("checkpoint copy", named):
+        named.unlink(missing_ok=True)
+        try:
+            os.link(last, named)
+        except OSError:  # a file system without hard links
+            shutil.copyfile(last, named)
+    saved = sorted(last.parent.glob("steps-*.pt"),
+                   key=lambda p: int(p.stem.split("-", 1)[1]) if p.stem.split("-", 1)[1]
+                   .isdigit() else -1)
+    for old in saved[:-keep]:
+        old.unlink(missing_ok=True)
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:

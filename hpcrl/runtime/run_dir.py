@@ -5,7 +5,10 @@
       progress.csv         one row per update
       tensorboard/         event files (when tensorboard is installed)
       checkpoints/last.pt  full training state, replaced atomically
+      checkpoints/best.pt  the policy of the best evaluation during training (eval_every)
+      checkpoints/steps-N.pt  the last train.keep_checkpoints checkpoints, when more than 1
       eval.json            deterministic evaluation at the end of training
+      eval.csv             one row per evaluation during training (train.eval_every)
       stopped              present only after a checkpointed stop on a signal (what a
                            batch script reads to requeue the job); removed when it resumes
 
@@ -83,6 +86,16 @@ class RunDir:
     @property
     def eval_path(self) -> Path:
         return self.path / "eval.json"
+
+    @property
+    def eval_curve_path(self) -> Path:
+        """``eval.csv``: one row per evaluation during training (``train.eval_every``)."""
+        return self.path / "eval.csv"
+
+    @property
+    def best_path(self) -> Path:
+        """The policy of the best evaluation during training (``train.eval_every``)."""
+        return self.path / "checkpoints" / "best.pt"
 
     @property
     def stopped_path(self) -> Path:

@@ -34,8 +34,10 @@ class StopRequest:
         self.signum = signum
 
     def install(self) -> Callable[[], None]:
-        """Catch the stop signals from now on; returns a function that restores the old
-        handlers."""
+        """Catch the stop signals from now on, forgetting one that stopped an earlier run of
+        this process (the API may train again after a stop); returns a function that restores
+        the old handlers."""
+        self.signum = None
         previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
 
         def restore() -> None:

@@ -111,6 +111,30 @@ def test_recurrent_layouts_agree(memory):
         torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parallel(2)
+def test_evaluations_during_training_run_on_rank_0_of_a_job():
+    """train.eval_every in a 2-rank DD-PPO job: rank 0 evaluates copies of the weights at
+    the env steps of a serial run and keeps the best; the other rank writes nothing."""
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    role, _, trainer = two_ranks_then_one(comm, ["train.eval_every=512",
+                                                 "train.eval_episodes=2"])
+    if comm.rank == 0:
+        import csv
+        from hpcrl.runtime.checkpoint import load_checkpoint
+
+        def curve(path):
+            with open(path / "eval.csv", newline="") as f:
+                return [(r["env_steps"], r["updates"], float(r["mean_return"]))
+                        for r in csv.DictReader(f)]
+        job, serial = curve(trainer.run.path.parent / "mpi"), curve(trainer.run.path)
+        assert [r[:2] for r in job] == [r[:2] for r in serial] == [
+            ("512", "2"), ("1024", "4"), ("1536", "6")]
+        best = load_checkpoint(trainer.run.path.parent / "mpi" / "checkpoints" / "best.pt")
+        assert best["evaluation"]["mean_return"] == max(r[2] for r in job)
+
+
 # figures that depend on timing or on where the work ran, not on the maths
 TIMING = {"wall_time_s", "fps", "time_collect_s", "time_wait_s", "time_compute_s",
           "time_communicate_s"}

@@ -134,6 +134,8 @@ def train_mpi(config: Config, run_dir: Optional[Path], resume: bool = False,
             ranked = AsyncWorkerRank(job, state)
         else:
             ranked = WorkerRank(job, state, leader)
+        if leader is not None:
+            leader.actor = ranked.actor  # the weights the evaluations during training copy
     # any failure of the role ends every rank (the CLI must not catch it on this rank alone);
     # a NaN/inf message names the last good checkpoint
     with abort_on_error(job.world, job.describe), naming_last_good(run.checkpoint_path), \

@@ -45,6 +45,7 @@ class Leader:
         self.recorder = RunRecorder(job.config, job.spaces, run, stat_names, resume_state,
                                     console)
         self.evaluation: Optional[dict[str, Any]] = None  # the final one, once run
+        self.actor: Optional[ActorCritic] = None  # this rank's policy, for train.eval_every
 
     @property
     def updates(self) -> int:
@@ -76,6 +77,8 @@ class Leader:
         figures = self.layout.combine(reports)
         self.recorder.add_update(*update_row(figures, self.layout.stat_names,
                                              gradient_asynchrony))
+        if self.actor is not None:
+            self.recorder.after_update(self.actor)
 
     def checkpoint_due(self) -> bool:
         return self.recorder.checkpoint_due()

@@ -1,0 +1,53 @@
+"""Weights & Biases logging of the progress rows (``train.wandb``), from rank 0 only.
+
+The run's W&B id is kept in ``RUN_DIR/wandb-id``, so a resumed run (or a requeued Slurm job)
+continues the same W&B run. Rows are logged with ``env_steps`` as their x axis (a W&B
+"step metric"), not as W&B's own step: after a resume the rows since the checkpoint are
+written again with env steps W&B has seen, which its own step would refuse. Offline mode
+(the default) writes under ``RUN_DIR/wandb``; ``wandb sync RUN_DIR/wandb/offline-run-*``
+uploads it from a machine that reaches the internet.
+"""
+from __future__ import annotations
+
+import math
+import secrets
+from typing import Any, Mapping
+
+from hpcrl.config.loader import to_dict
+from hpcrl.config.schema import Config
+from hpcrl.errors import ExplainedError
+from hpcrl.runtime.run_dir import RunDir, write_run_file
+
+INSTALL_HINT = 'pip install wandb (or pip install "hpcrl[wandb]")'
+
+
+class WandbLog:
+    """One W&B run mirroring ``progress.csv``."""
+
+    def __init__(self, config: Config, run: RunDir) -> None:
+        try:
+            import wandb
+        except ImportError:
+            raise ExplainedError(f"train.wandb.project is set but wandb cannot be imported: "
+                                 f"{INSTALL_HINT}") from None
+        settings = config.train.wandb
+        id_path = run.path / "wandb-id"
+        if id_path.is_file():
+            run_id = id_path.read_text().strip()
+        else:
+            run_id = secrets.token_hex(4)
+            write_run_file("W&B run id", id_path, run_id + "\n")
+        self.run = wandb.init(project=settings.project, entity=settings.entity or None,
+                              group=settings.group or None, name=run.path.name, id=run_id,
+                              resume="allow", dir=str(run.path), mode=settings.mode,
+                              config=to_dict(config))
+        self.run.define_metric("env_steps")
+        self.run.define_metric("*", step_metric="env_steps")
+
+    def log(self, row: Mapping[str, Any]) -> None:
+        """One progress row (its finite numbers)."""
+        self.run.log({k: v for k, v in row.items()
+                      if isinstance(v, (int, float)) and math.isfinite(v)})
+
+    def close(self) -> None:
+        self.run.finish()
