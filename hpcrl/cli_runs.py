@@ -26,7 +26,8 @@ def _record(run: RunSummary, keys: list[str], name: str) -> dict[str, Any]:
             **{k: flat.get(k) for k in keys},
             "env_steps": run.env_steps, "total_env_steps": run.total_env_steps,
             "wall_time_s": round(run.wall_time_s, 1), "last_return": run.last_return,
-            "eval_return": run.eval_return, "state": run.state}
+            "eval_return": run.eval_return, "best_eval_return": run.best_eval_return,
+            "state": run.state}
 
 
 @click.command("runs")
@@ -36,7 +37,8 @@ def _record(run: RunSummary, keys: list[str], name: str) -> dict[str, Any]:
 def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool) -> None:
     """One line per run found at or below PATHS (run or sweep directories): the config keys
     in which the runs differ, env steps, wall time, the last mean episode return, the final
-    deterministic evaluation and the state (running, finished, preempted, failed); then,
+    deterministic evaluation (and the best one during training, with train.eval_every) and
+    the state (running, finished, preempted, failed); then,
     for runs that differ only in their seed, the mean and std over seeds."""
     try:
         runs = [summarize(p) for p in find_runs(paths)]
@@ -53,9 +55,12 @@ def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool) -> None:
         writer.writeheader()
         writer.writerows(records)
         return
-    header = ["run", *keys, "steps", "wall s", "return", "eval", "state"]
+    best = any(r.best_eval_return is not None for r in runs)  # a column when eval_every ran
+    header = ["run", *keys, "steps", "wall s", "return", "eval", *(["best"] if best else []),
+              "state"]
     lines = [[str(r.path), *[str(rec[k]) for k in keys], f"{r.env_steps:,}",
-              _fmt(r.wall_time_s, 0), _fmt(r.last_return), _fmt(r.eval_return), r.state]
+              _fmt(r.wall_time_s, 0), _fmt(r.last_return), _fmt(r.eval_return),
+              *([_fmt(r.best_eval_return)] if best else []), r.state]
              for r, rec in zip([r for _, m in groups for r in m], records)]
     _table(header, lines)
     seeded = [(name, members) for name, members in groups if len(members) > 1]

@@ -35,6 +35,7 @@ class RunSummary:
     eval_return: Optional[float]
     state: str  # running, finished, preempted or failed
     rows: list[dict[str, str]] = field(default_factory=list, repr=False)
+    best_eval_return: Optional[float] = None  # the best row of eval.csv (train.eval_every)
 
     @property
     def seed(self) -> int:
@@ -91,7 +92,16 @@ def summarize(path: Path) -> RunSummary:
     return RunSummary(path, config, env_steps, total,
                       _number(last.get("wall_time_s")) or 0.0,
                       returns[-1] if returns else None, evaluation,
-                      _state(run, env_steps, total), rows)
+                      _state(run, env_steps, total), rows, _best_evaluation(run))
+
+
+def _best_evaluation(run: RunDir) -> Optional[float]:
+    """The best mean return in the run's ``eval.csv``, None without one."""
+    if not run.eval_curve_path.is_file():
+        return None
+    with open(run.eval_curve_path, newline="") as f:
+        found = [_number(row.get("mean_return")) for row in csv.DictReader(f)]
+    return max((v for v in found if v is not None), default=None)
 
 
 def flat_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:

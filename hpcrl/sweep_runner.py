@@ -4,8 +4,8 @@ Each point runs as its own ``hpcrl train`` process (under ``mpiexec -n N`` when 
 needs N ranks), so a point that fails leaves the others running; its console output goes to
 ``SWEEP/logs/<point>.log``. The points run in their own process sessions: Ctrl-C (SIGINT),
 SIGTERM or SIGUSR1 reach the sweep alone, which starts no more points and asks the running
-ones to checkpoint and stop (SIGTERM, or SIGUSR1 as sent); the same sweep command, given
-again, resumes them.
+ones to checkpoint and stop with SIGUSR1 (which mpiexec passes on to every rank of a point,
+and hpcrl treats as SIGTERM); the same sweep command, given again, resumes them.
 """
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ class SweepRunner:
         if self.stop_signal is None:
             self.say(f"hpcrl sweep: {signal.Signals(signum).name}: starting no more points; "
                      f"the running ones checkpoint and stop")
-        self.stop_signal = signal.SIGUSR1 if signum == signal.SIGUSR1 else signal.SIGTERM
+        self.stop_signal = signal.SIGUSR1  # mpiexec passes it on to every rank
 
     def run(self) -> list[Outcome]:
         """Train every point that has not finished; returns how each run ended."""

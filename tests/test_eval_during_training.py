@@ -50,6 +50,8 @@ def test_evaluations_during_training_write_their_curve_and_keep_the_best(tmp_pat
     out = CliRunner().invoke(main, ["eval", str(run), "--best", "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["mean_return"] == pytest.approx(float(best["mean_return"]))
+    table = CliRunner().invoke(main, ["runs", str(run), "--json"])
+    assert json.loads(table.output)[0]["best_eval_return"] == float(best["mean_return"])
     policy = hpcrl.load_policy(run, best=True)
     last = hpcrl.load_policy(run)
     assert isinstance(policy, type(last))
