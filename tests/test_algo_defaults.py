@@ -158,6 +158,7 @@ def test_sac_on_pendulum_learns_with_nothing_but_its_name(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_dqn_on_cartpole_learns_with_nothing_but_its_name(tmp_path):
-    result, wall = cli_train(tmp_path, ["algo.name=dqn", "train.total_env_steps=50000"])
+    # 30k steps: eval 500 with seed 0 (the schedules follow the budget), 15 s less CI than 50k
+    result, wall = cli_train(tmp_path, ["algo.name=dqn", "train.total_env_steps=30000"])
     assert result["mean_return"] >= 200, result  # random play scores about 22
-    print(f"DQN CartPole-v1 50k: eval {result['mean_return']:.0f} in {wall:.0f} s")
+    print(f"DQN CartPole-v1 30k: eval {result['mean_return']:.0f} in {wall:.0f} s")

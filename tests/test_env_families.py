@@ -47,10 +47,12 @@ def sets(items: list[str]) -> list[str]:
 @pytest.mark.parametrize("env_id", CASES)
 def test_family_trains_evaluates_resumes_and_loads(env_id, tmp_path):
     run = tmp_path / "run"
-    # CarRacing renders every step (about 10 ms): shorter episodes keep it to seconds
-    short = ["env.kwargs={max_episode_steps: 100}"] if env_id == "CarRacing-v3" else []
+    # CarRacing renders every step (about 10 ms): shorter episodes and runs keep it to seconds
+    racing = env_id == "CarRacing-v3"
+    short = ["env.kwargs={max_episode_steps: 100}"] if racing else []
+    steps = 512 if racing else 1024  # two updates, then two more on resume
     out = invoke("train", "--run-dir", run,
-                 *sets(QUICK + short + [f"env.id={env_id}", "train.total_env_steps=1024"]))
+                 *sets(QUICK + short + [f"env.id={env_id}", f"train.total_env_steps={steps}"]))
     assert out.exit_code == 0, out.output
     assert json.loads((run / "eval.json").read_text())["episodes"] == 1
 
@@ -58,10 +60,10 @@ def test_family_trains_evaluates_resumes_and_loads(env_id, tmp_path):
     assert evaluated.exit_code == 0, evaluated.output
     assert np.isfinite(json.loads(evaluated.output.strip().splitlines()[-1])["mean_return"])
 
-    resumed = invoke("train", "--resume", run, "--set", "train.total_env_steps=2048")
+    resumed = invoke("train", "--resume", run, "--set", f"train.total_env_steps={2 * steps}")
     assert resumed.exit_code == 0, resumed.output
     rows = (run / "progress.csv").read_text().strip().splitlines()
-    assert int(rows[-1].split(",")[0]) == 2048  # env_steps, the first column
+    assert int(rows[-1].split(",")[0]) == 2 * steps  # env_steps, the first column
 
     policy = hpcrl.load_policy(run)
     env = gym.make(env_id, max_episode_steps=300)
