@@ -14,7 +14,7 @@ from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.runtime.signals import EXIT_PREEMPTED
 
-SETS = ["scheme.preset=ddppo", "scheme.allreduce=mpi", "train.total_env_steps=20480",
+SETS = ["scheme.preset=ddppo", "scheme.allreduce=mpi", "train.total_env_steps=12288",
         "train.checkpoint_every=1000"]
 
 
@@ -31,7 +31,7 @@ def test_usr1_checkpoints_stops_and_resumes_to_the_same_weights(tmp_path):
     assert f"continue with `mpiexec -n 2 hpcrl train --resume {tmp_path / 'cut'}`" in err
     cut = RunDir(tmp_path / "cut")
     saved = load_checkpoint(cut.checkpoint_path)
-    assert 5 <= saved["counters"]["updates"] < 40
+    assert 5 <= saved["counters"]["updates"] < 24
     assert len(rows(tmp_path / "cut")) == saved["counters"]["updates"]
     assert cut.stopped_path.read_text().startswith("SIGUSR1: checkpointed after")
     done = run(2, ["train", "--resume", str(cut.path)], [], timeout=120)
