@@ -46,6 +46,22 @@ def test_wrong_world_size_names_the_size_needed():
         assign_roles(3, cfg.scheme, 8)
 
 
+def test_ddppo_on_one_rank_drops_the_presets_preemption():
+    """One GPU: `hpcrl slurm render sync --nodes 1 --gpus-per-node 1` renders (the preset's
+    straggler preemption has no straggler), while preemption one asks for is refused."""
+    from hpcrl.slurm import RenderOptions, render
+
+    cfg = load_config(None, ["scheme.preset=ddppo", "scheme.gradient_workers=1"])
+    assert (cfg.scheme.preemption.fraction_workers, cfg.scheme.preemption.fraction_samples) == (
+        1.0, 1.0)
+    assert load_config(None, ["scheme.preset=ddppo"]).scheme.preemption.fraction_workers == 0.6
+    rendered = render(RenderOptions("sync", nodes=1, gpus_per_node=1))
+    assert "scheme.gradient_workers=1" in rendered.text
+    with pytest.raises(ConfigError, match="no straggler to preempt"):
+        load_config(None, ["scheme.preset=ddppo", "scheme.gradient_workers=1",
+                           "scheme.preemption.fraction_workers=0.5"])
+
+
 @pytest.mark.parametrize("sets, message", [
     (["scheme.gradients=async"], "use scheme.update=central"),
     (["scheme.collection=async"], "needs dedicated collector ranks"),

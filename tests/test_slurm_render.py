@@ -189,7 +189,9 @@ def test_cpus_per_task_follow_the_config():
     (dict(template="sync", sets=("scheme.gradient_workers=3",)), "conflicts with the job size"),
     (dict(template="async", launch="mpirun"), "srun --mpi=pmix"),
     (dict(template="sync", time_minutes=1, signal_lead_s=60), "lower --signal-lead"),
-    (dict(template="sync", nodes=1, gpus_per_node=1), "--nodes 1 x --gpus-per-node 1"),
+    (dict(template="sync", nodes=1, gpus_per_node=1,  # preemption asked for, one rank
+          sets=("scheme.preset=ddppo", "scheme.preemption.fraction_workers=0.5")),
+     "--nodes 1 x --gpus-per-node 1"),
     (dict(template="sync", sets=("algo.lrr=1",)), "did you mean 'algo.lr'"),
     (dict(template="ring"), "name one of sync, async, central"),
 ])

@@ -50,7 +50,8 @@ PRESET_AGENTS: dict[str, dict[str, dict[str, Any]]] = {
 
 
 def apply_preset(scheme: dict[str, Any]) -> dict[str, Any]:
-    """The scheme section with its preset's keys filled in under the explicit ones."""
+    """The scheme section with its preset's keys filled in under the explicit ones (a
+    preset's straggler preemption is left out when one rank collects: nothing to preempt)."""
     name = scheme.get("preset", "serial")
     if name not in PRESETS:
         return scheme  # the typed loader reports the unknown preset with the choices
@@ -60,6 +61,11 @@ def apply_preset(scheme: dict[str, Any]) -> dict[str, Any]:
             base[key] = {**base[key], **value}
         else:
             base[key] = value
+    workers, k = base.get("gradient_workers", 1), base.get("collectors_per_worker", 0)
+    if ("preemption" not in scheme and "preemption" in base and isinstance(workers, int)
+            and isinstance(k, int) and workers * max(k, 1) < 2):
+        # one collecting rank (ddppo on one GPU): no straggler to preempt, none waited for
+        base["preemption"] = {"fraction_workers": 1.0, "fraction_samples": 1.0}
     return base
 
 
