@@ -114,6 +114,7 @@ class Sweep:
         return self.path / CONFIG_COPY if self.config is not None else None
 
     def run_dir(self, point: Point) -> RunDir:
+        """The run directory ``point`` trains in."""
         return RunDir(self.path / point.name)
 
     def point_sets(self, point: Point) -> list[str]:
@@ -137,6 +138,7 @@ class Sweep:
         return [i for i, p in enumerate(self.points) if not is_finished(self.run_dir(p))]
 
     def manifest(self) -> dict[str, Any]:
+        """What ``sweep.yaml`` records (and a restart must match)."""
         return {"config": self.config, "sets": list(self.sets), "grid": self.grid,
                 "seeds": self.seeds,
                 "points": [{"name": p.name, "sets": list(p.sets)} for p in self.points]}

@@ -68,6 +68,7 @@ class PeriodicEvaluator:
         self.thread.start()
 
     def due(self, env_steps: int) -> bool:
+        """Whether the run has crossed the next ``eval_every`` boundary."""
         return env_steps >= self.next_at
 
     def submit(self, actor: ActorCritic, env_steps: int, updates: int,

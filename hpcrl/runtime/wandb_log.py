@@ -50,4 +50,5 @@ class WandbLog:
                       if isinstance(v, (int, float)) and math.isfinite(v)})
 
     def close(self) -> None:
+        """End the W&B run (offline: its files are complete for ``wandb sync``)."""
         self.run.finish()
