@@ -17,7 +17,7 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
-from hpcrl.runtime.run_dir import RunDir
+from hpcrl.runtime.run_dir import RunDir, is_finished
 
 STALE_S = 900.0  # a run whose progress.csv has not changed for this long is not running
 
@@ -67,7 +67,7 @@ def _number(text: Optional[str]) -> Optional[float]:
 
 
 def _state(run: RunDir, env_steps: int, total: int) -> str:
-    if run.eval_path.exists() or env_steps >= total:
+    if is_finished(run) or env_steps >= total:
         return "finished"
     if run.stopped_path.exists():
         return "preempted"

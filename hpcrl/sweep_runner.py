@@ -9,6 +9,7 @@ and hpcrl treats as SIGTERM); the same sweep command, given again, resumes them.
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -93,7 +94,7 @@ class SweepRunner:
     def run(self) -> list[Outcome]:
         """Train every point that has not finished; returns how each run ended."""
         commands = point_commands(self.sweep, self.launch)  # every point checked first
-        todo = [p for p in self.sweep.points if not is_finished(self.sweep.run_dir(p))]
+        todo = [self.sweep.points[i] for i in self.sweep.unfinished()]
         done = len(self.sweep.points) - len(todo)
         self.say(f"hpcrl sweep: {len(self.sweep.points)} points in {self.sweep.path}: "
                  f"{done} finished, {len(todo)} to train, {self.jobs} at a time")
@@ -157,8 +158,6 @@ class SweepRunner:
 
     @staticmethod
     def _evaluation(path: Path) -> str:
-        import json
-
         if not path.exists():
             return "no evaluation: train.eval_episodes is 0"
         return f"eval {json.loads(path.read_text())['mean_return']:.1f}"

@@ -10,8 +10,8 @@ file: a job killed at any moment leaves either the old or the new checkpoint, ne
 from __future__ import annotations
 
 import os
-import shutil
 import pickle
+import shutil
 import zipfile
 from pathlib import Path
 from collections import OrderedDict
@@ -157,9 +157,8 @@ def keep_recent(last: Path, env_steps: int, keep: int) -> None:
             os.link(last, named)
         except OSError:  # a file system without hard links
             shutil.copyfile(last, named)
-    saved = sorted(last.parent.glob("steps-*.pt"),
-                   key=lambda p: int(p.stem.split("-", 1)[1]) if p.stem.split("-", 1)[1]
-                   .isdigit() else -1)
+    saved = sorted((p for p in last.parent.glob("steps-*.pt") if p.stem[6:].isdigit()),
+                   key=lambda p: int(p.stem[6:]))  # by env steps, oldest first
     for old in saved[:-keep]:
         old.unlink(missing_ok=True)
 

@@ -138,7 +138,7 @@ def sweep_command(seeds: Optional[str], grid: tuple[str, ...], resume_dir: Optio
     """
     from hpcrl.cli_sweep import load_sweep
     from hpcrl.config.loader import ConfigError
-    from hpcrl.slurm.submit import SubmitError, _sbatch, find_sbatch
+    from hpcrl.slurm.submit import SubmitError, find_sbatch, run_sbatch
     from hpcrl.slurm.sweep import render_sweep, write_sweep_script
     from hpcrl.slurm.templates import TemplateError
 
@@ -154,7 +154,7 @@ def sweep_command(seeds: Optional[str], grid: tuple[str, ...], resume_dir: Optio
         if sbatch is None:
             click.echo(f"hpcrl: submit it with: sbatch {script}", err=True)
             return
-        job_id = _sbatch(sbatch, script)
+        job_id = run_sbatch(sbatch, script)
     except (ConfigError, TemplateError, SubmitError) as err:
         raise _fail(err) from None
     click.echo(f"hpcrl: submitted job array {job_id}; see the points with: hpcrl runs "

@@ -38,7 +38,9 @@ def find_sbatch() -> str:
     return found
 
 
-def _sbatch(sbatch: str, script: Path) -> str:
+def run_sbatch(sbatch: str, script: Path) -> str:
+    """Submit ``script`` with ``sbatch --parsable``; returns the job id (SubmitError when
+    sbatch refuses or does not answer)."""
     try:
         done = subprocess.run([sbatch, "--parsable", str(script)], capture_output=True,
                               text=True, timeout=120)
@@ -71,7 +73,7 @@ def submit(opts: RenderOptions) -> Submitted:
         with os.fdopen(fd, "w") as f:
             f.write(rendered.text)
         try:
-            return Submitted(_sbatch(sbatch, Path(name)), None, rendered)
+            return Submitted(run_sbatch(sbatch, Path(name)), None, rendered)
         finally:
             os.unlink(name)  # sbatch keeps its own copy of the script
     run = RunDir(Path(os.path.abspath(opts.run_dir)))
@@ -85,4 +87,4 @@ def submit(opts: RenderOptions) -> Submitted:
     _make_log_dir(opts.log)
     script = run.path / SCRIPT_NAME
     script.write_text(rendered.text)
-    return Submitted(_sbatch(sbatch, script), script, rendered)
+    return Submitted(run_sbatch(sbatch, script), script, rendered)

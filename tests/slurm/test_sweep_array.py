@@ -35,7 +35,7 @@ def test_a_sweep_array_trains_every_point_and_a_requeued_task_resumes_its_own(tm
     sweep = tmp_path / "sweep"
     env = st.slurm_env({**job_env(tmp_path / "probe"), "HPCRL_CMD": "hpcrl"})
     done = subprocess.run([HPCRL, "slurm", "sweep", "sync", str(config), "--seeds", "0-1",
-                           "--nodes", "1", "--gpus-per-node", "2", "--time", "10",
+                           "--nodes", "1", "--gpus-per-node", "2", "--max-running", "4",
                            "--run-dir", str(sweep), "--submit"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
