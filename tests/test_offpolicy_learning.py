@@ -1,6 +1,5 @@
 """Short seeded learning tests of the off-policy algorithms and IMPALA: they fail if
 learning stops. (The benchmark targets are in benchmarks/offpolicy_vs_sb3.py.)"""
-import pytest
 
 from quiet_training import train_quietly
 from hpcrl.evaluation import evaluate
@@ -21,19 +20,12 @@ def train(tmp_path, overrides):
     return train_quietly(tmp_path, overrides)
 
 
-@pytest.mark.parametrize("variant", [[], ["replay.prioritized=true", "replay.n_step=3"]],
-                         ids=["uniform", "prioritized-3-step"])
-def test_dqn_learns_cartpole(tmp_path, variant):
-    trainer = train(tmp_path, DQN + variant)
+# DQN with uniform replay and SAC learn in test_algo_defaults.py (from nothing but their
+# names, through the CLI); here the variants those defaults do not run.
+def test_prioritized_n_step_dqn_learns_cartpole(tmp_path):
+    trainer = train(tmp_path, DQN + ["replay.prioritized=true", "replay.n_step=3"])
     mean_return, _ = trainer.episodes.means()
     assert mean_return >= 80, mean_return  # random play scores about 22
-
-
-def test_sac_learns_pendulum(tmp_path):
-    trainer = train(tmp_path, ["algo.name=sac", *PENDULUM, "algo.gamma=0.99",
-                               "replay.learning_starts=200", "train.total_env_steps=5000"])
-    result = evaluate(trainer.placement.master_actor, trainer.config, 5)
-    assert result["mean_return"] > -900, result  # random play scores about -1200
 
 
 def test_td3_learns_pendulum(tmp_path):
