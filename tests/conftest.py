@@ -10,8 +10,10 @@ interrupt it), and ranks other than 0 get their tracebacks back.
 """
 from __future__ import annotations
 
+import compileall
 import os
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,18 +25,30 @@ _bin = os.path.dirname(sys.executable)
 if os.environ.get("PATH", "").split(os.pathsep)[0] != _bin:
     os.environ["PATH"] = _bin + os.pathsep + os.environ.get("PATH", "")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+if CHILD_PROCESS_FLAG not in os.environ:
+    # the ranks mpi-pytest starts run pytest too: one test each, without workers of their own
+    os.environ["PYTEST_ADDOPTS"] = (os.environ.get("PYTEST_ADDOPTS", "") + " -n 0").strip()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """In MPI children, show the tracebacks of every rank, not only rank 0's."""
+    """Compile hpcrl's modules once (the suite starts hundreds of processes, and where
+    ``PYTHONDONTWRITEBYTECODE`` is set each would compile them again: about 0.3 s of CPU per
+    process on the 2-core CI machine); in MPI children, show the tracebacks of every rank, not
+    only rank 0's."""
+    if CHILD_PROCESS_FLAG not in os.environ:
+        compileall.compile_dir(Path(__file__).parents[1] / "hpcrl", quiet=1)
     if CHILD_PROCESS_FLAG in os.environ and config.option.tbstyle == "no":
         config.option.tbstyle = "short"
         config.option.no_summary = False
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In MPI children, make each test's timeout fire first and kill the rank."""
+    """The Slurm tests go to one xdist worker (they share the test cluster's nodes); in MPI
+    children, make each test's timeout fire first and kill the rank."""
     if CHILD_PROCESS_FLAG not in os.environ:
+        for item in items:
+            if item.get_closest_marker("slurm") is not None:
+                item.add_marker(pytest.mark.xdist_group("slurm"))
         return
     for item in items:
         marker = item.get_closest_marker("timeout")
