@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any, Mapping, Optional
 
 from hpcrl.build import policy_record
-from hpcrl.config.loader import dump_yaml
+from hpcrl.config.loader import dump_yaml, to_dict
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces
@@ -61,10 +61,14 @@ class RunRecorder:
         self.wandb = WandbLog(config, run) if config.train.wandb.project else None
         self.started = time.perf_counter()
         self.start_steps = self.env_steps
+        self.config_dict = to_dict(config)  # once: see policy_record
         self.periodic = (PeriodicEvaluator(config, run, self.env_steps, resume_state is not None,
-                                           lambda actor: policy_record(config, spaces, actor),
-                                           console)
+                                           self.policy_record, console)
                          if config.train.eval_every > 0 else None)
+
+    def policy_record(self, actor: ActorCritic) -> dict[str, Any]:
+        """``actor``'s record for a checkpoint (:func:`hpcrl.build.policy_record`)."""
+        return policy_record(self.config, self.spaces, actor, self.config_dict)
 
     @property
     def wall_time_s(self) -> float:
@@ -118,7 +122,7 @@ class RunRecorder:
         path = save_finite_checkpoint({
             "counters": {"updates": self.updates, "env_steps": self.env_steps,
                          "wall_time_s": self.wall_time_s},
-            "policy": policy_record(self.config, self.spaces, actor),
+            "policy": self.policy_record(actor),
             "placement": placement_state,
             "episodes": self.episodes.state(),
             "rng": rng_state(),
