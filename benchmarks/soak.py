@@ -18,10 +18,14 @@ transition, measured from the replay the config builds), and the table gives the
 the end, so a filling replay is not mistaken for a leak.
 
 The discrete presets train on CartPole-v1, async-sac on Pendulum-v1 (TensorBoard and the
-final evaluation off; `--set KEY=VALUE` adds overrides to every preset).
+final evaluation off; `--set KEY=VALUE` adds overrides to every preset). ``--light`` makes
+every update cheaper while keeping the updates and messages per env step, so that a soak of
+minutes reaches millions of steps on a small machine: one PPO epoch per update, and the
+replay learners on a [32, 32] net with batches of 32 and a 50k replay (full after warm-up).
 
     python benchmarks/soak.py                         # every preset, 180 s each
     python benchmarks/soak.py --presets async-ppo --seconds 600
+    python benchmarks/soak.py --light --seconds 240   # the README's table
 """
 from __future__ import annotations
 
@@ -48,6 +52,9 @@ TARGET_MB_PER_M = 0.1
 WARMUP_FRACTION = 0.3
 RESOLVED_STEPS = 1_000_000  # fewer steps after warm-up: RSS noise (pages, allocator) swamps 0.1 MB/M
 NEVER_ENDS = 10**12  # total_env_steps: the soak, not the budget, ends the run
+REPLAY_LIGHT = ["actor.hidden_sizes=[32,32]", "replay.batch_size=32", "replay.buffer_size=50000"]
+LIGHT_SETS = {"apex": REPLAY_LIGHT, "async-sac": REPLAY_LIGHT}  # --light; the others:
+ON_POLICY_LIGHT = ["algo.num_epochs=1"]
 
 
 @dataclass
@@ -84,9 +91,11 @@ class Soak:
         return slope * 1e6 / 2**20
 
 
-def sets_for(preset: str, extra: list[str]) -> list[str]:
+def sets_for(preset: str, extra: list[str], light: bool = False) -> list[str]:
+    """The overrides one preset's soak trains with (``light``: see the module's doc)."""
+    lighter = LIGHT_SETS.get(preset, ON_POLICY_LIGHT) if light else []
     return LIGHT[:2] + [f"scheme.preset={preset}", f"env.id={PRESETS[preset]}",
-                        f"train.total_env_steps={NEVER_ENDS}", *extra]
+                        f"train.total_env_steps={NEVER_ENDS}", *lighter, *extra]
 
 
 def describe(preset: str, sets: list[str]) -> Soak:
@@ -156,8 +165,9 @@ def last_env_steps(progress: Path) -> int:
     return int(float(rows[-1]["env_steps"])) if rows else 0
 
 
-def run(preset: str, seconds: float, interval: float, extra: list[str]) -> Soak:
-    sets = sets_for(preset, extra)
+def run(preset: str, seconds: float, interval: float, extra: list[str],
+        light: bool = False) -> Soak:
+    sets = sets_for(preset, extra, light)
     soak = describe(preset, sets)
     n = len(soak.roles)
     with tempfile.TemporaryDirectory() as tmp:
@@ -219,6 +229,8 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between samples")
     parser.add_argument("--set", dest="extra", action="append", default=[],
                         metavar="KEY=VALUE", help="extra `hpcrl train --set` for every preset")
+    parser.add_argument("--light", action="store_true",
+                        help="cheaper updates, the same updates and messages per env step")
     args = parser.parse_args()
     presets = [p for p in args.presets.split(",") if p]
     unknown = [p for p in presets if p not in PRESETS]
@@ -226,7 +238,7 @@ def main() -> None:
         parser.error(f"unknown preset(s) {', '.join(unknown)}; choose from {', '.join(PRESETS)}")
     soaks = []
     for preset in presets:
-        soaks.append(run(preset, args.seconds, args.interval, args.extra))
+        soaks.append(run(preset, args.seconds, args.interval, args.extra, args.light))
         print(table(soaks[-1:], args.seconds), flush=True)
     print()
     print(table(soaks, args.seconds))
