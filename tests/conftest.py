@@ -33,7 +33,7 @@ if CHILD_PROCESS_FLAG not in os.environ:
 def pytest_configure(config: pytest.Config) -> None:
     """Compile hpcrl's modules once (the suite starts hundreds of processes, and where
     ``PYTHONDONTWRITEBYTECODE`` is set each would compile them again: about 0.3 s of CPU per
-    process on the 2-core CI machine); in MPI children, show the tracebacks of every rank, not
+    process on the 2-core development machine); in MPI children, show the tracebacks of every rank, not
     only rank 0's."""
     if CHILD_PROCESS_FLAG not in os.environ:
         compileall.compile_dir(Path(__file__).parents[1] / "hpcrl", quiet=1)

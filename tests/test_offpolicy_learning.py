@@ -1,6 +1,5 @@
 """Short seeded learning tests of the off-policy algorithms and IMPALA: they fail if
 learning stops. (The benchmark targets are in benchmarks/offpolicy_vs_sb3.py.)"""
-
 from quiet_training import train_quietly
 from hpcrl.evaluation import evaluate
 
