@@ -28,6 +28,21 @@ class KLPenaltyPPO(hpcrl.PPO):
                  target_kl: float = 0.01) -> None:
         super().__init__(actor, config, reducer, on_nonfinite)
         self.target_kl, self.beta = target_kl, 1.0
+        self._update_kls: list[float] = []
+
+    def minibatches(self, storage, update, seed, total_envs, count):
+        """PPO's minibatches; once the update's last one is trained, beta adapts to the mean
+        KL they measured (the paper's rule: once per policy update, never per minibatch,
+        where a few small KLs in a row would halve beta towards 0 and let one update run
+        away)."""
+        self._update_kls = []
+        yield from super().minibatches(storage, update, seed, total_envs, count)
+        if self._update_kls:
+            kl = sum(self._update_kls) / len(self._update_kls)
+            if kl > 1.5 * self.target_kl:
+                self.beta *= 2.0
+            elif kl < self.target_kl / 1.5:
+                self.beta /= 2.0
 
     def loss(self, batch):
         log_probs, entropy, values, batch = self.evaluate(batch)  # sequences too, if recurrent
@@ -43,10 +58,7 @@ class KLPenaltyPPO(hpcrl.PPO):
         stats = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
                  "entropy": entropy.mean().item(), "approx_kl": job_kl, "clip_fraction": 0.0,
                  "kl_beta": self.beta}
-        if job_kl > 1.5 * self.target_kl:
-            self.beta *= 2.0
-        elif job_kl < self.target_kl / 1.5:
-            self.beta /= 2.0
+        self._update_kls.append(job_kl)
         return policy_loss + self.beta * kl + self.config.vf_coef * value_loss, stats
 
     def state_dict(self):  # beta is state: a resumed run goes on with it
