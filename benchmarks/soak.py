@@ -8,8 +8,11 @@ it prints the RSS growth per million env steps of the job, the slope of a least-
 over the samples after the first 30% of the run (start-up and allocator warm-up excluded;
 a run too short to leave warm-up shows its tail as growth: soak long enough for millions of
 steps before reading the figure against the target).
-Target: under 0.1 MB per million steps on every rank; a fit over fewer than a million steps
-cannot resolve that (RSS moves by pages and allocator chunks) and says so.
+Target: under 0.1 MB per million steps on every rank. RSS moves by pages and allocator
+chunks, so each figure comes with its resolution: the spread of the samples about the fitted
+line (max minus min residual) over the env steps the fit spans; a slope within that band of
+the target cannot be told from it. A rank is "flat" when slope + resolution is under the
+target, "GROWS" when slope - resolution is over it, and "not resolved" otherwise (soak longer).
 
 A replay learner's replay is preallocated with ``np.zeros``: its pages become resident as
 transitions are written, so a still-filling replay grows RSS by the bytes it holds. The
@@ -26,6 +29,7 @@ replay learners on a [32, 32] net with batches of 32 and a 50k replay (full afte
     python benchmarks/soak.py                         # every preset, 180 s each
     python benchmarks/soak.py --presets async-ppo --seconds 600
     python benchmarks/soak.py --light --seconds 240   # the README's table
+    python benchmarks/soak.py --light --presets apex --seconds 2400 --samples apex.csv
 """
 from __future__ import annotations
 
@@ -50,7 +54,6 @@ PRESETS = {"serial": "CartPole-v1", "a2c": "CartPole-v1", "ddppo": "CartPole-v1"
            "apex": "CartPole-v1", "async-sac": "Pendulum-v1"}
 TARGET_MB_PER_M = 0.1
 WARMUP_FRACTION = 0.3
-RESOLVED_STEPS = 1_000_000  # fewer steps after warm-up: RSS noise (pages, allocator) swamps 0.1 MB/M
 NEVER_ENDS = 10**12  # total_env_steps: the soak, not the budget, ends the run
 REPLAY_LIGHT = ["actor.hidden_sizes=[32,32]", "replay.batch_size=32", "replay.buffer_size=50000"]
 LIGHT_SETS = {"apex": REPLAY_LIGHT, "async-sac": REPLAY_LIGHT}  # --light; the others:
@@ -76,19 +79,39 @@ class Soak:
     def replay_resident(self, steps: int) -> float:
         return min(steps, self.replay_capacity) * self.replay_bytes_per_step
 
-    def growth(self, rank: int) -> Optional[float]:
-        """MB per million env steps after warm-up (least squares), None with too few
-        samples; the learner's replay bytes are taken out first."""
+    def growth(self, rank: int, late: bool = False) -> Optional[tuple[float, float]]:
+        """MB per million env steps after warm-up (least squares) and its resolution (the
+        residuals' range over the steps spanned, in the same unit); None with too few
+        samples. ``late``: over the second half of those samples only (is it levelling
+        off?). The learner's replay bytes are taken out first."""
         rows = [s for s in self.samples if s[1] > 0 and s[2][rank] > 0]
         rows = rows[int(len(rows) * WARMUP_FRACTION):]
+        if late:
+            rows = rows[len(rows) // 2:]
         if len(rows) < 3 or rows[-1][1] == rows[0][1]:
             return None
         steps = np.array([r[1] for r in rows], np.float64)
         rss = np.array([r[2][rank] for r in rows], np.float64)
         if rank == self.learner:
             rss -= np.array([self.replay_resident(int(s)) for s in steps])
-        slope = np.polyfit(steps, rss, 1)[0]  # bytes per env step
-        return slope * 1e6 / 2**20
+        slope, intercept = np.polyfit(steps, rss, 1)  # bytes per env step
+        residuals = rss - (slope * steps + intercept)
+        band = float(residuals.max() - residuals.min())
+        per_million = 1e6 / 2**20
+        return slope * per_million, band / (steps[-1] - steps[0]) * per_million
+
+    def verdict(self, rank: int) -> str:
+        """'flat', 'GROWS' or 'not resolved': the slope against the target, given how finely
+        the run resolves it; growth that the late half no longer shows is warm-up
+        levelling off, not resolved either way."""
+        whole, late = self.growth(rank), self.growth(rank, late=True)
+        if whole is None:
+            return ""
+        if whole[0] + whole[1] < TARGET_MB_PER_M:
+            return "flat"
+        if late is not None and min(whole[0] - whole[1], late[0] - late[1]) > TARGET_MB_PER_M:
+            return "GROWS"
+        return "not resolved (soak longer)"
 
 
 def sets_for(preset: str, extra: list[str], light: bool = False) -> list[str]:
@@ -199,25 +222,35 @@ def run(preset: str, seconds: float, interval: float, extra: list[str],
     return soak
 
 
+def save_samples(soaks: list[Soak], path: Path) -> None:
+    """Every sample as CSV rows (preset, seconds, env steps, rank, role, RSS bytes), to
+    plot or fit again."""
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["preset", "seconds", "env_steps", "rank", "role", "rss_bytes"])
+        for soak in soaks:
+            for seconds, steps, rss in soak.samples:
+                for rank, role in enumerate(soak.roles):
+                    out.writerow([soak.preset, f"{seconds:.1f}", steps, rank, role, rss[rank]])
+
+
 def table(soaks: list[Soak], seconds: float) -> str:
     lines = [f"RSS growth per million env steps after warm-up ({seconds:.0f} s per preset; "
              f"target < {TARGET_MB_PER_M} MB/M steps)",
              f"{'preset':<10} {'rank':>4} {'role':<16} {'env steps':>10} {'RSS MB':>8} "
-             f"{'MB/M steps':>10}  note"]
+             f"{'MB/M steps':>10} {'+-':>6}  note"]
     for soak in soaks:
         steps = soak.samples[-1][1] if soak.samples else 0
         for rank, role in enumerate(soak.roles):
             g = soak.growth(rank)
             rss = soak.samples[-1][2][rank] / 2**20 if soak.samples else 0.0
-            note = "" if g is None else ("flat" if g < TARGET_MB_PER_M else "GROWS")
-            if g is not None and soak.fitted_steps() < RESOLVED_STEPS:
-                note = "short run, not resolved"
+            note = soak.verdict(rank)
             if rank == soak.learner and soak.replay_capacity:
                 fill = min(steps / soak.replay_capacity, 1.0)
                 note += f" (replay {fill:.0%} full, its bytes taken out)"
-            grown = "n/a" if g is None else f"{g:10.3f}"
+            grown = "n/a" if g is None else f"{g[0]:10.3f} {g[1]:6.3f}"
             lines.append(f"{soak.preset:<10} {rank:>4} {role:<16} {steps:>10,} {rss:8.1f} "
-                         f"{grown:>10}  {note}")
+                         f"{grown:>17}  {note}")
     return "\n".join(lines)
 
 
@@ -231,6 +264,8 @@ def main() -> None:
                         metavar="KEY=VALUE", help="extra `hpcrl train --set` for every preset")
     parser.add_argument("--light", action="store_true",
                         help="cheaper updates, the same updates and messages per env step")
+    parser.add_argument("--samples", type=Path, metavar="CSV",
+                        help="also write every RSS sample to this CSV file")
     args = parser.parse_args()
     presets = [p for p in args.presets.split(",") if p]
     unknown = [p for p in presets if p not in PRESETS]
@@ -240,6 +275,8 @@ def main() -> None:
     for preset in presets:
         soaks.append(run(preset, args.seconds, args.interval, args.extra, args.light))
         print(table(soaks[-1:], args.seconds), flush=True)
+        if args.samples:
+            save_samples(soaks, args.samples)
     print()
     print(table(soaks, args.seconds))
 
