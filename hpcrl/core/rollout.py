@@ -25,30 +25,42 @@ def _field_parts(field: Field) -> tuple[str, tuple[int, ...], np.dtype]:
     return name, shape, np.dtype(field[2] if len(field) > 2 else np.float32)
 
 
-def buffer_words(fields: Iterator[Field]) -> int:
-    """float32 words of a buffer that holds ``fields`` back to back, each aligned to its
-    item size (so a layout of float32 fields takes exactly their element count)."""
-    offset = 0
-    for field in fields:
-        _, shape, dtype = _field_parts(field)
-        offset = -(-offset // dtype.itemsize) * dtype.itemsize
-        offset += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    return -(-offset // 4)
+FieldSlice = tuple  # (name, first byte, end byte, dtype, shape) of one field in a buffer
 
 
-def attach_views(owner: object, fields: Iterator[Field], data: np.ndarray) -> None:
-    """Set ``owner.<name>`` to consecutive views of ``data`` shaped and typed as each field
-    says. ``data`` is a float32 buffer of :func:`buffer_words` words; a field of another
-    dtype (integer observations, say) is a view of its bytes, so the whole message still
-    crosses processes as one buffer."""
-    raw = data.view(np.uint8)
-    offset = 0
+def field_slices(fields: Iterator[Field]) -> tuple[FieldSlice, ...]:
+    """Where each field lies in a buffer that holds ``fields`` back to back, each aligned to
+    its item size (so a layout of float32 fields takes exactly their element count)."""
+    slices, offset = [], 0
     for field in fields:
         name, shape, dtype = _field_parts(field)
         offset = -(-offset // dtype.itemsize) * dtype.itemsize
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        setattr(owner, name, raw[offset:offset + nbytes].view(dtype).reshape(shape))
+        slices.append((name, offset, offset + nbytes, dtype, tuple(shape)))
         offset += nbytes
+    return tuple(slices)
+
+
+def buffer_words(fields: Iterator[Field]) -> int:
+    """float32 words of a buffer that holds ``fields`` (see :func:`field_slices`)."""
+    slices = field_slices(fields)
+    return -(-slices[-1][2] // 4) if slices else 0
+
+
+def attach_slices(owner: object, slices: tuple[FieldSlice, ...], data: np.ndarray) -> None:
+    """Set ``owner.<name>`` to the view of ``data`` each slice of :func:`field_slices` says,
+    shaped and typed as its field. ``data`` is a float32 buffer; a field of another dtype
+    (integer observations, say) is a view of its bytes, so the whole message still crosses
+    processes as one buffer."""
+    raw = data.view(np.uint8)
+    for name, first, end, dtype, shape in slices:
+        setattr(owner, name, raw[first:end].view(dtype).reshape(shape))
+
+
+def attach_views(owner: object, fields: Iterator[Field], data: np.ndarray) -> None:
+    """:func:`attach_slices` for ``fields`` laid out by :func:`field_slices` (``data`` a
+    float32 buffer of :func:`buffer_words` words)."""
+    attach_slices(owner, field_slices(fields), data)
 
 
 @dataclass(frozen=True)

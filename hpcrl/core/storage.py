@@ -112,6 +112,7 @@ class RolloutStorage:
         self.batch: RolloutBatch | None = None
         self.flat: RolloutBatch | None = None
         self.sequences: RecurrentBatch | None = None  # a recurrent actor's rollouts
+        self._flattened: RolloutBatch | None = None  # the batch as one minibatch, per load
         self.env_offset = 0
 
     def load(self, rollouts: Sequence[Rollout]) -> None:
@@ -128,6 +129,7 @@ class RolloutStorage:
         parts = [self._targets(r) for r in rollouts]
         fields = range(len(RolloutBatch._fields))
         self.env_offset = rollouts[0].env_offset
+        self._flattened = None
         if _side_by_side(rollouts):
             self.batch = RolloutBatch(*(torch.cat([p[i] for p in parts], dim=1) for i in fields))
             self.flat = None
@@ -211,7 +213,9 @@ class RolloutStorage:
         if self.flat is not None:
             return self.flat
         assert self.batch is not None, "load() a rollout first"
-        return self.batch.flatten()
+        if self._flattened is None:  # views of the batch, made once for every epoch
+            self._flattened = self.batch.flatten()
+        return self._flattened
 
     def minibatches(self, num_minibatches: int, seed: int, total_envs: int
                     ) -> Iterator[RolloutBatch]:

@@ -3,7 +3,7 @@
 Every fixed-size message between roles (the gradient info, the weights' control part, the
 per-update report, the normaliser moments) is declared as a list of ``(name, shape, dtype)``
 fields, with the mechanism rollouts and transition chunks use
-(:func:`hpcrl.core.rollout.attach_views`). The record crosses processes as its one flat
+(:func:`hpcrl.core.rollout.attach_slices`). The record crosses processes as its one flat
 ``data`` buffer (float32 words, no pickling); code reads and writes fields by name, so adding
 a field touches no offset anywhere.
 """
@@ -13,7 +13,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
-from hpcrl.core.rollout import Field, attach_views, buffer_words
+from hpcrl.core.rollout import Field, attach_slices, buffer_words, field_slices
 
 
 class RecordLayout:
@@ -41,13 +41,12 @@ class RecordLayout:
         if len(set(names)) != len(names):
             raise ValueError(f"a record layout repeats a field name: {names}")
         self.names = tuple(names)
-
-    @property
-    def words(self) -> int:
-        """float32 words of the buffer, even, so that records stacked as the rows of one
-        matrix (a gathered report, say) keep their 8-byte fields aligned."""
+        self.slices = field_slices(iter(self.fields))  # where each field lies, made once
         words = buffer_words(iter(self.fields))
-        return words + words % 2
+        # float32 words of the buffer, even, so that records stacked as the rows of one
+        # matrix (a gathered report, say) keep their 8-byte fields aligned; computed once
+        # (a layout never changes, and records are made every update)
+        self.words: int = words + words % 2
 
     def new(self) -> "Record":
         """A record of zeros in a buffer of its own."""
@@ -70,7 +69,7 @@ class Record:
             raise ValueError(f"a record of this layout needs a 1-d float32 buffer of "
                              f"{layout.words} words, got {data.dtype} {data.shape}")
         self.layout, self.data = layout, data
-        attach_views(self, iter(layout.fields), data)
+        attach_slices(self, layout.slices, data)
         for name, part in layout.parts.items():
             setattr(self, name, part.wrap(getattr(self, name).view(np.float32)))
 

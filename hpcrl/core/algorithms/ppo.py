@@ -58,6 +58,6 @@ class PPO(Algorithm):
         with torch.no_grad():
             approx_kl = ((ratio - 1) - log_ratio).mean()
             clip_fraction = ((ratio - 1).abs() > clip).float().mean()
-        return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
-                      "entropy": entropy_mean.item(), "approx_kl": approx_kl.item(),
-                      "clip_fraction": clip_fraction.item()}
+            terms = torch.stack([policy_loss, value_loss, entropy_mean, approx_kl,
+                                 clip_fraction]).tolist()  # one read, not five
+        return loss, dict(zip(PPO.stat_names, terms))
