@@ -12,7 +12,8 @@ Target: under 0.1 MB per million steps on every rank. RSS moves by pages and all
 chunks, so each figure comes with its resolution: the spread of the samples about the fitted
 line (max minus min residual) over the env steps the fit spans; a slope within that band of
 the target cannot be told from it. A rank is "flat" when slope + resolution is under the
-target, "GROWS" when slope - resolution is over it, and "not resolved" otherwise (soak longer).
+target, "GROWS" when slope - resolution is over it both over the whole fit and over its late
+half (warm-up that levels off is not a leak), and "not resolved" otherwise (soak longer).
 
 A replay learner's replay is preallocated with ``np.zeros``: its pages become resident as
 transitions are written, so a still-filling replay grows RSS by the bytes it holds. The
@@ -70,11 +71,6 @@ class Soak:
     replay_capacity: int = 0
     learner: int = 0  # the rank that holds the replay
     samples: list[tuple[float, int, list[int]]] = field(default_factory=list)
-
-    def fitted_steps(self) -> int:
-        """Env steps the fit spans (after warm-up)."""
-        steps = [s[1] for s in self.samples if s[1] > 0]
-        return steps[-1] - steps[int(len(steps) * WARMUP_FRACTION)] if len(steps) > 1 else 0
 
     def replay_resident(self, steps: int) -> float:
         return min(steps, self.replay_capacity) * self.replay_bytes_per_step

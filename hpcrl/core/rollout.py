@@ -41,10 +41,14 @@ def field_slices(fields: Iterator[Field]) -> tuple[FieldSlice, ...]:
     return tuple(slices)
 
 
+def slices_words(slices: tuple[FieldSlice, ...]) -> int:
+    """float32 words of a buffer that holds the fields placed by :func:`field_slices`."""
+    return -(-slices[-1][2] // 4) if slices else 0
+
+
 def buffer_words(fields: Iterator[Field]) -> int:
     """float32 words of a buffer that holds ``fields`` (see :func:`field_slices`)."""
-    slices = field_slices(fields)
-    return -(-slices[-1][2] // 4) if slices else 0
+    return slices_words(field_slices(fields))
 
 
 def attach_slices(owner: object, slices: tuple[FieldSlice, ...], data: np.ndarray) -> None:

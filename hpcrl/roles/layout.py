@@ -13,7 +13,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
-from hpcrl.core.rollout import Field, attach_slices, buffer_words, field_slices
+from hpcrl.core.rollout import Field, attach_slices, field_slices, slices_words
 
 
 class RecordLayout:
@@ -42,7 +42,7 @@ class RecordLayout:
             raise ValueError(f"a record layout repeats a field name: {names}")
         self.names = tuple(names)
         self.slices = field_slices(iter(self.fields))  # where each field lies, made once
-        words = buffer_words(iter(self.fields))
+        words = slices_words(self.slices)
         # float32 words of the buffer, even, so that records stacked as the rows of one
         # matrix (a gathered report, say) keep their 8-byte fields aligned; computed once
         # (a layout never changes, and records are made every update)
