@@ -21,6 +21,7 @@ from hpcrl.core.distributions import make_distribution
 from hpcrl.core.encoders import make_encoder
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.memory import MemoryCore
+from hpcrl.core.mlp_kernel import run_mlp
 from hpcrl.core.normalization import RunningMoments
 from hpcrl.core.obs_format import ObsInput
 
@@ -111,11 +112,21 @@ class ActorCritic(nn.Module):
             _init_linear(self.pi_head, 0.01)
             _init_linear(self.vf_head, 1.0)
 
-    def _params(self, pi_features: torch.Tensor) -> torch.Tensor:
-        out = self.pi_head(pi_features)
-        if self.integer_actions:
-            return out
-        return torch.stack([out, self.log_std.expand_as(out)], dim=1)
+    def _heads(self, pi: torch.Tensor, vf: Optional[torch.Tensor]
+               ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Distribution parameters and values ``[B]`` (None when ``vf`` is) from the
+        features that enter the trunks (encoded, through the memory cores). Trunk and head
+        run as one :func:`~hpcrl.core.mlp_kernel.run_mlp` chain, numpy on the CPU."""
+        if self.shared:
+            pi = run_mlp(pi, self.pi_trunk)
+            out = run_mlp(pi, self.pi_head)
+            values = None if vf is None else run_mlp(pi, self.vf_head)
+        else:
+            out = run_mlp(pi, self.pi_trunk, self.pi_head)
+            values = None if vf is None else run_mlp(vf, self.vf_trunk, self.vf_head)
+        if not self.integer_actions:
+            out = torch.stack([out, self.log_std.expand_as(out)], dim=1)
+        return out, (None if values is None else values.squeeze(-1))
 
     # -- memory ------------------------------------------------------------------------------
     @property
@@ -153,29 +164,22 @@ class ActorCritic(nn.Module):
         vf, new_vf = self.vf_core.step(vf, vf_state)
         return pi, vf, torch.cat([new, new_vf], dim=-1)
 
-    def _features(self, obs: torch.Tensor, state: Optional[torch.Tensor]
-                  ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
-        """Trunk outputs of policy and value for one step of observations, and the state
-        after it."""
-        pi = self.pi_encoder(obs)
-        vf = pi if self.shared else self.vf_encoder(obs)
-        pi, vf, state = self._cores(pi, vf, state)
-        pi = self.pi_trunk(pi)
-        return pi, (pi if self.shared else self.vf_trunk(vf)), state
-
     # -- one step -----------------------------------------------------------------------------
     def dist_and_value(self, obs: torch.Tensor, state: Optional[torch.Tensor] = None
                        ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
         """Distribution parameters, values ``[B]`` and the next recurrent state (None without
         memory) for normalised observations ``[B, ...]`` seen from ``state``."""
-        pi, vf, state = self._features(obs, state)
-        return self._params(pi), self.vf_head(vf).squeeze(-1), state
+        pi = self.pi_encoder(obs)
+        vf = pi if self.shared else self.vf_encoder(obs)
+        pi, vf, state = self._cores(pi, vf, state)
+        params, values = self._heads(pi, vf)
+        return params, values, state
 
     def value(self, obs: torch.Tensor, state: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Values ``[B]`` of normalised observations (seen from ``state``, when recurrent)."""
         if self.recurrent:
             return self.dist_and_value(obs, state)[1]
-        return self.vf_head(self.vf_trunk(self.vf_encoder(obs))).squeeze(-1)
+        return run_mlp(self.vf_encoder(obs), self.vf_trunk, self.vf_head).squeeze(-1)
 
     def step(self, obs: torch.Tensor, noise: torch.Tensor, state: Optional[torch.Tensor] = None
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
@@ -203,17 +207,14 @@ class ActorCritic(nn.Module):
         pi = self.pi_encoder(flat_obs)
         vf = pi if self.shared else self.vf_encoder(flat_obs)
         pi_state, vf_state = self._split(state)
-        pi = self.pi_core.sequence(pi.view(steps, batch, -1), pi_state, starts)
-        pi = self.pi_trunk(pi.flatten(0, 1))
+        pi = self.pi_core.sequence(pi.view(steps, batch, -1), pi_state, starts).flatten(0, 1)
         if self.shared:
             vf = pi
         else:
-            vf = self.vf_core.sequence(vf.view(steps, batch, -1), vf_state, starts)
-            vf = self.vf_trunk(vf.flatten(0, 1))
-        params = self._params(pi)
+            vf = self.vf_core.sequence(vf.view(steps, batch, -1), vf_state, starts).flatten(0, 1)
+        params, values = self._heads(pi, vf)
         flat_actions = actions.reshape((steps * batch,) + actions.shape[2:])
         log_probs, entropy = self.distribution.log_prob_entropy(params, flat_actions)
-        values = self.vf_head(vf).squeeze(-1)
         return (log_probs.view(steps, batch), entropy.view(steps, batch),
                 values.view(steps, batch))
 
@@ -247,8 +248,8 @@ class ActorCritic(nn.Module):
         device = self.pi_head.weight.device  # the actor may live on an accelerator
         obs = obs.to(device)
         if not self.recurrent:
-            x = self.pi_encoder(self.normalize(obs))
-            actions = self.distribution.mode(self._params(self.pi_trunk(x)))
+            params, _ = self._heads(self.pi_encoder(self.normalize(obs)), None)
+            actions = self.distribution.mode(params)
             return actions[0] if single else actions
         if state is not None:
             state = torch.as_tensor(state, dtype=torch.float32, device=device)

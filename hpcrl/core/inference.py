@@ -16,7 +16,7 @@ import torch
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.distributions import MultiCategoricalActions
 from hpcrl.core.encoders import FormatEncoder
-from hpcrl.core.offpolicy_engine import forward, layer_views
+from hpcrl.core.mlp_kernel import forward, layer_views
 
 _LOG_SQRT_2PI = np.float32(0.5 * math.log(2.0 * math.pi))
 

@@ -7,53 +7,16 @@ updates them; :meth:`sync` re-takes the views in case parameters were re-allocat
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 import torch
 from torch import nn
 
 from hpcrl.core.encoders import FormatEncoder
+from hpcrl.core.mlp_kernel import forward, layer_views
 from hpcrl.core.policies import LOG_STD_MAX, LOG_STD_MIN, SquashedGaussianPolicy
 from hpcrl.core.qnetwork import QNetwork
-
-Layer = tuple[np.ndarray, np.ndarray, Optional[Callable[[np.ndarray], np.ndarray]]]
-
-
-def _relu(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, 0.0, out=x)
-
-
-def _elu(x: np.ndarray) -> np.ndarray:
-    return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
-
-
-_NUMPY_ACTIVATIONS: dict[type, Callable[[np.ndarray], np.ndarray]] = {
-    nn.Tanh: np.tanh, nn.ReLU: _relu, nn.ELU: _elu}
-
-
-def layer_views(*modules: nn.Module) -> list[Layer]:
-    """``(weight^T, bias, activation)`` views for the Linear layers of ``modules`` in order."""
-    layers: list[Layer] = []
-    for module in modules:
-        for m in (module if isinstance(module, nn.Sequential) else [module]):
-            if isinstance(m, nn.Linear):
-                layers.append((m.weight.detach().numpy().T, m.bias.detach().numpy(), None))
-            elif type(m) in _NUMPY_ACTIVATIONS:
-                w, b, _ = layers[-1]
-                layers[-1] = (w, b, _NUMPY_ACTIVATIONS[type(m)])
-            else:
-                raise TypeError(f"no numpy form for layer {type(m).__name__}")
-    return layers
-
-
-def forward(layers: list[Layer], x: np.ndarray) -> np.ndarray:
-    for w, b, act in layers:
-        x = x @ w
-        x += b
-        if act is not None:
-            x = act(x)
-    return x
 
 
 class GreedyQEngine:
