@@ -206,6 +206,11 @@ class RolloutStorage:
             return self.flat.values.shape[0]
         return self.num_steps * self.num_envs
 
+    def release(self) -> None:
+        """Let go of the update's samples once its gradients are done (what is held between
+        updates is then the same whichever way the rollouts arrived)."""
+        self.batch = self.flat = self._flattened = self.sequences = None
+
     def full_batch(self) -> RolloutBatch | RecurrentBatch:
         """Every sample of the update, flattened (every sequence, for a recurrent actor)."""
         if self.sequences is not None:

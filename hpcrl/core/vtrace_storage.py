@@ -125,6 +125,10 @@ class VTraceStorage:
     def num_samples(self) -> int:
         return self.num_steps * self.num_envs
 
+    def release(self) -> None:
+        """Let go of the update's sequences once its gradients are done."""
+        self.batch = None
+
     def full_batch(self) -> SequenceBatch:
         assert self.batch is not None, "load() a rollout first"
         return self.batch

@@ -53,9 +53,12 @@ class GradientWorker:
         moments: tuple[Moments, Moments] | None = rollout_moments(rollouts)
         batches = self.algorithm.minibatches(self.storage, update, self.seed, self.total_envs,
                                              self.num_minibatches)
-        for batch in batches:
-            grads, stats = self.algorithm.compute_gradients(batch)
-            yield self.message.fill(grads, self.weights_version, batch.num_samples,
-                                    new_steps if moments else 0, progress,
-                                    [stats[n] for n in names], moments)
-            moments = None
+        try:
+            for batch in batches:
+                grads, stats = self.algorithm.compute_gradients(batch)
+                yield self.message.fill(grads, self.weights_version, batch.num_samples,
+                                        new_steps if moments else 0, progress,
+                                        [stats[n] for n in names], moments)
+                moments = None
+        finally:  # also when the caller stops early
+            self.storage.release()
