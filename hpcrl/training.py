@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import IO, Any, Optional
 
-import torch
 
 from hpcrl.build import env_spaces
 from hpcrl.config.loader import ConfigError, from_dict, read_yaml
@@ -21,7 +20,7 @@ from hpcrl.config.schema import Config
 from hpcrl.placement import make_placement
 from hpcrl.placement.recorder import RunRecorder
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
-from hpcrl.runtime.cpu import startup_objects_frozen
+from hpcrl.runtime.cpu import set_compute_threads, startup_objects_frozen
 from hpcrl.runtime.finite import naming_last_good
 from hpcrl.runtime.metrics import EpisodeWindow
 from hpcrl.runtime.rng import seed_everything, set_rng_state
@@ -51,8 +50,7 @@ class Trainer:
     def __init__(self, config: Config, run: RunDir, resume: bool = False,
                  console: Optional[IO[str]] = sys.stderr) -> None:
         self.config, self.run = config, run
-        if config.train.torch_threads:
-            torch.set_num_threads(config.train.torch_threads)
+        set_compute_threads(config.train.torch_threads)
         seed_everything(config.seed)
         self.spaces = env_spaces(config)
         self.placement = make_placement(config, self.spaces)

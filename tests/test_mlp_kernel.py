@@ -148,3 +148,23 @@ def test_an_output_changed_in_place_before_backward_is_detected():
     out.mul_(2)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+def test_train_torch_threads_bounds_numpys_blas_too():
+    """The kernel's matrix products run in numpy's BLAS, which would otherwise start a thread
+    per core of the node in every rank."""
+    from threadpoolctl import threadpool_info
+
+    from hpcrl.runtime.cpu import set_compute_threads
+
+    def blas_threads() -> set[int]:
+        return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+    before = torch.get_num_threads()
+    try:
+        set_compute_threads(2)
+        assert blas_threads() == {2} and torch.get_num_threads() == 2
+        set_compute_threads(1)
+        assert blas_threads() == {1} and torch.get_num_threads() == 1
+    finally:
+        set_compute_threads(before)

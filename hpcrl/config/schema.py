@@ -195,7 +195,8 @@ class TrainConfig:
                                 50)
     log_interval_s: float = doc("Seconds between progress lines on the console.", 5.0)
     device: str = doc("Device of the learner: 'auto', 'cpu', 'cuda' or 'cuda:N'.", "cpu")
-    torch_threads: int = doc("torch intra-op threads per process (0 keeps torch's default).", 1)
+    torch_threads: int = doc("Threads of torch's intra-op work and of numpy's BLAS per process "
+                             "(0 keeps the libraries' defaults).", 1)
     tensorboard: bool = doc("Write TensorBoard event files when tensorboard is installed.", True)
     eval_every: int = doc(
         "Env steps between deterministic evaluations of train.eval_episodes episodes during "

@@ -11,6 +11,9 @@
   rounds back to it), and arithmetic on subnormals is many times slower. Inside the
   context they count as zero. It is entered only around gradient steps, so env physics
   and everything else keep IEEE semantics.
+- :func:`set_compute_threads`: ``train.torch_threads`` bounds every math library of the
+  process, torch's and numpy's BLAS alike (the numpy MLP kernel and the collectors' policy
+  run there): left alone, OpenBLAS starts one thread per core of the node in every rank.
 - :func:`startup_objects_frozen`: importing torch leaves ~175k objects that Python's cyclic
   garbage collector walks on every full collection (~0.15 s each here, several a minute in
   a loop that allocates as a learner does). Frozen while the run trains, they are not
@@ -27,6 +30,7 @@ import sys
 from typing import Iterator
 
 import torch
+from threadpoolctl import threadpool_limits
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 THRESHOLD_BYTES = 256 << 20
@@ -50,6 +54,14 @@ def retain_freed_memory() -> bool:
     _retained = bool(mallopt(M_MMAP_THRESHOLD, THRESHOLD_BYTES // 4)
                      and mallopt(M_TRIM_THRESHOLD, THRESHOLD_BYTES))
     return _retained
+
+
+def set_compute_threads(threads: int) -> None:
+    """Run torch's intra-op work and numpy's BLAS on ``threads`` threads (0: leave both
+    as their libraries chose)."""
+    if threads:
+        torch.set_num_threads(threads)
+        threadpool_limits(threads, user_api="blas")
 
 
 @contextlib.contextmanager

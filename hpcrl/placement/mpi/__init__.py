@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Optional
 
-import torch
 
 from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
@@ -20,7 +19,7 @@ from hpcrl.config.schema import Config
 from hpcrl.placement.mpi.job import MpiJob, build_job, wants_mpi
 from hpcrl.placement.mpi.launcher import resume_command
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
-from hpcrl.runtime.cpu import startup_objects_frozen
+from hpcrl.runtime.cpu import set_compute_threads, startup_objects_frozen
 from hpcrl.runtime.finite import naming_last_good
 from hpcrl.runtime.rng import seed_everything
 from hpcrl.runtime.signals import STOP_REQUEST
@@ -104,8 +103,7 @@ def train_mpi(config: Config, run_dir: Optional[Path], resume: bool = False,
     from hpcrl.placement.mpi.learners import SyncUpdaterRank, WorkerRank
     from hpcrl.placement.mpi.learners_async import AsyncUpdaterRank, AsyncWorkerRank
 
-    if config.train.torch_threads:
-        torch.set_num_threads(config.train.torch_threads)
+    set_compute_threads(config.train.torch_threads)
     seed_everything(config.seed)
     job = build_job(config)
     run = agree_run_dir(job, None if run_dir is None else Path(run_dir), resume)
