@@ -9,7 +9,7 @@ from torch import nn
 import hpcrl.core.mlp_kernel as kernel
 from hpcrl.build import env_spaces, make_actor
 from hpcrl.config.loader import from_dict
-from hpcrl.core.mlp_kernel import run_mlp
+from hpcrl.core.mlp_kernel import run_mlp, run_mlps
 
 
 def _chain(activation: type[nn.Module], last_activation: bool = False) -> list[nn.Module]:
@@ -53,14 +53,46 @@ def test_kernel_matches_torch_outputs_and_gradients(activation, input_grad, last
         assert x_grad is None
 
 
+def test_chains_run_together_as_torch_would():
+    """Two chains in one operation: on one input (the gradients add up), with an output the
+    loss leaves out (no gradient for its weights), and beside a chain the kernel does not
+    take (float64: torch runs it)."""
+    pi, vf = _chain(nn.Tanh), _chain(nn.ReLU)
+    other = [m.double() for m in _chain(nn.ELU)]
+    x0 = torch.randn(32, 5, generator=torch.Generator().manual_seed(5))
+
+    def grads(use_kernel: bool, with_value: bool) -> list[torch.Tensor]:
+        for m in pi + vf + other:
+            m.zero_grad(set_to_none=True)
+        x = x0.clone().requires_grad_(True)
+        y = x0.double().requires_grad_(True)
+        chains = [(x, pi), (x, vf), (y, other)]
+        if use_kernel:
+            a, b, c = run_mlps(*chains)
+        else:
+            a, b, c = (modules[1](modules[0](t)) for t, modules in chains)
+        loss = a.square().sum() + c.sum() + (b.sum() if with_value else 0)
+        loss.backward()
+        zero = torch.zeros(())
+        return [x.grad, y.grad] + [zero if p.grad is None else p.grad
+                                   for m in pi + vf + other for p in m.parameters()]
+
+    for with_value in (True, False):
+        got, want = grads(True, with_value), grads(False, with_value)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g.to(w.dtype), w, rtol=1e-4, atol=1e-5)
+        if not with_value:
+            assert all(p.grad is None for m in vf for p in m.parameters())
+
+
 def _kernel_calls(monkeypatch) -> list[int]:
     calls: list[int] = []
-    apply = kernel._NumpyMLP.apply
+    apply = kernel._NumpyMLPs.apply
 
     def counting(*args):
         calls.append(1)
         return apply(*args)
-    monkeypatch.setattr(kernel._NumpyMLP, "apply", counting)
+    monkeypatch.setattr(kernel._NumpyMLPs, "apply", counting)
     return calls
 
 
@@ -80,10 +112,10 @@ def test_actor_critic_runs_its_trunks_and_heads_through_the_kernel(monkeypatch):
 
     calls = _kernel_calls(monkeypatch)
     fast = loss_grads()
-    assert len(calls) == 2  # policy trunk+head, value trunk+head
+    assert len(calls) == 1  # policy trunk+head and value trunk+head in one operation
     monkeypatch.setattr(kernel, "MAX_KERNEL_MACS", 0)  # torch for every layer
     reference = loss_grads()
-    assert len(calls) == 2
+    assert len(calls) == 1
     torch.testing.assert_close(fast, reference, rtol=1e-4, atol=1e-6)
 
 

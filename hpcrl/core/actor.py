@@ -21,7 +21,7 @@ from hpcrl.core.distributions import make_distribution
 from hpcrl.core.encoders import make_encoder
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.memory import MemoryCore
-from hpcrl.core.mlp_kernel import run_mlp
+from hpcrl.core.mlp_kernel import run_mlp, run_mlps
 from hpcrl.core.normalization import RunningMoments
 from hpcrl.core.obs_format import ObsInput
 
@@ -116,14 +116,14 @@ class ActorCritic(nn.Module):
                ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """Distribution parameters and values ``[B]`` (None when ``vf`` is) from the
         features that enter the trunks (encoded, through the memory cores). Trunk and head
-        run as one :func:`~hpcrl.core.mlp_kernel.run_mlp` chain, numpy on the CPU."""
+        run as chains of :func:`~hpcrl.core.mlp_kernel.run_mlps` (numpy on the CPU)."""
         if self.shared:
-            pi = run_mlp(pi, self.pi_trunk)
-            out = run_mlp(pi, self.pi_head)
-            values = None if vf is None else run_mlp(pi, self.vf_head)
+            trunk = run_mlp(pi, self.pi_trunk)
+            chains = [(trunk, (self.pi_head,)), (trunk, (self.vf_head,))]
         else:
-            out = run_mlp(pi, self.pi_trunk, self.pi_head)
-            values = None if vf is None else run_mlp(vf, self.vf_trunk, self.vf_head)
+            chains = [(pi, (self.pi_trunk, self.pi_head)), (vf, (self.vf_trunk, self.vf_head))]
+        out, *rest = run_mlps(*chains[:1 if vf is None else 2])
+        values = rest[0] if rest else None
         if not self.integer_actions:
             out = torch.stack([out, self.log_std.expand_as(out)], dim=1)
         return out, (None if values is None else values.squeeze(-1))

@@ -131,73 +131,112 @@ def _kernel_applies(x: torch.Tensor, linears: list[nn.Linear]) -> bool:
 def run_mlp(x: torch.Tensor, *modules: nn.Module) -> torch.Tensor:
     """``modules`` (Linear layers and activations, Sequentials of them) applied to ``x`` in
     order: by the numpy kernel where it applies (see the module's doc), by torch otherwise."""
-    chain = _chain(modules)
-    if chain is None or not _kernel_applies(x, chain[0]):
-        for module in modules:
-            x = module(x)
-        return x
-    linears, acts = chain
-    params = [t for m in linears for t in (m.weight, m.bias)]
-    return _NumpyMLP.apply(x, tuple(acts), *params)
+    return run_mlps((x, modules))[0]
 
 
-class _NumpyMLP(torch.autograd.Function):
-    """Forward and backward of a Linear/activation chain in numpy (see :func:`run_mlp`)."""
+def run_mlps(*chains: tuple[torch.Tensor, Sequence[nn.Module]]) -> list[torch.Tensor]:
+    """Each chain's modules applied to its input, as :func:`run_mlp` does; the chains the
+    kernel takes run together as one autograd operation (a policy and a value network pay
+    for one dispatch, not two)."""
+    found = [(x, _chain(modules)) for x, modules in chains]
+    fast = [i for i, (x, chain) in enumerate(found)
+            if chain is not None and _kernel_applies(x, chain[0])]
+    outputs: list[Optional[torch.Tensor]] = [None] * len(chains)
+    if fast:
+        layout = tuple(tuple(found[i][1][1]) for i in fast)
+        params = [t for i in fast for m in found[i][1][0] for t in (m.weight, m.bias)]
+        results = _NumpyMLPs.apply(layout, *(found[i][0] for i in fast), *params)
+        for i, result in zip(fast, results):
+            outputs[i] = result
+    for i, (x, modules) in enumerate(chains):
+        if outputs[i] is None:
+            for module in modules:
+                x = module(x)
+            outputs[i] = x
+    return outputs  # type: ignore[return-value]
+
+
+class _NumpyMLPs(torch.autograd.Function):
+    """Forward and backward of Linear/activation chains in numpy (see :func:`run_mlps`).
+
+    Inputs: ``layout`` (per chain, the numpy activation after each layer), then each chain's
+    input, then every chain's weights and biases in order."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, acts: tuple, *params: torch.Tensor
-                ) -> torch.Tensor:
-        h = x.detach().numpy()
-        inputs, outputs = [], []
-        for i, act in enumerate(acts):
-            inputs.append(h)
-            h = h @ params[2 * i].detach().numpy().T
-            h += params[2 * i + 1].detach().numpy()
-            if act is not None:
-                h = act(h)
-            outputs.append(h)
-        out = torch.from_numpy(h)
-        ctx.acts, ctx.inputs, ctx.outputs = acts, inputs[1:], outputs[:-1]
-        # torch checks the input and output against in-place changes before backward
-        ctx.save_for_backward(x, out if acts[-1] is not None else None, *params)
-        return out
+    def forward(ctx: Any, layout: tuple, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        xs, params = tensors[:len(layout)], tensors[len(layout):]
+        outs, lasts, hidden = [], [], []
+        first = 0
+        for x, acts in zip(xs, layout):
+            h = x.detach().numpy()
+            inputs, outputs = [], []
+            for i, act in enumerate(acts):
+                inputs.append(h)
+                h = h @ params[first + 2 * i].detach().numpy().T
+                h += params[first + 2 * i + 1].detach().numpy()
+                if act is not None:
+                    h = act(h)
+                outputs.append(h)
+            first += 2 * len(acts)
+            out = torch.from_numpy(h)
+            outs.append(out)
+            lasts.append(out if acts[-1] is not None else None)
+            hidden.append((inputs[1:], outputs[:-1]))
+        ctx.layout, ctx.hidden = layout, hidden
+        ctx.set_materialize_grads(False)  # an unused output costs no backward work
+        # torch checks inputs and outputs against in-place changes before backward
+        ctx.save_for_backward(*xs, *lasts, *params)
+        return tuple(outs)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], ...]:
-        x, last, *params = ctx.saved_tensors
-        acts, needs = ctx.acts, ctx.needs_input_grad
+    def backward(ctx: Any, *grads: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], ...]:
+        layout, n = ctx.layout, len(ctx.layout)
+        saved = ctx.saved_tensors
+        xs, lasts, params = saved[:n], saved[n:2 * n], saved[2 * n:]
+        needs = ctx.needs_input_grad[1:]
         if torch.is_grad_enabled():  # create_graph: this pass must be differentiable
-            return _torch_backward(acts, needs, x, params, grad)
-        weights = params[::2]
-        inputs = [x.detach().numpy()] + ctx.inputs
-        outputs = ctx.outputs + [None if last is None else last.detach().numpy()]
-        d = np.ascontiguousarray(grad.numpy())
-        grads: list[Optional[torch.Tensor]] = [None] * (2 * len(acts))
-        for i in reversed(range(len(acts))):
-            if acts[i] is not None:
-                d = _ACTIVATION_GRADS[acts[i]](d, outputs[i])
-            if needs[2 + 2 * i]:
-                grads[2 * i] = torch.from_numpy(d.T @ inputs[i])
-            if needs[3 + 2 * i]:
-                grads[2 * i + 1] = torch.from_numpy(d.sum(axis=0))
-            if i > 0 or needs[0]:
-                d = d @ weights[i].detach().numpy()
-        return (torch.from_numpy(d) if needs[0] else None, None, *grads)
+            return (None, *_torch_backward(layout, xs, params, grads, needs))
+        result: list[Optional[torch.Tensor]] = [None] * len(needs)
+        first = 0
+        for c, (acts, x, last, grad) in enumerate(zip(layout, xs, lasts, grads)):
+            if grad is not None:
+                tail, head = ctx.hidden[c]
+                inputs = [x.detach().numpy()] + tail
+                outputs = head + [None if last is None else last.detach().numpy()]
+                d = np.ascontiguousarray(grad.numpy())
+                for i in reversed(range(len(acts))):
+                    if acts[i] is not None:
+                        d = _ACTIVATION_GRADS[acts[i]](d, outputs[i])
+                    w = first + 2 * i
+                    if needs[n + w]:
+                        result[n + w] = torch.from_numpy(d.T @ inputs[i])
+                    if needs[n + w + 1]:
+                        result[n + w + 1] = torch.from_numpy(d.sum(axis=0))
+                    if i > 0 or needs[c]:
+                        d = d @ params[w].detach().numpy()
+                if needs[c]:
+                    result[c] = torch.from_numpy(d)
+            first += 2 * len(acts)
+        return (None, *result)
 
 
-def _torch_backward(acts: tuple, needs: tuple[bool, ...], x: torch.Tensor,
-                    params: list[torch.Tensor], grad: torch.Tensor
-                    ) -> tuple[Optional[torch.Tensor], ...]:
+def _torch_backward(layout: tuple, xs: Sequence[torch.Tensor], params: Sequence[torch.Tensor],
+                    grads: Sequence[Optional[torch.Tensor]], needs: Sequence[bool]
+                    ) -> list[Optional[torch.Tensor]]:
     """The kernel's gradients through torch's own forward and autograd, with a graph (what a
     second derivative needs)."""
-    h = x
-    for i, act in enumerate(acts):
-        h = F.linear(h, params[2 * i], params[2 * i + 1])
-        if act is not None:
-            h = _TORCH_ACTIVATIONS[act](h)
-    inputs = (x, *params)
-    flags = (needs[0], *needs[2:])
-    wanted = [t for t, need in zip(inputs, flags) if need]
-    found = iter(torch.autograd.grad(h, wanted, grad, create_graph=True))
-    grads = [next(found) if need else None for need in flags]
-    return (grads[0], None, *grads[1:])
+    outs, first = [], 0
+    for x, acts in zip(xs, layout):
+        h = x
+        for i, act in enumerate(acts):
+            h = F.linear(h, params[first + 2 * i], params[first + 2 * i + 1])
+            if act is not None:
+                h = _TORCH_ACTIVATIONS[act](h)
+        outs.append(h)
+        first += 2 * len(acts)
+    used = [(out, grad) for out, grad in zip(outs, grads) if grad is not None]
+    inputs = (*xs, *params)
+    wanted = [t for t, need in zip(inputs, needs) if need]
+    found = iter(torch.autograd.grad([o for o, _ in used], wanted, [g for _, g in used],
+                                     create_graph=True, allow_unused=True))
+    return [next(found) if need else None for need in needs]
