@@ -1,6 +1,8 @@
 """The ``hpcrl`` command line: train, eval and config."""
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import sys
 from pathlib import Path
@@ -13,6 +15,11 @@ from hpcrl.errors import ExplainedError
 from hpcrl.runtime.checkpoint import CheckpointError
 
 SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
+
+# A command ends its process. Freezing the heap last thing (after every other exit handler:
+# they run last-registered first) spares the interpreter's final full collection over the
+# ~200k objects torch leaves, about 0.5 s of every run; the OS takes the memory back anyway.
+atexit.register(gc.freeze)
 
 
 def _fail(err: Exception) -> click.ClickException | click.exceptions.Exit:
