@@ -36,8 +36,10 @@ def bare_loop(config, actor, steps: int, policy: bool = True) -> float:
     fixed = np.zeros(config.env.num_envs, dtype=np.int64)
     for _ in range(vector_steps):
         if policy:
-            with torch.inference_mode():
-                logits, _values = actor.dist_and_value(torch.as_tensor(obs, dtype=torch.float32))
+            with torch.inference_mode():  # the networks' own torch layers, as users write it
+                x = torch.as_tensor(obs, dtype=torch.float32)
+                logits = actor.pi_head(actor.pi_trunk(x))
+                _values = actor.vf_head(actor.vf_trunk(x))
                 actions = torch.distributions.Categorical(logits=logits).sample().numpy()
         else:
             actions = fixed
