@@ -148,6 +148,8 @@ def test_torch_runs_what_the_kernel_does_not_cover(monkeypatch):
     run_mlp(x, *modules)
     run_mlp(x, nn.Linear(5, 3, bias=False))  # a layer without bias
     run_mlp(x, nn.Linear(5, 3), nn.Sigmoid())  # an activation with no numpy form
+    elu = [nn.Linear(5, 3), nn.ELU(alpha=0.5)]  # nor an ELU of another alpha
+    torch.testing.assert_close(run_mlp(x, *elu), elu[1](elu[0](x)))
     assert not calls
     monkeypatch.setattr(kernel, "MAX_KERNEL_MACS", 8 * 16 * 16)
     run_mlp(x, *modules)

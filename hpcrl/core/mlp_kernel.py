@@ -50,6 +50,14 @@ NUMPY_ACTIVATIONS: dict[type, Callable[[np.ndarray], np.ndarray]] = {
     nn.Tanh: _tanh, nn.ReLU: _relu, nn.ELU: _elu}
 
 
+def _numpy_activation(module: nn.Module) -> Optional[Callable[[np.ndarray], np.ndarray]]:
+    """The numpy form of an activation module, None when it has none (an ELU's alpha other
+    than 1, say)."""
+    if type(module) is nn.ELU and module.alpha != 1.0:
+        return None
+    return NUMPY_ACTIVATIONS.get(type(module))
+
+
 def _tanh_grad(d: np.ndarray, y: np.ndarray) -> np.ndarray:
     return d * (1.0 - y * y)
 
@@ -78,9 +86,9 @@ def layer_views(*modules: nn.Module) -> list[Layer]:
         for m in (module if isinstance(module, nn.Sequential) else [module]):
             if isinstance(m, nn.Linear):
                 layers.append((m.weight.detach().numpy().T, m.bias.detach().numpy(), None))
-            elif type(m) in NUMPY_ACTIVATIONS and layers and layers[-1][2] is None:
+            elif _numpy_activation(m) is not None and layers and layers[-1][2] is None:
                 w, b, _ = layers[-1]
-                layers[-1] = (w, b, NUMPY_ACTIVATIONS[type(m)])
+                layers[-1] = (w, b, _numpy_activation(m))
             else:
                 raise TypeError(f"no numpy form for layer {type(m).__name__}")
     return layers
@@ -106,8 +114,8 @@ def _chain(modules: Sequence[nn.Module]) -> Optional[tuple[list[nn.Linear], list
             if type(m) is nn.Linear and m.bias is not None:
                 linears.append(m)
                 acts.append(None)
-            elif type(m) in NUMPY_ACTIVATIONS and acts and acts[-1] is None:
-                acts[-1] = NUMPY_ACTIVATIONS[type(m)]
+            elif _numpy_activation(m) is not None and acts and acts[-1] is None:
+                acts[-1] = _numpy_activation(m)
             else:
                 return None
     return (linears, acts) if linears else None
