@@ -78,35 +78,11 @@ _TORCH_ACTIVATIONS: dict[Callable[[np.ndarray], np.ndarray], Callable[..., torch
     _tanh: torch.tanh, _relu: torch.relu, _elu: F.elu}
 
 
-def layer_views(*modules: nn.Module) -> list[Layer]:
-    """``(weight^T, bias, activation)`` numpy views (no copy) of the Linear layers of
-    ``modules`` in order, each with the activation that follows it (None if none does)."""
-    layers: list[Layer] = []
-    for module in modules:
-        for m in (module if isinstance(module, nn.Sequential) else [module]):
-            if isinstance(m, nn.Linear):
-                layers.append((m.weight.detach().numpy().T, m.bias.detach().numpy(), None))
-            elif _numpy_activation(m) is not None and layers and layers[-1][2] is None:
-                w, b, _ = layers[-1]
-                layers[-1] = (w, b, _numpy_activation(m))
-            else:
-                raise TypeError(f"no numpy form for layer {type(m).__name__}")
-    return layers
-
-
-def forward(layers: Sequence[Layer], x: np.ndarray) -> np.ndarray:
-    """The chain's output for a batch ``x [B, in]`` (float32)."""
-    for w, b, act in layers:
-        x = x @ w
-        x += b
-        if act is not None:
-            x = act(x)
-    return x
-
-
-def _chain(modules: Sequence[nn.Module]) -> Optional[tuple[list[nn.Linear], list[Any]]]:
+def _chain(modules: Sequence[nn.Module], strict: bool = False
+           ) -> Optional[tuple[list[nn.Linear], list[Any]]]:
     """The Linear layers of ``modules`` (Sequentials unrolled) and the numpy activation after
-    each, or None when some module has no numpy form or a layer has no bias."""
+    each (None where none follows). A module with no numpy form (a layer without bias, an
+    activation numpy lacks): None, or with ``strict`` a TypeError naming it."""
     linears: list[nn.Linear] = []
     acts: list[Any] = []
     for module in modules:
@@ -116,9 +92,36 @@ def _chain(modules: Sequence[nn.Module]) -> Optional[tuple[list[nn.Linear], list
                 acts.append(None)
             elif _numpy_activation(m) is not None and acts and acts[-1] is None:
                 acts[-1] = _numpy_activation(m)
+            elif strict:
+                raise TypeError(f"no numpy form for layer {type(m).__name__}")
             else:
                 return None
-    return (linears, acts) if linears else None
+    return linears, acts
+
+
+def _views(weight: torch.Tensor, bias: torch.Tensor, act: Any) -> Layer:
+    return weight.detach().numpy().T, bias.detach().numpy(), act
+
+
+def layer_views(*modules: nn.Module) -> list[Layer]:
+    """``(weight^T, bias, activation)`` numpy views (no copy) of the Linear layers of
+    ``modules`` in order, each with the activation that follows it (None if none does)."""
+    linears, acts = _chain(modules, strict=True)  # type: ignore[misc]
+    return [_views(m.weight, m.bias, act) for m, act in zip(linears, acts)]
+
+
+def forward(layers: Sequence[Layer], x: np.ndarray,
+            outputs: Optional[list[np.ndarray]] = None) -> np.ndarray:
+    """The chain's output for a batch ``x [B, in]`` (float32); with ``outputs``, each
+    layer's output is appended to it (what a backward pass needs)."""
+    for w, b, act in layers:
+        x = x @ w
+        x += b
+        if act is not None:
+            x = act(x)
+        if outputs is not None:
+            outputs.append(x)
+    return x
 
 
 def _kernel_applies(x: torch.Tensor, linears: list[nn.Linear]) -> bool:
@@ -148,7 +151,7 @@ def run_mlps(*chains: tuple[torch.Tensor, Sequence[nn.Module]]) -> list[torch.Te
     for one dispatch, not two)."""
     found = [(x, _chain(modules)) for x, modules in chains]
     fast = [i for i, (x, chain) in enumerate(found)
-            if chain is not None and _kernel_applies(x, chain[0])]
+            if chain is not None and chain[0] and _kernel_applies(x, chain[0])]
     outputs: list[Optional[torch.Tensor]] = [None] * len(chains)
     if fast:
         layout = tuple(tuple(found[i][1][1]) for i in fast)
@@ -176,20 +179,14 @@ class _NumpyMLPs(torch.autograd.Function):
         outs, lasts, hidden = [], [], []
         first = 0
         for x, acts in zip(xs, layout):
-            h = x.detach().numpy()
-            inputs, outputs = [], []
-            for i, act in enumerate(acts):
-                inputs.append(h)
-                h = h @ params[first + 2 * i].detach().numpy().T
-                h += params[first + 2 * i + 1].detach().numpy()
-                if act is not None:
-                    h = act(h)
-                outputs.append(h)
+            layers = [_views(params[first + 2 * i], params[first + 2 * i + 1], act)
+                      for i, act in enumerate(acts)]
+            outputs: list[np.ndarray] = []
+            out = torch.from_numpy(forward(layers, x.detach().numpy(), outputs))
             first += 2 * len(acts)
-            out = torch.from_numpy(h)
             outs.append(out)
             lasts.append(out if acts[-1] is not None else None)
-            hidden.append((inputs[1:], outputs[:-1]))
+            hidden.append(outputs[:-1])  # each the output of one layer and input of the next
         ctx.layout, ctx.hidden = layout, hidden
         ctx.set_materialize_grads(False)  # an unused output costs no backward work
         # torch checks inputs and outputs against in-place changes before backward
@@ -208,9 +205,9 @@ class _NumpyMLPs(torch.autograd.Function):
         first = 0
         for c, (acts, x, last, grad) in enumerate(zip(layout, xs, lasts, grads)):
             if grad is not None:
-                tail, head = ctx.hidden[c]
-                inputs = [x.detach().numpy()] + tail
-                outputs = head + [None if last is None else last.detach().numpy()]
+                hidden = ctx.hidden[c]
+                inputs = [x.detach().numpy()] + hidden
+                outputs = hidden + [None if last is None else last.detach().numpy()]
                 d = np.ascontiguousarray(grad.numpy())
                 for i in reversed(range(len(acts))):
                     if acts[i] is not None:
