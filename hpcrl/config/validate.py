@@ -136,6 +136,11 @@ def _check_actor(c: Config) -> Optional[str]:
         what = "a list" if image else "a non-empty list"
         return (f"config key 'actor.hidden_sizes' must be {what} of positive integers, got "
                 f"{sizes!r}")
+    if c.actor.compute_dtype != "float32" and not image:
+        return (f"config key 'actor.compute_dtype' ({c.actor.compute_dtype}) sets the number "
+                f"format of the image encoders, and actor.encoder=mlp has none; set "
+                f"actor.encoder=nature_cnn or impala_resnet, or leave actor.compute_dtype at "
+                f"float32 (a network of your own can use torch.autocast in its forward)")
     if image and c.algo.kind in ("sac", "td3", "ddpg"):
         return (f"config key 'actor.encoder' ({c.actor.encoder}): algo.name={c.algo.name}'s "
                 f"policy and critics take vector observations through an MLP; use "

@@ -19,6 +19,7 @@ from hpcrl.config.schema import ActorConfig
 from hpcrl.contracts import make_network
 from hpcrl.core.distributions import make_distribution
 from hpcrl.core.encoders import make_encoder
+from hpcrl.core.precision import compute_dtype
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.memory import MemoryCore
 from hpcrl.core.mlp_kernel import run_mlp, run_mlps
@@ -84,7 +85,7 @@ class ActorCritic(nn.Module):
                 return make_network(config.network, config.network_kwargs,
                                     spaces.observation_space)
             return make_encoder(config.encoder, self.obs_format, config.features,
-                                config.channels)
+                                config.channels, compute_dtype(config.compute_dtype))
 
         self.pi_encoder = encoder()
         features = self.pi_encoder.features

@@ -15,6 +15,7 @@ from torch import nn
 from hpcrl.config.schema import ActorConfig
 from hpcrl.core.actor import mlp
 from hpcrl.core.encoders import make_encoder
+from hpcrl.core.precision import compute_dtype
 from hpcrl.core.obs_format import ObsFormat, ObsInput, box_format
 
 
@@ -47,7 +48,7 @@ class QNetwork(nn.Module):
         self.obs_format = obs_format or box_format(obs_shape)
         self.num_actions = num_actions
         self.encoder = make_encoder(config.encoder, self.obs_format, config.features,
-                                    config.channels)
+                                    config.channels, compute_dtype(config.compute_dtype))
         self.trunk = mlp([self.encoder.features] + hidden, config.activation)
         self.head = nn.Linear(hidden[-1] if hidden else self.encoder.features, num_actions)
         if config.ortho_init:
