@@ -12,6 +12,8 @@ minutes). Each check is the command a user runs, in its own process:
 - SAC with its learner on the GPU (replay on the host);
 - recurrent PPO (a GRU through cuDNN, its collector's state on the GPU) serially, and an
   LSTM under ``impala`` (GPU learner recomputing the CPU collectors' sequences);
+- an IMPALA ResNet on MinAtar frames computing in bfloat16 (``actor.compute_dtype``) with
+  its learner on the GPU and CPU collectors;
 - the README's own components (``examples/custom_components.py``: a loss, a network, a
   wrapper) on 2 ``ddppo`` ranks sharing the GPU;
 - evaluation of a GPU-trained run with ``hpcrl eval --device cuda``.
@@ -206,6 +208,10 @@ def checks(steps: int, device: str, tmp: Path) -> list[tuple[str, Callable[[], s
         ("impala + LSTM: GPU learner, CPU collectors",
          lambda: train_check(3, on + ["scheme.preset=impala", "actor.memory=lstm"],
                              tmp / "impala-lstm")),
+        ("bfloat16 ResNet (MinAtar): GPU learner, impala",
+         lambda: train_check(3, on + ["scheme.preset=impala", "env.id=MinAtar/Breakout-v1",
+                                      "actor.encoder=impala_resnet", "actor.hidden_sizes=[]",
+                                      "actor.compute_dtype=bfloat16"], tmp / "bf16")),
         ("own loss, network, wrapper: ddppo 2 ranks",
          lambda: train_check(2, on + ["scheme.preset=ddppo", "scheme.allreduce=gloo",
                                       "env.num_envs=4"] + OWN_COMPONENTS, tmp / "own")),
@@ -249,7 +255,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             rows.append(Row(name, ok, time.monotonic() - start, detail))
             print(f"{'PASS' if ok else 'FAIL'}  {name:<44} {rows[-1].wall_s:6.1f} s  {detail}",
                   flush=True)
-    print(f"\n| check | result | wall s | figures |\n|---|---|---|---|")
+    print("\n| check | result | wall s | figures |\n|---|---|---|---|")
     for r in rows:
         print(f"| {r.name} | {'pass' if r.ok else 'FAIL'} | {r.wall_s:.0f} | {r.detail} |")
     if args.json:
