@@ -5,6 +5,7 @@ end, and the curve as a PNG.
     pip install -e '.[minatar,bench]'
     python benchmarks/minatar_curve.py [--env MinAtar/Breakout-v1] [--steps 1000000]
                                        [--run-dir runs/minatar] [--png minatar.png]
+                                       [--set seed=1 --set actor.compute_dtype=bfloat16]
     python benchmarks/minatar_curve.py --plot-only runs/minatar   # a finished run
 
 The run is an ordinary ``hpcrl train`` of the recipe, so ``--resume`` continues it.
@@ -77,6 +78,9 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path, default=Path("runs/minatar-curve"))
     parser.add_argument("--png", type=Path, default=None)
     parser.add_argument("--plot-only", type=Path, default=None)
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config key over the recipe's (repeatable), e.g. seed=1 or "
+                             "actor.compute_dtype=bfloat16")
     args = parser.parse_args()
     if args.plot_only:
         run = args.plot_only
@@ -89,7 +93,8 @@ def main() -> None:
         start = time.perf_counter()
         subprocess.run([str(hpcrl), "train", str(recipe), "--run-dir", str(run),
                         "--set", f"env.id={args.env}", "--set",
-                        f"train.total_env_steps={args.steps}"],
+                        f"train.total_env_steps={args.steps}"]
+                       + [arg for key in args.sets for arg in ("--set", key)],
                        env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True)
         print(f"wall-clock: {time.perf_counter() - start:.0f} s")
         env_id = args.env
