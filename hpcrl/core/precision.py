@@ -34,8 +34,9 @@ def native_bfloat16(device: torch.device) -> bool:
     """Whether ``device`` multiplies bfloat16 in hardware: a CPU with AVX512-BF16 or AMX
     (oneDNN's bfloat16 kernels), a GPU that torch says supports it. Elsewhere torch emulates
     it, slower than float32."""
-    if device.type == "cpu":
-        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    if device.type == "cpu":  # torch's own probes (private; absent ones count as no)
+        probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+        return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
     if device.type == "cuda":
         return bool(torch.cuda.is_bf16_supported(including_emulation=False))
     return False
