@@ -117,7 +117,7 @@ class ActorConfig:
     compute_dtype: Literal["float32", "bfloat16"] = doc(
         "Number format of the image encoders (nature_cnn, impala_resnet): 'bfloat16' runs "
         "their convolutions and linear layer under torch.autocast, on learners and collectors "
-        "alike: forward and backward of the Nature CNN 1.8x faster on a CPU with AVX512-BF16 "
+        "alike: forward and backward of the Nature CNN 1.9x faster on a CPU with AVX512-BF16 "
         "or AMX (README: Atari), the tensor-core path on a GPU (a device without native "
         "bfloat16 gets a warning: it would be slower). The weights and their gradients, the "
         "optimiser, the all-reduce, the memory core, trunk, heads and losses and the "

@@ -19,12 +19,12 @@ from hpcrl.config.schema import ActorConfig
 from hpcrl.contracts import make_network
 from hpcrl.core.distributions import make_distribution
 from hpcrl.core.encoders import make_encoder
-from hpcrl.core.precision import compute_dtype
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.memory import MemoryCore
 from hpcrl.core.mlp_kernel import run_mlp, run_mlps
 from hpcrl.core.normalization import RunningMoments
 from hpcrl.core.obs_format import ObsInput
+from hpcrl.core.precision import compute_dtype
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 

@@ -15,8 +15,8 @@ from torch import nn
 from hpcrl.config.schema import ActorConfig
 from hpcrl.core.actor import mlp
 from hpcrl.core.encoders import make_encoder
-from hpcrl.core.precision import compute_dtype
 from hpcrl.core.obs_format import ObsFormat, ObsInput, box_format
+from hpcrl.core.precision import compute_dtype
 
 
 def orthogonal_init(module: nn.Module, gain: float) -> None:
