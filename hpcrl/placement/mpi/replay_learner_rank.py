@@ -103,18 +103,19 @@ class ReplayLearnerRank:
     def _take_chunks(self, whole: bool = False) -> int:
         """Receive the chunks that arrived into the replay, up to a full update's worth
         unless ``whole``; while the learner is behind, a collector whose chunk was taken
-        is parked."""
+        is parked. Whether it is behind is asked again after every chunk: a chunk taken
+        can put it behind, and re-posting then would let that collector's next chunk in
+        (one more per collector and pass, past the tolerance)."""
         started, taken = time.perf_counter(), 0
-        holding = self._holding()
         limit = float("inf") if whole else self.per_update
         inbox = self.inbox
         for i in range(len(self.collectors)):
-            if not holding and not inbox.posted[i]:
+            if not inbox.posted[i] and not self._holding():
                 inbox.post(i)  # let a parked collector go
             while self.row.env_steps < limit and inbox.arrived(i):
                 self._add(inbox.buffers[i])
                 taken += 1
-                if holding:
+                if self._holding():
                     break  # parked: its next send waits until the receive is posted
                 inbox.post(i)
         self.row.comm_s += time.perf_counter() - started
