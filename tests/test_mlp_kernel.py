@@ -56,8 +56,10 @@ def test_kernel_matches_torch_outputs_and_gradients(activation, input_grad, last
 def test_chains_run_together_as_torch_would():
     """Two chains in one operation: on one input (the gradients add up), with an output the
     loss leaves out (no gradient for its weights), and beside a chain the kernel does not
-    take (float64: torch runs it)."""
-    pi, vf = _chain(nn.Tanh), _chain(nn.ReLU)
+    take (float64: torch runs it). The chains differ in depth, so each finds its own weights
+    among the operation's parameters."""
+    pi = _chain(nn.Tanh)
+    vf = [nn.Sequential(nn.Linear(5, 16), nn.ReLU()), nn.Linear(16, 1)]  # 2 layers to pi's 3
     other = [m.double() for m in _chain(nn.ELU)]
     x0 = torch.randn(32, 5, generator=torch.Generator().manual_seed(5))
 

@@ -19,6 +19,7 @@ exact too.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -167,6 +168,12 @@ def run_mlps(*chains: tuple[torch.Tensor, Sequence[nn.Module]]) -> list[torch.Te
     return outputs  # type: ignore[return-value]
 
 
+def _offsets(layout: tuple) -> list[int]:
+    """Where each chain's weights start among the kernel's flat parameters (a weight and a
+    bias per layer)."""
+    return list(itertools.accumulate((2 * len(acts) for acts in layout[:-1]), initial=0))
+
+
 class _NumpyMLPs(torch.autograd.Function):
     """Forward and backward of Linear/activation chains in numpy (see :func:`run_mlps`).
 
@@ -177,13 +184,11 @@ class _NumpyMLPs(torch.autograd.Function):
     def forward(ctx: Any, layout: tuple, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         xs, params = tensors[:len(layout)], tensors[len(layout):]
         outs, lasts, hidden = [], [], []
-        first = 0
-        for x, acts in zip(xs, layout):
+        for x, acts, first in zip(xs, layout, _offsets(layout)):
             layers = [_views(params[first + 2 * i], params[first + 2 * i + 1], act)
                       for i, act in enumerate(acts)]
             outputs: list[np.ndarray] = []
             out = torch.from_numpy(forward(layers, x.detach().numpy(), outputs))
-            first += 2 * len(acts)
             outs.append(out)
             lasts.append(out if acts[-1] is not None else None)
             hidden.append(outputs[:-1])  # each the output of one layer and input of the next
@@ -202,8 +207,8 @@ class _NumpyMLPs(torch.autograd.Function):
         if torch.is_grad_enabled():  # create_graph: this pass must be differentiable
             return (None, *_torch_backward(layout, xs, params, grads, needs))
         result: list[Optional[torch.Tensor]] = [None] * len(needs)
-        first = 0
-        for c, (acts, x, last, grad) in enumerate(zip(layout, xs, lasts, grads)):
+        chains = zip(layout, _offsets(layout), xs, lasts, grads)
+        for c, (acts, first, x, last, grad) in enumerate(chains):
             if grad is not None:
                 hidden = ctx.hidden[c]
                 inputs = [x.detach().numpy()] + hidden
@@ -221,7 +226,6 @@ class _NumpyMLPs(torch.autograd.Function):
                         d = d @ params[w].detach().numpy()
                 if needs[c]:
                     result[c] = torch.from_numpy(d)
-            first += 2 * len(acts)
         return (None, *result)
 
 
@@ -230,15 +234,14 @@ def _torch_backward(layout: tuple, xs: Sequence[torch.Tensor], params: Sequence[
                     ) -> list[Optional[torch.Tensor]]:
     """The kernel's gradients through torch's own forward and autograd, with a graph (what a
     second derivative needs)."""
-    outs, first = [], 0
-    for x, acts in zip(xs, layout):
+    outs = []
+    for x, acts, first in zip(xs, layout, _offsets(layout)):
         h = x
         for i, act in enumerate(acts):
             h = F.linear(h, params[first + 2 * i], params[first + 2 * i + 1])
             if act is not None:
                 h = _TORCH_ACTIVATIONS[act](h)
         outs.append(h)
-        first += 2 * len(acts)
     used = [(out, grad) for out, grad in zip(outs, grads) if grad is not None]
     inputs = (*xs, *params)
     wanted = [t for t, need in zip(inputs, needs) if need]
