@@ -12,12 +12,11 @@ replay) and, for Ape-X, the replay ratio reached.
 """
 from __future__ import annotations
 
-import csv
 import subprocess
 import tempfile
 from pathlib import Path
 
-from mpi_scaling import LIGHT, command, environment
+from mpi_scaling import LIGHT, command, environment, progress_rows, steps_per_second
 
 IMPALA = ["scheme.preset=impala", "train.total_env_steps=196608", "algo.num_steps=256",
           "env.num_envs=8"]
@@ -30,15 +29,14 @@ def run_rows(n: int, sets: list[str]) -> list[dict[str, str]]:
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(command(n, Path(tmp) / "run", LIGHT + sets), check=True,
                        env=environment(), stderr=subprocess.DEVNULL)
-        with open(Path(tmp) / "run" / "progress.csv") as f:
-            return list(csv.DictReader(f))
+        return progress_rows(Path(tmp) / "run")
 
 
 def figures(rows: list[dict[str, str]]) -> dict[str, float]:
     """Env steps/s after the first row (start-up excluded), mean policy lag and ratio."""
     first, last = rows[0], rows[-1]
     steps = float(last["env_steps"]) - float(first["env_steps"])
-    out = {"fps": steps / (float(last["wall_time_s"]) - float(first["wall_time_s"])),
+    out = {"fps": steps_per_second(rows),
            "lag": sum(float(r["policy_lag"]) for r in rows[1:]) / max(len(rows) - 1, 1)}
     if "replay_ratio" in first:
         grads = sum(float(r["replay_ratio"]) * (float(r["env_steps"]) - float(p["env_steps"]))

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from measure_process import run_measured
-from mpi_scaling import mpiexec
+from mpi_scaling import mpiexec, progress_rows, steps_per_second
 
 ENV_ID = "PongNoFrameskip-v4"
 BF16 = "hpcrl bfloat16"  # the same recipe with actor.compute_dtype=bfloat16
@@ -148,13 +148,8 @@ def hpcrl_job(steps: int, env: dict[str, str], ranks: int, preset: str,
         if ranks > 1:
             cmd = [mpiexec(), "-n", str(ranks)] + cmd + ["--set", f"scheme.preset={preset}"]
         wall, rss, _ = run_measured(cmd, env)
-        rows = (run / "progress.csv").read_text().splitlines()
-        header, first, last = rows[0].split(","), rows[1].split(","), rows[-1].split(",")
-        col = {name: i for i, name in enumerate(header)}
-        # training time after the first update (start-up and first-call costs excluded)
-        span = float(last[col["wall_time_s"]]) - float(first[col["wall_time_s"]])
-        done = int(float(last[col["env_steps"]])) - int(float(first[col["env_steps"]]))
-    return {"wall_s": wall, "rss_mb": rss, "fps": done / span}
+        fps = steps_per_second(progress_rows(run))
+    return {"wall_s": wall, "rss_mb": rss, "fps": fps}
 
 
 def script_job(source: str, steps: int, env: dict[str, str]) -> dict[str, float]:

@@ -20,7 +20,6 @@ Exit status 1 if the job failed or made no progress.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import signal
@@ -29,10 +28,10 @@ import sys
 import time
 from pathlib import Path
 
-from mpi_scaling import mpiexec
+from hpcrl.runtime.signals import EXIT_PREEMPTED
+from mpi_scaling import mpiexec, progress_rows, steps_per_second
 
 ROOT = Path(__file__).resolve().parents[1]
-EXIT_PREEMPTED = 3  # hpcrl.runtime.signals: stopped by a signal after a checkpoint
 
 
 def train_command(args: argparse.Namespace, run_dir: Path) -> list[str]:
@@ -64,14 +63,10 @@ def train_for(cmd: list[str], seconds: float) -> tuple[int, float, str]:
 def progress(run_dir: Path) -> dict[str, float]:
     """Env steps, env steps per second after the first update, and the mean training return
     of the last ten rows that have finished episodes."""
-    with open(run_dir / "progress.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    first, last = rows[0], rows[-1]
-    span = float(last["wall_time_s"]) - float(first["wall_time_s"])
-    steps = float(last["env_steps"]) - float(first["env_steps"])
+    rows = progress_rows(run_dir)
     returns = [float(r["episode_return_mean"]) for r in rows
                if r.get("episode_return_mean", "") not in ("", "nan")][-10:]
-    return {"env_steps": float(last["env_steps"]), "fps": steps / span if span > 0 else 0.0,
+    return {"env_steps": float(rows[-1]["env_steps"]), "fps": steps_per_second(rows),
             "train_return": sum(returns) / len(returns) if returns else float("nan")}
 
 

@@ -47,16 +47,27 @@ def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
             **(extra or {})}
 
 
+def progress_rows(run_dir: Path) -> list[dict[str, str]]:
+    """The rows of a run's ``progress.csv``, by column name."""
+    with open(run_dir / "progress.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def steps_per_second(rows: list[dict[str, str]]) -> float:
+    """Env steps per second over the updates after the first row (start-up and first-call
+    costs excluded); nan with a single row."""
+    first, last = rows[0], rows[-1]
+    span = float(last["wall_time_s"]) - float(first["wall_time_s"])
+    steps = float(last["env_steps"]) - float(first["env_steps"])
+    return steps / span if span > 0 else float("nan")
+
+
 def fps_of(n: int, sets: list[str], extra: dict[str, str] | None = None) -> float:
     """Env steps per second over the job's updates after the first (start-up excluded)."""
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(command(n, Path(tmp) / "run", LIGHT + sets), check=True,
                        env=environment(extra), stderr=subprocess.DEVNULL)
-        with open(Path(tmp) / "run" / "progress.csv") as f:
-            rows = list(csv.DictReader(f))
-    first, last = rows[0], rows[-1]
-    return ((float(last["env_steps"]) - float(first["env_steps"]))
-            / (float(last["wall_time_s"]) - float(first["wall_time_s"])))
+        return steps_per_second(progress_rows(Path(tmp) / "run"))
 
 
 def pss_kb(pid: int) -> int:
