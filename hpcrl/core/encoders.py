@@ -212,8 +212,8 @@ def make_encoder(name: str, fmt: ObsFormat, features: int, channels: str = "auto
     """The encoder ``name`` for observations of ``fmt``; ``.features`` is its output width.
     ``compute_dtype`` (``actor.compute_dtype``, None for float32) is the format its image
     torsos compute in; an encoder with none refuses one rather than ignore it."""
-    if compute_dtype is not None and not (
-            name != "mlp" and (fmt.image or any(sub.image for _, sub, _ in fmt.keys))):
+    images = fmt.image or any(sub.image for _, sub, _ in fmt.keys)
+    if compute_dtype is not None and (name == "mlp" or not images):
         raise ValueError(f"actor.compute_dtype={DTYPE_NAMES[compute_dtype]} applies to image "
                          f"encoders, and these observations (shape {fmt.shape}) go through "
                          f"none with actor.encoder={name}; set actor.compute_dtype=float32")
