@@ -15,9 +15,14 @@ one the scheme needs, as for the CLI). Components of your own are given as class
         sets=["scheme.preset=ddppo"])
     result = hpcrl.train(config, run_dir="runs/kl")
 
-A class defined in the script itself is recorded under the script's module name, so keep
-the training under ``if __name__ == "__main__":`` (other processes import the script to
-find it: an async env's subprocess, ``hpcrl.load_policy`` later).
+A class defined in the script itself is recorded under the script's module name
+(``myapi:KLPenaltyPPO`` for ``python myapi.py``). The script's own process, its MPI ranks and
+its env subprocesses find the class in ``__main__`` and never import the script again, so an
+unguarded script trains once. A later process (``hpcrl eval``, ``hpcrl.load_policy``,
+``hpcrl.resume``) has to import the script: it does so only when the script's training sits
+under ``if __name__ == "__main__":``, and refuses otherwise, naming the line (the rule of
+:mod:`hpcrl.scripts`); a call of :func:`train` or :func:`resume` while hpcrl imports a
+component's module raises :class:`~hpcrl.scripts.TrainingDuringImport` instead of training.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ from hpcrl.config.loader import load_config, resolve
 from hpcrl.config.schema import Config
 from hpcrl.errors import ExplainedError
 from hpcrl.plugins import path_of
+from hpcrl.scripts import refuse_training_during_import
 
 
 class RunDirTaken(ExplainedError):
@@ -86,7 +92,9 @@ def train(config: Config | Mapping[str, Any] | str | Path | None = None, *,
     """Train a fresh run of ``config`` (see :func:`make_config`) in ``run_dir`` (default
     ``runs/<algo>-<env>-<time>``), serially or, started under ``mpiexec``/``srun``, as this
     rank's part of the scheme; progress goes to ``console`` (the process's stderr by default;
-    None: quiet)."""
+    None: quiet). Called while hpcrl imports a component's module, it raises
+    :class:`~hpcrl.scripts.TrainingDuringImport` and trains nothing."""
+    refuse_training_during_import("train")
     cfg = make_config(config, sets)
     return _run(cfg, None if run_dir is None else Path(run_dir), False, _stream(console))
 
@@ -94,10 +102,12 @@ def train(config: Config | Mapping[str, Any] | str | Path | None = None, *,
 def resume(run_dir: str | Path, *, sets: Sequence[str] = (),
            console: Optional[IO[str]] | str = "stderr") -> TrainResult:
     """Continue the run in ``run_dir`` from its last checkpoint (only ``train.*`` keys may
-    change through ``sets``)."""
+    change through ``sets``); refused like :func:`train` while a component's module is being
+    imported."""
     from hpcrl.runtime.run_dir import RunDir
     from hpcrl.training import resume_config
 
+    refuse_training_during_import("resume")
     run = RunDir(Path(run_dir))
     return _run(resume_config(run, list(sets)), run.path, True, _stream(console))
 

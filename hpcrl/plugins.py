@@ -4,7 +4,9 @@ A config names a user's class where it names a component (``algo.name``, ``actor
 ``env.wrappers``), so the CLI, ``mpirun``/``srun`` and the Slurm templates import the same
 code on every rank. This module imports those paths, checks a component's keyword arguments
 against its signature, and turns a class handed over in Python back into its path (the form
-configs, run directories and checkpoints keep).
+configs, run directories and checkpoints keep). A class of the script being run is found in
+``__main__`` rather than by importing the script again, and a module that would train when
+imported is refused (:mod:`hpcrl.scripts` gives the rule).
 
 Every problem is a :class:`PluginError` naming the config key, the path and the fix, raised
 while the config is checked, before any rank starts work.
@@ -15,9 +17,12 @@ import importlib
 import inspect
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Mapping
 
 from hpcrl.errors import ExplainedError
+from hpcrl.scripts import (FIX, TrainingDuringImport, importing, main_module,
+                           main_module_name, source_file, training_call)
 
 CONTRACTS = "the contracts in hpcrl/contracts.py (README: Writing your own components)"
 
@@ -32,13 +37,43 @@ def is_import_path(value: object) -> bool:
 
 
 def load(path: str, key: str) -> Any:
-    """The object at ``module:Name`` (``Name`` may be dotted), for config key ``key``."""
+    """The object at ``module:Name`` (``Name`` may be dotted), for config key ``key``.
+
+    The running script's own module name gives the script's ``__main__`` (never imported
+    again), and a module whose file would train at import is refused, not imported: the rule
+    of :mod:`hpcrl.scripts`."""
     module_name, _, attr = path.partition(":")
     if not module_name or not attr:
         raise PluginError(f"config key '{key}' ({path!r}): an import path is 'module:Name', "
                           f"e.g. 'mylab.nets:Encoder'")
+    module = main_module(module_name) or _import(module_name, path, key)
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            what = " (the script being run)" if module is sys.modules["__main__"] else ""
+            raise PluginError(f"config key '{key}' ({path!r}): module '{module_name}'{what} "
+                              f"has no attribute '{attr}'")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _import(module_name: str, path: str, key: str) -> ModuleType:
+    """``module_name`` imported, unless importing it would train (:mod:`hpcrl.scripts`)."""
+    if module_name not in sys.modules:
+        source = source_file(module_name)
+        found = training_call(source) if source is not None else None
+        if found is not None:
+            line, call = found
+            raise PluginError(f"config key '{key}' ({path!r}): hpcrl will not import module "
+                              f"'{module_name}', which would train: {source} line {line} "
+                              f"calls {call} at its top level; {FIX}")
     try:
-        module = importlib.import_module(module_name)
+        with importing(module_name):
+            return importlib.import_module(module_name)
+    except TrainingDuringImport as err:
+        raise PluginError(f"config key '{key}' ({path!r}): importing module '{module_name}' "
+                          f"started training (hpcrl.{err.entry}), which hpcrl stopped; "
+                          f"{FIX}") from None
     except Exception as err:  # the user's module may fail in any way while importing
         where = ("" if module_name in sys.modules or not Path(module_name).suffix else
                  " (a module name, not a file name)")
@@ -46,18 +81,13 @@ def load(path: str, key: str) -> Any:
                           f"{where} failed: {type(err).__name__}: {err}; make it importable "
                           f"on every rank (pip install -e your package, or put its directory "
                           f"on PYTHONPATH)") from None
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise PluginError(f"config key '{key}' ({path!r}): module '{module_name}' has no "
-                              f"attribute '{attr}'")
-        obj = getattr(obj, part)
-    return obj
 
 
 def path_of(obj: Any) -> str:
-    """The ``module:Name`` of a class or function (one defined in the script being run is
-    named by the script's module name, so that other ranks and later loads import it)."""
+    """The ``module:Name`` of a class or function. One defined in the script being run is
+    named by the script's module name (``myapi:Name`` for ``python myapi.py``): :func:`load`
+    finds it in ``__main__`` in this process, and other processes import ``myapi`` when the
+    script keeps its training under ``if __name__ == "__main__":`` (:mod:`hpcrl.scripts`)."""
     if isinstance(obj, str):
         return obj
     module = getattr(obj, "__module__", None)
@@ -66,11 +96,11 @@ def path_of(obj: Any) -> str:
         raise PluginError(f"{obj!r} cannot be named by an import path: define it at the top "
                           f"level of a module")
     if module == "__main__":
-        script = getattr(sys.modules["__main__"], "__file__", None)
+        script = main_module_name()
         if script is None:
             raise PluginError(f"{name} is defined in an interactive session; define it in a "
                               f"module or script so every rank can import it")
-        module = Path(script).stem
+        module = script
     return f"{module}:{name}"
 
 

@@ -36,7 +36,10 @@ def load_policy(path: str | Path, device: str | torch.device = "cpu",
 
     Calling it on raw observations (one, or a batch; on the host) returns deterministic
     actions on ``device``; it normalises observations itself when the run did. The file is
-    read with ``weights_only=True``.
+    read with ``weights_only=True``. The run's components are imported by the paths it
+    recorded; one from a script whose top level trains (no ``if __name__ == "__main__":``
+    around its training) is refused with a :class:`~hpcrl.plugins.PluginError` naming the
+    fix, and nothing of that script runs (:mod:`hpcrl.scripts`).
     """
     return load_policy_and_config(path, device, best)[0]
 
