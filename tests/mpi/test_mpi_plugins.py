@@ -1,7 +1,8 @@
 """Components of one's own on MPI schemes: the README's example components
 (examples/custom_components.py, by import path) reach the weights of one process on 2
-DD-PPO ranks and learn under a3c and impala, and the example script trains through the
-Python API on 1 and on 2 ranks."""
+DD-PPO ranks and learn under a3c and impala, the example script trains through the
+Python API on 1 and on 2 ranks, and the README's script without its __main__ guard trains
+once on 2 ranks (each rank finds the classes in the running script, never importing it)."""
 from __future__ import annotations
 
 import os
@@ -17,6 +18,7 @@ sys.path.insert(0, str(ROOT / "examples"))  # the components, for the in-process
 from test_mpi_equivalence import two_ranks_then_one
 
 from hpcrl.core.flat import params_to_flat
+from user_script import TINY, run_script, runs, write_script
 
 LAB = ["algo.name=custom_components:KLPenaltyPPO", "algo.kwargs={target_kl: 0.02}",
        "actor.network=custom_components:SquashEncoder", "actor.hidden_sizes=[64]",
@@ -66,6 +68,17 @@ def test_the_example_script_trains_on_one_and_two_ranks(tmp_path, ranks):
     saved = (run / "config.yaml").read_text()
     assert "custom_components:KLPenaltyPPO" in saved and "custom_components:TimePenalty" in saved
     assert column(run, "episode_return_mean")[-1] >= 100
+
+
+@pytest.mark.timeout(200)
+def test_an_unguarded_script_trains_once_on_two_ranks(tmp_path):
+    write_script(tmp_path, guarded=False, sets=TINY + ["scheme.preset=ddppo"])
+    done = run_script(tmp_path, launcher=(mpiexec(), "-n", "2"), timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = runs(tmp_path)  # both ranks train their part of one run, once
+    printed = sorted(done.stdout.splitlines())  # each rank prints its result once
+    assert len(printed) == 2 and all(line.startswith(str(run)) for line in printed), printed
+    assert column(run, "env_steps")[-1] == 1024
 
 
 _ = FAST  # the CLI runs above use mpirun's quiet defaults
