@@ -3,13 +3,17 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import sys
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import click
 
 from hpcrl.runs_table import (RunSummary, differences, find_runs, flat_config, group, mean_std,
-                               summarize)
+                               summarize, telling_keys)
+from hpcrl.text_table import ELLIPSIS, fit, render
+
+MIN_RUN_WIDTH = 20  # a run directory is cut in its middle to this before a telling key goes
 
 PATHS = click.argument("paths", nargs=-1, required=True,
                        type=click.Path(exists=True, file_okay=False))
@@ -34,17 +38,24 @@ def _record(run: RunSummary, keys: list[str], name: str) -> dict[str, Any]:
 @PATHS
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of runs (for scripts).")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV, one row per run.")
-def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool) -> None:
+@click.option("--wide", is_flag=True,
+              help="Every key in which the runs differ, however long the lines.")
+def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool, wide: bool) -> None:
     """One line per run found at or below PATHS (run or sweep directories): the config keys
     in which the runs differ, env steps, wall time, the last mean episode return, the final
     deterministic evaluation (and the best one during training, with train.eval_every) and
     the state (running, finished, preempted, failed); then,
-    for runs that differ only in their seed, the mean and std over seeds."""
+    for runs that differ only in their seed, the mean and std over seeds.
+
+    The lines fit the terminal (COLUMNS): the keys that tell the runs apart come first (env,
+    algorithm, scheme, then hyperparameters), and the keys that do not fit are counted and
+    named below the table; --wide shows them all, --json gives every run's values."""
     try:
         runs = [summarize(p) for p in find_runs(paths)]
     except FileNotFoundError as err:
         raise click.ClickException(str(err)) from None
-    keys = differences(runs)
+    telling = telling_keys(runs)
+    keys = telling + [k for k in differences(runs) if k not in telling]
     groups = group(runs)
     records = [_record(r, keys, name) for name, members in groups for r in members]
     if as_json:
@@ -55,6 +66,7 @@ def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool) -> None:
         writer.writeheader()
         writer.writerows(records)
         return
+    width = None if wide else shutil.get_terminal_size().columns
     best = any(r.best_eval_return is not None for r in runs)  # a column when eval_every ran
     header = ["run", *keys, "steps", "wall s", "return", "eval", *(["best"] if best else []),
               "state"]
@@ -62,7 +74,17 @@ def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool) -> None:
               _fmt(r.wall_time_s, 0), _fmt(r.last_return), _fmt(r.eval_return),
               *([_fmt(r.best_eval_return)] if best else []), r.state]
              for r, rec in zip([r for _, m in groups for r in m], records)]
-    _table(header, lines)
+    columns = range(1, len(keys) + 1)  # the key columns, telling keys first
+    shown, left_out = _fitted(header, lines, width, drop=columns[len(telling):][::-1],
+                              then_drop=[header.index("wall s"), *columns[:len(telling)][::-1]])
+    click.echo("\n".join(shown))
+    hidden = sorted(c for c in left_out if c in columns)
+    if hidden:
+        names = ", ".join(keys[c - 1] for c in hidden)
+        note = (f"{len(hidden)} differing key{'s' if len(hidden) > 1 else ''} not shown "
+                f"(--wide or --json): {names}")
+        click.echo(note if width is None or len(note) <= width
+                   else note[:width - len(ELLIPSIS)] + ELLIPSIS)
     seeded = [(name, members) for name, members in groups if len(members) > 1]
     if seeded:
         click.echo("")
@@ -73,13 +95,20 @@ def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool) -> None:
             states = ", ".join(sorted({r.state for r in members}))
             rows.append([name, str(len(members)), f"{_fmt(last)} +- {_fmt(last_sd)}",
                          f"{_fmt(ev)} +- {_fmt(ev_sd)}", states])
-        _table(["group", "seeds", "return", "eval", "states"], rows)
+        click.echo("\n".join(_fitted(["group", "seeds", "return", "eval", "states"], rows,
+                                     width)[0]))
 
 
-def _table(header: list[str], rows: list[list[str]]) -> None:
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-    for row in [header, *rows]:
-        click.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+def _fitted(header: list[str], rows: list[list[str]], width: Optional[int],
+            drop: Sequence[int] = (), then_drop: Sequence[int] = ()
+            ) -> tuple[list[str], list[int]]:
+    """The table's lines no longer than ``width`` (all of it when None) and the columns left
+    out: those of ``drop`` first, then the first column (the run, or the group) is cut in its
+    middle, then those of ``then_drop`` go."""
+    if width is None:
+        return render(header, rows), []
+    return fit(header, rows, width, drop, shrink=0, min_shrink=MIN_RUN_WIDTH,
+               then_drop=then_drop)
 
 
 @click.command("plot")

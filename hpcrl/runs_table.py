@@ -2,8 +2,10 @@
 
 ``hpcrl runs DIR...`` and ``hpcrl plot`` read runs through :func:`find_runs` (a run
 directory, or any directory above run directories: a sweep) and :func:`summarize`; runs
-whose configs differ only in ``seed`` form one group, named by the keys in which the groups
-differ.
+whose configs differ only in ``seed`` form one group. Runs of different algorithms differ in
+dozens of keys (their defaults differ), so a group is named by the few keys that tell the
+groups apart (:func:`telling_keys`), chosen in the order of :func:`key_rank`: what is trained
+first, then hyperparameters, then the network, then how the run is managed.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import csv
 import json
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -116,17 +119,68 @@ def flat_config(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def differences(runs: list[RunSummary]) -> list[str]:
-    """The config keys (other than ``seed``) whose values differ between ``runs``."""
+    """The config keys (other than ``seed``) whose values differ between ``runs``, in the
+    order of :func:`key_rank`."""
     flats = [flat_config(r.config) for r in runs]
-    keys = sorted(set().union(*flats)) if flats else []
-    return [k for k in keys if k != "seed"
-            and len({json.dumps(f.get(k), sort_keys=True) for f in flats}) > 1]
+    keys = set().union(*flats) if flats else set()
+    return sorted((k for k in keys if k != "seed"
+                   and len({_value(f.get(k)) for f in flats}) > 1), key=key_rank)
+
+
+IDENTITY_KEYS = ("env.id", "algo.name", "scheme.preset")  # what is trained, and how spread
+HYPERPARAMETER_SECTIONS = ("algo", "scheme", "replay", "env")
+
+
+def key_rank(key: str) -> tuple[int, int, str]:
+    """Where ``key`` comes among keys that differ: the env, algorithm and scheme preset
+    first, then the other ``algo``, ``scheme``, ``replay`` and ``env`` keys (the
+    hyperparameters a sweep varies), then the rest (the network), then ``train.*`` (how long
+    the run is and how often it checkpoints, evaluates and logs); alphabetical within each."""
+    if key in IDENTITY_KEYS:
+        return 0, IDENTITY_KEYS.index(key), key
+    section = key.split(".", 1)[0]
+    if section in HYPERPARAMETER_SECTIONS:
+        return 1, 0, key
+    return (3 if section == "train" else 2), 0, key
+
+
+def telling_keys(runs: list[RunSummary]) -> list[str]:
+    """The few keys of :func:`differences` that tell every two of the runs' configs apart, in
+    the order of :func:`key_rank`.
+
+    Greedy: while some two configs look the same under the keys chosen so far, take a key of
+    the best rank (:func:`key_rank`'s first field) that separates some of them, the one that
+    separates the most. A SAC and a TD3 run differ in their gamma, warm-up and noise too, but
+    ``algo.name`` alone tells them apart; two SAC runs more are then told apart by ``algo.lr``.
+    """
+    keys = differences(runs)
+    configs = list({tuple(_value(flat_config(r.config).get(k)) for k in keys): None
+                    for r in runs})
+    alike = [configs]  # the configs the chosen keys do not tell apart, in classes
+    chosen: list[int] = []
+    while any(len(c) > 1 for c in alike):
+        separated = {i: sum(_pairs(len(c)) - sum(map(_pairs, Counter(x[i] for x in c).values()))
+                            for c in alike)
+                     for i in range(len(keys)) if i not in chosen}
+        best = min((i for i in separated if separated[i]),
+                   key=lambda i: (key_rank(keys[i])[0], -separated[i], key_rank(keys[i])))
+        chosen.append(best)
+        alike = [[x for x in c if x[best] == v] for c in alike for v in {x[best] for x in c}]
+    return sorted((keys[i] for i in chosen), key=key_rank)
+
+
+def _pairs(n: int) -> int:
+    return n * (n - 1) // 2
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
 
 
 def group(runs: list[RunSummary]) -> list[tuple[str, list[RunSummary]]]:
-    """Runs grouped by their values of :func:`differences`, each group named
-    ``key=value ...`` (the directory's name when only seeds differ)."""
-    keys = differences(runs)
+    """Runs grouped by their config less the seed, each group named ``key=value ...`` over
+    its :func:`telling_keys` ("all runs" when only seeds differ)."""
+    keys = telling_keys(runs)
     groups: dict[str, list[RunSummary]] = {}
     for run in runs:
         flat = flat_config(run.config)
