@@ -1,9 +1,11 @@
-"""`hpcrl runs` on a folder of mixed real runs: PPO and DQN on CartPole, SAC
+"""`hpcrl plot` and `hpcrl runs` on a folder of mixed real runs: PPO and DQN on CartPole, SAC
 (two learning rates) and TD3 on Pendulum, PPO on Acrobot (too short to finish an episode),
 each a second or less of training, made once for the module through `hpcrl train`."""
 from __future__ import annotations
 
 import json
+import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ from click.testing import CliRunner
 from hpcrl.cli import main
 from hpcrl.runs_table import differences, find_runs, group, summarize, telling_keys
 from hpcrl.text_table import cut_middle, fit
+
+pytest.importorskip("matplotlib")
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 PPO = ["env.num_envs=4", "algo.num_steps=16", "algo.minibatch_size=32", "algo.num_epochs=2",
@@ -46,6 +50,51 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         out = invoke(*args)
         assert out.exit_code == 0, out.output
     return root
+
+
+def plot_quietly(*args: object):
+    """`hpcrl plot ARGS`, and every warning it raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = invoke("plot", *args)
+    return out, [f"{w.category.__name__}: {w.message}" for w in caught]
+
+
+@pytest.mark.parametrize("options", [[], ["--scheme", "--x", "wall_time_s"]],
+                         ids=["curves", "scheme"])
+def test_a_plot_of_mixed_runs_has_a_panel_per_env_and_its_legends_inside_the_figure(
+        mixed: Path, tmp_path: Path, options: list[str]) -> None:
+    from PIL import Image
+
+    from hpcrl.plots import figure
+
+    out, caught = plot_quietly(mixed, "-o", tmp_path / "x.png", *options)
+    assert out.exit_code == 0 and "x.png: 6 curves" in out.output, out.output
+    assert caught == []  # no "Tight layout not applied", nor any other
+
+    fig, drawn = figure([mixed], *(["wall_time_s", True] if options else []))
+    fig.draw_without_rendering()  # lays it out as savefig does
+    with Image.open(tmp_path / "x.png") as png:
+        assert png.size == pytest.approx((fig.bbox.width, fig.bbox.height), abs=1)
+    columns = 3 if options else 1
+    rows = [fig.axes[i:i + columns] for i in range(0, len(fig.axes), columns)]
+    assert [row[0].get_title().split(" ")[0] for row in rows] == ENVS
+    runs = [summarize(p) for p in find_runs([mixed])]
+    for row, env_id in zip(rows, ENVS):
+        legend = row[-1].get_legend()
+        box = legend.get_window_extent()
+        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, env_id
+        assert fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1, env_id
+        for ax in fig.axes:
+            assert not box.overlaps(ax.get_window_extent()), env_id  # beside the curves
+        here = [r for r in runs if r.config["env"]["id"] == env_id]
+        labels = [t.get_text() for t in legend.get_texts()]
+        assert len(labels) == len(set(labels)) == len(group(here))
+        keys = {k for text in labels for k in re.findall(r"([\w.]+)=", text)}
+        if env_id == "Acrobot-v1":
+            assert labels == ["seed 0 (no episode finished)"]
+        else:  # the two keys that tell this env's configs apart, of the many that differ
+            assert keys == {"algo.name", "algo.lr"} and len(differences(here)) > len(keys)
 
 
 def test_labels_are_the_keys_that_tell_the_configs_apart(mixed: Path) -> None:
