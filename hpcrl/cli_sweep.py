@@ -8,6 +8,8 @@ from typing import Any, Callable, Optional
 
 import click
 
+from hpcrl.cli_refusals import refusing
+
 SET_HELP = "Override a config key in every point, e.g. --set algo.lr=3e-4 (repeatable)."
 
 
@@ -65,6 +67,7 @@ def load_sweep(config: Optional[str], sets: tuple[str, ...], grid: tuple[str, ..
 @click.option("--launch", metavar="COMMAND", help="How a point with N ranks starts: e.g. "
               "'mpirun --oversubscribe' (-n N is added; default: the mpiexec beside this "
               "Python).")
+@refusing
 def sweep_command(config: Optional[str], seeds: Optional[str], grid: tuple[str, ...],
                   resume_dir: Optional[str], sets: tuple[str, ...], run_dir: Optional[str],
                   jobs: int, launch: Optional[str]) -> None:
@@ -75,7 +78,6 @@ def sweep_command(config: Optional[str], seeds: Optional[str], grid: tuple[str, 
     are, points with a checkpoint resume, the others start. Exits 1 when a point failed,
     3 when a signal stopped it with points left to resume.
     """
-    from hpcrl.config.loader import ConfigError
     from hpcrl.placement.mpi.launcher import launched_size
     from hpcrl.sweep_runner import SweepRunner, exit_code
 
@@ -83,12 +85,9 @@ def sweep_command(config: Optional[str], seeds: Optional[str], grid: tuple[str, 
         raise click.UsageError("hpcrl sweep starts each point's ranks itself: run it without "
                                "mpiexec/srun, and give --launch 'mpirun ...' if the points "
                                "need another launcher")
-    try:
-        sweep = load_sweep(config, sets, grid, seeds, run_dir, resume_dir)
-        runner = SweepRunner(sweep, jobs, launch, say=lambda text: click.echo(text, err=True))
-        outcomes = runner.run()
-    except ConfigError as err:
-        raise click.ClickException(str(err)) from None
+    sweep = load_sweep(config, sets, grid, seeds, run_dir, resume_dir)
+    runner = SweepRunner(sweep, jobs, launch, say=lambda text: click.echo(text, err=True))
+    outcomes = runner.run()
     left = sweep.unfinished()
     click.echo(f"hpcrl sweep: {len(sweep.points) - len(left)} of {len(sweep.points)} points "
                f"finished in {sweep.path}; see them with: hpcrl runs {sweep.path}", err=True)

@@ -30,7 +30,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.plugins import CONTRACTS, PluginError, load
+from hpcrl.errors import ExplainedError
+from hpcrl.plugins import CONTRACTS, PluginError, component_factory, failure
+
+NETWORK_CALL = "Class(observation_space, **actor.network_kwargs)"
 
 
 @runtime_checkable
@@ -101,15 +104,30 @@ def _observation_batch(space: gym.spaces.Box) -> torch.Tensor:
     return torch.from_numpy(np.nan_to_num(sample).astype(dtype))
 
 
+def network_factory(path: str) -> Any:
+    """What ``actor.network`` names, checked before it is called: a ``torch.nn.Module``
+    class (or a function) that takes the observation space as its first argument."""
+    return component_factory(path, "actor.network", nn.Module,
+                             "a torch.nn.Module subclass with an int attribute 'features' "
+                             "and forward(obs) -> [B, features]", NETWORK_CALL)
+
+
 def make_network(path: str, kwargs: dict[str, Any], space: Optional[gym.Space]) -> nn.Module:
     """The network at ``path`` built for ``space`` and checked against :class:`Network`:
     a module, an int ``features``, and ``[2, features]`` float features for a batch of
-    two observations."""
+    two observations. Its constructor's own error is refused naming the class."""
     if not isinstance(space, gym.spaces.Box):
         raise PluginError(f"config key 'actor.network' ({path}): a network of your own takes "
                           f"Box observations, and this env observes {space}; wrap the env "
                           f"(env.wrappers, e.g. gymnasium.wrappers:FlattenObservation)")
-    net = load(path, "actor.network")(space, **kwargs)
+    factory = network_factory(path)
+    try:
+        net = factory(space, **kwargs)
+    except ExplainedError:
+        raise
+    except Exception as err:  # the user's constructor may fail in any way
+        raise PluginError(f"config key 'actor.network' ({path}): building it as "
+                          f"{NETWORK_CALL} failed: {failure(err)}") from None
     if not isinstance(net, nn.Module):
         raise PluginError(f"config key 'actor.network' ({path}): it built a "
                           f"{type(net).__name__}, not a torch.nn.Module ({CONTRACTS})")
@@ -124,8 +142,7 @@ def make_network(path: str, kwargs: dict[str, Any], space: Optional[gym.Space]) 
         except Exception as err:
             raise PluginError(f"config key 'actor.network' ({path}): its forward failed on a "
                               f"batch [2, {', '.join(map(str, space.shape))}] of "
-                              f"{space.dtype} observations: {type(err).__name__}: "
-                              f"{err}") from None
+                              f"{space.dtype} observations: {failure(err)}") from None
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, features) \
             or not out.is_floating_point():
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping
@@ -126,3 +127,49 @@ def check_kwargs(factory: Callable[..., Any], kwargs: Mapping[str, Any], key: st
     if missing:
         raise PluginError(f"config key '{key}': {path} needs argument '{missing[0]}'; give "
                           f"it in {key}")
+
+
+def component_factory(path: str, key: str, base: type, kind: str, call: str) -> Any:
+    """What config key ``key`` names at ``path``, checked before it is called: a subclass
+    of ``base`` (or a function) that takes the one positional argument of ``call``, the
+    way hpcrl builds it. ``kind`` says what such a component is ("a torch.nn.Module
+    subclass"), for the refusal."""
+    factory = load(path, key)
+    if isinstance(factory, type) and not issubclass(factory, base):
+        raise PluginError(f"config key '{key}' ({path}): {factory.__name__} is not {kind}, "
+                          f"built as {call} ({CONTRACTS})")
+    if not callable(factory):
+        raise PluginError(f"config key '{key}' ({path}): it names a "
+                          f"{type(factory).__name__}, not a class; it must be {kind}, built "
+                          f"as {call} ({CONTRACTS})")
+    check_positional(factory, 1, key, path, call)
+    return factory
+
+
+def check_positional(factory: Callable[..., Any], fixed: int, key: str, path: str,
+                     call: str) -> None:
+    """Refuse a ``factory`` that cannot take the ``fixed`` positional arguments hpcrl calls
+    it with (``call`` shows the call, e.g. ``Class(env, **kwargs)``), before it is called:
+    a plain class or a function of the wrong shape is named with what it must provide."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return  # a builtin without a readable signature: it will say so itself
+    params = list(signature.parameters.values())
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return
+    slots = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    if slots < fixed:
+        name = getattr(factory, "__qualname__", path)
+        raise PluginError(f"config key '{key}' ({path}): hpcrl calls it as {call}, but "
+                          f"{name}{signature} takes {slots} positional argument(s) "
+                          f"({CONTRACTS})")
+
+
+def failure(err: BaseException) -> str:
+    """``err`` in one line for a refusal that wraps a user component's own error: its type,
+    message and the place in the user's code it was raised from."""
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in " \
+            f"{frames[-1].name})" if frames else ""
+    return f"{type(err).__name__}: {err}{where}"

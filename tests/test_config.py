@@ -88,5 +88,6 @@ def test_off_policy_learners_take_train_device(monkeypatch, tmp_path):
     config = load_config(None, ["algo.name=sac", "env.id=Pendulum-v1", "train.device=cuda",
                                 "train.total_env_steps=2000", "train.tensorboard=false"])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ValueError, match="'cuda' requested but CUDA is not available.*'cpu'"):
+    with pytest.raises(ValueError, match="'train.device' asks for 'cuda', but CUDA is not "
+                                         "available.*use train.device=cpu or auto"):
         Trainer(config, RunDir(tmp_path), console=None)

@@ -89,7 +89,8 @@ def test_bfloat16_on_an_mlp_encoder_is_refused_with_the_fix():
     with pytest.raises(ConfigError, match="compute_dtype"):
         from_dict({}, ["actor.encoder=nature_cnn", "actor.compute_dtype=float16"])
     vectors = gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (3,)), "b": gym.spaces.Discrete(4)})
-    with pytest.raises(ValueError, match="compute_dtype=bfloat16 .* none"):
+    with pytest.raises(ConfigError, match=r"'actor.encoder' \(nature_cnn\) takes image "
+                                          r"observations.*use actor.encoder=mlp"):
         make_encoder("nature_cnn", obs_format(vectors), 64, compute_dtype=BF16)
 
 

@@ -16,10 +16,10 @@ import yaml
 from hpcrl.config.algo_defaults import fill_algo_defaults
 from hpcrl.config.schema import Config
 from hpcrl.config.validate import validate
+from hpcrl.errors import ConfigError
 
-
-class ConfigError(ValueError):
-    """A config key, type or value that cannot be used; the message says how to fix it."""
+__all__ = ["ConfigError", "all_keys", "dump_yaml", "from_dict", "load_config",
+           "load_config_sources", "merge", "parse_overrides", "read_yaml", "resolve", "to_dict"]
 
 
 def all_keys(cls: type = Config, prefix: str = "") -> list[str]:

@@ -55,8 +55,8 @@ def _check_plugins(c: Config) -> Optional[str]:
     run in :func:`hpcrl.build.env_spaces`)."""
     from hpcrl.core.algorithms import (ALGORITHMS, BUILT_IN_ALGOS, algorithm_class,
                                        check_algorithm_kwargs)
-    from hpcrl.plugins import PluginError, check_kwargs, is_import_path, load
-    from hpcrl.core.suites import wrapper_specs
+    from hpcrl.plugins import PluginError, check_kwargs, is_import_path
+    from hpcrl.core.suites import wrapper_factory, wrapper_specs
 
     name = c.algo.name
     known = list(BUILT_IN_ALGOS)
@@ -77,13 +77,15 @@ def _check_plugins(c: Config) -> Optional[str]:
                 return (f"config keys 'actor.network' and 'actor.encoder' "
                         f"({c.actor.encoder}) both name the first stage of the networks; "
                         f"keep one (actor.encoder=mlp with a network of your own)")
-            check_kwargs(load(c.actor.network, "actor.network"), c.actor.network_kwargs,
+            from hpcrl.contracts import network_factory
+
+            check_kwargs(network_factory(c.actor.network), c.actor.network_kwargs,
                          "actor.network_kwargs", c.actor.network, fixed=1)
         elif c.actor.network_kwargs:
             return ("config key 'actor.network_kwargs' is for a network of your own "
                     "(actor.network='module:Class'); set actor.network or drop the kwargs")
         for path, kwargs in wrapper_specs(c.env):
-            check_kwargs(load(path, "env.wrappers"), kwargs, "env.wrappers", path, fixed=1)
+            check_kwargs(wrapper_factory(path), kwargs, "env.wrappers", path, fixed=1)
     except PluginError as err:
         return str(err)
     return None

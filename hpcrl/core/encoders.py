@@ -34,7 +34,7 @@ from torch import nn
 
 from hpcrl.core.obs_format import ObsFormat
 from hpcrl.core.precision import DTYPE_NAMES, autocast
-from hpcrl.errors import ExplainedError
+from hpcrl.errors import ConfigError, ExplainedError
 
 ENCODERS = ("mlp", "nature_cnn", "impala_resnet")
 Channels = Literal["auto", "first", "last"]
@@ -213,10 +213,15 @@ def make_encoder(name: str, fmt: ObsFormat, features: int, channels: str = "auto
     ``compute_dtype`` (``actor.compute_dtype``, None for float32) is the format its image
     torsos compute in; an encoder with none refuses one rather than ignore it."""
     images = fmt.image or any(sub.image for _, sub, _ in fmt.keys)
-    if compute_dtype is not None and (name == "mlp" or not images):
-        raise ValueError(f"actor.compute_dtype={DTYPE_NAMES[compute_dtype]} applies to image "
-                         f"encoders, and these observations (shape {fmt.shape}) go through "
-                         f"none with actor.encoder={name}; set actor.compute_dtype=float32")
+    if name != "mlp" and not images:
+        raise ConfigError(f"config key 'actor.encoder' ({name}) takes image observations "
+                          f"([C, H, W] or [H, W, C], or a Dict with such a key), and these "
+                          f"have shape {fmt.shape}; use actor.encoder=mlp")
+    if compute_dtype is not None and name == "mlp":
+        raise ConfigError(f"config key 'actor.compute_dtype' ({DTYPE_NAMES[compute_dtype]}) "
+                          f"applies to image encoders, and these observations (shape "
+                          f"{fmt.shape}) go through none with actor.encoder=mlp; set "
+                          f"actor.compute_dtype=float32")
     if fmt.packed and name != "mlp":
         return DictEncoder(fmt, name, features, channels, compute_dtype)
     if name == "mlp":

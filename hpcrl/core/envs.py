@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.config.loader import ConfigError
+from hpcrl.errors import ConfigError
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.env_state import capture_env_state, restore_env_state
 from hpcrl.core.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format

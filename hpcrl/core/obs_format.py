@@ -32,11 +32,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from hpcrl.errors import ExplainedError
+
 # one part of an observation: ("box", columns) or ("onehot", n, start)
 Part = tuple
 
 
-class UnsupportedSpace(ValueError):
+class UnsupportedSpace(ExplainedError, ValueError):
     """An observation space that no hpcrl network takes; the message names the fix."""
 
 

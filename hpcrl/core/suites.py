@@ -14,10 +14,12 @@ from typing import Any, Callable, Optional
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.config.loader import ConfigError
+from hpcrl.errors import ConfigError, ExplainedError
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.atari import LIFE_LOST, atari_env
-from hpcrl.plugins import CONTRACTS, PluginError, load
+from hpcrl.plugins import CONTRACTS, PluginError, component_factory, failure
+
+WRAPPER_CALL = "Class(env, **kwargs)"
 
 ATARI_INSTALL = ('pip install "hpcrl[atari]"  (or "gymnasium[atari]" and '
                  '"opencv-python-headless")')
@@ -91,10 +93,16 @@ def make_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
     problem = register_suite(config.id)
     if problem is not None:
         raise ConfigError(problem)
-    if config.preset == "atari":
-        env = atari_env(config, whole_games)
-    else:
-        env = gym.make(config.id, **config.kwargs)
+    try:
+        env = atari_env(config, whole_games) if config.preset == "atari" else gym.make(
+            config.id, **config.kwargs)
+    except TypeError as err:
+        if not config.kwargs:
+            raise
+        raise ConfigError(f"config key 'env.kwargs' ({config.kwargs}): env '{config.id}' does "
+                          f"not take them: {str(err).split(' was raised from')[0]}; drop or "
+                          f"rename the key (its keyword arguments are those of the env's "
+                          f"constructor)") from None
     return apply_wrappers(env, config)
 
 
@@ -114,11 +122,26 @@ def wrapper_specs(config: EnvConfig) -> list[tuple[str, dict[str, Any]]]:
     return specs
 
 
+def wrapper_factory(path: str) -> Any:
+    """What an ``env.wrappers`` entry names, checked before it is called: a
+    ``gymnasium.Wrapper`` class (or a function returning an env) that takes the env as its
+    first argument."""
+    return component_factory(path, "env.wrappers", gym.Env,
+                             "a gymnasium.Wrapper subclass (or a function returning an env)",
+                             WRAPPER_CALL)
+
+
 def apply_wrappers(env: gym.Env, config: EnvConfig) -> gym.Env:
     """``env`` inside the user's ``env.wrappers``, the first one innermost; a wrapper that
-    does not give back a Gymnasium env is refused, naming it."""
+    fails, or does not give back a Gymnasium env, is refused, naming it."""
     for path, kwargs in wrapper_specs(config):
-        wrapped = load(path, "env.wrappers")(env, **kwargs)
+        try:
+            wrapped = wrapper_factory(path)(env, **kwargs)
+        except ExplainedError:
+            raise
+        except Exception as err:  # the user's wrapper may fail in any way
+            raise PluginError(f"config key 'env.wrappers' ({path}): building it as "
+                              f"{WRAPPER_CALL} failed: {failure(err)}") from None
         if not isinstance(wrapped, gym.Env):
             raise PluginError(f"config key 'env.wrappers': {path}(env) returned "
                               f"{type(wrapped).__name__}, not a gymnasium.Env; a wrapper "

@@ -172,13 +172,22 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         with _allow_numpy_scalars():
             state = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError) as err:
-        raise CheckpointError(f"checkpoint '{path}' cannot be read safely ({err}); it is "
-                              f"corrupt or was not written by hpcrl") from None
+        raise CheckpointError(f"'{path}' cannot be read safely as a checkpoint: it is corrupt "
+                              f"or was not written by hpcrl ({_load_cause(err)})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"'{path}' is not an hpcrl checkpoint (format "
                               f"{state.get('format') if isinstance(state, dict) else None!r}, "
                               f"expected {FORMAT!r})")
     return state
+
+
+def _load_cause(err: BaseException) -> str:
+    """The line of torch's several-paragraph load error that says what was wrong (after its
+    ``WeightsUnpickler error:``), cut to a readable length."""
+    text = str(err)
+    text = text.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0] if text else ""
+    text = text if len(text) <= 120 else text[:117] + "..."
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _allow_numpy_scalars() -> ContextManager[None]:

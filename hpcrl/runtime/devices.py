@@ -12,6 +12,8 @@ from collections.abc import Mapping
 
 import torch
 
+from hpcrl.errors import ExplainedError
+
 # Node-local rank variables, in the order they are consulted, with who sets them.
 LOCAL_RANK_VARIABLES: tuple[tuple[str, str], ...] = (
     ("SLURM_LOCALID", "Slurm srun"),
@@ -22,6 +24,11 @@ LOCAL_RANK_VARIABLES: tuple[tuple[str, str], ...] = (
 )
 
 _CUDA_INDEX = re.compile(r"cuda:(\d+)")
+
+
+class DeviceError(ExplainedError, ValueError):
+    """A device that this process cannot use (no GPU, a missing index, a bad name); the
+    message names the option or config key that asked for it and the fix."""
 
 
 def node_local_rank(environ: Mapping[str, str] = os.environ) -> int | None:
@@ -49,6 +56,7 @@ def pick_device(
     local_rank: int | None,
     cuda_available: bool | None = None,
     device_count: int | None = None,
+    key: str = "train.device",
 ) -> torch.device:
     """The device for ``requested`` ('auto', 'cpu', 'cuda' or 'cuda:N').
 
@@ -56,6 +64,8 @@ def pick_device(
     cuda:(local_rank % device_count); 'auto' falls back to the CPU without
     CUDA. ``local_rank`` None counts as 0. ``cuda_available`` and
     ``device_count`` default to what torch reports; tests pass them in.
+    A device this process cannot use is a :class:`DeviceError` naming ``key``
+    (the config key or CLI option that asked for it) and the fix.
     """
     if cuda_available is None:
         cuda_available = torch.cuda.is_available()
@@ -73,25 +83,32 @@ def pick_device(
         return torch.device("cuda", rank % device_count) if has_gpu else torch.device("cpu")
     if request == "cuda":
         if not has_gpu:
-            raise ValueError(_no_cuda_message(requested))
+            raise DeviceError(_no_cuda_message(requested, key))
         return torch.device("cuda", rank % device_count)
     match = _CUDA_INDEX.fullmatch(request)
     if match is None:
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {requested!r}")
+        raise DeviceError(f"{_named(key)} must be 'auto', 'cpu', 'cuda' or 'cuda:N', got "
+                          f"{requested!r}")
     if not has_gpu:
-        raise ValueError(_no_cuda_message(requested))
+        raise DeviceError(_no_cuda_message(requested, key))
     index = int(match.group(1))
     if index >= device_count:
-        raise ValueError(
-            f"device {requested!r} does not exist: this process sees {device_count} CUDA "
-            f"device(s) (check CUDA_VISIBLE_DEVICES / the job's GPU request), "
-            f"or use 'auto' to spread ranks over the visible GPUs"
+        raise DeviceError(
+            f"{_named(key)} asks for {requested!r}, which does not exist: this process sees "
+            f"{device_count} CUDA device(s) (check CUDA_VISIBLE_DEVICES / the job's GPU "
+            f"request), or use 'auto' to spread ranks over the visible GPUs"
         )
     return torch.device("cuda", index)
 
 
-def _no_cuda_message(requested: str) -> str:
+def _named(key: str) -> str:
+    """``key`` as a message names it: a CLI option as it is, a config key as one."""
+    return key if key.startswith("-") else f"config key '{key}'"
+
+
+def _no_cuda_message(requested: str, key: str) -> str:
+    fix = f"{key} cpu or auto" if key.startswith("-") else f"{key}=cpu or auto"
     return (
-        f"device {requested!r} requested but CUDA is not available to this process "
-        "(no GPU visible or a CPU-only torch build); use 'cpu' or 'auto'"
+        f"{_named(key)} asks for {requested!r}, but CUDA is not available to this process "
+        f"(no GPU visible, or a CPU-only torch build: torch {torch.__version__}); use {fix}"
     )

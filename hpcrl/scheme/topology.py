@@ -11,11 +11,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from hpcrl.config.schema import SchemeConfig
+from hpcrl.errors import ExplainedError
 
 UPDATER, WORKER, COLLECTOR = "updater", "gradient_worker", "collector"
 
 
-class WorldSizeError(ValueError):
+class WorldSizeError(ExplainedError, ValueError):
     """The job was launched with a number of ranks the scheme cannot use."""
 
 

@@ -6,6 +6,7 @@ from typing import Any, Callable, Optional
 
 import click
 
+from hpcrl.cli_refusals import refusing
 from hpcrl.cli_sweep import sweep_options
 
 SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
@@ -53,10 +54,6 @@ def _options(**kwargs: Any) -> Any:
     return RenderOptions(**kwargs)
 
 
-def _fail(err: Exception) -> click.ClickException:
-    return click.ClickException(str(err))
-
-
 def _report(rendered: Any) -> None:
     """The warnings, the job's summary and its launcher, on stderr."""
     for text in rendered.warnings:
@@ -74,6 +71,7 @@ def slurm() -> None:
 @_render_options
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
               help="Write the script here (default: stdout).")
+@refusing
 def render_command(output: Optional[str], **kwargs: Any) -> None:
     """Fill TEMPLATE (sync, async, central or a template file) from CONFIG.
 
@@ -81,14 +79,9 @@ def render_command(output: Optional[str], **kwargs: Any) -> None:
     sync and central run one task per GPU, async one learner task per GPU plus the
     collector tasks of its scheme.
     """
-    from hpcrl.config.loader import ConfigError
     from hpcrl.slurm.render import render
-    from hpcrl.slurm.templates import TemplateError
 
-    try:
-        rendered = render(_options(**kwargs))
-    except (ConfigError, TemplateError) as err:
-        raise _fail(err) from None
+    rendered = render(_options(**kwargs))
     _report(rendered)
     if output is None:
         click.echo(rendered.text, nl=False)
@@ -99,19 +92,15 @@ def render_command(output: Optional[str], **kwargs: Any) -> None:
 
 @slurm.command("submit")
 @_render_options
+@refusing
 def submit_command(**kwargs: Any) -> None:
     """Render TEMPLATE like `render` and submit it with sbatch; prints the job id.
 
     With --run-dir the script (job.sbatch) and the Slurm log go into the run directory.
     """
-    from hpcrl.config.loader import ConfigError
-    from hpcrl.slurm.submit import SubmitError, submit
-    from hpcrl.slurm.templates import TemplateError
+    from hpcrl.slurm.submit import submit
 
-    try:
-        done = submit(_options(**kwargs))
-    except (ConfigError, TemplateError, SubmitError) as err:
-        raise _fail(err) from None
+    done = submit(_options(**kwargs))
     _report(done.rendered)
     where = f" (script {done.script})" if done.script else ""
     click.echo(f"hpcrl: submitted job {done.job_id}{where}", err=True)
@@ -126,6 +115,7 @@ def submit_command(**kwargs: Any) -> None:
               help="At most M array tasks run at once (sbatch --array=...%M).")
 @click.option("--submit", "submit_now", is_flag=True,
               help="Also submit the script with sbatch (prints the array's job id).")
+@refusing
 def sweep_command(seeds: Optional[str], grid: tuple[str, ...], resume_dir: Optional[str],
                   max_running: Optional[int], submit_now: bool, **kwargs: Any) -> None:
     """Render TEMPLATE as one Slurm job array over --seeds and a --grid of CONFIG's values:
@@ -137,26 +127,21 @@ def sweep_command(seeds: Optional[str], grid: tuple[str, ...], resume_dir: Optio
     have not finished; those with a checkpoint resume.
     """
     from hpcrl.cli_sweep import load_sweep
-    from hpcrl.config.loader import ConfigError
-    from hpcrl.slurm.submit import SubmitError, find_sbatch, run_sbatch
+    from hpcrl.slurm.submit import find_sbatch, run_sbatch
     from hpcrl.slurm.sweep import render_sweep, write_sweep_script
-    from hpcrl.slurm.templates import TemplateError
 
-    try:
-        sbatch = find_sbatch() if submit_now else None
-        sweep = load_sweep(kwargs["config"], tuple(kwargs["sets"]), grid, seeds,
-                           kwargs["run_dir"], resume_dir)
-        rendered = render_sweep(_options(**kwargs), sweep, max_running)
-        script = write_sweep_script(rendered, sweep)
-        _report(rendered)
-        click.echo(f"hpcrl: wrote {script}: {len(sweep.unfinished())} array tasks of "
-                   f"{len(sweep.points)} points", err=True)
-        if sbatch is None:
-            click.echo(f"hpcrl: submit it with: sbatch {script}", err=True)
-            return
-        job_id = run_sbatch(sbatch, script)
-    except (ConfigError, TemplateError, SubmitError) as err:
-        raise _fail(err) from None
+    sbatch = find_sbatch() if submit_now else None
+    sweep = load_sweep(kwargs["config"], tuple(kwargs["sets"]), grid, seeds,
+                       kwargs["run_dir"], resume_dir)
+    rendered = render_sweep(_options(**kwargs), sweep, max_running)
+    script = write_sweep_script(rendered, sweep)
+    _report(rendered)
+    click.echo(f"hpcrl: wrote {script}: {len(sweep.unfinished())} array tasks of "
+               f"{len(sweep.points)} points", err=True)
+    if sbatch is None:
+        click.echo(f"hpcrl: submit it with: sbatch {script}", err=True)
+        return
+    job_id = run_sbatch(sbatch, script)
     click.echo(f"hpcrl: submitted job array {job_id}; see the points with: hpcrl runs "
                f"{sweep.path}", err=True)
     click.echo(job_id)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
+from hpcrl.errors import ExplainedError
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.slurm.render import RenderOptions, Rendered, render
 
@@ -16,7 +17,7 @@ SCRIPT_NAME = "job.sbatch"
 LOG_PATTERN = "slurm-%j.out"
 
 
-class SubmitError(RuntimeError):
+class SubmitError(ExplainedError):
     """sbatch is missing or refused the job; the message says what to do."""
 
 

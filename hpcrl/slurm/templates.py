@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from hpcrl.errors import ExplainedError
+
 TEMPLATE_DIR = Path(__file__).resolve().with_name("templates")
 TEMPLATE_NAMES = ("sync", "async", "central")
 KIND_MARK = re.compile(r"^#\s*hpcrl-template:\s*(\S+)\s*$")
@@ -23,7 +25,7 @@ SHORT_OPTIONS = {"-N": "nodes", "-n": "ntasks", "-c": "cpus-per-task", "-t": "ti
                  "-o": "output", "-G": "gpus"}
 
 
-class TemplateError(ValueError):
+class TemplateError(ExplainedError, ValueError):
     """A template that cannot be found or rendered; the message names the fix."""
 
 

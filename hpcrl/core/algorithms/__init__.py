@@ -10,7 +10,9 @@ from hpcrl.core.algorithms.base import Algorithm
 from hpcrl.core.algorithms.impala import IMPALA
 from hpcrl.core.algorithms.ppo import PPO
 from hpcrl.core.reducer import Reducer
-from hpcrl.plugins import CONTRACTS, PluginError, check_kwargs, is_import_path, load
+from hpcrl.errors import ExplainedError
+from hpcrl.plugins import (CONTRACTS, PluginError, check_kwargs, failure, is_import_path,
+                           load)
 
 ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "a2c": A2C, "impala": IMPALA}
 BUILT_IN_ALGOS = tuple(ALGORITHMS) + OFF_POLICY_ALGOS  # every name algo.name takes as it is
@@ -69,7 +71,17 @@ def make_algorithm(actor: nn.Module, config: AlgoConfig, reducer: Reducer | None
     """The algorithm named by ``config.name`` over ``actor`` (a plug-in gets
     ``config.kwargs`` as keyword arguments); ``on_nonfinite`` is ``train.on_nonfinite``
     (what a NaN/inf loss term or gradient does)."""
-    return algorithm_class(config.name)(actor, config, reducer, on_nonfinite, **config.kwargs)
+    cls = algorithm_class(config.name)
+    if not is_import_path(config.name):
+        return cls(actor, config, reducer, on_nonfinite)
+    try:
+        return cls(actor, config, reducer, on_nonfinite, **config.kwargs)
+    except ExplainedError:
+        raise
+    except Exception as err:  # the user's constructor may fail in any way
+        raise PluginError(f"config key 'algo.name' ({config.name}): building it as "
+                          f"{cls.__name__}(actor, config, reducer, on_nonfinite, "
+                          f"**algo.kwargs) failed: {failure(err)}") from None
 
 
 __all__ = ["A2C", "ALGORITHMS", "Algorithm", "BUILT_IN_ALGOS", "IMPALA", "PPO", "algorithm_class",

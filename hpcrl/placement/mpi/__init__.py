@@ -16,7 +16,7 @@ from typing import IO, Any, Optional
 from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import Config
-from hpcrl.placement.mpi.job import MpiJob, build_job, wants_mpi
+from hpcrl.placement.mpi.job import MpiJob, build_job, exit_if_any_rank_refuses, wants_mpi
 from hpcrl.placement.mpi.launcher import resume_command
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.cpu import set_compute_threads, startup_objects_frozen
@@ -167,7 +167,4 @@ def _action_space_check(job: MpiJob) -> None:
     from hpcrl.core.algorithms.offpolicy import action_space_problem
 
     problem = action_space_problem(job.config.algo.name, job.spaces, job.config.env.id)
-    if problem:
-        if job.is_leader:
-            print(f"hpcrl: {problem}", file=sys.stderr, flush=True)
-        sys.exit(2)
+    exit_if_any_rank_refuses(job.world, problem, job.describe())

@@ -5,6 +5,7 @@ table without exchanging it; communicators are made once, in the same order ever
 """
 from __future__ import annotations
 
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.rollout import RolloutLayout
 from hpcrl.placement.mpi.launcher import (in_slurm_step, launched_rank, launched_size,
                                           lone_rank_problem, srun_command)
-from hpcrl.runtime.devices import node_local_rank, pick_device
+from hpcrl.runtime.devices import DeviceError, node_local_rank, pick_device
 from hpcrl.scheme import COLLECTOR, UPDATER, WORKER, RankRole, assign_roles, required_world_size
 
 LONE_RANK_GRACE_S = 20.0  # how long the other lone tasks leave task 0 to report the mismatch
@@ -55,12 +56,7 @@ class MpiJob:
 
     def describe(self) -> str:
         """The role in words, for error reports."""
-        r = self.role
-        if r.role == UPDATER:
-            return "updater"
-        if r.role == WORKER:
-            return f"gradient worker {r.group}" + (" + collector" if r.collects else "")
-        return f"collector of gradient worker {r.group}"
+        return describe_role(self.role)
 
     def ranks(self, role: str, group: Optional[int] = None) -> list[int]:
         return [r.rank for r in self.table if r.role == role and (group is None or r.group == group)]
@@ -83,6 +79,15 @@ class MpiJob:
 
     def layout(self) -> RolloutLayout:
         return rollout_layout(self.config, self.spaces, self.config.env.num_envs)
+
+
+def describe_role(role: RankRole) -> str:
+    """A rank's role in words, for error reports: "gradient worker 1 + collector"."""
+    if role.role == UPDATER:
+        return "updater"
+    if role.role == WORKER:
+        return f"gradient worker {role.group}" + (" + collector" if role.collects else "")
+    return f"collector of gradient worker {role.group}"
 
 
 def _to_device(actor: ActorCritic, device: torch.device) -> ActorCritic:
@@ -120,15 +125,46 @@ def rank_table(world: Any, config: Config) -> list[RankRole]:
         sys.exit(2)
 
 
+def exit_if_any_rank_refuses(world: Any, problem: Optional[str], who: str) -> None:
+    """Every rank exits with status 2 when any rank has a ``problem`` (a message naming the
+    key and the fix), rank 0 printing the first with the rank, its role ``who`` and host;
+    else returns. Collective: each rank calls it at the same point, so a problem that only
+    some ranks meet (a GPU missing on one node) stops the whole job before any work, said
+    once, instead of a silent exit of the rank that met it."""
+    found = world.allgather(None if problem is None else (who, socket.gethostname(), problem))
+    first = next(((rank, *item) for rank, item in enumerate(found) if item is not None), None)
+    if first is None:
+        return
+    if world.Get_rank() == 0:
+        rank, role, host, message = first
+        where = f"rank {rank} ({role}) on {host}: " if world.Get_size() > 1 else ""
+        print(f"hpcrl: {where}{message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def _role_device(config: Config, role: RankRole) -> tuple[Optional[torch.device],
+                                                          Optional[str]]:
+    """This role's device (``train.device`` for learners, ``scheme.collector_device`` for
+    collectors), or why it cannot have it."""
+    key = "train.device" if role.learner else "scheme.collector_device"
+    requested = config.train.device if role.learner else config.scheme.collector_device
+    try:
+        return pick_device(requested, node_local_rank(), key=key), None
+    except DeviceError as err:
+        return None, str(err)
+
+
 def build_job(config: Config) -> MpiJob:
-    """This rank's job; exits every rank with status 2 when the world size is wrong."""
+    """This rank's job; exits every rank with status 2 when the world size is wrong or a
+    rank cannot have its device."""
     world = world_comm()
     table = rank_table(world, config)
     rank = world.Get_rank()
     role = table[rank]
     learners = split_by_role(world, 0 if role.learner else 1, rank)
     gradient = split_by_role(world, 0 if role.role == WORKER else 1, rank)
-    requested = config.train.device if role.learner else config.scheme.collector_device
-    device = pick_device(requested, node_local_rank())
+    device, problem = _role_device(config, role)
+    exit_if_any_rank_refuses(world, problem, describe_role(role))
+    assert device is not None  # no rank refused
     return MpiJob(config, world, role, table, learners if role.learner else None,
                   gradient if role.role == WORKER else None, device, env_spaces(config))
