@@ -10,9 +10,8 @@ from typing import Optional
 
 import click
 
-from hpcrl.config.loader import ConfigError, load_config
-from hpcrl.errors import ExplainedError
-from hpcrl.runtime.checkpoint import CheckpointError
+from hpcrl.cli_refusals import refusing
+from hpcrl.config.loader import load_config
 
 SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
 
@@ -20,16 +19,6 @@ SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
 # they run last-registered first) spares the interpreter's final full collection over the
 # ~200k objects torch leaves, about 0.5 s of every run; the OS takes the memory back anyway.
 atexit.register(gc.freeze)
-
-
-def _fail(err: Exception) -> click.ClickException | click.exceptions.Exit:
-    """The error to end with: printed by the launcher's rank 0 only, since under
-    ``mpiexec -n N`` every rank meets the same bad config and N copies say nothing more."""
-    from hpcrl.placement.mpi.launcher import launched_rank
-
-    if launched_rank() != 0:
-        return click.exceptions.Exit(1)
-    return click.ClickException(str(err))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -45,6 +34,7 @@ def main() -> None:
               "(default: runs/<algo>-<env>-<time>).")
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False, exists=True),
               help="Continue the run in this directory from its last checkpoint.")
+@refusing
 def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[str],
           resume_dir: Optional[str]) -> None:
     """Train an agent. Without CONFIG, trains PPO on CartPole-v1 (the embedded default)."""
@@ -60,8 +50,6 @@ def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[s
             result = api.train(config, sets=overrides, run_dir=run_dir)
     except api.RunDirTaken as err:
         raise click.UsageError(str(err)) from None
-    except (ConfigError, CheckpointError, ExplainedError) as err:
-        raise _fail(err) from None
     if result.preempted:
         _exit_preempted(result.run_dir, world_size=result.world_size, tell=result.is_leader)
 
@@ -92,27 +80,35 @@ def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True) -> None:
                    "(pip install \"hpcrl[video]\").")
 @click.option("--best", is_flag=True, help="The policy that scored best in the evaluations "
               "during training (checkpoints/best.pt; train.eval_every), not the last.")
+@click.option("--max-episode-steps", type=click.IntRange(min=1), default=None,
+              help="Cut each episode after this many steps and count it as truncated "
+                   "(default: the run's train.eval_max_episode_steps: the env's own time "
+                   "limit, or 27,000 steps for an env without one).")
+@refusing
 def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
-                 as_json: bool, device: str, video: Optional[str], best: bool) -> None:
+                 as_json: bool, device: str, video: Optional[str], best: bool,
+                 max_episode_steps: Optional[int]) -> None:
     """Run the trained policy of RUN_DIR (or a checkpoint file) deterministically."""
-    from hpcrl.evaluation import evaluate
+    from dataclasses import replace
+
+    from hpcrl.evaluation import evaluate, truncation_note
     from hpcrl.policy import load_policy_and_config
     from hpcrl.runtime.devices import node_local_rank, pick_device
     from hpcrl.video import record
 
-    try:
-        where = pick_device(device, node_local_rank())
-        actor, cfg = load_policy_and_config(run_dir, where, best)
-        n = episodes or max(cfg.train.eval_episodes, 1)
-        result = (record(actor, cfg, n, video, seed) if video is not None
-                  else evaluate(actor, cfg, n, seed))
-    except (ValueError, CheckpointError, ExplainedError) as err:  # a bad --device, config,
-        raise _fail(err) from None                                 # checkpoint or video
+    where = pick_device(device, node_local_rank(), key="--device")
+    actor, cfg = load_policy_and_config(run_dir, where, best)
+    if max_episode_steps is not None:
+        cfg = replace(cfg, train=replace(cfg.train, eval_max_episode_steps=max_episode_steps))
+    n = episodes or max(cfg.train.eval_episodes, 1)
+    result = (record(actor, cfg, n, video, seed, console=sys.stderr) if video is not None
+              else evaluate(actor, cfg, n, seed, console=sys.stderr))
     if as_json:
         click.echo(json.dumps({"env_id": cfg.env.id, **result}))
     else:
         click.echo(f"{cfg.env.id}: mean return {result['mean_return']:.2f} +- "
-                   f"{result['std_return']:.2f} over {n} episodes")
+                   f"{result['std_return']:.2f} over {n} episodes"
+                   f"{truncation_note(result, '--max-episode-steps')}")
         if video is not None:
             click.echo(f"{video}: {result['frames']} frames")
 
@@ -121,14 +117,12 @@ def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
 @click.argument("config_path", required=False, type=click.Path(dir_okay=False))
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for scripts).")
+@refusing
 def plan(config_path: Optional[str], overrides: tuple[str, ...], as_json: bool) -> None:
     """Print the rank table of the config's scheme and the world size it needs."""
     from hpcrl.scheme.plan import plan_json, plan_text
 
-    try:
-        cfg = load_config(config_path, overrides)
-    except ConfigError as err:
-        raise _fail(err) from None
+    cfg = load_config(config_path, overrides)
     click.echo(json.dumps(plan_json(cfg)) if as_json else plan_text(cfg))
 
 
@@ -141,16 +135,14 @@ def config() -> None:
 @click.argument("config_path", required=False, type=click.Path(dir_okay=False))
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--docs", is_flag=True, help="Print every key with its documentation instead.")
+@refusing
 def config_show(config_path: Optional[str], overrides: tuple[str, ...], docs: bool) -> None:
     """Print the resolved config (defaults < CONFIG_PATH < --set) as YAML; keys that take
     the chosen algorithm's defaults, or a preset's agent, are marked."""
     from hpcrl.config.docs import annotated_yaml, describe
     from hpcrl.config.loader import load_config_sources
 
-    try:
-        cfg, sources = load_config_sources(config_path, overrides)
-    except ConfigError as err:
-        raise _fail(err) from None
+    cfg, sources = load_config_sources(config_path, overrides)
     if docs:
         click.echo(describe(cfg, sources))
     else:

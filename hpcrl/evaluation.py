@@ -6,8 +6,9 @@ host, and each action comes back to it.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, Callable, Optional
+import time
+from dataclasses import dataclass, replace
+from typing import IO, Any, Callable, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -40,10 +41,53 @@ def _env_action(action: np.ndarray, space: gym.Space) -> Any:
     return action.astype(space.dtype)  # MultiDiscrete, MultiBinary: the integers it holds
 
 
+DEFAULT_MAX_EPISODE_STEPS = 27_000  # Atari's 108,000 frames at frame skip 4: 30 minutes
+PROGRESS_EVERY_S = 10.0  # an evaluation that runs longer says how far it got this often
+
+
+@dataclass
+class Episodes:
+    """What :func:`run_episodes` played: each episode's return, how many were cut at
+    ``max_steps`` (``truncated``), and the steps played in all."""
+
+    returns: list[float]
+    truncated: int
+    max_steps: int
+    steps: int
+
+
+def episode_cap(config: Config, env: gym.Env) -> int:
+    """Steps after which an evaluation episode of ``env`` is cut:
+    ``train.eval_max_episode_steps`` when set, else the env's own time limit, else
+    :data:`DEFAULT_MAX_EPISODE_STEPS`."""
+    if config.train.eval_max_episode_steps > 0:
+        return config.train.eval_max_episode_steps
+    own = env.spec.max_episode_steps if env.spec is not None else None
+    return int(own) if own else DEFAULT_MAX_EPISODE_STEPS
+
+
+class _Progress:
+    """Progress lines of a long evaluation on ``console``: one every
+    :data:`PROGRESS_EVERY_S` seconds, none for an evaluation that ends sooner."""
+
+    def __init__(self, console: Optional[IO[str]], episodes: int) -> None:
+        self.console, self.episodes = console, episodes
+        self.start = self.last = time.monotonic()
+
+    def __call__(self, done: int, steps: int) -> None:
+        now = time.monotonic()
+        if self.console is None or now - self.last < PROGRESS_EVERY_S:
+            return
+        self.last = now
+        print(f"eval: {done} of {self.episodes} episodes done, {steps:,} steps in "
+              f"{now - self.start:.0f} s", file=self.console, flush=True)
+
+
 def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
                  seed: int | None = None,
-                 on_frame: Optional[Callable[[gym.Env], None]] = None) -> list[float]:
-    """Returns of ``episodes`` episodes, taking the actor's most likely actions.
+                 on_frame: Optional[Callable[[gym.Env], None]] = None,
+                 console: Optional[IO[str]] = None) -> Episodes:
+    """``episodes`` episodes taking the actor's most likely actions.
 
     Episode ``i`` is played from ``reset(seed=base + i)`` whatever else runs, so the returns
     do not depend on how episodes are grouped. Up to :data:`MAX_PARALLEL_EPISODES` envs play
@@ -51,12 +95,14 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
     not one per env and step). The envs have the training env's preprocessing
     (``env.preset``) but play whole games with the game's own rewards: no episode ends at a
     lost life, no reward is clipped. A recurrent actor's state is carried through each
-    episode, from zeros at its start.
+    episode, from zeros at its start. An episode still going after :func:`episode_cap` steps
+    is cut there and counted as truncated: a deterministic policy may never end one.
 
     ``on_frame(env)`` (a video) makes the episodes play one after the other in an env made
-    with ``render_mode="rgb_array"``, called after its reset and after each step."""
+    with ``render_mode="rgb_array"``, called after its reset and after each step.
+    ``console``: where a long evaluation says how far it got."""
     if episodes <= 0:
-        return []
+        return Episodes([], 0, 0, 0)
     base = (config.seed if seed is None else seed) + EVAL_SEED_OFFSET
     env_config, parallel = config.env, MAX_PARALLEL_EPISODES
     if on_frame is not None:
@@ -64,17 +110,21 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
         parallel = 1
     envs = [make_env(env_config, whole_games=True) for _ in range(min(episodes, parallel))]
     space, fmt = envs[0].action_space, obs_format(envs[0].observation_space)
+    cap = episode_cap(config, envs[0])
     returns = [0.0] * episodes
     playing: dict[int, tuple[int, Any]] = {}  # env slot -> (episode, its last observation)
+    lengths = [0] * len(envs)  # steps of the episode each slot plays
     recurrent = bool(getattr(actor, "recurrent", False))
     states = actor.initial_state(len(envs)) if recurrent else None  # one row per env slot
-    next_episode = 0
+    next_episode = truncated = steps = 0
+    progress = _Progress(console, episodes)
     try:
         while next_episode < episodes or playing:
             for slot in range(len(envs)):
                 if slot not in playing and next_episode < episodes:
                     obs, _ = envs[slot].reset(seed=base + next_episode)
                     playing[slot] = (next_episode, obs)
+                    lengths[slot] = 0
                     next_episode += 1
                     if on_frame is not None:
                         on_frame(envs[slot])
@@ -92,31 +142,50 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
                     actions = out.cpu().numpy()
             for slot, action in zip(slots, actions):
                 episode = playing[slot][0]
-                obs, reward, terminated, truncated, _ = envs[slot].step(
+                obs, reward, terminated, truncated_here, _ = envs[slot].step(
                     _env_action(action, space))
                 returns[episode] += float(reward)
+                lengths[slot] += 1
+                steps += 1
                 if on_frame is not None:
                     on_frame(envs[slot])
-                if terminated or truncated:
+                cut = lengths[slot] >= cap and not (terminated or truncated_here)
+                if terminated or truncated_here or cut:
                     del playing[slot]
+                    truncated += int(cut)
                 else:
                     playing[slot] = (episode, obs)
+            progress(next_episode - len(playing), steps)
     finally:
         for env in envs:
             env.close()
-    return returns
+    return Episodes(returns, truncated, cap, steps)
 
 
 def evaluate(actor: torch.nn.Module, config: Config, episodes: int,
              seed: int | None = None,
-             on_frame: Optional[Callable[[gym.Env], None]] = None) -> dict[str, Any]:
-    """``{"mean_return", "std_return", "episodes", "returns"}`` over deterministic episodes
-    (``on_frame``: see :func:`run_episodes`)."""
+             on_frame: Optional[Callable[[gym.Env], None]] = None,
+             console: Optional[IO[str]] = None) -> dict[str, Any]:
+    """``{"mean_return", "std_return", "episodes", "returns", "truncated",
+    "max_episode_steps"}`` over deterministic episodes (``truncated``: how many were cut at
+    ``max_episode_steps``; ``on_frame``, ``console``: see :func:`run_episodes`)."""
     was_training = actor.training
     actor.eval()
     try:
-        returns = run_episodes(actor, config, episodes, seed, on_frame)
+        played = run_episodes(actor, config, episodes, seed, on_frame, console)
     finally:
         actor.train(was_training)
-    return {"mean_return": float(np.mean(returns)), "std_return": float(np.std(returns)),
-            "episodes": episodes, "returns": returns}
+    return {"mean_return": float(np.mean(played.returns)),
+            "std_return": float(np.std(played.returns)), "episodes": episodes,
+            "returns": played.returns, "truncated": played.truncated,
+            "max_episode_steps": played.max_steps}
+
+
+def truncation_note(result: dict[str, Any], option: str) -> str:
+    """`` (3 of 10 episodes cut at 27,000 steps: OPTION)`` when the evaluation ``result``
+    cut episodes, else ``""``: said beside the mean return, whose episodes those were."""
+    cut = result.get("truncated", 0)
+    if not cut:
+        return ""
+    return (f" ({cut} of {result['episodes']} episodes cut at "
+            f"{result['max_episode_steps']:,} steps: {option})")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import IO, Any, Optional
 
 import numpy as np
 import torch
@@ -42,9 +42,10 @@ def _writer(path: Path, fps: float) -> Any:
 
 
 def record(actor: torch.nn.Module, config: Config, episodes: int, path: str | Path,
-           seed: Optional[int] = None) -> dict[str, Any]:
+           seed: Optional[int] = None, console: Optional[IO[str]] = None) -> dict[str, Any]:
     """Play ``episodes`` deterministic episodes into the video ``path``; returns the
-    evaluation figures (as :func:`hpcrl.evaluation.evaluate`) with ``frames`` and ``video``."""
+    evaluation figures (as :func:`hpcrl.evaluation.evaluate`, which says how far a long one
+    got on ``console``) with ``frames`` and ``video``."""
     from hpcrl.evaluation import evaluate
 
     if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
@@ -72,7 +73,7 @@ def record(actor: torch.nn.Module, config: Config, episodes: int, path: str | Pa
         frames += 1
 
     try:
-        result = evaluate(actor, config, episodes, seed, on_frame=on_frame)
+        result = evaluate(actor, config, episodes, seed, on_frame=on_frame, console=console)
     finally:
         if writer is not None:
             writer.close()

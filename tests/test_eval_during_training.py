@@ -142,3 +142,22 @@ def test_wandb_gets_the_progress_rows_and_a_resume_continues_its_run(
     again = [json.loads(line) for line in log.read_text().splitlines()]
     assert again[0]["id"] == init["id"] and again[0]["resume"] == "allow"
     assert [c["data"]["env_steps"] for c in again if c["call"] == "log"] == [1280, 1536]
+
+
+def test_a_resumed_curve_written_before_the_truncated_column_gets_it(tmp_path: Path) -> None:
+    """eval.csv of a run that an earlier hpcrl wrote has no 'truncated' column: the rows a
+    resume keeps are written again under today's header, so the rows it appends line up."""
+    import csv
+
+    from hpcrl.placement.periodic_eval import COLUMNS, _kept_rows
+
+    path = tmp_path / "eval.csv"
+    path.write_text("env_steps,updates,wall_time_s,mean_return,std_return,episodes\n"
+                    "100,1,1.5,10,1,2\n200,2,3,20,2,2\n300,3,4.5,30,3,2\n")
+    kept = _kept_rows(path, 200)
+    assert [r["env_steps"] for r in kept] == ["100", "200"]
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    assert tuple(reader.fieldnames) == COLUMNS
+    assert [(r["mean_return"], r["truncated"]) for r in rows] == [("10", ""), ("20", "")]

@@ -201,6 +201,12 @@ class TrainConfig:
 
     total_env_steps: int = doc("Environment steps to train for, summed over all envs.", 100_000)
     eval_episodes: int = doc("Deterministic episodes run at the end of training (0 skips).", 10)
+    eval_max_episode_steps: int = doc(
+        "Steps after which an evaluation episode (the final one, train.eval_every's, hpcrl "
+        "eval and its videos) is cut and counted as truncated, since a deterministic policy "
+        "can walk into a wall forever. 0: the env's own time limit (its max_episode_steps), "
+        "and 27,000 steps for an env without one (Atari's 30 minutes of play at frame skip "
+        "4). hpcrl eval --max-episode-steps overrides it.", 0)
     checkpoint_every: int = doc("Write a checkpoint every this many updates (and at the end).",
                                 50)
     log_interval_s: float = doc("Seconds between progress lines on the console.", 5.0)

@@ -109,6 +109,7 @@ def _check_numbers(c: Config) -> Optional[str]:
         _positive("algo.optimizer_eps", c.algo.optimizer_eps),
         _positive("train.total_env_steps", c.train.total_env_steps),
         _positive("train.eval_episodes", c.train.eval_episodes, strict=False),
+        _positive("train.eval_max_episode_steps", c.train.eval_max_episode_steps, strict=False),
         _positive("train.checkpoint_every", c.train.checkpoint_every),
         _positive("train.eval_every", c.train.eval_every, strict=False),
         _positive("train.keep_checkpoints", c.train.keep_checkpoints),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import io
 import math
 import queue
 import threading
@@ -24,23 +25,36 @@ from typing import IO, Any, Callable, Optional
 
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
-from hpcrl.evaluation import evaluate
+from hpcrl.evaluation import evaluate, truncation_note
 from hpcrl.runtime.finite import save_finite_checkpoint
 from hpcrl.runtime.progress import truncate_rows
 from hpcrl.runtime.run_dir import RunDir, writing
 
-COLUMNS = ("env_steps", "updates", "wall_time_s", "mean_return", "std_return", "episodes")
+# ``truncated``: the episodes of the row cut at train.eval_max_episode_steps
+COLUMNS = ("env_steps", "updates", "wall_time_s", "mean_return", "std_return", "episodes",
+           "truncated")
 LAG_WARNING = 3  # snapshots waiting before the run says the evaluations fall behind
 
 
 def _kept_rows(path: Path, env_steps: int) -> list[dict[str, str]]:
-    """The rows of ``eval.csv`` up to ``env_steps``; the file is cut to them."""
+    """The rows of ``eval.csv`` up to ``env_steps``; the file is cut to them (and written
+    anew under today's :data:`COLUMNS` when an earlier hpcrl wrote it with fewer)."""
     if not path.exists():
         return []
     with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
+        reader = csv.DictReader(f)
+        rows = list(reader)
     kept = [r for r in rows if int(float(r["env_steps"])) <= env_steps]
-    truncate_rows(path, len(kept))
+    if tuple(reader.fieldnames or ()) == COLUMNS:
+        truncate_rows(path, len(kept))
+    else:
+        text = io.StringIO()
+        writer = csv.DictWriter(text, COLUMNS, restval="", extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(kept)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text.getvalue())
+        tmp.replace(path)
     return kept
 
 
@@ -123,7 +137,8 @@ class PeriodicEvaluator:
             result = evaluate(actor, self.config, self.episodes)
         row = {"env_steps": env_steps, "updates": updates,
                "wall_time_s": f"{wall_time_s:.6g}", "mean_return": f"{result['mean_return']:.6g}",
-               "std_return": f"{result['std_return']:.6g}", "episodes": self.episodes}
+               "std_return": f"{result['std_return']:.6g}", "episodes": self.episodes,
+               "truncated": result["truncated"]}
         with writing("evaluation curve", self.run.eval_curve_path):
             with open(self.run.eval_curve_path, "a", newline="") as f:
                 csv.DictWriter(f, COLUMNS).writerow(row)
@@ -135,9 +150,10 @@ class PeriodicEvaluator:
                 "counters": {"updates": updates, "env_steps": env_steps,
                              "wall_time_s": wall_time_s},
                 "evaluation": {k: result[k] for k in ("mean_return", "std_return",
-                                                      "episodes")},
+                                                      "episodes", "truncated")},
             }, self.run.best_path)
         if self.console is not None:
             print(f"eval at {env_steps:,} env steps: mean return {result['mean_return']:.1f} "
-                  f"+- {result['std_return']:.1f} (best {self.best:.1f})",
+                  f"+- {result['std_return']:.1f} (best {self.best:.1f})"
+                  f"{truncation_note(result, 'train.eval_max_episode_steps')}",
                   file=self.console, flush=True)

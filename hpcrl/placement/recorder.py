@@ -20,7 +20,7 @@ from hpcrl.config.loader import dump_yaml, to_dict
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces
-from hpcrl.evaluation import evaluate
+from hpcrl.evaluation import evaluate, truncation_note
 from hpcrl.placement.periodic_eval import PeriodicEvaluator
 from hpcrl.runtime.checkpoint import keep_recent
 from hpcrl.runtime.finite import save_finite_checkpoint
@@ -142,12 +142,15 @@ class RunRecorder:
         episodes = self.config.train.eval_episodes
         if episodes <= 0:
             return None
-        result = evaluate(actor, self.config, episodes)
+        stream = self.console.stream if self.console is not None else None
+        result = evaluate(actor, self.config, episodes, console=stream)
         write_run_file("evaluation result", self.run.eval_path,
                        json.dumps(result, indent=2) + "\n")
-        if self.console is not None:
+        if stream is not None:
             print(f"eval over {episodes} episodes: mean return {result['mean_return']:.1f} "
-                  f"+- {result['std_return']:.1f}", file=self.console.stream, flush=True)
+                  f"+- {result['std_return']:.1f}"
+                  f"{truncation_note(result, 'train.eval_max_episode_steps')}",
+                  file=stream, flush=True)
         if self.periodic is not None:
             self.periodic.record_final(actor, self.env_steps, self.updates, self.wall_time_s,
                                        result)

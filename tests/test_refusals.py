@@ -1,0 +1,167 @@
+"""Every refusal the CLI makes, met the way a user meets it: one or two lines naming the key
+(or option) and the fix, a non-zero exit status, no traceback, and no run directory left
+behind. Most run through click's CliRunner in this process (an exception that escaped the
+command would be its ``exception``, not a ``SystemExit``); the device refusals, which a user
+meets from the shell and under ``mpiexec``, run as real processes."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from hpcrl.cli import main
+
+PLUGINS = '''
+import gymnasium as gym
+import torch
+
+
+class NotANetwork:
+    """A plain class: no nn.Module, no constructor arguments."""
+
+
+class TakesNothing(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+
+
+class RaisingNetwork(torch.nn.Module):
+    def __init__(self, observation_space, width=8):
+        super().__init__()
+        raise RuntimeError(f"width {width} is too small")
+
+
+class RaisingWrapper(gym.Wrapper):
+    def __init__(self, env, scale=1.0):
+        super().__init__(env)
+        raise ValueError("scale must be positive")
+
+
+def not_a_class(x):
+    return x
+'''
+
+NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="refusals of a GPU-less machine")
+
+
+@pytest.fixture
+def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A module ``refusal_plugins`` of components that break their contracts."""
+    (tmp_path / "refusal_plugins.py").write_text(PLUGINS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def assert_refused(output: str, code: int, *needles: str) -> None:
+    """A refusal: non-zero exit, at most two lines, no traceback, each needle said."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert code != 0, output
+    assert "Traceback" not in output, output
+    assert 1 <= len(lines) <= 2, output
+    for needle in needles:
+        assert needle in output, (needle, output)
+
+
+def refused_in_process(*args: str, needles: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), \
+        repr(result.exception)
+    assert_refused(result.output, result.exit_code, *needles)
+
+
+@pytest.mark.parametrize("sets, needles", [
+    (["actor.network=refusal_plugins:NotANetwork"],
+     ("'actor.network'", "NotANetwork is not a torch.nn.Module",
+      "Class(observation_space, **actor.network_kwargs)", "'features'")),
+    (["actor.network=refusal_plugins:TakesNothing"],
+     ("'actor.network'", "TakesNothing()", "takes 0 positional argument")),
+    (["actor.network=refusal_plugins:not_a_class", "env.id=Pendulum-v1",
+      "algo.name=ppo"], ("'actor.network'", "not a torch.nn.Module")),
+    (["actor.network=refusal_plugins:RaisingNetwork"],
+     ("'actor.network'", "refusal_plugins:RaisingNetwork", "failed",
+      "RuntimeError: width 8 is too small", "refusal_plugins.py:")),
+    (["env.wrappers=[refusal_plugins:NotANetwork]"],
+     ("'env.wrappers'", "NotANetwork is not a gymnasium.Wrapper", "Class(env, **kwargs)")),
+    (["env.wrappers=[refusal_plugins:RaisingWrapper]"],
+     ("'env.wrappers'", "refusal_plugins:RaisingWrapper", "ValueError: scale must be "
+      "positive")),
+    (["actor.encoder=nature_cnn"],
+     ("'actor.encoder' (nature_cnn) takes image observations", "use actor.encoder=mlp")),
+    (["actor.encoder=impala_resnet", "algo.name=dqn"],
+     ("'actor.encoder' (impala_resnet) takes image observations",)),
+    (["env.kwargs.gravity_typo=3"],
+     ("'env.kwargs'", "gravity_typo", "CartPole-v1")),
+])
+def test_a_component_or_env_that_breaks_its_contract_is_refused_in_one_line(
+        plugins: Path, sets: list[str], needles: tuple[str, ...]) -> None:
+    args = ["train", "--run-dir", str(plugins / "run")]
+    for item in sets:
+        args += ["--set", item]
+    refused_in_process(*args, needles=needles)
+    assert not (plugins / "run").exists()
+
+
+def test_a_file_that_is_no_checkpoint_is_refused_in_one_line(plugins: Path) -> None:
+    refused_in_process("eval", str(plugins / "refusal_plugins.py"),
+                       needles=("cannot be read safely as a checkpoint", "refusal_plugins.py"))
+
+
+HPCRL = str(Path(sys.executable).with_name("hpcrl"))  # the command pip installed
+
+
+def _hpcrl(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(list(args), cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@NO_GPU
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("sets, key", [
+    (["train.device=cuda"], "config key 'train.device' asks for 'cuda'"),
+    (["train.device=cuda:0", "algo.name=sac", "env.id=Pendulum-v1"],
+     "config key 'train.device' asks for 'cuda:0'"),
+])
+def test_a_gpu_asked_for_where_there_is_none_is_refused_in_one_line(
+        tmp_path: Path, sets: list[str], key: str) -> None:
+    args = [HPCRL, "train", "--run-dir", "run"]
+    for item in sets:
+        args += ["--set", item]
+    done = _hpcrl(*args, cwd=tmp_path)
+    assert_refused(done.stderr, done.returncode, key, "use train.device=cpu or auto")
+    assert not (tmp_path / "run").exists()
+
+
+@NO_GPU
+@pytest.mark.timeout(200)
+def test_eval_on_a_gpu_where_there_is_none_is_refused_naming_the_option(
+        tmp_path: Path, tiny_overrides: list[str]) -> None:
+    args = ["train", "--run-dir", str(tmp_path / "run")]
+    for item in tiny_overrides:
+        args += ["--set", item]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    done = _hpcrl(HPCRL, "eval", "run", "--device", "cuda:1",
+                  cwd=tmp_path)
+    assert_refused(done.stderr, done.returncode, "--device asks for 'cuda:1'",
+                   "use --device cpu or auto")
+
+
+@NO_GPU
+@pytest.mark.timeout(200)
+def test_under_mpiexec_the_rank_without_its_gpu_is_named_once(tmp_path: Path) -> None:
+    """Two ranks, one of which (the learner) asks for a GPU: rank 0 says which rank, role
+    and host, once, and every rank exits before any work."""
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    done = _hpcrl(str(mpiexec), "-n", "2", HPCRL, "train",
+                  "--run-dir", "run", "--set", "scheme.preset=ddppo",
+                  "--set", "train.device=cuda", cwd=tmp_path)
+    assert_refused(done.stderr, done.returncode, "rank 0 (gradient worker 0 + collector) on",
+                   "config key 'train.device' asks for 'cuda'")
+    assert done.stderr.count("asks for") == 1
+    assert not (tmp_path / "run").exists()
