@@ -34,7 +34,8 @@ def test_yaml_then_overrides(tmp_path):
     ("algo.gamma=1.5", "config key 'algo.gamma' must lie in [0, 1]"),
     ("algo.lr=-1", "config key 'algo.lr' must be > 0"),
     ("env.num_envs=0", "config key 'env.num_envs' must be > 0"),
-    ("train.total_env_steps=10", "smaller than one rollout"),
+    ("train.total_env_steps=10", "smaller than the env steps of one update, "
+                                 "algo.num_steps x env.num_envs = 32 x 8 = 256"),
     ("train.device=tpu", "config key 'train.device'"),
     ("actor.hidden_sizes=[64, -1]", "actor.hidden_sizes"),
     ("env.id=CartPol-v1", "Did you mean: `CartPole`"),

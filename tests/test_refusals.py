@@ -165,3 +165,59 @@ def test_under_mpiexec_the_rank_without_its_gpu_is_named_once(tmp_path: Path) ->
                    "config key 'train.device' asks for 'cuda'")
     assert done.stderr.count("asks for") == 1
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("key, meant", [
+    ("algo.learning_rate", "'algo.lr'"),
+    ("algo.n_steps", "'algo.num_steps'"),
+    ("algo.n_epochs", "'algo.num_epochs'"),
+    ("algo.batch_size", "'algo.minibatch_size' (ppo) or 'replay.batch_size'"),
+    ("n_envs", "'env.num_envs'"),
+    ("algo.ent_coeff", "'algo.ent_coef'"),      # a typo: spelling finds it
+    ("ent_coef", "'algo.ent_coef'"),            # hpcrl's own name in another section
+    ("algo.tau", "'replay.tau'"),
+])
+def test_another_librarys_name_for_a_key_hints_hpcrls_key(key: str, meant: str) -> None:
+    refused_in_process("train", "--set", f"{key}=3", needles=(f"unknown config key '{key}'; "
+                                                             f"did you mean {meant}",))
+
+
+def test_every_key_the_foreign_names_point_to_exists() -> None:
+    import re
+
+    from hpcrl.config.foreign_names import FOREIGN_NAMES
+    from hpcrl.config.loader import all_keys
+
+    named = {k for target, _ in FOREIGN_NAMES.values() for k in re.findall(r"'([\w.]+)'",
+                                                                           target)}
+    assert named and named <= set(all_keys())
+
+
+def test_a_refusal_names_every_factor_of_its_arithmetic() -> None:
+    """TD3 on async-sac with 4 collectors: 1,000 steps of 1 env on each of 4 collectors make
+    an update of 4,000 steps; the refusal says so, factor by factor."""
+    example = Path(__file__).parents[1] / "examples" / "td3-pendulum.yaml"
+    refused_in_process("train", str(example), "--set", "scheme.preset=async-sac",
+                       "--set", "scheme.collectors_per_worker=4",
+                       "--set", "train.total_env_steps=3000",
+                       needles=("'train.total_env_steps' (3000)", "algo.num_steps x "
+                                "env.num_envs x scheme.collectors_per_worker = 1000 x 1 x 4 "
+                                "= 4000"))
+
+
+def test_every_problem_of_a_config_is_reported_at_once(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("envv:\n  id: CartPole-v1\nalgo:\n  lrr: 0.001\n  gamma: abc\n")
+    result = CliRunner().invoke(main, ["train", str(bad), "--set", "env.num_envs=2"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    lines = result.output.splitlines()
+    assert lines[0] == "Error: 3 problems in the config:"
+    assert "unknown config key 'envv.id'; did you mean 'env.id'?" in lines[1]
+    assert "unknown config key 'algo.lrr'; did you mean 'algo.lr'?" in lines[2]
+    assert "config key 'algo.gamma' must be a number, got 'abc'" in lines[3]
+    checks = CliRunner().invoke(main, ["train", "--set", "env.num_envs=0", "--set",
+                                       "algo.lr=-1", "--set", "train.device=tpu"])
+    assert checks.output.splitlines()[1:] == [
+        "  config key 'env.num_envs' must be > 0, got 0",
+        "  config key 'algo.lr' must be > 0, got -1.0",
+        "  config key 'train.device' must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"]

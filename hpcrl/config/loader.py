@@ -14,8 +14,9 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from hpcrl.config.algo_defaults import fill_algo_defaults
+from hpcrl.config.foreign_names import foreign_hint
 from hpcrl.config.schema import Config
-from hpcrl.config.validate import validate
+from hpcrl.config.validate import problems_message, validate
 from hpcrl.errors import ConfigError
 
 __all__ = ["ConfigError", "all_keys", "dump_yaml", "from_dict", "load_config",
@@ -36,12 +37,16 @@ def all_keys(cls: type = Config, prefix: str = "") -> list[str]:
 
 
 def _unknown_key(key: str) -> ConfigError:
-    close = difflib.get_close_matches(key, all_keys(), n=1, cutoff=0.5)
-    if not close:  # a typo in the section name still finds the leaf
-        leaf = key.rsplit(".", 1)[-1]
-        close = [k for k in all_keys() if k.rsplit(".", 1)[-1] == leaf][:1]
-    hint = f"; did you mean '{close[0]}'?" if close else ""
-    return ConfigError(f"unknown config key '{key}'{hint} "
+    """The refusal of ``key``, with the key meant: another library's name for one of
+    hpcrl's (:mod:`~hpcrl.config.foreign_names`), the same name in another section, or
+    the closest key by spelling, in that order."""
+    leaf = key.rsplit(".", 1)[-1]
+    hint = foreign_hint(key)
+    if hint is None:
+        close = ([k for k in all_keys() if k.rsplit(".", 1)[-1] == leaf][:1]
+                 or difflib.get_close_matches(key, all_keys(), n=1, cutoff=0.5))
+        hint = f"did you mean '{close[0]}'?" if close else None
+    return ConfigError(f"unknown config key '{key}'{'; ' + hint if hint else ''} "
                        f"(`hpcrl config show` lists the valid keys)")
 
 
@@ -106,22 +111,26 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     raise ConfigError(f"config key '{key}' has an unsupported type {_type_name(tp)}")
 
 
-def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
+def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str]) -> Any:
+    """``cls`` from ``data``; each unknown key, wrong type or value is added to
+    ``problems`` (and left at its default) so that one pass finds them all."""
     if not isinstance(data, Mapping):
-        raise ConfigError(f"config section '{prefix.rstrip('.') or '<root>'}' must be a mapping, "
-                          f"got {data!r}")
+        problems.append(f"config section '{prefix.rstrip('.') or '<root>'}' must be a mapping, "
+                        f"got {data!r}")
+        return cls()
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
-    for key, value in data.items():
-        if key not in names:
-            raise _unknown_key(_first_leaf(prefix + str(key), value))
     kwargs = {}
     for name, value in data.items():
+        if name not in names:
+            problems.append(str(_unknown_key(_first_leaf(prefix + str(name), value))))
+            continue
         tp = hints[name]
-        if dataclasses.is_dataclass(tp):
-            kwargs[name] = _build(tp, value, prefix + name + ".")
-        else:
-            kwargs[name] = _coerce(prefix + name, value, tp)
+        try:
+            kwargs[name] = (_build(tp, value, prefix + name + ".", problems)
+                            if dataclasses.is_dataclass(tp) else _coerce(prefix + name, value, tp))
+        except ConfigError as err:
+            problems.append(str(err))
     return cls(**kwargs)
 
 
@@ -213,8 +222,9 @@ def resolve(data: Mapping[str, Any],
         sources.update((key, f"preset {preset}") for key in _added_keys(before, merged)
                        if not key.startswith("scheme."))
     merged, from_algo = fill_algo_defaults(merged)
-    config = _build(Config, merged, "")
-    problem = validate(config)
+    problems: list[str] = []
+    config = _build(Config, merged, "", problems)
+    problem = problems_message(problems) or validate(config)
     if problem is not None:
         raise ConfigError(problem)
     sources.update((key, f"algo {config.algo.name} defaults") for key in from_algo)

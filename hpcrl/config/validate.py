@@ -1,15 +1,18 @@
 """Value checks of a typed config: impossible values are caught before any work starts.
 
-Each check returns a message naming the key and the fix, or None when the config is usable.
+Each check returns the messages naming a key and the fix (one, a list, or None when the
+config is usable); :func:`validate` reports every problem at once.
 """
 from __future__ import annotations
 
 import importlib.util
-from typing import Callable, Optional
+import math
+from typing import Callable, Optional, Union
 
 from hpcrl.config.schema import Config
 
-Check = Callable[[Config], Optional[str]]
+# a check gives the problem it found (None: none), or a list of them for a group of keys
+Check = Callable[[Config], Union[Optional[str], list[str]]]
 
 
 def _positive(key: str, value: float, strict: bool = True) -> Optional[str]:
@@ -31,6 +34,33 @@ def total_envs(config: Config) -> int:
     from hpcrl.scheme.topology import envs_per_gradient_step
 
     return envs_per_gradient_step(config.scheme, config.env.num_envs)
+
+
+def _named_product(factors: list[tuple[str, int]]) -> str:
+    """``a x b = 1000 x 4 = 4000``: a product with every factor named by its key."""
+    total = math.prod(v for _, v in factors)
+    if len(factors) == 1:
+        return f"{factors[0][0]} = {total}"
+    return (f"{' x '.join(k for k, _ in factors)} = {' x '.join(str(v) for _, v in factors)} "
+            f"= {total}")
+
+
+def update_envs(config: Config) -> str:
+    """The envs of one update (one gradient step's batch), every factor named: the
+    envs of a gradient step come from env.num_envs, a worker's collectors and, when
+    gradients are synchronous, the workers."""
+    from hpcrl.scheme.topology import gradient_step_factors
+
+    return _named_product(gradient_step_factors(config.scheme, config.env.num_envs))
+
+
+def rollout_product(config: Config) -> str:
+    """``algo.num_steps x env.num_envs x ... = 1000 x 1 x 4 = 4000``: the samples of one
+    update, every factor named."""
+    from hpcrl.scheme.topology import gradient_step_factors
+
+    return _named_product([("algo.num_steps", config.algo.num_steps),
+                           *gradient_step_factors(config.scheme, config.env.num_envs)])
 
 
 def minibatches_per_epoch(config: Config) -> int:
@@ -91,7 +121,7 @@ def _check_plugins(c: Config) -> Optional[str]:
     return None
 
 
-def _check_numbers(c: Config) -> Optional[str]:
+def _check_numbers(c: Config) -> list[str]:
     checks = [
         _positive("env.num_envs", c.env.num_envs),
         _positive("env.clip_obs", c.env.clip_obs),
@@ -128,7 +158,7 @@ def _check_numbers(c: Config) -> Optional[str]:
     if (c.train.wandb.entity or c.train.wandb.group) and not c.train.wandb.project:
         checks.append("train.wandb.entity / group are set but train.wandb.project is empty: "
                       "name the project (train.wandb.project=...) to log to W&B")
-    return next((msg for msg in checks if msg), None)
+    return [msg for msg in checks if msg]
 
 
 def _check_actor(c: Config) -> Optional[str]:
@@ -197,11 +227,12 @@ def _check_batch(c: Config) -> Optional[str]:
         divisors = [d for d in range(1, batch + 1) if batch % d == 0]
         near = min(divisors, key=lambda d: abs(d - c.algo.minibatch_size))
         return (f"config key 'algo.minibatch_size' ({c.algo.minibatch_size}) must divide the "
-                f"batch of algo.num_steps x envs per gradient step = {c.algo.num_steps} x "
-                f"{total_envs(c)} = {batch}; the nearest divisor is {near}")
+                f"batch of one gradient step, {rollout_product(c)}; the nearest divisor is "
+                f"{near}")
     if c.algo.minibatch_size % total_envs(c):
         return (f"config key 'algo.minibatch_size' ({c.algo.minibatch_size}) must be a multiple "
-                f"of the number of envs ({total_envs(c)}): every minibatch holds the same "
+                f"of the number of envs of an update ({update_envs(c)}): every minibatch "
+                f"holds the same "
                 f"number of steps from each env, so the batch order does not depend on how "
                 f"envs are spread over ranks")
     return None
@@ -211,7 +242,8 @@ def _check_budget(c: Config) -> Optional[str]:
     per_update = c.algo.num_steps * total_envs(c)
     if c.train.total_env_steps < per_update:
         return (f"config key 'train.total_env_steps' ({c.train.total_env_steps}) is smaller than "
-                f"one rollout (algo.num_steps x env.num_envs = {per_update})")
+                f"the env steps of one update, {rollout_product(c)}; raise it, or lower one "
+                f"of those")
     return None
 
 
@@ -273,7 +305,7 @@ def _offpolicy_scheme_problem(c: Config) -> Optional[str]:
     return None
 
 
-def _check_atari(c: Config) -> Optional[str]:
+def _check_atari(c: Config) -> list[str]:
     """The steps of the Atari chain (checked whatever env.preset is: a typo stays a typo)."""
     a = c.env.atari
     checks = [
@@ -285,7 +317,7 @@ def _check_atari(c: Config) -> Optional[str]:
     if a.repeat_action_probability is not None:
         checks.append(_in_unit("env.atari.repeat_action_probability",
                                a.repeat_action_probability))
-    return next((msg for msg in checks if msg), None)
+    return [msg for msg in checks if msg]
 
 
 def _check_env_id(c: Config) -> Optional[str]:
@@ -294,7 +326,7 @@ def _check_env_id(c: Config) -> Optional[str]:
     return env_problem(c.env)
 
 
-def _check_replay(c: Config) -> Optional[str]:
+def _check_replay(c: Config) -> list[str]:
     """Off-policy settings: counts, rates and probabilities in their ranges."""
     r = c.replay
     checks = [
@@ -342,7 +374,7 @@ def _check_replay(c: Config) -> Optional[str]:
     if r.batch_size > r.buffer_size:
         checks.append(f"config key 'replay.batch_size' ({r.batch_size}) must not exceed "
                       f"replay.buffer_size ({r.buffer_size})")
-    return next((msg for msg in checks if msg), None)
+    return [msg for msg in checks if msg]
 
 
 def _check_offpolicy_env(c: Config) -> Optional[str]:
@@ -372,10 +404,28 @@ CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, _check_sche
                        _check_offpolicy_env, _check_vtrace, _check_atari, _check_env_id]
 
 
+def problems_message(problems: list[str]) -> Optional[str]:
+    """One message for every problem found: the problem itself when there is one, else a
+    count and a line each (a user fixes them all in one go instead of one run per typo)."""
+    if not problems:
+        return None
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} problems in the config:\n  " + "\n  ".join(problems)
+
+
 def validate(config: Config) -> Optional[str]:
-    """The first problem of ``config`` as a message, or None when it is usable."""
+    """Every problem of ``config`` as one message (:func:`problems_message`), or None when
+    it is usable. A check that fails on a value an earlier check already refused (a zero
+    that a later check divides by) adds nothing: the earlier message names the cause."""
+    problems: list[str] = []
     for check in CHECKS:
-        problem = check(config)
-        if problem:
-            return problem
-    return None
+        try:
+            problem = check(config)
+        except Exception:
+            if not problems:
+                raise
+            continue
+        found = problem if isinstance(problem, list) else [problem] if problem else []
+        problems += [p for p in found if p not in problems]
+    return problems_message(problems)

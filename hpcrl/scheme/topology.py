@@ -7,6 +7,7 @@ puts its GPU component first, and consecutive ranks share a node.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
@@ -151,8 +152,18 @@ def scheme_problem(scheme: SchemeConfig, learner_device: str) -> Optional[str]:
     return None
 
 
+def gradient_step_factors(scheme: SchemeConfig, num_envs: int) -> list[tuple[str, int]]:
+    """The factors of :func:`envs_per_gradient_step`, each with the key that sets it (a
+    factor of 1 left out but the first), so a message can name every one."""
+    factors = [("env.num_envs", num_envs)]
+    if scheme.collectors_per_worker > 1:
+        factors.append(("scheme.collectors_per_worker", scheme.collectors_per_worker))
+    if scheme.gradients != "async" and scheme.gradient_workers > 1:
+        factors.append(("scheme.gradient_workers", scheme.gradient_workers))
+    return factors
+
+
 def envs_per_gradient_step(scheme: SchemeConfig, num_envs: int) -> int:
     """Envs whose steps one gradient step covers: the whole job's when gradients are
     synchronous, one worker's share when each worker's gradient is applied on its own."""
-    per_worker = num_envs * max(scheme.collectors_per_worker, 1)
-    return per_worker if scheme.gradients == "async" else per_worker * scheme.gradient_workers
+    return math.prod(value for _, value in gradient_step_factors(scheme, num_envs))
