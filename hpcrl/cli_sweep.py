@@ -11,6 +11,8 @@ import click
 from hpcrl.cli_refusals import refusing
 
 SET_HELP = "Override a config key in every point, e.g. --set algo.lr=3e-4 (repeatable)."
+SWEEP_DIR_HELP = ("The sweep directory, one run directory per point below it (default: "
+                  "runs/sweep-<time>).")
 
 
 def sweep_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -59,18 +61,17 @@ def load_sweep(config: Optional[str], sets: tuple[str, ...], grid: tuple[str, ..
 @click.argument("config", required=False, type=click.Path(dir_okay=False, exists=True))
 @sweep_options
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
-@click.option("--run-dir", type=click.Path(file_okay=False),
-              help="The sweep directory, one run directory per point below it (default: "
-                   "runs/sweep-<time>).")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Points trained at the same time.")
+@click.option("--run-dir", type=click.Path(file_okay=False), help=SWEEP_DIR_HELP)
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Points trained at the same time (default: 1, or what the sweep's "
+                   "sweep.yaml recorded when it goes on).")
 @click.option("--launch", metavar="COMMAND", help="How a point with N ranks starts: e.g. "
               "'mpirun --oversubscribe' (-n N is added; default: the mpiexec beside this "
-              "Python).")
+              "Python, or what the sweep's sweep.yaml recorded when it goes on).")
 @refusing
 def sweep_command(config: Optional[str], seeds: Optional[str], grid: tuple[str, ...],
                   resume_dir: Optional[str], sets: tuple[str, ...], run_dir: Optional[str],
-                  jobs: int, launch: Optional[str]) -> None:
+                  jobs: Optional[int], launch: Optional[str]) -> None:
     """Train CONFIG (default: the embedded one) over --seeds and a --grid of values, each
     point in its own run directory under the sweep directory, JOBS at a time.
 
@@ -86,7 +87,9 @@ def sweep_command(config: Optional[str], seeds: Optional[str], grid: tuple[str, 
                                "mpiexec/srun, and give --launch 'mpirun ...' if the points "
                                "need another launcher")
     sweep = load_sweep(config, sets, grid, seeds, run_dir, resume_dir)
-    runner = SweepRunner(sweep, jobs, launch, say=lambda text: click.echo(text, err=True))
+    sweep.train_here(jobs, launch)
+    runner = SweepRunner(sweep, sweep.jobs, sweep.launch,
+                         say=lambda text: click.echo(text, err=True))
     outcomes = runner.run()
     left = sweep.unfinished()
     click.echo(f"hpcrl sweep: {len(sweep.points) - len(left)} of {len(sweep.points)} points "

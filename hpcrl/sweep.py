@@ -107,6 +107,8 @@ class Sweep:
     grid: dict[str, list[str]]
     seeds: list[int]
     points: list[Point] = field(default_factory=list)
+    jobs: int = 1                  # hpcrl sweep: points trained at a time (--jobs)
+    launch: Optional[str] = None   # hpcrl sweep: how a point's ranks start (--launch)
 
     @property
     def config_copy(self) -> Optional[Path]:
@@ -138,10 +140,27 @@ class Sweep:
         return [i for i, p in enumerate(self.points) if not is_finished(self.run_dir(p))]
 
     def manifest(self) -> dict[str, Any]:
-        """What ``sweep.yaml`` records (and a restart must match)."""
+        """What the sweep trains, as ``sweep.yaml`` records it (a restart must match)."""
         return {"config": self.config, "sets": list(self.sets), "grid": self.grid,
                 "seeds": self.seeds,
                 "points": [{"name": p.name, "sets": list(p.sets)} for p in self.points]}
+
+    def write_manifest(self) -> None:
+        """``sweep.yaml``: the manifest, and how ``hpcrl sweep`` last trained it here
+        (``jobs``, ``launch``: a resume keeps them; they may change without making it
+        another sweep)."""
+        header = (f"# hpcrl sweep: {len(self.points)} points ({len(self.seeds)} seeds); each "
+                  f"trains in the directory named after it\n")
+        record = {**self.manifest(), "jobs": self.jobs, "launch": self.launch}
+        (self.path / MANIFEST).write_text(header + yaml.safe_dump(record, sort_keys=False))
+
+    def train_here(self, jobs: Optional[int], launch: Optional[str]) -> None:
+        """Train with ``jobs`` points at a time and ``launch`` as given, or as recorded when
+        not given (None); a new value is recorded for the next resume."""
+        given = (jobs or self.jobs, launch if launch is not None else self.launch)
+        if given != (self.jobs, self.launch):
+            self.jobs, self.launch = given
+            self.write_manifest()
 
 
 def _short_keys(keys: Sequence[str]) -> dict[str, str]:
@@ -203,7 +222,8 @@ def read_sweep(path: Path) -> Sweep:
                          f"hpcrl sweep [CONFIG] --seeds ... --run-dir {path}")
     data = yaml.safe_load(manifest.read_text()) or {}
     sweep = Sweep(path.resolve(), data.get("config"), tuple(data.get("sets") or ()),
-                  dict(data.get("grid") or {}), list(data.get("seeds") or []))
+                  dict(data.get("grid") or {}), list(data.get("seeds") or []),
+                  jobs=int(data.get("jobs") or 1), launch=data.get("launch"))
     sweep.points = [Point(p["name"], tuple(p["sets"])) for p in data.get("points") or []]
     return sweep
 
@@ -237,10 +257,7 @@ def start_sweep(wanted: Sweep) -> Sweep:
     wanted.path.mkdir(parents=True, exist_ok=True)
     if wanted.config is not None and wanted.config_copy is not None:
         shutil.copyfile(wanted.config, wanted.config_copy)
-    header = (f"# hpcrl sweep: {len(wanted.points)} points ({len(wanted.seeds)} seeds); each "
-              f"trains in the directory named after it\n")
-    (wanted.path / MANIFEST).write_text(header + yaml.safe_dump(wanted.manifest(),
-                                                                sort_keys=False))
+    wanted.write_manifest()
     return wanted
 
 

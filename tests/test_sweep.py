@@ -103,6 +103,10 @@ def test_the_readme_s_local_sweep_trains_every_point_and_a_second_start_leaves_t
 
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and "4 finished, 0 to train" in again.stderr, again.stderr
+    assert manifest["jobs"] == 2  # --resume trains as this sweep was trained: 2 at a time
+    resumed = subprocess.run([HPCRL, "sweep", "--resume", "runs/lr"], capture_output=True,
+                             text=True, timeout=60)
+    assert "4 finished, 0 to train, 2 at a time" in resumed.stderr, resumed.stderr
     other = subprocess.run([*cmd[:3], "0-2", *cmd[4:]], capture_output=True, text=True,
                            timeout=60)
     assert other.returncode == 1 and "holds another sweep" in other.stderr
@@ -193,3 +197,11 @@ def test_the_array_script_picks_each_task_s_point(tmp_path: Path) -> None:
                                       "scheme.collectors_per_worker=1,2", "--run-dir",
                                       str(tmp_path / "shapes")])
     assert shape.exit_code == 1 and "different shapes" in shape.output
+
+
+def test_both_sweep_commands_name_the_sweep_directory_as_run_dir_s_default() -> None:
+    for command in (["sweep", "--help"], ["slurm", "sweep", "--help"]):
+        text = " ".join(CliRunner().invoke(main, command).output.split())
+        assert "--run-dir DIRECTORY The sweep directory, one run directory per point below " \
+               "it (default: runs/sweep-<time>)." in text, text
+        assert "<job name>-<job id>" not in text

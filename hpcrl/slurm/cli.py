@@ -1,19 +1,25 @@
 """``hpcrl slurm render|submit``: batch scripts sized from a config's rank table."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import click
 
 from hpcrl.cli_refusals import refusing
-from hpcrl.cli_sweep import sweep_options
+from hpcrl.cli_sweep import SWEEP_DIR_HELP, sweep_options
 
 SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
 
 
-def _render_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options render and submit share (each None keeps the template's value)."""
+RUN_DIR_HELP = "Run directory (default: runs/<job name>-<job id>)."
+
+
+def _render_options(command: Callable[..., Any],
+                    run_dir_help: str = RUN_DIR_HELP) -> Callable[..., Any]:
+    """The options render, submit and sweep share (each None keeps the template's value);
+    ``run_dir_help`` says what ``--run-dir`` is for the command."""
     options = [
         click.argument("template", metavar="TEMPLATE"),
         click.argument("config", required=False, type=click.Path(dir_okay=False, exists=True)),
@@ -26,8 +32,7 @@ def _render_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--signal-lead", "signal_lead_s", type=click.IntRange(min=1),
                      metavar="SECONDS", help="Send the warning signal (USR1) this long "
                      "before the time limit."),
-        click.option("--run-dir", type=click.Path(file_okay=False),
-                     help="Run directory (default: runs/<job name>-<job id>)."),
+        click.option("--run-dir", type=click.Path(file_okay=False), help=run_dir_help),
         click.option("--log", metavar="PATTERN", help="Slurm log file (sbatch --output; "
                      "%j is the job id)."),
         click.option("--partition", help="Slurm partition of the job."),
@@ -109,7 +114,7 @@ def submit_command(**kwargs: Any) -> None:
 
 
 @slurm.command("sweep")
-@_render_options
+@functools.partial(_render_options, run_dir_help=SWEEP_DIR_HELP)
 @sweep_options
 @click.option("--max-running", type=click.IntRange(min=1), metavar="M",
               help="At most M array tasks run at once (sbatch --array=...%M).")
