@@ -103,13 +103,38 @@ def resume(run_dir: str | Path, *, sets: Sequence[str] = (),
            console: Optional[IO[str]] | str = "stderr") -> TrainResult:
     """Continue the run in ``run_dir`` from its last checkpoint (only ``train.*`` keys may
     change through ``sets``); refused like :func:`train` while a component's module is being
-    imported."""
+    imported. A run that already trained its budget and was evaluated trains and evaluates
+    nothing: it says so and how to extend it, and the result holds its saved evaluation."""
     from hpcrl.runtime.run_dir import RunDir
     from hpcrl.training import resume_config
 
     refuse_training_during_import("resume")
     run = RunDir(Path(run_dir))
-    return _run(resume_config(run, list(sets)), run.path, True, _stream(console))
+    cfg = resume_config(run, list(sets))
+    done = _complete(run, cfg, _stream(console))
+    return done if done is not None else _run(cfg, run.path, True, _stream(console))
+
+
+def _complete(run: Any, cfg: Config, console: Optional[IO[str]]) -> Optional[TrainResult]:
+    """The result of a run that has nothing left to do under ``cfg`` (it is finished and
+    its last row reached ``train.total_env_steps``), said on the console; else None."""
+    import json
+
+    from hpcrl.placement.mpi.launcher import launched_rank, launched_size
+    from hpcrl.runtime.run_dir import is_finished, last_env_steps
+
+    steps, budget = last_env_steps(run), cfg.train.total_env_steps
+    if not (is_finished(run) and steps >= budget):
+        return None
+    leader = launched_rank() == 0
+    evaluation = json.loads(run.eval_path.read_text()) if run.eval_path.is_file() else None
+    if console is not None and leader:
+        evaluated = " and was evaluated (eval.json)" if evaluation is not None else ""
+        print(f"hpcrl: '{run.path}' is complete: it trained {steps:,} env steps of its "
+              f"train.total_env_steps={budget:,}{evaluated}; nothing to resume. To train it "
+              f"further: hpcrl train --resume {run.path} --set "
+              f"train.total_env_steps={2 * budget}", file=console, flush=True)
+    return TrainResult(run.path, evaluation, False, launched_size(), leader)
 
 
 def _stream(console: Optional[IO[str]] | str) -> Optional[IO[str]]:

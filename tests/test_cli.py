@@ -99,3 +99,27 @@ def test_eval_runs_the_policy_where_device_says_and_refuses_a_missing_gpu(tmp_pa
         out = CliRunner().invoke(main, ["eval", str(run), "--device", "cuda"])
         assert out.exit_code != 0 and "CUDA is not available" in out.output
         assert "Traceback" not in out.output
+
+
+def test_resuming_a_complete_run_says_so_and_how_to_extend_it(tmp_path, tiny_overrides):
+    """A finished run resumed as it is trains and evaluates nothing; with a larger budget it
+    trains on from its checkpoint."""
+    run = tmp_path / "run"
+    tiny_overrides = tiny_overrides + ["train.eval_episodes=2"]
+    assert invoke("train", "--run-dir", run, *sets(tiny_overrides)).exit_code == 0
+    rows, evaluation = (run / "progress.csv").read_text(), (run / "eval.json").read_text()
+    budget = hpcrl.make_config(None, tiny_overrides).train.total_env_steps
+    again = invoke("train", "--resume", run)
+    assert again.exit_code == 0
+    assert f"'{run}' is complete" in again.output and "was evaluated" in again.output
+    assert "nothing to resume" in again.output
+    assert (f"hpcrl train --resume {run} --set train.total_env_steps={2 * budget}"
+            in again.output)
+    assert "training" not in again.output and "eval over" not in again.output
+    assert (run / "progress.csv").read_text() == rows
+    assert (run / "eval.json").read_text() == evaluation
+    more = invoke("train", "--resume", run, "--set", f"train.total_env_steps={2 * budget}")
+    assert more.exit_code == 0 and "eval over" in more.output
+    steps = [int(line.split(",")[0]) for line in
+             (run / "progress.csv").read_text().splitlines()[1:]]
+    assert steps[-1] >= 2 * budget and steps == sorted(steps)
