@@ -8,7 +8,6 @@ memory. MP4 goes through imageio's ffmpeg plugin, GIF through Pillow (``pip inst
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import IO, Any, Optional
 
@@ -16,6 +15,7 @@ import numpy as np
 import torch
 
 from hpcrl.config.schema import Config
+from hpcrl.core.env_noise import headless_rendering
 from hpcrl.errors import ExplainedError
 
 FORMATS = (".mp4", ".gif")
@@ -48,8 +48,7 @@ def record(actor: torch.nn.Module, config: Config, episodes: int, path: str | Pa
     got on ``console``) with ``frames`` and ``video``."""
     from hpcrl.evaluation import evaluate
 
-    if "MUJOCO_GL" not in os.environ and not os.environ.get("DISPLAY"):
-        os.environ["MUJOCO_GL"] = "egl"  # MuJoCo renders off-screen on a headless node
+    headless_rendering()  # MuJoCo and SDL render off-screen on a node without a display
     path = Path(path)
     if path.suffix not in FORMATS:
         raise VideoError(f"--video '{path}': the file must end in {' or '.join(FORMATS)}")

@@ -17,6 +17,7 @@ import numpy as np
 from hpcrl.errors import ConfigError, ExplainedError
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.atari import LIFE_LOST, atari_env
+from hpcrl.core.env_noise import quiet_mujoco
 from hpcrl.plugins import CONTRACTS, PluginError, component_factory, failure
 
 WRAPPER_CALL = "Class(env, **kwargs)"
@@ -93,6 +94,7 @@ def make_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
     problem = register_suite(config.id)
     if problem is not None:
         raise ConfigError(problem)
+    quiet_mujoco(config.id)
     try:
         env = atari_env(config, whole_games) if config.preset == "atari" else gym.make(
             config.id, **config.kwargs)
