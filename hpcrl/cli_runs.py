@@ -9,6 +9,8 @@ from typing import Any, Optional, Sequence
 
 import click
 
+from hpcrl.cli_refusals import refusing
+
 from hpcrl.runs_table import (RunSummary, differences, find_runs, flat_config, group, mean_std,
                                summarize, telling_keys)
 from hpcrl.text_table import ELLIPSIS, fit, render
@@ -40,6 +42,7 @@ def _record(run: RunSummary, keys: list[str], name: str) -> dict[str, Any]:
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV, one row per run.")
 @click.option("--wide", is_flag=True,
               help="Every key in which the runs differ, however long the lines.")
+@refusing
 def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool, wide: bool) -> None:
     """One line per run found at or below PATHS (run or sweep directories): the config keys
     in which the runs differ, env steps, wall time, the last mean episode return, the final
@@ -50,10 +53,7 @@ def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool, wide: bool
     The lines fit the terminal (COLUMNS): the keys that tell the runs apart come first (env,
     algorithm, scheme, then hyperparameters), and the keys that do not fit are counted and
     named below the table; --wide shows them all, --json gives every run's values."""
-    try:
-        runs = [summarize(p) for p in find_runs(paths)]
-    except FileNotFoundError as err:
-        raise click.ClickException(str(err)) from None
+    runs = [summarize(p) for p in find_runs(paths)]
     telling = telling_keys(runs)
     keys = telling + [k for k in differences(runs) if k not in telling]
     groups = group(runs)
@@ -119,13 +119,11 @@ def _fitted(header: list[str], rows: list[list[str]], width: Optional[int],
               default="env_steps", show_default=True, help="What the x axis shows.")
 @click.option("--scheme", is_flag=True,
               help="Also the time split per update and the policy lag.")
+@refusing
 def plot_command(paths: tuple[str, ...], output: str, x_axis: str, scheme: bool) -> None:
     """Learning curves of the runs at or below PATHS: mean episode return over seeds with a
     band of one std, one curve per config (needs matplotlib: pip install "hpcrl[plot]")."""
     from hpcrl.plots import plot
 
-    try:
-        drawn = plot(paths, output, x_axis, scheme)
-    except (FileNotFoundError, ImportError) as err:
-        raise click.ClickException(str(err)) from None
+    drawn = plot(paths, output, x_axis, scheme)
     click.echo(f"{output}: {drawn} curve{'s' if drawn != 1 else ''}")

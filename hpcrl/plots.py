@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
+from hpcrl.errors import ExplainedError
 from hpcrl.runs_table import RunSummary, find_runs, group, summarize
 
 if TYPE_CHECKING:
@@ -32,6 +33,10 @@ PANEL_INCHES = (5.0, 3.2)  # width and height of one panel
 DPI = 120
 LABEL_CHARS = 44  # a longer legend label wraps between its keys
 DASHES = ("-", "--", ":", "-.")  # past the 10 colours, the 11th group's curve is dashed, ...
+
+
+class PlotError(ExplainedError, ImportError):
+    """A plot that cannot be drawn here (matplotlib missing); the message says the install."""
 
 
 def _column(run: RunSummary, name: str) -> np.ndarray:
@@ -89,7 +94,7 @@ def figure(paths: Iterable[str | Path], x: str = "env_steps", scheme: bool = Fal
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise ImportError('hpcrl plot draws with matplotlib: pip install "hpcrl[plot]"') \
+        raise PlotError('hpcrl plot draws with matplotlib: pip install "hpcrl[plot]"') \
             from None
     envs = by_env(summarize(p) for p in find_runs(paths))
     columns = 3 if scheme else 1

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Optional
 
 import yaml
 
+from hpcrl.errors import ExplainedError
 from hpcrl.runtime.run_dir import RunDir, is_finished
 
 STALE_S = 900.0  # a run whose progress.csv has not changed for this long is not running
@@ -45,18 +46,22 @@ class RunSummary:
         return int(self.config.get("seed", 0))
 
 
+class NoRuns(ExplainedError, FileNotFoundError):
+    """A path given to ``hpcrl runs`` / ``hpcrl plot`` that is no directory or holds no run."""
+
+
 def find_runs(paths: Iterable[str | Path]) -> list[Path]:
     """The run directories at or below ``paths`` (a run has a ``config.yaml`` and a
     ``progress.csv``), sorted; a path holding none is an error naming it."""
     found: list[Path] = []
     for path in map(Path, paths):
         if not path.is_dir():
-            raise FileNotFoundError(f"'{path}' is not a directory")
+            raise NoRuns(f"'{path}' is not a directory")
         here = [p.parent for p in sorted(path.rglob("progress.csv"))
                 if (p.parent / "config.yaml").is_file()]
         if not here:
-            raise FileNotFoundError(f"'{path}' holds no run (no config.yaml with a "
-                                    f"progress.csv at or below it)")
+            raise NoRuns(f"'{path}' holds no run (no config.yaml with a progress.csv at or "
+                         f"below it)")
         found += here
     return sorted(dict.fromkeys(found))
 
