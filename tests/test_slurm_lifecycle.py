@@ -18,6 +18,7 @@ LONG = "400"  # fake steps of a job that runs until it is signalled
 
 FAKE_SRUN = r"""#!/bin/bash
 echo "$*" > "$FAKE_LOG/launcher"
+echo "$*" >> "$FAKE_LOG/sruns"
 while [[ "$1" == -* ]]; do shift; done
 cmd=()
 for a in "$@"; do [[ "$a" == : ]] && break; cmd+=("$a"); done
@@ -190,6 +191,22 @@ def test_a_restart_resumes_the_run_dir(fakes, name):
     assert logged(fakes, "args") == ["train", "--resume", str(fakes / "run")]
     # rendered without --launch: the plugin of this interpreter's MPI library (pip MPICH)
     assert logged(fakes, "launcher")[0].startswith("--mpi=pmi2 --kill-on-bad-exit=1")
+
+
+EMPTY_STEP = "--nodes=1 --ntasks=1 --mpi=none true"
+
+
+@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+@pytest.mark.parametrize("restart", ["0", "1", "2", "3"])
+def test_every_other_restart_runs_an_empty_step_first(fakes, name, restart):
+    # a requeued job numbers its steps from 0 again: after an empty step, the MPI step's id
+    # (and its PMI-2 socket's name) is not the one the run before still tears down
+    status, out = finish(start(fakes, template_path(name).read_text(),
+                               SLURM_RESTART_COUNT=restart))
+    assert status == 0, out
+    sruns = logged(fakes, "sruns")
+    assert sruns[:-1] == ([EMPTY_STEP] if int(restart) % 2 else []), sruns
+    assert sruns[-1].startswith("--mpi=fake --kill-on-bad-exit=1")
 
 
 def test_a_failed_step_passes_its_status_on(fakes):
