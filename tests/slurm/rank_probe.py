@@ -25,6 +25,7 @@ def record() -> None:
         "rank_sum": comm.allreduce(rank),
         "node": os.environ.get("SLURMD_NODENAME"),
         "procid": os.environ.get("SLURM_PROCID"),
+        "step": os.environ.get("SLURM_STEP_ID"),
         "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "restart": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
         "argv": sys.argv[1:],
