@@ -28,6 +28,7 @@ from hpcrl.comm import (  # noqa: E402
     time_allreduce,
     world_comm,
 )
+from machine import machine_line
 
 DEFAULT_SIZES = ("1e3", "1e4", "1e5", "1e6")
 
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         gloo.close()
 
     if comm.Get_rank() == 0:
+        print(machine_line())
         print(f"all-reduce (sum, float32) over {comm.Get_size()} ranks; median time per call")
         print(f"{'floats':>10} {'MB':>7} {'iters':>5} {'mpi [us]':>10} {'gloo [us]':>10} "
               f"{'gloo/mpi':>9}  faster")

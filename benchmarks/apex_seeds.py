@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from mpi_scaling import command, environment
+from machine import machine_line
 
 TARGET = 400.0
 
@@ -47,6 +48,7 @@ def main() -> None:
     parser.add_argument("--set", dest="sets", action="append", default=[],
                         metavar="KEY=VALUE", help="extra config keys (default: none)")
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     scores = []
     for seed in args.seeds:
         score, wall = run_seed(seed, args.steps, args.sets)

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from mpi_scaling import LIGHT, command, environment, progress_rows, steps_per_second
+from machine import machine_line
 
 IMPALA = ["scheme.preset=impala", "train.total_env_steps=196608", "algo.num_steps=256",
           "env.num_envs=8"]
@@ -58,6 +59,7 @@ def compare(name: str, sets: list[str], lag_unit: str) -> float:
 
 
 def main() -> None:
+    print(machine_line(), flush=True)
     print("Asynchronous presets (pip MPICH, 2 cores, OMP_NUM_THREADS=1, CartPole-v1)")
     compare("impala", IMPALA, "updates")
     compare("apex  ", APEX, "gradient steps")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from measure_process import run_measured
 from mpi_scaling import mpiexec, progress_rows, steps_per_second
+from machine import machine_line
 
 ENV_ID = "PongNoFrameskip-v4"
 BF16 = "hpcrl bfloat16"  # the same recipe with actor.compute_dtype=bfloat16
@@ -167,6 +168,7 @@ def main() -> None:
                              "the impala preset (examples/atari-impala.yaml) on 3 ranks: one "
                              "learner, two collector ranks of 8 envs each")
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     jobs = {"hpcrl": lambda: hpcrl_job(args.steps, env, 1, "")}
     if args.scaling:

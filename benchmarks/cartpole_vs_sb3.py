@@ -5,7 +5,7 @@ Each job runs in its own process, measured whole (imports included): wall-clock,
 (from wait4), and the mean deterministic return over 10 episodes after training.
 
     pip install stable-baselines3   # or: pip install -e '.[bench]'
-    python benchmarks/cartpole_vs_sb3.py [--seeds 0 1 2]
+    python benchmarks/cartpole_vs_sb3.py [--seeds 0 1 2] [--dispatch native avx2]
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from machine import AVX2_ONLY, machine_line
 from measure_process import run_measured
 
 SB3_JOB = r"""
@@ -61,24 +62,42 @@ def sb3_job(seed: int, env: dict[str, str]) -> dict[str, float]:
     return {"wall_s": wall, "rss_mb": rss, **result}
 
 
+DISPATCHES = {"native": {}, "avx2": AVX2_ONLY}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--dispatch", nargs="+", choices=sorted(DISPATCHES),
+                        default=["native"],
+                        help="'native': the libraries' kernels for this CPU; 'avx2': torch, "
+                             "numpy, OpenBLAS, oneDNN and MKL held to their AVX2 kernels "
+                             "(machine.AVX2_ONLY), as on a CPU without AVX-512; both: each "
+                             "pair of jobs under each, interleaved in one run")
     args = parser.parse_args()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    print(machine_line(), flush=True)
     print("CartPole-v1, 100k env steps, 8 envs, n_steps 32, batch 256, 20 epochs, "
           "gamma 0.98, lambda 0.8, lr/clip linear from 1e-3/0.2")
-    print(f"{'seed':>4} {'job':>6} {'wall s':>8} {'train s':>8} {'peak MB':>8} {'return':>8}")
+    print(f"{'seed':>4} {'dispatch':>8} {'job':>6} {'wall s':>8} {'train s':>8} "
+          f"{'peak MB':>8} {'return':>8}")
     ratios = []
     for seed in args.seeds:
-        ours, theirs = hpcrl_job(seed, env), sb3_job(seed, env)
-        for name, r in (("hpcrl", ours), ("sb3", theirs)):
-            print(f"{seed:>4} {name:>6} {r['wall_s']:8.1f} {r['train_s']:8.1f} "
-                  f"{r['rss_mb']:8.0f} {r['mean_return']:8.1f}")
-        ratios.append((theirs["wall_s"] / ours["wall_s"], ours["rss_mb"] / theirs["rss_mb"]))
-    for seed, (speed, mem) in zip(args.seeds, ratios):
-        print(f"seed {seed}: sb3 wall / hpcrl wall = {speed:.2f}x (target > 1); "
+        for dispatch in args.dispatch:
+            env = {**os.environ, "OMP_NUM_THREADS": "1", **DISPATCHES[dispatch]}
+            ours, theirs = hpcrl_job(seed, env), sb3_job(seed, env)
+            for name, r in (("hpcrl", ours), ("sb3", theirs)):
+                print(f"{seed:>4} {dispatch:>8} {name:>6} {r['wall_s']:8.1f} "
+                      f"{r['train_s']:8.1f} {r['rss_mb']:8.0f} {r['mean_return']:8.1f}",
+                      flush=True)
+            ratios.append((seed, dispatch, ours["wall_s"] / theirs["wall_s"],
+                           ours["rss_mb"] / theirs["rss_mb"]))
+    for seed, dispatch, speed, mem in ratios:
+        print(f"seed {seed} {dispatch}: hpcrl wall / sb3 wall = {speed:.3f}x (target <= 0.5); "
               f"hpcrl peak / sb3 peak = {mem:.2f} (target <= 1)")
+    for dispatch in args.dispatch:
+        mine = [speed for _, d, speed, _ in ratios if d == dispatch]
+        print(f"{dispatch}: hpcrl wall / sb3 wall over {len(mine)} seeds: "
+              f"{sum(mine) / len(mine):.3f}x")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from hpcrl.build import env_spaces, make_actor, rollout_layout  # noqa: E402
 from hpcrl.config import from_dict  # noqa: E402
 from hpcrl.core.envs import make_vector_env  # noqa: E402
 from hpcrl.roles.collector import Collector  # noqa: E402
+from machine import machine_line
 
 
 def bare_loop(config, actor, steps: int, policy: bool = True) -> float:
@@ -70,6 +71,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40_000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     torch.set_num_threads(1)
     config = from_dict({}, [f"env.num_envs={args.envs}", f"algo.minibatch_size={args.envs * 32}"])
     actor = make_actor(config, env_spaces(config))

@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
+from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIET = ["train.tensorboard=false", "train.log_interval_s=600"]
@@ -243,6 +244,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--device", default="cuda", help="'cuda' (default) or 'cpu'")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
+    print(machine_line(), flush=True)
     print(environment_line(args.device), flush=True)
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:

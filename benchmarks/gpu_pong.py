@@ -30,6 +30,7 @@ from pathlib import Path
 
 from hpcrl.runtime.signals import EXIT_PREEMPTED
 from mpi_scaling import mpiexec, progress_rows, steps_per_second
+from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,6 +95,7 @@ def main() -> int:
     parser.add_argument("--eval-episodes", type=int, default=3)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/gpu-pong"))
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     if args.run_dir.exists():
         raise SystemExit(f"{args.run_dir} exists: pass a new --run-dir")
     code, wall, err = train_for(train_command(args, args.run_dir), 60 * args.minutes)

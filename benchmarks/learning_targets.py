@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = {
@@ -45,6 +46,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--only", choices=list(JOBS), default=None)
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     print(f"{'job':>20} {'seed':>4} {'steps':>8} {'wall s':>7} {'eval':>8} {'train':>8} target")
     for name, (job_args, target) in JOBS.items():
         if args.only and name != args.only:

@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "examples" / "lunarlander-ppo.yaml"
@@ -73,6 +74,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from machine import machine_line
 
 MARKS = (100_000, 250_000, 500_000, 750_000, 1_000_000)
 
@@ -82,6 +83,7 @@ def main() -> None:
                         help="a config key over the recipe's (repeatable), e.g. seed=1 or "
                              "actor.compute_dtype=bfloat16")
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     if args.plot_only:
         run = args.plot_only
         import yaml

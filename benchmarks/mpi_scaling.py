@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from machine import machine_line
 
 HERE = Path(__file__).resolve().parent
 LIGHT = ["train.tensorboard=false", "train.eval_episodes=0", "train.log_interval_s=600",
@@ -128,6 +129,7 @@ def startup_and_memory() -> tuple[float, float, float]:
 
 
 def main() -> None:
+    print(machine_line(), flush=True)
     print("MPI scheme figures (pip MPICH, 2 cores, OMP_NUM_THREADS=1)")
     one = fps_of(2, ["scheme.preset=async-ppo", "scheme.collectors_per_worker=1",
                      "train.total_env_steps=61440", "algo.minibatch_size=256"])

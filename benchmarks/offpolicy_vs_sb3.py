@@ -31,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
+from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = {"dqn": ("dqn-cartpole.yaml", "CartPole-v1", 475.0),
@@ -164,6 +165,7 @@ def main() -> None:
                         help="deterministic episodes per trained policy (same for both)")
     parser.add_argument("--job", choices=["sb3"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     if args.job:
         sb3_job(args.algos[0], args.seeds[0], args.eval_episodes)
         return

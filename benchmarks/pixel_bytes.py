@@ -24,6 +24,7 @@ from pathlib import Path
 
 from mpi_scaling import environment, mpiexec, python_ranks
 from soak import rank_of, rss_bytes
+from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "examples" / "atari-ppo.yaml"
@@ -75,6 +76,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=3)
     parser.add_argument("--env", default="PongNoFrameskip-v4")
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     small, big = rollout_bytes("uint8"), rollout_bytes("float32")
     print("one rollout message, 8 envs x 128 steps of [4, 84, 84] frames:")
     print(f"  uint8 {small / 2**20:8.2f} MB   float32 {big / 2**20:8.2f} MB   "

@@ -27,6 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from machine import machine_line
 from measure_process import run_measured
 
 TESTENVS = Path(__file__).resolve().parents[1] / "tests" / "mpi"
@@ -98,6 +99,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--steps", type=int, default=30_000)
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     path = os.pathsep.join([str(TESTENVS), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
     print(f"CueMemory-v0, {args.steps} env steps, 8 envs x 32 steps, 2 minibatches, 4 epochs, "

@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from hpcrl.core.replay.buffer import ReplayBuffer
+from machine import machine_line
 
 K, H, W = 4, 84, 84
 GB = 1024 ** 3
@@ -59,6 +60,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--episode-len", type=int, default=1000)
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     before = rss_bytes()
     replay = ReplayBuffer(args.rows, (K, H, W), (), True, 0, "uint8")
     start = time.perf_counter()

@@ -49,6 +49,7 @@ from typing import Optional
 import numpy as np
 
 from mpi_scaling import LIGHT, environment, mpiexec, python_ranks
+from machine import machine_line
 
 PRESETS = {"serial": "CartPole-v1", "a2c": "CartPole-v1", "ddppo": "CartPole-v1",
            "a3c": "CartPole-v1", "async-ppo": "CartPole-v1", "impala": "CartPole-v1",
@@ -263,6 +264,7 @@ def main() -> None:
     parser.add_argument("--samples", type=Path, metavar="CSV",
                         help="also write every RSS sample to this CSV file")
     args = parser.parse_args()
+    print(machine_line(), flush=True)
     presets = [p for p in args.presets.split(",") if p]
     unknown = [p for p in presets if p not in PRESETS]
     if unknown:
