@@ -4,15 +4,22 @@ Multi-rank tests use mpi-pytest: a test marked ``@pytest.mark.parallel(n)`` is r
 the plugin as ``mpiexec -n n <pytest> <file>::<test>``, with ``mpiexec`` looked up on PATH.
 Here the interpreter's own bin directory (the virtualenv's, where the pip ``mpich`` runtime
 puts the ``mpiexec`` matching mpi4py) goes first on PATH; inside the MPI children each
-``timeout`` marker becomes a slightly shorter one using pytest-timeout's "thread" method (a
-rank stuck in a blocking MPI call never returns to Python, so the "signal" method cannot
-interrupt it), and ranks other than 0 get their tracebacks back.
+``timeout`` marker becomes one that fires a margin before the parent's, using pytest-timeout's
+"thread" method (a rank stuck in a blocking MPI call never returns to Python, so the "signal"
+method cannot interrupt it), and ranks other than 0 get their tracebacks back.
+
+The children's timeout is counted from the parent's deadline (passed in ``TEST_DEADLINE_VAR``),
+not from their own start: starting ``mpiexec`` and two interpreters that import torch takes
+1-2 s on an idle machine but 10-20 s on a loaded one, and a child timeout of "the marker's
+seconds minus a margin", counted from the child's start, then fired after the parent's. The
+parent then killed ``mpiexec`` and every rank's stack dump was lost with it.
 """
 from __future__ import annotations
 
 import compileall
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +27,7 @@ import torch
 from pytest_mpi.plugin import CHILD_PROCESS_FLAG
 
 CHILD_TIMEOUT_MARGIN_S = 5.0
+TEST_DEADLINE_VAR = "HPCRL_TEST_DEADLINE"  # the parent's deadline (epoch seconds), for children
 
 _bin = os.path.dirname(sys.executable)
 if os.environ.get("PATH", "").split(os.pathsep)[0] != _bin:
@@ -50,13 +58,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if item.get_closest_marker("slurm") is not None:
                 item.add_marker(pytest.mark.xdist_group("slurm"))
         return
+    deadline = os.environ.get(TEST_DEADLINE_VAR)
     for item in items:
         marker = item.get_closest_marker("timeout")
         if marker is None or not marker.args:
             continue
         seconds = float(marker.args[0])
-        child = max(seconds - CHILD_TIMEOUT_MARGIN_S, 0.75 * seconds)
+        left = float(deadline) - time.time() if deadline else seconds
+        child = child_timeout(seconds, left)
         item.add_marker(pytest.mark.timeout(child, method="thread"), append=False)
+
+
+def child_timeout(seconds: float, left: float) -> float:
+    """The timeout of a rank of a test marked ``timeout(seconds)`` whose parent gives up in
+    ``left`` seconds: a margin earlier (``CHILD_TIMEOUT_MARGIN_S``, at most a quarter of the
+    marker's), for the stack dump to reach the parent; never 0, which pytest-timeout reads
+    as "no timeout"."""
+    margin = min(CHILD_TIMEOUT_MARGIN_S, 0.25 * seconds)
+    return max(left - margin, 0.01)
+
+
+def _parent_timeout(item: pytest.Item) -> float | None:
+    """The seconds of ``item``'s timeout marker, when mpi-pytest will run it in MPI ranks."""
+    marker = item.get_closest_marker("timeout")
+    if CHILD_PROCESS_FLAG in os.environ or item.get_closest_marker("parallel") is None:
+        return None
+    return float(marker.args[0]) if marker is not None and marker.args else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before mpi-pytest starts a test's ranks, tell them when this process's timeout fires
+    (pytest-timeout started it a moment ago, around the whole test)."""
+    seconds = _parent_timeout(item)
+    if seconds is not None:
+        os.environ[TEST_DEADLINE_VAR] = repr(time.time() + seconds)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    if _parent_timeout(item) is not None:
+        os.environ.pop(TEST_DEADLINE_VAR, None)
 
 torch.set_num_threads(1)
 
