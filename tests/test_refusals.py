@@ -42,6 +42,17 @@ class RaisingWrapper(gym.Wrapper):
         raise ValueError("scale must be positive")
 
 
+class Unbounded(gym.ActionWrapper):
+    """Pendulum with the bounds of its actions taken away."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.action_space = gym.spaces.Box(-float("inf"), float("inf"), (1,))
+
+    def action(self, action):
+        return action.clip(-2.0, 2.0)
+
+
 def not_a_class(x):
     return x
 '''
@@ -95,6 +106,8 @@ def refused_in_process(*args: str, needles: tuple[str, ...]) -> None:
      ("'actor.encoder' (nature_cnn) takes image observations", "use actor.encoder=mlp")),
     (["actor.encoder=impala_resnet", "algo.name=dqn"],
      ("'actor.encoder' (impala_resnet) takes image observations",)),
+    (["algo.name=sac", "env.id=Pendulum-v1", "env.wrappers=[refusal_plugins:Unbounded]"],
+     ("'algo.name': sac squashes its actions", "unbounded actions", "ClipAction")),
     (["env.kwargs.gravity_typo=3"],
      ("'env.kwargs'", "gravity_typo", "CartPole-v1")),
 ])

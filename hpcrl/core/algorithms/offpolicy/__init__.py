@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
@@ -26,6 +27,13 @@ def action_space_problem(name: str, spaces: EnvSpaces, env_id: str) -> str | Non
     if name in ("sac", "td3", "ddpg") and not isinstance(spaces.action_space, gym.spaces.Box):
         return (f"config key 'algo.name': {name} needs a Box action space but env '{env_id}' "
                 f"has {spaces.action_space}; use dqn for discrete actions")
+    space = spaces.action_space
+    if name in ("sac", "td3", "ddpg") and not (np.all(np.isfinite(space.low))
+                                               and np.all(np.isfinite(space.high))):
+        return (f"config key 'algo.name': {name} squashes its actions into the action "
+                f"space's [low, high], and env '{env_id}' has unbounded actions {space}; "
+                f"bound them with a wrapper (env.wrappers: gymnasium.wrappers:ClipAction "
+                f"after one that sets the bounds), or use ppo, whose Gaussian takes any")
     return None
 
 
