@@ -117,14 +117,18 @@ def resume(run_dir: str | Path, *, sets: Sequence[str] = (),
 
 def _complete(run: Any, cfg: Config, console: Optional[IO[str]]) -> Optional[TrainResult]:
     """The result of a run that has nothing left to do under ``cfg`` (it is finished and
-    its last row reached ``train.total_env_steps``), said on the console; else None."""
+    its checkpoint reached ``train.total_env_steps``: progress rows may run ahead of a
+    checkpoint that could not be written), said on the console; else None."""
     import json
 
     from hpcrl.placement.mpi.launcher import launched_rank, launched_size
-    from hpcrl.runtime.run_dir import is_finished, last_env_steps
+    from hpcrl.runtime.checkpoint import checkpoint_env_steps
+    from hpcrl.runtime.run_dir import is_finished
 
-    steps, budget = last_env_steps(run), cfg.train.total_env_steps
-    if not (is_finished(run) and steps >= budget):
+    if not (is_finished(run) and run.checkpoint_path.is_file()):
+        return None
+    steps, budget = checkpoint_env_steps(run.checkpoint_path), cfg.train.total_env_steps
+    if steps < budget:
         return None
     leader = launched_rank() == 0
     evaluation = json.loads(run.eval_path.read_text()) if run.eval_path.is_file() else None

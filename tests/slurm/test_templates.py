@@ -267,7 +267,9 @@ def test_the_time_limit_warning_requeues_a_two_node_job_that_resumes_exactly(tmp
     being torn down on both nodes; the restart's MPI step has to keep clear of them. It
     resumes on 4 ranks over the 2 nodes and ends exactly as the uninterrupted reference run
     beside it."""
-    extra = {"scheme": {"preset": "ddppo",  # no straggler preemption: deterministic steps
+    # no straggler preemption: deterministic steps; one all-reducer for both jobs ('auto' times
+    # MPI against gloo in each job, and the two sum in different orders)
+    extra = {"scheme": {"preset": "ddppo", "allreduce": "mpi",
                         "preemption": {"fraction_workers": 1.0, "fraction_samples": 1.0}},
              "train": {"total_env_steps": 4096, "checkpoint_every": 1000}}  # the stop saves
     # 0.15 s per env step: 4.8 s an update, 150 s for the run, longer than its time limit
