@@ -16,8 +16,6 @@ import os
 import sys
 from typing import Optional
 
-import gymnasium as gym
-
 NOT_THE_USERS = ("compiler attribute 'settotalmass' is deprecated",)
 _mujoco_filtered = False
 
@@ -28,19 +26,10 @@ def _mujoco_warning(message: str) -> None:
         print(f"MuJoCo warning: {message}", file=sys.stderr, flush=True)
 
 
-def is_mujoco_env(env_id: str) -> bool:
-    """Whether ``env_id`` is one of Gymnasium's MuJoCo envs (its model files)."""
-    try:
-        entry = gym.spec(env_id.rpartition(":")[2]).entry_point
-    except gym.error.Error:
-        return False
-    return isinstance(entry, str) and entry.startswith("gymnasium.envs.mujoco")
-
-
-def quiet_mujoco(env_id: str) -> None:
-    """Install the warning filter in this process (once) before a MuJoCo env is made."""
+def quiet_mujoco() -> None:
+    """Install the warning filter in this process (once), before a MuJoCo env is made."""
     global _mujoco_filtered
-    if _mujoco_filtered or not is_mujoco_env(env_id):
+    if _mujoco_filtered:
         return
     try:
         import mujoco

@@ -76,13 +76,23 @@ def register_suite(env_id: str) -> Optional[str]:
     return None
 
 
-def is_atari(env_id: str) -> bool:
-    """Whether ``env_id`` is an ALE (ale-py) env, once its suite is registered."""
+def _entry_point_starts(env_id: str, prefix: str) -> bool:
+    """Whether ``env_id``'s registered entry point is a path starting with ``prefix``."""
     try:
         entry = gym.spec(env_id.rpartition(":")[2]).entry_point
     except gym.error.Error:
         return False
-    return isinstance(entry, str) and entry.startswith("ale_py")
+    return isinstance(entry, str) and entry.startswith(prefix)
+
+
+def is_atari(env_id: str) -> bool:
+    """Whether ``env_id`` is an ALE (ale-py) env, once its suite is registered."""
+    return _entry_point_starts(env_id, "ale_py")
+
+
+def is_mujoco(env_id: str) -> bool:
+    """Whether ``env_id`` is one of Gymnasium's MuJoCo envs (its model files)."""
+    return _entry_point_starts(env_id, "gymnasium.envs.mujoco")
 
 
 def make_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
@@ -94,7 +104,8 @@ def make_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
     problem = register_suite(config.id)
     if problem is not None:
         raise ConfigError(problem)
-    quiet_mujoco(config.id)
+    if is_mujoco(config.id):
+        quiet_mujoco()
     try:
         env = atari_env(config, whole_games) if config.preset == "atari" else gym.make(
             config.id, **config.kwargs)
