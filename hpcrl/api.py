@@ -35,6 +35,7 @@ from hpcrl.config.loader import load_config, resolve
 from hpcrl.config.schema import Config
 from hpcrl.errors import ExplainedError
 from hpcrl.plugins import path_of
+from hpcrl.runtime.run_dir import RunDir
 from hpcrl.scripts import refuse_training_during_import
 
 
@@ -105,7 +106,6 @@ def resume(run_dir: str | Path, *, sets: Sequence[str] = (),
     change through ``sets``); refused like :func:`train` while a component's module is being
     imported. A run that already trained its budget and was evaluated trains and evaluates
     nothing: it says so and how to extend it, and the result holds its saved evaluation."""
-    from hpcrl.runtime.run_dir import RunDir
     from hpcrl.training import resume_config
 
     refuse_training_during_import("resume")
@@ -115,7 +115,7 @@ def resume(run_dir: str | Path, *, sets: Sequence[str] = (),
     return done if done is not None else _run(cfg, run.path, True, _stream(console))
 
 
-def _complete(run: Any, cfg: Config, console: Optional[IO[str]]) -> Optional[TrainResult]:
+def _complete(run: RunDir, cfg: Config, console: Optional[IO[str]]) -> Optional[TrainResult]:
     """The result of a run that has nothing left to do under ``cfg`` (it is finished and
     its checkpoint reached ``train.total_env_steps``: progress rows may run ahead of a
     checkpoint that could not be written), said on the console; else None."""
@@ -149,7 +149,7 @@ def _stream(console: Optional[IO[str]] | str) -> Optional[IO[str]]:
 def _run(cfg: Config, run_dir: Optional[Path], resume: bool,
          console: Optional[IO[str]]) -> TrainResult:
     from hpcrl.placement.mpi.job import wants_mpi
-    from hpcrl.runtime.run_dir import RunDir, default_run_dir
+    from hpcrl.runtime.run_dir import default_run_dir
     from hpcrl.training import Trainer
 
     if wants_mpi(cfg):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+import sysconfig
 import traceback
 from pathlib import Path
 from types import ModuleType
@@ -166,10 +167,21 @@ def check_positional(factory: Callable[..., Any], fixed: int, key: str, path: st
                           f"({CONTRACTS})")
 
 
+def _library_file(filename: str) -> bool:
+    """Whether ``filename`` is hpcrl's own or an installed library's (torch, gymnasium, the
+    standard library), not the user's code."""
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")}
+    roots.add(str(Path(__file__).parent))
+    return any(filename.startswith(root) for root in roots) or filename.startswith("<")
+
+
 def failure(err: BaseException) -> str:
     """``err`` in one line for a refusal that wraps a user component's own error: its type,
-    message and the place in the user's code it was raised from."""
+    message and the place it was raised from: the deepest frame in the user's code (not in
+    hpcrl or a library it called, such as torch's ``nn.Module.__init__``), else the deepest."""
     frames = traceback.extract_tb(err.__traceback__)
-    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno} in " \
-            f"{frames[-1].name})" if frames else ""
+    own = [f for f in frames if not _library_file(f.filename)]
+    frame = (own or frames or [None])[-1]
+    where = "" if frame is None else \
+        f" (at {Path(frame.filename).name}:{frame.lineno} in {frame.name})"
     return f"{type(err).__name__}: {err}{where}"

@@ -234,3 +234,16 @@ def test_every_problem_of_a_config_is_reported_at_once(tmp_path: Path) -> None:
         "  config key 'env.num_envs' must be > 0, got 0",
         "  config key 'algo.lr' must be > 0, got -1.0",
         "  config key 'train.device' must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"]
+
+
+def test_a_constructor_error_raised_inside_torch_is_placed_in_the_users_code(
+        plugins: Path) -> None:
+    """A network whose constructor makes torch raise (a Linear of negative size) is named
+    with the line of the user's file that called torch, not a line of torch."""
+    (plugins / "torch_raising.py").write_text(
+        "import torch\n\n\nclass Net(torch.nn.Module):\n    def __init__(self, space):\n"
+        "        super().__init__()\n        self.fc = torch.nn.Linear(4, -3)\n")
+    refused_in_process("train", "--run-dir", str(plugins / "run"), "--set",
+                       "actor.network=torch_raising:Net",
+                       needles=("'actor.network' (torch_raising:Net)",
+                                "(at torch_raising.py:7 in __init__)"))

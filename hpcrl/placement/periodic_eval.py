@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import csv
-import io
 import math
 import queue
 import threading
@@ -27,7 +26,7 @@ from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.evaluation import evaluate, truncation_note
 from hpcrl.runtime.finite import save_finite_checkpoint
-from hpcrl.runtime.progress import truncate_rows
+from hpcrl.runtime.progress import rewrite_rows, truncate_rows
 from hpcrl.runtime.run_dir import RunDir, writing
 
 # ``truncated``: the episodes of the row cut at train.eval_max_episode_steps
@@ -48,13 +47,7 @@ def _kept_rows(path: Path, env_steps: int) -> list[dict[str, str]]:
     if tuple(reader.fieldnames or ()) == COLUMNS:
         truncate_rows(path, len(kept))
     else:
-        text = io.StringIO()
-        writer = csv.DictWriter(text, COLUMNS, restval="", extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(kept)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text.getvalue())
-        tmp.replace(path)
+        rewrite_rows(path, COLUMNS, kept)
     return kept
 
 

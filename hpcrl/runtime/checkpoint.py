@@ -163,14 +163,15 @@ def keep_recent(last: Path, env_steps: int, keep: int) -> None:
         old.unlink(missing_ok=True)
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_atomic`, with ``weights_only=True``."""
+def load_checkpoint(path: str | Path, mmap: bool = False) -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save_atomic`, with ``weights_only=True``;
+    ``mmap``: its tensors memory-mapped, not read (what reading a few counters needs)."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at '{path}'")
     try:
         with _allow_numpy_scalars():
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError) as err:
         raise CheckpointError(f"'{path}' cannot be read safely as a checkpoint: it is corrupt "
                               f"or was not written by hpcrl ({_load_cause(err)})") from None
@@ -182,21 +183,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 def checkpoint_env_steps(path: str | Path) -> int:
-    """The env steps a checkpoint was taken at, read without loading its tensors (they are
-    memory-mapped, untouched: a replay's gigabytes cost nothing); a file that is no readable
-    checkpoint is a :class:`CheckpointError`, as for :func:`load_checkpoint`."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"no checkpoint at '{path}'")
-    try:
-        with _allow_numpy_scalars():
-            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError) as err:
-        raise CheckpointError(f"'{path}' cannot be read safely as a checkpoint: it is corrupt "
-                              f"or was not written by hpcrl ({_load_cause(err)})") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"'{path}' is not an hpcrl checkpoint")
-    return int(state["counters"]["env_steps"])
+    """The env steps a checkpoint was taken at, read without loading its tensors (a
+    replay's gigabytes cost nothing)."""
+    return int(load_checkpoint(path, mmap=True)["counters"]["env_steps"])
 
 
 def _load_cause(err: BaseException) -> str:

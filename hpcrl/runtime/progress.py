@@ -6,12 +6,13 @@ killed after its last checkpoint and resumed has no repeated or missing rows.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any, Mapping, Sequence
+from typing import IO, Any, Iterable, Mapping, Sequence
 
 from hpcrl.runtime.run_dir import writing
 
@@ -30,19 +31,34 @@ def columns_for(stat_names: Sequence[str]) -> list[str]:
             *SCHEME_COLUMNS]
 
 
+def _replace(path: Path, lines: list[str]) -> None:
+    """``path`` holding ``lines``, replaced atomically (temporary file, fsync, rename)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", newline="") as f:
+        f.writelines(lines)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def truncate_rows(path: Path, rows: int) -> None:
     """Keep the header and the first ``rows`` data rows of a CSV file (atomically)."""
     if not path.exists():
         return
     with open(path, newline="") as f:
         lines = f.readlines()
-    keep = lines[:1 + rows]
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", newline="") as f:
-        f.writelines(keep)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    _replace(path, lines[:1 + rows])
+
+
+def rewrite_rows(path: Path, columns: Sequence[str], rows: Iterable[Mapping[str, Any]]
+                 ) -> None:
+    """``path`` as a CSV file of ``rows`` under the header ``columns`` (a column a row lacks
+    left empty), replaced atomically: a file an earlier hpcrl wrote with fewer columns."""
+    text = io.StringIO()
+    writer = csv.DictWriter(text, columns, restval="", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    _replace(path, text.getvalue().splitlines(keepends=True))
 
 
 def count_rows(path: Path) -> int:
