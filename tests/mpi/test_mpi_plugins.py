@@ -76,8 +76,12 @@ def test_an_unguarded_script_trains_once_on_two_ranks(tmp_path):
     done = run_script(tmp_path, launcher=(mpiexec(), "-n", "2"), timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = runs(tmp_path)  # both ranks train their part of one run, once
-    printed = sorted(done.stdout.splitlines())  # each rank prints its result once
-    assert len(printed) == 2 and all(line.startswith(str(run)) for line in printed), printed
+    # each rank prints its result once: rank 0 the run and its evaluation, rank 1 the run and
+    # None. mpiexec forwards the two ranks' output in chunks that may interleave mid-line, so
+    # the lines are not compared, only what the two prints say in all
+    out = done.stdout
+    assert out.count(str(run)) == 2 and out.count("'mean_return'") == 1, out
+    assert out.count("None") == 1 and len(out.splitlines()) == 2, out
     assert column(run, "env_steps")[-1] == 1024
 
 
