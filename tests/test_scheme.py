@@ -74,6 +74,15 @@ def test_ddppo_on_one_rank_drops_the_presets_preemption():
     (["scheme.allreduce=nccl"], "needs the gradient workers on GPUs"),
     (["scheme.gradient_workers=0"], "scheme.gradient_workers' must be >= 1"),
     (["scheme.preset=ring"], "must be one of"),
+    (["scheme.preset=ddppo", "scheme.inference_ranks=1"], "set scheme.collectors_per_worker >= 1"),
+    (["scheme.preset=a2c", "scheme.inference_ranks=3"], "at most one per collector"),
+    (["scheme.gradient_workers=2", "scheme.collectors_per_worker=2", "scheme.inference_ranks=1",
+      "algo.minibatch_size=128"], "must be a multiple of scheme.gradient_workers=2"),
+    (["scheme.preset=a2c", "scheme.inference_ranks=-1"], "must be >= 0"),
+    (["scheme.preset=a2c", "scheme.inference_ranks=1", "scheme.inference_device=tpu"],
+     "'scheme.inference_device' must be"),
+    (["scheme.preset=apex", "scheme.inference_ranks=1", "scheme.inference_device=cuda"],
+     "act through a numpy copy of the policy on the CPU"),
 ])
 def test_combinations_that_make_no_sense_are_refused(sets, message):
     with pytest.raises(ConfigError) as err:
@@ -92,6 +101,44 @@ def test_plan_command_text_and_json():
     assert data["ranks"][2]["envs"] == [8, 16] and data["ranks"][0]["device"] == "cpu"
     bad = runner.invoke(main, ["plan", "--set", "scheme.gradients=async"])
     assert bad.exit_code != 0 and "scheme.update=central" in bad.output
+
+
+def test_inference_ranks_sit_beside_the_learners_and_serve_contiguous_collectors():
+    cfg = load_config(None, ["scheme.gradient_workers=2", "scheme.collectors_per_worker=3",
+                             "scheme.inference_ranks=4", "algo.minibatch_size=96"])
+    size = required_world_size(cfg.scheme)
+    assert size == 2 + 4 + 6
+    table = assign_roles(size, cfg.scheme, 8)
+    assert [r.role for r in table] == (["gradient_worker"] * 2 + ["inference"] * 4
+                                       + ["collector"] * 6)
+    # worker 0's collectors 6-8 split 2 + 1 over inference ranks 2 and 3; worker 1's over 4, 5
+    assert [r.feeds for r in table[2:6]] == [(6, 7), (8,), (9, 10), (11,)]
+    assert [r.group for r in table[2:6]] == [0, 0, 1, 1]
+    assert [r.inference for r in table[6:]] == [2, 2, 3, 4, 4, 5]
+    assert table[6].feeds == (0, 2) and table[2].fed_by == (0, 6, 7)
+    assert [r.inference for r in table[:6]] == [-1] * 6
+    assert [r.env_offset for r in table[6:]] == [0, 8, 16, 24, 32, 40]
+
+
+def test_plan_shows_the_inference_ranks_and_whom_they_serve():
+    runner = CliRunner()
+    text = runner.invoke(main, ["plan", "--set", "scheme.preset=impala",
+                                "--set", "scheme.inference_ranks=1"])
+    assert text.exit_code == 0, text.output
+    assert "1 gradient worker + 1 inference rank + 2 collectors" in text.output
+    assert "world size: 4" in text.output
+    line = next(x for x in text.output.splitlines() if x.split()[1:2] == ["inference"])
+    assert line.split()[:4] == ["1", "inference", "0", "2,3"] and "auto" in line
+    data = json.loads(runner.invoke(main, ["plan", "--json", "--set", "scheme.preset=apex",
+                                           "--set", "scheme.inference_ranks=2"]).output)
+    assert [r["role"] for r in data["ranks"]] == ["gradient_worker", "inference", "inference",
+                                                  "collector", "collector"]
+    assert [r["inference"] for r in data["ranks"][3:]] == [1, 2]
+    assert data["ranks"][1]["device"] == "cpu"  # an off-policy policy acts in numpy
+    bad = runner.invoke(main, ["plan", "--set", "scheme.preset=ddppo",
+                               "--set", "scheme.inference_ranks=2"])
+    assert bad.exit_code != 0 and "Traceback" not in bad.output
+    assert "scheme.collectors_per_worker >= 1" in bad.output
 
 
 def test_minibatch_is_checked_against_the_whole_job():

@@ -286,6 +286,15 @@ class SchemeConfig:
         "updates old is dropped instead of trained on.", 4)
     collector_device: str = doc("Device of collector ranks' policy copies ('cpu' or 'cuda').",
                                 "cpu")
+    inference_ranks: int = doc(
+        "Ranks that act for the collectors: each holds the policy and serves a fixed group "
+        "of its gradient worker's collectors, batching the observations that arrived into "
+        "one forward and sending back actions, log-probs, values and recurrent state. A "
+        "multiple of scheme.gradient_workers, at most one per collector; 0: every collector "
+        "acts with its own policy copy.", 0)
+    inference_device: str = doc(
+        "Device of the inference ranks: 'auto' (the node's GPU where there is one, else the "
+        "CPU), 'cpu', 'cuda' or 'cuda:N' (refused where there is no GPU).", "auto")
 
 
 from hpcrl.config.offpolicy import ReplayConfig  # noqa: E402 (it needs doc() above)

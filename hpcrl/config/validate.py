@@ -257,6 +257,12 @@ def _check_device(c: Config) -> Optional[str]:
                 f"{c.algo.name}'s collectors act through a numpy copy of the policy on the CPU "
                 f"(one small forward per env step, where a GPU round trip would cost more); "
                 f"set scheme.collector_device=cpu")
+    inference = c.scheme.inference_device.strip().lower()
+    if (c.algo.kind in ("dqn", "sac", "td3", "ddpg") and c.scheme.inference_ranks > 0
+            and inference not in ("auto", "cpu")):
+        return (f"config key 'scheme.inference_device' ({c.scheme.inference_device}): "
+                f"{c.algo.name}'s inference ranks act through a numpy copy of the policy on "
+                f"the CPU ('auto' means the CPU for it); set scheme.inference_device=cpu")
     return None
 
 

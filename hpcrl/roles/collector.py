@@ -19,7 +19,7 @@ import torch
 
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.actor import ActorCritic
-from hpcrl.core.inference import make_engine
+from hpcrl.core.inference import PolicyEngine, make_engine
 from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import env_seeds, restore_vector_env_state, vector_env_state
 from hpcrl.core.normalization import Moments, Normalizer
@@ -33,11 +33,16 @@ StopCheck = Callable[[int], bool]
 
 class Collector:
     """Holds ``envs`` (global indices ``env_offset ..`` of ``total_envs`` in the job, default
-    its own) and fills :class:`Rollout` buffers."""
+    its own) and fills :class:`Rollout` buffers.
+
+    ``engine`` evaluates the policy (default: :func:`~hpcrl.core.inference.make_engine` of
+    ``actor``; an inference rank's remote engine in a scheme with inference ranks, where
+    ``actor`` then only keeps the normalisers that arrive with the weights)."""
 
     def __init__(self, envs: gym.vector.VectorEnv, actor: ActorCritic, config: EnvConfig,
                  gamma: float, seed: int, env_offset: int = 0, collector_id: int = 0,
-                 total_envs: Optional[int] = None) -> None:
+                 total_envs: Optional[int] = None,
+                 engine: Optional[PolicyEngine] = None) -> None:
         self.envs, self.actor, self.config = envs, actor, config
         self.gamma, self.seed = gamma, seed
         self.env_offset, self.collector_id = env_offset, collector_id
@@ -53,7 +58,7 @@ class Collector:
         self.clip_high = None if actor.integer_actions else space.high.astype(np.float32)
         # integer components go to the env as the integers its space holds
         self.env_dtype = space.dtype if actor.integer_actions and not actor.discrete else None
-        self.engine = make_engine(actor)
+        self.engine = engine if engine is not None else make_engine(actor)
         self.rngs = [np.random.default_rng([seed, env_offset + i]) for i in range(n)]
         self.obs_norm = Normalizer(config.clip_obs)
         self.rew_norm = Normalizer(config.clip_reward)

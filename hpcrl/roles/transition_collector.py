@@ -68,13 +68,16 @@ class TransitionCollector:
     ``total_envs`` is the number of envs of the whole job: each vector step of this
     collector is counted as ``total_envs`` job env steps, which drive the random warm-up
     and the epsilon schedule the same way on every collector. ``collector_index`` of
-    ``collector_count`` places it on Ape-X's per-collector epsilon schedule.
+    ``collector_count`` places it on Ape-X's per-collector epsilon schedule. ``acting``
+    picks the actions (default: the numpy engine of ``policy``; an inference rank's remote
+    engine in a scheme with inference ranks); the initial priorities are computed with
+    ``policy`` here either way, one batched pass per chunk.
     """
 
     def __init__(self, envs: gym.vector.VectorEnv, policy: nn.Module, config: Config,
                  env_offset: int = 0, collector_id: int = 0,
                  total_envs: int | None = None, collector_index: int = 0,
-                 collector_count: int = 1) -> None:
+                 collector_count: int = 1, acting: Any = None) -> None:
         self.envs, self.policy, self.config = envs, policy, config
         self.replay = config.replay
         self.env_offset, self.collector_id = env_offset, collector_id
@@ -83,6 +86,7 @@ class TransitionCollector:
         self.total_envs = total_envs or n
         contiguous_parameters(policy)  # new weights arrive as one copy
         self.engine = make_policy_engine(policy)
+        self.acting = acting if acting is not None else self.engine
         self.discrete = isinstance(self.engine, GreedyQEngine)
         self.sampling = isinstance(self.engine, SquashedGaussianEngine)
         space = envs.single_action_space
@@ -145,11 +149,11 @@ class TransitionCollector:
                                      self.replay.exploration_final_eps,
                                      self.replay.exploration_fraction,
                                      job_steps / self.config.train.total_env_steps)
-            greedy = self.engine.act(obs)
+            greedy = self.acting.act(obs)
             return np.where(draws["explore"][t] < eps, draws["random"][t], greedy)
         if self.sampling:
-            return draws["random"][t] if random_phase else self.engine.act(obs, draws["normal"][t])
-        actions = draws["random"][t] if random_phase else self.engine.act(obs)
+            return draws["random"][t] if random_phase else self.acting.act(obs, draws["normal"][t])
+        actions = draws["random"][t] if random_phase else self.acting.act(obs)
         if self.noise is not None:
             actions = np.clip(actions + self.noise.step(draws["normal"][t]), -1.0, 1.0)
         return actions.astype(np.float32)

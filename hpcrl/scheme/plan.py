@@ -5,13 +5,31 @@ from typing import Any, Optional
 
 from hpcrl.config.schema import Config
 from hpcrl.core.epsilon import collector_epsilon
-from hpcrl.scheme.topology import (RankRole, assign_roles, collecting_ranks, describe,
-                                   required_world_size)
+from hpcrl.scheme.topology import (INFERENCE, RankRole, assign_roles, collecting_ranks,
+                                   describe, required_world_size)
+
+
+def role_device_key(config: Config, role: RankRole) -> tuple[str, str]:
+    """The config key that sets this role's device, and what it asks for: ``train.device``
+    for learners, ``scheme.inference_device`` for inference ranks (the CPU for an
+    off-policy agent's, whose policy acts in numpy), ``scheme.collector_device`` for
+    collectors."""
+    if role.learner:
+        return "train.device", config.train.device
+    if role.role == INFERENCE:
+        from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
+
+        requested = config.scheme.inference_device
+        if config.algo.name in OFF_POLICY_ALGOS and requested.strip().lower() == "auto":
+            requested = "cpu"
+        return "scheme.inference_device", requested
+    return "scheme.collector_device", config.scheme.collector_device
 
 
 def rank_device(config: Config, role: RankRole) -> str:
-    """Where a rank computes: gradient ranks on the learner device, collectors on theirs."""
-    return config.train.device if role.learner else config.scheme.collector_device
+    """Where a rank computes: gradient ranks on the learner device, inference ranks and
+    collectors on theirs."""
+    return role_device_key(config, role)[1]
 
 
 def rank_table(config: Config) -> list[RankRole]:

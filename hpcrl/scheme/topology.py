@@ -2,8 +2,9 @@
 
 It feeds ``hpcrl plan``, the MPI launcher, the Slurm renderer and the world-size check, so
 they can never disagree. Ranks are laid out learners first (the updater, then the gradient
-workers, then the collectors, grouped by the worker they feed): a Slurm heterogeneous job
-puts its GPU component first, and consecutive ranks share a node.
+workers), then the inference ranks (which sit beside the learners, on the GPU nodes), then
+the collectors, grouped by the worker they feed: a Slurm heterogeneous job puts its GPU
+component first, and consecutive ranks share a node.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from hpcrl.config.schema import SchemeConfig
 from hpcrl.errors import ExplainedError
 
 UPDATER, WORKER, COLLECTOR = "updater", "gradient_worker", "collector"
+INFERENCE = "inference"
 
 
 class WorldSizeError(ExplainedError, ValueError):
@@ -34,6 +36,7 @@ class RankRole:
     learner: bool                   # sits on the learner device (updater, gradient workers)
     env_offset: int = 0             # global index of its first env (collecting ranks)
     num_envs: int = 0
+    inference: int = -1             # a collector's inference rank, which acts for it (-1: itself)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -53,9 +56,21 @@ def collecting_ranks(scheme: SchemeConfig) -> int:
 
 
 def required_world_size(scheme: SchemeConfig) -> int:
-    """Ranks the scheme needs: updater + gradient workers + collectors."""
-    return (int(has_updater(scheme)) + scheme.gradient_workers
+    """Ranks the scheme needs: updater + gradient workers + inference ranks + collectors."""
+    return (int(has_updater(scheme)) + scheme.gradient_workers + scheme.inference_ranks
             + scheme.gradient_workers * scheme.collectors_per_worker)
+
+
+def inference_groups(collectors: list[int], per_worker: int) -> list[list[int]]:
+    """A gradient worker's collectors split into ``per_worker`` contiguous groups (sizes
+    differing by at most one), one per inference rank: neighbouring ranks share a node."""
+    base, extra = divmod(len(collectors), per_worker)
+    groups, start = [], 0
+    for i in range(per_worker):
+        size = base + int(i < extra)
+        groups.append(collectors[start:start + size])
+        start += size
+    return groups
 
 
 def assign_roles(world_size: int, scheme: SchemeConfig, num_envs: int,
@@ -68,12 +83,22 @@ def assign_roles(world_size: int, scheme: SchemeConfig, num_envs: int,
         raise WorldSizeError(
             f"the scheme needs {need} ranks ({describe(scheme)}) but the job has "
             f"{world_size}; launch it with `{launcher} -n {need}` or change "
-            f"scheme.gradient_workers / scheme.collectors_per_worker / scheme.update")
+            f"scheme.gradient_workers / scheme.collectors_per_worker / "
+            f"scheme.inference_ranks / scheme.update")
     g, k = scheme.gradient_workers, scheme.collectors_per_worker
+    per_worker = scheme.inference_ranks // g if scheme.inference_ranks > 0 else 0
     first_worker = int(has_updater(scheme))
     updater = 0 if has_updater(scheme) else None
     workers = [first_worker + i for i in range(g)]
-    collectors = {i: [first_worker + g + i * k + j for j in range(k)] for i in range(g)}
+    first_inference = first_worker + g
+    first_collector = first_inference + g * per_worker
+    collectors = {i: [first_collector + i * k + j for j in range(k)] for i in range(g)}
+    served: dict[int, tuple[int, list[int]]] = {}  # inference rank -> (group, its collectors)
+    for i in range(g):
+        for j, group in enumerate(inference_groups(collectors[i], per_worker) if per_worker
+                                  else []):
+            served[first_inference + i * per_worker + j] = (i, group)
+    acts_on = {c: rank for rank, (_, group) in served.items() for c in group}
     table: list[RankRole] = []
     if updater is not None:
         table.append(RankRole(updater, UPDATER, -1, tuple(workers), tuple(workers),
@@ -86,11 +111,16 @@ def assign_roles(world_size: int, scheme: SchemeConfig, num_envs: int,
                               collects=collects, learner=True,
                               env_offset=i * num_envs if collects else 0,
                               num_envs=num_envs if collects else 0))
+    for rank, (i, group) in served.items():
+        table.append(RankRole(rank, INFERENCE, i, tuple(group), (workers[i],) + tuple(group),
+                              collects=False, learner=False))
     for i in range(g):
         for j, rank in enumerate(collectors[i]):
-            table.append(RankRole(rank, COLLECTOR, i, (workers[i],), (workers[i],),
-                                  collects=True, learner=False,
-                                  env_offset=(i * k + j) * num_envs, num_envs=num_envs))
+            helper = (acts_on[rank],) if rank in acts_on else ()
+            table.append(RankRole(rank, COLLECTOR, i, (workers[i],) + helper,
+                                  (workers[i],) + helper, collects=True, learner=False,
+                                  env_offset=(i * k + j) * num_envs, num_envs=num_envs,
+                                  inference=acts_on.get(rank, -1)))
     return sorted(table, key=lambda r: r.rank)
 
 
@@ -101,6 +131,9 @@ def describe(scheme: SchemeConfig) -> str:
         parts.append("1 updater")
     g = scheme.gradient_workers
     parts.append(f"{g} gradient worker{'s' if g != 1 else ''}")
+    n = scheme.inference_ranks
+    if n > 0:
+        parts.append(f"{n} inference rank{'s' if n != 1 else ''}")
     c = g * scheme.collectors_per_worker
     if c:
         parts.append(f"{c} collector{'s' if c != 1 else ''}")
@@ -146,9 +179,41 @@ def scheme_problem(scheme: SchemeConfig, learner_device: str) -> Optional[str]:
     if s.allreduce == "nccl" and not learner_device.startswith(("cuda", "auto")):
         return ("scheme.allreduce=nccl needs the gradient workers on GPUs; set "
                 "train.device=cuda (or auto), or use scheme.allreduce=gloo|mpi|auto on CPUs")
+    inference = inference_problem(s)
+    if inference is not None:
+        return inference
     if s.collector_device not in ("cpu", "cuda") and not s.collector_device.startswith("cuda:"):
         return (f"config key 'scheme.collector_device' must be 'cpu', 'cuda' or 'cuda:N', got "
                 f"{s.collector_device!r}")
+    return None
+
+
+def inference_problem(scheme: SchemeConfig) -> Optional[str]:
+    """Why ``scheme.inference_ranks`` / ``scheme.inference_device`` cannot be used, or None."""
+    s, n = scheme, scheme.inference_ranks
+    device = s.inference_device.strip().lower()
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        return (f"config key 'scheme.inference_device' must be 'auto', 'cpu', 'cuda' or "
+                f"'cuda:N', got {s.inference_device!r}")
+    if n < 0:
+        return "config key 'scheme.inference_ranks' must be >= 0 (0: collectors act themselves)"
+    if n == 0:
+        return None
+    if s.collectors_per_worker == 0:
+        return ("scheme.inference_ranks acts for dedicated collector ranks, but with "
+                "scheme.collectors_per_worker=0 the gradient workers collect (and act) "
+                "themselves; set scheme.collectors_per_worker >= 1 (or a preset with "
+                "collectors: a2c, async-ppo, impala, apex, async-sac), or drop "
+                "scheme.inference_ranks")
+    if n % s.gradient_workers:
+        return (f"scheme.inference_ranks={n} must be a multiple of scheme.gradient_workers="
+                f"{s.gradient_workers}: each inference rank serves collectors of one gradient "
+                f"worker (whose weights it acts with)")
+    if n // s.gradient_workers > s.collectors_per_worker:
+        return (f"scheme.inference_ranks={n} gives each gradient worker {n // s.gradient_workers}"
+                f" inference ranks for {s.collectors_per_worker} collectors; use at most one "
+                f"per collector (scheme.inference_ranks <= "
+                f"{s.gradient_workers * s.collectors_per_worker})")
     return None
 
 

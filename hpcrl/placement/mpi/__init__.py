@@ -24,7 +24,7 @@ from hpcrl.runtime.finite import naming_last_good
 from hpcrl.runtime.rng import seed_everything
 from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.runtime.run_dir import RunDir, default_run_dir
-from hpcrl.scheme import COLLECTOR, UPDATER
+from hpcrl.scheme import COLLECTOR, INFERENCE, UPDATER
 
 __all__ = ["MpiRun", "agree_run_dir", "train_mpi", "wants_mpi"]
 
@@ -99,6 +99,7 @@ def train_mpi(config: Config, run_dir: Optional[Path], resume: bool = False,
     """Run this rank's role of ``config``'s scheme until the job ends, in ``run_dir`` (None:
     the default directory rank 0 picks for every rank)."""
     from hpcrl.placement.mpi.collector_rank import CollectorRank
+    from hpcrl.placement.mpi.inference_rank import InferenceRank
     from hpcrl.placement.mpi.leader import Leader
     from hpcrl.placement.mpi.learners import SyncUpdaterRank, WorkerRank
     from hpcrl.placement.mpi.learners_async import AsyncUpdaterRank, AsyncWorkerRank
@@ -118,6 +119,8 @@ def train_mpi(config: Config, run_dir: Optional[Path], resume: bool = False,
               f"{config.env.id} in {run.path}", file=console, flush=True)
     if role == COLLECTOR:
         ranked: Any = CollectorRank(job, collector_state(state, job.role.env_offset))
+    elif role == INFERENCE:
+        ranked = InferenceRank(job)
     else:
         stats = _stat_names(config)
         leader = Leader(job, run, stats, state, console) if job.is_leader else None

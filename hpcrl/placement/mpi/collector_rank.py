@@ -21,6 +21,8 @@ from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.core.envs import make_vector_env
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.protocol import TAG_FINAL, TAG_PREEMPT, TAG_ROLLOUT, TAG_STATE, TAG_WEIGHTS
+from hpcrl.placement.mpi.remote_acting import (RemoteEngine, RemoteLink, RemotePolicyEngine,
+                                               acting_spec)
 from hpcrl.roles.collector import Collector
 from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP, Weights
 from hpcrl.roles.transition_collector import TransitionCollector, stream_layout
@@ -66,13 +68,15 @@ class CollectorRank:
         self.envs = make_vector_env(cfg.env, cfg.env.num_envs)
         # a replay learner may hold this rank back (rate limit): chunks go out synchronously
         self.held = cfg.algo.name in OFF_POLICY_ALGOS
+        self.link: Optional[RemoteLink] = None  # to the inference rank that acts for it
         if self.held:
             self.collector: Any = self._transition_collector()
         else:
             self.actor = job.new_actor(job.device)
+            engine = RemoteEngine(self._link(self.actor)) if job.role.inference >= 0 else None
             self.collector = Collector(self.envs, self.actor, cfg.env, cfg.algo.gamma,
                                        cfg.seed, job.role.env_offset, collector_id=job.rank,
-                                       total_envs=job.total_envs)
+                                       total_envs=job.total_envs, engine=engine)
             self.weights = Weights.empty_like(self.actor)
             layout = job.layout()
             self.buffers = [layout.new(), layout.new()]
@@ -89,6 +93,14 @@ class CollectorRank:
         self.preempted = False
         self.requests: list = []
 
+    def _link(self, module: Any) -> RemoteLink:
+        """The request/reply buffers to this rank's inference rank, for ``module``'s acting;
+        each request carries the weights version this rank was told to collect with."""
+        job = self.job
+        self.link = RemoteLink(job.world, job.role.inference, acting_spec(job, module),
+                               job.config.env.num_envs, lambda: self.collector.weights_version)
+        return self.link
+
     def _transition_collector(self) -> TransitionCollector:
         """An off-policy collector streaming chunks of ``algo.num_steps`` steps per env."""
         from hpcrl.core.algorithms.offpolicy import make_policy
@@ -96,9 +108,10 @@ class CollectorRank:
         job, cfg = self.job, self.job.config
         policy = make_policy(cfg, job.spaces)
         n = cfg.env.num_envs
+        acting = RemotePolicyEngine(self._link(policy)) if job.role.inference >= 0 else None
         collector = TransitionCollector(self.envs, policy, cfg, job.role.env_offset, job.rank,
                                         job.total_envs, job.role.env_offset // n,
-                                        collecting_ranks(cfg.scheme))
+                                        collecting_ranks(cfg.scheme), acting)
         self.weights = Weights.empty_like(policy)
         layout = stream_layout(cfg, job.spaces.obs_shape, job.spaces.action_shape, n,
                                job.spaces.obs_format.dtype)
@@ -131,6 +144,8 @@ class CollectorRank:
             else:
                 self._run_sync()
         finally:
+            if self.link is not None:
+                self.link.close()
             if self.preempt is not None:
                 self.preempt.close()
             for request in self.state_sends:

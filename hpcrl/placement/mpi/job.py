@@ -22,7 +22,9 @@ from hpcrl.core.rollout import RolloutLayout
 from hpcrl.placement.mpi.launcher import (in_slurm_step, launched_rank, launched_size,
                                           lone_rank_problem, srun_command)
 from hpcrl.runtime.devices import DeviceError, node_local_rank, pick_device
-from hpcrl.scheme import COLLECTOR, UPDATER, WORKER, RankRole, assign_roles, required_world_size
+from hpcrl.scheme.plan import role_device_key
+from hpcrl.scheme import (COLLECTOR, INFERENCE, UPDATER, WORKER, RankRole, assign_roles,
+                          required_world_size)
 
 LONE_RANK_GRACE_S = 20.0  # how long the other lone tasks leave task 0 to report the mismatch
 
@@ -70,6 +72,12 @@ class MpiJob:
         return self.ranks(COLLECTOR, self.role.group)
 
     @property
+    def my_subscribers(self) -> list[int]:
+        """The ranks this gradient worker's weights go to: its inference ranks first (a
+        collector's first request waits for them), then its collectors."""
+        return self.ranks(INFERENCE, self.role.group) + self.my_collectors
+
+    @property
     def total_envs(self) -> int:
         return sum(r.num_envs for r in self.table)
 
@@ -87,6 +95,8 @@ def describe_role(role: RankRole) -> str:
         return "updater"
     if role.role == WORKER:
         return f"gradient worker {role.group}" + (" + collector" if role.collects else "")
+    if role.role == INFERENCE:
+        return f"inference rank of gradient worker {role.group}"
     return f"collector of gradient worker {role.group}"
 
 
@@ -144,10 +154,8 @@ def exit_if_any_rank_refuses(world: Any, problem: Optional[str], who: str) -> No
 
 def _role_device(config: Config, role: RankRole) -> tuple[Optional[torch.device],
                                                           Optional[str]]:
-    """This role's device (``train.device`` for learners, ``scheme.collector_device`` for
-    collectors), or why it cannot have it."""
-    key = "train.device" if role.learner else "scheme.collector_device"
-    requested = config.train.device if role.learner else config.scheme.collector_device
+    """This role's device (see :func:`role_device_key`), or why it cannot have it."""
+    key, requested = role_device_key(config, role)
     try:
         return pick_device(requested, node_local_rank(), key=key), None
     except DeviceError as err:

@@ -14,6 +14,7 @@ import numpy as np
 # point-to-point tags, one per kind of message
 TAG_ROLLOUT, TAG_WEIGHTS, TAG_GRAD, TAG_GRAD_INFO, TAG_PREEMPT, TAG_DONE = 1, 2, 3, 4, 5, 6
 TAG_FINAL, TAG_STATE, TAG_REPORT = 7, 8, 9
+TAG_ACT, TAG_ACTED = 10, 11  # a collector's request to its inference rank, and the reply
 
 # control decided by the leader after each update: the collectors' command bits
 from hpcrl.roles.layout import Record, RecordLayout, scalar_fields  # noqa: E402

@@ -101,6 +101,7 @@ class SyncCollectors:
     def __init__(self, job: MpiJob) -> None:
         self.job, self.world = job, job.world
         self.collectors = job.my_collectors
+        self.subscribers = job.my_subscribers  # inference ranks, then the collectors
         self.rollouts = [job.layout().new() for _ in self.collectors]
         p = job.config.scheme.preemption
         self.preempt = _preempting(job)
@@ -109,7 +110,7 @@ class SyncCollectors:
         self.dropped = 0
 
     def publish(self, weights: Weights) -> None:
-        for rank in self.collectors:
+        for rank in self.subscribers:
             wait(isend(self.world, weights.header.data, rank, TAG_WEIGHTS))
             wait(isend(self.world, weights.params, rank, TAG_WEIGHTS))
 
@@ -150,7 +151,7 @@ class AsyncCollectors:
         layout = job.layout()
         self.inbox = CollectorInbox(self.world, self.collectors, layout.new)
         self.batch = [layout.new() for _ in self.collectors]
-        self.weights = LatestWeights(self.world, self.collectors)
+        self.weights = LatestWeights(self.world, job.my_subscribers)
         self.max_lag = job.config.scheme.max_policy_lag
         self.dropped = 0
 

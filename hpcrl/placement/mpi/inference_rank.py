@@ -1,0 +1,173 @@
+"""The loop of an inference rank: one batched forward for the requests of many collectors.
+
+An inference rank holds the policy of its gradient worker (on ``scheme.inference_device``)
+and serves a fixed group of that worker's collectors (the rank table's ``feeds``). Each
+turn it takes every request that has arrived, runs the step requests of all of them as one
+forward over the concatenated envs, and answers each collector with its rows; a value
+request (a truncated episode's final observation, a rollout's bootstrap) is answered alone.
+
+Weights reach it from the worker the way they reach collectors (the same messages, commands
+included), and it serves a request only once it holds the weights version the collector
+was told to collect with: in a synchronous job every step is taken with exactly the
+weights the collector would have used, in an asynchronous one never with older ones. It
+holds no state a checkpoint needs (see :mod:`~hpcrl.placement.mpi.remote_acting`), and
+leaves once the worker said STOP and every collector said it has left.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from hpcrl.comm import Poll, irecv, isend, wait
+from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
+from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.placement.mpi.protocol import TAG_ACT, TAG_ACTED, TAG_WEIGHTS
+from hpcrl.placement.mpi.remote_acting import ACT, BYE, STEP, VALUE, acting_spec
+from hpcrl.roles.messages import PREEMPTED, STOP, Weights
+
+IDLE_POLL = Poll(initial_s=5e-6, max_s=2e-4, growth=1.5)  # a request waits at most ~0.2 ms
+
+
+def serving_engine(job: MpiJob) -> tuple[Any, Any]:
+    """The module an inference rank holds and the engine that evaluates it: the actor-critic
+    on the rank's device, or an off-policy agent's acting policy (numpy, on the CPU)."""
+    if job.config.algo.name in OFF_POLICY_ALGOS:
+        from hpcrl.core.algorithms.offpolicy import make_policy
+        from hpcrl.core.offpolicy_engine import make_policy_engine
+
+        policy = make_policy(job.config, job.spaces)
+        return policy, make_policy_engine(policy)
+    from hpcrl.core.inference import make_engine
+
+    actor = job.new_actor(job.device)
+    return actor, make_engine(actor)
+
+
+class InferenceRank:
+    """Serves its collectors' requests with the newest weights of its gradient worker."""
+
+    def __init__(self, job: MpiJob) -> None:
+        self.job, self.world = job, job.world
+        self.worker = job.workers[job.role.group]
+        self.collectors = list(job.role.feeds)
+        self.actor, self.engine = serving_engine(job)
+        spec = acting_spec(job, self.actor)
+        self.on_policy = spec.on_policy
+        envs = job.config.env.num_envs
+        self.envs = envs
+        self.requests = [spec.request_layout(envs).new() for _ in self.collectors]
+        self.replies = [spec.reply_layout(envs).new() for _ in self.collectors]
+        self.receives = [irecv(self.world, r.data, c, TAG_ACT)
+                         for r, c in zip(self.requests, self.collectors)]
+        self.arrived = [False] * len(self.collectors)
+        self.sends: list[Any] = [None] * len(self.collectors)
+        self.left: set[int] = set()
+        self.weights = Weights.empty_like(self.actor)
+        self.weight_receives: list[Any] = [
+            irecv(self.world, self.weights.header.data, self.worker, TAG_WEIGHTS), None]
+        self.version = -1  # no weights yet: nothing is served before the first ones
+        self.stopped = False
+        self.preempted = False
+        self.batches = 0  # forwards run, and the env rows they held (for inspection)
+        self.rows = 0
+
+    def run(self) -> None:
+        delay = IDLE_POLL.initial_s
+        while not (self.stopped and len(self.left) == len(self.collectors)):
+            if self._take_weights() | self._serve():
+                delay = IDLE_POLL.initial_s
+                continue
+            time.sleep(delay)
+            delay = min(delay * IDLE_POLL.growth, IDLE_POLL.max_s)
+        for request in self.sends:
+            if request is not None:
+                wait(request)
+
+    # -- weights -----------------------------------------------------------------------------
+    def _take_weights(self) -> bool:
+        """Load every weights message that arrived; True when one did."""
+        took = False
+        w = self.weights
+        while not self.stopped:
+            if self.weight_receives[1] is None:
+                if not self.weight_receives[0].Test():
+                    break
+                self.weight_receives[1] = irecv(self.world, w.params, self.worker, TAG_WEIGHTS)
+            wait(self.weight_receives[1])
+            took = True
+            if w.command & STOP:
+                self.stopped, self.preempted = True, bool(w.command & PREEMPTED)
+                break
+            w.load_into(self.actor)
+            self.engine.sync()
+            self.version = w.version
+            self.weight_receives = [irecv(self.world, w.header.data, self.worker, TAG_WEIGHTS),
+                                    None]
+        return took
+
+    # -- requests ----------------------------------------------------------------------------
+    def _serve(self) -> bool:
+        """Answer every request that arrived and can be served now; True when any was."""
+        for i, receive in enumerate(self.receives):
+            if not self.arrived[i] and i not in self.left and receive.Test():
+                self.arrived[i] = True
+                if self.sends[i] is not None:  # the collector took the last reply
+                    wait(self.sends[i])
+                    self.sends[i] = None
+        steps, values = [], []
+        for i, here in enumerate(self.arrived):
+            if not here:
+                continue
+            request = self.requests[i]
+            method = int(request.method)
+            if method == BYE:
+                self.left.add(i)
+                self.arrived[i] = False
+            elif int(request.version) <= self.version:
+                (values if method == VALUE else steps).append(i)
+        if steps:
+            self._step(steps)
+        for i in values:
+            self._value(i)
+        return bool(steps or values)
+
+    def _step(self, ids: list[int]) -> None:
+        """One forward over the envs of every collector in ``ids``."""
+        requests = [self.requests[i] for i in ids]
+        obs = np.concatenate([r.obs for r in requests])
+        noise = (np.concatenate([r.noise for r in requests])
+                 if hasattr(requests[0], "noise") else None)
+        if self.on_policy:
+            state = (np.concatenate([r.state for r in requests])
+                     if hasattr(requests[0], "state") else None)
+            actions, log_probs, values, new_state = self.engine.step(obs, noise, state)
+            out = {"actions": actions, "log_probs": log_probs, "values": values}
+            if new_state is not None:
+                out["state"] = new_state
+        else:
+            assert all(int(r.method) == ACT for r in requests)
+            out = {"actions": self.engine.act(obs, noise)}
+        n = self.envs
+        for k, i in enumerate(ids):
+            assert int(self.requests[i].method) in (STEP, ACT)
+            self._reply(i, **{name: value[k * n:(k + 1) * n] for name, value in out.items()})
+        self.batches += 1
+        self.rows += len(obs)
+
+    def _value(self, i: int) -> None:
+        request, reply = self.requests[i], self.replies[i]
+        count = int(request.count)
+        state = request.state[:count] if hasattr(request, "state") else None
+        reply.values[:count] = self.engine.value(request.obs[:count], state)
+        self._reply(i)
+
+    def _reply(self, i: int, **fields: np.ndarray) -> None:
+        """Send collector ``i`` its reply (``fields`` written into it first) and wait for
+        its next request."""
+        reply = self.replies[i]
+        reply.set(version=self.version, **fields)
+        self.sends[i] = isend(self.world, reply.data, self.collectors[i], TAG_ACTED)
+        self.arrived[i] = False
+        self.receives[i] = irecv(self.world, self.requests[i].data, self.collectors[i], TAG_ACT)

@@ -1,0 +1,185 @@
+"""Acting on an inference rank: the messages, and the collector's side of them.
+
+A collector whose scheme has inference ranks does not evaluate the policy itself: each env
+step it sends its observations (in their own dtype: Atari's uint8 frames stay uint8), the
+noise its own per-env generators drew for the step and, for a recurrent actor, the envs'
+recurrent state to its inference rank, which batches the requests of its collectors into one
+forward and sends back actions, log-probs, values and the next state.
+
+The noise travels with the request, so a sampled action depends only on the collector's
+streams and the weights, never on where the sampling ran or which requests were batched
+together: a synchronous job with inference ranks reaches the weights of the same job acting
+on its collectors. The recurrent state travels too, and stays the collector's: it is reset at
+episode starts, stored at sequence starts and checkpointed by the one code path collectors
+use without inference ranks, so an inference rank holds nothing a checkpoint needs (for an
+Atari frame stack the state is a few percent of the request's bytes).
+
+Every message is one fixed-size named-field record (:mod:`hpcrl.roles.layout`) sized for the
+collector's ``env.num_envs`` envs; ``count`` says how many rows a value request fills.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from hpcrl.comm import Poll, irecv, isend, wait
+from hpcrl.core.actor import ActorCritic
+from hpcrl.placement.mpi.protocol import TAG_ACT, TAG_ACTED
+from hpcrl.roles.layout import Record, RecordLayout
+
+STEP, VALUE, ACT, BYE = 1, 2, 3, 4  # what a request asks for (BYE: the collector has left)
+
+# A collector waits for its actions every env step: poll briefly first, so the round trip
+# costs tens of microseconds, not a back-off of milliseconds.
+REPLY_POLL = Poll(initial_s=5e-6, max_s=2e-4, growth=1.5)
+
+
+@dataclass(frozen=True)
+class ActingSpec:
+    """The shapes and dtypes of one env's part of a request and of its reply.
+
+    ``obs``: the observation as the collector carries it; ``noise``: the per-env noise of a
+    step (None when the policy draws none); ``state``: the recurrent state size (0: none);
+    ``action``: the shape and dtype of one env's action; ``on_policy``: the reply holds
+    log-probs and values (an actor-critic's step) or actions alone (an off-policy policy).
+    """
+
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    noise_shape: Optional[tuple[int, ...]]
+    state_size: int
+    action_shape: tuple[int, ...]
+    action_dtype: str
+    on_policy: bool
+
+    def request_layout(self, envs: int) -> RecordLayout:
+        fields: list[Any] = [("method", (), np.int64), ("version", (), np.int64),
+                             ("count", (), np.int64),
+                             ("obs", (envs,) + self.obs_shape, np.dtype(self.obs_dtype))]
+        if self.noise_shape is not None:
+            fields.append(("noise", (envs,) + self.noise_shape, np.float32))
+        if self.state_size:
+            fields.append(("state", (envs, self.state_size), np.float32))
+        return RecordLayout(fields)
+
+    def reply_layout(self, envs: int) -> RecordLayout:
+        fields: list[Any] = [("version", (), np.int64),
+                             ("actions", (envs,) + self.action_shape,
+                              np.dtype(self.action_dtype))]
+        if self.on_policy:
+            fields += [("log_probs", (envs,), np.float32), ("values", (envs,), np.float32)]
+        if self.state_size:
+            fields.append(("state", (envs, self.state_size), np.float32))
+        return RecordLayout(fields)
+
+
+def actor_critic_spec(actor: Any, obs_shape: tuple[int, ...], obs_dtype: str,
+                      action_shape: tuple[int, ...]) -> ActingSpec:
+    """The spec of an actor-critic's steps (:class:`~hpcrl.core.actor.ActorCritic`)."""
+    return ActingSpec(tuple(obs_shape), str(np.dtype(obs_dtype)),
+                      tuple(actor.distribution.noise_shape()),
+                      actor.state_size if actor.recurrent else 0, tuple(action_shape),
+                      "int64" if actor.integer_actions else "float32", on_policy=True)
+
+
+def policy_spec(obs_shape: tuple[int, ...], obs_dtype: str, discrete: bool, sampling: bool,
+                action_dim: int) -> ActingSpec:
+    """The spec of an off-policy policy's actions (greedy Q, deterministic or squashed
+    Gaussian; only the last draws noise, one normal per action dimension)."""
+    return ActingSpec(tuple(obs_shape), str(np.dtype(obs_dtype)),
+                      (action_dim,) if sampling else None, 0,
+                      () if discrete else (action_dim,), "int64" if discrete else "float32",
+                      on_policy=False)
+
+
+def acting_spec(job: Any, module: Any) -> ActingSpec:
+    """The spec of ``module``'s acting in ``job`` (an :class:`~hpcrl.placement.mpi.job.MpiJob`):
+    built the same way by a collector and its inference rank, so their buffers match."""
+    from hpcrl.core.policies import SquashedGaussianPolicy
+    from hpcrl.core.qnetwork import QNetwork
+
+    if isinstance(module, ActorCritic):
+        layout = job.layout()
+        return actor_critic_spec(module, layout.obs_shape, layout.obs_dtype,
+                                 layout.action_shape)
+    fmt = job.spaces.obs_format
+    discrete = isinstance(module, QNetwork)
+    return policy_spec(fmt.shape, fmt.dtype, discrete,
+                       isinstance(module, SquashedGaussianPolicy),
+                       0 if discrete else int(np.prod(job.spaces.action_space.shape)))
+
+
+class RemoteLink:
+    """A collector's request/reply pair of buffers to its inference rank."""
+
+    def __init__(self, world: Any, server: int, spec: ActingSpec, envs: int,
+                 version: Callable[[], int]) -> None:
+        self.world, self.server, self.version = world, server, version
+        self.request: Record = spec.request_layout(envs).new()
+        self.reply: Record = spec.reply_layout(envs).new()
+        self.envs = envs
+
+    def call(self, method: int, count: int) -> Record:
+        """Send the request (its fields filled by the caller) and wait for the reply."""
+        self.request.set(method=method, version=self.version(), count=count)
+        reply = irecv(self.world, self.reply.data, self.server, TAG_ACTED)
+        wait(isend(self.world, self.request.data, self.server, TAG_ACT), REPLY_POLL)
+        wait(reply, REPLY_POLL)
+        return self.reply
+
+    def close(self) -> None:
+        """Tell the inference rank this collector will ask nothing more."""
+        self.request.set(method=BYE, version=self.version(), count=0)
+        wait(isend(self.world, self.request.data, self.server, TAG_ACT))
+
+
+class RemoteEngine:
+    """A :class:`~hpcrl.core.inference.PolicyEngine` whose forward runs on an inference rank.
+
+    ``sync`` does nothing: the inference rank holds the weights, and serves a request only
+    once it has the version the collector was told to collect with."""
+
+    def __init__(self, link: RemoteLink) -> None:
+        self.link = link
+
+    def sync(self) -> None:
+        pass
+
+    def step(self, obs: np.ndarray, noise: np.ndarray, state: Optional[np.ndarray] = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
+        request = self.link.request
+        request.obs[...] = obs
+        request.noise[...] = noise
+        if state is not None:
+            request.state[...] = state
+        reply = self.link.call(STEP, len(obs))
+        return (reply.actions.copy(), reply.log_probs.copy(), reply.values.copy(),
+                None if state is None else reply.state.copy())
+
+    def value(self, obs: np.ndarray, state: Optional[np.ndarray] = None) -> np.ndarray:
+        count = len(obs)
+        request = self.link.request
+        request.obs[:count] = obs
+        if state is not None:
+            request.state[:count] = state
+        return self.link.call(VALUE, count).values[:count].copy()
+
+
+class RemotePolicyEngine:
+    """An off-policy engine's ``act`` (:mod:`hpcrl.core.offpolicy_engine`) run on an
+    inference rank."""
+
+    def __init__(self, link: RemoteLink) -> None:
+        self.link = link
+
+    def sync(self) -> None:
+        pass
+
+    def act(self, obs: np.ndarray, noise: Optional[np.ndarray] = None) -> np.ndarray:
+        request = self.link.request
+        request.obs[...] = obs
+        if noise is not None:
+            request.noise[...] = noise
+        return self.link.call(ACT, len(obs)).actions.copy()

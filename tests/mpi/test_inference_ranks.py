@@ -1,0 +1,68 @@
+"""Inference ranks under a real mpiexec: acting on one gives the weights of acting on the
+collectors (MLP and GRU actors, the same rollouts to the last bit of the returns), and the
+asynchronous presets learn with one (IMPALA on-policy, Ape-X off-policy)."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from mpirun import FAST, ROOT, ROUNDING_SAFE_ADAM, column, run, train
+from hpcrl.runtime.checkpoint import load_checkpoint
+from hpcrl.runtime.run_dir import RunDir
+
+SYNC = [*FAST, ROUNDING_SAFE_ADAM, "scheme.preset=a2c", "env.num_envs=4", "algo.num_steps=16",
+        "algo.minibatch_size=32", "algo.num_epochs=2", "train.total_env_steps=2048",
+        "train.checkpoint_every=100"]
+
+
+def weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(RunDir(run_dir).checkpoint_path)["policy"]["state_dict"]
+
+
+def eval_return(run_dir: Path) -> float:
+    return json.loads((run_dir / "eval.json").read_text())["mean_return"]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("actor", [[], ["actor.memory=gru", "actor.memory_size=16"]],
+                         ids=["mlp", "gru"])
+def test_acting_on_an_inference_rank_reaches_the_weights_of_acting_on_the_collectors(
+        actor, tmp_path):
+    # a2c: 1 gradient worker + 2 collectors; the inference rank batches both collectors'
+    # envs into one forward, with the noise each collector drew for its own envs
+    train(3, tmp_path / "local", SYNC + actor, timeout=140)
+    train(4, tmp_path / "remote", SYNC + actor + ["scheme.inference_ranks=1"], timeout=140)
+    local, remote = weights(tmp_path / "local"), weights(tmp_path / "remote")
+    assert local.keys() == remote.keys()
+    for name in local:
+        torch.testing.assert_close(remote[name], local[name], rtol=1e-4, atol=1e-6)
+    # the same actions were taken: the same episodes ended with the same returns
+    assert (column(tmp_path / "remote", "episode_return_mean")
+            == column(tmp_path / "local", "episode_return_mean"))
+
+
+@pytest.mark.timeout(300)
+def test_impala_learns_cartpole_acting_on_an_inference_rank(tmp_path):
+    run_dir = tmp_path / "impala"
+    train(4, run_dir, ["scheme.preset=impala", "scheme.inference_ranks=1",
+                       "train.total_env_steps=102400", "train.eval_episodes=5"], timeout=260)
+    returns = column(run_dir, "episode_return_mean")
+    assert np.mean(returns[-5:]) > 3 * np.mean(returns[:3])
+    assert eval_return(run_dir) >= 300
+    assert max(column(run_dir, "policy_lag")) <= 8  # the preset's bound, counted as without
+
+
+@pytest.mark.timeout(300)
+def test_apex_learns_cartpole_acting_on_an_inference_rank(tmp_path):
+    run_dir = tmp_path / "apex"
+    done = run(4, ["train", str(ROOT / "examples" / "dqn-cartpole.yaml"), "--run-dir",
+                   str(run_dir)],
+               [*FAST, "scheme.preset=apex", "scheme.inference_ranks=1", "algo.num_steps=256",
+                "train.checkpoint_every=1000", "actor.hidden_sizes=[64,64]",
+                "train.eval_episodes=5", "train.total_env_steps=30000"], timeout=260)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert eval_return(run_dir) >= 100  # a random policy scores about 22
+    saved = load_checkpoint(RunDir(run_dir).checkpoint_path)
+    assert [s["env_offset"] for s in saved["placement"]["collectors"]] == [0, 1]
