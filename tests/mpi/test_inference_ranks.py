@@ -66,3 +66,16 @@ def test_apex_learns_cartpole_acting_on_an_inference_rank(tmp_path):
     assert eval_return(run_dir) >= 100  # a random policy scores about 22
     saved = load_checkpoint(RunDir(run_dir).checkpoint_path)
     assert [s["env_offset"] for s in saved["placement"]["collectors"]] == [0, 1]
+
+
+@pytest.mark.timeout(120)
+def test_an_inference_gpu_that_is_not_there_is_refused_before_training(tmp_path):
+    done = run(4, ["train", "--run-dir", str(tmp_path / "run")],
+               [*FAST, "scheme.preset=a2c", "scheme.inference_ranks=1",
+                "scheme.inference_device=cuda"], timeout=100)
+    assert done.returncode == 2
+    lines = [x for x in done.stderr.splitlines() if x.startswith("hpcrl:")]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "rank 1 (inference rank of gradient worker 0)" in lines[0]
+    assert "scheme.inference_device" in lines[0]
+    assert not (tmp_path / "run" / "progress.csv").exists()
