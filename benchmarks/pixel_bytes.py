@@ -14,16 +14,12 @@ normalised values are real numbers).
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from mpi_scaling import environment, mpiexec, python_ranks
-from soak import rank_of, rss_bytes
+from mpi_scaling import mpiexec
+from rank_memory import run_sampling_ranks
 from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,26 +43,7 @@ def peak_rss_per_rank(ranks: int, preset: str, steps: int, extra: list[str]) -> 
                "--set", "train.tensorboard=false"]
         for item in extra:
             cmd += ["--set", item]
-        job = subprocess.Popen(cmd, env=environment(), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, start_new_session=True)
-        peaks = [0] * ranks
-        pids: dict[int, int] = {}
-        try:
-            while job.poll() is None:
-                time.sleep(0.2)
-                if len(pids) < ranks:
-                    pids = {r: p for p in python_ranks(job.pid)
-                            if (r := rank_of(p)) is not None}
-                for r, pid in pids.items():
-                    peaks[r] = max(peaks[r], rss_bytes(pid))
-        finally:
-            if job.poll() is None:
-                os.killpg(job.pid, signal.SIGKILL)
-            _, err = job.communicate()
-        if job.returncode != 0:
-            raise SystemExit(f"the run failed ({job.returncode}):\n"
-                             f"{err.decode(errors='replace')[-2000:]}")
-    return [p / 2**20 for p in peaks]
+        return run_sampling_ranks(cmd, ranks)
 
 
 def main() -> None:

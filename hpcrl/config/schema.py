@@ -55,6 +55,16 @@ class EnvConfig:
     vectorization: Literal["sync", "async"] = doc(
         "'sync' steps the envs in the collector's process (best for cheap envs such as "
         "CartPole); 'async' runs each env in its own subprocess (for expensive envs).", "sync")
+    backend: Literal["auto", "gymnasium", "envpool"] = doc(
+        "Who steps a collector's envs: 'gymnasium' (Python envs, env.vectorization says "
+        "where), 'envpool' (EnvPool's C++ thread pool, for the Atari, MuJoCo and "
+        "classic-control ids it ships; refused with the reason elsewhere), 'auto': EnvPool "
+        "for Atari games under env.preset=atari when it is installed (pip install "
+        "'hpcrl[envpool]'), Gymnasium otherwise. Evaluation and videos always play the "
+        "Gymnasium chain.", "auto")
+    envpool_threads: int = doc(
+        "EnvPool's threads per collecting process (0: one per env, at most the CPUs this "
+        "process may use). 1 keeps to the core each rank is given.", 1)
     kwargs: dict = doc("Extra keyword arguments passed to gymnasium.make.", factory=dict)
     wrappers: list = doc(
         "Gymnasium wrappers of your own, applied in order to every env (training and "

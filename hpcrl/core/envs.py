@@ -93,8 +93,16 @@ class CheckpointableEnv(gym.Wrapper):
 
 def env_problem(config: EnvConfig) -> Optional[str]:
     """Why the env of ``config`` cannot be made, or None: :func:`env_id_problem`, then
-    whether ``env.preset`` fits the id."""
-    return env_id_problem(config.id) or preset_problem(config)
+    whether ``env.preset`` fits the id, then whether ``env.backend`` can step it."""
+    problem = env_id_problem(config.id) or preset_problem(config)
+    if problem is None and config.backend == "envpool":
+        from hpcrl.core.envpool_envs import envpool_problem
+
+        found = envpool_problem(config)
+        problem = None if found is None else f"config key 'env.backend' (envpool): {found}"
+    if problem is None and config.envpool_threads < 0:
+        problem = "config key 'env.envpool_threads' must be >= 0 (0: one per env)"
+    return problem
 
 
 def _env_factory(config: EnvConfig) -> Callable[[], gym.Env]:
@@ -191,7 +199,13 @@ def probe_spaces(config: EnvConfig) -> EnvSpaces:
 
 
 def make_vector_env(config: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
-    """``num_envs`` checkpointable envs, stepped in-process ('sync') or in subprocesses."""
+    """``num_envs`` envs of ``config``: checkpointable Gymnasium envs stepped in-process
+    ('sync') or in subprocesses, or one EnvPool (``env.backend``, see
+    :mod:`hpcrl.core.envpool_envs`)."""
+    from hpcrl.core.envpool_envs import EnvPoolVectorEnv, uses_envpool
+
+    if uses_envpool(config):
+        return EnvPoolVectorEnv(config, num_envs)
     fns = [_env_factory(config) for _ in range(num_envs)]
     mode = gym.vector.AutoresetMode.SAME_STEP
     if config.vectorization == "async":

@@ -141,10 +141,16 @@ def _load_sized(config_path: Optional[str], sets: Sequence[str], scheme_sets: Se
 
 
 def cpus_for(config: Config, role: RankRole) -> int:
-    """CPUs a rank uses: its torch threads, plus one per env when envs run in subprocesses."""
+    """CPUs a rank uses: its torch threads, plus one per env when envs run in subprocesses,
+    or EnvPool's threads beyond the first (the rank's own thread waits while they step)."""
+    from hpcrl.core.envpool_envs import uses_envpool
+
     threads = max(config.train.torch_threads, 1)
-    subprocesses = role.num_envs if role.collects and config.env.vectorization == "async" else 0
-    return threads + subprocesses
+    if not role.collects:
+        return threads
+    if uses_envpool(config.env):
+        return threads + max((config.env.envpool_threads or role.num_envs) - 1, 0)
+    return threads + (role.num_envs if config.env.vectorization == "async" else 0)
 
 
 def size_job(template: str, config_path: Optional[str], sets: Sequence[str], nodes: int,
