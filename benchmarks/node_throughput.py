@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 from atari_ppo_fps import ENV_ID, ROOT
@@ -57,29 +58,45 @@ def hpcrl_job(steps: int, ranks: int, preset: str, recipe: str,
     return {"fps": fps, "wall_s": wall, "peaks": peaks}
 
 
-SF_FPS = re.compile(r"Fps is \(10 sec: ([\d.na]+), 60 sec: ([\d.na]+), 300 sec: ([\d.na]+)\)")
+# a Sample Factory status line: its time stamp and the frames trained on so far
+SF_STATUS = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[\d+\] Fps is .*"
+                       r"Total num frames: (\d+)")
+# Sample Factory spawns its workers: each must import ale_py itself to register the ALE ids
+# (gymnasium 0.29's plugin hook fails to, on a circular import)
+SF_LAUNCHER = """import sys
+import gymnasium
+import ale_py
+from sf_examples.atari.train_atari import main
+if __name__ == "__main__":
+    sys.exit(main())
+"""
 
 
 def sample_factory_job(python: str, steps: int) -> dict[str, object]:
     """Sample Factory's APPO on the same game, 2 rollout workers x 8 envs, ``2 * steps``
-    env steps; env steps/s is the mean of its 10-second figures after the first, / 4."""
+    env steps. Env steps/s: the frames trained on between its second status line (start-up
+    excluded) and its last, over the time between them, / 4 (it counts emulator frames)."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [python, "-m", "sf_examples.atari.train_atari", "--algo=APPO",
-               "--env=atari_pong", f"--train_dir={tmp}", "--experiment=pong",
-               "--device=cpu", "--num_workers=2", "--num_envs_per_worker=8",
-               "--worker_num_splits=1", "--rollout=128", "--batch_size=256",
-               "--num_batches_per_epoch=4", "--num_epochs=4", "--num_policies=1",
+        launcher = Path(tmp) / "train_atari.py"
+        launcher.write_text(SF_LAUNCHER)
+        cmd = [python, str(launcher), "--algo=APPO", "--async_rl=True", "--env=atari_pong",
+               f"--train_dir={tmp}", "--experiment=pong", "--device=cpu", "--num_workers=2",
+               "--num_envs_per_worker=8", "--worker_num_splits=1", "--rollout=128",
+               "--batch_size=256", "--num_batches_per_epoch=4", "--num_epochs=4",
                f"--train_for_env_steps={2 * steps * 4}", "--with_wandb=False",
-               "--save_every_sec=100000", "--keep_checkpoints=1", "--decorrelate_envs_on_one_worker=False",
-               "--serial_mode=False", "--async_rl=True"]
+               "--save_every_sec=100000", "--decorrelate_envs_on_one_worker=False"]
         start = time.perf_counter()
         done = subprocess.run(cmd, env=environment(), capture_output=True, text=True)
         wall = time.perf_counter() - start
     log = done.stdout + done.stderr
     if done.returncode != 0:
         raise SystemExit(f"Sample Factory failed ({done.returncode}):\n{log[-3000:]}")
-    tens = [float(m.group(1)) for m in SF_FPS.finditer(log) if m.group(1) != "nan"]
-    fps = sum(tens[1:]) / len(tens[1:]) / 4 if len(tens) > 1 else float("nan")
+    status = [(datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f"), int(m.group(2)))
+              for m in SF_STATUS.finditer(log) if int(m.group(2)) > 0]
+    fps = float("nan")
+    if len(status) > 2:
+        (t0, f0), (t1, f1) = status[1], status[-1]
+        fps = (f1 - f0) / (t1 - t0).total_seconds() / 4
     return {"fps": fps, "wall_s": wall, "peaks": []}
 
 
