@@ -154,8 +154,8 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         with warnings.catch_warnings():  # EnvPool's float64 Box bounds: noise, not news
             warnings.filterwarnings("ignore", message=".*precision lowered by casting")
             spec = _envpool().make_spec(self.task, **self.options)
-        self.single_observation_space = spec.gymnasium_observation_space
-        self.single_action_space = spec.gymnasium_action_space
+            self.single_observation_space = spec.gymnasium_observation_space
+            self.single_action_space = spec.gymnasium_action_space
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space,
                                                               num_envs)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
