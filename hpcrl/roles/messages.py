@@ -95,6 +95,11 @@ class Weights:
     def load_into(self, module: nn.Module) -> None:
         """Copy this version into ``module``."""
         flat_to_params(module, torch.from_numpy(self.params))
+        self.load_buffers_into(module)
+
+    def load_buffers_into(self, module: nn.Module) -> None:
+        """Copy only the header's buffers (the normaliser statistics) into ``module``: what a
+        collector that acts on an inference rank needs of a new version."""
         flat_to_buffers(module, torch.from_numpy(self.header.buffers))
 
 

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -85,3 +86,9 @@ def signal_after_rows(job: subprocess.Popen, run_dir: Path, count: int, signum: 
             break
         time.sleep(0.1)
     job.send_signal(signum)  # mpiexec forwards it to every rank
+
+
+def shared_dir(comm) -> Path:
+    """A fresh temporary directory that every rank of ``comm`` gets (rank 0 makes it)."""
+    path = tempfile.mkdtemp(prefix="hpcrl-mpi-") if comm.rank == 0 else None
+    return Path(comm.bcast(path, root=0))

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from mpirun import FAST, ROOT, ROUNDING_SAFE_ADAM, column, run, train
+from mpirun import FAST, ROOT, ROUNDING_SAFE_ADAM, column, run, shared_dir, train
+from hpcrl.config import from_dict
+from hpcrl.placement.mpi import train_mpi
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 
@@ -26,8 +28,9 @@ def eval_return(run_dir: Path) -> float:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("actor", [[], ["actor.memory=gru", "actor.memory_size=16"]],
-                         ids=["mlp", "gru"])
+@pytest.mark.parametrize("actor", [["env.normalize_obs=true"],
+                                   ["actor.memory=gru", "actor.memory_size=16"]],
+                         ids=["mlp-normalised", "gru"])
 def test_acting_on_an_inference_rank_reaches_the_weights_of_acting_on_the_collectors(
         actor, tmp_path):
     # a2c: 1 gradient worker + 2 collectors; the inference rank batches both collectors'
@@ -79,3 +82,18 @@ def test_an_inference_gpu_that_is_not_there_is_refused_before_training(tmp_path)
     assert "rank 1 (inference rank of gradient worker 0)" in lines[0]
     assert "scheme.inference_device" in lines[0]
     assert not (tmp_path / "run" / "progress.csv").exists()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parallel(4)
+def test_collectors_acting_on_an_inference_rank_take_the_normalisers_not_the_parameters():
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    run_dir = shared_dir(comm)
+    done = train_mpi(from_dict({}, SYNC + ["scheme.inference_ranks=1", "env.normalize_obs=true"]),
+                     run_dir / "run")
+    if done.job.role.role == "collector":
+        collector = done.ranked
+        assert not collector.weights.params.any()  # no parameters ever arrived
+        assert float(collector.actor.obs_rms.count) > 1000  # the normaliser did, every update
+        assert collector.collector.weights_version > 0

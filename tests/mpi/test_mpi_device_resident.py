@@ -1,7 +1,5 @@
 """Gradients and normaliser moments reach the all-reducer on the learner's device, with no
 host round trip: the gradient handed over is the very tensor backward wrote into."""
-import tempfile
-from pathlib import Path
 
 import pytest
 import torch
@@ -9,6 +7,7 @@ import torch
 from device_recording import Call, RecordingAllreducer
 
 import hpcrl.placement.mpi.learners as learners
+from mpirun import shared_dir
 from hpcrl.config import from_dict
 from hpcrl.placement.mpi import train_mpi
 
@@ -26,8 +25,7 @@ def test_gradients_and_moments_reach_the_allreducer_on_the_learner_device(monkey
                                                                             allreduce):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
-    path = tempfile.mkdtemp(prefix="hpcrl-mpi-") if comm.rank == 0 else None
-    run_dir = Path(comm.bcast(path, root=0)) / "run"
+    run_dir = shared_dir(comm) / "run"
     calls: list[Call] = []
     real = learners.make_allreducer
     monkeypatch.setattr(learners, "make_allreducer",

@@ -1,11 +1,8 @@
 """Layout independence and identical replicas, inside real MPI ranks (mpi-pytest)."""
-import tempfile
-from pathlib import Path
-
 import pytest
 import torch
 
-from mpirun import FAST, ROUNDING_SAFE_ADAM, rows, train
+from mpirun import FAST, ROUNDING_SAFE_ADAM, rows, shared_dir, train
 
 from hpcrl.config import from_dict
 from hpcrl.core.flat import params_to_flat
@@ -17,11 +14,6 @@ K_UPDATES = 6
 COMMON = ["train.tensorboard=false", "train.eval_episodes=0", "algo.num_epochs=4",
           "algo.minibatch_size=64", f"train.total_env_steps={K_UPDATES * 32 * 8}",
           "train.checkpoint_every=100", ROUNDING_SAFE_ADAM]
-
-
-def shared_dir(comm):
-    path = tempfile.mkdtemp(prefix="hpcrl-mpi-") if comm.rank == 0 else None
-    return Path(comm.bcast(path, root=0))
 
 
 DDPPO_2X4 = ["scheme.preset=ddppo", "env.num_envs=4", "scheme.allreduce=mpi",

@@ -1,12 +1,10 @@
 """Pixel agents on MPI: a convolutional encoder keeps layout equivalence, and the presets
 carry image observations as their integer dtype (MinAtar bool planes, Atari uint8 frames)."""
-import tempfile
-from pathlib import Path
 
 import pytest
 import torch
 
-from mpirun import ROUNDING_SAFE_ADAM, column, train
+from mpirun import ROUNDING_SAFE_ADAM, column, shared_dir, train
 
 from hpcrl.config import from_dict
 from hpcrl.core.flat import params_to_flat
@@ -27,8 +25,7 @@ COMMON = ["train.tensorboard=false", "train.eval_episodes=0", "algo.num_epochs=2
 def test_two_gradient_ranks_with_a_resnet_reach_the_weights_of_one():
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
-    path = tempfile.mkdtemp(prefix="hpcrl-mpi-") if comm.rank == 0 else None
-    run_dir = Path(comm.bcast(path, root=0))
+    run_dir = shared_dir(comm)
     sets = COMMON + MINATAR + ["scheme.preset=ddppo", "env.num_envs=4", "scheme.allreduce=mpi"]
     role = train_mpi(from_dict({}, sets), run_dir / "mpi").ranked
     mine = params_to_flat(role.actor)

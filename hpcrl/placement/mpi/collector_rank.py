@@ -89,6 +89,8 @@ class CollectorRank:
                         if p.fraction_workers < 1.0 or p.fraction_samples < 1.0 else None)
         self.sent = 0
         self.unsent = False  # a collected rollout is waiting to be sent
+        # an inference rank acts for it: its weights messages are headers alone
+        self.header_only = job.rank in job.header_only
         self.state_sends: list = []
         self.preempted = False
         self.requests: list = []
@@ -152,18 +154,28 @@ class CollectorRank:
                 wait(request)
             self.envs.close()
 
+    def _load(self, w: Weights) -> None:
+        """Collect with version ``w`` from now on (its normalisers alone when an inference
+        rank acts for this rank: the parameters stay there)."""
+        if self.header_only:
+            w.load_buffers_into(self.actor)
+            self.collector.follow(w.version)
+        else:
+            self.collector.load_weights(w)
+
     def _run_sync(self) -> None:
         rollout = self.buffers[0]
         w = self.weights
         while True:
             wait(irecv(self.world, w.header.data, self.worker, TAG_WEIGHTS))
-            wait(irecv(self.world, w.params, self.worker, TAG_WEIGHTS))
+            if not self.header_only:
+                wait(irecv(self.world, w.params, self.worker, TAG_WEIGHTS))
             if w.command & CHECKPOINT:
                 self._send_state()
             if w.command & STOP:
                 self.preempted = bool(w.command & PREEMPTED)
                 return
-            self.collector.load_weights(w)
+            self._load(w)
             stop = None
             if self.preempt is not None:
                 self.preempt.begin(w.version)
@@ -179,7 +191,8 @@ class CollectorRank:
             if self.requests[1] is None:
                 if not self.requests[0].Test():
                     return False
-                self.requests[1] = irecv(self.world, w.params, self.worker, TAG_WEIGHTS)
+                self.requests[1] = (self.requests[0] if self.header_only
+                                    else irecv(self.world, w.params, self.worker, TAG_WEIGHTS))
             wait(self.requests[1])
             self.requests = [None, None]
             if w.command & CHECKPOINT:
@@ -187,7 +200,7 @@ class CollectorRank:
             if w.command & STOP:
                 self.preempted = bool(w.command & PREEMPTED)
                 return True
-            self.collector.load_weights(w)
+            self._load(w)
             self.requests = [irecv(self.world, w.header.data, self.worker, TAG_WEIGHTS), None]
 
     def _run_async(self) -> None:

@@ -9,6 +9,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Optional
 
 import torch
@@ -76,6 +77,18 @@ class MpiJob:
         """The ranks this gradient worker's weights go to: its inference ranks first (a
         collector's first request waits for them), then its collectors."""
         return self.ranks(INFERENCE, self.role.group) + self.my_collectors
+
+    @cached_property
+    def header_only(self) -> frozenset[int]:
+        """Subscribers that take a weights message's header alone (command, version and
+        normaliser buffers), not its parameters: on-policy collectors whose inference rank
+        acts for them. An off-policy collector keeps its parameters: it computes its
+        chunks' initial priorities with its own Q-network."""
+        from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
+
+        if self.config.algo.name in OFF_POLICY_ALGOS:
+            return frozenset()
+        return frozenset(r.rank for r in self.table if r.role == COLLECTOR and r.inference >= 0)
 
     @property
     def total_envs(self) -> int:

@@ -19,11 +19,22 @@ from hpcrl.placement.mpi.protocol import TAG_WEIGHTS
 from hpcrl.roles.messages import Weights
 
 
+def send_weights(world: Any, weights: Weights, rank: int, params: bool = True) -> list[Any]:
+    """Start sending ``weights`` to ``rank``: the header (command, version, normaliser
+    buffers), then the parameters unless ``params`` is False (a collector whose inference
+    rank acts for it); returns the requests."""
+    sends = [isend(world, weights.header.data, rank, TAG_WEIGHTS)]
+    if params:
+        sends.append(isend(world, weights.params, rank, TAG_WEIGHTS))
+    return sends
+
+
 class LatestWeights:
     """Per-collector outboxes fed with the newest weights, never overwriting one in flight."""
 
-    def __init__(self, world: Any, ranks: list[int]) -> None:
-        self.world, self.ranks = world, list(ranks)
+    def __init__(self, world: Any, ranks: list[int],
+                 header_only: frozenset[int] = frozenset()) -> None:
+        self.world, self.ranks, self.header_only = world, list(ranks), header_only
         self.latest: Optional[Weights] = None
         self.boxes: dict[int, Weights] = {}
         self.sends: dict[int, list] = {}
@@ -54,8 +65,7 @@ class LatestWeights:
                 box = self.boxes[rank] = self.latest.copy()
             else:
                 box.copy_from(self.latest)
-            self.sends[rank] = [isend(self.world, box.header.data, rank, TAG_WEIGHTS),
-                                isend(self.world, box.params, rank, TAG_WEIGHTS)]
+            self.sends[rank] = send_weights(self.world, box, rank, rank not in self.header_only)
             self.behind.discard(rank)
 
     def drain(self) -> None:

@@ -75,7 +75,7 @@ class ReplayLearnerRank:
                                spaces.obs_format.dtype)
         # a collector whose receive is not posted is held back (parked)
         self.inbox = CollectorInbox(self.world, self.collectors, layout.new)
-        self.weights = LatestWeights(self.world, job.my_subscribers)
+        self.weights = LatestWeights(self.world, job.my_subscribers, job.header_only)
         r = cfg.replay
         self.tolerance = r.ratio_tolerance
         per_round = r.gradient_steps if r.gradient_steps >= 0 else r.train_freq * cfg.env.num_envs

@@ -22,8 +22,8 @@ from hpcrl.core.envs import make_vector_env
 from hpcrl.core.rollout import Rollout
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.inbox import CollectorInbox
-from hpcrl.placement.mpi.latest_weights import LatestWeights
-from hpcrl.placement.mpi.protocol import TAG_DONE, TAG_PREEMPT, TAG_ROLLOUT, TAG_WEIGHTS
+from hpcrl.placement.mpi.latest_weights import LatestWeights, send_weights
+from hpcrl.placement.mpi.protocol import TAG_DONE, TAG_PREEMPT, TAG_ROLLOUT
 from hpcrl.roles.collector import Collector
 from hpcrl.roles.messages import STOP, Weights
 
@@ -111,8 +111,9 @@ class SyncCollectors:
 
     def publish(self, weights: Weights) -> None:
         for rank in self.subscribers:
-            wait(isend(self.world, weights.header.data, rank, TAG_WEIGHTS))
-            wait(isend(self.world, weights.params, rank, TAG_WEIGHTS))
+            for request in send_weights(self.world, weights, rank,
+                                        rank not in self.job.header_only):
+                wait(request)
 
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
         started = time.perf_counter()
@@ -151,7 +152,7 @@ class AsyncCollectors:
         layout = job.layout()
         self.inbox = CollectorInbox(self.world, self.collectors, layout.new)
         self.batch = [layout.new() for _ in self.collectors]
-        self.weights = LatestWeights(self.world, job.my_subscribers)
+        self.weights = LatestWeights(self.world, job.my_subscribers, job.header_only)
         self.max_lag = job.config.scheme.max_policy_lag
         self.dropped = 0
 
