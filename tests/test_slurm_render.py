@@ -77,13 +77,14 @@ def tasks(component: dict[str, str]) -> int:
     ("central", 1, 4, []), ("central", 2, 2, []), ("async", 1, 4, []),
     ("async", 2, 1, ["scheme.collectors_per_worker=3", "algo.minibatch_size=96"]),
     ("async", 1, 3, ["scheme.update=central"]), ("async", 1, 1, ["scheme.preset=a2c"]),
+    ("async", 2, 2, ["scheme.inference_ranks=4"]),  # 4 workers, one inference rank each
 ])
 def test_task_counts_match_hpcrl_plan(template, nodes, gpus, extra):
     rendered = render(RenderOptions(template, sets=tuple(SMALL + extra), nodes=nodes,
                                     gpus_per_node=gpus))
     parts = sbatch_options(rendered.text)
     plan = plan_of(script_variables(rendered.text))
-    learners = [r for r in plan["ranks"] if r["role"] != "collector"]
+    learners = [r for r in plan["ranks"] if r["role"] not in ("collector", "inference")]
     assert parts[0]["nodes"] == str(nodes) and parts[0]["ntasks-per-node"] == str(gpus)
     assert tasks(parts[0]) == len(learners) == nodes * gpus
     assert [r["rank"] for r in learners] == list(range(nodes * gpus)), "learners come first"
@@ -91,6 +92,8 @@ def test_task_counts_match_hpcrl_plan(template, nodes, gpus, extra):
         assert len(parts) == 2 and parts[0]["gpus-per-task"] == "1"
         assert "gpus-per-node" not in parts[0] and not any("gpu" in k for k in parts[1])
         assert tasks(parts[1]) == plan["world_size"] - len(learners) > 0
+        inference = [r for r in plan["ranks"] if r["role"] == "inference"]
+        assert len(inference) == sum("scheme.inference_ranks=4" in x for x in extra) * 4
     else:
         assert len(parts) == 1 and parts[0]["gpus-per-node"] == str(gpus)
         assert plan["world_size"] == nodes * gpus
