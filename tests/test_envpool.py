@@ -46,8 +46,9 @@ def test_auto_takes_envpool_for_atari_and_gymnasium_elsewhere():
     assert type(envs_of(PONG + ["env.backend=gymnasium"])).__name__ == "SyncVectorEnv"
     assert type(envs_of([])).__name__ == "SyncVectorEnv"  # CartPole stays checkpointable
     assert type(envs_of(["env.backend=envpool"])).__name__ == "EnvPoolVectorEnv"
-    # auto keeps Gymnasium where EnvPool cannot serve the chain
+    # auto keeps Gymnasium where EnvPool cannot serve the chain, or subprocesses were asked for
     assert type(envs_of(PONG + ["env.atari.noop_max=0"])).__name__ == "SyncVectorEnv"
+    assert type(envs_of(PONG + ["env.vectorization=async"])).__name__ == "AsyncVectorEnv"
 
 
 @pytest.mark.parametrize("sets, message", [
@@ -58,6 +59,8 @@ def test_auto_takes_envpool_for_atari_and_gymnasium_elsewhere():
     (["env.backend=envpool", "env.wrappers=[gymnasium.wrappers:ClipReward]"],
      "drop env.wrappers or use env.backend=gymnasium"),
     (["env.backend=envpool", "env.kwargs={sutton_barto_reward: true}"], "drop env.kwargs"),
+    (["env.backend=envpool", *PONG, "env.vectorization=async"],
+     "drop env.vectorization=async"),
     (["env.envpool_threads=-1"], "'env.envpool_threads' must be >= 0"),
 ])
 def test_what_envpool_cannot_serve_is_refused_with_the_fix(sets, message):
@@ -121,3 +124,8 @@ def test_atari_ppo_trains_on_envpool_through_the_cli(tmp_path):
     assert result.exit_code == 0, result.output
     assert uses_envpool(load_config(str(run_dir / "config.yaml"), []).env)  # the default
     assert len(json.loads((run_dir / "eval.json").read_text())["returns"]) == 1
+    # the collector's envs really were EnvPool's: they are what a resume cannot restore
+    resumed = CliRunner().invoke(main, ["train", "--resume", str(run_dir), "--set",
+                                        "train.total_env_steps=1536"])
+    assert resumed.exit_code == 0, resumed.output
+    assert "envs were reset" in resumed.output and "envpool" in resumed.output

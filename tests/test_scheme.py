@@ -83,6 +83,8 @@ def test_ddppo_on_one_rank_drops_the_presets_preemption():
      "'scheme.inference_device' must be"),
     (["scheme.preset=apex", "scheme.inference_ranks=1", "scheme.inference_device=cuda"],
      "act through a numpy copy of the policy on the CPU"),
+    (["scheme.preset=a2c", "scheme.inference_ranks=1", "scheme.collector_device=cuda"],
+     "has no effect with scheme.inference_ranks=1"),
 ])
 def test_combinations_that_make_no_sense_are_refused(sets, message):
     with pytest.raises(ConfigError) as err:

@@ -60,7 +60,7 @@ class EnvConfig:
         "where), 'envpool' (EnvPool's C++ thread pool, for the Atari, MuJoCo and "
         "classic-control ids it ships; refused with the reason elsewhere), 'auto': EnvPool "
         "for Atari games under env.preset=atari when it is installed (pip install "
-        "'hpcrl[envpool]'), Gymnasium otherwise. Evaluation and videos always play the "
+        "'hpcrl[envpool]') and the config fits it, Gymnasium otherwise. Evaluation and videos always play the "
         "Gymnasium chain.", "auto")
     envpool_threads: int = doc(
         "EnvPool's threads per collecting process (0: one per env, at most the CPUs this "

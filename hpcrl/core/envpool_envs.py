@@ -95,6 +95,10 @@ def envpool_problem(config: EnvConfig) -> Optional[str]:
     if config.wrappers:
         return ("env.wrappers are Gymnasium wrappers, which cannot wrap EnvPool's C++ envs; "
                 "drop env.wrappers or use env.backend=gymnasium")
+    if config.vectorization == "async":
+        return ("env.vectorization=async runs Gymnasium envs in subprocesses, and EnvPool "
+                "steps its envs in its own threads (env.envpool_threads); drop "
+                "env.vectorization=async or use env.backend=gymnasium")
     if config.kwargs:
         return ("env.kwargs are the Gymnasium env's constructor arguments, which EnvPool's "
                 "envs do not take; drop env.kwargs or use env.backend=gymnasium")

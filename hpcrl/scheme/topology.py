@@ -209,6 +209,11 @@ def inference_problem(scheme: SchemeConfig) -> Optional[str]:
         return (f"scheme.inference_ranks={n} must be a multiple of scheme.gradient_workers="
                 f"{s.gradient_workers}: each inference rank serves collectors of one gradient "
                 f"worker (whose weights it acts with)")
+    if s.collector_device.strip().lower() != "cpu":
+        return (f"scheme.collector_device={s.collector_device} has no effect with "
+                f"scheme.inference_ranks={n}: the inference ranks act for the collectors; "
+                f"put them on the GPU with scheme.inference_device, and drop "
+                f"scheme.collector_device")
     if n // s.gradient_workers > s.collectors_per_worker:
         return (f"scheme.inference_ranks={n} gives each gradient worker {n // s.gradient_workers}"
                 f" inference ranks for {s.collectors_per_worker} collectors; use at most one "

@@ -97,3 +97,9 @@ def test_collectors_acting_on_an_inference_rank_take_the_normalisers_not_the_par
         assert not collector.weights.params.any()  # no parameters ever arrived
         assert float(collector.actor.obs_rms.count) > 1000  # the normaliser did, every update
         assert collector.collector.weights_version > 0
+    if done.job.role.role == "inference":
+        server = done.ranked
+        # every env step of both collectors (2 x 4 envs, 2048 steps) was acted on here, in
+        # forwards that batched both collectors' envs together at least some of the time
+        assert server.rows == 2048
+        assert server.rows > 4 * server.batches

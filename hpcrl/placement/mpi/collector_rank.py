@@ -72,8 +72,9 @@ class CollectorRank:
         if self.held:
             self.collector: Any = self._transition_collector()
         else:
-            self.actor = job.new_actor(job.device)
-            engine = RemoteEngine(self._link(self.actor)) if job.role.inference >= 0 else None
+            remote = job.role.inference >= 0  # then the actor only holds the normalisers
+            self.actor = job.new_actor(None if remote else job.device)
+            engine = RemoteEngine(self._link(self.actor)) if remote else None
             self.collector = Collector(self.envs, self.actor, cfg.env, cfg.algo.gamma,
                                        cfg.seed, job.role.env_offset, collector_id=job.rank,
                                        total_envs=job.total_envs, engine=engine)

@@ -24,7 +24,7 @@ from hpcrl.comm import Poll, irecv, isend, wait
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.protocol import TAG_ACT, TAG_ACTED, TAG_WEIGHTS
-from hpcrl.placement.mpi.remote_acting import ACT, BYE, STEP, VALUE, acting_spec
+from hpcrl.placement.mpi.remote_acting import BYE, VALUE, acting_spec
 from hpcrl.roles.messages import PREEMPTED, STOP, Weights
 
 IDLE_POLL = Poll(initial_s=5e-6, max_s=2e-4, growth=1.5)  # a request waits at most ~0.2 ms
@@ -55,6 +55,8 @@ class InferenceRank:
         self.actor, self.engine = serving_engine(job)
         spec = acting_spec(job, self.actor)
         self.on_policy = spec.on_policy
+        self.noisy = spec.noise_shape is not None  # requests carry noise / recurrent state
+        self.stateful = spec.state_size > 0
         envs = job.config.env.num_envs
         self.envs = envs
         self.requests = [spec.request_layout(envs).new() for _ in self.collectors]
@@ -70,7 +72,7 @@ class InferenceRank:
         self.version = -1  # no weights yet: nothing is served before the first ones
         self.stopped = False
         self.preempted = False
-        self.batches = 0  # forwards run, and the env rows they held (for inspection)
+        self.batches = 0  # step forwards run, and the env rows they held (batching tested)
         self.rows = 0
 
     def run(self) -> None:
@@ -137,21 +139,17 @@ class InferenceRank:
         """One forward over the envs of every collector in ``ids``."""
         requests = [self.requests[i] for i in ids]
         obs = np.concatenate([r.obs for r in requests])
-        noise = (np.concatenate([r.noise for r in requests])
-                 if hasattr(requests[0], "noise") else None)
+        noise = np.concatenate([r.noise for r in requests]) if self.noisy else None
         if self.on_policy:
-            state = (np.concatenate([r.state for r in requests])
-                     if hasattr(requests[0], "state") else None)
+            state = np.concatenate([r.state for r in requests]) if self.stateful else None
             actions, log_probs, values, new_state = self.engine.step(obs, noise, state)
             out = {"actions": actions, "log_probs": log_probs, "values": values}
             if new_state is not None:
                 out["state"] = new_state
         else:
-            assert all(int(r.method) == ACT for r in requests)
             out = {"actions": self.engine.act(obs, noise)}
         n = self.envs
         for k, i in enumerate(ids):
-            assert int(self.requests[i].method) in (STEP, ACT)
             self._reply(i, **{name: value[k * n:(k + 1) * n] for name, value in out.items()})
         self.batches += 1
         self.rows += len(obs)
@@ -159,7 +157,7 @@ class InferenceRank:
     def _value(self, i: int) -> None:
         request, reply = self.requests[i], self.replies[i]
         count = int(request.count)
-        state = request.state[:count] if hasattr(request, "state") else None
+        state = request.state[:count] if self.stateful else None
         reply.values[:count] = self.engine.value(request.obs[:count], state)
         self._reply(i)
 
