@@ -154,3 +154,27 @@ def test_wrong_world_size_inside_slurm_names_the_allocations_srun():
     cfg = load_config(None, ["scheme.preset=ddppo"])
     with pytest.raises(WorldSizeError, match=r"`srun --mpi=pmi2 -n 2`"):
         assign_roles(3, cfg.scheme, cfg.env.num_envs, "srun --mpi=pmi2")
+
+
+@pytest.mark.parametrize("sets, says", [
+    (["scheme.preset=impala", "scheme.inference_ranks=1"],
+     "rollouts and acting through shared memory between ranks of one node, MPI messages "
+     "across nodes (scheme.transport=auto)"),
+    (["scheme.preset=a2c", "scheme.transport=messages"],
+     "rollouts as MPI messages (scheme.transport=messages)"),
+    (["scheme.preset=apex", "scheme.transport=shared"],
+     "rollouts through shared memory between ranks of one node, refused across nodes"),
+    (["scheme.preset=ddppo"], "none: every gradient worker collects its own rollouts"),
+])
+def test_plan_says_how_the_collectors_exchanges_travel(sets, says):
+    args = ["plan"] + [x for item in sets for x in ("--set", item)]
+    text = CliRunner().invoke(main, args)
+    assert text.exit_code == 0, text.output
+    assert f"transport: {says}" in text.output
+    data = json.loads(CliRunner().invoke(main, args[:1] + ["--json"] + args[1:]).output)
+    assert data["transport"].startswith(says)
+
+
+def test_a_transport_that_is_not_one_is_refused():
+    with pytest.raises(ConfigError, match="scheme.transport"):
+        load_config(None, ["scheme.preset=a2c", "scheme.transport=shm"])

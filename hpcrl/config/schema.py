@@ -305,6 +305,13 @@ class SchemeConfig:
     inference_device: str = doc(
         "Device of the inference ranks: 'auto' (the node's GPU where there is one, else the "
         "CPU), 'cpu', 'cuda' or 'cuda:N' (refused where there is no GPU).", "auto")
+    transport: Literal["auto", "shared", "messages"] = doc(
+        "How a collector's rollouts (or transition chunks) reach its learner and its "
+        "observations and actions reach its inference rank: 'auto' through a shared-memory "
+        "window (MPI-3) between ranks of one node, written once and read in place, and as "
+        "MPI messages across nodes or where the node's /dev/shm lacks room; 'shared' the "
+        "same, but refused where a collector and its peer are on different nodes or "
+        "/dev/shm lacks room; 'messages' MPI messages everywhere.", "auto")
 
 
 from hpcrl.config.offpolicy import ReplayConfig  # noqa: E402 (it needs doc() above)

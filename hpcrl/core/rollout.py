@@ -8,7 +8,7 @@ dtype (observations keep the carried dtype of the env's ``ObsFormat``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Optional
 
 import numpy as np
 
@@ -109,8 +109,10 @@ class RolloutLayout:
         # fixed slots, obs moments (count, mean, m2) and return moments (count, mean, m2)
         return _FIXED + 1 + 2 * self.obs_dim + 3
 
-    def new(self) -> "Rollout":
-        return Rollout(self, np.zeros(self.data_size, np.float32),
+    def new(self, data: Optional[np.ndarray] = None) -> "Rollout":
+        """A rollout of zeros; its step fields in ``data`` when given (float32 words, a
+        region of shared memory say), else in a buffer of its own."""
+        return Rollout(self, np.zeros(self.data_size, np.float32) if data is None else data,
                        np.zeros(self.header_size, np.float64))
 
 

@@ -83,7 +83,21 @@ def plan_json(config: Config) -> dict[str, Any]:
     return {"world_size": required_world_size(s), "preset": s.preset, "summary": describe(s),
             "agent": agent_summary(config), "collection": s.collection,
             "gradients": s.gradients, "update": s.update, "total_envs": total_envs,
-            "ranks": ranks}
+            "transport": transport_summary(s), "ranks": ranks}
+
+
+def transport_summary(scheme: Any) -> str:
+    """How the collectors' per-step exchanges travel under ``scheme.transport``, in words
+    (which pairs share a node is known only once the job runs: rank 0 prints it then)."""
+    if scheme.collectors_per_worker == 0:
+        return "none: every gradient worker collects its own rollouts"
+    what = "rollouts" + (" and acting" if scheme.inference_ranks else "")
+    if scheme.transport == "messages":
+        return f"{what} as MPI messages (scheme.transport=messages)"
+    across = ("refused across nodes" if scheme.transport == "shared"
+              else "MPI messages across nodes")
+    return (f"{what} through shared memory between ranks of one node, {across} "
+            f"(scheme.transport={scheme.transport})")
 
 
 def _ranks(ranks: tuple[int, ...]) -> str:
@@ -99,7 +113,8 @@ def plan_text(config: Config) -> str:
                 and s.gradient_workers > 1 else ""),
              f"agent: {info['agent']}",
              f"world size: {info['world_size']}   (mpiexec -n {info['world_size']} hpcrl train ...)",
-             f"envs: {info['total_envs']} in all, {config.env.num_envs} per collecting rank", "",
+             f"envs: {info['total_envs']} in all, {config.env.num_envs} per collecting rank",
+             f"transport: {info['transport']}", "",
              f"{'rank':>4}  {'role':<16} {'group':>5}  {'feeds':<10} {'fed by':<12} "
              f"{'device':<7} envs"]
     for r in rank_table(config):

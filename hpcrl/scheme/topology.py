@@ -182,6 +182,11 @@ def scheme_problem(scheme: SchemeConfig, learner_device: str) -> Optional[str]:
     inference = inference_problem(s)
     if inference is not None:
         return inference
+    if s.transport == "shared" and s.collectors_per_worker == 0:
+        return ("scheme.transport=shared moves collectors' rollouts through shared memory, "
+                "but with scheme.collectors_per_worker=0 the gradient workers collect "
+                "themselves and no rollout crosses ranks; drop scheme.transport (or set "
+                "scheme.collectors_per_worker >= 1)")
     if s.collector_device not in ("cpu", "cuda") and not s.collector_device.startswith("cuda:"):
         return (f"config key 'scheme.collector_device' must be 'cpu', 'cuda' or 'cuda:N', got "
                 f"{s.collector_device!r}")

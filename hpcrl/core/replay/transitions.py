@@ -8,7 +8,7 @@ number of collectors can append chunks to one replay.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Optional
 
 import numpy as np
 
@@ -47,8 +47,10 @@ class TransitionLayout:
         """float32 words of the row buffer."""
         return buffer_words(self.fields())
 
-    def new(self) -> "Transitions":
-        return Transitions(self, np.zeros(self.data_size, np.float32),
+    def new(self, data: Optional[np.ndarray] = None) -> "Transitions":
+        """An empty chunk; its rows in ``data`` when given (float32 words, a region of
+        shared memory say), else in a buffer of its own."""
+        return Transitions(self, np.zeros(self.data_size, np.float32) if data is None else data,
                            np.zeros(_HEADER, np.float64))
 
 

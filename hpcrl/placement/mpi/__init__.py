@@ -117,6 +117,8 @@ def train_mpi(config: Config, run_dir: Optional[Path], resume: bool = False,
     if job.is_leader and console is not None:
         print(f"hpcrl: rank 0 of {job.world.Get_size()}: training {config.algo.name} on "
               f"{config.env.id} in {run.path}", file=console, flush=True)
+        if job.transport_note is not None:
+            print(f"hpcrl: {job.transport_note}", file=console, flush=True)
     if role == COLLECTOR:
         ranked: Any = CollectorRank(job, collector_state(state, job.role.env_offset))
     elif role == INFERENCE:
@@ -142,6 +144,8 @@ def train_mpi(config: Config, run_dir: Optional[Path], resume: bool = False,
     with abort_on_error(job.world, job.describe), naming_last_good(run.checkpoint_path), \
             startup_objects_frozen():
         ranked.run()
+    if job.memory is not None:  # every exchange through it has ended on this node
+        job.memory.close()
     finish_world(job.world, [job.learners, job.gradient])
     return MpiRun(ranked, job, run)
 

@@ -16,16 +16,18 @@ from typing import Any, Optional
 
 import numpy as np
 
-from hpcrl.comm import irecv, isend, wait
+from hpcrl.comm import irecv, wait
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.core.envs import make_vector_env
 from hpcrl.placement.mpi.job import MpiJob
-from hpcrl.placement.mpi.protocol import TAG_FINAL, TAG_PREEMPT, TAG_ROLLOUT, TAG_STATE, TAG_WEIGHTS
+from hpcrl.placement.mpi.protocol import TAG_FINAL, TAG_PREEMPT, TAG_STATE, TAG_WEIGHTS
+from hpcrl.placement.mpi.node_transport import ACTING
+from hpcrl.placement.mpi.streams import StreamOut
 from hpcrl.placement.mpi.remote_acting import (RemoteEngine, RemoteLink, RemotePolicyEngine,
                                                acting_spec)
 from hpcrl.roles.collector import Collector
 from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP, Weights
-from hpcrl.roles.transition_collector import TransitionCollector, stream_layout
+from hpcrl.roles.transition_collector import TransitionCollector
 from hpcrl.scheme import collecting_ranks
 
 
@@ -79,9 +81,8 @@ class CollectorRank:
                                        cfg.seed, job.role.env_offset, collector_id=job.rank,
                                        total_envs=job.total_envs, engine=engine)
             self.weights = Weights.empty_like(self.actor)
-            layout = job.layout()
-            self.buffers = [layout.new(), layout.new()]
             self.fill = self.collector.collect
+        self.stream = StreamOut(job, job.stream_layout(), synchronous=self.held)
         if resume_state is not None:
             self.collector.load_state_dict(resume_state)
         p = cfg.scheme.preemption
@@ -100,8 +101,10 @@ class CollectorRank:
         """The request/reply buffers to this rank's inference rank, for ``module``'s acting;
         each request carries the weights version this rank was told to collect with."""
         job = self.job
+        region = None if job.memory is None else job.memory.region(job.rank, ACTING)
         self.link = RemoteLink(job.world, job.role.inference, acting_spec(job, module),
-                               job.config.env.num_envs, lambda: self.collector.weights_version)
+                               job.config.env.num_envs, lambda: self.collector.weights_version,
+                               job.memory, region)
         return self.link
 
     def _transition_collector(self) -> TransitionCollector:
@@ -116,9 +119,6 @@ class CollectorRank:
                                         job.total_envs, job.role.env_offset // n,
                                         collecting_ranks(cfg.scheme), acting)
         self.weights = Weights.empty_like(policy)
-        layout = stream_layout(cfg, job.spaces.obs_shape, job.spaces.action_shape, n,
-                               job.spaces.obs_format.dtype)
-        self.buffers = [layout.new(), layout.new()]
         steps, total = cfg.algo.num_steps, job.total_envs
 
         def fill(chunk: Any) -> None:
@@ -165,7 +165,6 @@ class CollectorRank:
             self.collector.load_weights(w)
 
     def _run_sync(self) -> None:
-        rollout = self.buffers[0]
         w = self.weights
         while True:
             wait(irecv(self.world, w.header.data, self.worker, TAG_WEIGHTS))
@@ -181,9 +180,10 @@ class CollectorRank:
             if self.preempt is not None:
                 self.preempt.begin(w.version)
                 stop = self.preempt.should_stop
+            rollout = self.stream.next_buffer()
             self.collector.collect(rollout, stop)
-            wait(isend(self.world, rollout.header, self.worker, TAG_ROLLOUT))
-            wait(isend(self.world, rollout.data, self.worker, TAG_ROLLOUT))
+            for request in self.stream.send(rollout):
+                wait(request)
 
     def _service_weights(self) -> bool:
         """Take every weights message that arrived; True once a STOP command came."""
@@ -209,10 +209,9 @@ class CollectorRank:
                          None]
         wait(self.requests[0])  # act with the learner's weights from the first step
         pending: list = []
-        turn = 0
         stopping = self._service_weights()
         while not stopping:
-            rollout = self.buffers[turn]
+            rollout = self.stream.next_buffer()
             self.fill(rollout)
             self.unsent = True
             # the previous rollout may still be in flight: keep answering commands meanwhile
@@ -221,11 +220,9 @@ class CollectorRank:
                 time.sleep(2e-4)
             for request in pending:
                 wait(request)
-            pending = [isend(self.world, rollout.header, self.worker, TAG_ROLLOUT, self.held),
-                       isend(self.world, rollout.data, self.worker, TAG_ROLLOUT, self.held)]
+            pending = self.stream.send(rollout)
             self.sent += 1
             self.unsent = False
-            turn ^= 1
             if not stopping:
                 stopping = self._service_weights()
         for request in pending:

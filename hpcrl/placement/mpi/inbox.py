@@ -1,10 +1,11 @@
 """Standing receives for what asynchronous collector ranks stream to their learner.
 
-Each collector sends a message as two buffers (header, then data) with ``TAG_ROLLOUT``:
-a rollout, or a chunk of transitions. :class:`CollectorInbox` keeps one preallocated buffer
-and one pair of posted receives per collector, counts what arrived, and at the end drains
-every message still in flight until the collector's FINAL count. A learner may leave a
-collector's receive unposted for a while to hold it back (its sends are synchronous then).
+Each collector streams step buffers (rollouts, or chunks of transitions) through a
+:class:`~hpcrl.placement.mpi.streams.StreamIn`: shared memory within a node, messages across.
+:class:`CollectorInbox` keeps one standing receive per collector, counts what arrived, and
+at the end drains every message still in flight until the collector's FINAL count. A
+learner may leave a collector's receive unposted for a while to hold it back (its sends are
+synchronous then).
 """
 from __future__ import annotations
 
@@ -14,45 +15,51 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from hpcrl.comm import irecv, wait, wait_any
-from hpcrl.placement.mpi.protocol import TAG_FINAL, TAG_ROLLOUT
+from hpcrl.placement.mpi.protocol import TAG_FINAL
+from hpcrl.placement.mpi.streams import StreamIn
 
 
 class CollectorInbox:
-    """One buffer and one standing receive per collector rank."""
+    """One stream and one standing receive per collector rank (``layout``: of its buffers)."""
 
-    def __init__(self, world: Any, ranks: list[int], new_buffer: Callable[[], Any]) -> None:
-        self.world, self.ranks = world, list(ranks)
-        self.buffers = [new_buffer() for _ in self.ranks]
-        self.heads: list[Any] = [None] * len(self.ranks)
-        self.bodies: list[Any] = [None] * len(self.ranks)
+    def __init__(self, job: Any, ranks: list[int], layout: Any) -> None:
+        self.world, self.ranks = job.world, list(ranks)
+        self.streams = [StreamIn(job, rank, layout) for rank in self.ranks]
+        self.pending: list[list[Any]] = [[] for _ in self.ranks]
         self.posted = [False] * len(self.ranks)
         self.received = [0] * len(self.ranks)
         for i in range(len(self.ranks)):
             self.post(i)
 
+    @property
+    def buffers(self) -> list[Any]:
+        """Each collector's buffer: the message that arrived last (once it did)."""
+        return [stream.buffer for stream in self.streams]
+
     def post(self, i: int) -> None:
-        """Receive collector ``i``'s next message into its buffer (the buffer is free)."""
-        rank, buffer = self.ranks[i], self.buffers[i]
-        self.heads[i] = irecv(self.world, buffer.header, rank, TAG_ROLLOUT)
-        self.bodies[i] = irecv(self.world, buffer.data, rank, TAG_ROLLOUT)
+        """Receive collector ``i``'s next message (its last one is no longer read)."""
+        self.pending[i] = self.streams[i].post()
         self.posted[i] = True
+
+    def _take(self, i: int) -> None:
+        for request in self.pending[i][1:]:
+            wait(request)
+        self.streams[i].taken()
+        self.posted[i] = False
+        self.received[i] += 1
 
     def arrived(self, i: int) -> bool:
         """Whether collector ``i``'s message is in its buffer now; call :meth:`post` once
         the buffer was used."""
-        if not self.posted[i] or not self.heads[i].Test():
+        if not self.posted[i] or not self.pending[i][0].Test():
             return False
-        wait(self.bodies[i])
-        self.posted[i] = False
-        self.received[i] += 1
+        self._take(i)
         return True
 
     def next(self, idle: Optional[Callable[[], Any]] = None) -> int:
         """Wait for a message from any collector (all posted); returns its index."""
-        i, _ = wait_any(self.heads, idle=idle)
-        wait(self.bodies[i])
-        self.posted[i] = False
-        self.received[i] += 1
+        i, _ = wait_any([pending[0] for pending in self.pending], idle=idle)
+        self._take(i)
         return i
 
     def drain(self) -> None:
@@ -70,7 +77,7 @@ class CollectorInbox:
                 if request.Test() and self.received[i] >= int(final[0]):
                     break
                 time.sleep(1e-3)
-            for pending in (self.heads[i], self.bodies[i]):
+            for pending in self.pending[i]:
                 pending.Cancel()
                 pending.Wait()
             self.posted[i] = False

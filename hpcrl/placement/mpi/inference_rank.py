@@ -20,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.comm import Poll, irecv, isend, wait
+from hpcrl.comm import Poll, irecv, wait
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.protocol import TAG_ACT, TAG_ACTED, TAG_WEIGHTS
-from hpcrl.placement.mpi.remote_acting import BYE, VALUE, acting_spec
+from hpcrl.placement.mpi.node_transport import ACTING
+from hpcrl.placement.mpi.remote_acting import BYE, VALUE, Carrier, acting_records, acting_spec
 from hpcrl.roles.messages import PREEMPTED, STOP, Weights
 
 IDLE_POLL = Poll(initial_s=5e-6, max_s=2e-4, growth=1.5)  # a request waits at most ~0.2 ms
@@ -59,10 +60,16 @@ class InferenceRank:
         self.stateful = spec.state_size > 0
         envs = job.config.env.num_envs
         self.envs = envs
-        self.requests = [spec.request_layout(envs).new() for _ in self.collectors]
-        self.replies = [spec.reply_layout(envs).new() for _ in self.collectors]
-        self.receives = [irecv(self.world, r.data, c, TAG_ACT)
-                         for r, c in zip(self.requests, self.collectors)]
+        memory = job.memory
+        regions = [None if memory is None else memory.region(c, ACTING) for c in self.collectors]
+        records = [acting_records(spec, envs, region) for region in regions]
+        self.requests = [request for request, _ in records]
+        self.replies = [reply for _, reply in records]
+        # each collector's records: in shared memory when it shares this node
+        self.carriers = [Carrier(self.world, c, memory if region is not None else None)
+                         for c, region in zip(self.collectors, regions)]
+        self.receives = [carrier.receive(r, TAG_ACT)
+                         for carrier, r in zip(self.carriers, self.requests)]
         self.arrived = [False] * len(self.collectors)
         self.sends: list[Any] = [None] * len(self.collectors)
         self.left: set[int] = set()
@@ -114,6 +121,7 @@ class InferenceRank:
         """Answer every request that arrived and can be served now; True when any was."""
         for i, receive in enumerate(self.receives):
             if not self.arrived[i] and i not in self.left and receive.Test():
+                self.carriers[i].arrived()
                 self.arrived[i] = True
                 if self.sends[i] is not None:  # the collector took the last reply
                     wait(self.sends[i])
@@ -166,6 +174,6 @@ class InferenceRank:
         its next request."""
         reply = self.replies[i]
         reply.set(version=self.version, **fields)
-        self.sends[i] = isend(self.world, reply.data, self.collectors[i], TAG_ACTED)
+        self.sends[i] = self.carriers[i].send(reply, TAG_ACTED)
         self.arrived[i] = False
-        self.receives[i] = irecv(self.world, self.requests[i].data, self.collectors[i], TAG_ACT)
+        self.receives[i] = self.carriers[i].receive(self.requests[i], TAG_ACT)

@@ -16,6 +16,7 @@ import torch
 
 from hpcrl.build import env_spaces, make_actor, rollout_layout
 from hpcrl.comm import split_by_role, world_comm
+from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces
@@ -47,6 +48,10 @@ class MpiJob:
     gradient: Any            # communicator of the gradient workers (None elsewhere)
     device: torch.device
     spaces: EnvSpaces
+    # the node's shared window (rollouts, observations and actions between ranks of one
+    # node; see :mod:`~hpcrl.placement.mpi.node_transport`), None where messages carry all
+    memory: Optional[NodeMemory] = None
+    transport_note: Optional[str] = None  # the leader's: what goes through shared memory
 
     @property
     def rank(self) -> int:
@@ -84,9 +89,7 @@ class MpiJob:
         normaliser buffers), not its parameters: on-policy collectors whose inference rank
         acts for them. An off-policy collector keeps its parameters: it computes its
         chunks' initial priorities with its own Q-network."""
-        from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
-
-        if self.config.algo.name in OFF_POLICY_ALGOS:
+        if self.off_policy:
             return frozenset()
         return frozenset(r.rank for r in self.table if r.role == COLLECTOR and r.inference >= 0)
 
@@ -100,6 +103,23 @@ class MpiJob:
 
     def layout(self) -> RolloutLayout:
         return rollout_layout(self.config, self.spaces, self.config.env.num_envs)
+
+    @property
+    def off_policy(self) -> bool:
+        from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
+
+        return self.config.algo.name in OFF_POLICY_ALGOS
+
+    def stream_layout(self) -> Any:
+        """The layout of what a collector rank streams to its learner: a rollout, or (an
+        off-policy agent's) a chunk of ``algo.num_steps`` transitions per env."""
+        if not self.off_policy:
+            return self.layout()
+        from hpcrl.roles.transition_collector import stream_layout
+
+        s = self.spaces
+        return stream_layout(self.config, s.obs_shape, s.action_shape, self.config.env.num_envs,
+                             s.obs_format.dtype)
 
 
 def describe_role(role: RankRole) -> str:
@@ -187,5 +207,9 @@ def build_job(config: Config) -> MpiJob:
     device, problem = _role_device(config, role)
     exit_if_any_rank_refuses(world, problem, describe_role(role))
     assert device is not None  # no rank refused
-    return MpiJob(config, world, role, table, learners if role.learner else None,
-                  gradient if role.role == WORKER else None, device, env_spaces(config))
+    job = MpiJob(config, world, role, table, learners if role.learner else None,
+                 gradient if role.role == WORKER else None, device, env_spaces(config))
+    from hpcrl.placement.mpi.node_transport import open_node_memory
+
+    job.memory = open_node_memory(job)
+    return job

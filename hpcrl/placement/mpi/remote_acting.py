@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from hpcrl.comm import Poll, irecv, isend, wait
+from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.core.actor import ActorCritic
 from hpcrl.placement.mpi.protocol import TAG_ACT, TAG_ACTED
 from hpcrl.roles.layout import Record, RecordLayout
@@ -111,28 +112,76 @@ def acting_spec(job: Any, module: Any) -> ActingSpec:
                        0 if discrete else int(np.prod(job.spaces.action_space.shape)))
 
 
+def acting_records(spec: ActingSpec, envs: int, region: Optional[np.ndarray]
+                   ) -> tuple[Record, Record]:
+    """A collector's request and reply records: in buffers of their own, or one after the
+    other in its ``acting`` region of the node's window (the inference rank maps the same)."""
+    request_layout, reply_layout = spec.request_layout(envs), spec.reply_layout(envs)
+    if region is None:
+        return request_layout.new(), reply_layout.new()
+    a, b = request_layout.words, reply_layout.words
+    if region.nbytes != (a + b) * 4:
+        raise RuntimeError(f"an acting region holds {region.nbytes} bytes where this rank's "
+                           f"records need {(a + b) * 4}: the ranks built different acting "
+                           f"specs from one config")
+    words = region.view(np.float32)
+    return request_layout.wrap(words[:a]), reply_layout.wrap(words[a:a + b])
+
+
+class Carrier:
+    """How a record crosses between a collector and its inference rank (``peer``): its
+    bytes as a message, or, when it lies in the node's window (``memory`` given), a one-word
+    notice that the other side may read it now."""
+
+    def __init__(self, world: Any, peer: int, memory: Optional[NodeMemory]) -> None:
+        self.world, self.peer, self.memory = world, peer, memory
+        self.notice_out = np.zeros(1, np.int64)
+        self.notice_in = np.zeros(1, np.int64)
+
+    def send(self, record: Record, tag: int) -> Any:
+        """Start handing ``record`` over (the request to wait for)."""
+        if self.memory is None:
+            return isend(self.world, record.data, self.peer, tag)
+        self.memory.fence()  # the record is in the window before the notice says so
+        return isend(self.world, self.notice_out, self.peer, tag)
+
+    def receive(self, record: Record, tag: int) -> Any:
+        """Start taking ``record`` over (the request to wait for; then :meth:`arrived`)."""
+        return irecv(self.world, record.data if self.memory is None else self.notice_in,
+                     self.peer, tag)
+
+    def arrived(self) -> None:
+        """After the receive completed: the other side's stores to the record are seen."""
+        if self.memory is not None:
+            self.memory.fence()
+
+
 class RemoteLink:
-    """A collector's request/reply pair of buffers to its inference rank."""
+    """A collector's request/reply pair of records to its inference rank, in its own
+    buffers or (``memory`` and ``region`` given: the rank's ``acting`` region) in shared
+    memory."""
 
     def __init__(self, world: Any, server: int, spec: ActingSpec, envs: int,
-                 version: Callable[[], int]) -> None:
+                 version: Callable[[], int], memory: Optional[NodeMemory] = None,
+                 region: Optional[np.ndarray] = None) -> None:
         self.world, self.server, self.version = world, server, version
-        self.request: Record = spec.request_layout(envs).new()
-        self.reply: Record = spec.reply_layout(envs).new()
+        self.request, self.reply = acting_records(spec, envs, region)
+        self.carrier = Carrier(world, server, memory if region is not None else None)
         self.envs = envs
 
     def call(self, method: int, count: int) -> Record:
         """Send the request (its fields filled by the caller) and wait for the reply."""
         self.request.set(method=method, version=self.version(), count=count)
-        reply = irecv(self.world, self.reply.data, self.server, TAG_ACTED)
-        wait(isend(self.world, self.request.data, self.server, TAG_ACT), REPLY_POLL)
+        reply = self.carrier.receive(self.reply, TAG_ACTED)
+        wait(self.carrier.send(self.request, TAG_ACT), REPLY_POLL)
         wait(reply, REPLY_POLL)
+        self.carrier.arrived()
         return self.reply
 
     def close(self) -> None:
         """Tell the inference rank this collector will ask nothing more."""
         self.request.set(method=BYE, version=self.version(), count=0)
-        wait(isend(self.world, self.request.data, self.server, TAG_ACT))
+        wait(self.carrier.send(self.request, TAG_ACT))
 
 
 class RemoteEngine:

@@ -32,7 +32,6 @@ from hpcrl.placement.mpi.latest_weights import LatestWeights
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.protocol import (CHECKPOINT, PREEMPTED, STOP, TAG_STATE, ReportLayout)
 from hpcrl.roles.replay_learner import ReplayLearner, make_replay
-from hpcrl.roles.transition_collector import stream_layout
 from hpcrl.runtime.cpu import retain_freed_memory
 
 
@@ -71,10 +70,8 @@ class ReplayLearnerRank:
         self.learner = ReplayLearner(algorithm, replay, cfg)
         self.actor = algorithm.policy
         self.collectors = job.my_collectors
-        layout = stream_layout(cfg, spaces.obs_shape, spaces.action_shape, cfg.env.num_envs,
-                               spaces.obs_format.dtype)
         # a collector whose receive is not posted is held back (parked)
-        self.inbox = CollectorInbox(self.world, self.collectors, layout.new)
+        self.inbox = CollectorInbox(job, self.collectors, job.stream_layout())
         self.weights = LatestWeights(self.world, job.my_subscribers, job.header_only)
         r = cfg.replay
         self.tolerance = r.ratio_tolerance

@@ -22,8 +22,9 @@ from hpcrl.core.envs import make_vector_env
 from hpcrl.core.rollout import Rollout
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.inbox import CollectorInbox
+from hpcrl.placement.mpi.streams import StreamIn
 from hpcrl.placement.mpi.latest_weights import LatestWeights, send_weights
-from hpcrl.placement.mpi.protocol import TAG_DONE, TAG_PREEMPT, TAG_ROLLOUT
+from hpcrl.placement.mpi.protocol import TAG_DONE, TAG_PREEMPT
 from hpcrl.roles.collector import Collector
 from hpcrl.roles.messages import STOP, Weights
 
@@ -102,7 +103,8 @@ class SyncCollectors:
         self.job, self.world = job, job.world
         self.collectors = job.my_collectors
         self.subscribers = job.my_subscribers  # inference ranks, then the collectors
-        self.rollouts = [job.layout().new() for _ in self.collectors]
+        layout = job.layout()
+        self.streams = [StreamIn(job, rank, layout) for rank in self.collectors]
         p = job.config.scheme.preemption
         self.preempt = _preempting(job)
         self.needed = math.ceil(p.fraction_workers * len(self.collectors))
@@ -117,24 +119,25 @@ class SyncCollectors:
 
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
         started = time.perf_counter()
-        heads = [irecv(self.world, r.header, c, TAG_ROLLOUT)
-                 for r, c in zip(self.rollouts, self.collectors)]
-        bodies = [irecv(self.world, r.data, c, TAG_ROLLOUT)
-                  for r, c in zip(self.rollouts, self.collectors)]
+        # last update's rollouts are no longer read: their collectors may write the next
+        pending = [stream.post() for stream in self.streams]
         waiting = list(range(len(self.collectors)))
         told = False
         while waiting:
-            index, _ = wait_any([heads[i] for i in waiting])
+            index, _ = wait_any([pending[i][0] for i in waiting])
             i = waiting.pop(index)
-            wait(bodies[i])
+            for request in pending[i][1:]:
+                wait(request)
+            self.streams[i].taken()
             arrived = len(self.collectors) - len(waiting)
             if self.preempt and not told and waiting and arrived >= self.needed:
                 self.notice[0] = version
                 for j in waiting:
                     wait(isend(self.world, self.notice, self.collectors[j], TAG_PREEMPT))
                 told = True
-        seconds = float(np.mean([r.collect_seconds for r in self.rollouts]))
-        return list(self.rollouts), seconds, time.perf_counter() - started
+        rollouts = [stream.buffer for stream in self.streams]  # in collector order
+        seconds = float(np.mean([r.collect_seconds for r in rollouts]))
+        return rollouts, seconds, time.perf_counter() - started
 
     def states(self) -> list[dict[str, Any]]:
         return []  # collectors send their own to the leader
@@ -150,7 +153,7 @@ class AsyncCollectors:
         self.job, self.world = job, job.world
         self.collectors = job.my_collectors
         layout = job.layout()
-        self.inbox = CollectorInbox(self.world, self.collectors, layout.new)
+        self.inbox = CollectorInbox(job, self.collectors, layout)
         self.batch = [layout.new() for _ in self.collectors]
         self.weights = LatestWeights(self.world, job.my_subscribers, job.header_only)
         self.max_lag = job.config.scheme.max_policy_lag

@@ -1,0 +1,153 @@
+"""Which of a job's per-step exchanges go through the node's shared memory.
+
+Two exchanges carry big fixed-size buffers all the time: a collector's stream of rollouts
+(or transition chunks) to its gradient worker, and, with inference ranks, its observations
+and actions to and from its inference rank. When the two ranks of an exchange are on one
+node (and ``scheme.transport`` is not ``messages``), the collector owns a region of the
+node's shared window for it (:class:`~hpcrl.comm.node_memory.NodeMemory`):
+
+* ``stream``: :data:`STREAM_SLOTS` step buffers the collector fills in turn and its learner
+  reads in place, the rollout's small header travelling as the "ready" message;
+* ``acting``: the request and the reply record of :mod:`~hpcrl.placement.mpi.remote_acting`,
+  a one-word message saying which side may read.
+
+Every rank derives every region's size from the config, so the readers find them without
+being told; the plan is made once, in :func:`open_node_memory`, collectively at job set-up.
+Across nodes, and where the node's ``/dev/shm`` has no room for the regions
+(``transport=auto``: with a warning), messages carry everything as before.
+"""
+from __future__ import annotations
+
+import socket
+import sys
+from typing import TYPE_CHECKING, Optional
+
+from hpcrl.comm.node_memory import NodeMemory, NodePeers, aligned, node_peers, shm_free_bytes
+from hpcrl.scheme import COLLECTOR
+
+if TYPE_CHECKING:
+    from hpcrl.placement.mpi.job import MpiJob
+
+STREAM, ACTING = "stream", "acting"
+# a collector fills the next slot while its learner reads the last one and another waits:
+# a slot is written again only once the learner posted the receive after it (see streams)
+STREAM_SLOTS = 3
+
+
+def stream_bytes(job: "MpiJob") -> int:
+    """Bytes of one step buffer of what a collector streams (its float32 words x 4)."""
+    return job.stream_layout().data_size * 4
+
+
+def acting_bytes(job: "MpiJob") -> tuple[int, int]:
+    """Bytes of a collector's request record and of its reply record."""
+    from hpcrl.placement.mpi.remote_acting import acting_spec
+
+    spec = acting_spec(job, acting_module(job))
+    envs = job.config.env.num_envs
+    return spec.request_layout(envs).words * 4, spec.reply_layout(envs).words * 4
+
+
+def acting_module(job: "MpiJob"):  # type: ignore[no-untyped-def]
+    """The module whose acting a collector's inference rank runs (on the CPU, for shapes):
+    the actor-critic, or an off-policy agent's acting policy."""
+    if job.off_policy:
+        from hpcrl.core.algorithms.offpolicy import make_policy
+
+        return make_policy(job.config, job.spaces)
+    return job.new_actor()
+
+
+def collector_regions(job: "MpiJob", peers: NodePeers) -> dict[str, int]:
+    """The regions this rank owns: a collector's for each exchange whose peer shares its
+    node (nothing for any other role)."""
+    role = job.role
+    if role.role != COLLECTOR:
+        return {}
+    regions = {}
+    if peers.shares(job.workers[role.group]):
+        regions[STREAM] = STREAM_SLOTS * stream_bytes(job)
+    if role.inference >= 0 and peers.shares(role.inference):
+        request, reply = acting_bytes(job)
+        regions[ACTING] = request + reply
+    return regions
+
+
+def straddling(job: "MpiJob", peers: NodePeers) -> Optional[str]:
+    """Why ``scheme.transport=shared`` cannot hold for this rank (a peer of its exchanges on
+    another node), or None."""
+    role = job.role
+    if role.role != COLLECTOR:
+        return None
+    for peer, what in ((job.workers[role.group], "its gradient worker"),
+                       (role.inference, "its inference rank")):
+        if peer >= 0 and not peers.shares(peer):
+            return (f"scheme.transport=shared, but {what} (rank {peer}) is on another node, "
+                    f"which shared memory cannot reach; set scheme.transport=auto (shared "
+                    f"memory within a node, messages across) or place the ranks on one node")
+    return None
+
+
+def uses_exchanges(job: "MpiJob") -> bool:
+    """Whether any rank of the job collects for another (the same answer on every rank)."""
+    return (job.config.scheme.transport != "messages" and job.world.Get_size() > 1
+            and any(r.role == COLLECTOR for r in job.table))
+
+
+def open_node_memory(job: "MpiJob") -> Optional[NodeMemory]:
+    """The node's shared window with this job's regions, or None when messages carry every
+    exchange. Collective over the world (every rank calls it in :func:`build_job`); every
+    rank exits with status 2 when ``transport=shared`` cannot hold somewhere."""
+    if not uses_exchanges(job):
+        return None
+    from hpcrl.placement.mpi.job import exit_if_any_rank_refuses
+
+    peers = node_peers(job.world)
+    regions = collector_regions(job, peers)
+    shared = job.config.scheme.transport == "shared"
+    problem = straddling(job, peers) if shared else None
+    need = sum(peers.comm.allgather(sum(aligned(n) for n in regions.values())))
+    free = peers.comm.bcast(shm_free_bytes() if peers.comm.Get_rank() == 0 else None, root=0)
+    if need and free is not None and need > free:
+        room = (f"/dev/shm on {socket.gethostname()} has {free / 2**20:.0f} MiB free, the "
+                f"shared-memory regions of this node's collectors need {need / 2**20:.0f} MiB")
+        if shared:
+            problem = problem or (f"scheme.transport=shared, but {room}; give the node (the "
+                                  f"container: docker --shm-size) more /dev/shm, or set "
+                                  f"scheme.transport=auto or messages")
+        else:
+            regions = {}  # every rank of the node takes this branch: none keeps a region
+            if peers.comm.Get_rank() == 0:
+                print(f"hpcrl: warning: {room}; the ranks of this node exchange rollouts as "
+                      f"messages (give it more /dev/shm for shared memory)", file=sys.stderr,
+                      flush=True)
+    exit_if_any_rank_refuses(job.world, problem, job.describe())
+    memory = NodeMemory(peers, job.rank, regions)
+    owned = job.world.gather((tuple(regions), memory.total_bytes if peers.comm.Get_rank() == 0
+                              else 0), root=0)
+    if job.is_leader:
+        job.transport_note = transport_note(job, [names for names, _ in owned],
+                                            sum(nbytes for _, nbytes in owned))
+    return memory
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks)) if ranks else "none"
+
+
+def transport_note(job: "MpiJob", owned: list[tuple[str, ...]], total_bytes: int) -> str:
+    """One line for the leader to print: which exchanges go through shared memory (the
+    collectors whose rollouts and acting do, by rank) and which as messages."""
+    collectors = [r for r in job.table if r.role == COLLECTOR]
+    acting = [r for r in collectors if r.inference >= 0]
+    streams = [r.rank for r in collectors if STREAM in owned[r.rank]]
+    acts = [r.rank for r in acting if ACTING in owned[r.rank]]
+    messaged = [r.rank for r in collectors if STREAM not in owned[r.rank]]
+    messaged += [r.rank for r in acting if ACTING not in owned[r.rank]]
+    line = f"shared memory carries the rollouts of collector ranks {_ranks(streams)}"
+    if acting:
+        line += f" and the acting of {_ranks(acts)}"
+    line += f" ({total_bytes / 2**20:.1f} MiB of /dev/shm)"
+    if messaged:
+        line += f"; messages carry the exchanges of ranks {_ranks(sorted(set(messaged)))}"
+    return line

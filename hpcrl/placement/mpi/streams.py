@@ -1,0 +1,106 @@
+"""A collector's stream of step buffers to its learner, through shared memory or messages.
+
+A collector streams fixed-size buffers (rollouts, or an off-policy agent's transition
+chunks), each a float32 ``data`` array and a small float64 ``header``, with ``TAG_ROLLOUT``.
+
+* **messages** (peers on different nodes, or ``scheme.transport=messages``): the collector
+  fills one of two buffers of its own and sends header and data; the learner receives both
+  into its buffer.
+* **shared memory** (peers on one node): the collector fills the data straight into one of
+  :data:`~hpcrl.placement.mpi.node_transport.STREAM_SLOTS` slots of its region of the
+  node's window and sends the header alone, synchronously; the learner reads the data where
+  it lies. Slot ``m % SLOTS`` holds message ``m`` on both sides (MPI keeps the order of
+  messages between two ranks), so the header needs no slot number.
+
+The one rule a receiver keeps: it posts the receive of message ``m + 1`` only once it no
+longer reads message ``m``. A synchronous send completes only when its receive was posted,
+and a collector waits for the send of message ``m + 1`` before it fills message ``m + 3``,
+so the slot it fills (that of ``m``) is free: no "slot free" message is needed.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hpcrl.comm import irecv, isend
+from hpcrl.placement.mpi.node_transport import STREAM, STREAM_SLOTS
+from hpcrl.placement.mpi.protocol import TAG_ROLLOUT
+
+
+def _slots(layout: Any, region: np.ndarray, owner: int) -> list[Any]:
+    """The step buffers in ``owner``'s stream region, each with a header of its own."""
+    words = layout.data_size
+    if region.nbytes != STREAM_SLOTS * words * 4:
+        raise RuntimeError(f"rank {owner}'s stream region holds {region.nbytes} bytes where "
+                           f"this rank's layout needs {STREAM_SLOTS * words * 4}: the ranks "
+                           f"built different layouts from one config")
+    data = region.view(np.float32)
+    return [layout.new(data[k * words:(k + 1) * words]) for k in range(STREAM_SLOTS)]
+
+
+class StreamOut:
+    """The collector's end: the buffer to fill next, and the send of a filled one.
+
+    ``synchronous``: messages complete only once the learner posted their receive (a
+    replay learner holds a collector back that way); shared-memory headers always are.
+    """
+
+    def __init__(self, job: Any, layout: Any, synchronous: bool = False) -> None:
+        self.world, self.dest = job.world, job.workers[job.role.group]
+        region = None if job.memory is None else job.memory.region(job.rank, STREAM)
+        self.memory = job.memory if region is not None else None
+        self.buffers = ([layout.new(), layout.new()] if region is None
+                        else _slots(layout, region, job.rank))
+        self.synchronous = synchronous
+        self.count = 0  # messages sent
+
+    @property
+    def shared(self) -> bool:
+        return self.memory is not None
+
+    def next_buffer(self) -> Any:
+        """The buffer the next message is filled into (untouched by the learner now, once
+        the sends of the message before it completed)."""
+        return self.buffers[self.count % len(self.buffers)]
+
+    def send(self, buffer: Any) -> list[Any]:
+        """Start sending ``buffer`` (the one :meth:`next_buffer` gave); the requests to wait
+        for before the next send."""
+        assert buffer is self.next_buffer()
+        self.count += 1
+        if self.memory is not None:
+            self.memory.fence()  # the data is in the window before the header says so
+            return [isend(self.world, buffer.header, self.dest, TAG_ROLLOUT, True)]
+        return [isend(self.world, buffer.header, self.dest, TAG_ROLLOUT, self.synchronous),
+                isend(self.world, buffer.data, self.dest, TAG_ROLLOUT, self.synchronous)]
+
+
+class StreamIn:
+    """The learner's end of one collector's stream: the buffer the next message lands in."""
+
+    def __init__(self, job: Any, source: int, layout: Any) -> None:
+        self.world, self.source = job.world, source
+        region = None if job.memory is None else job.memory.region(source, STREAM)
+        self.memory = job.memory if region is not None else None
+        self.slots = [layout.new()] if region is None else _slots(layout, region, source)
+        self.buffer = self.slots[0]
+        self.count = 0  # receives posted
+
+    def post(self) -> list[Any]:
+        """Post the receive of the next message (the one before it is no longer read); its
+        requests, the header's first. Once they completed call :meth:`taken`."""
+        self.buffer = self.slots[self.count % len(self.slots)]
+        self.count += 1
+        requests = [irecv(self.world, self.buffer.header, self.source, TAG_ROLLOUT)]
+        if self.memory is None:
+            requests.append(irecv(self.world, self.buffer.data, self.source, TAG_ROLLOUT))
+        return requests
+
+    def taken(self) -> Any:
+        """The message that arrived (its buffer), the collector's stores to it visible."""
+        if self.memory is not None:
+            self.memory.fence()
+        return self.buffer
+
+

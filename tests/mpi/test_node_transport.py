@@ -1,0 +1,156 @@
+"""Shared memory within a node (scheme.transport): the window itself, the same weights as
+messages give, every rollout and chunk arriving, and the refusals and fall-backs."""
+import numpy as np
+import pytest
+import torch
+
+from mpirun import FAST, ROUNDING_SAFE_ADAM, run, shared_dir
+from hpcrl.comm.node_memory import NodeMemory, node_peers
+from hpcrl.config import from_dict
+from hpcrl.core.flat import params_to_flat
+from hpcrl.placement.mpi import train_mpi
+
+SYNC = [*FAST, ROUNDING_SAFE_ADAM, "scheme.preset=a2c", "env.num_envs=4", "algo.num_steps=16",
+        "algo.minibatch_size=32", "algo.num_epochs=2", "train.total_env_steps=2048",
+        "train.checkpoint_every=100"]
+
+
+def world():
+    from mpi4py import MPI
+    return MPI.COMM_WORLD
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parallel(2)
+def test_a_region_written_on_one_rank_is_read_in_place_on_the_other():
+    comm = world()
+    peers = node_peers(comm)
+    assert peers.ranks == (0, 1)
+    memory = NodeMemory(peers, comm.rank, {"a": 10, "b": 5000} if comm.rank == 1 else {})
+    a, b = memory.region(1, "a"), memory.region(1, "b")
+    assert (a.nbytes, b.nbytes) == (10, 5000)
+    assert memory.region(0, "a") is None and memory.region(1, "c") is None
+    # every region on a page of its own, within its owner's part
+    assert (b.__array_interface__["data"][0] - a.__array_interface__["data"][0]) % 4096 == 0
+    notice = np.zeros(1, np.int64)
+    if comm.rank == 1:
+        b[:] = np.arange(5000) % 251
+        memory.fence()
+        comm.Send(notice, dest=0, tag=1)
+        comm.Recv(notice, source=0, tag=2)
+        memory.fence()
+        assert int(a[3]) == 7  # and back: the reader's store seen by the owner
+    else:
+        comm.Recv(notice, source=1, tag=1)
+        memory.fence()
+        assert np.array_equal(b, np.arange(5000) % 251)
+        a[3] = 7
+        memory.fence()
+        comm.Send(notice, dest=1, tag=2)
+    memory.close()
+
+
+def trained(sets, run_dir):
+    done = train_mpi(from_dict({}, sets), run_dir)
+    return done, params_to_flat(done.ranked.actor)
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parallel(4)
+@pytest.mark.parametrize("inference", [0, 1], ids=["collectors-act", "inference-rank"])
+def test_shared_memory_gives_the_weights_of_messages(inference):
+    comm = world()
+    run_dir = shared_dir(comm)
+    # 4 ranks: the worker and 3 collectors, or the worker, an inference rank and 2 collectors
+    sets = SYNC + [f"scheme.collectors_per_worker={3 - inference}",
+                   f"algo.minibatch_size={24 if inference == 0 else 32}",
+                   f"scheme.inference_ranks={inference}", "env.normalize_obs=true"]
+    shared, shared_weights = trained(sets, run_dir / "shared")
+    messages, message_weights = trained(sets + ["scheme.transport=messages"], run_dir / "msg")
+    role = shared.job.role.role
+    if role == "collector":
+        assert shared.ranked.stream.shared and not messages.ranked.stream.shared
+        if inference:
+            assert shared.ranked.link.carrier.memory is not None
+            assert messages.ranked.link.carrier.memory is None
+    if role == "inference":
+        assert all(c.memory is not None for c in shared.ranked.carriers)
+        assert all(c.memory is None for c in messages.ranked.carriers)
+        assert shared.ranked.rows == messages.ranked.rows == 2048
+    if role == "gradient_worker":
+        assert all(s.memory is not None for s in shared.ranked.source.streams)
+        assert all(s.memory is None for s in messages.ranked.source.streams)
+        # the weights the learner trained: the same rollouts, bit for bit
+        assert torch.equal(shared_weights, message_weights)
+    assert shared.job.memory is not None and messages.job.memory is None
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parallel(3)
+@pytest.mark.parametrize("preset", ["impala", "apex"])
+def test_every_streamed_rollout_and_chunk_arrives_through_shared_memory(preset):
+    """Asynchronous collectors (IMPALA's rollouts, Ape-X's transition chunks, whose sends
+    a replay learner holds back): each collector's count of sent buffers is what its
+    learner received, all through the window."""
+    comm = world()
+    run_dir = shared_dir(comm)
+    sets = [*FAST, f"scheme.preset={preset}", "env.num_envs=2", "train.checkpoint_every=4"]
+    if preset == "apex":
+        sets += ["algo.num_steps=32", "replay.learning_starts=64", "replay.batch_size=16",
+                 "train.total_env_steps=2048"]
+    else:
+        sets += ["algo.num_steps=16", "train.total_env_steps=1024"]
+    done = train_mpi(from_dict({}, sets), run_dir / preset)
+    role = done.job.role.role
+    sent = done.ranked.sent if role == "collector" else -1
+    everyone = comm.allgather(sent)
+    if role == "collector":
+        assert done.ranked.stream.shared and sent > 0
+    else:
+        inbox = done.ranked.inbox if preset == "apex" else done.ranked.source.inbox
+        assert all(s.memory is not None for s in inbox.streams)
+        assert inbox.received == [everyone[r] for r in inbox.ranks]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parallel(2)
+def test_too_little_dev_shm_falls_back_to_messages_or_is_refused(monkeypatch, capsys):
+    import hpcrl.placement.mpi.node_transport as transport
+
+    comm = world()
+    run_dir = shared_dir(comm)
+    monkeypatch.setattr(transport, "shm_free_bytes", lambda: 0)  # a full /dev/shm
+    sets = [*FAST, "scheme.preset=a2c", "scheme.collectors_per_worker=1", "env.num_envs=2",
+            "algo.num_steps=16", "algo.minibatch_size=32", "train.total_env_steps=256"]
+    done = train_mpi(from_dict({}, sets), run_dir / "auto")
+    err = capsys.readouterr().err
+    if comm.rank == 0:
+        assert "/dev/shm" in err and "as messages" in err, err
+    assert done.job.memory.region(1, "stream") is None  # no region on this node
+    if done.job.role.role == "collector":
+        assert not done.ranked.stream.shared
+    with pytest.raises(SystemExit) as refused:
+        train_mpi(from_dict({}, sets + ["scheme.transport=shared"]), run_dir / "shared")
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    if comm.rank == 0:
+        assert "scheme.transport=shared" in err and "/dev/shm" in err and "--shm-size" in err
+        assert "Traceback" not in err
+
+
+@pytest.mark.timeout(120)
+def test_the_default_a2c_job_says_its_rollouts_go_through_shared_memory(tmp_path):
+    """`mpiexec -n 3 hpcrl train --set scheme.preset=a2c`, as a user types it."""
+    done = run(3, ["train", "--run-dir", str(tmp_path / "run")],
+               [*FAST, "scheme.preset=a2c", "train.total_env_steps=2048"], timeout=100)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "hpcrl: shared memory carries the rollouts of collector ranks 1, 2" in done.stderr
+
+
+@pytest.mark.timeout(60)
+def test_shared_transport_without_collectors_is_refused(tmp_path):
+    done = run(2, ["train", "--run-dir", str(tmp_path / "run")],
+               [*FAST, "scheme.preset=ddppo", "scheme.gradient_workers=2",
+                "scheme.transport=shared"], timeout=50)
+    assert done.returncode != 0 and "Traceback" not in done.stderr  # before any rank started
+    assert "scheme.transport=shared" in done.stderr and "collectors_per_worker" in done.stderr
