@@ -77,23 +77,30 @@ def tasks(component: dict[str, str]) -> int:
     ("central", 1, 4, []), ("central", 2, 2, []), ("async", 1, 4, []),
     ("async", 2, 1, ["scheme.collectors_per_worker=3", "algo.minibatch_size=96"]),
     ("async", 1, 3, ["scheme.update=central"]), ("async", 1, 1, ["scheme.preset=a2c"]),
-    ("async", 2, 2, ["scheme.inference_ranks=4"]),  # 4 workers, one inference rank each
+    # 4 workers, one inference rank each on the CPU tasks
+    ("async", 2, 2, ["scheme.inference_ranks=4", "scheme.inference_device=cpu"]),
+    ("async", 1, 4, ["scheme.inference_ranks=2"]),  # 2 workers + 2 inference ranks on GPUs
+    ("async", 2, 3, ["scheme.inference_ranks=4", "scheme.update=central",  # 1 + 1 + 4
+                     "scheme.collectors_per_worker=4"]),
 ])
 def test_task_counts_match_hpcrl_plan(template, nodes, gpus, extra):
     rendered = render(RenderOptions(template, sets=tuple(SMALL + extra), nodes=nodes,
                                     gpus_per_node=gpus))
     parts = sbatch_options(rendered.text)
     plan = plan_of(script_variables(rendered.text))
+    inference = [r for r in plan["ranks"] if r["role"] == "inference"]
+    on_gpus = [] if "scheme.inference_device=cpu" in extra else inference
     learners = [r for r in plan["ranks"] if r["role"] not in ("collector", "inference")]
     assert parts[0]["nodes"] == str(nodes) and parts[0]["ntasks-per-node"] == str(gpus)
-    assert tasks(parts[0]) == len(learners) == nodes * gpus
-    assert [r["rank"] for r in learners] == list(range(nodes * gpus)), "learners come first"
+    assert tasks(parts[0]) == len(learners) + len(on_gpus) == nodes * gpus
+    # learners first, then the inference ranks that take a GPU each, then the CPU tasks
+    assert [r["rank"] for r in learners + on_gpus] == list(range(nodes * gpus))
     if template == "async":
         assert len(parts) == 2 and parts[0]["gpus-per-task"] == "1"
         assert "gpus-per-node" not in parts[0] and not any("gpu" in k for k in parts[1])
-        assert tasks(parts[1]) == plan["world_size"] - len(learners) > 0
-        inference = [r for r in plan["ranks"] if r["role"] == "inference"]
-        assert len(inference) == sum("scheme.inference_ranks=4" in x for x in extra) * 4
+        assert tasks(parts[1]) == plan["world_size"] - nodes * gpus > 0
+        count = next((int(x.split("=")[1]) for x in extra if "inference_ranks" in x), 0)
+        assert len(inference) == count
     else:
         assert len(parts) == 1 and parts[0]["gpus-per-node"] == str(gpus)
         assert plan["world_size"] == nodes * gpus
@@ -233,3 +240,13 @@ def test_render_command_prints_or_writes_the_script(tmp_path):
     assert "gradient_workers=2" in target.read_text()
     bad = invoke("slurm", "render", "async", "--launch", "mpirun")
     assert bad.exit_code != 0 and "heterogeneous job" in bad.output
+
+
+def test_gpus_that_inference_ranks_leave_no_learner_are_refused_with_the_fix():
+    with pytest.raises(ConfigError) as err:
+        render(RenderOptions("async", sets=tuple(SMALL + ["scheme.inference_ranks=2"]),
+                             nodes=1, gpus_per_node=2))
+    message = str(err.value)
+    assert "2 GPUs leaves no gradient worker" in message
+    assert "scheme.inference_ranks=2 inference ranks (a GPU each)" in message
+    assert "scheme.inference_device=cpu" in message

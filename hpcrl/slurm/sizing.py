@@ -7,7 +7,9 @@ world size its scheme needs. The templates' shapes:
 * ``sync``: one task per GPU, each a gradient worker that collects (preset ddppo);
 * ``central``: one task per GPU, the updater first, then gradient workers (preset a3c);
 * ``async``: component 0 one learner task per GPU (gradient workers, and an updater in a
-  central scheme), component 1 the CPU collector tasks (preset async-ppo).
+  central scheme), then, with ``scheme.inference_ranks``, one GPU task per inference rank
+  beside them (on CPU tasks instead with ``scheme.inference_device=cpu``); component 1 the
+  CPU collector tasks (preset async-ppo).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from hpcrl.config.loader import ConfigError, load_config, merge, parse_overrides, read_yaml
 from hpcrl.config.schema import Config, SchemeConfig
-from hpcrl.scheme import PRESETS, RankRole, apply_preset, describe
+from hpcrl.scheme import INFERENCE, PRESETS, RankRole, apply_preset, describe
 from hpcrl.scheme.plan import rank_table
 
 TEMPLATE_PRESETS = {"sync": "ddppo", "async": "async-ppo", "central": "a3c"}
@@ -140,6 +142,18 @@ def _load_sized(config_path: Optional[str], sets: Sequence[str], scheme_sets: Se
         raise ConfigError(f"{size}, and then: {err}") from None
 
 
+def gpu_inference_ranks(scheme: Mapping[str, Any]) -> int:
+    """The inference ranks that take a GPU task of their own, beside the learners: all of
+    them unless ``scheme.inference_device`` is 'cpu' (then they are CPU tasks, with the
+    collectors)."""
+    count = scheme.get("inference_ranks", 0)
+    if not isinstance(count, int):
+        raise ConfigError(f"config key 'scheme.inference_ranks' must be an integer, got "
+                          f"{count!r}")
+    device = str(scheme.get("inference_device", "auto")).strip().lower()
+    return count if count > 0 and device != "cpu" else 0
+
+
 def cpus_for(config: Config, role: RankRole) -> int:
     """CPUs a rank uses: its torch threads, plus one per env when envs run in subprocesses,
     or EnvPool's threads beyond the first (the rank's own thread waits while they step)."""
@@ -174,26 +188,35 @@ def size_job(template: str, config_path: Optional[str], sets: Sequence[str], nod
                           f"--set scheme.preset={TEMPLATE_PRESETS[template]}")
     gpus = nodes * gpus_per_node
     request = f"--nodes {nodes} x --gpus-per-node {gpus_per_node}"
-    workers = gpus - int(central)
+    on_gpus = gpu_inference_ranks(scheme)
+    workers = gpus - int(central) - on_gpus
     if workers < 1:
-        raise ConfigError(f"{request} = {gpus} GPU leaves no gradient worker next to the "
-                          f"updater; ask for at least 2 GPUs")
+        beside = " and " if central and on_gpus else ""
+        taken = (("the updater" if central else "") + beside
+                 + (f"scheme.inference_ranks={on_gpus} inference ranks (a GPU each)"
+                    if on_gpus else ""))
+        raise ConfigError(f"{request} = {gpus} GPU{'s' if gpus > 1 else ''} leaves no "
+                          f"gradient worker next to {taken}; ask for at least "
+                          f"{gpus - workers + 1} GPUs"
+                          + (", or put the inference ranks on CPU tasks with "
+                             "scheme.inference_device=cpu" if on_gpus else ""))
     _check_size(size_sets, workers, request)
     scheme_sets = (f"scheme.preset={preset}", f"scheme.gradient_workers={workers}",
                    f"scheme.collectors_per_worker={k}")
     config = _load_sized(config_path, sets, scheme_sets, f"{request} makes "
                          f"scheme.gradient_workers={workers}")
     table = tuple(rank_table(config))
-    learners = tuple(r.rank for r in table if r.learner)
-    if learners != tuple(range(gpus)):
+    gpu_ranks = tuple(r.rank for r in table
+                      if r.learner or (on_gpus and r.role == INFERENCE))
+    if gpu_ranks != tuple(range(gpus)):
         raise ConfigError(f"the rank table of this scheme ({describe(config.scheme)}) does "
-                          f"not put one learner on each of the {gpus} GPUs first; "
-                          f"check `hpcrl plan` for this config")
+                          f"not put one learner (or GPU inference rank) on each of the {gpus} "
+                          f"GPUs first; check `hpcrl plan` for this config")
 
     def cpus(ranks: tuple[int, ...]) -> int:
         return cpus_per_task or max(cpus_for(config, table[r]) for r in ranks)
 
-    gpu_part = Component(learners, cpus(learners), nodes, gpus_per_node)
-    rest = tuple(r.rank for r in table if not r.learner)
+    gpu_part = Component(gpu_ranks, cpus(gpu_ranks), nodes, gpus_per_node)
+    rest = tuple(r.rank for r in table if r.rank not in gpu_ranks)
     parts = (gpu_part,) if not rest else (gpu_part, Component(rest, cpus(rest)))
     return JobShape(template, scheme_sets, config, table, parts)

@@ -207,6 +207,51 @@ def test_async_template_runs_the_impala_and_apex_presets(tmp_path: Path, preset:
 
 
 @pytest.mark.timeout(240)
+def test_async_template_puts_an_inference_rank_on_a_gpu_beside_the_learner(tmp_path: Path
+                                                                         ) -> None:
+    """`hpcrl slurm render async` with scheme.inference_ranks: the inference rank takes a
+    GPU task of component 0 after the learner, the collectors stay CPU tasks, and the job
+    trains with the collectors acting on it."""
+    config = write_config(tmp_path, {"scheme": {"preset": "impala", "inference_ranks": 1}})
+    rendered, script = render_job(tmp_path, "async", "inference", config=str(config),
+                                  nodes=1, gpus_per_node=2)
+    plan = plan_of(config, rendered)
+    assert [r["role"] for r in plan["ranks"]] == ["gradient_worker", "inference",
+                                                  "collector", "collector"]
+    job = st.submit(script, env=job_env(tmp_path / "probe"))
+    st.assert_completed(job, timeout=200)
+    ranks = check_world(tmp_path / "probe", plan)
+    assert [len(gpus_of(r)) for r in ranks] == [1, 1, 0, 0], ranks
+    assert ranks[0]["node"] == ranks[1]["node"], "the inference rank is not beside its learner"
+    check_trained(tmp_path, "inference", job, 4)
+    # the collectors run on another node of the test cluster: their exchanges are messages
+    collectors_node = {r["node"] for r in ranks[2:]}
+    if ranks[0]["node"] not in collectors_node:
+        assert ("hpcrl: messages carry the rollouts of collector ranks 2, 3 and the acting of "
+                "2, 3") in log_text(tmp_path, "inference", job)
+
+
+@pytest.mark.timeout(240)
+def test_shared_transport_across_nodes_is_refused_before_training(tmp_path: Path) -> None:
+    """scheme.transport=shared where the collectors are on another node than their learner
+    (the async template's CPU component): every rank exits 2, rank 0 naming the fix."""
+    config = write_config(tmp_path, {"scheme": {"preset": "async-ppo",
+                                                "collectors_per_worker": 1,
+                                                "transport": "shared"}})
+    rendered, script = render_job(tmp_path, "async", "straddle", config=str(config), nodes=1,
+                                  gpus_per_node=1)
+    job = st.submit(script, env=job_env(tmp_path / "probe"))
+    st.wait_job(job, timeout=200)
+    ranks = ranks_seen(tmp_path / "probe")
+    if ranks[0]["node"] == ranks[1]["node"]:
+        pytest.skip("Slurm put both components on one node: nothing straddles")
+    log = log_text(tmp_path, "straddle", job)
+    assert "scheme.transport=shared, but its gradient worker (rank 0) is on another node" in log
+    assert "scheme.transport=auto" in log and "Traceback" not in log
+    assert not (tmp_path / "straddle" / "progress.csv").exists()
+
+
+@pytest.mark.timeout(240)
 def test_central_template_runs_an_updater_and_async_workers(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"scheme": {"preset": "a3c"}})
     rendered, script = render_job(tmp_path, "central", "central", config=str(config), nodes=1,

@@ -132,22 +132,34 @@ def open_node_memory(job: "MpiJob") -> Optional[NodeMemory]:
 
 
 def _ranks(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks)) if ranks else "none"
+    return ", ".join(map(str, ranks))
+
+
+def _exchanges(streams: list[int], acts: list[int]) -> str:
+    """'the rollouts of collector ranks 1, 2 and the acting of 1, 2', as far as any."""
+    parts = []
+    if streams:
+        parts.append(f"the rollouts of collector ranks {_ranks(streams)}")
+    if acts:
+        parts.append(f"the acting of {_ranks(acts)}" if streams
+                     else f"the acting of collector ranks {_ranks(acts)}")
+    return " and ".join(parts)
 
 
 def transport_note(job: "MpiJob", owned: list[tuple[str, ...]], total_bytes: int) -> str:
-    """One line for the leader to print: which exchanges go through shared memory (the
-    collectors whose rollouts and acting do, by rank) and which as messages."""
+    """One line for the leader to print: which collectors' exchanges go through shared
+    memory and which as messages (their peer on another node, or no room in /dev/shm)."""
     collectors = [r for r in job.table if r.role == COLLECTOR]
     acting = [r for r in collectors if r.inference >= 0]
-    streams = [r.rank for r in collectors if STREAM in owned[r.rank]]
-    acts = [r.rank for r in acting if ACTING in owned[r.rank]]
-    messaged = [r.rank for r in collectors if STREAM not in owned[r.rank]]
-    messaged += [r.rank for r in acting if ACTING not in owned[r.rank]]
-    line = f"shared memory carries the rollouts of collector ranks {_ranks(streams)}"
-    if acting:
-        line += f" and the acting of {_ranks(acts)}"
-    line += f" ({total_bytes / 2**20:.1f} MiB of /dev/shm)"
+    shared = _exchanges([r.rank for r in collectors if STREAM in owned[r.rank]],
+                        [r.rank for r in acting if ACTING in owned[r.rank]])
+    messaged = _exchanges([r.rank for r in collectors if STREAM not in owned[r.rank]],
+                          [r.rank for r in acting if ACTING not in owned[r.rank]])
+    lines = []
+    if shared:
+        lines.append(f"shared memory carries {shared} ({total_bytes / 2**20:.1f} MiB of "
+                     f"/dev/shm)")
     if messaged:
-        line += f"; messages carry the exchanges of ranks {_ranks(sorted(set(messaged)))}"
-    return line
+        lines.append(f"messages carry {messaged} (their peer on another node, or no room in "
+                     f"/dev/shm)")
+    return "; ".join(lines)
