@@ -312,6 +312,13 @@ class SchemeConfig:
         "MPI messages across nodes or where the node's /dev/shm lacks room; 'shared' the "
         "same, but refused where a collector and its peer are on different nodes or "
         "/dev/shm lacks room; 'messages' MPI messages everywhere.", "auto")
+    compress: Literal["none", "lz4"] = doc(
+        "Lossless compression of what crosses ranks as messages: collectors' rollouts and "
+        "transition chunks, and the weights sent to collectors, inference ranks and "
+        "asynchronous gradient workers. 'lz4' pays off where the network is slower than a "
+        "core's lz4 (pixel rollouts compress well, float weights hardly); shared memory "
+        "within a node is never compressed. Needs the lz4 package (pip install "
+        "'hpcrl[lz4]').", "none")
 
 
 from hpcrl.config.offpolicy import ReplayConfig  # noqa: E402 (it needs doc() above)

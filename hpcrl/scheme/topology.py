@@ -182,6 +182,12 @@ def scheme_problem(scheme: SchemeConfig, learner_device: str) -> Optional[str]:
     inference = inference_problem(s)
     if inference is not None:
         return inference
+    if s.compress == "lz4":
+        from hpcrl.comm.compression import lz4_problem
+
+        problem = lz4_problem()
+        if problem is not None:
+            return problem
     if s.transport == "shared" and s.collectors_per_worker == 0:
         return ("scheme.transport=shared moves collectors' rollouts through shared memory, "
                 "but with scheme.collectors_per_worker=0 the gradient workers collect "

@@ -1,5 +1,6 @@
-"""Shared memory within a node (scheme.transport): the window itself, the same weights as
-messages give, every rollout and chunk arriving, and the refusals and fall-backs."""
+"""Shared memory within a node (scheme.transport) and compressed messages (scheme.compress):
+the window itself, the same weights as plain and lz4 messages give, every rollout and chunk
+arriving, and the refusals and fall-backs."""
 import numpy as np
 import pytest
 import torch
@@ -67,6 +68,9 @@ def test_shared_memory_gives_the_weights_of_messages(inference):
                    f"scheme.inference_ranks={inference}", "env.normalize_obs=true"]
     shared, shared_weights = trained(sets, run_dir / "shared")
     messages, message_weights = trained(sets + ["scheme.transport=messages"], run_dir / "msg")
+    # and lz4-compressed messages (rollouts and weights): lossless, so the same bits again
+    _, lz4_weights = trained(sets + ["scheme.transport=messages", "scheme.compress=lz4"],
+                             run_dir / "lz4")
     role = shared.job.role.role
     if role == "collector":
         assert shared.ranked.stream.shared and not messages.ranked.stream.shared
@@ -82,19 +86,23 @@ def test_shared_memory_gives_the_weights_of_messages(inference):
         assert all(s.memory is None for s in messages.ranked.source.streams)
         # the weights the learner trained: the same rollouts, bit for bit
         assert torch.equal(shared_weights, message_weights)
+        assert torch.equal(lz4_weights, message_weights)
     assert shared.job.memory is not None and messages.job.memory is None
 
 
 @pytest.mark.timeout(200)
 @pytest.mark.parallel(3)
 @pytest.mark.parametrize("preset", ["impala", "apex"])
-def test_every_streamed_rollout_and_chunk_arrives_through_shared_memory(preset):
+@pytest.mark.parametrize("transport", ["shared", "lz4-messages"])
+def test_every_streamed_rollout_and_chunk_arrives(preset, transport):
     """Asynchronous collectors (IMPALA's rollouts, Ape-X's transition chunks, whose sends
     a replay learner holds back): each collector's count of sent buffers is what its
-    learner received, all through the window."""
+    learner received, all through the window, or all as lz4-compressed messages."""
     comm = world()
     run_dir = shared_dir(comm)
     sets = [*FAST, f"scheme.preset={preset}", "env.num_envs=2", "train.checkpoint_every=4"]
+    if transport != "shared":
+        sets += ["scheme.transport=messages", "scheme.compress=lz4"]
     if preset == "apex":
         sets += ["algo.num_steps=32", "replay.learning_starts=64", "replay.batch_size=16",
                  "train.total_env_steps=2048"]
@@ -105,10 +113,11 @@ def test_every_streamed_rollout_and_chunk_arrives_through_shared_memory(preset):
     sent = done.ranked.sent if role == "collector" else -1
     everyone = comm.allgather(sent)
     if role == "collector":
-        assert done.ranked.stream.shared and sent > 0
+        assert done.ranked.stream.shared == (transport == "shared") and sent > 0
+        assert done.ranked.stream.codec.name == ("none" if transport == "shared" else "lz4")
     else:
         inbox = done.ranked.inbox if preset == "apex" else done.ranked.source.inbox
-        assert all(s.memory is not None for s in inbox.streams)
+        assert all((s.memory is not None) == (transport == "shared") for s in inbox.streams)
         assert inbox.received == [everyone[r] for r in inbox.ranks]
 
 
@@ -154,3 +163,21 @@ def test_shared_transport_without_collectors_is_refused(tmp_path):
                 "scheme.transport=shared"], timeout=50)
     assert done.returncode != 0 and "Traceback" not in done.stderr  # before any rank started
     assert "scheme.transport=shared" in done.stderr and "collectors_per_worker" in done.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parallel(3)
+def test_a3c_workers_take_lz4_compressed_weights_from_the_updater():
+    """The updater's weights reach asynchronous gradient workers compressed: each worker's
+    last weights message, unpacked, is a version the updater published, bit for bit."""
+    comm = world()
+    run_dir = shared_dir(comm)
+    done = train_mpi(from_dict({}, [*FAST, "scheme.preset=a3c", "scheme.compress=lz4",
+                                    "env.num_envs=2", "algo.num_steps=16",
+                                    "algo.minibatch_size=32",
+                                    "train.total_env_steps=1024"]), run_dir / "a3c")
+    if done.job.role.role == "gradient_worker":
+        assert done.ranked.params.codec.name == "lz4"
+        received = done.ranked.weights  # the last message, unpacked into its parameters
+        assert received.version > 0 and np.isfinite(received.params).all()
+        assert received.params.any()

@@ -21,6 +21,7 @@ from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.core.envs import make_vector_env
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.protocol import TAG_FINAL, TAG_PREEMPT, TAG_STATE, TAG_WEIGHTS
+from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING
 from hpcrl.placement.mpi.streams import StreamOut
 from hpcrl.placement.mpi.remote_acting import (RemoteEngine, RemoteLink, RemotePolicyEngine,
@@ -82,6 +83,7 @@ class CollectorRank:
                                        total_envs=job.total_envs, engine=engine)
             self.weights = Weights.empty_like(self.actor)
             self.fill = self.collector.collect
+        self.params = ParamsReceiver(self.world, self.weights, self.worker, job.codec)
         self.stream = StreamOut(job, job.stream_layout(), synchronous=self.held)
         if resume_state is not None:
             self.collector.load_state_dict(resume_state)
@@ -169,7 +171,8 @@ class CollectorRank:
         while True:
             wait(irecv(self.world, w.header.data, self.worker, TAG_WEIGHTS))
             if not self.header_only:
-                wait(irecv(self.world, w.params, self.worker, TAG_WEIGHTS))
+                wait(self.params.post())
+                self.params.unpack()
             if w.command & CHECKPOINT:
                 self._send_state()
             if w.command & STOP:
@@ -193,8 +196,10 @@ class CollectorRank:
                 if not self.requests[0].Test():
                     return False
                 self.requests[1] = (self.requests[0] if self.header_only
-                                    else irecv(self.world, w.params, self.worker, TAG_WEIGHTS))
+                                    else self.params.post())
             wait(self.requests[1])
+            if not self.header_only:
+                self.params.unpack()
             self.requests = [None, None]
             if w.command & CHECKPOINT:
                 self._send_state()

@@ -24,6 +24,7 @@ from hpcrl.comm import Poll, irecv, wait
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.protocol import TAG_ACT, TAG_ACTED, TAG_WEIGHTS
+from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING
 from hpcrl.placement.mpi.remote_acting import BYE, VALUE, Carrier, acting_records, acting_spec
 from hpcrl.roles.messages import PREEMPTED, STOP, Weights
@@ -74,6 +75,7 @@ class InferenceRank:
         self.sends: list[Any] = [None] * len(self.collectors)
         self.left: set[int] = set()
         self.weights = Weights.empty_like(self.actor)
+        self.params = ParamsReceiver(self.world, self.weights, self.worker, job.codec)
         self.weight_receives: list[Any] = [
             irecv(self.world, self.weights.header.data, self.worker, TAG_WEIGHTS), None]
         self.version = -1  # no weights yet: nothing is served before the first ones
@@ -103,8 +105,9 @@ class InferenceRank:
             if self.weight_receives[1] is None:
                 if not self.weight_receives[0].Test():
                     break
-                self.weight_receives[1] = irecv(self.world, w.params, self.worker, TAG_WEIGHTS)
+                self.weight_receives[1] = self.params.post()
             wait(self.weight_receives[1])
+            self.params.unpack()
             took = True
             if w.command & STOP:
                 self.stopped, self.preempted = True, bool(w.command & PREEMPTED)

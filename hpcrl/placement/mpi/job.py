@@ -16,6 +16,7 @@ import torch
 
 from hpcrl.build import env_spaces, make_actor, rollout_layout
 from hpcrl.comm import split_by_role, world_comm
+from hpcrl.comm.compression import PlainCodec, make_codec
 from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
@@ -103,6 +104,11 @@ class MpiJob:
 
     def layout(self) -> RolloutLayout:
         return rollout_layout(self.config, self.spaces, self.config.env.num_envs)
+
+    @cached_property
+    def codec(self) -> PlainCodec:
+        """How big buffers cross as messages (``scheme.compress``)."""
+        return make_codec(self.config.scheme.compress)
 
     @property
     def off_policy(self) -> bool:

@@ -14,27 +14,48 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from hpcrl.comm import isend, wait
+from hpcrl.comm import irecv, isend, wait
+from hpcrl.comm.compression import PlainCodec
+
+PLAIN = PlainCodec()
 from hpcrl.placement.mpi.protocol import TAG_WEIGHTS
 from hpcrl.roles.messages import Weights
 
 
-def send_weights(world: Any, weights: Weights, rank: int, params: bool = True) -> list[Any]:
+def send_weights(world: Any, weights: Weights, rank: int, params: bool = True,
+                 codec: PlainCodec = PLAIN) -> list[Any]:
     """Start sending ``weights`` to ``rank``: the header (command, version, normaliser
-    buffers), then the parameters unless ``params`` is False (a collector whose inference
-    rank acts for it); returns the requests."""
+    buffers), then the parameters (packed by ``codec``) unless ``params`` is False (a
+    collector whose inference rank acts for it); returns the requests."""
     sends = [isend(world, weights.header.data, rank, TAG_WEIGHTS)]
     if params:
-        sends.append(isend(world, weights.params, rank, TAG_WEIGHTS))
+        sends.append(isend(world, codec.pack(weights.params), rank, TAG_WEIGHTS))
     return sends
+
+
+class ParamsReceiver:
+    """Where a subscriber receives the parameters of a weights message, and their unpacking
+    (in place, without compression)."""
+
+    def __init__(self, world: Any, weights: Weights, source: int, codec: PlainCodec) -> None:
+        self.world, self.weights, self.source, self.codec = world, weights, source, codec
+        self.wire = codec.wire(weights.params)
+
+    def post(self) -> Any:
+        """The receive of the parameters that follow a header; :meth:`unpack` once done."""
+        return irecv(self.world, self.wire, self.source, TAG_WEIGHTS)
+
+    def unpack(self) -> None:
+        self.codec.unpack(self.wire, self.weights.params)
 
 
 class LatestWeights:
     """Per-collector outboxes fed with the newest weights, never overwriting one in flight."""
 
     def __init__(self, world: Any, ranks: list[int],
-                 header_only: frozenset[int] = frozenset()) -> None:
+                 header_only: frozenset[int] = frozenset(), codec: PlainCodec = PLAIN) -> None:
         self.world, self.ranks, self.header_only = world, list(ranks), header_only
+        self.codec = codec
         self.latest: Optional[Weights] = None
         self.boxes: dict[int, Weights] = {}
         self.sends: dict[int, list] = {}
@@ -65,7 +86,8 @@ class LatestWeights:
                 box = self.boxes[rank] = self.latest.copy()
             else:
                 box.copy_from(self.latest)
-            self.sends[rank] = send_weights(self.world, box, rank, rank not in self.header_only)
+            self.sends[rank] = send_weights(self.world, box, rank, rank not in self.header_only,
+                                            self.codec)
             self.behind.discard(rank)
 
     def drain(self) -> None:

@@ -18,6 +18,7 @@ from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.comm import irecv, isend, probe_any, wait
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.placement.mpi.latest_weights import ParamsReceiver, send_weights
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.learners import collector_state_for, make_updater
 from hpcrl.placement.mpi.protocol import (CHECKPOINT, PREEMPTED, STOP, TAG_GRAD, TAG_GRAD_INFO, TAG_REPORT,
@@ -42,6 +43,7 @@ class AsyncWorkerRank:
         self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
                                      minibatches_per_epoch(cfg))
         self.weights = Weights.empty_like(self.actor)
+        self.params = ParamsReceiver(self.world, self.weights, UPDATER_RANK, job.codec)
         self.version = 0
         if resume is not None:
             self.actor.load_state_dict(resume["policy"]["state_dict"])
@@ -68,7 +70,8 @@ class AsyncWorkerRank:
         self.report.data[:] = 0.0
         w = self.weights
         wait(irecv(self.world, w.header.data, UPDATER_RANK, TAG_WEIGHTS))
-        wait(irecv(self.world, w.params, UPDATER_RANK, TAG_WEIGHTS))
+        wait(self.params.post())
+        self.params.unpack()
         self.worker.load_weights(w)
         self.version = w.version
         times["comm"] += time.perf_counter() - t
@@ -214,8 +217,8 @@ class AsyncUpdaterRank:
                 self.checkpoint_for.discard(i)
             weights = self.updater.weights().set_command(command)
             worker = self.workers[i]
-            wait(isend(self.world, weights.header.data, worker, TAG_WEIGHTS))
-            wait(isend(self.world, weights.params, worker, TAG_WEIGHTS))
+            for request in send_weights(self.world, weights, worker, True, self.job.codec):
+                wait(request)
             if command & STOP:
                 active.discard(i)
             else:

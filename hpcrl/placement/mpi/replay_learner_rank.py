@@ -72,7 +72,8 @@ class ReplayLearnerRank:
         self.collectors = job.my_collectors
         # a collector whose receive is not posted is held back (parked)
         self.inbox = CollectorInbox(job, self.collectors, job.stream_layout())
-        self.weights = LatestWeights(self.world, job.my_subscribers, job.header_only)
+        self.weights = LatestWeights(self.world, job.my_subscribers, job.header_only,
+                                     job.codec)
         r = cfg.replay
         self.tolerance = r.ratio_tolerance
         per_round = r.gradient_steps if r.gradient_steps >= 0 else r.train_freq * cfg.env.num_envs

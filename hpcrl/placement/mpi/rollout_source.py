@@ -114,7 +114,7 @@ class SyncCollectors:
     def publish(self, weights: Weights) -> None:
         for rank in self.subscribers:
             for request in send_weights(self.world, weights, rank,
-                                        rank not in self.job.header_only):
+                                        rank not in self.job.header_only, self.job.codec):
                 wait(request)
 
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
@@ -155,7 +155,8 @@ class AsyncCollectors:
         layout = job.layout()
         self.inbox = CollectorInbox(job, self.collectors, layout)
         self.batch = [layout.new() for _ in self.collectors]
-        self.weights = LatestWeights(self.world, job.my_subscribers, job.header_only)
+        self.weights = LatestWeights(self.world, job.my_subscribers, job.header_only,
+                                     job.codec)
         self.max_lag = job.config.scheme.max_policy_lag
         self.dropped = 0
 

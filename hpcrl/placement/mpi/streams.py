@@ -4,8 +4,8 @@ A collector streams fixed-size buffers (rollouts, or an off-policy agent's trans
 chunks), each a float32 ``data`` array and a small float64 ``header``, with ``TAG_ROLLOUT``.
 
 * **messages** (peers on different nodes, or ``scheme.transport=messages``): the collector
-  fills one of two buffers of its own and sends header and data; the learner receives both
-  into its buffer.
+  fills one of two buffers of its own and sends header and data (lz4-compressed with
+  ``scheme.compress=lz4``); the learner receives both into its buffer.
 * **shared memory** (peers on one node): the collector fills the data straight into one of
   :data:`~hpcrl.placement.mpi.node_transport.STREAM_SLOTS` slots of its region of the
   node's window and sends the header alone, synchronously; the learner reads the data where
@@ -52,6 +52,7 @@ class StreamOut:
         self.memory = job.memory if region is not None else None
         self.buffers = ([layout.new(), layout.new()] if region is None
                         else _slots(layout, region, job.rank))
+        self.codec = job.codec  # messages only: nothing is copied through shared memory
         self.synchronous = synchronous
         self.count = 0  # messages sent
 
@@ -72,8 +73,10 @@ class StreamOut:
         if self.memory is not None:
             self.memory.fence()  # the data is in the window before the header says so
             return [isend(self.world, buffer.header, self.dest, TAG_ROLLOUT, True)]
+        # (the request keeps a compressed payload alive until it completes)
         return [isend(self.world, buffer.header, self.dest, TAG_ROLLOUT, self.synchronous),
-                isend(self.world, buffer.data, self.dest, TAG_ROLLOUT, self.synchronous)]
+                isend(self.world, self.codec.pack(buffer.data), self.dest, TAG_ROLLOUT,
+                      self.synchronous)]
 
 
 class StreamIn:
@@ -84,6 +87,8 @@ class StreamIn:
         region = None if job.memory is None else job.memory.region(source, STREAM)
         self.memory = job.memory if region is not None else None
         self.slots = [layout.new()] if region is None else _slots(layout, region, source)
+        self.codec = job.codec
+        self.wire = None if region is not None else self.codec.wire(self.slots[0].data)
         self.buffer = self.slots[0]
         self.count = 0  # receives posted
 
@@ -93,14 +98,16 @@ class StreamIn:
         self.buffer = self.slots[self.count % len(self.slots)]
         self.count += 1
         requests = [irecv(self.world, self.buffer.header, self.source, TAG_ROLLOUT)]
-        if self.memory is None:
-            requests.append(irecv(self.world, self.buffer.data, self.source, TAG_ROLLOUT))
+        if self.wire is not None:
+            requests.append(irecv(self.world, self.wire, self.source, TAG_ROLLOUT))
         return requests
 
     def taken(self) -> Any:
         """The message that arrived (its buffer), the collector's stores to it visible."""
         if self.memory is not None:
             self.memory.fence()
+        else:
+            self.codec.unpack(self.wire, self.buffer.data)
         return self.buffer
 
 
