@@ -8,7 +8,9 @@ second of training (start-up excluded), the wall-clock, and each rank's peak res
 * hpcrl in one process, its envs on Gymnasium and on EnvPool (``env.backend``);
 * ``a2c`` (PPO, 2 synchronous collector ranks) and ``async-ppo`` (APPO: 2 asynchronous
   collector ranks, policy lag bounded), each acting on the collectors and on one inference
-  rank (``scheme.inference_ranks=1``), with and without EnvPool;
+  rank (``scheme.inference_ranks=1``), with and without EnvPool, rollouts and acting through
+  the node's shared window (the default); and with an inference rank on EnvPool through MPI
+  messages (``scheme.transport=messages``) beside it;
 * with ``--sf-python``: Sample Factory's APPO (``sf_examples.atari.train_atari``) with 2 rollout
   workers of 8 envs, the same rollout, batch and network (its ``convnet_simple`` is the Nature
   CNN), on the CPU. Sample Factory needs gymnasium < 1.0 and numpy < 2, so it lives in its own
@@ -37,6 +39,7 @@ from rank_memory import run_sampling_ranks
 ENVPOOL = "env.backend=envpool"
 GYMNASIUM = "env.backend=gymnasium"
 INFERENCE = "scheme.inference_ranks=1"
+MESSAGES = "scheme.transport=messages"
 
 
 def hpcrl_job(steps: int, ranks: int, preset: str, recipe: str,
@@ -120,6 +123,11 @@ def main() -> None:
             jobs[f"{preset} + inference rank, {name}"] = (
                 lambda p=preset, b=backend: hpcrl_job(2 * s, 4, p, "atari-ppo.yaml",
                                                       (b, INFERENCE)))
+        # the rows above exchange through the node's shared window (scheme.transport=auto):
+        # the same layout with MPI messages beside it
+        jobs[f"{preset} + inference, envpool, msgs"] = (
+            lambda p=preset: hpcrl_job(2 * s, 4, p, "atari-ppo.yaml",
+                                       (ENVPOOL, INFERENCE, MESSAGES)))
     if args.sf_python:
         jobs["sample-factory APPO, 2 workers"] = lambda: sample_factory_job(args.sf_python, s)
     print(f"Pong ({ENV_ID}), Nature CNN, 8 envs x 128 steps per collecting process, "

@@ -1,20 +1,25 @@
-"""What an Atari rollout costs to move between two ranks of one node: MPI messages against an
-MPI-3 shared-memory window.
+"""What a collector's exchanges cost between two ranks of one node, through hpcrl's own
+transport: MPI messages (``scheme.transport=messages``), lz4-compressed messages
+(``scheme.compress=lz4``) and the node's shared window (``scheme.transport=auto``, the
+default within a node).
 
-The rollout is the message hpcrl sends today (``examples/atari-ppo.yaml``: 8 envs x 128 steps
-of uint8 ``[4, 84, 84]`` frames plus the float fields, one buffer, :class:`RolloutLayout`).
+Two exchanges, each with the objects a job uses:
 
-* **message**: rank 1 sends the buffer with ``Isend``, rank 0 receives it into its own buffer
-  (what a collector and its learner do now; MPICH moves it through its shared-memory
-  channel, copying it twice: into the channel and out of it);
-* **shared window**: both ranks map one window (``Comm.Split_type(COMM_TYPE_SHARED)`` and
-  ``Win.Allocate_shared``); rank 1 has collected the rollout into it and sends an 8-byte
-  notice, rank 0 reads it in place (no copy at all) and sends the notice back when done;
-* **shared window + copy**: the same, with rank 0 copying the rollout out of the window
-  (what a learner that must free the slot at once would do).
+* **an Atari rollout** (``examples/atari-ppo.yaml``: 8 envs x 128 steps of uint8 ``[4, 84,
+  84]`` frames plus the float fields): rank 1 sends it with a
+  :class:`~hpcrl.placement.mpi.streams.StreamOut`, rank 0 takes it with a ``StreamIn``. As
+  messages, header and data cross (MPICH copies the data through its shared-memory channel,
+  twice); through the window, rank 1 collected into its slot and only the header crosses,
+  rank 0 reading the data in place; compressed, rank 1 packs the data with lz4 and rank 0
+  unpacks it. The rollout holds real Pong frames (random actions), what lz4 meets. Timed on
+  rank 0, from both ranks ready to the rollout taken (the collector's fill of the buffer is
+  not counted, its compression is);
+* **one env step's acting** with an inference rank: the collector's request (8 frame stacks
+  and their noise) and the reply (actions, log-probs, values) through a
+  :class:`~hpcrl.placement.mpi.remote_acting.RemoteLink`, the server answering at once.
+  Timed on the collector, the round trip per env step.
 
-Per transfer it prints the bytes, the median time and the GB/s, rank 0's time only (the
-writer's fill of the buffer is not counted in any of the three).
+Per exchange it prints the bytes, the median time both ways and their ratio.
 
     mpiexec -n 2 python benchmarks/rollout_transfer.py [--repeats 30]
 """
@@ -23,62 +28,131 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from types import SimpleNamespace
+from typing import Any, Optional
 
 import numpy as np
 from mpi4py import MPI
 
+from hpcrl.comm import wait
+from hpcrl.comm.compression import Lz4Codec, PlainCodec
+from hpcrl.comm.node_memory import NodeMemory, node_peers
 from hpcrl.core.rollout import RolloutLayout
+from hpcrl.placement.mpi.node_transport import ACTING, STREAM, STREAM_SLOTS
+from hpcrl.placement.mpi.protocol import TAG_ACT, TAG_ACTED
+from hpcrl.placement.mpi.remote_acting import (STEP, Carrier, RemoteLink, acting_records,
+                                               actor_critic_spec)
+from hpcrl.placement.mpi.streams import StreamIn, StreamOut
 from machine import machine_line
 
-
-def rollout_words() -> int:
-    layout = RolloutLayout(128, 8, (4, 84, 84), (), "uint8")
-    return layout.data_size
+ENVS, STEPS, FRAMES = 8, 128, (4, 84, 84)
 
 
-def by_message(comm: MPI.Comm, words: int, repeats: int) -> list[float]:
-    buf = np.ones(words, np.float32)
+def rollout_layout() -> RolloutLayout:
+    return RolloutLayout(STEPS, ENVS, FRAMES, (), "uint8")
+
+
+def acting_spec() -> Any:
+    actor = SimpleNamespace(distribution=SimpleNamespace(noise_shape=lambda: ()),
+                            recurrent=False, state_size=0, integer_actions=True)
+    return actor_critic_spec(actor, FRAMES, "uint8", ())
+
+
+def open_memory(comm: MPI.Comm, shared: bool) -> Optional[NodeMemory]:
+    """The node window with rank 1's regions (as a collector of rank 0 owns them), or None
+    for messages."""
+    if not shared:
+        return None
+    spec = acting_spec()
+    regions = {STREAM: STREAM_SLOTS * rollout_layout().data_size * 4,
+               ACTING: (spec.request_layout(ENVS).words + spec.reply_layout(ENVS).words) * 4}
+    return NodeMemory(node_peers(comm), comm.rank, regions if comm.rank == 1 else {})
+
+
+def pong_rollout() -> np.ndarray:
+    """The step fields of a rollout of real Pong frames (random actions, the Atari preset):
+    what compression meets."""
+    from hpcrl.config import load_config
+    from hpcrl.core.envs import make_vector_env
+
+    cfg = load_config(None, ["env.id=PongNoFrameskip-v4", "env.preset=atari",
+                             f"env.num_envs={ENVS}"])
+    envs = make_vector_env(cfg.env, ENVS)
+    rollout = rollout_layout().new()
+    obs, _ = envs.reset(seed=0)
+    for t in range(STEPS):
+        rollout.obs[t] = obs
+        rollout.actions[t] = envs.action_space.sample()
+        obs, rewards, *_ = envs.step(rollout.actions[t].astype(np.int64))
+        rollout.rewards[t] = rewards
+    envs.close()
+    return rollout.data
+
+
+def nature_cnn_params() -> np.ndarray:
+    """The flat parameters of the Atari recipe's actor (freshly initialised)."""
+    from hpcrl.build import env_spaces, make_actor
+    from hpcrl.config import load_config
+    from hpcrl.core.flat import params_to_flat
+
+    cfg = load_config(None, ["env.id=PongNoFrameskip-v4", "env.preset=atari",
+                             "actor.encoder=nature_cnn"])
+    return params_to_flat(make_actor(cfg, env_spaces(cfg))).numpy()
+
+
+def stream_rollouts(comm: MPI.Comm, memory: Optional[NodeMemory], codec: PlainCodec,
+                    data: Optional[np.ndarray], repeats: int) -> list[float]:
+    """Seconds rank 0 took to receive each rollout (``data``, rank 1's) of rank 1's stream."""
+    job = SimpleNamespace(world=comm, workers=[0], role=SimpleNamespace(group=0),
+                          rank=comm.rank, memory=memory, codec=codec)
+    layout = rollout_layout()
     times = []
-    for _ in range(repeats):
-        comm.Barrier()
-        start = time.perf_counter()
-        if comm.rank == 1:
-            comm.Send(buf, dest=0, tag=1)
-        else:
-            comm.Recv(buf, source=1, tag=1)
+    if comm.rank == 1:
+        out = StreamOut(job, layout)
+        for i in range(repeats):
+            buffer = out.next_buffer()
+            buffer.data[:] = data  # collected into the buffer: not timed
+            comm.Barrier()
+            for request in out.send(buffer):
+                wait(request)
+    else:
+        stream = StreamIn(job, 1, layout)
+        for _ in range(repeats):
+            requests = stream.post()
+            comm.Barrier()
+            start = time.perf_counter()
+            for request in requests:
+                wait(request)
+            rollout = stream.taken()
             times.append(time.perf_counter() - start)
+            float(rollout.data[::4096].sum())  # the learner reads it (not timed)
     return times
 
 
-def by_window(comm: MPI.Comm, words: int, repeats: int, copy_out: bool) -> list[float]:
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    nbytes = words * 4
-    win = MPI.Win.Allocate_shared(nbytes if node.rank == 1 else 0, 4, comm=node)
-    mem, _ = win.Shared_query(1)
-    shared = np.ndarray((words,), np.float32, buffer=mem)
-    source = np.ones(words, np.float32)
-    own = np.empty(words, np.float32)
-    notice = np.zeros(1, np.int64)
+def acting_round_trips(comm: MPI.Comm, memory: Optional[NodeMemory], repeats: int
+                       ) -> list[float]:
+    """Seconds of each env step's request and reply, on the collector (rank 1)."""
+    spec = acting_spec()
+    region = None if memory is None else memory.region(1, ACTING)
     times = []
-    for i in range(repeats):
-        if node.rank == 1:  # the collector collects straight into the window: not timed,
-            shared[:] = source  # as the message's buffer is filled before it is sent
-        node.Barrier()
-        start = time.perf_counter()
-        if node.rank == 1:
-            notice[0] = i
-            node.Send(notice, dest=0, tag=2)
-            node.Recv(notice, source=0, tag=3)
-        else:
-            node.Recv(notice, source=1, tag=2)
-            if copy_out:
-                own[:] = shared
-            else:
-                float(shared[:: 4096].sum())  # read in place (the learner trains on it)
-            node.Send(notice, dest=1, tag=3)
+    comm.Barrier()
+    if comm.rank == 1:
+        link = RemoteLink(comm, 0, spec, ENVS, lambda: 0, memory, region)
+        frames = np.ones((ENVS,) + FRAMES, np.uint8)
+        for _ in range(repeats):
+            start = time.perf_counter()
+            link.request.obs[...] = frames
+            link.call(STEP, ENVS)
             times.append(time.perf_counter() - start)
-    win.Free()
-    node.Free()
+    else:
+        request, reply = acting_records(spec, ENVS, region)
+        carrier = Carrier(comm, 1, memory)
+        for _ in range(repeats):
+            wait(carrier.receive(request, TAG_ACT))
+            carrier.arrived()
+            reply.actions[:] = request.obs[:, 0, 0, 0]
+            wait(carrier.send(reply, TAG_ACTED))
+    comm.Barrier()
     return times
 
 
@@ -90,23 +164,50 @@ def main() -> None:
     if comm.size != 2:
         raise SystemExit("run it on 2 ranks of one node: mpiexec -n 2 python "
                          "benchmarks/rollout_transfer.py")
-    words = rollout_words()
-    rows = [("message (Send/Recv)", by_message(comm, words, args.repeats)),
-            ("shared window, read in place", by_window(comm, words, args.repeats, False)),
-            ("shared window, copied out", by_window(comm, words, args.repeats, True))]
-    if comm.rank == 0:
-        print(machine_line())
-        mb = words * 4 / 1e6
-        print(f"one Atari rollout (8 envs x 128 steps of uint8 [4, 84, 84]): {mb:.2f} MB, "
-              f"2 ranks of one node, median of {args.repeats}")
-        base = statistics.median(rows[0][1])
-        for name, times in rows:
-            t = statistics.median(times)
-            rate = ("   no copy" if "in place" in name else f"{mb / 1e3 / t:6.2f} GB/s")
-            print(f"{name:>30}: {t * 1e3:8.2f} ms  {rate}  ({base / t:.2f}x the message)")
-        steps = 8 * 128
-        print(f"per env step: message {base / steps * 1e6:.2f} us, shared window "
-              f"{statistics.median(rows[1][1]) / steps * 1e6:.2f} us")
+    data = pong_rollout() if comm.rank == 1 else None
+    results = {}
+    for name, shared, codec in (("messages", False, PlainCodec()),
+                                ("lz4 messages", False, Lz4Codec()),
+                                ("shared window", True, PlainCodec())):
+        memory = open_memory(comm, shared)
+        results[name] = (stream_rollouts(comm, memory, codec, data, args.repeats),
+                         acting_round_trips(comm, memory, args.repeats * 20)
+                         if codec.name == "none" else [])
+        if memory is not None:
+            memory.close()
+    # rank 0 timed the rollouts, rank 1 the acting and knows the bytes: bring both to rank 0
+    acting = comm.gather({k: v[1] for k, v in results.items()}, root=0)
+    packed = comm.bcast(Lz4Codec().pack(data).nbytes if comm.rank == 1 else None, root=1)
+    if comm.rank != 0:
+        return
+    print(machine_line())
+    layout, spec = rollout_layout(), acting_spec()
+    mb = layout.data_size * 4 / 1e6
+    request_kb = spec.request_layout(ENVS).words * 4 / 1e3
+    print(f"2 ranks of one node, hpcrl's StreamOut/StreamIn and RemoteLink, median of "
+          f"{args.repeats} rollouts and {args.repeats * 20} acting steps")
+    print(f"an Atari rollout of Pong frames ({ENVS} envs x {STEPS} steps of uint8 "
+          f"{list(FRAMES)}): {mb:.2f} MB of step fields, {packed / 1e6:.2f} MB lz4-compressed "
+          f"({mb * 1e6 / packed:.1f}x)")
+    base = statistics.median(results["messages"][0])
+    for name, (times, _) in results.items():
+        t = statistics.median(times)
+        print(f"{name:>14}: {t * 1e3:7.3f} ms per rollout ({base / t:5.2f}x messages), "
+              f"{t / (ENVS * STEPS) * 1e6:.3f} us per env step")
+    gbit = packed * 8 / 1e9
+    print(f"over a network of B Gbit/s the rollout takes {mb * 8 / 1e3:.3f} / B s plain and "
+          f"{gbit:.3f} / B s + the lz4 time above compressed")
+    params = nature_cnn_params()
+    codec = Lz4Codec()
+    start = time.perf_counter()
+    payload = codec.pack(params)
+    seconds = time.perf_counter() - start
+    print(f"the Nature CNN's weights ({params.size:,} float32, {params.nbytes / 1e6:.2f} MB): "
+          f"{payload.nbytes / 1e6:.2f} MB lz4-compressed ({params.nbytes / payload.nbytes:.2f}x) "
+          f"in {seconds * 1e3:.1f} ms: float weights hardly compress")
+    m, w = (statistics.median(acting[1][s]) for s in ("messages", "shared window"))
+    print(f"one env step's acting ({request_kb:.0f} kB request of {ENVS} frame stacks, its "
+          f"reply): messages {m * 1e6:.0f} us, shared window {w * 1e6:.0f} us: {m / w:.2f}x")
 
 
 if __name__ == "__main__":
