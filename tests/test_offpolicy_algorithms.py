@@ -80,14 +80,20 @@ def test_polyak_averaging_moves_targets_by_tau():
     torch.testing.assert_close(alg.targets["critic"].flat, expected)
 
 
-def test_sac_segments_get_only_their_own_loss_gradient():
-    cfg, alg, replay = setup("sac", "Pendulum-v1")
+def gradients_and_draws(alg, replay):
+    """A batch, the gradient of one step on it (and its loss terms), and a generator that
+    replays the learner's random draws of that step, for recomputing the loss by hand."""
     batch = replay.sample(8)
     state = alg.generator.get_state()
-    grads, _ = alg.compute_gradients(batch)
-    grads = grads.clone()
+    grads, stats = alg.compute_gradients(batch)
     gen = torch.Generator()
     gen.set_state(state)
+    return batch, grads.clone(), stats, gen
+
+
+def test_sac_segments_get_only_their_own_loss_gradient():
+    cfg, alg, replay = setup("sac", "Pendulum-v1")
+    batch, grads, _, gen = gradients_and_draws(alg, replay)
     noise, next_noise = torch.randn(8, 1, generator=gen), torch.randn(8, 1, generator=gen)
     pi, critic, target = alg.pi, alg.critic, alg.targets["critic"].module
     alpha = alg.log_alpha.value.detach().exp()

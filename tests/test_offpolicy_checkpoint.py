@@ -28,6 +28,8 @@ CASES = {
     "sac": ["algo.name=sac", "env.id=Pendulum-v1", "env.num_envs=2"],
     "td3-ou": ["algo.name=td3", "env.id=Pendulum-v1", "env.num_envs=1",
                "replay.action_noise=ornstein_uhlenbeck"],
+    "mpo": ["algo.name=mpo", "env.id=Pendulum-v1", "env.num_envs=1",
+            "replay.mpo_action_samples=4"],
 }
 
 

@@ -79,7 +79,7 @@ class Lz4Codec(PlainCodec):
 
     def unpack(self, wire: np.ndarray, array: np.ndarray) -> None:
         length = int(wire[:LENGTH_BYTES].view(np.int64)[0])
-        plain = self.block.decompress(wire[LENGTH_BYTES:LENGTH_BYTES + length].tobytes(),
+        plain = self.block.decompress(memoryview(wire[LENGTH_BYTES:LENGTH_BYTES + length]),
                                       uncompressed_size=array.nbytes)
         _bytes_of(array)[:] = np.frombuffer(plain, np.uint8)
 

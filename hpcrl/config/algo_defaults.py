@@ -84,6 +84,8 @@ ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
     # SB3's TD3 and DDPG: lr 1e-3, net [400, 300]
     "td3": {**_CONTINUOUS, "actor.hidden_sizes": [400, 300], "algo.lr": 1e-3},
     "ddpg": {**_CONTINUOUS, "actor.hidden_sizes": [400, 300], "algo.lr": 1e-3},
+    # MPO: SAC's network and rhythm (Acme's MPO also takes lr 3e-4 with 256-wide nets)
+    "mpo": {**_CONTINUOUS, "actor.hidden_sizes": [256, 256], "algo.lr": 3e-4},
 }
 
 

@@ -15,12 +15,14 @@ from typing import Literal, Optional
 
 from hpcrl.config.schema import doc
 
-OFF_POLICY_ALGOS = ("dqn", "sac", "td3", "ddpg")
+OFF_POLICY_ALGOS = ("dqn", "sac", "td3", "ddpg", "mpo")
+# those over continuous (Box) actions, with a policy over vector observations
+CONTINUOUS_OFF_POLICY = ("sac", "td3", "ddpg", "mpo")
 
 
 @dataclass
 class ReplayConfig:
-    """Replay storage, training rhythm, targets and exploration of DQN, SAC, TD3 and DDPG.
+    """Replay storage, training rhythm, targets and exploration of DQN, SAC, TD3, DDPG and MPO.
 
     One training update (one progress row, the unit of ``train.checkpoint_every``) collects
     ``algo.num_steps`` steps of every env; within it a training round of ``gradient_steps``
@@ -76,6 +78,18 @@ class ReplayConfig:
         "is temporally correlated, reset at episode ends).", "gaussian")
     noise_std: float = doc("TD3/DDPG: std of the exploration noise, in units of half the "
                            "action range (actions live in [-1, 1] before scaling).", 0.1)
+    mpo_epsilon: float = doc("MPO: KL bound of the E-step's improved policy from the target "
+                             "policy (sets the temperature's dual).", 0.1)
+    mpo_epsilon_mean: float = doc("MPO: KL bound of the policy mean's move per step, per "
+                                  "action dimension (decoupled trust region).", 0.01)
+    mpo_epsilon_std: float = doc("MPO: KL bound of the policy std's move per step, per action "
+                                 "dimension.", 1e-5)
+    mpo_action_samples: int = doc("MPO: actions sampled from the target policy per state, for "
+                                  "the E-step and the critics' targets.", 20)
+    mpo_dual_lr: float = doc("MPO: learning rate of the dual variables (temperature and the "
+                             "two Lagrange multipliers).", 1e-2)
+    mpo_init_temperature: float = doc("MPO: initial temperature.", 1.0)
+    mpo_init_alpha: float = doc("MPO: initial Lagrange multipliers of the trust regions.", 1.0)
     ou_theta: float = doc("Ornstein-Uhlenbeck noise: rate of mean reversion.", 0.15)
     ou_dt: float = doc("Ornstein-Uhlenbeck noise: time step.", 1e-2)
     policy_delay: int = doc("TD3: critic gradient steps per policy (and target) update.", 2)

@@ -142,7 +142,8 @@ class AlgoConfig:
 
     name: str = doc(
         "Algorithm: 'ppo' (clipped surrogate), 'a2c', 'impala' (actor-critic with V-trace "
-        "targets, see algo.vtrace_*), or the off-policy 'dqn', 'sac', 'td3', 'ddpg' (replay.*); "
+        "targets, see algo.vtrace_*), or the off-policy 'dqn', 'sac', 'td3', 'ddpg', 'mpo' "
+        "(replay.*); "
         "or your own as 'module:Class', a subclass of hpcrl.PPO, hpcrl.A2C, hpcrl.IMPALA or "
         "hpcrl.Algorithm (it runs wherever its base runs; README: Writing your own "
         "components). Keys you leave unset whose good value depends on the algorithm take its "
@@ -333,5 +334,6 @@ class Config:
     actor: ActorConfig = doc("Network settings.", factory=ActorConfig)
     algo: AlgoConfig = doc("Algorithm settings.", factory=AlgoConfig)
     train: TrainConfig = doc("Training-loop settings.", factory=TrainConfig)
-    replay: ReplayConfig = doc("Off-policy settings (dqn, sac, td3, ddpg).", factory=ReplayConfig)
+    replay: ReplayConfig = doc("Off-policy settings (dqn, sac, td3, ddpg, mpo).",
+                               factory=ReplayConfig)
     scheme: SchemeConfig = doc("Placement of the roles on MPI ranks.", factory=SchemeConfig)

@@ -10,6 +10,7 @@ import math
 from typing import Callable, Optional, Union
 
 from hpcrl.config.schema import Config
+from hpcrl.config.offpolicy import CONTINUOUS_OFF_POLICY, OFF_POLICY_ALGOS
 
 # a check gives the problem it found (None: none), or a list of them for a group of keys
 Check = Callable[[Config], Union[Optional[str], list[str]]]
@@ -174,7 +175,7 @@ def _check_actor(c: Config) -> Optional[str]:
                 f"format of the image encoders, and actor.encoder=mlp has none; set "
                 f"actor.encoder=nature_cnn or impala_resnet, or leave actor.compute_dtype at "
                 f"float32 (a network of your own can use torch.autocast in its forward)")
-    if image and c.algo.kind in ("sac", "td3", "ddpg"):
+    if image and c.algo.kind in CONTINUOUS_OFF_POLICY:
         return (f"config key 'actor.encoder' ({c.actor.encoder}): algo.name={c.algo.name}'s "
                 f"policy and critics take vector observations through an MLP; use "
                 f"actor.encoder=mlp, or ppo, a2c, impala or dqn for image observations")
@@ -252,13 +253,13 @@ def _check_device(c: Config) -> Optional[str]:
     if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
         return (f"config key 'train.device' must be 'auto', 'cpu', 'cuda' or 'cuda:N', got "
                 f"{dev!r}")
-    if c.algo.kind in ("dqn", "sac", "td3", "ddpg") and c.scheme.collector_device != "cpu":
+    if c.algo.kind in OFF_POLICY_ALGOS and c.scheme.collector_device != "cpu":
         return (f"config key 'scheme.collector_device' ({c.scheme.collector_device}): "
                 f"{c.algo.name}'s collectors act through a numpy copy of the policy on the CPU "
                 f"(one small forward per env step, where a GPU round trip would cost more); "
                 f"set scheme.collector_device=cpu")
     inference = c.scheme.inference_device.strip().lower()
-    if (c.algo.kind in ("dqn", "sac", "td3", "ddpg") and c.scheme.inference_ranks > 0
+    if (c.algo.kind in OFF_POLICY_ALGOS and c.scheme.inference_ranks > 0
             and inference not in ("auto", "cpu")):
         return (f"config key 'scheme.inference_device' ({c.scheme.inference_device}): "
                 f"{c.algo.name}'s inference ranks act through a numpy copy of the policy on "
@@ -275,8 +276,6 @@ def _check_scheme(c: Config) -> Optional[str]:
 
 def _preset_agent_problem(c: Config) -> Optional[str]:
     """A named architecture's preset with an algorithm it does not stand for."""
-    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
-
     preset, name, kind = c.scheme.preset, c.algo.name, c.algo.kind
     if preset == "impala" and kind != "impala":
         return (f"scheme.preset=impala trains algo.name=impala (V-trace corrects the "
@@ -291,7 +290,6 @@ def _preset_agent_problem(c: Config) -> Optional[str]:
 
 def _offpolicy_scheme_problem(c: Config) -> Optional[str]:
     """Replay agents on MPI: one learner rank holding the replay, asynchronous collectors."""
-    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
     from hpcrl.scheme.topology import required_world_size
 
     s, name = c.scheme, c.algo.name
@@ -357,6 +355,10 @@ def _check_replay(c: Config) -> list[str]:
         _positive("replay.target_noise_clip", r.target_noise_clip, strict=False),
         _positive("replay.n_critics", r.n_critics),
         _positive("replay.ent_coef_init", r.ent_coef_init),
+        *[_positive(f"replay.{key}", getattr(r, key))
+          for key in ("mpo_epsilon", "mpo_epsilon_mean", "mpo_epsilon_std",
+                      "mpo_action_samples", "mpo_dual_lr", "mpo_init_temperature",
+                      "mpo_init_alpha")],
     ]
     if r.gradient_steps == 0 or r.gradient_steps < -1:
         checks.append(f"config key 'replay.gradient_steps' must be > 0, or -1 for one per env "
@@ -370,7 +372,7 @@ def _check_replay(c: Config) -> list[str]:
     if r.per_collector_eps and c.algo.name != "dqn":
         checks.append(f"config key 'replay.per_collector_eps' sets DQN's epsilon-greedy "
                       f"exploration, but algo.name={c.algo.name} explores with "
-                      f"replay.action_noise (td3, ddpg) or its own sampling (sac); set "
+                      f"replay.action_noise (td3, ddpg) or its own sampling (sac, mpo); set "
                       f"replay.per_collector_eps=false")
     if r.ratio_tolerance < -1:
         checks.append(f"config key 'replay.ratio_tolerance' must be >= 0, or -1 for "
@@ -385,8 +387,6 @@ def _check_replay(c: Config) -> list[str]:
 
 def _check_offpolicy_env(c: Config) -> Optional[str]:
     """The replay stores raw observations and rewards: no running normalisation."""
-    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
-
     if c.algo.kind not in OFF_POLICY_ALGOS:
         return None
     for key in ("normalize_obs", "normalize_reward"):

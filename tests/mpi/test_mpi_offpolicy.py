@@ -1,5 +1,6 @@
 """The asynchronous presets under a real mpiexec: IMPALA and Ape-X learn, asynchronous SAC
-keeps the configured replay ratio, and an Ape-X run stopped by a signal resumes."""
+(and MPO on its layout) keeps the configured replay ratio, and an Ape-X run stopped by a
+signal resumes."""
 import json
 import signal
 from pathlib import Path
@@ -55,9 +56,12 @@ def test_impala_preset_learns_cartpole(tmp_path):
 
 
 @pytest.mark.timeout(240)
-def test_async_sac_keeps_the_replay_ratio_of_one_process(tmp_path):
+@pytest.mark.parametrize("algo", [["algo.name=sac"],
+                                  ["algo.name=mpo", "replay.mpo_action_samples=4"]],
+                         ids=["sac", "mpo"])
+def test_async_sac_keeps_the_replay_ratio_of_one_process(tmp_path, algo):
     run_dir = tmp_path / "sac"
-    sets = ["scheme.preset=async-sac", "env.id=Pendulum-v1", "env.num_envs=2",
+    sets = ["scheme.preset=async-sac", *algo, "env.id=Pendulum-v1", "env.num_envs=2",
             "actor.hidden_sizes=[32,32]", "algo.num_steps=100", "replay.batch_size=32",
             "replay.learning_starts=200", "replay.train_freq=2", "replay.gradient_steps=1",
             "replay.ratio_tolerance=16", "train.total_env_steps=3200"]
@@ -74,6 +78,7 @@ def test_async_sac_keeps_the_replay_ratio_of_one_process(tmp_path):
     assert wanted - (16 + (in_flight + last_row) / 4) <= steps <= wanted + 1, (steps, wanted)
     replay = saved["placement"]["updater"]["learner"]["replay"]
     assert int(replay["size"]) == env_steps  # every collected transition reached the replay
+    assert saved["policy"]["config"]["algo"]["name"] == algo[0].split("=")[1]
 
 
 @pytest.mark.timeout(240)

@@ -1,4 +1,4 @@
-"""Off-policy algorithms (DQN, SAC, TD3, DDPG) and the policies they publish."""
+"""Off-policy algorithms (DQN, SAC, TD3, DDPG, MPO) and the policies they publish."""
 from __future__ import annotations
 
 import gymnasium as gym
@@ -6,9 +6,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from hpcrl.config.offpolicy import CONTINUOUS_OFF_POLICY
 from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm, Segment
 from hpcrl.core.algorithms.offpolicy.dqn import DQN
+from hpcrl.core.algorithms.offpolicy.mpo import MPO
 from hpcrl.core.algorithms.offpolicy.sac import SAC
 from hpcrl.core.algorithms.offpolicy.td3 import DDPG, TD3
 from hpcrl.core.envs import EnvSpaces
@@ -16,7 +18,7 @@ from hpcrl.core.policies import DeterministicPolicy, SquashedGaussianPolicy
 from hpcrl.core.qnetwork import QNetwork
 
 OFF_POLICY_ALGORITHMS: dict[str, type[OffPolicyAlgorithm]] = {
-    "dqn": DQN, "sac": SAC, "td3": TD3, "ddpg": DDPG}
+    "dqn": DQN, "sac": SAC, "td3": TD3, "ddpg": DDPG, "mpo": MPO}
 
 
 def action_space_problem(name: str, spaces: EnvSpaces, env_id: str) -> str | None:
@@ -24,11 +26,11 @@ def action_space_problem(name: str, spaces: EnvSpaces, env_id: str) -> str | Non
     if name == "dqn" and not spaces.discrete:
         return (f"config key 'algo.name': dqn needs a Discrete action space but env '{env_id}' "
                 f"has {spaces.action_space}; use sac, td3 or ddpg for continuous actions")
-    if name in ("sac", "td3", "ddpg") and not isinstance(spaces.action_space, gym.spaces.Box):
+    if name in CONTINUOUS_OFF_POLICY and not isinstance(spaces.action_space, gym.spaces.Box):
         return (f"config key 'algo.name': {name} needs a Box action space but env '{env_id}' "
                 f"has {spaces.action_space}; use dqn for discrete actions")
     space = spaces.action_space
-    if name in ("sac", "td3", "ddpg") and not (np.all(np.isfinite(space.low))
+    if name in CONTINUOUS_OFF_POLICY and not (np.all(np.isfinite(space.low))
                                                and np.all(np.isfinite(space.high))):
         return (f"config key 'algo.name': {name} squashes its actions into the action "
                 f"space's [low, high], and env '{env_id}' has unbounded actions {space}; "
@@ -42,7 +44,7 @@ def policy_module(name: str, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module
     returns (greedy Q-network, squashed Gaussian or deterministic policy)."""
     if name == "dqn":
         return QNetwork(spaces.obs_shape, int(spaces.action_space.n), actor, spaces.obs_format)
-    if name == "sac":
+    if name in ("sac", "mpo"):
         return SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, actor)
     return DeterministicPolicy(spaces.obs_shape, spaces.action_space, actor)
 
@@ -63,6 +65,6 @@ def make_offpolicy_algorithm(config: Config, spaces: EnvSpaces,
     return OFF_POLICY_ALGORITHMS[config.algo.name](spaces, config, device)
 
 
-__all__ = ["DDPG", "DQN", "OFF_POLICY_ALGORITHMS", "OffPolicyAlgorithm", "SAC", "Segment",
+__all__ = ["DDPG", "DQN", "MPO", "OFF_POLICY_ALGORITHMS", "OffPolicyAlgorithm", "SAC", "Segment",
            "TD3", "action_space_problem", "make_offpolicy_algorithm", "make_policy",
            "policy_module"]

@@ -127,6 +127,11 @@ class OffPolicyAlgorithm(ABC):
     def update_targets(self, step: int) -> None:
         """Move the target networks due after applied step ``step``."""
 
+    def segment_learning_rate(self, name: str, lr: float) -> float:
+        """The learning rate segment ``name`` steps with when the schedule gives ``lr``: the
+        same for every segment, unless an algorithm's duals have their own (MPO)."""
+        return lr
+
     # -- schedules ---------------------------------------------------------------------------
     def set_progress(self, fraction: float) -> None:
         """Tell the schedules how far training is (0 at the start, 1 at the end)."""
@@ -195,7 +200,8 @@ class OffPolicyAlgorithm(ABC):
                 grads = flat_grads[seg.slice]
                 if max_norm > 0 and norm > max_norm:
                     grads = grads * (max_norm / (norm + 1e-6))
-                self.optimizers[seg.name].step(self.flat[seg.slice], grads, lr)
+                self.optimizers[seg.name].step(self.flat[seg.slice], grads,
+                                               self.segment_learning_rate(seg.name, lr))
         self.steps = step
         self.update_targets(step)
         return {"grad_norm": total, "learning_rate": lr}

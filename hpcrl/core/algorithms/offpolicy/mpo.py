@@ -1,0 +1,176 @@
+"""MPO (Abdolmaleki et al. 2018): maximum a posteriori policy optimisation, continuous actions.
+
+Each gradient step, for every state ``s`` of the batch, ``N`` actions ``a_j = tanh(u_j)`` are
+drawn from the *target* policy (``replay.mpo_action_samples``) and valued by the target
+critics:
+
+- **E-step** (a non-parametric improved policy): weights ``w_j = softmax_j(Q(s, a_j) /
+  eta)``; the temperature ``eta`` minimises the dual ``eta * epsilon + eta * mean_s log
+  mean_j exp(Q(s, a_j) / eta)``, which keeps the improved policy within KL ``epsilon``
+  (``replay.mpo_epsilon``) of the target policy;
+- **M-step** (fit the policy to it): maximise ``sum_j w_j log pi(u_j | s)`` under trust
+  regions on the mean and the covariance *decoupled*, each with its own KL bound
+  (``replay.mpo_epsilon_mean``, ``replay.mpo_epsilon_std``, per action dimension) and
+  Lagrange multiplier: the mean is fitted with the target's std, the std with the target's
+  mean, and ``alpha * KL`` penalises each (the multipliers ascend ``alpha * (epsilon -
+  KL)``).
+
+KL divergence does not change under the tanh bijection, so the trust regions and the
+log-likelihoods are taken on the Gaussian over ``u``. The critics learn TD targets
+``r + discount * mean_j min_k Q_target_k(s', a'_j)`` with ``a'_j`` from the target policy.
+Policy, critics and the dual variables (``eta``, ``alpha_mean``, ``alpha_std``, each
+positive through a softplus) are segments of their own; the duals step with
+``replay.mpo_dual_lr``. Target policy and critics move by ``replay.tau`` every
+``replay.target_update_interval`` steps.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.core.critics import EnsembleCritic
+from hpcrl.core.policies import SquashedGaussianPolicy
+from hpcrl.core.replay.buffer import ReplayBatch
+from hpcrl.core.target import TargetNetwork
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def _inverse_softplus(x: float) -> float:
+    return math.log(math.expm1(x))
+
+
+class MpoDuals(nn.Module):
+    """MPO's dual variables, kept positive by a softplus: the temperature and one
+    multiplier per action dimension for the mean's and the std's trust regions."""
+
+    def __init__(self, action_dim: int, temperature: float, alpha_mean: float,
+                 alpha_std: float) -> None:
+        super().__init__()
+        self.raw_temperature = nn.Parameter(torch.tensor([_inverse_softplus(temperature)]))
+        self.raw_alpha_mean = nn.Parameter(torch.full((action_dim,),
+                                                      _inverse_softplus(alpha_mean)))
+        self.raw_alpha_std = nn.Parameter(torch.full((action_dim,),
+                                                     _inverse_softplus(alpha_std)))
+
+    def values(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return (F.softplus(self.raw_temperature) + 1e-8, F.softplus(self.raw_alpha_mean) + 1e-8,
+                F.softplus(self.raw_alpha_std) + 1e-8)
+
+
+def gaussian_log_prob(u: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """``log N(u; mean, std)`` summed over the last (action) dimension."""
+    z = (u - mean) / std
+    return (-0.5 * z * z - std.log() - _LOG_SQRT_2PI).sum(dim=-1)
+
+
+def temperature_loss(q: torch.Tensor, temperature: torch.Tensor, epsilon: float
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The E-step: the temperature's dual loss and the (detached) weights of the ``[N, B]``
+    action values ``q`` (a softmax over the ``N`` samples of each state)."""
+    tempered = q.detach() / temperature
+    n = q.shape[0]
+    dual = temperature * (epsilon + (torch.logsumexp(tempered, dim=0) - math.log(n)).mean())
+    return dual, torch.softmax(tempered, dim=0).detach()
+
+
+def decoupled_kl(mean_t: torch.Tensor, std_t: torch.Tensor, mean: torch.Tensor,
+                 std: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per action dimension, averaged over states: ``KL(target || N(mean, std_t))`` (the
+    mean's move) and ``KL(target || N(mean_t, std))`` (the std's)."""
+    kl_mean = 0.5 * ((mean - mean_t) / std_t).pow(2)
+    kl_std = std.log() - std_t.log() + std_t.pow(2) / (2 * std.pow(2)) - 0.5
+    return kl_mean.mean(dim=0), kl_std.mean(dim=0)
+
+
+class MPO(OffPolicyAlgorithm):
+    """MPO over a squashed Gaussian policy, with twin critics and target networks."""
+
+    stat_names = ("policy_loss", "critic_loss", "temperature", "kl_mean", "kl_std",
+                  "alpha_mean", "alpha_std")
+
+    def build(self) -> list[tuple[str, nn.Module]]:
+        cfg, spaces, r = self.config, self.spaces, self.config.replay
+        obs_dim = int(np.prod(spaces.obs_shape))
+        self.pi = SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, cfg.actor)
+        self.action_dim = self.pi.action_dim
+        self.critic = EnsembleCritic(obs_dim, self.action_dim, cfg.actor, r.n_critics)
+        self.targets["critic"] = TargetNetwork(self.critic)
+        self.targets["policy"] = TargetNetwork(self.pi)
+        self.duals = MpoDuals(self.action_dim, r.mpo_init_temperature, r.mpo_init_alpha,
+                              r.mpo_init_alpha)
+        return [("policy", self.pi), ("critic", self.critic), ("duals", self.duals)]
+
+    @property
+    def policy(self) -> nn.Module:
+        return self.pi
+
+    def segment_learning_rate(self, name: str, lr: float) -> float:
+        return self.replay.mpo_dual_lr if name == "duals" else lr
+
+    def _target_samples(self, obs: torch.Tensor, n: int
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``n`` pre-squash samples ``u [n, B, A]`` of the target policy at ``obs``, their
+        actions ``tanh(u)``, and the target's mean and std ``[B, A]``."""
+        with torch.no_grad():
+            mean, log_std = self.targets["policy"].module.mean_log_std(obs)
+            std = log_std.exp()
+            u = mean + std * self.gaussian((n,) + tuple(mean.shape))
+        return u, torch.tanh(u), mean, std
+
+    def _target_q(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``min_k Q_target_k`` of ``actions [n, B, A]`` at ``obs [B, D]``: ``[n, B]``."""
+        n, b = actions.shape[:2]
+        repeated = obs.unsqueeze(0).expand(n, *obs.shape).reshape(n * b, -1)
+        q = self.targets["critic"].module(repeated, actions.reshape(n * b, -1))
+        return q.min(dim=0).values.reshape(n, b)
+
+    def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        r = self.replay
+        n = r.mpo_action_samples
+        obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
+        # critics: TD targets with the target policy's expected next value
+        with torch.no_grad():
+            _, next_actions, _, _ = self._target_samples(next_obs, n)
+            next_v = self._target_q(next_obs, next_actions).mean(dim=0)
+            target = batch.rewards + batch.discounts * next_v
+        td = self.critic(obs, batch.actions) - target
+        if batch.weights is None:
+            critic_loss = 0.5 * td.pow(2).mean(dim=1).sum()
+        else:
+            critic_loss = 0.5 * (batch.weights * td.pow(2)).mean(dim=1).sum()
+            self.remember_td_errors(td[0])
+        # E-step: weights of the target policy's samples, and the temperature's dual
+        u, actions, mean_t, std_t = self._target_samples(obs, n)
+        with torch.no_grad():
+            q = self._target_q(obs, actions)
+        temperature, alpha_mean, alpha_std = self.duals.values()
+        temperature_dual, weights = temperature_loss(q, temperature, r.mpo_epsilon)
+        # M-step: the decoupled fits, each under its own trust region
+        mean, log_std = self.pi.mean_log_std(obs)
+        std = log_std.exp()
+        fit_mean = (weights * gaussian_log_prob(u, mean, std_t)).sum(dim=0).mean()
+        fit_std = (weights * gaussian_log_prob(u, mean_t, std)).sum(dim=0).mean()
+        kl_mean, kl_std = decoupled_kl(mean_t, std_t, mean, std)
+        policy_loss = (-(fit_mean + fit_std) + (alpha_mean.detach() * kl_mean).sum()
+                       + (alpha_std.detach() * kl_std).sum())
+        alpha_dual = ((alpha_mean * (r.mpo_epsilon_mean - kl_mean.detach())).sum()
+                      + (alpha_std * (r.mpo_epsilon_std - kl_std.detach())).sum())
+        loss = critic_loss + policy_loss + temperature_dual + alpha_dual
+        terms = torch.stack([policy_loss.detach(), critic_loss.detach(), temperature[0].detach(),
+                             kl_mean.detach().mean(), kl_std.detach().mean(),
+                             alpha_mean.detach().mean(), alpha_std.detach().mean()]).tolist()
+        return loss, dict(zip(self.stat_names, terms))
+
+    def stepping(self, step: int) -> list[str]:
+        return list(self.segments)
+
+    def update_targets(self, step: int) -> None:
+        if step % self.replay.target_update_interval == 0:
+            self.targets["critic"].update(self.segment_params("critic"), self.replay.tau)
+            self.targets["policy"].update(self.segment_params("policy"), self.replay.tau)
