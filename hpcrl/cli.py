@@ -78,6 +78,9 @@ def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True) -> None:
 @click.option("--video", type=click.Path(dir_okay=False), default=None,
               help="Also record the episodes, one after the other, to this .mp4 or .gif "
                    "(pip install \"hpcrl[video]\").")
+@click.option("--record", "record_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write the episodes, one row per step, to this demonstration file "
+                   "(.npz: obs, actions, rewards, terminated, truncated; README: Evaluating).")
 @click.option("--best", is_flag=True, help="The policy that scored best in the evaluations "
               "during training (checkpoints/best.pt; train.eval_every), not the last.")
 @click.option("--max-episode-steps", type=click.IntRange(min=1), default=None,
@@ -86,23 +89,32 @@ def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True) -> None:
                    "limit, or 27,000 steps for an env without one).")
 @refusing
 def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
-                 as_json: bool, device: str, video: Optional[str], best: bool,
-                 max_episode_steps: Optional[int]) -> None:
+                 as_json: bool, device: str, video: Optional[str], record_path: Optional[str],
+                 best: bool, max_episode_steps: Optional[int]) -> None:
     """Run the trained policy of RUN_DIR (or a checkpoint file) deterministically."""
     from dataclasses import replace
 
+    from hpcrl.demos import DemoRecorder
     from hpcrl.evaluation import evaluate, truncation_note
     from hpcrl.policy import load_policy_and_config
     from hpcrl.runtime.devices import node_local_rank, pick_device
     from hpcrl.video import record
 
+    if record_path is not None and not record_path.endswith(".npz"):
+        raise click.UsageError(f"--record '{record_path}': a demonstration file ends in .npz")
     where = pick_device(device, node_local_rank(), key="--device")
     actor, cfg = load_policy_and_config(run_dir, where, best)
     if max_episode_steps is not None:
         cfg = replace(cfg, train=replace(cfg.train, eval_max_episode_steps=max_episode_steps))
     n = episodes or max(cfg.train.eval_episodes, 1)
-    result = (record(actor, cfg, n, video, seed, console=sys.stderr) if video is not None
-              else evaluate(actor, cfg, n, seed, console=sys.stderr))
+    demos = DemoRecorder(n) if record_path is not None else None
+    on_step = demos.step if demos is not None else None
+    result = (record(actor, cfg, n, video, seed, console=sys.stderr, on_step=on_step)
+              if video is not None
+              else evaluate(actor, cfg, n, seed, console=sys.stderr, on_step=on_step))
+    rows = demos.write(record_path) if demos is not None and record_path is not None else 0
+    if record_path is not None:
+        result = {**result, "record": record_path, "record_steps": rows}
     if as_json:
         click.echo(json.dumps({"env_id": cfg.env.id, **result}))
     else:
@@ -111,6 +123,8 @@ def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
                    f"{truncation_note(result, '--max-episode-steps')}")
         if video is not None:
             click.echo(f"{video}: {result['frames']} frames")
+        if record_path is not None:
+            click.echo(f"{record_path}: {rows:,} steps of {n} episodes")
 
 
 @main.command()

@@ -83,10 +83,14 @@ class _Progress:
               f"{now - self.start:.0f} s", file=self.console, flush=True)
 
 
+StepHook = Callable[[int, Any, Any, float, bool, bool], None]
+
+
 def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
                  seed: int | None = None,
                  on_frame: Optional[Callable[[gym.Env], None]] = None,
-                 console: Optional[IO[str]] = None) -> Episodes:
+                 console: Optional[IO[str]] = None,
+                 on_step: Optional[StepHook] = None) -> Episodes:
     """``episodes`` episodes taking the actor's most likely actions.
 
     Episode ``i`` is played from ``reset(seed=base + i)`` whatever else runs, so the returns
@@ -100,7 +104,10 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
 
     ``on_frame(env)`` (a video) makes the episodes play one after the other in an env made
     with ``render_mode="rgb_array"``, called after its reset and after each step.
-    ``console``: where a long evaluation says how far it got."""
+    ``console``: where a long evaluation says how far it got. ``on_step(episode, obs,
+    action, reward, terminated, truncated)`` sees every step: the observation acted on, the
+    env action, and how the step ended its episode (``truncated`` also where it was cut):
+    what :class:`~hpcrl.demos.DemoRecorder` records."""
     if episodes <= 0:
         return Episodes([], 0, 0, 0)
     base = (config.seed if seed is None else seed) + EVAL_SEED_OFFSET
@@ -141,15 +148,18 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
                     states[index] = new
                     actions = out.cpu().numpy()
             for slot, action in zip(slots, actions):
-                episode = playing[slot][0]
-                obs, reward, terminated, truncated_here, _ = envs[slot].step(
-                    _env_action(action, space))
+                episode, seen = playing[slot]
+                env_action = _env_action(action, space)
+                obs, reward, terminated, truncated_here, _ = envs[slot].step(env_action)
                 returns[episode] += float(reward)
                 lengths[slot] += 1
                 steps += 1
                 if on_frame is not None:
                     on_frame(envs[slot])
                 cut = lengths[slot] >= cap and not (terminated or truncated_here)
+                if on_step is not None:
+                    on_step(episode, seen, env_action, float(reward), bool(terminated),
+                            bool(truncated_here or cut))
                 if terminated or truncated_here or cut:
                     del playing[slot]
                     truncated += int(cut)
@@ -165,14 +175,16 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
 def evaluate(actor: torch.nn.Module, config: Config, episodes: int,
              seed: int | None = None,
              on_frame: Optional[Callable[[gym.Env], None]] = None,
-             console: Optional[IO[str]] = None) -> dict[str, Any]:
+             console: Optional[IO[str]] = None,
+             on_step: Optional[StepHook] = None) -> dict[str, Any]:
     """``{"mean_return", "std_return", "episodes", "returns", "truncated",
     "max_episode_steps"}`` over deterministic episodes (``truncated``: how many were cut at
-    ``max_episode_steps``; ``on_frame``, ``console``: see :func:`run_episodes`)."""
+    ``max_episode_steps``; ``on_frame``, ``console``, ``on_step``: see
+    :func:`run_episodes`)."""
     was_training = actor.training
     actor.eval()
     try:
-        played = run_episodes(actor, config, episodes, seed, on_frame, console)
+        played = run_episodes(actor, config, episodes, seed, on_frame, console, on_step)
     finally:
         actor.train(was_training)
     return {"mean_return": float(np.mean(played.returns)),

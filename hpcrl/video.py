@@ -42,10 +42,11 @@ def _writer(path: Path, fps: float) -> Any:
 
 
 def record(actor: torch.nn.Module, config: Config, episodes: int, path: str | Path,
-           seed: Optional[int] = None, console: Optional[IO[str]] = None) -> dict[str, Any]:
+           seed: Optional[int] = None, console: Optional[IO[str]] = None,
+           on_step: Optional[Any] = None) -> dict[str, Any]:
     """Play ``episodes`` deterministic episodes into the video ``path``; returns the
     evaluation figures (as :func:`hpcrl.evaluation.evaluate`, which says how far a long one
-    got on ``console``) with ``frames`` and ``video``."""
+    got on ``console`` and passes every step to ``on_step``) with ``frames`` and ``video``."""
     from hpcrl.evaluation import evaluate
 
     headless_rendering()  # MuJoCo and SDL render off-screen on a node without a display
@@ -72,7 +73,8 @@ def record(actor: torch.nn.Module, config: Config, episodes: int, path: str | Pa
         frames += 1
 
     try:
-        result = evaluate(actor, config, episodes, seed, on_frame=on_frame, console=console)
+        result = evaluate(actor, config, episodes, seed, on_frame=on_frame, console=console,
+                          on_step=on_step)
     finally:
         if writer is not None:
             writer.close()
