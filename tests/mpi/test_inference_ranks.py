@@ -103,3 +103,26 @@ def test_collectors_acting_on_an_inference_rank_take_the_normalisers_not_the_par
         # forwards that batched both collectors' envs together at least some of the time
         assert server.rows == 2048
         assert server.rows > 4 * server.batches
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parallel(4)
+def test_mpo_on_async_sacs_layout_samples_its_actions_on_an_inference_rank():
+    """MPO's squashed Gaussian acts on the inference rank with each collector's own noise,
+    for every env step the job collected after its random warm-up."""
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    run_dir = shared_dir(comm)
+    sets = [*FAST, "scheme.preset=async-sac", "algo.name=mpo", "scheme.inference_ranks=1",
+            "env.id=Pendulum-v1", "env.num_envs=2", "actor.hidden_sizes=[32,32]",
+            "algo.num_steps=100", "replay.batch_size=32", "replay.learning_starts=200",
+            "replay.mpo_action_samples=4", "train.total_env_steps=1600"]
+    done = train_mpi(from_dict({}, sets), run_dir / "run")
+    served = comm.allgather(done.ranked.rows if done.job.role.role == "inference" else None)
+    steps = comm.allgather(done.ranked.collector.vector_steps * 2
+                           if done.job.role.role == "collector" else 0)
+    if done.job.role.role == "inference":
+        assert done.ranked.noisy and not done.ranked.on_policy  # a sampling policy's draws
+    # every step either collector took after the job's 200 steps of uniformly random
+    # warm-up (replay.learning_starts, taken without the policy) was acted on here
+    assert served[1] == sum(steps) - 200 and sum(steps) >= 1600
