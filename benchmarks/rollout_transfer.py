@@ -118,12 +118,11 @@ def stream_rollouts(comm: MPI.Comm, memory: Optional[NodeMemory], codec: PlainCo
     else:
         stream = StreamIn(job, 1, layout)
         for _ in range(repeats):
-            requests = stream.post()
+            head = stream.post()
             comm.Barrier()
             start = time.perf_counter()
-            for request in requests:
-                wait(request)
-            rollout = stream.taken()
+            wait(head)
+            rollout = stream.take()
             times.append(time.perf_counter() - start)
             float(rollout.data[::4096].sum())  # the learner reads it (not timed)
     return times

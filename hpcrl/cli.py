@@ -112,9 +112,8 @@ def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
     result = (record(actor, cfg, n, video, seed, console=sys.stderr, on_step=on_step)
               if video is not None
               else evaluate(actor, cfg, n, seed, console=sys.stderr, on_step=on_step))
-    rows = demos.write(record_path) if demos is not None and record_path is not None else 0
-    if record_path is not None:
-        result = {**result, "record": record_path, "record_steps": rows}
+    if demos is not None and record_path is not None:
+        result = {**result, "record": record_path, "record_steps": demos.write(record_path)}
     if as_json:
         click.echo(json.dumps({"env_id": cfg.env.id, **result}))
     else:
@@ -124,7 +123,7 @@ def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
         if video is not None:
             click.echo(f"{video}: {result['frames']} frames")
         if record_path is not None:
-            click.echo(f"{record_path}: {rows:,} steps of {n} episodes")
+            click.echo(f"{record_path}: {result['record_steps']:,} steps of {n} episodes")
 
 
 @main.command()

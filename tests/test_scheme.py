@@ -175,6 +175,17 @@ def test_plan_says_how_the_collectors_exchanges_travel(sets, says):
     assert data["transport"].startswith(says)
 
 
+def test_compression_where_nothing_crosses_as_a_message_is_refused():
+    for sets in (["scheme.compress=lz4"], ["scheme.preset=ddppo", "scheme.compress=lz4"]):
+        with pytest.raises(ConfigError, match="this scheme sends none"):
+            load_config(None, sets)
+    for ok in (["scheme.preset=a2c"], ["scheme.preset=a3c"]):  # collectors, async workers
+        assert load_config(None, ok + ["scheme.compress=lz4"]).scheme.compress == "lz4"
+    plan = CliRunner().invoke(main, ["plan", "--set", "scheme.preset=a2c",
+                                     "--set", "scheme.compress=lz4"])
+    assert "messages lz4-compressed (scheme.compress=lz4)" in plan.output
+
+
 def test_a_transport_that_is_not_one_is_refused():
     with pytest.raises(ConfigError, match="scheme.transport"):
         load_config(None, ["scheme.preset=a2c", "scheme.transport=shm"])

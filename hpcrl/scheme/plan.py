@@ -92,12 +92,13 @@ def transport_summary(scheme: Any) -> str:
     if scheme.collectors_per_worker == 0:
         return "none: every gradient worker collects its own rollouts"
     what = "rollouts" + (" and acting" if scheme.inference_ranks else "")
+    lz4 = ", messages lz4-compressed (scheme.compress=lz4)" if scheme.compress == "lz4" else ""
     if scheme.transport == "messages":
-        return f"{what} as MPI messages (scheme.transport=messages)"
+        return f"{what} as MPI messages (scheme.transport=messages){lz4}"
     across = ("refused across nodes" if scheme.transport == "shared"
               else "MPI messages across nodes")
     return (f"{what} through shared memory between ranks of one node, {across} "
-            f"(scheme.transport={scheme.transport})")
+            f"(scheme.transport={scheme.transport}){lz4}")
 
 
 def _ranks(ranks: tuple[int, ...]) -> str:

@@ -185,6 +185,12 @@ def scheme_problem(scheme: SchemeConfig, learner_device: str) -> Optional[str]:
     if s.compress == "lz4":
         from hpcrl.comm.compression import lz4_problem
 
+        if s.collectors_per_worker == 0 and s.gradients != "async":
+            return ("scheme.compress=lz4 compresses the rollouts and weights that cross ranks "
+                    "as messages, and this scheme sends none: its gradient workers collect "
+                    "their own rollouts and share gradients by all-reduce (or weights by "
+                    "broadcast); drop scheme.compress, or use it with collector ranks "
+                    "(scheme.collectors_per_worker >= 1) or asynchronous workers (a3c)")
         problem = lz4_problem()
         if problem is not None:
             return problem

@@ -148,12 +148,16 @@ def test_too_little_dev_shm_falls_back_to_messages_or_is_refused(monkeypatch, ca
 
 
 @pytest.mark.timeout(120)
-def test_the_default_a2c_job_says_its_rollouts_go_through_shared_memory(tmp_path):
-    """`mpiexec -n 3 hpcrl train --set scheme.preset=a2c`, as a user types it."""
+@pytest.mark.parametrize("extra", [[], ["scheme.compress=lz4"]], ids=["plain", "lz4"])
+def test_the_default_a2c_job_says_its_rollouts_go_through_shared_memory(tmp_path, extra):
+    """`mpiexec -n 3 hpcrl train --set scheme.preset=a2c`, as a user types it; with lz4 asked
+    for, it says that only the weights are compressed (no rollout is a message here)."""
     done = run(3, ["train", "--run-dir", str(tmp_path / "run")],
-               [*FAST, "scheme.preset=a2c", "train.total_env_steps=2048"], timeout=100)
+               [*FAST, "scheme.preset=a2c", "train.total_env_steps=2048", *extra], timeout=100)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "hpcrl: shared memory carries the rollouts of collector ranks 1, 2" in done.stderr
+    lz4_line = "scheme.compress=lz4 compresses the weights alone here"
+    assert (lz4_line in done.stderr) == bool(extra)
 
 
 @pytest.mark.timeout(60)

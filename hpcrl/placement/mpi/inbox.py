@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from hpcrl.comm import irecv, wait, wait_any
+from hpcrl.comm import irecv, wait_any
 from hpcrl.placement.mpi.protocol import TAG_FINAL
 from hpcrl.placement.mpi.streams import StreamIn
 
@@ -25,7 +25,7 @@ class CollectorInbox:
     def __init__(self, job: Any, ranks: list[int], layout: Any) -> None:
         self.world, self.ranks = job.world, list(ranks)
         self.streams = [StreamIn(job, rank, layout) for rank in self.ranks]
-        self.pending: list[list[Any]] = [[] for _ in self.ranks]
+        self.heads: list[Any] = [None] * len(self.ranks)  # each posted receive's header
         self.posted = [False] * len(self.ranks)
         self.received = [0] * len(self.ranks)
         for i in range(len(self.ranks)):
@@ -38,27 +38,25 @@ class CollectorInbox:
 
     def post(self, i: int) -> None:
         """Receive collector ``i``'s next message (its last one is no longer read)."""
-        self.pending[i] = self.streams[i].post()
+        self.heads[i] = self.streams[i].post()
         self.posted[i] = True
 
     def _take(self, i: int) -> None:
-        for request in self.pending[i][1:]:
-            wait(request)
-        self.streams[i].taken()
+        self.streams[i].take()
         self.posted[i] = False
         self.received[i] += 1
 
     def arrived(self, i: int) -> bool:
         """Whether collector ``i``'s message is in its buffer now; call :meth:`post` once
         the buffer was used."""
-        if not self.posted[i] or not self.pending[i][0].Test():
+        if not self.posted[i] or not self.heads[i].Test():
             return False
         self._take(i)
         return True
 
     def next(self, idle: Optional[Callable[[], Any]] = None) -> int:
         """Wait for a message from any collector (all posted); returns its index."""
-        i, _ = wait_any([pending[0] for pending in self.pending], idle=idle)
+        i, _ = wait_any(self.heads, idle=idle)
         self._take(i)
         return i
 
@@ -77,7 +75,5 @@ class CollectorInbox:
                 if request.Test() and self.received[i] >= int(final[0]):
                     break
                 time.sleep(1e-3)
-            for pending in self.pending[i]:
-                pending.Cancel()
-                pending.Wait()
+            self.streams[i].cancel()
             self.posted[i] = False

@@ -16,10 +16,10 @@ from typing import Any, Optional
 
 from hpcrl.comm import irecv, isend, wait
 from hpcrl.comm.compression import PlainCodec
-
-PLAIN = PlainCodec()
 from hpcrl.placement.mpi.protocol import TAG_WEIGHTS
 from hpcrl.roles.messages import Weights
+
+PLAIN = PlainCodec()  # the default: parameters cross as they are
 
 
 def send_weights(world: Any, weights: Weights, rank: int, params: bool = True,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import socket
 import sys
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from hpcrl.comm.node_memory import NodeMemory, NodePeers, aligned, node_peers, shm_free_bytes
 from hpcrl.scheme import COLLECTOR
@@ -48,7 +48,7 @@ def acting_bytes(job: "MpiJob") -> tuple[int, int]:
     return spec.request_layout(envs).words * 4, spec.reply_layout(envs).words * 4
 
 
-def acting_module(job: "MpiJob"):  # type: ignore[no-untyped-def]
+def acting_module(job: "MpiJob") -> Any:
     """The module whose acting a collector's inference rank runs (on the CPU, for shapes):
     the actor-critic, or an off-policy agent's acting policy."""
     if job.off_policy:
@@ -162,4 +162,7 @@ def transport_note(job: "MpiJob", owned: list[tuple[str, ...]], total_bytes: int
     if messaged:
         lines.append(f"messages carry {messaged} (their peer on another node, or no room in "
                      f"/dev/shm)")
+    elif job.config.scheme.compress == "lz4":
+        lines.append("scheme.compress=lz4 compresses the weights alone here: no rollout "
+                     "crosses as a message")
     return "; ".join(lines)

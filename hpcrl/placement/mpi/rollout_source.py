@@ -120,15 +120,13 @@ class SyncCollectors:
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
         started = time.perf_counter()
         # last update's rollouts are no longer read: their collectors may write the next
-        pending = [stream.post() for stream in self.streams]
+        heads = [stream.post() for stream in self.streams]
         waiting = list(range(len(self.collectors)))
         told = False
         while waiting:
-            index, _ = wait_any([pending[i][0] for i in waiting])
+            index, _ = wait_any([heads[i] for i in waiting])
             i = waiting.pop(index)
-            for request in pending[i][1:]:
-                wait(request)
-            self.streams[i].taken()
+            self.streams[i].take()
             arrived = len(self.collectors) - len(waiting)
             if self.preempt and not told and waiting and arrived >= self.needed:
                 self.notice[0] = version

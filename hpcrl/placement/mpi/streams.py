@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.comm import irecv, isend
+from hpcrl.comm import irecv, isend, wait
 from hpcrl.placement.mpi.node_transport import STREAM, STREAM_SLOTS
 from hpcrl.placement.mpi.protocol import TAG_ROLLOUT
 
@@ -91,23 +91,34 @@ class StreamIn:
         self.wire = None if region is not None else self.codec.wire(self.slots[0].data)
         self.buffer = self.slots[0]
         self.count = 0  # receives posted
+        self.requests: list[Any] = []  # of the posted receive: the header's, then the data's
 
-    def post(self) -> list[Any]:
-        """Post the receive of the next message (the one before it is no longer read); its
-        requests, the header's first. Once they completed call :meth:`taken`."""
+    def post(self) -> Any:
+        """Post the receive of the next message (the one before it is no longer read);
+        returns the header's request: once it completed, :meth:`take` the message."""
         self.buffer = self.slots[self.count % len(self.slots)]
         self.count += 1
-        requests = [irecv(self.world, self.buffer.header, self.source, TAG_ROLLOUT)]
+        self.requests = [irecv(self.world, self.buffer.header, self.source, TAG_ROLLOUT)]
         if self.wire is not None:
-            requests.append(irecv(self.world, self.wire, self.source, TAG_ROLLOUT))
-        return requests
+            self.requests.append(irecv(self.world, self.wire, self.source, TAG_ROLLOUT))
+        return self.requests[0]
 
-    def taken(self) -> Any:
-        """The message that arrived (its buffer), the collector's stores to it visible."""
+    def take(self) -> Any:
+        """The message whose header arrived (its buffer): its data received and unpacked, or
+        the collector's stores to its slot made visible."""
+        for request in self.requests[1:]:
+            wait(request)
         if self.memory is not None:
             self.memory.fence()
         else:
             self.codec.unpack(self.wire, self.buffer.data)
         return self.buffer
+
+    def cancel(self) -> None:
+        """Withdraw the posted receive (at the end of the job)."""
+        for request in self.requests:
+            request.Cancel()
+            request.Wait()
+        self.requests = []
 
 
