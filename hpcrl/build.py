@@ -9,10 +9,11 @@ import torch
 
 from hpcrl.config.loader import from_dict
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
+from hpcrl.config.rnd import RndConfig
 from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.config.validate import sequence_length
 from hpcrl.core.actor import ActorCritic
-from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, probe_spaces
+from hpcrl.core.envs import EnvSpaces, probe_spaces
 from hpcrl.core.obs_format import format_from_record
 from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.memory import memory_state_size
@@ -25,7 +26,8 @@ def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
     """A freshly initialised actor; the same seed gives the same weights everywhere."""
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
-        actor = ActorCritic(spaces, config.actor, config.env.normalize_obs, config.env.clip_obs)
+        actor = ActorCritic(spaces, config.actor, config.env.normalize_obs, config.env.clip_obs,
+                            config.rnd)
     contiguous_parameters(actor)
     return actor
 
@@ -36,7 +38,7 @@ def rollout_layout(config: Config, spaces: EnvSpaces, num_envs: int) -> RolloutL
     state = memory_state_size(config.actor)
     return RolloutLayout(config.algo.num_steps, num_envs, spaces.obs_shape, spaces.action_shape,
                          spaces.obs_format.dtype, state,
-                         sequence_length(config) if state else 0)
+                         sequence_length(config) if state else 0, config.rnd.enabled)
 
 
 
@@ -60,13 +62,6 @@ def env_spaces(config: Config) -> EnvSpaces:
 
         make_network(config.actor.network, config.actor.network_kwargs,
                      spaces.observation_space)
-    name = config.algo.name
-    if not spaces.obs_format.raw and name in OFF_POLICY_ALGOS and name != "dqn":
-        raise UnsupportedEnv(f"env '{config.env.id}' has integer, tuple or dict observations, "
-                             f"which hpcrl's actors and Q-networks encode part by part; algo.name={name}'s "
-                             f"policy and critics take Box observations only (use ppo, a2c, "
-                             f"impala or dqn, or wrap the env so it observes a Box, e.g. with "
-                             f"gymnasium.wrappers.FlattenObservation)")
     return spaces
 
 
@@ -134,7 +129,7 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
         policy.load_state_dict(record["state_dict"])
         return policy.eval()
     actor = ActorCritic(spaces, ActorConfig(**cfg["actor"]), cfg["env"]["normalize_obs"],
-                        cfg["env"]["clip_obs"])
+                        cfg["env"]["clip_obs"], RndConfig(**cfg.get("rnd", {})))
     actor.load_state_dict(record["state_dict"])
     return actor.eval()
 

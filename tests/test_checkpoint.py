@@ -30,11 +30,12 @@ def weights(run_dir):
 
 @pytest.mark.parametrize("agent", [[], ["actor.memory=gru", "actor.memory_size=8"],
                                    ["actor.memory=lstm", "actor.memory_size=8",
-                                    "algo.name=a2c"]],
-                         ids=["mlp", "gru", "lstm-a2c"])
+                                    "algo.name=a2c"], ["rnd.enabled=true"]],
+                         ids=["mlp", "gru", "lstm-a2c", "rnd"])
 def test_killed_and_resumed_run_ends_with_the_uninterrupted_weights(tmp_path, tiny_overrides,
                                                                     monkeypatch, agent):
-    """Recurrent actors too: the collectors' states are in the checkpoint."""
+    """Recurrent actors too: the collectors' states are in the checkpoint; RND's statistics
+    are the actor's buffers, and its learner keeps no state of its own."""
     cfg = from_dict({}, tiny_overrides + ["env.normalize_obs=true", "env.normalize_reward=true"]
                     + agent)
     Trainer(cfg, RunDir(tmp_path / "whole"), console=None).train()

@@ -107,13 +107,23 @@ def test_normalising_one_hot_observations_is_refused(tmp_path):
     assert len(out.output.strip().splitlines()) == 1
 
 
-def test_continuous_off_policy_agents_refuse_integer_observations_in_one_line(tmp_path):
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_continuous_off_policy_agents_replay_integer_observations_one_hot(tmp_path, algo):
     import hpcrl_obs_envs  # noqa: F401  registers a Discrete-observation, Box-action env
 
-    out = invoke("train", "--run-dir", tmp_path / "r", "--set",
-                 "env.id=hpcrl_obs_envs:DiscreteObsBoxAction-v0", "--set", "algo.name=sac")
-    assert out.exit_code != 0 and "Traceback" not in out.output
-    assert "algo.name=sac's policy and critics take Box observations" in out.output
+    run = tmp_path / "run"
+    out = invoke("train", "--run-dir", run, "--set",
+                 "env.id=hpcrl_obs_envs:DiscreteObsBoxAction-v0", "--set", f"algo.name={algo}",
+                 "--set", "train.total_env_steps=300", "--set", "algo.num_steps=100", "--set",
+                 "replay.learning_starts=100", "--set", "actor.hidden_sizes=[16]", "--set",
+                 "train.eval_episodes=1")
+    assert out.exit_code == 0, out.output
+    import hpcrl
+    policy = hpcrl.load_policy(run)
+    assert policy.trunk[0].in_features == 5  # Discrete(5), one-hot
+    assert policy(3).shape == (1,) and policy(np.array([0, 4])).shape == (2, 1)
+    ckpt = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
+    assert ckpt["placement"]["learner"]["replay"]["obs"].dtype == torch.int64
 
 
 def test_dqn_replays_integer_observations_and_its_policy_takes_them(tmp_path):

@@ -323,6 +323,7 @@ class SchemeConfig:
 
 
 from hpcrl.config.offpolicy import ReplayConfig  # noqa: E402 (it needs doc() above)
+from hpcrl.config.rnd import RndConfig  # noqa: E402 (it needs doc() above)
 
 
 @dataclass
@@ -336,4 +337,6 @@ class Config:
     train: TrainConfig = doc("Training-loop settings.", factory=TrainConfig)
     replay: ReplayConfig = doc("Off-policy settings (dqn, sac, td3, ddpg, mpo).",
                                factory=ReplayConfig)
+    rnd: RndConfig = doc("Random Network Distillation's exploration bonus (ppo, a2c).",
+                         factory=RndConfig)
     scheme: SchemeConfig = doc("Placement of the roles on MPI ranks.", factory=SchemeConfig)

@@ -220,6 +220,42 @@ def _check_memory(c: Config) -> Optional[str]:
     return None
 
 
+def _check_rnd(c: Config) -> list[str]:
+    """RND's keys: an on-policy agent on GAE batches with a feedforward actor, sane values,
+    and no rnd.* key set while RND is off (it would be ignored)."""
+    r = c.rnd
+    if not r.enabled:
+        defaults = type(r)()
+        unread = [key for key in vars(r) if getattr(r, key) != getattr(defaults, key)]
+        return [f"config key 'rnd.{unread[0]}' is read by RND only; set rnd.enabled=true, or "
+                f"drop the key"] if unread else []
+    if c.algo.kind not in ("ppo", "a2c"):
+        return [f"config key 'rnd.enabled': RND adds an intrinsic value head and advantages "
+                f"to an on-policy agent on GAE batches; algo.name={c.algo.name} is not one. "
+                f"Use algo.name=ppo or a2c (or a subclass of hpcrl.PPO / hpcrl.A2C)"]
+    if c.actor.memory != "none":
+        return [f"config key 'rnd.enabled': RND's learner recomputes intrinsic values from "
+                f"the stored observations, which a recurrent actor (actor.memory="
+                f"{c.actor.memory}) cannot do without its states; use actor.memory=none "
+                f"with RND (frame stacking gives the agent a short memory)"]
+    sizes = r.hidden_sizes
+    checks = [_positive("rnd.int_coef", r.int_coef, strict=False),
+              _positive("rnd.ext_coef", r.ext_coef, strict=False),
+              _in_unit("rnd.gamma", r.gamma, low_open=True),
+              _in_unit("rnd.gae_lambda", r.gae_lambda),
+              _positive("rnd.loss_coef", r.loss_coef),
+              _in_unit("rnd.update_proportion", r.update_proportion, low_open=True),
+              _positive("rnd.features", r.features), _positive("rnd.clip_obs", r.clip_obs)]
+    if not sizes or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0
+                            for s in sizes):
+        checks.append(f"config key 'rnd.hidden_sizes' must be a non-empty list of positive "
+                      f"integers, got {sizes!r}")
+    if r.int_coef == 0 and r.enabled:
+        checks.append("config key 'rnd.int_coef' is 0, so RND's bonus never reaches the "
+                      "policy; set it > 0 or rnd.enabled=false")
+    return [m for m in checks if m]
+
+
 def _check_batch(c: Config) -> Optional[str]:
     if c.algo.kind != "ppo":
         return None
@@ -405,7 +441,7 @@ def _check_vtrace(c: Config) -> Optional[str]:
     return None
 
 
-CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, _check_scheme,
+CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, _check_rnd, _check_scheme,
                        _check_batch, _check_memory, _check_budget, _check_device, _check_replay,
                        _check_offpolicy_env, _check_vtrace, _check_atari, _check_env_id]
 

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from hpcrl.config.rnd import RndConfig
 from hpcrl.config.schema import ActorConfig
 from hpcrl.contracts import make_network
 from hpcrl.core.distributions import make_distribution
@@ -25,6 +26,7 @@ from hpcrl.core.mlp_kernel import run_mlp, run_mlps
 from hpcrl.core.normalization import RunningMoments
 from hpcrl.core.obs_format import ObsInput
 from hpcrl.core.precision import compute_dtype
+from hpcrl.core.rnd import RandomNetworkDistillation
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 
@@ -59,7 +61,7 @@ class ActorCritic(nn.Module):
     """
 
     def __init__(self, spaces: EnvSpaces, config: ActorConfig, normalize_obs: bool = False,
-                 clip_obs: float = 10.0) -> None:
+                 clip_obs: float = 10.0, rnd: Optional[RndConfig] = None) -> None:
         super().__init__()
         self.obs_format = spaces.obs_format
         hidden = list(config.hidden_sizes)
@@ -105,19 +107,25 @@ class ActorCritic(nn.Module):
                                                               config.activation)
         width = hidden[-1] if hidden else features
         self.pi_head = nn.Linear(width, n_out)
-        self.vf_head = nn.Linear(width, 1)
+        # with RND a second value head, the intrinsic one (column 1); collectors and the
+        # returns of every other agent see the extrinsic head alone (column 0)
+        self.value_heads = 2 if rnd is not None and rnd.enabled else 1
+        self.vf_head = nn.Linear(width, self.value_heads)
         if config.ortho_init:
             for part in (self.pi_encoder, self.pi_trunk) + (
                     () if self.shared else (self.vf_encoder, self.vf_trunk)):
                 _init_linear(part, math.sqrt(2))
             _init_linear(self.pi_head, 0.01)
             _init_linear(self.vf_head, 1.0)
+        self.rnd: Optional[RandomNetworkDistillation] = (
+            RandomNetworkDistillation(self.obs_format, rnd) if self.value_heads == 2 else None)
 
     def _heads(self, pi: torch.Tensor, vf: Optional[torch.Tensor]
                ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """Distribution parameters and values ``[B]`` (None when ``vf`` is) from the
-        features that enter the trunks (encoded, through the memory cores). Trunk and head
-        run as chains of :func:`~hpcrl.core.mlp_kernel.run_mlps` (numpy on the CPU)."""
+        """Distribution parameters and values ``[B]`` (``[B, 2]`` with an intrinsic head;
+        None when ``vf`` is) from the features that enter the trunks (encoded, through the
+        memory cores). Trunk and head run as chains of
+        :func:`~hpcrl.core.mlp_kernel.run_mlps` (numpy on the CPU)."""
         if self.shared:
             trunk = run_mlp(pi, self.pi_trunk)
             chains = [(trunk, (self.pi_head,)), (trunk, (self.vf_head,))]
@@ -127,7 +135,15 @@ class ActorCritic(nn.Module):
         values = rest[0] if rest else None
         if not self.integer_actions:
             out = torch.stack([out, self.log_std.expand_as(out)], dim=1)
-        return out, (None if values is None else values.squeeze(-1))
+        return out, (None if values is None else self._columns(values))
+
+    def _columns(self, values: torch.Tensor) -> torch.Tensor:
+        """Head outputs ``[B, heads]`` as values: ``[B]`` for one head, else as they are."""
+        return values.squeeze(-1) if self.value_heads == 1 else values
+
+    def _extrinsic(self, values: torch.Tensor) -> torch.Tensor:
+        """The extrinsic values ``[B]`` of :meth:`_columns`' output: what collectors store."""
+        return values if self.value_heads == 1 else values[..., 0]
 
     # -- memory ------------------------------------------------------------------------------
     @property
@@ -178,20 +194,27 @@ class ActorCritic(nn.Module):
 
     def value(self, obs: torch.Tensor, state: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Values ``[B]`` of normalised observations (seen from ``state``, when recurrent)."""
+        return self._extrinsic(self.all_values(obs, state))
+
+    def all_values(self, obs: torch.Tensor, state: Optional[torch.Tensor] = None
+                   ) -> torch.Tensor:
+        """Values of every head: ``[B]``, or ``[B, 2]`` (extrinsic, intrinsic) with RND."""
         if self.recurrent:
             return self.dist_and_value(obs, state)[1]
-        return run_mlp(self.vf_encoder(obs), self.vf_trunk, self.vf_head).squeeze(-1)
+        return self._columns(run_mlp(self.vf_encoder(obs), self.vf_trunk, self.vf_head))
 
     def step(self, obs: torch.Tensor, noise: torch.Tensor, state: Optional[torch.Tensor] = None
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
         """Sampled actions, their log-probs, the values and the next state, for collectors."""
         params, values, state = self.dist_and_value(obs, state)
         actions = self.distribution.sample(params, noise)
-        return actions, self.distribution.log_prob(params, actions), values, state
+        return (actions, self.distribution.log_prob(params, actions), self._extrinsic(values),
+                state)
 
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Log-probs of ``actions``, entropies and values, for the loss (feedforward)."""
+        """Log-probs of ``actions``, entropies and values (of every head), for the loss
+        (feedforward)."""
         params, values, _ = self.dist_and_value(obs)
         log_probs, entropy = self.distribution.log_prob_entropy(params, actions)
         return log_probs, entropy, values
@@ -217,7 +240,7 @@ class ActorCritic(nn.Module):
         flat_actions = actions.reshape((steps * batch,) + actions.shape[2:])
         log_probs, entropy = self.distribution.log_prob_entropy(params, flat_actions)
         return (log_probs.view(steps, batch), entropy.view(steps, batch),
-                values.view(steps, batch))
+                values.view((steps, batch) + values.shape[1:]))
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """Carried observations as the networks take them (normalised when the run does;

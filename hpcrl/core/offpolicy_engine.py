@@ -60,7 +60,7 @@ class DeterministicEngine:
         self.layers = layer_views(self.policy.trunk, self.policy.head)
 
     def act(self, obs: np.ndarray, noise: Optional[np.ndarray] = None) -> np.ndarray:
-        return np.tanh(forward(self.layers, obs.reshape(obs.shape[0], -1)))
+        return np.tanh(forward(self.layers, self.policy.obs_format.encode_numpy(obs)))
 
 
 class SquashedGaussianEngine:
@@ -77,7 +77,7 @@ class SquashedGaussianEngine:
         self.log_std = layer_views(p.log_std_head)
 
     def act(self, obs: np.ndarray, noise: Optional[np.ndarray] = None) -> np.ndarray:
-        h = forward(self.trunk, obs.reshape(obs.shape[0], -1))
+        h = forward(self.trunk, self.policy.obs_format.encode_numpy(obs))
         mean = forward(self.mean, h)
         if noise is None:
             return np.tanh(mean)

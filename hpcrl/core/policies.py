@@ -6,14 +6,18 @@
   log-probability includes the tanh change of variables.
 
 The critics and the replay see actions in ``[-1, 1]``; the env sees them mapped affinely
-to its Box bounds. Calling a policy on raw observations returns its deterministic env
+to its Box bounds. Observations are carried as their :class:`~hpcrl.core.obs_format.ObsFormat`
+says and become features through :meth:`ObsFormat.encode` (a Box flattened, integers one-hot,
+each key of a ``Dict`` in turn, as DQN's MLP encoder does), so these policies take every
+observation space DQN takes with ``actor.encoder=mlp``; the algorithms encode a batch once
+with :meth:`_ContinuousPolicy.features` and give the same features to the critics. Calling a policy on raw observations returns its deterministic env
 action (``tanh(mean)`` for SAC), which is what ``hpcrl.load_policy`` gives.
 """
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Union
+from typing import Optional
 
 import gymnasium as gym
 import numpy as np
@@ -22,7 +26,8 @@ from torch import nn
 
 from hpcrl.config.schema import ActorConfig
 from hpcrl.core.actor import mlp
-from hpcrl.core.qnetwork import batch_obs, orthogonal_init
+from hpcrl.core.obs_format import ObsFormat, ObsInput, box_format
+from hpcrl.core.qnetwork import orthogonal_init
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 SQUASH_EPS = 1e-6
@@ -54,29 +59,39 @@ class ActionScale:
 
 
 class _ContinuousPolicy(nn.Module, ABC):
-    """An MLP trunk over flat observations, and the map of its actions to the env."""
+    """An MLP trunk over encoded observations, and the map of its actions to the env.
+
+    ``obs_format`` says how observations are carried (a plain Box of ``obs_shape`` when
+    None)."""
 
     def __init__(self, obs_shape: tuple[int, ...], space: gym.spaces.Box,
-                 config: ActorConfig) -> None:
+                 config: ActorConfig, obs_format: Optional[ObsFormat] = None) -> None:
         super().__init__()
         self.obs_shape = obs_shape
+        self.obs_format = obs_format or box_format(obs_shape)
         self.action_dim = int(np.prod(space.shape))
         self.scale = ActionScale(space)
-        self.trunk = mlp([int(np.prod(obs_shape))] + list(config.hidden_sizes),
+        self.trunk = mlp([self.obs_format.features] + list(config.hidden_sizes),
                          config.activation)
         if config.ortho_init:
             orthogonal_init(self.trunk, math.sqrt(2))
 
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        """Float features ``[B, obs_format.features]`` of carried observations ``[B, ...]``:
+        what the trunk and the algorithm's critics take."""
+        return self.obs_format.encode(obs)
+
     @abstractmethod
     def squashed_mode(self, obs: torch.Tensor) -> torch.Tensor:
-        """The deterministic action in ``[-1, 1]`` for flat observations."""
+        """The deterministic action in ``[-1, 1]`` for features (:meth:`features`)."""
 
     @torch.no_grad()
-    def forward(self, obs: Union[torch.Tensor, np.ndarray]) -> torch.Tensor:
-        """Deterministic env actions for raw observations ``[B, *obs_shape]`` (or one)."""
-        x, single = batch_obs(obs, self.obs_shape)
+    def forward(self, obs: ObsInput) -> torch.Tensor:
+        """Deterministic env actions for raw observations: one, as the env returns it, or a
+        batch (a dict of batches for a ``Dict`` space)."""
+        x, single = self.obs_format.as_batch(obs)
         x = x.to(next(self.parameters()).device)  # the policy acts where it lives
-        actions = self.scale.to_env_tensor(self.squashed_mode(x))
+        actions = self.scale.to_env_tensor(self.squashed_mode(self.features(x)))
         return actions[0] if single else actions
 
 
@@ -84,8 +99,8 @@ class DeterministicPolicy(_ContinuousPolicy):
     """``mu(s) = tanh(MLP(s))`` in ``[-1, 1]``."""
 
     def __init__(self, obs_shape: tuple[int, ...], space: gym.spaces.Box,
-                 config: ActorConfig) -> None:
-        super().__init__(obs_shape, space, config)
+                 config: ActorConfig, obs_format: Optional[ObsFormat] = None) -> None:
+        super().__init__(obs_shape, space, config, obs_format)
         self.head = nn.Linear(config.hidden_sizes[-1], self.action_dim)
         if config.ortho_init:
             orthogonal_init(self.head, 0.01)
@@ -101,8 +116,8 @@ class SquashedGaussianPolicy(_ContinuousPolicy):
     """
 
     def __init__(self, obs_shape: tuple[int, ...], space: gym.spaces.Box,
-                 config: ActorConfig) -> None:
-        super().__init__(obs_shape, space, config)
+                 config: ActorConfig, obs_format: Optional[ObsFormat] = None) -> None:
+        super().__init__(obs_shape, space, config, obs_format)
         width = config.hidden_sizes[-1]
         self.mean_head = nn.Linear(width, self.action_dim)
         self.log_std_head = nn.Linear(width, self.action_dim)

@@ -78,6 +78,7 @@ class RolloutLayout:
     obs_dtype: str = "float32"
     state_size: int = 0  # floats of a recurrent actor's state per env (0: feedforward)
     sequence_length: int = 0  # steps of the loss's sequences (recurrent; 0: num_steps)
+    last_obs: bool = False  # holds the observation after the last step (RND's learner needs it)
 
     @property
     def num_sequences(self) -> int:
@@ -94,6 +95,8 @@ class RolloutLayout:
             yield name, tn
         if self.state_size:
             yield "memory", (self.num_sequences, self.num_envs, self.state_size)
+        if self.last_obs:
+            yield "last_obs", (self.num_envs,) + self.obs_shape, self.obs_dtype
 
     @property
     def data_size(self) -> int:
@@ -124,6 +127,8 @@ class Rollout:
     episode at the step that ended it (0 elsewhere, read them where ``terminated|truncated``).
     A recurrent actor's rollout also holds ``memory [num_sequences, N, state_size]``: the
     collector's state at the first step of each sequence (zero where an episode starts).
+    A layout with ``last_obs`` also holds ``last_obs [N, ...]``: the observation that
+    followed the last valid step, as the policy takes it (normalised when the run does).
     """
 
     obs: np.ndarray
@@ -137,6 +142,7 @@ class Rollout:
     episode_returns: np.ndarray
     episode_lengths: np.ndarray
     memory: np.ndarray
+    last_obs: np.ndarray
 
     def __init__(self, layout: RolloutLayout, data: np.ndarray, header: np.ndarray) -> None:
         if data.size != layout.data_size or header.size != layout.header_size:

@@ -13,18 +13,24 @@ way over ``(sequence, global env)``.
 """
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Optional, Sequence
+from typing import Callable, Iterator, NamedTuple, Optional, Sequence
 
 import numpy as np
 import torch
 
+from hpcrl.core.intrinsic import IntrinsicPart
 from hpcrl.core.memory import to_sequences
 from hpcrl.core.rollout import Rollout
 from hpcrl.returns import gae
 
 
 class RolloutBatch(NamedTuple):
-    """Training samples, flattened to ``[B, ...]`` (or ``[T, N, ...]`` before flattening)."""
+    """Training samples, flattened to ``[B, ...]`` (or ``[T, N, ...]`` before flattening).
+
+    With RND (:mod:`hpcrl.core.intrinsic`) ``values`` and ``returns`` are ``[..., 2]``
+    (extrinsic, intrinsic), ``advantages`` their weighted sum, and ``rnd_mask`` marks the
+    samples that train the predictor; without it ``rnd_mask`` is None.
+    """
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -32,17 +38,29 @@ class RolloutBatch(NamedTuple):
     values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+    rnd_mask: Optional[torch.Tensor] = None
+
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> "RolloutBatch":
+        """``fn`` applied to every field that is there."""
+        return RolloutBatch(*(None if t is None else fn(t) for t in self))
+
+    @staticmethod
+    def joined(parts: Sequence["RolloutBatch"], join: Callable[[list[torch.Tensor]],
+                                                                 torch.Tensor]) -> "RolloutBatch":
+        """One batch of ``parts``, each field ``join``-ed (a field none has stays None)."""
+        return RolloutBatch(*(None if parts[0][i] is None else join([p[i] for p in parts])
+                              for i in range(len(RolloutBatch._fields))))
 
     def flatten(self) -> "RolloutBatch":
-        return RolloutBatch(*(t.reshape((-1,) + t.shape[2:]) for t in self))
+        return self.map(lambda t: t.reshape((-1,) + t.shape[2:]))
 
     def gather(self, time_index: torch.Tensor, env_index: torch.Tensor) -> "RolloutBatch":
         """Samples at ``[time_index[i, j], env_index[i, j]]``, flattened."""
-        return RolloutBatch(*(t[time_index, env_index] for t in self)).flatten()
+        return self.map(lambda t: t[time_index, env_index]).flatten()
 
     @property
     def num_samples(self) -> int:
-        return self.values.numel()
+        return self.log_probs.numel()
 
 
 class RecurrentBatch(NamedTuple):
@@ -58,7 +76,7 @@ class RecurrentBatch(NamedTuple):
 
     def select(self, index: torch.Tensor) -> "RecurrentBatch":
         """The sequences ``index``."""
-        return RecurrentBatch(RolloutBatch(*(t[:, index] for t in self.steps)),
+        return RecurrentBatch(self.steps.map(lambda t: t[:, index]),
                               self.memory[index], self.starts[:, index],
                               None if self.valid is None else self.valid[:, index])
 
@@ -66,7 +84,7 @@ class RecurrentBatch(NamedTuple):
     def num_samples(self) -> int:
         """Real steps (padding excluded)."""
         if self.valid is None:
-            return self.steps.values.numel()
+            return self.steps.log_probs.numel()
         return int(self.valid.sum())
 
     def samples(self) -> RolloutBatch:
@@ -74,7 +92,7 @@ class RecurrentBatch(NamedTuple):
         :meth:`~hpcrl.core.actor.ActorCritic.evaluate_sequences`'s flattened outputs."""
         if self.valid is None:
             return self.steps.flatten()
-        return RolloutBatch(*(t[self.valid] for t in self.steps))
+        return self.steps.map(lambda t: t[self.valid])
 
     def real(self, x: torch.Tensor) -> torch.Tensor:
         """``x [L, B]`` (an output of the sequences) at the real steps, flattened."""
@@ -115,28 +133,31 @@ class RolloutStorage:
         self._flattened: RolloutBatch | None = None  # the batch as one minibatch, per load
         self.env_offset = 0
 
-    def load(self, rollouts: Sequence[Rollout]) -> None:
-        """Take the rollouts of this update.
+    def load(self, rollouts: Sequence[Rollout],
+             intrinsic: Optional[Sequence[IntrinsicPart]] = None) -> None:
+        """Take the rollouts of this update (with RND, ``intrinsic``: their
+        :class:`~hpcrl.core.intrinsic.IntrinsicPart` each, in the same order).
 
         Rollouts of distinct, adjacent env slices with equal lengths sit side by side as
         ``[T, N]`` and get the layout-independent batch order. Anything else (rollouts cut
         short by preemption, several rollouts of one collector under asynchronous
         collection) is flattened into one pool of samples drawn in a seeded random order.
         """
-        rollouts = sorted(rollouts, key=lambda r: r.env_offset)
         if min(r.valid_steps for r in rollouts) <= 0:
             raise ValueError("a rollout with no collected steps cannot be trained on")
-        parts = [self._targets(r) for r in rollouts]
-        fields = range(len(RolloutBatch._fields))
+        extra = list(intrinsic) if intrinsic is not None else [None] * len(rollouts)
+        order = sorted(range(len(rollouts)), key=lambda i: rollouts[i].env_offset)
+        rollouts = [rollouts[i] for i in order]
+        parts = [self._targets(rollouts[k], extra[i]) for k, i in enumerate(order)]
         self.env_offset = rollouts[0].env_offset
         self._flattened = None
         if _side_by_side(rollouts):
-            self.batch = RolloutBatch(*(torch.cat([p[i] for p in parts], dim=1) for i in fields))
+            self.batch = RolloutBatch.joined(parts, lambda ts: torch.cat(ts, dim=1))
             self.flat = None
         else:
             self.batch = None
-            self.flat = RolloutBatch(*(torch.cat([p.flatten()[i] for p in parts], dim=0)
-                                       for i in fields))
+            self.flat = RolloutBatch.joined([p.flatten() for p in parts],
+                                            lambda ts: torch.cat(ts, dim=0))
         self.sequences = (self._load_sequences(rollouts, parts)
                           if rollouts[0].layout.state_size else None)
 
@@ -156,8 +177,7 @@ class RolloutStorage:
             groups = [(part, r.memory, (r.terminated + r.truncated) > 0, r.valid_steps)
                       for r, part in zip(rollouts, parts)]
         pieces = [self._cut(*group, length) for group in groups]
-        steps = RolloutBatch(*(torch.cat([p.steps[j] for p in pieces], dim=1)
-                               for j in range(len(RolloutBatch._fields))))
+        steps = RolloutBatch.joined([p.steps for p in pieces], lambda ts: torch.cat(ts, dim=1))
         valid = torch.cat([p.valid for p in pieces], dim=1)
         return RecurrentBatch(steps, torch.cat([p.memory for p in pieces]),
                               torch.cat([p.starts for p in pieces], dim=1),
@@ -174,12 +194,13 @@ class RolloutStorage:
         valid = torch.zeros_like(starts)
         valid[:steps] = True
         return RecurrentBatch(
-            RolloutBatch(*(to_sequences(_padded(x, padded), length) for x in part)),
+            part.map(lambda x: to_sequences(_padded(x, padded), length)),
             _tensor(memory[:chunks], self.device).reshape(chunks * envs, -1),
             to_sequences(starts, length).to(self.device),
             to_sequences(valid, length).to(self.device))
 
-    def _targets(self, r: Rollout) -> RolloutBatch:
+    def _targets(self, r: Rollout, intrinsic: Optional[IntrinsicPart] = None) -> RolloutBatch:
+        """GAE targets of ``r`` (with RND: beside its intrinsic ones, advantages summed)."""
         t, dev = r.valid_steps, self.device
         values = _tensor(r.values[:t], dev)
         advantages, returns = gae(_tensor(r.rewards[:t], dev), values,
@@ -188,22 +209,28 @@ class RolloutStorage:
         actions = _tensor(r.actions[:t], dev)
         if self.discrete_actions:
             actions = actions.long()
+        mask = None
+        if intrinsic is not None:
+            advantages = intrinsic.ext_coef * advantages + intrinsic.advantages
+            values = torch.stack([values, intrinsic.values.to(values)], dim=-1)
+            returns = torch.stack([returns, intrinsic.returns.to(returns)], dim=-1)
+            mask = intrinsic.mask
         return RolloutBatch(_tensor(r.obs[:t], dev), actions, _tensor(r.log_probs[:t], dev),
-                            values, advantages, returns)
+                            values, advantages, returns, mask)
 
     @property
     def num_steps(self) -> int:
-        return 0 if self.batch is None else self.batch.values.shape[0]
+        return 0 if self.batch is None else self.batch.log_probs.shape[0]
 
     @property
     def num_envs(self) -> int:
-        return 0 if self.batch is None else self.batch.values.shape[1]
+        return 0 if self.batch is None else self.batch.log_probs.shape[1]
 
     @property
     def num_samples(self) -> int:
         """Samples held (steps x envs, or the size of the flattened pool)."""
         if self.flat is not None:
-            return self.flat.values.shape[0]
+            return self.flat.log_probs.shape[0]
         return self.num_steps * self.num_envs
 
     def release(self) -> None:
@@ -240,7 +267,7 @@ class RolloutStorage:
             gen = torch.Generator().manual_seed(seed)
             order = torch.randperm(self.num_samples, generator=gen).to(self.device)
             for index in torch.tensor_split(order, num_minibatches):
-                yield RolloutBatch(*(t[index] for t in self.flat))
+                yield self.flat.map(lambda t: t[index])
             return
         assert self.batch is not None, "load() a rollout first"
         steps, envs = self.num_steps, self.num_envs

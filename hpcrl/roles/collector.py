@@ -216,6 +216,8 @@ class Collector:
         last = self.obs_norm.observation(self.obs) if self.config.normalize_obs else self.obs
         rollout.next_values[:steps - 1] = rollout.values[1:steps]
         rollout.next_values[steps - 1] = self.engine.value(last, self.memory)
+        if rollout.layout.last_obs:
+            rollout.last_obs[:] = last
         rollout.next_values[:steps][rollout.terminated[:steps] > 0] = 0.0
         for t, (envs, values) in final_values.items():
             rollout.next_values[t, envs] = values

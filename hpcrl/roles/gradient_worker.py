@@ -31,8 +31,7 @@ class GradientWorker:
         self.seed, self.total_envs, self.num_minibatches = seed, total_envs, minibatches
         self.weights_version = 0
         actor = algorithm.actor
-        self.message = Gradient.empty(sum(p.numel() for p in actor.parameters()),
-                                      len(algorithm.stat_names), int(actor.obs_rms.mean.numel()))
+        self.message = Gradient.for_actor(actor, len(algorithm.stat_names))
 
     def load_weights(self, weights: Weights) -> None:
         weights.load_into(self.algorithm.actor)
@@ -45,12 +44,21 @@ class GradientWorker:
         ``progress`` (in [0, 1], the job's env steps including these rollouts over the
         budget) sets the schedules; callers compute it the same way on every process.
         """
-        self.storage.load(rollouts)
+        intrinsic = self.algorithm.intrinsic
+        parts = (None if intrinsic is None else
+                 intrinsic.prepare(rollouts, self.seed, update, self.total_envs,
+                                   self.storage.device))
+        if parts is None:
+            self.storage.load(rollouts)
+        else:
+            self.storage.load(rollouts, parts)
         new_steps = self.storage.num_samples
         progress = min(max(progress, 0.0), 1.0)
         self.algorithm.set_progress(progress)
         names = self.algorithm.stat_names
-        moments: tuple[Moments, Moments] | None = rollout_moments(rollouts)
+        moments: tuple[Moments, ...] | None = rollout_moments(rollouts)
+        if intrinsic is not None:  # RND's input and return moments travel beside them
+            moments = moments + intrinsic.moments
         batches = self.algorithm.minibatches(self.storage, update, self.seed, self.total_envs,
                                              self.num_minibatches)
         try:

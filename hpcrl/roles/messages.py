@@ -103,16 +103,16 @@ class Weights:
         flat_to_buffers(module, torch.from_numpy(self.header.buffers))
 
 
-def gradient_info_layout(num_stats: int, obs_dim: int) -> RecordLayout:
+def gradient_info_layout(num_stats: int, obs_dim: int, rnd_dim: int = 0) -> RecordLayout:
     """What travels beside a gradient: the weights version it was computed with, its
     samples, the env steps its rollouts added (non-zero on the first gradient of an update
     only), the training progress in [0, 1] that sets the schedules, the algorithm's loss
     terms (``stat_names`` order) and the normaliser moments of the rollouts (carried by the
-    first gradient of an update only)."""
+    first gradient of an update only; with RND's, ``rnd_dim`` values per input)."""
     return RecordLayout([("weights_version", (), np.int64), ("num_samples", (), np.int64),
                          ("new_env_steps", (), np.int64), ("progress", (), np.float64),
                          ("stats", (num_stats,), np.float64),
-                         ("moments", moments_layout(obs_dim))])
+                         ("moments", moments_layout(obs_dim, rnd_dim))])
 
 
 @dataclass
@@ -133,14 +133,23 @@ class Gradient:
 
     @staticmethod
     def empty(num_params_: int, num_stats: int, obs_dim: int,
-              device: torch.device | str = "cpu") -> "Gradient":
+              device: torch.device | str = "cpu", rnd_dim: int = 0) -> "Gradient":
         """A zero gradient; ``device`` is where it will be applied (a CPU gradient to be
         received for a GPU learner is pinned, so its copy to the device is asynchronous)."""
         device = torch.device(device)
         grads = (torch.zeros(num_params_, dtype=torch.float32, device=device)
                  if device.type != "cuda" else
                  torch.zeros(num_params_, dtype=torch.float32, pin_memory=True))
-        return Gradient(grads, gradient_info_layout(num_stats, obs_dim).new())
+        return Gradient(grads, gradient_info_layout(num_stats, obs_dim, rnd_dim).new())
+
+    @staticmethod
+    def for_actor(actor: nn.Module, num_stats: int,
+                  device: torch.device | str = "cpu") -> "Gradient":
+        """:meth:`empty` sized for ``actor``: its parameters, its observation statistics and
+        (an actor with RND) those of its predictor's inputs."""
+        rnd = getattr(actor, "rnd", None)
+        return Gradient.empty(num_params(actor), num_stats, int(actor.obs_rms.mean.numel()),
+                              device, 0 if rnd is None else int(rnd.obs_rms.mean.numel()))
 
     @property
     def weights_version(self) -> int:
@@ -181,7 +190,7 @@ class Gradient:
 
     def fill(self, grads: torch.Tensor, weights_version: int, num_samples: int,
              new_env_steps: int, progress: float, stats: list[float],
-             moments: tuple[Moments, Moments] | None) -> "Gradient":
+             moments: tuple[Moments, ...] | None) -> "Gradient":
         """This message now carries ``grads`` (the tensor itself, valid until the worker
         computes its next gradient) and the info given."""
         self.grads = grads.detach()

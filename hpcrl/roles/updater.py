@@ -32,12 +32,13 @@ class Updater:
         self.last_stats = self.algorithm.apply_gradients(gradient.grads,
                                                          step=self.version + 1)
         if gradient.moments.carried:  # the first gradient of an update
-            obs, ret = gradient.moments.read()
             actor = self.algorithm.actor
-            if obs.count > 0:
-                actor.obs_rms.merge(obs)
-            if ret.count > 0:
-                actor.ret_rms.merge(ret)
+            stats = [actor.obs_rms, actor.ret_rms]
+            if getattr(actor, "rnd", None) is not None:  # RND's inputs and returns
+                stats += [actor.rnd.obs_rms, actor.rnd.ret_rms]
+            for running, moments in zip(stats, gradient.moments.read()):
+                if moments.count > 0:
+                    running.merge(moments)
         self.version += 1
 
     def state_dict(self) -> dict[str, Any]:

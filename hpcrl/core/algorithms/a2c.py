@@ -4,9 +4,8 @@ from __future__ import annotations
 from typing import Iterator
 
 import torch
-import torch.nn.functional as F
 
-from hpcrl.core.algorithms.base import Algorithm, entropy_bonus
+from hpcrl.core.algorithms.base import Algorithm, entropy_bonus, value_error
 from hpcrl.core.storage import RecurrentBatch, RolloutBatch, RolloutStorage
 
 
@@ -29,7 +28,7 @@ class A2C(Algorithm):
         log_probs, entropy, values, batch = self.evaluate(batch)
         advantages = self.advantages(batch)
         policy_loss = -(advantages.detach() * log_probs).mean()
-        value_loss = F.mse_loss(values, batch.returns)
+        value_loss = value_error(values, batch.returns)
         bonus, entropy_mean = entropy_bonus(entropy, cfg.ent_coef)
         loss = policy_loss - bonus + cfg.vf_coef * value_loss
         return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),

@@ -9,9 +9,11 @@ from abc import ABC, abstractmethod
 from typing import Any, Iterator
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from hpcrl.config.schema import AlgoConfig
+from hpcrl.core.intrinsic import IntrinsicTargets
 from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.reducer import LocalReducer, Reducer, global_mean_std
@@ -32,6 +34,15 @@ def entropy_bonus(entropy: torch.Tensor, coef: float) -> tuple[torch.Tensor | fl
     return coef * mean, mean
 
 
+def value_error(values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+    """The mean squared error of the values to their returns, summed over value heads:
+    ``values``/``returns`` are ``[B]``, or ``[B, 2]`` for RND's extrinsic and intrinsic heads
+    (Burda et al. add the two value losses)."""
+    if values.dim() == 1:
+        return F.mse_loss(values, returns)
+    return (values - returns).pow(2).mean(dim=0).sum()
+
+
 def linear_schedule(initial: float, kind: str, progress: float) -> float:
     """``initial`` (constant) or ``initial * (1 - progress)`` (linear decay to 0)."""
     return initial * (1.0 - progress) if kind == "linear" else initial
@@ -47,6 +58,7 @@ class Algorithm(ABC):
 
     stat_names: tuple[str, ...] = ()
     storage = "gae"  # the batches it trains on: "gae" (RolloutStorage), "vtrace" (VTraceStorage)
+    RND_STATS = ("rnd_loss",)  # what an actor with RND adds to stat_names
 
     def __init__(self, actor: nn.Module, config: AlgoConfig,
                  reducer: Reducer | None = None, on_nonfinite: str = STOP) -> None:
@@ -56,6 +68,17 @@ class Algorithm(ABC):
         self.guard = GradientGuard(on_nonfinite)
         self.progress = 0.0
         self._optimizer: FlatOptimizer | None = None
+        # RND (actor.rnd): the update's intrinsic targets, and the predictor's loss, which
+        # compute_gradients adds to the algorithm's own
+        self.intrinsic: IntrinsicTargets | None = None
+        if getattr(actor, "rnd", None) is not None:
+            self.intrinsic = IntrinsicTargets(actor, self.reducer)
+            self.stat_names = type(self).reported_stats(rnd=True)
+
+    @classmethod
+    def reported_stats(cls, rnd: bool) -> tuple[str, ...]:
+        """The loss terms an instance reports: :attr:`stat_names`, and RND's with ``rnd``."""
+        return cls.stat_names + (cls.RND_STATS if rnd else ())
 
     # -- schedules ---------------------------------------------------------------------------
     def set_progress(self, fraction: float) -> None:
@@ -107,10 +130,25 @@ class Algorithm(ABC):
         log_probs, entropy, values = self.actor.evaluate(batch.obs, batch.actions)
         return log_probs, entropy, values, batch
 
+    def predictor_loss(self, batch: RolloutBatch | RecurrentBatch) -> torch.Tensor:
+        """RND's predictor loss on ``batch``: the mean squared error over the samples its
+        mask keeps, divided by their expected number (so that the mean of the ranks' losses
+        is the loss of the whole minibatch, whichever rank holds which samples)."""
+        assert self.intrinsic is not None
+        steps = batch.samples() if isinstance(batch, RecurrentBatch) else batch
+        errors = self.actor.rnd.errors(self.intrinsic.normalized(steps.obs))
+        expected = errors.numel() * self.intrinsic.config.update_proportion
+        return (errors * steps.rnd_mask).sum() / max(expected, 1e-8)
+
     def compute_gradients(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        """The flat gradient of the loss on ``batch`` (the actor's weights are not changed)."""
+        """The flat gradient of the loss on ``batch`` (the actor's weights are not changed);
+        with RND, of the loss plus ``rnd.loss_coef`` x the predictor's."""
         zero_flat_gradients(self.actor)
         loss, stats = self.loss(batch)
+        if self.intrinsic is not None:
+            rnd_loss = self.predictor_loss(batch)
+            loss = loss + self.intrinsic.config.loss_coef * rnd_loss
+            stats = {**stats, "rnd_loss": float(rnd_loss.detach())}
         self.guard.check_loss(stats)
         loss.backward()
         return grads_to_flat(self.actor), stats

@@ -5,9 +5,8 @@ from typing import Iterator
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from hpcrl.core.algorithms.base import Algorithm, entropy_bonus, linear_schedule
+from hpcrl.core.algorithms.base import Algorithm, entropy_bonus, value_error, linear_schedule
 from hpcrl.core.storage import RecurrentBatch, RolloutBatch, RolloutStorage
 
 
@@ -52,7 +51,7 @@ class PPO(Algorithm):
         if cfg.clip_range_vf is not None:
             values = batch.values + (values - batch.values).clamp(-cfg.clip_range_vf,
                                                                   cfg.clip_range_vf)
-        value_loss = F.mse_loss(values, batch.returns)
+        value_loss = value_error(values, batch.returns)
         bonus, entropy_mean = entropy_bonus(entropy, cfg.ent_coef)
         loss = policy_loss - bonus + cfg.vf_coef * value_loss
         with torch.no_grad():

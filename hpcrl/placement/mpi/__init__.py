@@ -164,7 +164,7 @@ def _stat_names(config: Config) -> tuple[str, ...]:
         return OFF_POLICY_ALGORITHMS[config.algo.name].stat_names + ("replay_ratio",)
     from hpcrl.core.algorithms import algorithm_class
 
-    return algorithm_class(config.algo.name).stat_names
+    return algorithm_class(config.algo.name).reported_stats(config.rnd.enabled)
 
 
 def _action_space_check(job: MpiJob) -> None:

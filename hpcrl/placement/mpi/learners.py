@@ -90,7 +90,8 @@ class WorkerRank:
         self.update, self.env_steps = int(counters["updates"]), int(counters["env_steps"])
         self.rollouts: list[Any] = []
         self.preempted = False
-        self.normalizing = cfg.env.normalize_obs or cfg.env.normalize_reward
+        self.normalizing = (cfg.env.normalize_obs or cfg.env.normalize_reward
+                            or cfg.rnd.enabled)  # gradients carry moments to sum
 
     # -- weights -----------------------------------------------------------------------------
     def current_weights(self, command: int = 0) -> Weights:
@@ -226,9 +227,8 @@ class SyncUpdaterRank:
         self.updater = make_updater(job, resume)
         self.algorithm, self.actor = self.updater.algorithm, self.updater.algorithm.actor
         self.layout = ReportLayout(self.algorithm.stat_names)
-        numel = sum(p.numel() for p in self.actor.parameters())
-        self.gradient = Gradient.empty(numel, len(self.algorithm.stat_names),
-                                       int(self.actor.obs_rms.mean.numel()), job.device)
+        self.gradient = Gradient.for_actor(self.actor, len(self.algorithm.stat_names),
+                                           job.device)
         self.steps = self.algorithm.steps_per_update(minibatches_per_epoch(cfg))
         self.preempted = False
 

@@ -126,11 +126,9 @@ class AsyncUpdaterRank:
         self.job, self.world, self.leader = job, job.world, leader
         self.updater = make_updater(job, resume)
         self.algorithm, self.actor = self.updater.algorithm, self.updater.algorithm.actor
-        numel = sum(p.numel() for p in self.actor.parameters())
         stats = len(self.algorithm.stat_names)
-        obs_dim = int(self.actor.obs_rms.mean.numel())
         self.workers = job.workers
-        self.inbox = [Gradient.empty(numel, stats, obs_dim, job.device) for _ in self.workers]
+        self.inbox = [Gradient.for_actor(self.actor, stats, job.device) for _ in self.workers]
         self.layout = ReportLayout(self.algorithm.stat_names)
         self.reports = [self.layout.new() for _ in self.workers]
         self.requests = [self._post(i) for i in range(len(self.workers))]

@@ -45,8 +45,9 @@ def policy_module(name: str, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module
     if name == "dqn":
         return QNetwork(spaces.obs_shape, int(spaces.action_space.n), actor, spaces.obs_format)
     if name in ("sac", "mpo"):
-        return SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, actor)
-    return DeterministicPolicy(spaces.obs_shape, spaces.action_space, actor)
+        return SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, actor,
+                                      spaces.obs_format)
+    return DeterministicPolicy(spaces.obs_shape, spaces.action_space, actor, spaces.obs_format)
 
 
 def make_policy(config: Config, spaces: EnvSpaces) -> nn.Module:

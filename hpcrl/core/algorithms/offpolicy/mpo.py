@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -96,10 +95,11 @@ class MPO(OffPolicyAlgorithm):
 
     def build(self) -> list[tuple[str, nn.Module]]:
         cfg, spaces, r = self.config, self.spaces, self.config.replay
-        obs_dim = int(np.prod(spaces.obs_shape))
-        self.pi = SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, cfg.actor)
+        self.pi = SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, cfg.actor,
+                                         spaces.obs_format)
         self.action_dim = self.pi.action_dim
-        self.critic = EnsembleCritic(obs_dim, self.action_dim, cfg.actor, r.n_critics)
+        self.critic = EnsembleCritic(self.pi.obs_format.features, self.action_dim, cfg.actor,
+                                     r.n_critics)
         self.targets["critic"] = TargetNetwork(self.critic)
         self.targets["policy"] = TargetNetwork(self.pi)
         self.duals = MpoDuals(self.action_dim, r.mpo_init_temperature, r.mpo_init_alpha,
@@ -133,7 +133,7 @@ class MPO(OffPolicyAlgorithm):
     def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
         r = self.replay
         n = r.mpo_action_samples
-        obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
+        obs, next_obs = self.pi.features(batch.obs), self.pi.features(batch.next_obs)
         # critics: TD targets with the target policy's expected next value
         with torch.no_grad():
             _, next_actions, _, _ = self._target_samples(next_obs, n)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -39,10 +38,11 @@ class SAC(OffPolicyAlgorithm):
 
     def build(self) -> list[tuple[str, nn.Module]]:
         cfg, spaces = self.config, self.spaces
-        obs_dim = int(np.prod(spaces.obs_shape))
-        self.pi = SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, cfg.actor)
+        self.pi = SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, cfg.actor,
+                                         spaces.obs_format)
         self.action_dim = self.pi.action_dim
-        self.critic = EnsembleCritic(obs_dim, self.action_dim, cfg.actor, cfg.replay.n_critics)
+        self.critic = EnsembleCritic(self.pi.obs_format.features, self.action_dim, cfg.actor,
+                                     cfg.replay.n_critics)
         self.targets["critic"] = TargetNetwork(self.critic)
         target_entropy = cfg.replay.target_entropy
         self.target_entropy = float(-self.action_dim if target_entropy is None
@@ -63,7 +63,7 @@ class SAC(OffPolicyAlgorithm):
         return self.gaussian((batch_size, self.action_dim))
 
     def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
+        obs, next_obs = self.pi.features(batch.obs), self.pi.features(batch.next_obs)
         b = obs.shape[0]
         log_alpha = self.log_alpha.value
         alpha = log_alpha.detach().exp()

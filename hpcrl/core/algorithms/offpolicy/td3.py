@@ -14,7 +14,6 @@ returns match SB3's (benchmarks/offpolicy_vs_sb3.py).
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -45,11 +44,11 @@ class TD3(OffPolicyAlgorithm):
 
     def build(self) -> list[tuple[str, nn.Module]]:
         spaces = self.spaces
-        obs_dim = int(np.prod(spaces.obs_shape))
-        self.mu = DeterministicPolicy(spaces.obs_shape, spaces.action_space, self.config.actor)
+        self.mu = DeterministicPolicy(spaces.obs_shape, spaces.action_space, self.config.actor,
+                                      spaces.obs_format)
         self.action_dim = self.mu.action_dim
-        self.critic = EnsembleCritic(obs_dim, self.action_dim, self.config.actor,
-                                     self.num_critics)
+        self.critic = EnsembleCritic(self.mu.obs_format.features, self.action_dim,
+                                     self.config.actor, self.num_critics)
         self.targets["policy"] = TargetNetwork(self.mu)
         self.targets["critic"] = TargetNetwork(self.critic)
         return [("policy", self.mu), ("critic", self.critic)]
@@ -62,7 +61,7 @@ class TD3(OffPolicyAlgorithm):
         return step % self.policy_delay == 0
 
     def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        obs, next_obs = batch.obs.flatten(1), batch.next_obs.flatten(1)
+        obs, next_obs = self.mu.features(batch.obs), self.mu.features(batch.next_obs)
         std, clip = self.smoothing
         with torch.no_grad():
             next_actions = self.targets["policy"].module.squashed_mode(next_obs)
