@@ -13,7 +13,7 @@ from hpcrl.config.rnd import RndConfig
 from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.config.validate import sequence_length
 from hpcrl.core.actor import ActorCritic
-from hpcrl.core.envs import EnvSpaces, probe_spaces
+from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, probe_spaces
 from hpcrl.core.obs_format import format_from_record
 from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.memory import memory_state_size
@@ -62,6 +62,12 @@ def env_spaces(config: Config) -> EnvSpaces:
 
         make_network(config.actor.network, config.actor.network_kwargs,
                      spaces.observation_space)
+    if config.replay.her_strategy != "none" and config.algo.kind in OFF_POLICY_ALGOS:
+        from hpcrl.core.replay.goals import goal_env_problem
+
+        problem = goal_env_problem(config.env, spaces.observation_space)
+        if problem:
+            raise UnsupportedEnv(problem)
     return spaces
 
 

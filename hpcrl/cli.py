@@ -95,7 +95,7 @@ def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
     from dataclasses import replace
 
     from hpcrl.demos import DemoRecorder
-    from hpcrl.evaluation import evaluate, truncation_note
+    from hpcrl.evaluation import evaluate, success_note, truncation_note
     from hpcrl.policy import load_policy_and_config
     from hpcrl.runtime.devices import node_local_rank, pick_device
     from hpcrl.video import record
@@ -118,7 +118,7 @@ def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
         click.echo(json.dumps({"env_id": cfg.env.id, **result}))
     else:
         click.echo(f"{cfg.env.id}: mean return {result['mean_return']:.2f} +- "
-                   f"{result['std_return']:.2f} over {n} episodes"
+                   f"{result['std_return']:.2f} over {n} episodes{success_note(result)}"
                    f"{truncation_note(result, '--max-episode-steps')}")
         if video is not None:
             click.echo(f"{video}: {result['frames']} frames")

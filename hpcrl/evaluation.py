@@ -7,7 +7,7 @@ host, and each action comes back to it.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import IO, Any, Callable, Optional
 
 import gymnasium as gym
@@ -48,12 +48,15 @@ PROGRESS_EVERY_S = 10.0  # an evaluation that runs longer says how far it got th
 @dataclass
 class Episodes:
     """What :func:`run_episodes` played: each episode's return, how many were cut at
-    ``max_steps`` (``truncated``), and the steps played in all."""
+    ``max_steps`` (``truncated``), and the steps played in all; ``successes``: each
+    episode's ``info["is_success"]`` at its last step, for envs that report one (the
+    goal-conditioned convention of Gymnasium-Robotics), else empty."""
 
     returns: list[float]
     truncated: int
     max_steps: int
     steps: int
+    successes: list[bool] = field(default_factory=list)
 
 
 def episode_cap(config: Config, env: gym.Env) -> int:
@@ -123,6 +126,7 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
     lengths = [0] * len(envs)  # steps of the episode each slot plays
     recurrent = bool(getattr(actor, "recurrent", False))
     states = actor.initial_state(len(envs)) if recurrent else None  # one row per env slot
+    successes: dict[int, bool] = {}  # episode -> is_success at its last step
     next_episode = truncated = steps = 0
     progress = _Progress(console, episodes)
     try:
@@ -150,7 +154,7 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
             for slot, action in zip(slots, actions):
                 episode, seen = playing[slot]
                 env_action = _env_action(action, space)
-                obs, reward, terminated, truncated_here, _ = envs[slot].step(env_action)
+                obs, reward, terminated, truncated_here, info = envs[slot].step(env_action)
                 returns[episode] += float(reward)
                 lengths[slot] += 1
                 steps += 1
@@ -161,6 +165,8 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
                     on_step(episode, seen, env_action, float(reward), bool(terminated),
                             bool(truncated_here or cut))
                 if terminated or truncated_here or cut:
+                    if "is_success" in info:
+                        successes[episode] = bool(info["is_success"])
                     del playing[slot]
                     truncated += int(cut)
                 else:
@@ -169,7 +175,8 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
     finally:
         for env in envs:
             env.close()
-    return Episodes(returns, truncated, cap, steps)
+    reported = [successes[i] for i in range(episodes)] if len(successes) == episodes else []
+    return Episodes(returns, truncated, cap, steps, reported)
 
 
 def evaluate(actor: torch.nn.Module, config: Config, episodes: int,
@@ -180,7 +187,8 @@ def evaluate(actor: torch.nn.Module, config: Config, episodes: int,
     """``{"mean_return", "std_return", "episodes", "returns", "truncated",
     "max_episode_steps"}`` over deterministic episodes (``truncated``: how many were cut at
     ``max_episode_steps``; ``on_frame``, ``console``, ``on_step``: see
-    :func:`run_episodes`)."""
+    :func:`run_episodes`), and ``"success_rate"`` where the env reports
+    ``info["is_success"]`` at the end of every episode."""
     was_training = actor.training
     actor.eval()
     try:
@@ -190,7 +198,16 @@ def evaluate(actor: torch.nn.Module, config: Config, episodes: int,
     return {"mean_return": float(np.mean(played.returns)),
             "std_return": float(np.std(played.returns)), "episodes": episodes,
             "returns": played.returns, "truncated": played.truncated,
-            "max_episode_steps": played.max_steps}
+            "max_episode_steps": played.max_steps,
+            **({"success_rate": float(np.mean(played.successes))} if played.successes
+               else {})}
+
+
+def success_note(result: dict[str, Any]) -> str:
+    """``, success rate 0.95`` for an evaluation whose env reports successes, else ``""``:
+    said beside the mean return (a goal task's sparse return says less)."""
+    rate = result.get("success_rate")
+    return "" if rate is None else f", success rate {rate:.2f}"
 
 
 def truncation_note(result: dict[str, Any], option: str) -> str:

@@ -51,6 +51,17 @@ class ReplayConfig:
                        "linearly to 1 over train.total_env_steps.", 0.4)
     priority_eps: float = doc("Prioritised replay: added to |TD error| so no transition gets "
                               "priority 0.", 1e-6)
+    her_strategy: Literal["none", "future", "final", "episode"] = doc(
+        "Hindsight experience replay (Andrychowicz et al. 2017) for goal-conditioned envs "
+        "(Dict observations 'observation', 'achieved_goal', 'desired_goal' and the env's "
+        "compute_reward, as Gymnasium-Robotics defines them): at sampling time a share "
+        "her_k / (her_k + 1) of each batch gets its desired goal replaced by a goal the "
+        "episode achieved, and its reward recomputed. 'future': achieved at a later step "
+        "(or the step itself) of the same episode; 'final': at the episode's last step; "
+        "'episode': at any step of it; 'none': plain replay. SAC, TD3, DDPG and MPO; "
+        "n_step=1, uniform replay.", "none")
+    her_k: int = doc("HER: relabelled goals per real transition (SB3's n_sampled_goal): "
+                     "her_k / (her_k + 1) of each batch is relabelled.", 4)
     exploration_initial_eps: float = doc("DQN: initial probability of a random action.", 1.0)
     exploration_final_eps: float = doc("DQN: final probability of a random action.", 0.05)
     exploration_fraction: float = doc("DQN: fraction of train.total_env_steps over which the "

@@ -432,6 +432,33 @@ def _check_offpolicy_env(c: Config) -> Optional[str]:
     return None
 
 
+def _check_her(c: Config) -> Optional[str]:
+    """Hindsight replay: a continuous off-policy agent on 1-step uniform replay, and her_k
+    read only where it is on (the env itself is checked where it is probed,
+    :func:`hpcrl.build.env_spaces`)."""
+    r, name = c.replay, c.algo.name
+    if r.her_strategy == "none":
+        if r.her_k != type(r)().her_k:
+            return ("config key 'replay.her_k' is read by hindsight replay only; set "
+                    "replay.her_strategy=future, final or episode, or drop the key")
+        return None
+    if name not in CONTINUOUS_OFF_POLICY:
+        return (f"config key 'replay.her_strategy' ({r.her_strategy}) relabels the replay of "
+                f"{', '.join(CONTINUOUS_OFF_POLICY)}, got algo.name={name}; use one of those, "
+                f"or set replay.her_strategy=none")
+    if r.her_k < 1:
+        return f"config key 'replay.her_k' must be >= 1, got {r.her_k}"
+    if r.n_step != 1:
+        return (f"config key 'replay.her_strategy' ({r.her_strategy}) relabels single "
+                f"transitions, whose reward compute_reward gives for one step, and "
+                f"replay.n_step={r.n_step} sums several; set replay.n_step=1")
+    if r.prioritized:
+        return (f"config key 'replay.her_strategy' ({r.her_strategy}) samples its rows "
+                f"uniformly (a relabelled row's TD error belongs to its new goal, not to the "
+                f"stored row); set replay.prioritized=false")
+    return None
+
+
 def _check_vtrace(c: Config) -> Optional[str]:
     for key in ("vtrace_clip_rho", "vtrace_clip_c"):
         value = getattr(c.algo, key)
@@ -443,7 +470,8 @@ def _check_vtrace(c: Config) -> Optional[str]:
 
 CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, _check_rnd, _check_scheme,
                        _check_batch, _check_memory, _check_budget, _check_device, _check_replay,
-                       _check_offpolicy_env, _check_vtrace, _check_atari, _check_env_id]
+                       _check_offpolicy_env, _check_her, _check_vtrace, _check_atari,
+                       _check_env_id]
 
 
 def problems_message(problems: list[str]) -> Optional[str]:

@@ -20,7 +20,7 @@ from hpcrl.config.loader import dump_yaml, to_dict
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces
-from hpcrl.evaluation import evaluate, truncation_note
+from hpcrl.evaluation import evaluate, success_note, truncation_note
 from hpcrl.placement.periodic_eval import PeriodicEvaluator
 from hpcrl.runtime.checkpoint import keep_recent
 from hpcrl.runtime.finite import save_finite_checkpoint
@@ -148,7 +148,7 @@ class RunRecorder:
                        json.dumps(result, indent=2) + "\n")
         if stream is not None:
             print(f"eval over {episodes} episodes: mean return {result['mean_return']:.1f} "
-                  f"+- {result['std_return']:.1f}"
+                  f"+- {result['std_return']:.1f}{success_note(result)}"
                   f"{truncation_note(result, 'train.eval_max_episode_steps')}",
                   file=stream, flush=True)
         if self.periodic is not None:

@@ -35,7 +35,7 @@ class SerialOffPolicyPlacement:
         algorithm = make_offpolicy_algorithm(config, spaces,
                                              pick_device(config.train.device, None))
         replay = make_replay(config, spaces.obs_shape, spaces.action_shape, spaces.discrete,
-                             spaces.obs_format.dtype)
+                             spaces.obs_format.dtype, spaces.obs_format, streams=n)
         self.learner = ReplayLearner(algorithm, replay, config)
         self.envs = make_vector_env(config.env, n)
         self.collector = TransitionCollector(self.envs, make_policy(config, spaces), config)

@@ -9,11 +9,14 @@ gradient workers and the updater on different ranks calls the algorithm's
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from hpcrl.config.schema import Config
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.core.obs_format import ObsFormat
 from hpcrl.core.replay.buffer import ReplayBuffer
+from hpcrl.core.replay.goals import GoalRewards
+from hpcrl.core.replay.her import HerReplayBuffer
 from hpcrl.core.replay.prioritized import PrioritizedReplayBuffer
 from hpcrl.core.replay.transitions import Transitions
 from hpcrl.roles.messages import Weights
@@ -22,10 +25,21 @@ from hpcrl.runtime.finite import was_applied
 
 
 def make_replay(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
-                discrete: bool, obs_dtype: str = "float32") -> ReplayBuffer:
-    """The uniform or prioritised replay of ``config.replay``; observations are stored in
-    ``obs_dtype``, the carried dtype of the env's observation format."""
+                discrete: bool, obs_dtype: str = "float32",
+                obs_format: Optional[ObsFormat] = None, streams: int = 1) -> ReplayBuffer:
+    """The uniform, prioritised or hindsight replay of ``config.replay``; observations are
+    stored in ``obs_dtype``, the carried dtype of the env's observation format.
+
+    A hindsight replay (``replay.her_strategy``) also needs the env's ``obs_format`` (where
+    the goals sit) and ``streams``, the envs of the job whose episodes it keeps apart; it
+    holds one env of ``config.env`` for its ``compute_reward``."""
     r = config.replay
+    if r.her_strategy != "none":
+        if obs_format is None:
+            raise ValueError("a hindsight replay needs the env's observation format")
+        return HerReplayBuffer(r.buffer_size, obs_format, action_shape, config.seed, streams,
+                               r.her_strategy, r.her_k, config.algo.gamma,
+                               GoalRewards(config.env))
     if r.prioritized:
         return PrioritizedReplayBuffer(r.buffer_size, obs_shape, action_shape, discrete,
                                        config.seed, r.alpha, r.priority_eps, obs_dtype)

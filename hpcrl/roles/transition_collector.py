@@ -59,7 +59,7 @@ def _layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int,
     observations in ``obs_dtype`` (the carried dtype of the env's observation format)."""
     return TransitionLayout((steps + config.replay.n_step - 1) * num_envs, obs_shape,
                             action_shape, config.replay.initial_priorities == "collector",
-                            obs_dtype)
+                            obs_dtype, streams=config.replay.her_strategy != "none")
 
 
 class TransitionCollector:
@@ -84,6 +84,7 @@ class TransitionCollector:
         n = envs.num_envs
         self.num_envs = n
         self.total_envs = total_envs or n
+        self.env_ids = env_offset + np.arange(n)  # global indices of this collector's envs
         contiguous_parameters(policy)  # new weights arrive as one copy
         self.engine = make_policy_engine(policy)
         self.acting = acting if acting is not None else self.engine
@@ -186,7 +187,8 @@ class TransitionCollector:
                 ended = np.flatnonzero(done)
                 final[ended] = self.obs_format.carry_each([info["final_obs"][i] for i in ended])
                 finals.append((t, ended, final[ended]))
-            chunk.append(*self.window.push(obs, actions, rewards, terminated, truncated, final))
+            rows = self.window.push(obs, actions, rewards, terminated, truncated, final)
+            chunk.append(*rows, *self._streams(chunk, done))
             self.episode_return += rewards
             self.episode_length += 1
             if done.any():
@@ -207,6 +209,16 @@ class TransitionCollector:
         chunk.set_facts(self.weights_version, self.env_offset, self.collector_id,
                         steps * self.num_envs, time.perf_counter() - started)
         return chunk
+
+    def _streams(self, chunk: Transitions, done: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Each row's global env index and episode end, for a chunk whose layout has
+        streams (hindsight replay; with 1-step windows a step's rows are every env's, in
+        env order), else nothing."""
+        if not chunk.layout.streams:
+            return ()
+        if self.window.n != 1:
+            raise ValueError("hindsight replay needs 1-step transitions (replay.n_step=1)")
+        return self.env_ids, done
 
     def _raw_buffer(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         """A reused buffer for what the envs return during a chunk (grown when needed)."""

@@ -154,21 +154,32 @@ class ReplayBuffer:
         """The filled rows as tensors, the write position and the sampling generator."""
         n = self.size
         state: dict[str, Any] = {"pos": self.pos, "size": n, "rng": to_plain(self.rng)}
-        for name in FIELDS:
-            state[name] = torch.from_numpy(getattr(self, name)[:n].copy())
+        state.update(self._rows_state(n))
+        return state
+
+    def _rows_state(self, n: int) -> dict[str, torch.Tensor]:
+        """Rows ``[0, n)`` of every field and of the observations, as tensors."""
+        state = {name: torch.from_numpy(getattr(self, name)[:n].copy()) for name in FIELDS}
         state.update(self.observations.state_dict(n))
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        n = int(state["size"])
-        if "priorities" in state and type(self) is ReplayBuffer:
-            raise ValueError("checkpoint holds a prioritised replay; replay.prioritized changed "
-                             "since it was written")
+    def _load_rows(self, state: dict[str, Any], n: int) -> None:
+        """Rows ``[0, n)`` from :meth:`_rows_state`, and the sampling generator."""
         if n > self.capacity:
             raise ValueError(f"checkpoint holds {n} transitions but replay.buffer_size is "
                              f"{self.capacity}; resume with the run's buffer size")
         for name in FIELDS:
             getattr(self, name)[:n] = state[name].numpy()
         self.observations.load_state_dict(state, n)
-        self.pos, self.size = int(state["pos"]), n
         self.rng = from_plain(state["rng"], self.rng)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        n = int(state["size"])
+        if "priorities" in state and type(self) is ReplayBuffer:
+            raise ValueError("checkpoint holds a prioritised replay; replay.prioritized changed "
+                             "since it was written")
+        if "her" in state:
+            raise ValueError("checkpoint holds a hindsight replay; replay.her_strategy changed "
+                             "since it was written (resume with it set)")
+        self._load_rows(state, n)
+        self.pos, self.size = int(state["pos"]), n

@@ -21,13 +21,16 @@ _HEADER = 7
 @dataclass(frozen=True)
 class TransitionLayout:
     """Shapes of a chunk: at most ``capacity`` rows of one observation and action shape,
-    with an initial replay priority per row when ``priorities`` is set."""
+    with an initial replay priority per row when ``priorities`` is set, and each row's
+    global env index and episode end when ``streams`` is (what hindsight replay needs to
+    find a row's episode)."""
 
     capacity: int
     obs_shape: tuple[int, ...]
     action_shape: tuple[int, ...]
     priorities: bool = False
     obs_dtype: str = "float32"
+    streams: bool = False
 
     def fields(self) -> Iterator[Field]:
         """Name, shape (and dtype, when not float32) of each row field, in buffer order."""
@@ -41,6 +44,9 @@ class TransitionLayout:
         yield "episode_lengths", c
         if self.priorities:
             yield "priorities", c
+        if self.streams:
+            yield "env_ids", c
+            yield "ends", c
 
     @property
     def data_size(self) -> int:
@@ -63,7 +69,9 @@ class Transitions:
     Actions are stored as float32: Discrete indices, or Box actions in the policy's
     ``[-1, 1]`` space. ``episode_returns[:episodes]`` / ``episode_lengths[:episodes]`` list
     the undiscounted returns and lengths of the episodes that ended in this chunk, and
-    ``priorities[:count]`` (if the layout has them) the rows' initial replay priorities.
+    ``priorities[:count]`` (if the layout has them) the rows' initial replay priorities;
+    ``env_ids[:count]`` and ``ends[:count]`` (if the layout has ``streams``) the global
+    index of each row's env and 1 where its episode ended (terminated or truncated).
     """
 
     obs: np.ndarray
@@ -74,6 +82,8 @@ class Transitions:
     episode_returns: np.ndarray
     episode_lengths: np.ndarray
     priorities: np.ndarray  # only when the layout has them
+    env_ids: np.ndarray  # only when the layout has streams
+    ends: np.ndarray  # only when the layout has streams
 
     def __init__(self, layout: TransitionLayout, data: np.ndarray, header: np.ndarray) -> None:
         if data.size != layout.data_size or header.size != _HEADER:
@@ -126,8 +136,11 @@ class Transitions:
             weights_version, env_offset, source, env_steps, seconds)
 
     def append(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
-               discounts: np.ndarray, next_obs: np.ndarray) -> None:
-        """Add rows after the valid ones (raises when the chunk is full)."""
+               discounts: np.ndarray, next_obs: np.ndarray,
+               env_ids: Optional[np.ndarray] = None, ends: Optional[np.ndarray] = None
+               ) -> None:
+        """Add rows after the valid ones (raises when the chunk is full); ``env_ids`` and
+        ``ends`` are required by a layout with ``streams`` and ignored otherwise."""
         start, k = self.count, len(rewards)
         if start + k > self.layout.capacity:
             raise ValueError(f"transition chunk of capacity {self.layout.capacity} cannot take "
@@ -138,6 +151,12 @@ class Transitions:
         self.rewards[start:end] = rewards
         self.discounts[start:end] = discounts
         self.next_obs[start:end] = next_obs
+        if self.layout.streams:
+            if env_ids is None or ends is None:
+                raise ValueError("this chunk's layout has streams: append needs env_ids and "
+                                 "ends")
+            self.env_ids[start:end] = env_ids
+            self.ends[start:end] = ends
         self.header[_COUNT] = end
 
     def add_episodes(self, returns: np.ndarray, lengths: np.ndarray) -> None:

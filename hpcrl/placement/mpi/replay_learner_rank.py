@@ -66,7 +66,8 @@ class ReplayLearnerRank:
         retain_freed_memory()
         algorithm = make_offpolicy_algorithm(cfg, spaces, job.device)
         replay = make_replay(cfg, spaces.obs_shape, spaces.action_shape, spaces.discrete,
-                             spaces.obs_format.dtype)
+                             spaces.obs_format.dtype, spaces.obs_format,
+                             streams=job.total_envs)
         self.learner = ReplayLearner(algorithm, replay, cfg)
         self.actor = algorithm.policy
         self.collectors = job.my_collectors
