@@ -10,7 +10,7 @@ import torch
 from hpcrl.config import from_dict
 from hpcrl.config.schema import EnvConfig
 from hpcrl.errors import ConfigError
-from hpcrl.core.goal_envs import ENV_ID, PointReach
+from hpcrl.tasks.point_reach import ENV_ID, PointReach
 from hpcrl.core.obs_format import obs_format
 from hpcrl.core.replay.goals import GoalCodec, GoalRewards, goal_env_problem
 from hpcrl.core.replay.her import HerReplayBuffer
@@ -178,7 +178,7 @@ def test_a_resumed_replay_samples_and_relabels_the_same_batches():
 
 # -- refusals ----------------------------------------------------------------------------
 def config(*overrides: str):
-    return from_dict({}, ["env.id=hpcrl/PointReach-v0", "algo.name=sac",
+    return from_dict({}, ["env.id=hpcrl.tasks:PointReach-v0", "algo.name=sac",
                           "replay.her_strategy=future", *overrides])
 
 
@@ -237,3 +237,24 @@ def test_a_non_goal_env_is_refused_in_one_line_from_the_cli(tmp_path):
     assert out.exit_code == 1 and "Traceback" not in out.output
     assert "replay.her_strategy" in out.output and "observation" in out.output
     assert len(out.output.strip().splitlines()) == 1, out.output
+
+
+def test_another_goal_env_goes_on_top_of_the_her_recipe():
+    from pathlib import Path
+
+    from hpcrl.build import env_spaces
+    from hpcrl.config.loader import load_config
+    from hpcrl.core.algorithms.offpolicy import make_policy
+
+    if "hpcrl_test/TerminatingReach-v0" not in gym.registry:
+        gym.register("hpcrl_test/TerminatingReach-v0", entry_point=TerminatingReach,
+                     max_episode_steps=50)
+    recipe = Path(__file__).resolve().parents[1] / "examples" / "her-sac.yaml"
+    for overrides in (["env.id=hpcrl_test/TerminatingReach-v0"], ["env.kwargs={dim: 3}"]):
+        cfg = load_config(recipe, overrides)
+        spaces = env_spaces(cfg)
+        policy = make_policy(cfg, spaces)
+        dim = 3 if "dim" in overrides[0] else DIM
+        obs = {key: np.zeros((4, dim), np.float32) for key in ("observation", "achieved_goal",
+                                                               "desired_goal")}
+        assert policy(obs).shape == (4, dim)

@@ -1,5 +1,5 @@
 """Hindsight replay learns a sparse goal task that plain replay does not, on the same short
-seeded budget (hpcrl/PointReach-v0: reach a random goal within 0.05 in 50 steps, -1 reward
+seeded budget (hpcrl.tasks:PointReach-v0: reach a random goal within 0.05 in 50 steps, -1 reward
 per step away from it; random play succeeds in about 1% of the episodes)."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hpcrl.cli import main
 from hpcrl.evaluation import evaluate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-TASK = ["env.id=hpcrl/PointReach-v0", "env.num_envs=1", "actor.hidden_sizes=[64,64]",
+TASK = ["env.id=hpcrl.tasks:PointReach-v0", "env.num_envs=1", "actor.hidden_sizes=[64,64]",
         "actor.activation=relu", "actor.ortho_init=false", "algo.lr=1e-3",
         "algo.lr_schedule=constant", "algo.max_grad_norm=0", "algo.num_steps=500",
         "replay.batch_size=128", "replay.learning_starts=500"]
@@ -63,5 +63,5 @@ def test_the_her_recipe_trains_from_the_cli_and_eval_reports_its_success_rate(tm
                              catch_exceptions=False)
     assert out.exit_code == 0, out.output
     result = json.loads(out.output.strip().splitlines()[-1])
-    assert result["env_id"] == "hpcrl/PointReach-v0" and result["episodes"] == 4
+    assert result["env_id"] == "hpcrl.tasks:PointReach-v0" and result["episodes"] == 4
     assert 0.0 <= result["success_rate"] <= 1.0

@@ -31,7 +31,7 @@ CASES = {
     "mpo": ["algo.name=mpo", "env.id=Pendulum-v1", "env.num_envs=1",
             "replay.mpo_action_samples=4"],
     # hindsight replay: 50-step episodes, running ones and finished ones at the checkpoint
-    "sac-her-future": ["algo.name=sac", "env.id=hpcrl/PointReach-v0", "env.num_envs=2",
+    "sac-her-future": ["algo.name=sac", "env.id=hpcrl.tasks:PointReach-v0", "env.num_envs=2",
                        "replay.her_strategy=future"],
 }
 

@@ -1,5 +1,4 @@
-"""Env suites whose ids need a package to register them (Atari, MinAtar, hpcrl's own goal
-task ``hpcrl/PointReach-v0``), and the one function
+"""Env suites whose ids need a package to register them (Atari, MinAtar), and the one function
 that builds every env hpcrl steps: :func:`make_env` (with the user's ``env.wrappers``).
 
 ``ALE/Pong-v5`` and ``PongNoFrameskip-v4`` are registered by ``ale_py`` and
@@ -47,16 +46,8 @@ def _register_minatar() -> None:
         minatar.gym.register_envs()
 
 
-def _register_hpcrl() -> None:
-    from hpcrl.core import goal_envs
-
-    goal_envs.register()
-
-
 def _suite_of(env_id: str) -> Optional[tuple[str, Callable[[], None], str, bool]]:
     """(name, registration, install command, sure) of the suite ``env_id`` belongs to."""
-    if env_id.startswith("hpcrl/"):  # hpcrl's own tasks (hpcrl/PointReach-v0)
-        return "hpcrl", _register_hpcrl, "pip install hpcrl", True
     if env_id.startswith("MinAtar/"):
         return "MinAtar", _register_minatar, MINATAR_INSTALL, True
     if _ATARI_ID.search(env_id):

@@ -1,6 +1,6 @@
 """A sparse goal task in Gymnasium-Robotics' form that needs nothing to install.
 
-``hpcrl/PointReach-v0`` moves a point in ``[-1, 1]^dim`` (``dim`` 2 by default, an
+``hpcrl.tasks:PointReach-v0`` moves a point in ``[-1, 1]^dim`` (``dim`` 2 by default, an
 ``env.kwargs`` key) towards a goal drawn uniformly in the same cube at every reset. An
 action in ``[-1, 1]^dim`` moves the point by ``step_size`` times itself (clipped to the
 cube). The reward is sparse, as in Fetch: ``-1`` at every step that ends farther than
@@ -21,7 +21,7 @@ from typing import Any, Optional
 import gymnasium as gym
 import numpy as np
 
-ENV_ID = "hpcrl/PointReach-v0"
+ENV_ID = "hpcrl.tasks:PointReach-v0"
 MAX_EPISODE_STEPS = 50
 
 
@@ -74,8 +74,3 @@ class PointReach(gym.Env):
                                   axis=-1)
         return -(distance > self.distance_threshold).astype(np.float32)
 
-
-def register() -> None:
-    """Register :data:`ENV_ID` (once)."""
-    if ENV_ID not in gym.registry:
-        gym.register(ENV_ID, entry_point=PointReach, max_episode_steps=MAX_EPISODE_STEPS)
