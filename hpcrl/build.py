@@ -68,6 +68,13 @@ def env_spaces(config: Config) -> EnvSpaces:
         problem = goal_env_problem(config.env, spaces.observation_space)
         if problem:
             raise UnsupportedEnv(problem)
+    if config.algo.demos and config.algo.kind == "ppo":  # PPO+D: the file fits the env
+        from hpcrl.core.demo_replay import demos_problem
+
+        problem = demos_problem(config.algo.demos, spaces.observation_space,
+                                spaces.action_space)
+        if problem:
+            raise UnsupportedEnv(problem)
     return spaces
 
 

@@ -83,3 +83,15 @@ def test_values_without_a_plain_form_are_left_out_with_the_reason():
     _, missing = capture_env_state(env)
     assert missing == ["CartPoleEnv.phase (Phase)", "CartPoleEnv.names (array of dtype <U1)",
                        "CartPoleEnv.record (numpy scalar of dtype [('x', '<f4'), ('y', '<i4')])"]
+
+
+def test_a_zero_dimensional_array_keeps_its_shape_through_a_checkpoint():
+    """ascontiguousarray makes a 0-d array 1-d; to_plain puts the shape back (PPO+D saves
+    the scalar actions of the episodes it is recording)."""
+    import numpy as np
+
+    from hpcrl.core.env_state import from_plain, to_plain
+
+    back = from_plain(to_plain((np.array(3, np.int64), np.zeros((2, 0), np.float32))))
+    assert back[0].shape == () and back[0].dtype == np.int64 and int(back[0]) == 3
+    assert back[1].shape == (2, 0)

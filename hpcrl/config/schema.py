@@ -182,6 +182,19 @@ class AlgoConfig:
         "IMPALA: V-trace c-bar, the clip of the trace coefficients (null: no clip).", 1.0)
     optimizer: Literal["adam", "rmsprop"] = doc("Optimiser of the update.", "adam")
     optimizer_eps: float = doc("Epsilon of the optimiser's denominator.", 1e-5)
+    demos: str = doc(
+        "PPO+D (ppo): a demonstration file (.npz, the format hpcrl eval RUN --record writes: "
+        "obs, actions, rewards, terminated, truncated, one row per step, episodes back to "
+        "back) whose episodes algo.demos_fraction of the job's env slots replay in every "
+        "rollout, beside the agent's own best episodes (algo.demos_own). Empty: none.", "")
+    demos_fraction: float = doc(
+        "PPO+D: the fraction of the job's env slots that replay demonstrations instead of "
+        "stepping an env (fixed slots, spread over the global env indices; every collector "
+        "keeps at least one real env).", 0.25)
+    demos_own: int = doc(
+        "PPO+D: how many of the agent's own episodes the replay keeps beside the "
+        "demonstrations: an episode joins when its return is at least the lowest of the "
+        "demonstrations', evicting the worst own one (per collector; 0: none).", 8)
 
     @property
     def kind(self) -> str:

@@ -256,6 +256,50 @@ def _check_rnd(c: Config) -> list[str]:
     return [m for m in checks if m]
 
 
+def _check_demos(c: Config) -> list[str]:
+    """PPO+D's keys: a PPO agent with a feedforward actor, replay slots that leave every
+    collector a real env, no demos_* key without algo.demos. The file itself is checked when
+    training starts (:func:`hpcrl.core.demo_replay.demos_problem`), so a run whose file has
+    moved still evaluates."""
+    a = c.algo
+    if not a.demos:
+        unread = [key for key in ("demos_fraction", "demos_own")
+                  if getattr(a, key) != getattr(type(a)(), key)]
+        return [f"config key 'algo.{unread[0]}' is read by PPO+D only; set algo.demos to a "
+                f"demonstration file, or drop the key"] if unread else []
+    if a.kind != "ppo":
+        return [f"config key 'algo.demos': PPO+D replays demonstrations through PPO's "
+                f"clipped loss; algo.name={a.name} is not PPO. Use algo.name=ppo"]
+    if c.actor.memory != "none":
+        return [f"config key 'algo.demos': the learner recomputes the replayed actions' "
+                f"log-probabilities from stored observations, which a recurrent actor "
+                f"(actor.memory={c.actor.memory}) cannot do without its states; use "
+                f"actor.memory=none with demonstrations"]
+    problems = [_in_unit("algo.demos_fraction", a.demos_fraction, low_open=True),
+                _positive("algo.demos_own", a.demos_own, strict=False)]
+    if a.demos_fraction >= 1:
+        problems.append(f"config key 'algo.demos_fraction' ({a.demos_fraction}) leaves no env "
+                        f"slot to step a real env; use a value below 1, such as 0.25")
+    if any(problems):
+        return [p for p in problems if p]
+    from hpcrl.core.demo_replay import demo_slots  # (the file is read where training
+    from hpcrl.scheme.topology import collecting_ranks  # starts: build.env_spaces)
+
+    n = c.env.num_envs
+    total = n * collecting_ranks(c.scheme)  # the job's env slots, as the collectors see them
+    slots = demo_slots(total, a.demos_fraction)
+    if not slots.any():
+        return [f"config key 'algo.demos_fraction' ({a.demos_fraction}) gives none of the "
+                f"job's {total} env slots to the demonstrations; raise it to at least "
+                f"{1 / total:.3g} or use more envs"]
+    full = [k for k in range(total // n) if slots[k * n:(k + 1) * n].all()]
+    if full:
+        return [f"config key 'algo.demos_fraction' ({a.demos_fraction}) makes every env of "
+                f"the collecting process with envs {full[0] * n}-{full[0] * n + n - 1} a "
+                f"replay slot; lower it or raise env.num_envs"]
+    return []
+
+
 def _check_batch(c: Config) -> Optional[str]:
     if c.algo.kind != "ppo":
         return None
@@ -468,10 +512,10 @@ def _check_vtrace(c: Config) -> Optional[str]:
     return None
 
 
-CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, _check_rnd, _check_scheme,
-                       _check_batch, _check_memory, _check_budget, _check_device, _check_replay,
-                       _check_offpolicy_env, _check_her, _check_vtrace, _check_atari,
-                       _check_env_id]
+CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, _check_rnd, _check_demos,
+                       _check_scheme, _check_batch, _check_memory, _check_budget, _check_device,
+                       _check_replay, _check_offpolicy_env, _check_her, _check_vtrace,
+                       _check_atari, _check_env_id]
 
 
 def problems_message(problems: list[str]) -> Optional[str]:

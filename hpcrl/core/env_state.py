@@ -65,7 +65,9 @@ def to_plain(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in _NUMERIC_KINDS:
             raise Uncapturable(f"array of dtype {value.dtype}")
-        native = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("="))
+        # (ascontiguousarray makes a 0-d array 1-d: the shape is put back)
+        native = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("=")).reshape(
+            value.shape)
         return {"__ndarray__": torch.from_numpy(native.copy()), "dtype": _dtype_name(value.dtype)}
     if isinstance(value, np.dtype):
         return {"__npdtype__": _dtype_name(value)}

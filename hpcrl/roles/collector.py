@@ -19,6 +19,7 @@ import torch
 
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.demo_replay import DemoSlots
 from hpcrl.core.inference import PolicyEngine, make_engine
 from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import env_seeds, restore_vector_env_state, vector_env_state
@@ -59,6 +60,8 @@ class Collector:
         # integer components go to the env as the integers its space holds
         self.env_dtype = space.dtype if actor.integer_actions and not actor.discrete else None
         self.engine = engine if engine is not None else make_engine(actor)
+        # PPO+D's replay slots (hpcrl.core.demo_replay), when the envs have them
+        self.replay: Optional[DemoSlots] = envs if isinstance(envs, DemoSlots) else None
         self.rngs = [np.random.default_rng([seed, env_offset + i]) for i in range(n)]
         self.obs_norm = Normalizer(config.clip_obs)
         self.rew_norm = Normalizer(config.clip_reward)
@@ -126,6 +129,10 @@ class Collector:
                                                                      self.memory)
             if memory is not None:
                 self.memory = memory
+            if self.replay is not None:  # PPO+D: replay slots take the demonstrated action
+                slots, replayed = self.replay.replayed_actions()
+                actions_np = actions_np.copy()
+                actions_np[slots] = replayed
             rollout.actions[t] = actions_np
             rollout.log_probs[t] = log_probs
             rollout.values[t] = values
@@ -196,6 +203,8 @@ class Collector:
                       final_values: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
         rollout.episode_returns[t], rollout.episode_lengths[t] = game_episodes(
             info, done, self.episode_return, self.episode_length)
+        if self.replay is not None:  # a replayed episode is no episode of the agent's
+            rollout.episode_lengths[t, self.replay.replay_index] = 0
         self.episode_return[done] = 0.0
         self.episode_length[done] = 0
         self.discounted_return[done] = 0.0
@@ -232,6 +241,7 @@ class Collector:
                 "episode_length": torch.from_numpy(self.episode_length.copy()),
                 "discounted_return": torch.from_numpy(self.discounted_return.copy()),
                 "vector_steps": self.vector_steps,
+                **({} if self.replay is None else {"demo_replay": self.replay.replay_state()}),
                 **({} if self.memory is None
                    else {"memory": torch.from_numpy(self.memory.copy())})}
 
@@ -250,6 +260,8 @@ class Collector:
         self.episode_length = state["episode_length"].numpy().copy()
         self.discounted_return = state["discounted_return"].numpy().copy()
         restore_vector_env_state(self.envs, state["envs"])
+        if self.replay is not None:
+            self.replay.load_replay_state(state["demo_replay"])
         self.obs = state["obs"].numpy().copy()
         if self.memory is not None:
             if "memory" not in state or tuple(state["memory"].shape) != self.memory.shape:

@@ -10,6 +10,7 @@ from typing import Iterator, Sequence
 
 
 from hpcrl.core.algorithms.base import Algorithm
+from hpcrl.core.demo_replay import demo_slots, replayed_log_probs
 from hpcrl.core.normalization import Moments, merge_moments
 from hpcrl.core.rollout import Rollout
 from hpcrl.core.storage import RolloutStorage
@@ -32,6 +33,9 @@ class GradientWorker:
         self.weights_version = 0
         actor = algorithm.actor
         self.message = Gradient.for_actor(actor, len(algorithm.stat_names))
+        config = algorithm.config
+        self.demo_slots = (demo_slots(total_envs, config.demos_fraction)
+                           if getattr(config, "demos", "") else None)
 
     def load_weights(self, weights: Weights) -> None:
         weights.load_into(self.algorithm.actor)
@@ -44,6 +48,8 @@ class GradientWorker:
         ``progress`` (in [0, 1], the job's env steps including these rollouts over the
         budget) sets the schedules; callers compute it the same way on every process.
         """
+        if self.demo_slots is not None:  # PPO+D: the replayed actions' own log-probs
+            replayed_log_probs(self.algorithm.actor, rollouts, self.demo_slots)
         intrinsic = self.algorithm.intrinsic
         parts = (None if intrinsic is None else
                  intrinsic.prepare(rollouts, self.seed, update, self.total_envs,

@@ -49,3 +49,21 @@ class Corridor(gym.Env):
         reached = self.position == self.length - 1
         return (self._obs(), 1.0 if reached else 0.0, reached,
                 not reached and self.steps >= self.max_steps, {})
+
+
+def record_walk(path: str, episodes: int = 1, length: int = 40) -> int:
+    """Write ``episodes`` demonstrations of the scripted walk to the end (always right) in
+    the format of :mod:`hpcrl.demos` (what ``algo.demos`` reads); returns the rows written."""
+    from hpcrl.demos import DemoRecorder
+
+    recorder = DemoRecorder(episodes)
+    env = Corridor(length)
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=episode)
+        done = False
+        while not done:
+            next_obs, reward, terminated, truncated, _ = env.step(1)
+            recorder.step(episode, obs, np.int64(1), reward, terminated, truncated)
+            obs, done = next_obs, terminated or truncated
+    return recorder.write(path)
+

@@ -18,7 +18,7 @@ import numpy as np
 
 from hpcrl.comm import irecv, wait
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
-from hpcrl.core.envs import make_vector_env
+from hpcrl.core.demo_replay import collector_envs
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.protocol import TAG_FINAL, TAG_PREEMPT, TAG_STATE, TAG_WEIGHTS
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
@@ -68,7 +68,7 @@ class CollectorRank:
         cfg = job.config
         self.job, self.world = job, job.world
         self.worker = job.workers[job.role.group]
-        self.envs = make_vector_env(cfg.env, cfg.env.num_envs)
+        self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs)
         # a replay learner may hold this rank back (rate limit): chunks go out synchronously
         self.held = cfg.algo.name in OFF_POLICY_ALGOS
         self.link: Optional[RemoteLink] = None  # to the inference rank that acts for it

@@ -18,7 +18,7 @@ import numpy as np
 
 from hpcrl.comm import irecv, isend, wait, wait_any
 from hpcrl.core.actor import ActorCritic
-from hpcrl.core.envs import make_vector_env
+from hpcrl.core.demo_replay import collector_envs
 from hpcrl.core.rollout import Rollout
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.inbox import CollectorInbox
@@ -42,7 +42,7 @@ class OwnEnvs:
                  actor: Optional[ActorCritic] = None) -> None:
         cfg = job.config
         self.job = job
-        self.envs = make_vector_env(cfg.env, cfg.env.num_envs)
+        self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs)
         self.shared = actor is not None  # the learner's own actor: nothing to copy
         self.collector = Collector(self.envs, actor if self.shared else job.new_actor(),
                                    cfg.env, cfg.algo.gamma,

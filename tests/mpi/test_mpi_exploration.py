@@ -1,7 +1,7 @@
-"""RND under a real mpiexec: two DD-PPO ranks reach the weights of one process holding every
-env (the intrinsic statistics summed over the ranks), and the recipe solves its corridor on
-every kind of scheme: collectors, a central updater with asynchronous gradients,
-asynchronous collection acting on an inference rank."""
+"""RND and PPO+D under a real mpiexec: two DD-PPO RND ranks reach the weights of one process
+holding every env (the intrinsic statistics summed over the ranks), and both recipes solve
+their corridor on every kind of scheme: collectors, a central updater with asynchronous
+gradients, asynchronous collection acting on an inference rank."""
 import json
 from pathlib import Path
 
@@ -16,7 +16,8 @@ from hpcrl.placement.mpi import train_mpi
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
 
-RECIPE = str(ROOT / "examples" / "ppo-rnd.yaml")
+RECIPES = {"rnd": str(ROOT / "examples" / "ppo-rnd.yaml"),
+           "demos": str(ROOT / "examples" / "ppo-demos.yaml")}
 EXACT = ["train.tensorboard=false", "train.eval_episodes=0", "algo.num_epochs=4",
          "algo.minibatch_size=64", "train.total_env_steps=1536", "train.checkpoint_every=100",
          "algo.num_steps=32", ROUNDING_SAFE_ADAM, "rnd.enabled=true",
@@ -54,16 +55,19 @@ def eval_return(run_dir: Path) -> float:
 
 
 @pytest.mark.timeout(200)
+@pytest.mark.parametrize("recipe", ["rnd", "demos"])
 @pytest.mark.parametrize("n, sets", [
     (3, ["scheme.preset=a2c"]),
     (3, ["scheme.preset=a3c"]),
     (4, ["scheme.preset=async-ppo", "scheme.inference_ranks=1"]),
 ], ids=["collectors", "async-gradients", "inference-rank"])
-def test_the_rnd_recipe_walks_the_corridor_on_every_kind_of_scheme(tmp_path, n, sets):
-    """The recipe as it is, the scheme on top: every evaluation episode reaches the end,
-    which plain PPO never does in this budget (tests/test_rnd.py)."""
-    done = run(n, ["train", RECIPE, "--run-dir", str(tmp_path / "run")],
+def test_the_recipes_walk_the_corridor_on_every_kind_of_scheme(tmp_path, n, sets, recipe):
+    """The recipe as it is (run from the checkout, where its demonstration file lies), the
+    scheme on top: every evaluation episode reaches the end, which plain PPO never does in
+    this budget (tests/test_rnd.py)."""
+    done = run(n, ["train", RECIPES[recipe], "--run-dir", str(tmp_path / "run")],
                FAST + sets + ["train.eval_episodes=5"], timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     assert eval_return(tmp_path / "run") == pytest.approx(1.0)
-    assert float(rows(tmp_path / "run")[-1]["rnd_loss"]) > 0
+    if recipe == "rnd":
+        assert float(rows(tmp_path / "run")[-1]["rnd_loss"]) > 0
