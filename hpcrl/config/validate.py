@@ -220,24 +220,37 @@ def _check_memory(c: Config) -> Optional[str]:
     return None
 
 
+def _unread(section: str, values: object, keys: list[str], reader: str, fix: str
+            ) -> list[str]:
+    """The refusal of the first of ``keys`` set away from its default while ``reader``, the
+    feature that reads them, is off (a key that would be silently ignored)."""
+    defaults = type(values)()
+    unread = [key for key in keys if getattr(values, key) != getattr(defaults, key)]
+    return [f"config key '{section}.{unread[0]}' is read by {reader} only; {fix}, or drop "
+            f"the key"] if unread else []
+
+
+def _recomputed_from_observations(c: Config, key: str, what: str, feature: str) -> str:
+    """Why ``feature``, whose learner recomputes ``what`` from stored observations, refuses
+    a recurrent actor."""
+    return (f"config key '{key}': the learner recomputes {what} from the stored "
+            f"observations, which a recurrent actor (actor.memory={c.actor.memory}) cannot do "
+            f"without its states; use actor.memory=none with {feature} (frame stacking gives "
+            f"the agent a short memory)")
+
+
 def _check_rnd(c: Config) -> list[str]:
     """RND's keys: an on-policy agent on GAE batches with a feedforward actor, sane values,
     and no rnd.* key set while RND is off (it would be ignored)."""
     r = c.rnd
     if not r.enabled:
-        defaults = type(r)()
-        unread = [key for key in vars(r) if getattr(r, key) != getattr(defaults, key)]
-        return [f"config key 'rnd.{unread[0]}' is read by RND only; set rnd.enabled=true, or "
-                f"drop the key"] if unread else []
+        return _unread("rnd", r, list(vars(r)), "RND", "set rnd.enabled=true")
     if c.algo.kind not in ("ppo", "a2c"):
         return [f"config key 'rnd.enabled': RND adds an intrinsic value head and advantages "
                 f"to an on-policy agent on GAE batches; algo.name={c.algo.name} is not one. "
                 f"Use algo.name=ppo or a2c (or a subclass of hpcrl.PPO / hpcrl.A2C)"]
     if c.actor.memory != "none":
-        return [f"config key 'rnd.enabled': RND's learner recomputes intrinsic values from "
-                f"the stored observations, which a recurrent actor (actor.memory="
-                f"{c.actor.memory}) cannot do without its states; use actor.memory=none "
-                f"with RND (frame stacking gives the agent a short memory)"]
+        return [_recomputed_from_observations(c, "rnd.enabled", "intrinsic values", "RND")]
     sizes = r.hidden_sizes
     checks = [_positive("rnd.int_coef", r.int_coef, strict=False),
               _positive("rnd.ext_coef", r.ext_coef, strict=False),
@@ -263,18 +276,15 @@ def _check_demos(c: Config) -> list[str]:
     moved still evaluates."""
     a = c.algo
     if not a.demos:
-        unread = [key for key in ("demos_fraction", "demos_own")
-                  if getattr(a, key) != getattr(type(a)(), key)]
-        return [f"config key 'algo.{unread[0]}' is read by PPO+D only; set algo.demos to a "
-                f"demonstration file, or drop the key"] if unread else []
+        return _unread("algo", a, ["demos_fraction", "demos_own"], "PPO+D",
+                       "set algo.demos to a demonstration file")
     if a.kind != "ppo":
         return [f"config key 'algo.demos': PPO+D replays demonstrations through PPO's "
                 f"clipped loss; algo.name={a.name} is not PPO. Use algo.name=ppo"]
     if c.actor.memory != "none":
-        return [f"config key 'algo.demos': the learner recomputes the replayed actions' "
-                f"log-probabilities from stored observations, which a recurrent actor "
-                f"(actor.memory={c.actor.memory}) cannot do without its states; use "
-                f"actor.memory=none with demonstrations"]
+        return [_recomputed_from_observations(c, "algo.demos",
+                                              "the replayed actions' log-probabilities",
+                                              "demonstrations")]
     problems = [_in_unit("algo.demos_fraction", a.demos_fraction, low_open=True),
                 _positive("algo.demos_own", a.demos_own, strict=False)]
     if a.demos_fraction >= 1:
