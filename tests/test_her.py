@@ -258,3 +258,15 @@ def test_another_goal_env_goes_on_top_of_the_her_recipe():
         obs = {key: np.zeros((4, dim), np.float32) for key in ("observation", "achieved_goal",
                                                                "desired_goal")}
         assert policy(obs).shape == (4, dim)
+
+
+def test_mpo_trains_on_a_hindsight_replay(tmp_path):
+    from quiet_training import train_quietly
+
+    trainer = train_quietly(tmp_path, [
+        "env.id=hpcrl.tasks:PointReach-v0", "algo.name=mpo", "replay.her_strategy=episode",
+        "replay.mpo_action_samples=4", "actor.hidden_sizes=[16]", "algo.num_steps=100",
+        "replay.batch_size=16", "replay.learning_starts=100", "train.total_env_steps=300"])
+    replay = trainer.placement.learner.replay
+    assert isinstance(replay, HerReplayBuffer) and replay.written[0] == 300
+    assert trainer.placement.learner.version == 200  # one gradient step per env step

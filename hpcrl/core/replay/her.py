@@ -88,6 +88,10 @@ class HerReplayBuffer(ReplayBuffer):
         """Rows each stream holds (its newest ``min(written, capacity // streams)`` steps)."""
         return np.minimum(self.written, self.per_stream)
 
+    def nbytes(self) -> int:
+        """Bytes this replay holds: the rows, and every row's episode bounds."""
+        return super().nbytes() + self.ep_first.nbytes + self.ep_last.nbytes
+
     # -- writing -----------------------------------------------------------------------------
     def add(self, chunk: Transitions) -> np.ndarray:
         """Append a chunk's rows to their streams (the chunk must carry ``env_ids`` and
