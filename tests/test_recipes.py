@@ -20,6 +20,7 @@ SAME_FAMILY = {
     "atari-dqn.yaml": "ALE/SpaceInvaders-v5", "minatar-ppo.yaml": "MinAtar/SpaceInvaders-v1",
     "mujoco-ppo.yaml": "Hopper-v5", "mujoco-sac.yaml": "Walker2d-v5",
     "mpo-pendulum.yaml": "Hopper-v5", "ppo-rnd.yaml": "MountainCar-v0",
+    "showcase-vizdoom.yaml": "VizdoomBasic-v1",
 }
 
 

@@ -46,6 +46,24 @@ class AtariConfig:
 
 
 @dataclass
+class VizdoomConfig:
+    """The ViZDoom chain of ``env.preset: vizdoom`` (Sample Factory's setup for its ViZDoom
+    results)."""
+
+    frame_skip: int = doc("Each action is repeated for this many game frames inside the "
+                          "engine (rewards summed; skipped frames are not rendered).", 4)
+    resolution: str = doc("Resolution the game renders at: 160x120, 200x150, 256x144, "
+                          "320x240 or 640x480.", "160x120")
+    width: int = doc("Width the screen is resized to.", 128)
+    height: int = doc("Height the screen is resized to.", 72)
+    frame_stack: int = doc("Screens stacked on the channel axis (1: none; a recurrent core "
+                           "remembers instead).", 1)
+    game_variables: bool = doc(
+        "Observe the scenario's game variables (health, ammo) beside the screen, as the "
+        "'gamevariables' key of a Dict observation (where the scenario has any).", True)
+
+
+@dataclass
 class EnvConfig:
     """Which environment is vectorised, and how."""
 
@@ -70,11 +88,14 @@ class EnvConfig:
         "Gymnasium wrappers of your own, applied in order to every env (training and "
         "evaluation) after env.preset's chain: 'module:Class' import paths, or "
         "{'module:Class': {keyword: value}} to pass arguments.", factory=list)
-    preset: Literal["none", "atari"] = doc(
+    preset: Literal["none", "atari", "vizdoom"] = doc(
         "Preprocessing chain: 'none' uses the env as gymnasium.make returns it; 'atari' "
         "applies the standard Atari chain of env.atari.* (an ALE id such as 'ALE/Pong-v5' or "
-        "'PongNoFrameskip-v4' is needed).", "none")
+        "'PongNoFrameskip-v4' is needed); 'vizdoom' the ViZDoom chain of env.vizdoom.* (a "
+        "ViZDoom id such as 'VizdoomHealthGathering-v1').", "none")
     atari: AtariConfig = doc("Steps of the Atari chain (env.preset=atari).", factory=AtariConfig)
+    vizdoom: VizdoomConfig = doc("Steps of the ViZDoom chain (env.preset=vizdoom).",
+                                 factory=VizdoomConfig)
     normalize_obs: bool = doc("Normalise observations by a running mean and variance that "
                               "travels with the weights and is saved in the policy.", False)
     normalize_reward: bool = doc("Scale rewards by the running std of the discounted return.",
@@ -103,6 +124,11 @@ class ActorConfig:
         "per key: 3-D keys this image encoder, the other keys (all keys under 'mlp') their "
         "values. actor.hidden_sizes are MLP layers after the encoder ([] for none).", "mlp")
     features: int = doc("Output width of the image encoders (their last linear layer).", 512)
+    encoder_init: Literal["default", "fixup"] = doc(
+        "Initialisation of the image encoder: 'default' (orthogonal with actor.ortho_init), "
+        "or 'fixup' for actor.encoder=impala_resnet: Fixup residual blocks (Zhang et al. "
+        "2019; the seed's IMPALA ResNet), scalar biases and multipliers, the second "
+        "convolution of each block zero so every block starts as the identity.", "default")
     network: str = doc(
         "Your own encoder as 'module:Class', in place of actor.encoder: called as "
         "Class(observation_space, **actor.network_kwargs), an nn.Module with an int attribute "

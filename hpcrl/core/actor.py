@@ -19,7 +19,7 @@ from hpcrl.config.rnd import RndConfig
 from hpcrl.config.schema import ActorConfig
 from hpcrl.contracts import make_network
 from hpcrl.core.distributions import make_distribution
-from hpcrl.core.encoders import make_encoder
+from hpcrl.core.encoders import make_encoder, reset_fixup
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.memory import MemoryCore
 from hpcrl.core.mlp_kernel import run_mlp, run_mlps
@@ -43,7 +43,8 @@ def _init_linear(module: nn.Module, gain: float) -> None:
     for layer in module.modules():
         if isinstance(layer, (nn.Linear, nn.Conv2d)):
             nn.init.orthogonal_(layer.weight, gain)
-            nn.init.zeros_(layer.bias)
+            if layer.bias is not None:  # (Fixup's convolutions have none)
+                nn.init.zeros_(layer.bias)
 
 
 class ActorCritic(nn.Module):
@@ -87,7 +88,8 @@ class ActorCritic(nn.Module):
                 return make_network(config.network, config.network_kwargs,
                                     spaces.observation_space)
             return make_encoder(config.encoder, self.obs_format, config.features,
-                                config.channels, compute_dtype(config.compute_dtype))
+                                config.channels, compute_dtype(config.compute_dtype),
+                                config.encoder_init)
 
         self.pi_encoder = encoder()
         features = self.pi_encoder.features
@@ -117,6 +119,7 @@ class ActorCritic(nn.Module):
                 _init_linear(part, math.sqrt(2))
             _init_linear(self.pi_head, 0.01)
             _init_linear(self.vf_head, 1.0)
+            reset_fixup(self)  # Fixup's residual blocks keep their own initial values
         self.rnd: Optional[RandomNetworkDistillation] = (
             RandomNetworkDistillation(self.obs_format, rnd) if self.value_heads == 2 else None)
 

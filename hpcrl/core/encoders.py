@@ -152,18 +152,68 @@ class _Residual(nn.Module):
         return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
 
 
+class FixupResidual(nn.Module):
+    """A residual block with Fixup initialisation (Zhang et al. 2019, "Fixup Initialization:
+    Residual Learning Without Normalization"), as the seed's IMPALA ResNet has it: scalar
+    biases before each convolution and activation, a scalar multiplier on the branch, the
+    convolutions without biases; the first convolution He-initialised and scaled by
+    ``blocks ** -0.5`` (two layers a branch), the second zero, so that every block starts as
+    the identity and the deep torso trains without normalisation layers."""
+
+    def __init__(self, channels: int, blocks: int) -> None:
+        super().__init__()
+        self.blocks = blocks
+        self.conv0 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bias = nn.Parameter(torch.zeros(4))
+        self.scale = nn.Parameter(torch.ones(1))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Fixup's initial values (also after the actor's orthogonal initialisation)."""
+        fan_in = self.conv0.in_channels * 9
+        with torch.no_grad():
+            self.conv0.weight.normal_(0.0, (2.0 / fan_in) ** 0.5 * self.blocks ** -0.5)
+            self.conv1.weight.zero_()
+            self.bias.zero_()
+            self.scale.fill_(1.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = self.bias.to(x.dtype)
+        out = self.conv0(torch.relu(x) + b[0])
+        out = self.conv1(torch.relu(out + b[1]) + b[2])
+        return x + out * self.scale.to(x.dtype) + b[3]
+
+
+def reset_fixup(module: nn.Module) -> None:
+    """Give every :class:`FixupResidual` in ``module`` its Fixup values again (an initialiser
+    that swept over all convolutions, such as the actor's orthogonal one, changed them)."""
+    for block in module.modules():
+        if isinstance(block, FixupResidual):
+            block.reset_parameters()
+
+
+ENCODER_INITS = ("default", "fixup")
+
+
 class ImpalaResNet(_ConvTorso):
-    """Espeholt et al. (2018)'s 16-32-32 residual torso, ending in ``features`` ReLU units."""
+    """Espeholt et al. (2018)'s 16-32-32 residual torso, ending in ``features`` ReLU units;
+    ``init="fixup"`` makes its residual blocks :class:`FixupResidual` ones."""
 
     def __init__(self, fmt: ObsFormat, features: int, channels: str = "auto",
                  compute_dtype: Optional[torch.dtype] = None,
-                 depths: tuple[int, ...] = (16, 32, 32)) -> None:
+                 depths: tuple[int, ...] = (16, 32, 32), init: str = "default") -> None:
         image = ImageInput(fmt, channels)
         layers: list[nn.Module] = []
         c = image.chw[0]
+        blocks = 2 * len(depths)
+
+        def residual(depth: int) -> nn.Module:
+            return FixupResidual(depth, blocks) if init == "fixup" else _Residual(depth)
+
         for depth in depths:
             layers += [nn.Conv2d(c, depth, 3, padding=1),
-                       nn.MaxPool2d(3, stride=2, padding=1), _Residual(depth), _Residual(depth)]
+                       nn.MaxPool2d(3, stride=2, padding=1), residual(depth), residual(depth)]
             c = depth
         layers += [nn.ReLU(), nn.Flatten()]
         super().__init__(image, nn.Sequential(*layers), features, "impala_resnet",
@@ -192,12 +242,12 @@ class DictEncoder(nn.Module):
     """One encoder per key of a ``Dict`` observation, features concatenated in key order."""
 
     def __init__(self, fmt: ObsFormat, name: str, features: int, channels: str,
-                 compute_dtype: Optional[torch.dtype] = None) -> None:
+                 compute_dtype: Optional[torch.dtype] = None, init: str = "default") -> None:
         super().__init__()
         self.fmt = fmt
         self.encoders = nn.ModuleList(
             make_encoder(name if sub.image else "mlp", sub, features, channels,
-                         compute_dtype if sub.image else None)
+                         compute_dtype if sub.image else None, init if sub.image else "default")
             for _, sub, _ in fmt.keys)
         self.features = sum(e.features for e in self.encoders)
 
@@ -208,10 +258,16 @@ class DictEncoder(nn.Module):
 
 
 def make_encoder(name: str, fmt: ObsFormat, features: int, channels: str = "auto",
-                 compute_dtype: Optional[torch.dtype] = None) -> nn.Module:
+                 compute_dtype: Optional[torch.dtype] = None, init: str = "default"
+                 ) -> nn.Module:
     """The encoder ``name`` for observations of ``fmt``; ``.features`` is its output width.
     ``compute_dtype`` (``actor.compute_dtype``, None for float32) is the format its image
-    torsos compute in; an encoder with none refuses one rather than ignore it."""
+    torsos compute in; an encoder with none refuses one rather than ignore it. ``init``
+    (``actor.encoder_init``): ``fixup`` gives the IMPALA ResNet Fixup residual blocks."""
+    if init == "fixup" and name != "impala_resnet":
+        raise ConfigError(f"config key 'actor.encoder_init' (fixup) initialises the residual "
+                          f"blocks of actor.encoder=impala_resnet, and {name} has none; set "
+                          f"actor.encoder=impala_resnet or actor.encoder_init=default")
     images = fmt.image or any(sub.image for _, sub, _ in fmt.keys)
     if name != "mlp" and not images:
         raise ConfigError(f"config key 'actor.encoder' ({name}) takes image observations "
@@ -223,11 +279,11 @@ def make_encoder(name: str, fmt: ObsFormat, features: int, channels: str = "auto
                           f"{fmt.shape}) go through none with actor.encoder=mlp; set "
                           f"actor.compute_dtype=float32")
     if fmt.packed and name != "mlp":
-        return DictEncoder(fmt, name, features, channels, compute_dtype)
+        return DictEncoder(fmt, name, features, channels, compute_dtype, init)
     if name == "mlp":
         return FormatEncoder(fmt)
     if name == "nature_cnn":
         return NatureCNN(fmt, features, channels, compute_dtype)
     if name == "impala_resnet":
-        return ImpalaResNet(fmt, features, channels, compute_dtype)
+        return ImpalaResNet(fmt, features, channels, compute_dtype, init=init)
     raise ValueError(f"unknown encoder {name!r}; use one of {ENCODERS}")

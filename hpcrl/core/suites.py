@@ -18,6 +18,7 @@ from hpcrl.errors import ConfigError, ExplainedError
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.atari import LIFE_LOST, atari_env
 from hpcrl.core.env_noise import quiet_mujoco
+from hpcrl.core.vizdoom import VIZDOOM_INSTALL, is_vizdoom, vizdoom_env, vizdoom_problem
 from hpcrl.plugins import CONTRACTS, PluginError, component_factory, failure
 
 WRAPPER_CALL = "Class(env, **kwargs)"
@@ -46,10 +47,16 @@ def _register_minatar() -> None:
         minatar.gym.register_envs()
 
 
+def _register_vizdoom() -> None:
+    import vizdoom.gymnasium_wrapper  # noqa: F401  (registers the Vizdoom... ids)
+
+
 def _suite_of(env_id: str) -> Optional[tuple[str, Callable[[], None], str, bool]]:
     """(name, registration, install command, sure) of the suite ``env_id`` belongs to."""
     if env_id.startswith("MinAtar/"):
         return "MinAtar", _register_minatar, MINATAR_INSTALL, True
+    if is_vizdoom(env_id):
+        return "ViZDoom", _register_vizdoom, VIZDOOM_INSTALL, True
     if _ATARI_ID.search(env_id):
         return "Atari", _register_atari, ATARI_INSTALL, True
     if _MAYBE_ATARI_ID.search(env_id):
@@ -107,8 +114,12 @@ def make_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
     if is_mujoco(config.id):
         quiet_mujoco()
     try:
-        env = atari_env(config, whole_games) if config.preset == "atari" else gym.make(
-            config.id, **config.kwargs)
+        if config.preset == "atari":
+            env = atari_env(config, whole_games)
+        elif config.preset == "vizdoom":
+            env = vizdoom_env(config)
+        else:
+            env = gym.make(config.id, **config.kwargs)
     except TypeError as err:
         if not config.kwargs:
             raise
@@ -166,6 +177,11 @@ def apply_wrappers(env: gym.Env, config: EnvConfig) -> gym.Env:
 def preset_problem(config: EnvConfig) -> Optional[str]:
     """Why ``config.preset`` cannot be applied to ``config.id`` (with the fix), or None.
     Call after :func:`register_suite`."""
+    if config.preset != "vizdoom" and config.vizdoom != type(config.vizdoom)():
+        return ("config keys 'env.vizdoom.*' are read by the vizdoom preprocessing chain "
+                "only; set env.preset=vizdoom, or drop the env.vizdoom keys")
+    if config.preset == "vizdoom":
+        return vizdoom_problem(config)
     if config.preset != "atari":
         if config.atari != type(config.atari)():  # keys that only the atari chain reads
             return ("config keys 'env.atari.*' are read by the atari preprocessing chain only; "

@@ -22,17 +22,23 @@ COMMON = ["train.tensorboard=false", "train.eval_episodes=0", "algo.num_epochs=2
 
 @pytest.mark.timeout(180)
 @pytest.mark.parallel(2)
-def test_two_gradient_ranks_with_a_resnet_reach_the_weights_of_one():
+@pytest.mark.parametrize("agent", [[], ["actor.memory=gru", "actor.memory_size=32",
+                                        "actor.encoder_init=fixup"]],
+                         ids=["resnet", "fixup-resnet-gru"])
+def test_two_gradient_ranks_with_a_resnet_reach_the_weights_of_one(agent):
+    """Also the showcase's actor (Fixup ResNet + GRU): the GRU's state carried across
+    rollouts and stored at each sequence's start, sequences drawn over the global envs."""
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     run_dir = shared_dir(comm)
-    sets = COMMON + MINATAR + ["scheme.preset=ddppo", "env.num_envs=4", "scheme.allreduce=mpi"]
+    sets = COMMON + MINATAR + agent + ["scheme.preset=ddppo", "env.num_envs=4",
+                                       "scheme.allreduce=mpi"]
     role = train_mpi(from_dict({}, sets), run_dir / "mpi").ranked
     mine = params_to_flat(role.actor)
     everyone = comm.allgather(mine)
     assert all(torch.equal(everyone[0], w) for w in everyone)
     if comm.rank == 0:
-        trainer = Trainer(from_dict({}, COMMON + MINATAR + ["env.num_envs=8"]),
+        trainer = Trainer(from_dict({}, COMMON + MINATAR + agent + ["env.num_envs=8"]),
                           RunDir(run_dir / "serial"), console=None)
         trainer.train()
         reference = params_to_flat(trainer.placement.master_actor)

@@ -1,0 +1,105 @@
+"""ViZDoom through env.preset=vizdoom (Sample Factory's chain), and the IMPALA ResNet's Fixup
+initialisation the showcase agent uses."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from hpcrl.build import env_spaces, make_actor, rollout_layout
+from hpcrl.config import from_dict
+from hpcrl.config.loader import load_config
+from hpcrl.core.encoders import FixupResidual
+from hpcrl.core.envs import make_vector_env
+from hpcrl.core.suites import make_env
+from hpcrl.errors import ConfigError
+from hpcrl.roles.collector import Collector
+
+pytest.importorskip("vizdoom")
+
+DOOM = ["env.id=VizdoomHealthGathering-v1", "env.preset=vizdoom"]
+SHOWCASE_ACTOR = ["actor.encoder=impala_resnet", "actor.encoder_init=fixup",
+                  "actor.features=64", "actor.memory=gru", "actor.memory_size=32",
+                  "actor.hidden_sizes=[]", "actor.shared_trunk=true"]
+
+
+def test_the_chain_renders_small_skips_frames_and_keeps_game_variables_beside_the_screen():
+    cfg = from_dict({}, DOOM + ["env.vizdoom.frame_stack=3"])
+    env = make_env(cfg.env)
+    obs, _ = env.reset(seed=0)
+    assert set(obs) == {"screen", "gamevariables"}
+    assert obs["screen"].shape == (72, 128, 9) and obs["screen"].dtype == np.uint8
+    # a fresh episode stacks its first screen three times
+    np.testing.assert_array_equal(obs["screen"][..., :3], obs["screen"][..., 6:])
+    assert 0 < obs["gamevariables"][0] <= 100  # health (the acid floor has bitten already)
+    assert env.unwrapped.frame_skip == 4
+    before = obs["screen"]
+    obs, *_ = env.step(0)
+    np.testing.assert_array_equal(obs["screen"][..., :6], before[..., 3:])  # shifted by one
+    env.close()
+
+
+def test_a_scenario_dict_keeps_its_image_uint8_in_rollouts():
+    """The screen travels as one byte a pixel (the Dict as packed bytes), the variables as
+    float32 inside the same row."""
+    cfg = from_dict({}, DOOM + SHOWCASE_ACTOR + ["env.num_envs=2", "algo.num_steps=4",
+                                                 "algo.minibatch_size=8"])
+    spaces = env_spaces(cfg)
+    assert spaces.obs_format.dtype == "uint8"
+    layout = rollout_layout(cfg, spaces, 2)
+    actor = make_actor(cfg, spaces)
+    envs = make_vector_env(cfg.env, 2)
+    collector = Collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed)
+    rollout = collector.collect(layout.new())
+    assert rollout.obs.dtype == np.uint8
+    keys = spaces.obs_format.unpack_numpy(rollout.obs.reshape((-1,) + spaces.obs_shape))
+    assert keys["screen"].dtype == np.uint8 and keys["screen"].shape[1:] == (72, 128, 3)
+    assert keys["gamevariables"].dtype == np.float32
+    assert (keys["gamevariables"] > 0).all()  # health, read back from the bytes
+    envs.close()
+
+
+def test_fixup_blocks_start_as_the_identity_and_survive_the_orthogonal_init():
+    cfg = from_dict({}, DOOM + SHOWCASE_ACTOR)
+    actor = make_actor(cfg, env_spaces(cfg))
+    blocks = [m for m in actor.modules() if isinstance(m, FixupResidual)]
+    assert len(blocks) == 6
+    x = torch.randn(2, 16, 9, 16)
+    torch.testing.assert_close(blocks[0](x), x)
+    for block in blocks:
+        assert not block.conv1.weight.any() and block.conv0.bias is None
+        std = block.conv0.weight.std().item()
+        fan_in = block.conv0.in_channels * 9
+        assert std == pytest.approx((2 / fan_in) ** 0.5 / 6 ** 0.5, rel=0.15)
+    # one gradient step moves the zero convolutions: they learn
+    out = actor.pi_encoder(torch.zeros((2,) + actor.obs_shape, dtype=torch.uint8) + 7)
+    out.sum().backward()
+    assert blocks[-1].conv1.weight.grad.abs().sum() > 0
+
+
+def test_vizdoom_keys_are_refused_where_they_cannot_apply():
+    with pytest.raises(ConfigError, match="not one"):
+        env_spaces(from_dict({}, ["env.preset=vizdoom"]))  # CartPole
+    with pytest.raises(ConfigError, match="env.preset=vizdoom"):
+        env_spaces(from_dict({}, ["env.vizdoom.frame_skip=2", "env.id=VizdoomBasic-v1"]))
+    with pytest.raises(ConfigError, match="resolution"):
+        env_spaces(from_dict({}, DOOM + ["env.vizdoom.resolution=100x100"]))
+    with pytest.raises(ConfigError, match="env.kwargs.frame_skip"):
+        env_spaces(from_dict({}, DOOM + ["env.kwargs.frame_skip=3"]))
+    with pytest.raises(ConfigError, match="encoder_init"):
+        make_actor(*(lambda c: (c, env_spaces(c)))(from_dict({}, DOOM + [
+            "actor.encoder=nature_cnn", "actor.encoder_init=fixup"])))
+
+
+def test_the_showcase_recipe_is_the_seeds_agent_at_the_seeds_layout():
+    from hpcrl.scheme.topology import required_world_size
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / "examples" / "showcase-vizdoom.yaml")
+    assert required_world_size(cfg.scheme) == 10
+    assert (cfg.actor.encoder, cfg.actor.encoder_init, cfg.actor.memory,
+            cfg.actor.memory_size) == ("impala_resnet", "fixup", "gru", 256)
+    assert (cfg.scheme.gradient_workers, cfg.scheme.collectors_per_worker,
+            cfg.scheme.collection, cfg.scheme.gradients) == (2, 4, "async", "sync")
+    assert (cfg.env.vizdoom.frame_skip, cfg.env.vizdoom.frame_stack) == (2, 4)
