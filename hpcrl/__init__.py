@@ -23,7 +23,7 @@ _LAZY = {"make_config": "hpcrl.api", "train": "hpcrl.api", "resume": "hpcrl.api"
          "Network": "hpcrl.contracts"}
 
 
-def load_policy(path: Any, device: Any = "cpu", best: bool = False) -> "ActorCritic":
+def load_policy(path: Any, device: Any = "cpu", best: bool = False) -> ActorCritic:
     """The trained actor of a run directory or checkpoint; ``best=True``: the one that
     scored best in the evaluations during training (see :mod:`hpcrl.policy`)."""
     from hpcrl.policy import load_policy as _load

@@ -27,9 +27,10 @@ component's module raises :class:`~hpcrl.scripts.TrainingDuringImport` instead o
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Mapping, Optional, Sequence
+from typing import IO, Any
 
 from hpcrl.config.loader import load_config, resolve
 from hpcrl.config.schema import Config
@@ -52,7 +53,7 @@ class TrainResult:
     ``preempted``). ``world_size`` is the number of MPI ranks of the job (1 in serial)."""
 
     run_dir: Path
-    evaluation: Optional[dict[str, Any]]
+    evaluation: dict[str, Any] | None
     preempted: bool
     world_size: int = 1
     is_leader: bool = True
@@ -89,7 +90,7 @@ def make_config(config: Config | Mapping[str, Any] | str | Path | None = None,
 
 def train(config: Config | Mapping[str, Any] | str | Path | None = None, *,
           sets: Sequence[str] = (), run_dir: str | Path | None = None,
-          console: Optional[IO[str]] | str = "stderr") -> TrainResult:
+          console: IO[str] | None | str = "stderr") -> TrainResult:
     """Train a fresh run of ``config`` (see :func:`make_config`) in ``run_dir`` (default
     ``runs/<algo>-<env>-<time>``), serially or, started under ``mpiexec``/``srun``, as this
     rank's part of the scheme; progress goes to ``console`` (the process's stderr by default;
@@ -101,7 +102,7 @@ def train(config: Config | Mapping[str, Any] | str | Path | None = None, *,
 
 
 def resume(run_dir: str | Path, *, sets: Sequence[str] = (),
-           console: Optional[IO[str]] | str = "stderr") -> TrainResult:
+           console: IO[str] | None | str = "stderr") -> TrainResult:
     """Continue the run in ``run_dir`` from its last checkpoint (only ``train.*`` keys may
     change through ``sets``); refused like :func:`train` while a component's module is being
     imported. A run that already trained its budget and was evaluated trains and evaluates
@@ -115,7 +116,7 @@ def resume(run_dir: str | Path, *, sets: Sequence[str] = (),
     return done if done is not None else _run(cfg, run.path, True, _stream(console))
 
 
-def _complete(run: RunDir, cfg: Config, console: Optional[IO[str]]) -> Optional[TrainResult]:
+def _complete(run: RunDir, cfg: Config, console: IO[str] | None) -> TrainResult | None:
     """The result of a run that has nothing left to do under ``cfg`` (it is finished and
     its checkpoint reached ``train.total_env_steps``: progress rows may run ahead of a
     checkpoint that could not be written), said on the console; else None."""
@@ -141,13 +142,13 @@ def _complete(run: RunDir, cfg: Config, console: Optional[IO[str]]) -> Optional[
     return TrainResult(run.path, evaluation, False, launched_size(), leader)
 
 
-def _stream(console: Optional[IO[str]] | str) -> Optional[IO[str]]:
+def _stream(console: IO[str] | None | str) -> IO[str] | None:
     """``"stderr"``: the process's stderr as it is now (a test runner may have replaced it)."""
     return sys.stderr if console == "stderr" else console  # type: ignore[return-value]
 
 
-def _run(cfg: Config, run_dir: Optional[Path], resume: bool,
-         console: Optional[IO[str]]) -> TrainResult:
+def _run(cfg: Config, run_dir: Path | None, resume: bool,
+         console: IO[str] | None) -> TrainResult:
     from hpcrl.placement.mpi.job import wants_mpi
     from hpcrl.runtime.run_dir import default_run_dir
     from hpcrl.training import Trainer
@@ -166,8 +167,8 @@ def _run(cfg: Config, run_dir: Optional[Path], resume: bool,
     return TrainResult(run.path, evaluation, trainer.preempted)
 
 
-def _run_mpi(cfg: Config, run_dir: Optional[Path], resume: bool,
-             console: Optional[IO[str]]) -> TrainResult:
+def _run_mpi(cfg: Config, run_dir: Path | None, resume: bool,
+             console: IO[str] | None) -> TrainResult:
     """This rank's part of an MPI job; MPI is finalised when it ends (as the CLI does)."""
     from hpcrl.comm import finalize_mpi
     from hpcrl.placement.mpi import train_mpi

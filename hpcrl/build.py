@@ -1,7 +1,7 @@
 """Assemble an agent's components from a config: the one place that knows every class."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -14,9 +14,9 @@ from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.config.validate import sequence_length
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, probe_spaces
-from hpcrl.core.obs_format import format_from_record
 from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.memory import memory_state_size
+from hpcrl.core.obs_format import format_from_record
 from hpcrl.core.rollout import RolloutLayout
 from hpcrl.core.storage import RolloutStorage
 from hpcrl.core.vtrace_storage import VTraceStorage
@@ -80,7 +80,7 @@ def env_spaces(config: Config) -> EnvSpaces:
 
 # -- the policy part of a checkpoint: enough to rebuild the actor without the env ----------
 def policy_record(config: Config, spaces: EnvSpaces, actor: ActorCritic,
-                  config_dict: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+                  config_dict: dict[str, Any] | None = None) -> dict[str, Any]:
     """The actor's weights with what rebuilds it (config, observation and action spaces).
 
     ``config_dict``: ``config`` as plain dicts, when the caller keeps one. A run writes a

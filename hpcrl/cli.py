@@ -6,7 +6,6 @@ import gc
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import click
 
@@ -35,8 +34,8 @@ def main() -> None:
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False, exists=True),
               help="Continue the run in this directory from its last checkpoint.")
 @refusing
-def train(config: Optional[str], overrides: tuple[str, ...], run_dir: Optional[str],
-          resume_dir: Optional[str]) -> None:
+def train(config: str | None, overrides: tuple[str, ...], run_dir: str | None,
+          resume_dir: str | None) -> None:
     """Train an agent. Without CONFIG, trains PPO on CartPole-v1 (the embedded default)."""
     from hpcrl import api
 
@@ -88,9 +87,9 @@ def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True) -> None:
                    "(default: the run's train.eval_max_episode_steps: the env's own time "
                    "limit, or 27,000 steps for an env without one).")
 @refusing
-def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
-                 as_json: bool, device: str, video: Optional[str], record_path: Optional[str],
-                 best: bool, max_episode_steps: Optional[int]) -> None:
+def eval_command(run_dir: str, episodes: int | None, seed: int | None,
+                 as_json: bool, device: str, video: str | None, record_path: str | None,
+                 best: bool, max_episode_steps: int | None) -> None:
     """Run the trained policy of RUN_DIR (or a checkpoint file) deterministically."""
     from dataclasses import replace
 
@@ -131,7 +130,7 @@ def eval_command(run_dir: str, episodes: Optional[int], seed: Optional[int],
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for scripts).")
 @refusing
-def plan(config_path: Optional[str], overrides: tuple[str, ...], as_json: bool) -> None:
+def plan(config_path: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """Print the rank table of the config's scheme and the world size it needs."""
     from hpcrl.scheme.plan import plan_json, plan_text
 
@@ -149,7 +148,7 @@ def config() -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--docs", is_flag=True, help="Print every key with its documentation instead.")
 @refusing
-def config_show(config_path: Optional[str], overrides: tuple[str, ...], docs: bool) -> None:
+def config_show(config_path: str | None, overrides: tuple[str, ...], docs: bool) -> None:
     """Print the resolved config (defaults < CONFIG_PATH < --set) as YAML; keys that take
     the chosen algorithm's defaults, or a preset's agent, are marked."""
     from hpcrl.config.docs import annotated_yaml, describe

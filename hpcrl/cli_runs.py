@@ -5,14 +5,22 @@ import csv
 import json
 import shutil
 import sys
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import click
 
 from hpcrl.cli_refusals import refusing
-
-from hpcrl.runs_table import (RunSummary, differences, find_runs, flat_config, group, mean_std,
-                               summarize, telling_keys)
+from hpcrl.runs_table import (
+    RunSummary,
+    differences,
+    find_runs,
+    flat_config,
+    group,
+    mean_std,
+    summarize,
+    telling_keys,
+)
 from hpcrl.text_table import ELLIPSIS, fit, render
 
 MIN_RUN_WIDTH = 20  # a run directory is cut in its middle to this before a telling key goes
@@ -21,7 +29,7 @@ PATHS = click.argument("paths", nargs=-1, required=True,
                        type=click.Path(exists=True, file_okay=False))
 
 
-def _fmt(value: Optional[float], digits: int = 1) -> str:
+def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
@@ -73,7 +81,7 @@ def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool, wide: bool
     lines = [[str(r.path), *[str(rec[k]) for k in keys], f"{r.env_steps:,}",
               _fmt(r.wall_time_s, 0), _fmt(r.last_return), _fmt(r.eval_return),
               *([_fmt(r.best_eval_return)] if best else []), r.state]
-             for r, rec in zip([r for _, m in groups for r in m], records)]
+             for r, rec in zip([r for _, m in groups for r in m], records, strict=True)]
     columns = range(1, len(keys) + 1)  # the key columns, telling keys first
     shown, left_out = _fitted(header, lines, width, drop=columns[len(telling):][::-1],
                               then_drop=[header.index("wall s"), *columns[:len(telling)][::-1]])
@@ -99,7 +107,7 @@ def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool, wide: bool
                                      width)[0]))
 
 
-def _fitted(header: list[str], rows: list[list[str]], width: Optional[int],
+def _fitted(header: list[str], rows: list[list[str]], width: int | None,
             drop: Sequence[int] = (), then_drop: Sequence[int] = ()
             ) -> tuple[list[str], list[int]]:
     """The table's lines no longer than ``width`` (all of it when None) and the columns left

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import click
 
@@ -41,8 +42,8 @@ def default_sweep_dir() -> Path:
     return path
 
 
-def load_sweep(config: Optional[str], sets: tuple[str, ...], grid: tuple[str, ...],
-               seeds: Optional[str], run_dir: Optional[str], resume_dir: Optional[str]) -> Any:
+def load_sweep(config: str | None, sets: tuple[str, ...], grid: tuple[str, ...],
+               seeds: str | None, run_dir: str | None, resume_dir: str | None) -> Any:
     """The sweep to run: the one in ``--resume``'s directory, or the one the options
     describe (started, or continued when ``--run-dir`` holds the same sweep)."""
     from hpcrl.sweep import new_sweep, resume_sweep, start_sweep
@@ -69,9 +70,9 @@ def load_sweep(config: Optional[str], sets: tuple[str, ...], grid: tuple[str, ..
               "'mpirun --oversubscribe' (-n N is added; default: the mpiexec beside this "
               "Python, or what the sweep's sweep.yaml recorded when it goes on).")
 @refusing
-def sweep_command(config: Optional[str], seeds: Optional[str], grid: tuple[str, ...],
-                  resume_dir: Optional[str], sets: tuple[str, ...], run_dir: Optional[str],
-                  jobs: Optional[int], launch: Optional[str]) -> None:
+def sweep_command(config: str | None, seeds: str | None, grid: tuple[str, ...],
+                  resume_dir: str | None, sets: tuple[str, ...], run_dir: str | None,
+                  jobs: int | None, launch: str | None) -> None:
     """Train CONFIG (default: the embedded one) over --seeds and a --grid of values, each
     point in its own run directory under the sweep directory, JOBS at a time.
 

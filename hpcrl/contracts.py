@@ -23,7 +23,8 @@ config (``module:Name``) is checked against them before any rank starts work:
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional, Protocol, Sequence, runtime_checkable
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -60,12 +61,12 @@ class Actor(Protocol):
         """Zeros ``[batch, state_size]``: the recurrent state at an episode's start."""
         ...
 
-    def step(self, obs: torch.Tensor, noise: torch.Tensor, state: Optional[torch.Tensor] = None
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    def step(self, obs: torch.Tensor, noise: torch.Tensor, state: torch.Tensor | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Actions sampled with ``noise``, their log-probs, values, and the next state."""
         ...
 
-    def value(self, obs: torch.Tensor, state: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def value(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
         """Values ``[B]``."""
         ...
 
@@ -112,7 +113,7 @@ def network_factory(path: str) -> Any:
                              "and forward(obs) -> [B, features]", NETWORK_CALL)
 
 
-def make_network(path: str, kwargs: dict[str, Any], space: Optional[gym.Space]) -> nn.Module:
+def make_network(path: str, kwargs: dict[str, Any], space: gym.Space | None) -> nn.Module:
     """The network at ``path`` built for ``space`` and checked against :class:`Network`:
     a module, an int ``features``, and ``[2, features]`` float features for a batch of
     two observations. Its constructor's own error is refused naming the class."""

@@ -17,7 +17,7 @@ An episode ends at the row where ``terminated | truncated``; every file ends wit
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -48,12 +48,12 @@ class DemoRecorder:
         self.steps[episode].append((obs, np.asarray(action), float(reward), bool(terminated),
                                     bool(truncated)))
 
-    def write(self, path: Union[str, Path]) -> int:
+    def write(self, path: str | Path) -> int:
         """Write the file (its directory made if need be); returns the rows written."""
         rows = [step for episode in self.steps for step in episode]
         if not rows:
             raise ValueError("no steps were recorded: nothing to write")
-        obs, actions, rewards, terminated, truncated = zip(*rows)
+        obs, actions, rewards, terminated, truncated = zip(*rows, strict=True)
         arrays = _obs_arrays(list(obs))
         arrays.update(actions=np.stack(actions), rewards=np.asarray(rewards, np.float32),
                       terminated=np.asarray(terminated, bool),
@@ -63,7 +63,7 @@ class DemoRecorder:
         return len(rows)
 
 
-def read_demos(path: Union[str, Path]) -> dict[str, np.ndarray]:
+def read_demos(path: str | Path) -> dict[str, np.ndarray]:
     """A demonstration file's arrays; ValueError naming what is wrong with one that does not
     follow the format (a missing array, rows of different counts, an unfinished episode)."""
     with np.load(Path(path)) as data:

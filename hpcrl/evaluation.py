@@ -7,8 +7,9 @@ host, and each action comes back to it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import IO, Any, Callable, Optional
+from typing import IO, Any
 
 import gymnasium as gym
 import numpy as np
@@ -73,7 +74,7 @@ class _Progress:
     """Progress lines of a long evaluation on ``console``: one every
     :data:`PROGRESS_EVERY_S` seconds, none for an evaluation that ends sooner."""
 
-    def __init__(self, console: Optional[IO[str]], episodes: int) -> None:
+    def __init__(self, console: IO[str] | None, episodes: int) -> None:
         self.console, self.episodes = console, episodes
         self.start = self.last = time.monotonic()
 
@@ -91,9 +92,9 @@ StepHook = Callable[[int, Any, Any, float, bool, bool], None]
 
 def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
                  seed: int | None = None,
-                 on_frame: Optional[Callable[[gym.Env], None]] = None,
-                 console: Optional[IO[str]] = None,
-                 on_step: Optional[StepHook] = None) -> Episodes:
+                 on_frame: Callable[[gym.Env], None] | None = None,
+                 console: IO[str] | None = None,
+                 on_step: StepHook | None = None) -> Episodes:
     """``episodes`` episodes taking the actor's most likely actions.
 
     Episode ``i`` is played from ``reset(seed=base + i)`` whatever else runs, so the returns
@@ -151,7 +152,7 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
                     out, new = actor(batch, states[index])
                     states[index] = new
                     actions = out.cpu().numpy()
-            for slot, action in zip(slots, actions):
+            for slot, action in zip(slots, actions, strict=True):
                 episode, seen = playing[slot]
                 env_action = _env_action(action, space)
                 obs, reward, terminated, truncated_here, info = envs[slot].step(env_action)
@@ -181,9 +182,9 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
 
 def evaluate(actor: torch.nn.Module, config: Config, episodes: int,
              seed: int | None = None,
-             on_frame: Optional[Callable[[gym.Env], None]] = None,
-             console: Optional[IO[str]] = None,
-             on_step: Optional[StepHook] = None) -> dict[str, Any]:
+             on_frame: Callable[[gym.Env], None] | None = None,
+             console: IO[str] | None = None,
+             on_step: StepHook | None = None) -> dict[str, Any]:
     """``{"mean_return", "std_return", "episodes", "returns", "truncated",
     "max_episode_steps"}`` over deterministic episodes (``truncated``: how many were cut at
     ``max_episode_steps``; ``on_frame``, ``console``, ``on_step``: see

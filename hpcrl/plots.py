@@ -14,8 +14,9 @@ matplotlib draws off-screen (the Agg canvas, no pyplot), so a headless node make
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -85,7 +86,7 @@ def style(i: int) -> dict[str, str]:
 
 
 def figure(paths: Iterable[str | Path], x: str = "env_steps", scheme: bool = False
-           ) -> tuple["Figure", int]:
+           ) -> tuple[Figure, int]:
     """The figure of the runs at or below ``paths``, sized and laid out as it is saved, and
     the number of curves drawn."""
     if x not in X_AXES:
@@ -102,7 +103,7 @@ def figure(paths: Iterable[str | Path], x: str = "env_steps", scheme: bool = Fal
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(envs), columns, squeeze=False)
     drawn, legends = 0, []
-    for row, (env_id, runs) in zip(axes, envs):
+    for row, (env_id, runs) in zip(axes, envs, strict=True):
         groups = group(runs)
         drawn += _curves(row[0], groups, x)
         row[0].set_title(f"{env_id} ({len(runs)} run{'s' if len(runs) > 1 else ''})",
@@ -125,7 +126,7 @@ def plot(paths: Iterable[str | Path], out: str | Path, x: str = "env_steps",
     return drawn
 
 
-def _curves(ax: "Axes", groups: list[tuple[str, list[RunSummary]]], x: str) -> int:
+def _curves(ax: Axes, groups: list[tuple[str, list[RunSummary]]], x: str) -> int:
     """One env's curves, in the :func:`style` of each group; a group with no finished
     episode yet keeps its legend entry, saying so."""
     drawn = 0
@@ -147,7 +148,7 @@ def _curves(ax: "Axes", groups: list[tuple[str, list[RunSummary]]], x: str) -> i
     return drawn
 
 
-def _size_for(fig: "Figure", legends: list["Legend"], columns: int) -> None:
+def _size_for(fig: Figure, legends: list[Legend], columns: int) -> None:
     """Make the figure the panels' size plus room for the widest legend beside them, each
     row at least as tall as its legend (and title and axis labels), so constrained layout
     never has to squeeze."""
@@ -164,7 +165,7 @@ def _finite_mean(values: np.ndarray) -> float:
     return float(finite.mean()) if finite.size else float("nan")
 
 
-def _scheme_panels(time_ax: "Axes", lag_ax: "Axes",
+def _scheme_panels(time_ax: Axes, lag_ax: Axes,
                    groups: list[tuple[str, list[RunSummary]]]) -> None:
     """Mean seconds per update in each phase (one bar per group) and the policy lag, in the
     groups' colours; a phase a scheme does not have (no wait in a serial run) has no bar."""

@@ -18,13 +18,21 @@ import inspect
 import sys
 import sysconfig
 import traceback
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from hpcrl.errors import ExplainedError
-from hpcrl.scripts import (FIX, TrainingDuringImport, importing, main_module,
-                           main_module_name, source_file, training_call)
+from hpcrl.scripts import (
+    FIX,
+    TrainingDuringImport,
+    importing,
+    main_module,
+    main_module_name,
+    source_file,
+    training_call,
+)
 
 CONTRACTS = "the contracts in hpcrl/contracts.py (README: Writing your own components)"
 

@@ -37,8 +37,8 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, terminated: torch.Tensor,
     """
     if not (rewards.shape == values.shape == terminated.shape == truncated.shape
             == next_values.shape) or rewards.dim() != 2:
-        raise ValueError("gae expects [T, N] tensors of one shape; got "
-                         f"{[tuple(t.shape) for t in (rewards, values, terminated, truncated, next_values)]}")
+        shapes = [tuple(t.shape) for t in (rewards, values, terminated, truncated, next_values)]
+        raise ValueError(f"gae expects [T, N] tensors of one shape; got {shapes}")
     dtype = values.dtype
     term = terminated.to(dtype)
     cut = 1.0 - torch.maximum(term, truncated.to(dtype))

@@ -14,9 +14,10 @@ import json
 import math
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 import yaml
 
@@ -35,11 +36,11 @@ class RunSummary:
     env_steps: int
     total_env_steps: int
     wall_time_s: float
-    last_return: Optional[float]
-    eval_return: Optional[float]
+    last_return: float | None
+    eval_return: float | None
     state: str  # running, finished, preempted or failed
     rows: list[dict[str, str]] = field(default_factory=list, repr=False)
-    best_eval_return: Optional[float] = None  # the best row of eval.csv (train.eval_every)
+    best_eval_return: float | None = None  # the best row of eval.csv (train.eval_every)
 
     @property
     def seed(self) -> int:
@@ -66,7 +67,7 @@ def find_runs(paths: Iterable[str | Path]) -> list[Path]:
     return sorted(dict.fromkeys(found))
 
 
-def _number(text: Optional[str]) -> Optional[float]:
+def _number(text: str | None) -> float | None:
     try:
         value = float(text) if text not in (None, "") else None
     except ValueError:
@@ -103,7 +104,7 @@ def summarize(path: Path) -> RunSummary:
                       _state(run, env_steps, total), rows, _best_evaluation(run))
 
 
-def _best_evaluation(run: RunDir) -> Optional[float]:
+def _best_evaluation(run: RunDir) -> float | None:
     """The best mean return in the run's ``eval.csv``, None without one."""
     if not run.eval_curve_path.is_file():
         return None
@@ -194,7 +195,7 @@ def group(runs: list[RunSummary]) -> list[tuple[str, list[RunSummary]]]:
     return list(groups.items())
 
 
-def mean_std(values: list[Optional[float]]) -> tuple[Optional[float], Optional[float]]:
+def mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
     """Mean and (population) std of the values that are there."""
     there = [v for v in values if v is not None]
     if not there:

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator, Optional
 
 from hpcrl.errors import ExplainedError
 
@@ -56,7 +56,7 @@ class TrainingDuringImport(ExplainedError):
 _IMPORTING: list[str] = []  # the component modules this process is importing, innermost last
 
 
-def main_module_name() -> Optional[str]:
+def main_module_name() -> str | None:
     """The name other processes import the running script by: its ``-m`` name, else its
     file's stem; None in an interactive session (no file)."""
     main = sys.modules.get("__main__")
@@ -67,7 +67,7 @@ def main_module_name() -> Optional[str]:
     return None if script is None else Path(script).stem
 
 
-def main_module(name: str) -> Optional[ModuleType]:
+def main_module(name: str) -> ModuleType | None:
     """``__main__``, when ``name`` is the running script's module name and no module of that
     name has been imported besides: the script, which must not be imported (run) again."""
     if name in sys.modules or name != main_module_name():
@@ -92,7 +92,7 @@ def refuse_training_during_import(entry: str) -> None:
         raise TrainingDuringImport(_IMPORTING[-1], entry)
 
 
-def source_file(module: str) -> Optional[Path]:
+def source_file(module: str) -> Path | None:
     """The Python source file that importing ``module`` would run, found without running it
     (its parent packages are imported); None when there is none to read (not found, a
     compiled or namespace module): the import itself then says what is wrong."""
@@ -108,7 +108,7 @@ def source_file(module: str) -> Optional[Path]:
     return Path(origin)
 
 
-def training_call(path: Path) -> Optional[tuple[int, str]]:
+def training_call(path: Path) -> tuple[int, str] | None:
     """Where importing the file at ``path`` would train: the line of the first statement run
     at import (outside ``if __name__ == "__main__":``) that calls ``hpcrl.train`` or
     ``hpcrl.resume``, directly or through functions of the file, and what it calls; None when
@@ -177,7 +177,7 @@ class _CallFinder:
                     elif alias.name == "api":
                         self.modules[alias.asname or "api"] = "hpcrl.api"
 
-    def called(self, node: ast.AST) -> Optional[str]:
+    def called(self, node: ast.AST) -> str | None:
         """What the call ``node`` calls: ``hpcrl.train`` / ``hpcrl.resume`` when it is one of
         them, the bare name of any other function called by name, None otherwise."""
         if not isinstance(node, ast.Call):
@@ -217,7 +217,7 @@ class _CallFinder:
         return trains
 
 
-def _dotted(node: ast.AST) -> Optional[str]:
+def _dotted(node: ast.AST) -> str | None:
     """``a.b.c`` for a chain of attribute lookups on a name; None for anything else."""
     if isinstance(node, ast.Name):
         return node.id

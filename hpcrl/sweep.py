@@ -20,9 +20,10 @@ from __future__ import annotations
 import itertools
 import re
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import yaml
 
@@ -102,16 +103,16 @@ class Sweep:
     """A sweep directory and what it trains."""
 
     path: Path
-    config: Optional[str]          # the user's CONFIG file (absolute), None: embedded default
+    config: str | None          # the user's CONFIG file (absolute), None: embedded default
     sets: tuple[str, ...]          # the sweep's --set overrides, before each point's
     grid: dict[str, list[str]]
     seeds: list[int]
     points: list[Point] = field(default_factory=list)
     jobs: int = 1                  # hpcrl sweep: points trained at a time (--jobs)
-    launch: Optional[str] = None   # hpcrl sweep: how a point's ranks start (--launch)
+    launch: str | None = None   # hpcrl sweep: how a point's ranks start (--launch)
 
     @property
-    def config_copy(self) -> Optional[Path]:
+    def config_copy(self) -> Path | None:
         """The config the points train (a copy of CONFIG taken when the sweep began)."""
         return self.path / CONFIG_COPY if self.config is not None else None
 
@@ -154,7 +155,7 @@ class Sweep:
         record = {**self.manifest(), "jobs": self.jobs, "launch": self.launch}
         (self.path / MANIFEST).write_text(header + yaml.safe_dump(record, sort_keys=False))
 
-    def train_here(self, jobs: Optional[int], launch: Optional[str]) -> None:
+    def train_here(self, jobs: int | None, launch: str | None) -> None:
         """Train with ``jobs`` points at a time and ``launch`` as given, or as recorded when
         not given (None); a new value is recorded for the next resume."""
         given = (jobs or self.jobs, launch if launch is not None else self.launch)
@@ -166,7 +167,7 @@ class Sweep:
 def _short_keys(keys: Sequence[str]) -> dict[str, str]:
     """Each grid key by its last part (``algo.lr`` -> ``lr``) unless two keys share it."""
     last = [k.rsplit(".", 1)[-1] for k in keys]
-    return {k: (s if last.count(s) == 1 else k) for k, s in zip(keys, last)}
+    return {k: (s if last.count(s) == 1 else k) for k, s in zip(keys, last, strict=True)}
 
 
 def expand(grid: dict[str, list[str]], seeds: Sequence[int]) -> list[Point]:
@@ -175,7 +176,7 @@ def expand(grid: dict[str, list[str]], seeds: Sequence[int]) -> list[Point]:
     points, names = [], set()
     for combo in itertools.product(*grid.values()):
         for seed in seeds:
-            pairs = [*zip(grid, combo), ("seed", str(seed))]
+            pairs = [*zip(grid, combo, strict=True), ("seed", str(seed))]
             name = ",".join(SAFE.sub("_", f"{short.get(k, k)}={v}".replace(" ", ""))
                             for k, v in pairs)
             if name in names:  # values that differ only in unsafe characters
@@ -199,8 +200,8 @@ def check_points(sweep: Sweep) -> list[Config]:
     return configs
 
 
-def new_sweep(path: Path, config: Optional[str], sets: Sequence[str],
-              grid_items: Sequence[str], seeds_spec: Optional[str]) -> Sweep:
+def new_sweep(path: Path, config: str | None, sets: Sequence[str],
+              grid_items: Sequence[str], seeds_spec: str | None) -> Sweep:
     """The sweep these options describe (nothing written yet). Without ``--seeds`` every
     point takes the seed of the config."""
     grid = parse_grid(grid_items)

@@ -17,9 +17,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Optional
+from typing import IO
 
 from hpcrl.runtime.run_dir import is_finished
 from hpcrl.runtime.signals import EXIT_PREEMPTED
@@ -39,7 +40,7 @@ class Outcome:
     seconds: float
 
 
-def mpiexec_command(launch: Optional[str], ranks: int) -> list[str]:
+def mpiexec_command(launch: str | None, ranks: int) -> list[str]:
     """The launcher words of a point with ``ranks`` ranks: ``--launch`` (e.g. 'mpirun
     --oversubscribe') or the mpiexec beside this interpreter (or on PATH), with ``-n``."""
     if launch:
@@ -55,11 +56,11 @@ def mpiexec_command(launch: Optional[str], ranks: int) -> list[str]:
     return [*words, "-n", str(ranks)]
 
 
-def point_commands(sweep: Sweep, launch: Optional[str]) -> dict[str, list[str]]:
+def point_commands(sweep: Sweep, launch: str | None) -> dict[str, list[str]]:
     """The full command line of every point (checked configs decide the rank counts)."""
     python = [sys.executable, "-m", "hpcrl.cli"]
     commands = {}
-    for point, config in zip(sweep.points, check_points(sweep)):
+    for point, config in zip(sweep.points, check_points(sweep), strict=True):
         ranks = required_world_size(config.scheme)
         prefix = mpiexec_command(launch, ranks) if ranks > 1 or launch else []
         commands[point.name] = [*prefix, *python, *sweep.train_args(point)]
@@ -77,12 +78,12 @@ def _last_line(path: Path) -> str:
 class SweepRunner:
     """Runs the unfinished points of a sweep, ``jobs`` at a time."""
 
-    def __init__(self, sweep: Sweep, jobs: int = 1, launch: Optional[str] = None,
+    def __init__(self, sweep: Sweep, jobs: int = 1, launch: str | None = None,
                  say: Callable[[str], None] = print) -> None:
         if jobs < 1:
             raise SweepError(f"--jobs {jobs}: give 1 or more points to run at a time")
         self.sweep, self.jobs, self.launch, self.say = sweep, jobs, launch, say
-        self.stop_signal: Optional[int] = None
+        self.stop_signal: int | None = None
         self.logs = sweep.path / "logs"
 
     def _stop(self, signum: int, frame: object) -> None:
@@ -120,7 +121,7 @@ class SweepRunner:
 
     def _loop(self, todo: list[Point], commands: dict[str, list[str]]) -> list[Outcome]:
         queue, running, outcomes = list(todo), {}, []
-        forwarded: Optional[int] = None
+        forwarded: int | None = None
         while queue or running:
             while queue and len(running) < self.jobs and self.stop_signal is None:
                 point = queue.pop(0)

@@ -7,7 +7,7 @@ width and what is left out can be named to the reader.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 GAP = "  "
 ELLIPSIS = "..."  # ASCII: a login node's locale may be C
@@ -15,8 +15,8 @@ ELLIPSIS = "..."  # ASCII: a login node's locale may be C
 
 def render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """The table's lines, each column as wide as its widest cell, trailing blanks cut."""
-    widths = [max(len(c) for c in col) for col in zip(header, *rows)]
-    return [GAP.join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+    widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=True)]
+    return [GAP.join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
             for row in [header, *rows]]
 
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import IO, Any, Optional
-
+from typing import IO, Any
 
 from hpcrl.build import env_spaces
 from hpcrl.config.loader import ConfigError, from_dict, read_yaml
@@ -48,7 +47,7 @@ class Trainer:
     """Runs updates on a placement until ``train.total_env_steps``, recording as it goes."""
 
     def __init__(self, config: Config, run: RunDir, resume: bool = False,
-                 console: Optional[IO[str]] = sys.stderr) -> None:
+                 console: IO[str] | None = sys.stderr) -> None:
         self.config, self.run = config, run
         set_compute_threads(config.train.torch_threads)
         seed_everything(config.seed)
@@ -83,7 +82,7 @@ class Trainer:
                                         self.placement.state_dict())
 
     # -- the loop ----------------------------------------------------------------------------
-    def train(self) -> Optional[dict[str, float]]:
+    def train(self) -> dict[str, float] | None:
         """Train to the budget, checkpoint at the end, then evaluate; returns the eval figures."""
         restore_signals = STOP_REQUEST.install()
         rec = self.recorder
@@ -117,11 +116,11 @@ class Trainer:
             if rec.checkpoint_due():
                 self.checkpoint()
 
-    def final_eval(self) -> Optional[dict[str, float]]:
+    def final_eval(self) -> dict[str, float] | None:
         return self.recorder.final_eval(self.placement.master_actor)
 
 
 def train(config: Config, run_dir: str | Path, resume: bool = False,
-          console: Optional[IO[str]] = sys.stderr) -> Optional[dict[str, float]]:
+          console: IO[str] | None = sys.stderr) -> dict[str, float] | None:
     """Train ``config`` in ``run_dir`` (resuming from its checkpoint when asked)."""
     return Trainer(config, RunDir(Path(run_dir)), resume, console).train()

@@ -9,7 +9,7 @@ memory. MP4 goes through imageio's ffmpeg plugin, GIF through Pillow (``pip inst
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any
 
 import numpy as np
 import torch
@@ -42,8 +42,8 @@ def _writer(path: Path, fps: float) -> Any:
 
 
 def record(actor: torch.nn.Module, config: Config, episodes: int, path: str | Path,
-           seed: Optional[int] = None, console: Optional[IO[str]] = None,
-           on_step: Optional[Any] = None) -> dict[str, Any]:
+           seed: int | None = None, console: IO[str] | None = None,
+           on_step: Any | None = None) -> dict[str, Any]:
     """Play ``episodes`` deterministic episodes into the video ``path``; returns the
     evaluation figures (as :func:`hpcrl.evaluation.evaluate`, which says how far a long one
     got on ``console`` and passes every step to ``on_step``) with ``frames`` and ``video``."""

@@ -30,7 +30,14 @@ from hpcrl.comm.buffers import (
     wait_probe,
 )
 from hpcrl.comm.rendezvous import destroy_gradient_group, init_gradient_group
-from hpcrl.comm.world import SelfComm, WorldInfo, finalize_mpi, finish_world, split_by_role, world_comm
+from hpcrl.comm.world import (
+    SelfComm,
+    WorldInfo,
+    finalize_mpi,
+    finish_world,
+    split_by_role,
+    world_comm,
+)
 
 __all__ = [
     "DEFAULT_POLL",

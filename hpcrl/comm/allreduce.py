@@ -12,10 +12,9 @@ from __future__ import annotations
 import statistics
 import time
 from abc import ABC, abstractmethod
-
-import numpy as np
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 if TYPE_CHECKING:  # annotations only: the import itself is heavy
@@ -53,7 +52,7 @@ class Allreducer(ABC):
             flat.div_(self.size)
         return flat
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (most allreducers own nothing: a no-op hook)
         """Release what the allreducer owns (its process group, if any)."""
 
 

@@ -10,8 +10,9 @@ collectors that share it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -61,7 +62,8 @@ def isend(comm: Comm, buf: np.ndarray, dest: int, tag: int, synchronous: bool = 
     return (comm.Issend if synchronous else comm.Isend)(buf, dest, tag)
 
 
-def irecv(comm: Comm, buf: np.ndarray, source: int | None = None, tag: int | None = None) -> Request:
+def irecv(comm: Comm, buf: np.ndarray, source: int | None = None,
+          tag: int | None = None) -> Request:
     """Start receiving into ``buf``; ``None`` source or tag matches any."""
     _check_buffer(buf, writable=True)
     MPI = mpi()

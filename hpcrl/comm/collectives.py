@@ -9,8 +9,6 @@ waiting for gradients, say) does not spin a core the collectors could use.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from hpcrl.comm._mpi import Comm, mpi
@@ -32,7 +30,7 @@ def reduce_sum_(comm: Comm, buf: np.ndarray, root: int = 0) -> np.ndarray:
     return buf
 
 
-def gather_rows(comm: Comm, row: np.ndarray, root: int = 0) -> Optional[np.ndarray]:
+def gather_rows(comm: Comm, row: np.ndarray, root: int = 0) -> np.ndarray | None:
     """Stack every rank's ``row`` (same shape and dtype) on ``root``; None elsewhere."""
     if comm.Get_size() == 1:
         return row[None].copy()

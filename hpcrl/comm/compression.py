@@ -14,14 +14,12 @@ completed. Shared memory within a node is never compressed: nothing is copied th
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 LENGTH_BYTES = 8  # an lz4 message starts with the compressed length (int64)
 
 
-def lz4_problem() -> Optional[str]:
+def lz4_problem() -> str | None:
     """Why ``scheme.compress=lz4`` cannot run here (the lz4 package missing), or None."""
     try:
         import lz4.block  # noqa: F401

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +54,7 @@ def node_peers(world: Comm) -> NodePeers:
     return NodePeers(node, tuple(node.allgather(world.Get_rank())))
 
 
-def shm_free_bytes(path: str = SHM_DIR) -> Optional[int]:
+def shm_free_bytes(path: str = SHM_DIR) -> int | None:
     """Bytes free in the file system that backs shared windows (None: no such directory,
     the MPI library finds its own place)."""
     try:
@@ -78,7 +78,7 @@ class NodeMemory:
         wanted = peers.comm.allgather({name: int(n) for name, n in regions.items()})
         self.offsets: dict[tuple[int, str], tuple[int, int]] = {}
         sizes = []
-        for rank, owned in zip(peers.ranks, wanted):
+        for rank, owned in zip(peers.ranks, wanted, strict=True):
             offset = 0
             for name, nbytes in owned.items():
                 self.offsets[(rank, name)] = (offset, nbytes)
@@ -94,13 +94,13 @@ class NodeMemory:
             info.Free()
         self.win.Lock_all(MPI.MODE_NOCHECK)  # one passive epoch for the whole job
         self.bases: dict[int, np.ndarray] = {}
-        for index, (rank, size) in enumerate(zip(peers.ranks, sizes)):
+        for index, (rank, size) in enumerate(zip(peers.ranks, sizes, strict=True)):
             if size:
                 memory, _ = self.win.Shared_query(index)
                 self.bases[rank] = np.frombuffer(memory, np.uint8, size)
         self.closed = False
 
-    def region(self, owner: int, name: str) -> Optional[np.ndarray]:
+    def region(self, owner: int, name: str) -> np.ndarray | None:
         """The bytes of ``owner``'s region ``name`` (a writable uint8 view), or None when
         ``owner`` has no such region on this node."""
         place = self.offsets.get((owner, name))

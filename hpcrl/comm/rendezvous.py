@@ -21,8 +21,8 @@ hostname; set GLOO_SOCKET_IFNAME when that resolves to a loopback address.
 from __future__ import annotations
 
 import socket
-from typing import TYPE_CHECKING, Any
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 import torch
 

@@ -28,7 +28,8 @@ CartPole with.
 from __future__ import annotations
 
 import copy
-from typing import Optional, Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 SHARED_KEYS = ("env.num_envs", "actor.hidden_sizes", "actor.activation", "actor.ortho_init",
                "algo.num_steps", "algo.gamma", "algo.lr", "algo.lr_schedule",
@@ -98,7 +99,7 @@ def _has(data: Mapping[str, Any], key: str) -> bool:
     return True
 
 
-def _kind(name: str) -> Optional[str]:
+def _kind(name: str) -> str | None:
     """The built-in whose defaults ``name`` takes: a plug-in takes its base's (one that
     cannot be imported is left for the config check to report)."""
     from hpcrl.plugins import PluginError, is_import_path

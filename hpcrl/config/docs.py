@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 import typing
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from hpcrl.config.loader import dump_yaml
 

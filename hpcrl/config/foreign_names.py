@@ -7,8 +7,6 @@ distance maps those to unrelated keys (``learning_rate`` is closer to ``clip_ran
 """
 from __future__ import annotations
 
-from typing import Optional
-
 SB3 = "Stable-Baselines3"
 ZOO = "RL Zoo"
 CLEANRL = "CleanRL"
@@ -44,7 +42,7 @@ FOREIGN_NAMES: dict[str, tuple[str, str]] = {
 }
 
 
-def foreign_hint(key: str) -> Optional[str]:
+def foreign_hint(key: str) -> str | None:
     """``did you mean 'algo.lr'? ('learning_rate' is Stable-Baselines3's name)`` for an
     unknown ``key`` whose last part is another library's name for an hpcrl key, else
     None."""

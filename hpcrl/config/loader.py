@@ -8,8 +8,9 @@ import dataclasses
 import difflib
 import types
 import typing
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import yaml
 

@@ -11,7 +11,7 @@ reads (TD3's policy delay, SAC's temperature) are that algorithm's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 from hpcrl.config.schema import doc
 
@@ -113,6 +113,6 @@ class ReplayConfig:
                                "tracks target_entropy (automatic temperature).", True)
     ent_coef_init: float = doc("SAC: initial (or, without learn_ent_coef, fixed) entropy "
                                "temperature.", 1.0)
-    target_entropy: Optional[float] = doc("SAC: entropy the temperature aims at; None uses "
+    target_entropy: float | None = doc("SAC: entropy the temperature aims at; None uses "
                                           "-(action dimensions).", None)
 

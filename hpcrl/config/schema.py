@@ -7,7 +7,7 @@ Every field carries its documentation in ``metadata["doc"]`` (see :func:`doc`), 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 
 def doc(text: str, default: Any = None, *, factory: Any = None) -> Any:
@@ -28,7 +28,7 @@ class AtariConfig:
     frame_skip: int = doc("Each action is repeated on this many emulator frames; the "
                           "observation is the pixel-wise max of the last two (the env is "
                           "made with frameskip=1 so frames are skipped once, here).", 4)
-    repeat_action_probability: Optional[float] = doc(
+    repeat_action_probability: float | None = doc(
         "Sticky actions: the chance that the emulator repeats the previous action instead "
         "of the new one. null keeps the id's own value: 0.25 for ALE/...-v5 ids, 0 for "
         "...NoFrameskip-v4 ids.", None)
@@ -78,8 +78,8 @@ class EnvConfig:
         "where), 'envpool' (EnvPool's C++ thread pool, for the Atari, MuJoCo and "
         "classic-control ids it ships; refused with the reason elsewhere), 'auto': EnvPool "
         "for Atari games under env.preset=atari when it is installed (pip install "
-        "'hpcrl[envpool]') and the config fits it, Gymnasium otherwise. Evaluation and videos always play the "
-        "Gymnasium chain.", "auto")
+        "'hpcrl[envpool]') and the config fits it, Gymnasium otherwise. Evaluation and "
+        "videos always play the Gymnasium chain.", "auto")
     envpool_threads: int = doc(
         "EnvPool's threads per collecting process (0: one per env, at most the CPUs this "
         "process may use). 1 keeps to the core each rank is given.", 1)
@@ -189,7 +189,7 @@ class AlgoConfig:
     clip_range: float = doc("PPO: initial clip range of the probability ratio.", 0.2)
     clip_schedule: Literal["constant", "linear"] = doc(
         "'linear' decays the clip range to 0 over train.total_env_steps.", "linear")
-    clip_range_vf: Optional[float] = doc("PPO: clip the value change to this range around the "
+    clip_range_vf: float | None = doc("PPO: clip the value change to this range around the "
                                          "old value (None disables value clipping).", None)
     ent_coef: float = doc("Weight of the entropy bonus.", 0.0)
     vf_coef: float = doc("Weight of the value loss.", 0.5)
@@ -201,10 +201,10 @@ class AlgoConfig:
         "minibatches hold the same number of whole sequences of every env, so num_steps / "
         "bptt_len must be a multiple of the minibatches per epoch. 0: the longest that works, "
         "num_steps / minibatches per epoch (whole rollouts for a2c and impala).", 0)
-    vtrace_clip_rho: Optional[float] = doc(
+    vtrace_clip_rho: float | None = doc(
         "IMPALA: V-trace rho-bar, the clip of the importance weights in the TD errors and "
         "policy-gradient advantages (null: no clip).", 1.0)
-    vtrace_clip_c: Optional[float] = doc(
+    vtrace_clip_c: float | None = doc(
         "IMPALA: V-trace c-bar, the clip of the trace coefficients (null: no clip).", 1.0)
     optimizer: Literal["adam", "rmsprop"] = doc("Optimiser of the update.", "adam")
     optimizer_eps: float = doc("Epsilon of the optimiser's denominator.", 1e-5)

@@ -7,23 +7,23 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from typing import Callable, Optional, Union
+from collections.abc import Callable
 
-from hpcrl.config.schema import Config
 from hpcrl.config.offpolicy import CONTINUOUS_OFF_POLICY, OFF_POLICY_ALGOS
+from hpcrl.config.schema import Config
 
 # a check gives the problem it found (None: none), or a list of them for a group of keys
-Check = Callable[[Config], Union[Optional[str], list[str]]]
+Check = Callable[[Config], str | None | list[str]]
 
 
-def _positive(key: str, value: float, strict: bool = True) -> Optional[str]:
+def _positive(key: str, value: float, strict: bool = True) -> str | None:
     if (value <= 0) if strict else (value < 0):
         bound = "> 0" if strict else ">= 0"
         return f"config key '{key}' must be {bound}, got {value}"
     return None
 
 
-def _in_unit(key: str, value: float, low_open: bool = False) -> Optional[str]:
+def _in_unit(key: str, value: float, low_open: bool = False) -> str | None:
     if not (0.0 < value <= 1.0 if low_open else 0.0 <= value <= 1.0):
         interval = "(0, 1]" if low_open else "[0, 1]"
         return f"config key '{key}' must lie in {interval}, got {value}"
@@ -80,14 +80,18 @@ def sequence_length(config: Config) -> int:
     return algo.num_steps // split if algo.num_steps % split == 0 else 0
 
 
-def _check_plugins(c: Config) -> Optional[str]:
+def _check_plugins(c: Config) -> str | None:
     """A known algorithm or an importable plug-in that meets its contract, and keyword
     arguments that each plug-in takes (the network's own checks need the env's spaces and
     run in :func:`hpcrl.build.env_spaces`)."""
-    from hpcrl.core.algorithms import (ALGORITHMS, BUILT_IN_ALGOS, algorithm_class,
-                                       check_algorithm_kwargs)
-    from hpcrl.plugins import PluginError, check_kwargs, is_import_path
+    from hpcrl.core.algorithms import (
+        ALGORITHMS,
+        BUILT_IN_ALGOS,
+        algorithm_class,
+        check_algorithm_kwargs,
+    )
     from hpcrl.core.suites import wrapper_factory, wrapper_specs
+    from hpcrl.plugins import PluginError, check_kwargs, is_import_path
 
     name = c.algo.name
     known = list(BUILT_IN_ALGOS)
@@ -162,7 +166,7 @@ def _check_numbers(c: Config) -> list[str]:
     return [msg for msg in checks if msg]
 
 
-def _check_actor(c: Config) -> Optional[str]:
+def _check_actor(c: Config) -> str | None:
     sizes = c.actor.hidden_sizes
     image = c.actor.encoder != "mlp"
     if (not sizes and not image) or not all(
@@ -182,7 +186,7 @@ def _check_actor(c: Config) -> Optional[str]:
     return _positive("actor.features", c.actor.features)
 
 
-def _check_memory(c: Config) -> Optional[str]:
+def _check_memory(c: Config) -> str | None:
     """Memory keys: positive sizes, an on-policy algorithm, sequences that tile rollouts."""
     problem = (_positive("actor.memory_size", c.actor.memory_size)
                or _positive("actor.memory_layers", c.actor.memory_layers)
@@ -310,7 +314,7 @@ def _check_demos(c: Config) -> list[str]:
     return []
 
 
-def _check_batch(c: Config) -> Optional[str]:
+def _check_batch(c: Config) -> str | None:
     if c.algo.kind != "ppo":
         return None
     batch = c.algo.num_steps * total_envs(c)
@@ -329,7 +333,7 @@ def _check_batch(c: Config) -> Optional[str]:
     return None
 
 
-def _check_budget(c: Config) -> Optional[str]:
+def _check_budget(c: Config) -> str | None:
     per_update = c.algo.num_steps * total_envs(c)
     if c.train.total_env_steps < per_update:
         return (f"config key 'train.total_env_steps' ({c.train.total_env_steps}) is smaller than "
@@ -338,7 +342,7 @@ def _check_budget(c: Config) -> Optional[str]:
     return None
 
 
-def _check_device(c: Config) -> Optional[str]:
+def _check_device(c: Config) -> str | None:
     dev = c.train.device
     if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
         return (f"config key 'train.device' must be 'auto', 'cpu', 'cuda' or 'cuda:N', got "
@@ -357,14 +361,14 @@ def _check_device(c: Config) -> Optional[str]:
     return None
 
 
-def _check_scheme(c: Config) -> Optional[str]:
+def _check_scheme(c: Config) -> str | None:
     from hpcrl.scheme.topology import scheme_problem
 
     return (scheme_problem(c.scheme, c.train.device) or _preset_agent_problem(c)
             or _offpolicy_scheme_problem(c))
 
 
-def _preset_agent_problem(c: Config) -> Optional[str]:
+def _preset_agent_problem(c: Config) -> str | None:
     """A named architecture's preset with an algorithm it does not stand for."""
     preset, name, kind = c.scheme.preset, c.algo.name, c.algo.kind
     if preset == "impala" and kind != "impala":
@@ -378,7 +382,7 @@ def _preset_agent_problem(c: Config) -> Optional[str]:
     return None
 
 
-def _offpolicy_scheme_problem(c: Config) -> Optional[str]:
+def _offpolicy_scheme_problem(c: Config) -> str | None:
     """Replay agents on MPI: one learner rank holding the replay, asynchronous collectors."""
     from hpcrl.scheme.topology import required_world_size
 
@@ -414,7 +418,7 @@ def _check_atari(c: Config) -> list[str]:
     return [msg for msg in checks if msg]
 
 
-def _check_env_id(c: Config) -> Optional[str]:
+def _check_env_id(c: Config) -> str | None:
     from hpcrl.core.envs import env_problem  # gymnasium import kept out of config parsing
 
     return env_problem(c.env)
@@ -475,7 +479,7 @@ def _check_replay(c: Config) -> list[str]:
     return [msg for msg in checks if msg]
 
 
-def _check_offpolicy_env(c: Config) -> Optional[str]:
+def _check_offpolicy_env(c: Config) -> str | None:
     """The replay stores raw observations and rewards: no running normalisation."""
     if c.algo.kind not in OFF_POLICY_ALGOS:
         return None
@@ -486,7 +490,7 @@ def _check_offpolicy_env(c: Config) -> Optional[str]:
     return None
 
 
-def _check_her(c: Config) -> Optional[str]:
+def _check_her(c: Config) -> str | None:
     """Hindsight replay: a continuous off-policy agent on 1-step uniform replay, and her_k
     read only where it is on (the env itself is checked where it is probed,
     :func:`hpcrl.build.env_spaces`)."""
@@ -513,7 +517,7 @@ def _check_her(c: Config) -> Optional[str]:
     return None
 
 
-def _check_vtrace(c: Config) -> Optional[str]:
+def _check_vtrace(c: Config) -> str | None:
     for key in ("vtrace_clip_rho", "vtrace_clip_c"):
         value = getattr(c.algo, key)
         if value is not None and value <= 0:
@@ -528,7 +532,7 @@ CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, _check_rnd,
                        _check_atari, _check_env_id]
 
 
-def problems_message(problems: list[str]) -> Optional[str]:
+def problems_message(problems: list[str]) -> str | None:
     """One message for every problem found: the problem itself when there is one, else a
     count and a line each (a user fixes them all in one go instead of one run per typo)."""
     if not problems:
@@ -538,7 +542,7 @@ def problems_message(problems: list[str]) -> Optional[str]:
     return f"{len(problems)} problems in the config:\n  " + "\n  ".join(problems)
 
 
-def validate(config: Config) -> Optional[str]:
+def validate(config: Config) -> str | None:
     """Every problem of ``config`` as one message (:func:`problems_message`), or None when
     it is usable. A check that fails on a value an earlier check already refused (a zero
     that a later check divides by) adds nothing: the earlier message names the cause."""

@@ -9,7 +9,6 @@ for a recurrent actor, over whole sequences from their stored start states).
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 import torch
@@ -34,7 +33,7 @@ _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 def mlp(sizes: list[int], activation: str) -> nn.Sequential:
     """Linear layers of the given widths with an activation after each."""
     layers: list[nn.Module] = []
-    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+    for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True):
         layers += [nn.Linear(n_in, n_out), _ACTIVATIONS[activation]()]
     return nn.Sequential(*layers)
 
@@ -62,7 +61,7 @@ class ActorCritic(nn.Module):
     """
 
     def __init__(self, spaces: EnvSpaces, config: ActorConfig, normalize_obs: bool = False,
-                 clip_obs: float = 10.0, rnd: Optional[RndConfig] = None) -> None:
+                 clip_obs: float = 10.0, rnd: RndConfig | None = None) -> None:
         super().__init__()
         self.obs_format = spaces.obs_format
         hidden = list(config.hidden_sizes)
@@ -95,7 +94,7 @@ class ActorCritic(nn.Module):
         features = self.pi_encoder.features
         self.vf_encoder = self.pi_encoder if self.shared else encoder()
 
-        def core() -> Optional[MemoryCore]:
+        def core() -> MemoryCore | None:
             if config.memory == "none":
                 return None
             return MemoryCore(config.memory, features, config.memory_size, config.memory_layers)
@@ -120,11 +119,11 @@ class ActorCritic(nn.Module):
             _init_linear(self.pi_head, 0.01)
             _init_linear(self.vf_head, 1.0)
             reset_fixup(self)  # Fixup's residual blocks keep their own initial values
-        self.rnd: Optional[RandomNetworkDistillation] = (
+        self.rnd: RandomNetworkDistillation | None = (
             RandomNetworkDistillation(self.obs_format, rnd) if self.value_heads == 2 else None)
 
-    def _heads(self, pi: torch.Tensor, vf: Optional[torch.Tensor]
-               ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def _heads(self, pi: torch.Tensor, vf: torch.Tensor | None
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Distribution parameters and values ``[B]`` (``[B, 2]`` with an intrinsic head;
         None when ``vf`` is) from the features that enter the trunks (encoded, through the
         memory cores). Trunk and head run as chains of
@@ -170,8 +169,8 @@ class ActorCritic(nn.Module):
         size = self.pi_core.state_size
         return state[..., :size], state[..., size:]
 
-    def _cores(self, pi: torch.Tensor, vf: torch.Tensor, state: Optional[torch.Tensor]
-               ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    def _cores(self, pi: torch.Tensor, vf: torch.Tensor, state: torch.Tensor | None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Encoded features ``[B, F]`` through the memory cores, one step from ``state``."""
         if self.pi_core is None:
             return pi, vf, None
@@ -185,8 +184,8 @@ class ActorCritic(nn.Module):
         return pi, vf, torch.cat([new, new_vf], dim=-1)
 
     # -- one step -----------------------------------------------------------------------------
-    def dist_and_value(self, obs: torch.Tensor, state: Optional[torch.Tensor] = None
-                       ) -> tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    def dist_and_value(self, obs: torch.Tensor, state: torch.Tensor | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Distribution parameters, values ``[B]`` and the next recurrent state (None without
         memory) for normalised observations ``[B, ...]`` seen from ``state``."""
         pi = self.pi_encoder(obs)
@@ -195,19 +194,19 @@ class ActorCritic(nn.Module):
         params, values = self._heads(pi, vf)
         return params, values, state
 
-    def value(self, obs: torch.Tensor, state: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def value(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
         """Values ``[B]`` of normalised observations (seen from ``state``, when recurrent)."""
         return self._extrinsic(self.all_values(obs, state))
 
-    def all_values(self, obs: torch.Tensor, state: Optional[torch.Tensor] = None
+    def all_values(self, obs: torch.Tensor, state: torch.Tensor | None = None
                    ) -> torch.Tensor:
         """Values of every head: ``[B]``, or ``[B, 2]`` (extrinsic, intrinsic) with RND."""
         if self.recurrent:
             return self.dist_and_value(obs, state)[1]
         return self._columns(run_mlp(self.vf_encoder(obs), self.vf_trunk, self.vf_head))
 
-    def step(self, obs: torch.Tensor, noise: torch.Tensor, state: Optional[torch.Tensor] = None
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    def step(self, obs: torch.Tensor, noise: torch.Tensor, state: torch.Tensor | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Sampled actions, their log-probs, the values and the next state, for collectors."""
         params, values, state = self.dist_and_value(obs, state)
         actions = self.distribution.sample(params, noise)
@@ -255,7 +254,7 @@ class ActorCritic(nn.Module):
         std = self.obs_rms.std().float()
         return ((obs - mean) / std).clamp(-self.clip_obs, self.clip_obs)
 
-    def forward(self, obs: ObsInput, state: Optional[torch.Tensor] = None
+    def forward(self, obs: ObsInput, state: torch.Tensor | None = None
                 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Deterministic actions for raw observations: one, as the env returns it (an array,
         an integer, a tuple), or a batch ``[B, *obs_shape]``.

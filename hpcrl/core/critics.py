@@ -15,6 +15,7 @@ from torch import nn
 
 from hpcrl.config.schema import ActorConfig
 
+
 def _tanh(x: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     return x.tanh_() if inplace else x.tanh()
 
@@ -38,7 +39,7 @@ class EnsembleCritic(nn.Module):
         self.activation = _ACTIVATIONS[config.activation]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
-        for n_in, n_out in zip(sizes[:-2], sizes[1:-1]):
+        for n_in, n_out in zip(sizes[:-2], sizes[1:-1], strict=True):
             self.weights.append(nn.Parameter(self._init(config, (num_critics, n_in, n_out),
                                                         n_in, math.sqrt(2))))
             self.biases.append(nn.Parameter(self._bias(config, (num_critics, 1, n_out), n_in)))
@@ -76,7 +77,7 @@ class EnsembleCritic(nn.Module):
         k = self.num_critics if members is None else members
         x = torch.cat([obs, actions], dim=-1)
         x = x.unsqueeze(0).expand(k, *x.shape)
-        for w, b in zip(self.weights, self.biases):
+        for w, b in zip(self.weights, self.biases, strict=True):
             w, b = self._member_params(w, b, k, frozen)
             x = self.activation(torch.baddbmm(b, x, w), inplace=True)
         w, b = self._member_params(self.out_weight, self.out_bias, k, frozen)

@@ -6,7 +6,8 @@ small tree helpers here index and build such batches.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ def put(out: Obs, index: Any, value: Obs) -> None:
         for k in out:
             put(out[k], index, value[k])
     elif isinstance(out, tuple):
-        for o, v in zip(out, value):
+        for o, v in zip(out, value, strict=True):
             put(o, index, v)
     else:
         out[index] = value
@@ -97,7 +98,7 @@ class DemoBuffer:
         self.added = 0  # own episodes that joined so far
 
     @staticmethod
-    def from_file(path: str, own_capacity: int) -> "DemoBuffer":
+    def from_file(path: str, own_capacity: int) -> DemoBuffer:
         return DemoBuffer(episodes_of(read_demos(path)), own_capacity)
 
     @property

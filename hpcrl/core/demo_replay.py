@@ -17,19 +17,29 @@ held when full, so the agent replays what it does as well as its teacher.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from hpcrl.config.schema import Config
+from hpcrl.core.demo_buffer import (
+    DemoBuffer,
+    Episode,
+    Obs,
+    copy_row,
+    empty,
+    file_obs,
+    put,
+    stack_rows,
+    take,
+)
 from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import make_vector_env
 from hpcrl.core.rollout import Rollout
-from hpcrl.core.demo_buffer import (DemoBuffer, Episode, Obs, copy_row, empty, file_obs,
-                                    put, stack_rows, take)
 from hpcrl.demos import read_demos
 
 
@@ -45,7 +55,7 @@ class _Playback:
 
     def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng([seed, 0xD3])
-        self.episode: Optional[Episode] = None
+        self.episode: Episode | None = None
         self.row = 0
 
     def start(self, buffer: DemoBuffer) -> None:
@@ -85,7 +95,7 @@ class DemoSlots(gym.vector.VectorEnv):
     def _compose(self, real_obs: Obs) -> Obs:
         out = empty(real_obs, self.num_envs)
         put(out, self.real_index, real_obs)
-        for slot, play in zip(self.replay_index, self.playback):
+        for slot, play in zip(self.replay_index, self.playback, strict=True):
             put(out, slot, self._row(play))
         return out
 
@@ -121,7 +131,7 @@ class DemoSlots(gym.vector.VectorEnv):
         truncated[self.real_index] = trunc
         self._record(before, real_actions, rew, term, trunc, info)
         finals = []
-        for slot, play in zip(self.replay_index, self.playback):
+        for slot, play in zip(self.replay_index, self.playback, strict=True):
             ep, row = play.episode, play.row
             rewards[slot] = ep.rewards[row]
             terminated[slot], truncated[slot] = bool(ep.terminated[row]), bool(ep.truncated[row])
@@ -183,7 +193,7 @@ class DemoSlots(gym.vector.VectorEnv):
         state = from_plain(state)
         self.buffer.load_state_dict(state["buffer"])
         episodes = self.buffer.episodes
-        for play, saved in zip(self.playback, state["slots"]):
+        for play, saved in zip(self.playback, state["slots"], strict=True):
             from_plain(to_plain(saved["rng"]), play.rng)
             at = int(saved["episode"])
             play.episode = episodes[at] if at >= 0 else Episode(**saved["data"])
@@ -264,7 +274,7 @@ def replayed_log_probs(actor: torch.nn.Module, rollouts: Sequence[Rollout],
 
 
 def demos_problem(path: str, observation_space: gym.Space, action_space: gym.Space
-                  ) -> Optional[str]:
+                  ) -> str | None:
     """Why the demonstrations of ``path`` cannot be replayed in this env (no such file, not
     the format, observations or actions of other shapes, other keys), or None."""
     try:
@@ -276,7 +286,7 @@ def demos_problem(path: str, observation_space: gym.Space, action_space: gym.Spa
         return f"config key 'algo.demos' ({path}): {err}"
     obs = file_obs(arrays)
 
-    def mismatch(where: str, rows: Any, space: gym.Space) -> Optional[str]:
+    def mismatch(where: str, rows: Any, space: gym.Space) -> str | None:
         if isinstance(space, gym.spaces.Dict):
             if not isinstance(rows, dict) or set(rows) != set(space.spaces):
                 return (f"{where} holds keys {sorted(rows) if isinstance(rows, dict) else []}"

@@ -125,23 +125,23 @@ class MultiCategoricalActions:
 
     def sample(self, params: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         return torch.stack([part.sample(logits, noise[:, j]) for j, (part, logits) in
-                            enumerate(zip(self.parts, self._split(params)))], dim=-1)
+                            enumerate(zip(self.parts, self._split(params), strict=True))], dim=-1)
 
     def mode(self, params: torch.Tensor) -> torch.Tensor:
         return torch.stack([logits.argmax(dim=-1) for logits in self._split(params)], dim=-1)
 
     def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         return sum(part.log_prob(logits, actions[..., j]) for j, (part, logits) in
-                   enumerate(zip(self.parts, self._split(params))))  # type: ignore[return-value]
+                   enumerate(zip(self.parts, self._split(params), strict=True)))  # type: ignore[return-value]
 
     def entropy(self, params: torch.Tensor) -> torch.Tensor:
         return sum(part.entropy(logits) for part, logits in
-                   zip(self.parts, self._split(params)))  # type: ignore[return-value]
+                   zip(self.parts, self._split(params), strict=True))  # type: ignore[return-value]
 
     def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor
                          ) -> tuple[torch.Tensor, torch.Tensor]:
         pairs = [part.log_prob_entropy(logits, actions[..., j]) for j, (part, logits) in
-                 enumerate(zip(self.parts, self._split(params)))]
+                 enumerate(zip(self.parts, self._split(params), strict=True))]
         return sum(p[0] for p in pairs), sum(p[1] for p in pairs)  # type: ignore[return-value]
 
 

@@ -26,7 +26,7 @@ saved policy takes raw frames.
 """
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 import numpy as np
 import torch
@@ -101,7 +101,7 @@ class _ConvTorso(nn.Module):
     stack and the linear layer run under autocast and the features come out float32."""
 
     def __init__(self, image: ImageInput, convs: nn.Sequential, features: int,
-                 name: str, compute_dtype: Optional[torch.dtype] = None) -> None:
+                 name: str, compute_dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.input, self.convs = image, convs
         self.out = nn.Sequential(
@@ -126,7 +126,7 @@ class NatureCNN(_ConvTorso):
     """Mnih et al. (2015)'s torso, ending in ``features`` ReLU units."""
 
     def __init__(self, fmt: ObsFormat, features: int, channels: str = "auto",
-                 compute_dtype: Optional[torch.dtype] = None) -> None:
+                 compute_dtype: torch.dtype | None = None) -> None:
         image = ImageInput(fmt, channels)
         c = image.chw[0]
         convs = nn.Sequential(
@@ -201,7 +201,7 @@ class ImpalaResNet(_ConvTorso):
     ``init="fixup"`` makes its residual blocks :class:`FixupResidual` ones."""
 
     def __init__(self, fmt: ObsFormat, features: int, channels: str = "auto",
-                 compute_dtype: Optional[torch.dtype] = None,
+                 compute_dtype: torch.dtype | None = None,
                  depths: tuple[int, ...] = (16, 32, 32), init: str = "default") -> None:
         image = ImageInput(fmt, channels)
         layers: list[nn.Module] = []
@@ -242,7 +242,7 @@ class DictEncoder(nn.Module):
     """One encoder per key of a ``Dict`` observation, features concatenated in key order."""
 
     def __init__(self, fmt: ObsFormat, name: str, features: int, channels: str,
-                 compute_dtype: Optional[torch.dtype] = None, init: str = "default") -> None:
+                 compute_dtype: torch.dtype | None = None, init: str = "default") -> None:
         super().__init__()
         self.fmt = fmt
         self.encoders = nn.ModuleList(
@@ -254,11 +254,11 @@ class DictEncoder(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         keys = self.fmt.unpack(obs)
         return torch.cat([encoder(keys[name]) for encoder, (name, _, _)
-                          in zip(self.encoders, self.fmt.keys)], dim=1)
+                          in zip(self.encoders, self.fmt.keys, strict=True)], dim=1)
 
 
 def make_encoder(name: str, fmt: ObsFormat, features: int, channels: str = "auto",
-                 compute_dtype: Optional[torch.dtype] = None, init: str = "default"
+                 compute_dtype: torch.dtype | None = None, init: str = "default"
                  ) -> nn.Module:
     """The encoder ``name`` for observations of ``fmt``; ``.features`` is its output width.
     ``compute_dtype`` (``actor.compute_dtype``, None for float32) is the format its image

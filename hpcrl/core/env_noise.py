@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
 
 NOT_THE_USERS = ("compiler attribute 'settotalmass' is deprecated",)
 _mujoco_filtered = False
@@ -39,7 +38,7 @@ def quiet_mujoco() -> None:
     _mujoco_filtered = True
 
 
-def headless_rendering(environ: Optional[dict[str, str]] = None) -> None:
+def headless_rendering(environ: dict[str, str] | None = None) -> None:
     """Off-screen rendering on a node without a display (MuJoCo through EGL, SDL through
     its dummy driver), unless the user chose otherwise."""
     env = os.environ if environ is None else environ

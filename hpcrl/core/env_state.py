@@ -132,7 +132,8 @@ def capture_env_state(env: gym.Env) -> tuple[list[dict], list[str]]:
             break
         layer_state: dict[str, Any] = {}
         for key, value in vars(layer).items():
-            if key in _CONFIG_ATTRS or isinstance(value, (gym.Space, gym.envs.registration.EnvSpec)):
+            if key in _CONFIG_ATTRS or isinstance(value, (gym.Space,
+                                                          gym.envs.registration.EnvSpec)):
                 continue
             try:
                 layer_state[key] = to_plain(value)
@@ -148,7 +149,7 @@ def restore_env_state(env: gym.Env, states: list[dict]) -> None:
     if len(states) > len(layers):
         raise ValueError(f"saved env state has {len(states)} wrapper layers but the env has "
                          f"{len(layers)}: the env or its wrappers changed since the checkpoint")
-    for layer, state in zip(layers, states):
+    for layer, state in zip(layers, states, strict=True):
         if "custom" in state:
             layer.set_state(from_plain(state["custom"]))
             return

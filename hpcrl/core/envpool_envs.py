@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -85,7 +85,7 @@ def _atari_options(config: EnvConfig) -> dict[str, Any]:
             "max_episode_steps": max(frames // max(a.frame_skip, 1), 1)}
 
 
-def envpool_problem(config: EnvConfig) -> Optional[str]:
+def envpool_problem(config: EnvConfig) -> str | None:
     """Why EnvPool cannot step ``config``'s envs (a sentence naming the key and the fix), or
     None when it can."""
     from hpcrl.core.suites import is_atari, register_suite
@@ -167,7 +167,7 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         self.game_return = np.zeros(num_envs, np.float64)
         self.game_length = np.zeros(num_envs, np.int64)
 
-    def reset(self, *, seed: Any = None, options: Optional[dict] = None
+    def reset(self, *, seed: Any = None, options: dict | None = None
               ) -> tuple[np.ndarray, dict[str, Any]]:
         seeds = (list(seed) if isinstance(seed, (list, tuple, np.ndarray))
                  else [int(seed or 0) + i for i in range(self.num_envs)])

@@ -9,18 +9,24 @@ episode returns the first observation of the next one and the final observation 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.errors import ConfigError
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.env_state import capture_env_state, restore_env_state
 from hpcrl.core.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
-from hpcrl.core.suites import (ATARI_INSTALL, MINATAR_INSTALL, make_env, preset_problem,
-                                register_suite)
+from hpcrl.core.suites import (
+    ATARI_INSTALL,
+    MINATAR_INSTALL,
+    make_env,
+    preset_problem,
+    register_suite,
+)
+from hpcrl.errors import ConfigError
 
 
 class UnsupportedEnv(ConfigError):
@@ -46,7 +52,7 @@ def _missing_package_problem(env_id: str, entry_point: str, err: Exception) -> s
             f"installed; fix: {fix}")
 
 
-def env_id_problem(env_id: str) -> Optional[str]:
+def env_id_problem(env_id: str) -> str | None:
     """Why ``env_id`` cannot be made, or None: checks the module import, the registry (after
     registering the id's suite: Atari, MinAtar) and that the packages of the env's family
     (Box2D, MuJoCo, Atari...) are installed."""
@@ -91,7 +97,7 @@ class CheckpointableEnv(gym.Wrapper):
         restore_env_state(self.env, state["layers"])
 
 
-def env_problem(config: EnvConfig) -> Optional[str]:
+def env_problem(config: EnvConfig) -> str | None:
     """Why the env of ``config`` cannot be made, or None: :func:`env_id_problem`, then
     whether ``env.preset`` fits the id, then whether ``env.backend`` can step it."""
     problem = env_id_problem(config.id) or preset_problem(config)
@@ -120,7 +126,7 @@ class EnvSpaces:
     obs_shape: tuple[int, ...]
     action_space: gym.Space
     obs_format: ObsFormat = None  # type: ignore[assignment]  # filled in below
-    observation_space: Optional[gym.Space] = None  # the env's (a user's network takes it)
+    observation_space: gym.Space | None = None  # the env's (a user's network takes it)
 
     def __post_init__(self) -> None:
         if self.obs_format is None:

@@ -8,7 +8,7 @@ agree with torch to rounding, which tests check). The torch engine serves other 
 from __future__ import annotations
 
 import math
-from typing import Optional, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -30,10 +30,10 @@ class PolicyEngine(Protocol):
         """Pick up the actor's current weights."""
         ...
 
-    def step(self, obs: np.ndarray, noise: np.ndarray, state: Optional[np.ndarray] = None
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]: ...
+    def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]: ...
 
-    def value(self, obs: np.ndarray, state: Optional[np.ndarray] = None) -> np.ndarray: ...
+    def value(self, obs: np.ndarray, state: np.ndarray | None = None) -> np.ndarray: ...
 
 
 class NumpyEngine:
@@ -61,10 +61,10 @@ class NumpyEngine:
         w, b, _ = self.vf_head
         return (features @ w + b)[:, 0]
 
-    def value(self, obs: np.ndarray, state: Optional[np.ndarray] = None) -> np.ndarray:
+    def value(self, obs: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
         return self._value(self._features(obs)[1])
 
-    def step(self, obs: np.ndarray, noise: np.ndarray, state: Optional[np.ndarray] = None
+    def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
         pi, vf = self._features(obs)
         w, b, _ = self.pi_head
@@ -104,11 +104,11 @@ class TorchEngine:
     def sync(self) -> None:
         pass
 
-    def _state(self, state: Optional[np.ndarray]) -> Optional[torch.Tensor]:
+    def _state(self, state: np.ndarray | None) -> torch.Tensor | None:
         return None if state is None else torch.from_numpy(state).to(self.device)
 
-    def step(self, obs: np.ndarray, noise: np.ndarray, state: Optional[np.ndarray] = None
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         with torch.inference_mode():
             a, logp, v, new = self.actor.step(torch.from_numpy(obs).to(self.device),
                                               torch.from_numpy(noise).to(self.device),
@@ -116,7 +116,7 @@ class TorchEngine:
         return (a.cpu().numpy(), logp.cpu().numpy(), v.cpu().numpy(),
                 None if new is None else new.cpu().numpy())
 
-    def value(self, obs: np.ndarray, state: Optional[np.ndarray] = None) -> np.ndarray:
+    def value(self, obs: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
         with torch.inference_mode():
             return self.actor.value(torch.from_numpy(obs).to(self.device),
                                     self._state(state)).cpu().numpy()

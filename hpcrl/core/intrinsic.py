@@ -23,7 +23,8 @@ holding a share each compute together.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -120,7 +121,7 @@ class IntrinsicTargets:
         raw = rnd.errors(rnd.normalized(inputs, self.obs_mean, self.obs_std))
         ret_std = rnd.ret_rms.std().to(device)
         raws, returns, start = [], [], 0
-        for r, obs in zip(rollouts, observed):
+        for r, obs in zip(rollouts, observed, strict=True):
             t, n = obs.shape[:2]
             rewards = raw[start:start + t * n].view(t, n).float()
             start += t * n
@@ -129,7 +130,8 @@ class IntrinsicTargets:
             next_values = torch.cat([values[1:], last[None]])
             returns.append(discounted_returns(rewards.double(), last.double() * ret_std,
                                               cfg.gamma).reshape(-1, 1))
-            raws.append((rewards, values, next_values, self._mask(r, seed, update, total_envs, device)))
+            mask = self._mask(r, seed, update, total_envs, device)
+            raws.append((rewards, values, next_values, mask))
         local_ret = moments_of(torch.cat(returns))
         _, std = merged_stats(rnd.ret_rms, _summed(self.reducer, *local_ret))
         scale = float(1.0 / std)

@@ -20,14 +20,15 @@ exact too.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
-Layer = tuple[np.ndarray, np.ndarray, Optional[Callable[[np.ndarray], np.ndarray]]]
+Layer = tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], np.ndarray] | None]
 
 # The kernel runs a chain whose largest layer takes at most this many multiply-adds
 # (rows x inputs x outputs); beyond it a matrix product outweighs dispatch, and torch's
@@ -51,7 +52,7 @@ NUMPY_ACTIVATIONS: dict[type, Callable[[np.ndarray], np.ndarray]] = {
     nn.Tanh: _tanh, nn.ReLU: _relu, nn.ELU: _elu}
 
 
-def _numpy_activation(module: nn.Module) -> Optional[Callable[[np.ndarray], np.ndarray]]:
+def _numpy_activation(module: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
     """The numpy form of an activation module, None when it has none (an ELU's alpha other
     than 1, say)."""
     if type(module) is nn.ELU and module.alpha != 1.0:
@@ -80,7 +81,7 @@ _TORCH_ACTIVATIONS: dict[Callable[[np.ndarray], np.ndarray], Callable[..., torch
 
 
 def _chain(modules: Sequence[nn.Module], strict: bool = False
-           ) -> Optional[tuple[list[nn.Linear], list[Any]]]:
+           ) -> tuple[list[nn.Linear], list[Any]] | None:
     """The Linear layers of ``modules`` (Sequentials unrolled) and the numpy activation after
     each (None where none follows). A module with no numpy form (a layer without bias, an
     activation numpy lacks): None, or with ``strict`` a TypeError naming it."""
@@ -108,11 +109,11 @@ def layer_views(*modules: nn.Module) -> list[Layer]:
     """``(weight^T, bias, activation)`` numpy views (no copy) of the Linear layers of
     ``modules`` in order, each with the activation that follows it (None if none does)."""
     linears, acts = _chain(modules, strict=True)  # type: ignore[misc]
-    return [_views(m.weight, m.bias, act) for m, act in zip(linears, acts)]
+    return [_views(m.weight, m.bias, act) for m, act in zip(linears, acts, strict=True)]
 
 
 def forward(layers: Sequence[Layer], x: np.ndarray,
-            outputs: Optional[list[np.ndarray]] = None) -> np.ndarray:
+            outputs: list[np.ndarray] | None = None) -> np.ndarray:
     """The chain's output for a batch ``x [B, in]`` (float32); with ``outputs``, each
     layer's output is appended to it (what a backward pass needs)."""
     for w, b, act in layers:
@@ -153,12 +154,12 @@ def run_mlps(*chains: tuple[torch.Tensor, Sequence[nn.Module]]) -> list[torch.Te
     found = [(x, _chain(modules)) for x, modules in chains]
     fast = [i for i, (x, chain) in enumerate(found)
             if chain is not None and chain[0] and _kernel_applies(x, chain[0])]
-    outputs: list[Optional[torch.Tensor]] = [None] * len(chains)
+    outputs: list[torch.Tensor | None] = [None] * len(chains)
     if fast:
         layout = tuple(tuple(found[i][1][1]) for i in fast)
         params = [t for i in fast for m in found[i][1][0] for t in (m.weight, m.bias)]
         results = _NumpyMLPs.apply(layout, *(found[i][0] for i in fast), *params)
-        for i, result in zip(fast, results):
+        for i, result in zip(fast, results, strict=True):
             outputs[i] = result
     for i, (x, modules) in enumerate(chains):
         if outputs[i] is None:
@@ -184,7 +185,7 @@ class _NumpyMLPs(torch.autograd.Function):
     def forward(ctx: Any, layout: tuple, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         xs, params = tensors[:len(layout)], tensors[len(layout):]
         outs, lasts, hidden = [], [], []
-        for x, acts, first in zip(xs, layout, _offsets(layout)):
+        for x, acts, first in zip(xs, layout, _offsets(layout), strict=True):
             layers = [_views(params[first + 2 * i], params[first + 2 * i + 1], act)
                       for i, act in enumerate(acts)]
             outputs: list[np.ndarray] = []
@@ -199,15 +200,15 @@ class _NumpyMLPs(torch.autograd.Function):
         return tuple(outs)
 
     @staticmethod
-    def backward(ctx: Any, *grads: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], ...]:
+    def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         layout, n = ctx.layout, len(ctx.layout)
         saved = ctx.saved_tensors
         xs, lasts, params = saved[:n], saved[n:2 * n], saved[2 * n:]
         needs = ctx.needs_input_grad[1:]
         if torch.is_grad_enabled():  # create_graph: this pass must be differentiable
             return (None, *_torch_backward(layout, xs, params, grads, needs))
-        result: list[Optional[torch.Tensor]] = [None] * len(needs)
-        chains = zip(layout, _offsets(layout), xs, lasts, grads)
+        result: list[torch.Tensor | None] = [None] * len(needs)
+        chains = zip(layout, _offsets(layout), xs, lasts, grads, strict=True)
         for c, (acts, first, x, last, grad) in enumerate(chains):
             if grad is not None:
                 hidden = ctx.hidden[c]
@@ -230,21 +231,21 @@ class _NumpyMLPs(torch.autograd.Function):
 
 
 def _torch_backward(layout: tuple, xs: Sequence[torch.Tensor], params: Sequence[torch.Tensor],
-                    grads: Sequence[Optional[torch.Tensor]], needs: Sequence[bool]
-                    ) -> list[Optional[torch.Tensor]]:
+                    grads: Sequence[torch.Tensor | None], needs: Sequence[bool]
+                    ) -> list[torch.Tensor | None]:
     """The kernel's gradients through torch's own forward and autograd, with a graph (what a
     second derivative needs)."""
     outs = []
-    for x, acts, first in zip(xs, layout, _offsets(layout)):
+    for x, acts, first in zip(xs, layout, _offsets(layout), strict=True):
         h = x
         for i, act in enumerate(acts):
             h = F.linear(h, params[first + 2 * i], params[first + 2 * i + 1])
             if act is not None:
                 h = _TORCH_ACTIVATIONS[act](h)
         outs.append(h)
-    used = [(out, grad) for out, grad in zip(outs, grads) if grad is not None]
+    used = [(out, grad) for out, grad in zip(outs, grads, strict=True) if grad is not None]
     inputs = (*xs, *params)
-    wanted = [t for t, need in zip(inputs, needs) if need]
+    wanted = [t for t, need in zip(inputs, needs, strict=True) if need]
     found = iter(torch.autograd.grad([o for o, _ in used], wanted, [g for _, g in used],
                                      create_graph=True, allow_unused=True))
     return [next(found) if need else None for need in needs]

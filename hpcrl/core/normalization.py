@@ -21,14 +21,14 @@ class Moments(NamedTuple):
     m2: np.ndarray
 
     @staticmethod
-    def of(samples: np.ndarray) -> "Moments":
+    def of(samples: np.ndarray) -> Moments:
         """Moments of ``samples`` of shape ``[batch, *shape]``."""
         x = np.asarray(samples, dtype=np.float64)
         mean = x.mean(axis=0)
         return Moments(float(x.shape[0]), mean, ((x - mean) ** 2).sum(axis=0))
 
     @staticmethod
-    def from_sums(count: float, total: np.ndarray, total_sq: np.ndarray) -> "Moments":
+    def from_sums(count: float, total: np.ndarray, total_sq: np.ndarray) -> Moments:
         """Moments from a count, a sum and a sum of squares (all float64)."""
         if count == 0:
             return Moments(0.0, np.zeros_like(total), np.zeros_like(total))

@@ -26,7 +26,7 @@ the env's raw observation, and collectors evaluate the same encoding in numpy
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -59,7 +59,7 @@ class ObsFormat:
     parts: tuple[Part, ...]
     raw_shape: tuple[int, ...]
     raw: bool = False
-    keys: tuple[tuple[str, "ObsFormat", int], ...] = ()
+    keys: tuple[tuple[str, ObsFormat, int], ...] = ()
 
     @property
     def features(self) -> int:
@@ -255,7 +255,7 @@ def _parts(space: gym.Space, where: str) -> list[Part]:
         return [("onehot", 2, 0)] * int(np.prod(space.shape, dtype=np.int64))
     if isinstance(space, gym.spaces.MultiDiscrete):
         return [("onehot", int(n), int(s))
-                for n, s in zip(np.ravel(space.nvec), np.ravel(space.start))]
+                for n, s in zip(np.ravel(space.nvec), np.ravel(space.start), strict=True)]
     if isinstance(space, gym.spaces.Tuple):
         return [p for i, sub in enumerate(space.spaces) for p in _parts(sub, f"{where}[{i}]")]
     fix = ("gymnasium.wrappers.FlattenObservation" if isinstance(space, gym.spaces.Dict)
@@ -303,4 +303,4 @@ def obs_format(space: gym.Space, keep_integers: bool = True,
     return ObsFormat((columns,), dtype, tuple(parts), raw_shape)
 
 
-ObsInput = Union[torch.Tensor, np.ndarray, tuple, int, float]
+ObsInput = torch.Tensor | np.ndarray | tuple | int | float

@@ -7,8 +7,6 @@ updates them; :meth:`sync` re-takes the views in case parameters were re-allocat
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import torch
 from torch import nn
@@ -33,7 +31,7 @@ class GreedyQEngine:
         """``Q(s, .)`` of a batch of observations, ``[B, num_actions]``."""
         return forward(self.layers, self.network.obs_format.encode_numpy(obs))
 
-    def act(self, obs: np.ndarray, noise: Optional[np.ndarray] = None) -> np.ndarray:
+    def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
         return self.q_values(obs).argmax(axis=1)
 
 
@@ -59,7 +57,7 @@ class DeterministicEngine:
     def sync(self) -> None:
         self.layers = layer_views(self.policy.trunk, self.policy.head)
 
-    def act(self, obs: np.ndarray, noise: Optional[np.ndarray] = None) -> np.ndarray:
+    def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
         return np.tanh(forward(self.layers, self.policy.obs_format.encode_numpy(obs)))
 
 
@@ -76,7 +74,7 @@ class SquashedGaussianEngine:
         self.mean = layer_views(p.mean_head)
         self.log_std = layer_views(p.log_std_head)
 
-    def act(self, obs: np.ndarray, noise: Optional[np.ndarray] = None) -> np.ndarray:
+    def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
         h = forward(self.trunk, self.policy.obs_format.encode_numpy(obs))
         mean = forward(self.mean, h)
         if noise is None:

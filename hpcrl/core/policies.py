@@ -10,14 +10,14 @@ to its Box bounds. Observations are carried as their :class:`~hpcrl.core.obs_for
 says and become features through :meth:`ObsFormat.encode` (a Box flattened, integers one-hot,
 each key of a ``Dict`` in turn, as DQN's MLP encoder does), so these policies take every
 observation space DQN takes with ``actor.encoder=mlp``; the algorithms encode a batch once
-with :meth:`_ContinuousPolicy.features` and give the same features to the critics. Calling a policy on raw observations returns its deterministic env
-action (``tanh(mean)`` for SAC), which is what ``hpcrl.load_policy`` gives.
+with :meth:`_ContinuousPolicy.features` and give the same features to the critics. Calling a
+policy on raw observations returns its deterministic env action (``tanh(mean)`` for SAC),
+which is what ``hpcrl.load_policy`` gives.
 """
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Optional
 
 import gymnasium as gym
 import numpy as np
@@ -65,7 +65,7 @@ class _ContinuousPolicy(nn.Module, ABC):
     None)."""
 
     def __init__(self, obs_shape: tuple[int, ...], space: gym.spaces.Box,
-                 config: ActorConfig, obs_format: Optional[ObsFormat] = None) -> None:
+                 config: ActorConfig, obs_format: ObsFormat | None = None) -> None:
         super().__init__()
         self.obs_shape = obs_shape
         self.obs_format = obs_format or box_format(obs_shape)
@@ -99,7 +99,7 @@ class DeterministicPolicy(_ContinuousPolicy):
     """``mu(s) = tanh(MLP(s))`` in ``[-1, 1]``."""
 
     def __init__(self, obs_shape: tuple[int, ...], space: gym.spaces.Box,
-                 config: ActorConfig, obs_format: Optional[ObsFormat] = None) -> None:
+                 config: ActorConfig, obs_format: ObsFormat | None = None) -> None:
         super().__init__(obs_shape, space, config, obs_format)
         self.head = nn.Linear(config.hidden_sizes[-1], self.action_dim)
         if config.ortho_init:
@@ -116,7 +116,7 @@ class SquashedGaussianPolicy(_ContinuousPolicy):
     """
 
     def __init__(self, obs_shape: tuple[int, ...], space: gym.spaces.Box,
-                 config: ActorConfig, obs_format: Optional[ObsFormat] = None) -> None:
+                 config: ActorConfig, obs_format: ObsFormat | None = None) -> None:
         super().__init__(obs_shape, space, config, obs_format)
         width = config.hidden_sizes[-1]
         self.mean_head = nn.Linear(width, self.action_dim)

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import ContextManager, Optional
+from contextlib import AbstractContextManager
 
 import torch
 
-COMPUTE_DTYPES: dict[str, Optional[torch.dtype]] = {"float32": None,
+COMPUTE_DTYPES: dict[str, torch.dtype | None] = {"float32": None,
                                                     "bfloat16": torch.bfloat16}
 DTYPE_NAMES: dict[torch.dtype, str] = {dtype: name for name, dtype in COMPUTE_DTYPES.items()
                                        if dtype is not None}
 _warned: set[str] = set()
 
 
-def compute_dtype(name: str) -> Optional[torch.dtype]:
+def compute_dtype(name: str) -> torch.dtype | None:
     """The autocast dtype of ``actor.compute_dtype`` ``name``; None for plain float32."""
     try:
         return COMPUTE_DTYPES[name]
@@ -42,7 +42,7 @@ def native_bfloat16(device: torch.device) -> bool:
     return False
 
 
-def autocast(device: torch.device, dtype: Optional[torch.dtype]) -> ContextManager:
+def autocast(device: torch.device, dtype: torch.dtype | None) -> AbstractContextManager:
     """Autocast to ``dtype`` on ``device`` (nothing for None), warning once per process and
     device type when the device would only emulate it."""
     if dtype is None:

@@ -6,7 +6,6 @@ usable outside hpcrl as it is (``hpcrl.load_policy``).
 from __future__ import annotations
 
 import math
-from typing import Union
 
 import numpy as np
 import torch
@@ -27,7 +26,7 @@ def orthogonal_init(module: nn.Module, gain: float) -> None:
             nn.init.zeros_(layer.bias)
 
 
-def batch_obs(obs: Union[torch.Tensor, np.ndarray], obs_shape: tuple[int, ...]
+def batch_obs(obs: torch.Tensor | np.ndarray, obs_shape: tuple[int, ...]
               ) -> tuple[torch.Tensor, bool]:
     """Observations as a float ``[B, obs_dim]`` tensor, and whether one came unbatched."""
     obs = torch.as_tensor(obs)

@@ -15,8 +15,6 @@ where it is), and a test checks that training leaves them as they were.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import nn
 
@@ -29,7 +27,7 @@ from hpcrl.core.obs_format import ObsFormat
 def _mlp(sizes: list[int]) -> nn.Sequential:
     """Linear layers of ``sizes`` with ReLU between them (none after the last)."""
     layers: list[nn.Module] = []
-    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
         layers.append(nn.Linear(n_in, n_out))
         if i < len(sizes) - 2:
             layers.append(nn.ReLU())
@@ -70,7 +68,7 @@ class RandomNetworkDistillation(nn.Module):
         super().__init__()
         self.config = config
         self.fmt = fmt
-        self.image: Optional[ImageInput] = ImageInput(fmt) if fmt.image and not fmt.packed \
+        self.image: ImageInput | None = ImageInput(fmt) if fmt.image and not fmt.packed \
             else None
         out = config.features
         if self.image is not None:

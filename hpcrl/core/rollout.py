@@ -7,8 +7,8 @@ dtype (observations keep the carried dtype of the env's ``ObsFormat``).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Optional
 
 import numpy as np
 
@@ -112,7 +112,7 @@ class RolloutLayout:
         # fixed slots, obs moments (count, mean, m2) and return moments (count, mean, m2)
         return _FIXED + 1 + 2 * self.obs_dim + 3
 
-    def new(self, data: Optional[np.ndarray] = None) -> "Rollout":
+    def new(self, data: np.ndarray | None = None) -> Rollout:
         """A rollout of zeros; its step fields in ``data`` when given (float32 words, a
         region of shared memory say), else in a buffer of its own."""
         return Rollout(self, np.zeros(self.data_size, np.float32) if data is None else data,

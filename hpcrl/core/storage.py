@@ -13,7 +13,8 @@ way over ``(sequence, global env)``.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator, NamedTuple, Optional, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -38,23 +39,23 @@ class RolloutBatch(NamedTuple):
     values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
-    rnd_mask: Optional[torch.Tensor] = None
+    rnd_mask: torch.Tensor | None = None
 
-    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> "RolloutBatch":
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> RolloutBatch:
         """``fn`` applied to every field that is there."""
         return RolloutBatch(*(None if t is None else fn(t) for t in self))
 
     @staticmethod
-    def joined(parts: Sequence["RolloutBatch"], join: Callable[[list[torch.Tensor]],
-                                                                 torch.Tensor]) -> "RolloutBatch":
+    def joined(parts: Sequence[RolloutBatch], join: Callable[[list[torch.Tensor]],
+                                                                 torch.Tensor]) -> RolloutBatch:
         """One batch of ``parts``, each field ``join``-ed (a field none has stays None)."""
         return RolloutBatch(*(None if parts[0][i] is None else join([p[i] for p in parts])
                               for i in range(len(RolloutBatch._fields))))
 
-    def flatten(self) -> "RolloutBatch":
+    def flatten(self) -> RolloutBatch:
         return self.map(lambda t: t.reshape((-1,) + t.shape[2:]))
 
-    def gather(self, time_index: torch.Tensor, env_index: torch.Tensor) -> "RolloutBatch":
+    def gather(self, time_index: torch.Tensor, env_index: torch.Tensor) -> RolloutBatch:
         """Samples at ``[time_index[i, j], env_index[i, j]]``, flattened."""
         return self.map(lambda t: t[time_index, env_index]).flatten()
 
@@ -72,9 +73,9 @@ class RecurrentBatch(NamedTuple):
     steps: RolloutBatch
     memory: torch.Tensor
     starts: torch.Tensor
-    valid: Optional[torch.Tensor]
+    valid: torch.Tensor | None
 
-    def select(self, index: torch.Tensor) -> "RecurrentBatch":
+    def select(self, index: torch.Tensor) -> RecurrentBatch:
         """The sequences ``index``."""
         return RecurrentBatch(self.steps.map(lambda t: t[:, index]),
                               self.memory[index], self.starts[:, index],
@@ -134,7 +135,7 @@ class RolloutStorage:
         self.env_offset = 0
 
     def load(self, rollouts: Sequence[Rollout],
-             intrinsic: Optional[Sequence[IntrinsicPart]] = None) -> None:
+             intrinsic: Sequence[IntrinsicPart] | None = None) -> None:
         """Take the rollouts of this update (with RND, ``intrinsic``: their
         :class:`~hpcrl.core.intrinsic.IntrinsicPart` each, in the same order).
 
@@ -175,7 +176,7 @@ class RolloutStorage:
                                       axis=1), layout.num_steps)]
         else:
             groups = [(part, r.memory, (r.terminated + r.truncated) > 0, r.valid_steps)
-                      for r, part in zip(rollouts, parts)]
+                      for r, part in zip(rollouts, parts, strict=True)]
         pieces = [self._cut(*group, length) for group in groups]
         steps = RolloutBatch.joined([p.steps for p in pieces], lambda ts: torch.cat(ts, dim=1))
         valid = torch.cat([p.valid for p in pieces], dim=1)
@@ -199,7 +200,7 @@ class RolloutStorage:
             to_sequences(starts, length).to(self.device),
             to_sequences(valid, length).to(self.device))
 
-    def _targets(self, r: Rollout, intrinsic: Optional[IntrinsicPart] = None) -> RolloutBatch:
+    def _targets(self, r: Rollout, intrinsic: IntrinsicPart | None = None) -> RolloutBatch:
         """GAE targets of ``r`` (with RND: beside its intrinsic ones, advantages summed)."""
         t, dev = r.valid_steps, self.device
         values = _tensor(r.values[:t], dev)
@@ -267,7 +268,7 @@ class RolloutStorage:
             gen = torch.Generator().manual_seed(seed)
             order = torch.randperm(self.num_samples, generator=gen).to(self.device)
             for index in torch.tensor_split(order, num_minibatches):
-                yield self.flat.map(lambda t: t[index])
+                yield self.flat.map(lambda t, rows=index: t[rows])
             return
         assert self.batch is not None, "load() a rollout first"
         steps, envs = self.num_steps, self.num_envs

@@ -9,16 +9,17 @@ in every process that makes envs (collector ranks, async env subprocesses, evalu
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.errors import ConfigError, ExplainedError
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.atari import LIFE_LOST, atari_env
 from hpcrl.core.env_noise import quiet_mujoco
 from hpcrl.core.vizdoom import VIZDOOM_INSTALL, is_vizdoom, vizdoom_env, vizdoom_problem
+from hpcrl.errors import ConfigError, ExplainedError
 from hpcrl.plugins import CONTRACTS, PluginError, component_factory, failure
 
 WRAPPER_CALL = "Class(env, **kwargs)"
@@ -51,7 +52,7 @@ def _register_vizdoom() -> None:
     import vizdoom.gymnasium_wrapper  # noqa: F401  (registers the Vizdoom... ids)
 
 
-def _suite_of(env_id: str) -> Optional[tuple[str, Callable[[], None], str, bool]]:
+def _suite_of(env_id: str) -> tuple[str, Callable[[], None], str, bool] | None:
     """(name, registration, install command, sure) of the suite ``env_id`` belongs to."""
     if env_id.startswith("MinAtar/"):
         return "MinAtar", _register_minatar, MINATAR_INSTALL, True
@@ -64,7 +65,7 @@ def _suite_of(env_id: str) -> Optional[tuple[str, Callable[[], None], str, bool]
     return None
 
 
-def register_suite(env_id: str) -> Optional[str]:
+def register_suite(env_id: str) -> str | None:
     """Register the suite of ``env_id`` when it is not registered yet; returns why that
     failed (a missing package, with its install command) or None."""
     if ":" in env_id or env_id in gym.registry:
@@ -174,7 +175,7 @@ def apply_wrappers(env: gym.Env, config: EnvConfig) -> gym.Env:
     return env
 
 
-def preset_problem(config: EnvConfig) -> Optional[str]:
+def preset_problem(config: EnvConfig) -> str | None:
     """Why ``config.preset`` cannot be applied to ``config.id`` (with the fix), or None.
     Call after :func:`register_suite`."""
     if config.preset != "vizdoom" and config.vizdoom != type(config.vizdoom)():

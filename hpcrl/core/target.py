@@ -21,7 +21,7 @@ class TargetNetwork:
         self.module.requires_grad_(False)
         self.flat = contiguous_parameters(self.module)
 
-    def to(self, device: torch.device) -> "TargetNetwork":
+    def to(self, device: torch.device) -> TargetNetwork:
         """Move the copy to ``device`` (its flat tensor with it)."""
         self.module.to(device)
         self.flat = contiguous_parameters(self.module)

@@ -18,7 +18,7 @@ resets its envs, as an Atari run does.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -87,7 +87,7 @@ def vizdoom_env(config: EnvConfig) -> gym.Env:
     return DoomObservation(env, v.width, v.height, v.frame_stack, v.game_variables)
 
 
-def vizdoom_problem(config: EnvConfig) -> Optional[str]:
+def vizdoom_problem(config: EnvConfig) -> str | None:
     """Why ``env.preset=vizdoom`` cannot be applied to ``config.id`` (with the fix), or None."""
     if not is_vizdoom(config.id):
         return (f"config key 'env.preset': 'vizdoom' preprocesses ViZDoom scenarios, but "

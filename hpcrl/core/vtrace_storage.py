@@ -14,7 +14,8 @@ step per rollout they equal the learner's values.
 """
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Optional, Sequence
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -35,15 +36,15 @@ class SequenceBatch(NamedTuple):
     rewards: torch.Tensor
     discounts: torch.Tensor
     bootstrap: torch.Tensor
-    memory: Optional[torch.Tensor] = None
-    starts: Optional[torch.Tensor] = None
+    memory: torch.Tensor | None = None
+    starts: torch.Tensor | None = None
     sequence_length: int = 0
 
     @property
     def num_samples(self) -> int:
         return self.values.numel()
 
-    def columns(self, index: torch.Tensor) -> "SequenceBatch":
+    def columns(self, index: torch.Tensor) -> SequenceBatch:
         """The sequences of the env columns ``index``."""
         steps = (self.obs, self.actions, self.log_probs, self.values, self.rewards,
                  self.discounts)

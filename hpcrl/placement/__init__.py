@@ -1,7 +1,7 @@
 """Placements: where the roles run (one process here; MPI ranks in hpcrl.placement.mpi)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hpcrl.config.schema import Config
@@ -10,11 +10,11 @@ if TYPE_CHECKING:
     from hpcrl.placement.serial_offpolicy import SerialOffPolicyPlacement
 
 
-def make_placement(config: "Config", spaces: "EnvSpaces"
-                   ) -> Union["SerialPlacement", "SerialOffPolicyPlacement"]:
+def make_placement(config: Config, spaces: EnvSpaces
+                   ) -> SerialPlacement | SerialOffPolicyPlacement:
     """The serial placement of ``config.algo.name``: the on-policy synchronous learner loop
-    over a communicator of one process, or the off-policy collector and replay learner. Raises ConfigError when the algorithm cannot
-    act in the env's action space."""
+    over a communicator of one process, or the off-policy collector and replay learner.
+    Raises ConfigError when the algorithm cannot act in the env's action space."""
     from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 
     if config.algo.name in OFF_POLICY_ALGOS:

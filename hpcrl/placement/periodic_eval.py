@@ -19,8 +19,9 @@ import csv
 import math
 import queue
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Callable, Optional
+from typing import IO, Any
 
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
@@ -56,7 +57,7 @@ class PeriodicEvaluator:
 
     def __init__(self, config: Config, run: RunDir, env_steps: int, resumed: bool,
                  policy_record: Callable[[ActorCritic], dict[str, Any]],
-                 console: Optional[IO[str]]) -> None:
+                 console: IO[str] | None) -> None:
         self.config, self.run, self.console = config, run, console
         self.every, self.episodes = config.train.eval_every, config.train.eval_episodes
         self.policy_record = policy_record
@@ -69,7 +70,7 @@ class PeriodicEvaluator:
         self.best = max((float(r["mean_return"]) for r in rows), default=-math.inf)
         self.last_steps = int(float(rows[-1]["env_steps"])) if rows else -1
         self.snapshots: queue.Queue = queue.Queue()
-        self.error: Optional[BaseException] = None
+        self.error: BaseException | None = None
         self.warned = False
         self.thread = threading.Thread(target=self._work, name="hpcrl-eval", daemon=True)
         self.thread.start()
@@ -123,7 +124,7 @@ class PeriodicEvaluator:
                 self.error = err
 
     def _evaluate(self, actor: ActorCritic, env_steps: int, updates: int,
-                  wall_time_s: float, result: Optional[dict[str, Any]]) -> None:
+                  wall_time_s: float, result: dict[str, Any] | None) -> None:
         if env_steps == self.last_steps:
             return  # the final evaluation of a budget that ended on an eval_every point
         if result is None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any, Mapping, Optional
+from typing import IO, Any
 
 from hpcrl.build import policy_record
 from hpcrl.config.loader import dump_yaml, to_dict
@@ -28,8 +29,8 @@ from hpcrl.runtime.metrics import EpisodeWindow, progress_row
 from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
 from hpcrl.runtime.rng import rng_state
 from hpcrl.runtime.run_dir import RunDir, write_run_file
-from hpcrl.runtime.wandb_log import WandbLog
 from hpcrl.runtime.signals import STOP_REQUEST
+from hpcrl.runtime.wandb_log import WandbLog
 
 
 class RunRecorder:
@@ -40,8 +41,8 @@ class RunRecorder:
     """
 
     def __init__(self, config: Config, spaces: EnvSpaces, run: RunDir,
-                 stat_names: tuple[str, ...], resume_state: Optional[dict[str, Any]],
-                 console: Optional[IO[str]]) -> None:
+                 stat_names: tuple[str, ...], resume_state: dict[str, Any] | None,
+                 console: IO[str] | None) -> None:
         self.config, self.spaces, self.run = config, spaces, run
         self.updates, self.env_steps, self.wall_before = 0, 0, 0.0
         self.episodes = EpisodeWindow()
@@ -136,7 +137,7 @@ class RunRecorder:
                            f"({self.env_steps} env steps)\n")
         return path
 
-    def final_eval(self, actor: ActorCritic) -> Optional[dict[str, float]]:
+    def final_eval(self, actor: ActorCritic) -> dict[str, float] | None:
         """Evaluate ``actor`` for ``train.eval_episodes`` episodes (none: None), write
         ``eval.json`` and say the mean return on the console."""
         episodes = self.config.train.eval_episodes

@@ -11,7 +11,8 @@ its step, before the rollout reaches a gradient or the normaliser.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -20,9 +21,9 @@ import torch
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.demo_replay import DemoSlots
-from hpcrl.core.inference import PolicyEngine, make_engine
 from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import env_seeds, restore_vector_env_state, vector_env_state
+from hpcrl.core.inference import PolicyEngine, make_engine
 from hpcrl.core.normalization import Moments, Normalizer
 from hpcrl.core.rollout import Rollout
 from hpcrl.core.suites import game_episodes
@@ -42,8 +43,8 @@ class Collector:
 
     def __init__(self, envs: gym.vector.VectorEnv, actor: ActorCritic, config: EnvConfig,
                  gamma: float, seed: int, env_offset: int = 0, collector_id: int = 0,
-                 total_envs: Optional[int] = None,
-                 engine: Optional[PolicyEngine] = None) -> None:
+                 total_envs: int | None = None,
+                 engine: PolicyEngine | None = None) -> None:
         self.envs, self.actor, self.config = envs, actor, config
         self.gamma, self.seed = gamma, seed
         self.env_offset, self.collector_id = env_offset, collector_id
@@ -61,7 +62,7 @@ class Collector:
         self.env_dtype = space.dtype if actor.integer_actions and not actor.discrete else None
         self.engine = engine if engine is not None else make_engine(actor)
         # PPO+D's replay slots (hpcrl.core.demo_replay), when the envs have them
-        self.replay: Optional[DemoSlots] = envs if isinstance(envs, DemoSlots) else None
+        self.replay: DemoSlots | None = envs if isinstance(envs, DemoSlots) else None
         self.rngs = [np.random.default_rng([seed, env_offset + i]) for i in range(n)]
         self.obs_norm = Normalizer(config.clip_obs)
         self.rew_norm = Normalizer(config.clip_reward)
@@ -73,7 +74,7 @@ class Collector:
         self.obs = self.obs_format.carry(envs.reset(seed=env_seeds(seed, env_offset, n))[0])
         # a recurrent actor's state per env: zero at an episode's start, carried across
         # rollouts (None for a feedforward actor)
-        self.memory: Optional[np.ndarray] = (np.zeros((n, actor.state_size), np.float32)
+        self.memory: np.ndarray | None = (np.zeros((n, actor.state_size), np.float32)
                                              if actor.recurrent else None)
 
     # -- weights -----------------------------------------------------------------------------
@@ -100,7 +101,7 @@ class Collector:
             cols = [rng.standard_normal(shape, dtype=np.float32) for rng in self.rngs]
         return np.stack(cols, axis=1)
 
-    def collect(self, rollout: Rollout, should_stop: Optional[StopCheck] = None) -> Rollout:
+    def collect(self, rollout: Rollout, should_stop: StopCheck | None = None) -> Rollout:
         """Fill ``rollout`` with up to ``num_steps`` steps of every env.
 
         ``should_stop(steps_done)`` is asked after every step; when it says True the rollout
@@ -252,7 +253,7 @@ class Collector:
             raise ValueError(f"checkpoint holds envs from global index {state['env_offset']} "
                              f"({len(state['rngs'])} envs) but this collector runs envs from "
                              f"{self.env_offset} ({self.num_envs}): the env layout changed")
-        self.rngs = [from_plain(r, cur) for r, cur in zip(state["rngs"], self.rngs)]
+        self.rngs = [from_plain(r, cur) for r, cur in zip(state["rngs"], self.rngs, strict=True)]
         self.vector_steps = int(state.get("vector_steps", 0))
         if state["envs_inexact"]:
             return list(state["envs_inexact"])

@@ -6,8 +6,7 @@ an updater in another process or from its own optimiser in a decentralised updat
 """
 from __future__ import annotations
 
-from typing import Iterator, Sequence
-
+from collections.abc import Iterator, Sequence
 
 from hpcrl.core.algorithms.base import Algorithm
 from hpcrl.core.demo_replay import demo_slots, replayed_log_probs
@@ -19,8 +18,9 @@ from hpcrl.roles.messages import Gradient, Weights
 
 def rollout_moments(rollouts: Sequence[Rollout]) -> tuple[Moments, Moments]:
     """Observation and return moments of several rollouts, merged."""
-    obs_parts, ret_parts = zip(*(r.moments() for r in rollouts))
-    return merge_moments([Moments(*m) for m in obs_parts]), merge_moments([Moments(*m) for m in ret_parts])
+    obs_parts, ret_parts = zip(*(r.moments() for r in rollouts), strict=True)
+    return (merge_moments([Moments(*m) for m in obs_parts]),
+            merge_moments([Moments(*m) for m in ret_parts]))
 
 
 class GradientWorker:

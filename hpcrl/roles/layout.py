@@ -9,7 +9,8 @@ a field touches no offset anywhere.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,8 +26,8 @@ class RecordLayout:
     :meth:`wrap` build.
     """
 
-    def __init__(self, fields: Iterable[Field | tuple[str, "RecordLayout"]],
-                 record_type: Optional[type["Record"]] = None) -> None:
+    def __init__(self, fields: Iterable[Field | tuple[str, RecordLayout]],
+                 record_type: type[Record] | None = None) -> None:
         flat: list[Field] = []
         self.parts: dict[str, RecordLayout] = {}
         for field in fields:
@@ -48,15 +49,15 @@ class RecordLayout:
         # (a layout never changes, and records are made every update)
         self.words: int = words + words % 2
 
-    def new(self) -> "Record":
+    def new(self) -> Record:
         """A record of zeros in a buffer of its own."""
         return self.record_type(self, np.zeros(self.words, np.float32))
 
-    def wrap(self, data: np.ndarray) -> "Record":
+    def wrap(self, data: np.ndarray) -> Record:
         """The record whose buffer is ``data`` (a received row, a slice of a bigger one)."""
         return self.record_type(self, data)
 
-    def rows(self, matrix: np.ndarray) -> list["Record"]:
+    def rows(self, matrix: np.ndarray) -> list[Record]:
         """One record per row of ``matrix`` (each row a buffer of this layout)."""
         return [self.wrap(row) for row in matrix]
 
@@ -81,7 +82,7 @@ class Record:
     def __setitem__(self, name: str, value: Any) -> None:
         self.set(**{name: value})
 
-    def set(self, **values: Any) -> "Record":
+    def set(self, **values: Any) -> Record:
         """Write fields by name (a scalar field takes a number)."""
         for name, value in values.items():
             if name not in self.layout.names:
@@ -93,7 +94,7 @@ class Record:
         """A scalar field as a Python number."""
         return getattr(self, name).item()
 
-    def copy_from(self, other: "Record") -> "Record":
+    def copy_from(self, other: Record) -> Record:
         self.data[:] = other.data
         return self
 

@@ -11,18 +11,22 @@ Every fixed-size part is a named-field record (:mod:`hpcrl.roles.layout`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 import torch
 from torch import nn
 
+from hpcrl.core.flat import (
+    buffers_to_flat,
+    flat_to_buffers,
+    flat_to_params,
+    num_buffer_values,
+    num_params,
+    params_to_flat,
+)
 from hpcrl.core.normalization import Moments
 from hpcrl.roles.layout import Record, RecordLayout
 from hpcrl.roles.moments import MomentsRecord, moments_layout
-from hpcrl.core.flat import (buffers_to_flat, flat_to_buffers, flat_to_params,
-                             num_buffer_values, num_params, params_to_flat)
-
 
 # commands a weights message carries to collectors (bit flags)
 COLLECT, STOP, CHECKPOINT, PREEMPTED = 0, 1, 2, 4
@@ -45,7 +49,7 @@ class Weights:
     header: Record
 
     @staticmethod
-    def new(num_params_: int, num_buffer_values: int, pinned: bool = False) -> "Weights":
+    def new(num_params_: int, num_buffer_values: int, pinned: bool = False) -> Weights:
         """A message of zeros for a module of these sizes (``pinned``: its parameters in
         page-locked memory, for a module on a GPU: copies to and from it are faster)."""
         params = (torch.zeros(num_params_, dtype=torch.float32, pin_memory=True).numpy()
@@ -53,17 +57,17 @@ class Weights:
         return Weights(params, weights_header_layout(num_buffer_values).new())
 
     @staticmethod
-    def empty_like(module: nn.Module) -> "Weights":
+    def empty_like(module: nn.Module) -> Weights:
         """A message for ``module``, pinned when the module lies on a GPU: weights leave a
         GPU learner only through this host buffer, to be sent to collectors or ranks."""
         on_gpu = any(p.is_cuda for p in module.parameters())
         return Weights.new(num_params(module), num_buffer_values(module), pinned=on_gpu)
 
-    def copy(self) -> "Weights":
+    def copy(self) -> Weights:
         """A message with buffers of its own holding the same values."""
         return Weights(self.params.copy(), self.header.layout.wrap(self.header.data.copy()))
 
-    def copy_from(self, other: "Weights") -> "Weights":
+    def copy_from(self, other: Weights) -> Weights:
         self.params[:] = other.params
         self.header.copy_from(other.header)
         return self
@@ -81,11 +85,11 @@ class Weights:
     def command(self) -> int:
         return int(self.header.command)
 
-    def set_command(self, command: int) -> "Weights":
+    def set_command(self, command: int) -> Weights:
         self.header.set(command=command)
         return self
 
-    def capture(self, module: nn.Module, version: int, command: int = COLLECT) -> "Weights":
+    def capture(self, module: nn.Module, version: int, command: int = COLLECT) -> Weights:
         """Write ``module``'s current parameters and buffers into this message."""
         params_to_flat(module, torch.from_numpy(self.params))
         buffers_to_flat(module, torch.from_numpy(self.header.buffers))
@@ -129,11 +133,11 @@ class Gradient:
 
     grads: torch.Tensor
     info: Record
-    stage: Optional[torch.Tensor] = None  # pinned host copy of a device gradient
+    stage: torch.Tensor | None = None  # pinned host copy of a device gradient
 
     @staticmethod
     def empty(num_params_: int, num_stats: int, obs_dim: int,
-              device: torch.device | str = "cpu", rnd_dim: int = 0) -> "Gradient":
+              device: torch.device | str = "cpu", rnd_dim: int = 0) -> Gradient:
         """A zero gradient; ``device`` is where it will be applied (a CPU gradient to be
         received for a GPU learner is pinned, so its copy to the device is asynchronous)."""
         device = torch.device(device)
@@ -144,7 +148,7 @@ class Gradient:
 
     @staticmethod
     def for_actor(actor: nn.Module, num_stats: int,
-                  device: torch.device | str = "cpu") -> "Gradient":
+                  device: torch.device | str = "cpu") -> Gradient:
         """:meth:`empty` sized for ``actor``: its parameters, its observation statistics and
         (an actor with RND) those of its predictor's inputs."""
         rnd = getattr(actor, "rnd", None)
@@ -190,7 +194,7 @@ class Gradient:
 
     def fill(self, grads: torch.Tensor, weights_version: int, num_samples: int,
              new_env_steps: int, progress: float, stats: list[float],
-             moments: tuple[Moments, ...] | None) -> "Gradient":
+             moments: tuple[Moments, ...] | None) -> Gradient:
         """This message now carries ``grads`` (the tensor itself, valid until the worker
         computes its next gradient) and the info given."""
         self.grads = grads.detach()

@@ -9,7 +9,7 @@ updater (:func:`merge_records`). This is the one place that knows how they are p
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -43,7 +43,7 @@ class MomentsRecord(Record):
         """The groups this record holds: :data:`GROUPS`, then :data:`RND_GROUPS` with RND."""
         return GROUPS + (RND_GROUPS if "rnd_obs_count" in self.layout.names else ())
 
-    def write(self, moments: Sequence[Moments] | None) -> "MomentsRecord":
+    def write(self, moments: Sequence[Moments] | None) -> MomentsRecord:
         """Store one :class:`Moments` per group (the record's scalar groups take a scalar
         mean); ``None`` stores none."""
         if moments is None:
@@ -53,7 +53,7 @@ class MomentsRecord(Record):
         if len(moments) != len(self.groups):
             raise ValueError(f"moments of {len(moments)} groups for a record of "
                              f"{', '.join(self.groups)}")
-        for group, m in zip(self.groups, moments):
+        for group, m in zip(self.groups, moments, strict=True):
             self[f"{group}_count"][...] = m.count
             self[f"{group}_mean"][:] = np.reshape(m.mean, -1)
             self[f"{group}_m2"][:] = np.reshape(m.m2, -1)
@@ -80,7 +80,7 @@ class MomentsRecord(Record):
         """Every field as one float64 vector (a view), for a single all-reduce."""
         return self.data.view(np.float64)
 
-    def to_sums_(self) -> "MomentsRecord":
+    def to_sums_(self) -> MomentsRecord:
         """Turn (count, mean, M2) into (count, sum, sum of squares), which add up over ranks."""
         for group in self.groups:
             count, mean, m2 = (self[f"{group}_{k}"] for k in ("count", "mean", "m2"))
@@ -88,7 +88,7 @@ class MomentsRecord(Record):
             mean *= count
         return self
 
-    def from_sums_(self) -> "MomentsRecord":
+    def from_sums_(self) -> MomentsRecord:
         """The inverse of :meth:`to_sums_` (on summed values: the moments of the union)."""
         for group in self.groups:
             count, total, total_sq = (self[f"{group}_{k}"] for k in ("count", "mean", "m2"))
@@ -99,6 +99,6 @@ class MomentsRecord(Record):
 
 def merge_records(parts: Sequence[MomentsRecord], out: MomentsRecord) -> None:
     """``out`` := the exact merge of ``parts`` (none carried: ``out`` carries none)."""
-    groups = list(zip(*(p.read() for p in parts)))
+    groups = list(zip(*(p.read() for p in parts), strict=True))
     merged = tuple(merge_moments(list(g)) for g in groups)
     out.write(merged if any(m.count > 0 for m in merged) else None)

@@ -9,7 +9,7 @@ gradient workers and the updater on different ranks calls the algorithm's
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from hpcrl.config.schema import Config
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
@@ -26,7 +26,7 @@ from hpcrl.runtime.finite import was_applied
 
 def make_replay(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
                 discrete: bool, obs_dtype: str = "float32",
-                obs_format: Optional[ObsFormat] = None, streams: int = 1) -> ReplayBuffer:
+                obs_format: ObsFormat | None = None, streams: int = 1) -> ReplayBuffer:
     """The uniform, prioritised or hindsight replay of ``config.replay``; observations are
     stored in ``obs_dtype``, the carried dtype of the env's observation format.
 

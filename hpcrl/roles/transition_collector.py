@@ -24,9 +24,9 @@ from torch import nn
 from hpcrl.config.schema import Config
 from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import env_seeds, restore_vector_env_state, vector_env_state
-from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.epsilon import collector_epsilon, linear_epsilon
 from hpcrl.core.exploration import make_noise, standard_normal
+from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.obs_format import obs_format
 from hpcrl.core.offpolicy_engine import GreedyQEngine, SquashedGaussianEngine, make_policy_engine
 from hpcrl.core.replay.nstep import NStepWindow
@@ -268,7 +268,7 @@ class TransitionCollector:
             raise ValueError(f"checkpoint holds envs from global index {state['env_offset']} "
                              f"({len(state['rngs'])} envs) but this collector runs envs from "
                              f"{self.env_offset} ({self.num_envs}): the env layout changed")
-        self.rngs = [from_plain(r, cur) for r, cur in zip(state["rngs"], self.rngs)]
+        self.rngs = [from_plain(r, cur) for r, cur in zip(state["rngs"], self.rngs, strict=True)]
         self.vector_steps = int(state.get("vector_steps", 0))
         if self.noise is not None:
             self.noise.load_state_dict(state["noise"])

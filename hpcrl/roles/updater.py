@@ -36,7 +36,7 @@ class Updater:
             stats = [actor.obs_rms, actor.ret_rms]
             if getattr(actor, "rnd", None) is not None:  # RND's inputs and returns
                 stats += [actor.rnd.obs_rms, actor.rnd.ret_rms]
-            for running, moments in zip(stats, gradient.moments.read()):
+            for running, moments in zip(stats, gradient.moments.read(), strict=True):
                 if moments.count > 0:
                     running.merge(moments)
         self.version += 1

@@ -13,10 +13,10 @@ import os
 import pickle
 import shutil
 import zipfile
-from pathlib import Path
 from collections import OrderedDict
-from contextlib import suppress
-from typing import IO, Any, ContextManager, Optional
+from contextlib import AbstractContextManager, suppress
+from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 import torch
@@ -44,7 +44,7 @@ def _join(where: str, key: Any) -> str:
     return f"{where}[{key!r}]"
 
 
-def unloadable_value(value: Any, where: str = "") -> Optional[str]:
+def unloadable_value(value: Any, where: str = "") -> str | None:
     """``"path: type"`` of the first value under ``value`` that would not load back, or None.
 
     Only the container structure is walked: tensors are leaves, so a replay buffer of large
@@ -89,7 +89,7 @@ class _RecordingFile:
 
     def __init__(self, file: IO[bytes]) -> None:
         self.file = file
-        self.error: Optional[OSError] = None
+        self.error: OSError | None = None
 
     def write(self, data: bytes) -> int:
         try:
@@ -118,7 +118,7 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
     state = {"format": FORMAT, **state}
     check_loadable(state, path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    recorder: Optional[_RecordingFile] = None
+    recorder: _RecordingFile | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
@@ -197,7 +197,7 @@ def _load_cause(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
-def _allow_numpy_scalars() -> ContextManager[None]:
+def _allow_numpy_scalars() -> AbstractContextManager[None]:
     """Allow :func:`_numpy_scalar_globals` for one load."""
     return torch.serialization.safe_globals(_numpy_scalar_globals())
 

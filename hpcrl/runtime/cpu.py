@@ -27,7 +27,7 @@ import ctypes
 import ctypes.util
 import gc
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from threadpoolctl import threadpool_limits

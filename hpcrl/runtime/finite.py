@@ -20,9 +20,10 @@ One module for the whole concern, so the serial and the MPI placements call the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,7 +41,7 @@ class NonFiniteError(ExplainedError):
 
 # -- env data -----------------------------------------------------------------------------
 def check_env_steps(name: str, values: np.ndarray, env_offset: int, first_step: int,
-                    total_envs: int, envs: Optional[Sequence[int]] = None) -> None:
+                    total_envs: int, envs: Sequence[int] | None = None) -> None:
     """Raise :class:`NonFiniteError` if ``values`` (steps x envs x ...) holds a NaN or inf.
 
     ``values[t, j]`` is what env ``envs[j]`` (default ``j``) of the collector, global index
@@ -187,7 +188,7 @@ def describe_last_good(path: str | Path) -> str:
 
 @contextmanager
 def naming_last_good(checkpoint_path: str | Path,
-                     where: Optional[Callable[[], str]] = None) -> Iterator[None]:
+                     where: Callable[[], str] | None = None) -> Iterator[None]:
     """Run the ``with`` body; a :class:`NonFiniteError` raised in it continues with its
     message extended by ``where()`` (e.g. the update it happened in) and the last good
     checkpoint, keeping its traceback."""

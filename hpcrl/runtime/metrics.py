@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -25,7 +26,8 @@ class EpisodeWindow:
         if count <= 0:
             return
         self.chunks.append((float(count), float(return_sum), float(length_sum)))
-        while len(self.chunks) > 1 and sum(c[0] for c in self.chunks) - self.chunks[0][0] >= self.episodes:
+        while (len(self.chunks) > 1
+               and sum(c[0] for c in self.chunks) - self.chunks[0][0] >= self.episodes):
             self.chunks.popleft()
 
     def means(self) -> tuple[float, float]:

@@ -11,8 +11,9 @@ import math
 import os
 import sys
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Iterable, Mapping, Sequence
+from typing import IO, Any
 
 from hpcrl.runtime.run_dir import writing
 
@@ -159,7 +160,8 @@ def _duration(seconds: float) -> str:
 class ConsoleProgress:
     """Prints env steps, FPS, mean return and ETA at most every ``interval_s`` seconds."""
 
-    def __init__(self, total_env_steps: int, interval_s: float, stream: IO[str] = sys.stderr) -> None:
+    def __init__(self, total_env_steps: int, interval_s: float,
+                 stream: IO[str] = sys.stderr) -> None:
         self.total, self.interval, self.stream = total_env_steps, interval_s, stream
         self.last = -math.inf
 

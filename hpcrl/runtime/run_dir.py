@@ -21,10 +21,10 @@ from __future__ import annotations
 import csv
 import errno
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import yaml
 

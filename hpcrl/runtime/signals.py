@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import Callable, Optional
+from collections.abc import Callable
 
 EXIT_PREEMPTED = 3
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
@@ -20,7 +20,7 @@ class StopRequest:
     """Whether a stop signal arrived, and which."""
 
     def __init__(self) -> None:
-        self.signum: Optional[int] = None
+        self.signum: int | None = None
         self.announce = True  # say so on stderr; an MPI job lets rank 0 alone speak
 
     @property

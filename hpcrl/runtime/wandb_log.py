@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import secrets
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from hpcrl.config.loader import to_dict
 from hpcrl.config.schema import Config

@@ -1,8 +1,19 @@
 """Schemes: presets, validation and the mapping of roles onto MPI ranks."""
 from hpcrl.scheme.presets import PRESETS, apply_preset
-from hpcrl.scheme.topology import (COLLECTOR, INFERENCE, UPDATER, WORKER, RankRole, WorldSizeError,
-                                   assign_roles, collecting_ranks, describe,
-                                   envs_per_gradient_step, required_world_size, scheme_problem)
+from hpcrl.scheme.topology import (
+                                   COLLECTOR,
+                                   INFERENCE,
+                                   UPDATER,
+                                   WORKER,
+                                   RankRole,
+                                   WorldSizeError,
+                                   assign_roles,
+                                   collecting_ranks,
+                                   describe,
+                                   envs_per_gradient_step,
+                                   required_world_size,
+                                   scheme_problem,
+)
 
 __all__ = ["COLLECTOR", "INFERENCE", "PRESETS", "RankRole", "UPDATER", "WORKER", "WorldSizeError",
            "apply_preset", "assign_roles", "collecting_ranks", "describe",

@@ -1,12 +1,18 @@
 """The rank table of a config, as text for people and JSON for scripts (``hpcrl plan``)."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from hpcrl.config.schema import Config
 from hpcrl.core.epsilon import collector_epsilon
-from hpcrl.scheme.topology import (INFERENCE, RankRole, assign_roles, collecting_ranks,
-                                   describe, required_world_size)
+from hpcrl.scheme.topology import (
+    INFERENCE,
+    RankRole,
+    assign_roles,
+    collecting_ranks,
+    describe,
+    required_world_size,
+)
 
 
 def role_device_key(config: Config, role: RankRole) -> tuple[str, str]:
@@ -37,7 +43,7 @@ def rank_table(config: Config) -> list[RankRole]:
     return assign_roles(required_world_size(s), s, config.env.num_envs)
 
 
-def exploration_epsilon(config: Config, role: RankRole) -> Optional[float]:
+def exploration_epsilon(config: Config, role: RankRole) -> float | None:
     """The fixed epsilon of a collecting rank under Ape-X's per-collector schedule, or None."""
     if not (config.replay.per_collector_eps and role.collects):
         return None
@@ -113,7 +119,8 @@ def plan_text(config: Config) -> str:
              + (f", all-reduce {s.allreduce}" if s.update == "decentralized"
                 and s.gradient_workers > 1 else ""),
              f"agent: {info['agent']}",
-             f"world size: {info['world_size']}   (mpiexec -n {info['world_size']} hpcrl train ...)",
+             f"world size: {info['world_size']}   "
+             f"(mpiexec -n {info['world_size']} hpcrl train ...)",
              f"envs: {info['total_envs']} in all, {config.env.num_envs} per collecting rank",
              f"transport: {info['transport']}", "",
              f"{'rank':>4}  {'role':<16} {'group':>5}  {'feeds':<10} {'fed by':<12} "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from hpcrl.config.schema import SchemeConfig
 from hpcrl.errors import ExplainedError
@@ -29,7 +29,7 @@ class RankRole:
 
     rank: int
     role: str
-    group: int                      # index of the gradient worker this rank belongs to (-1: updater)
+    group: int                      # index of its gradient worker (-1: the updater)
     feeds: tuple[int, ...]          # ranks it sends its output to
     fed_by: tuple[int, ...]         # ranks it receives input from
     collects: bool                  # holds environments
@@ -140,7 +140,7 @@ def describe(scheme: SchemeConfig) -> str:
     return " + ".join(parts)
 
 
-def scheme_problem(scheme: SchemeConfig, learner_device: str) -> Optional[str]:
+def scheme_problem(scheme: SchemeConfig, learner_device: str) -> str | None:
     """Why a scheme makes no sense, with what to use instead; None when it is usable."""
     s, p = scheme, scheme.preemption
     if s.gradient_workers < 1:
@@ -205,7 +205,7 @@ def scheme_problem(scheme: SchemeConfig, learner_device: str) -> Optional[str]:
     return None
 
 
-def inference_problem(scheme: SchemeConfig) -> Optional[str]:
+def inference_problem(scheme: SchemeConfig) -> str | None:
     """Why ``scheme.inference_ranks`` / ``scheme.inference_device`` cannot be used, or None."""
     s, n = scheme, scheme.inference_ranks
     device = s.inference_device.strip().lower()

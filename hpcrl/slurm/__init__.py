@@ -1,5 +1,5 @@
 """Slurm batch scripts: the templates in ``slurm/`` and rendering them from a config."""
-from hpcrl.slurm.render import RenderOptions, Rendered, render
+from hpcrl.slurm.render import Rendered, RenderOptions, render
 from hpcrl.slurm.sizing import JobShape, size_job
 from hpcrl.slurm.templates import TEMPLATE_NAMES, TemplateError, load_template
 

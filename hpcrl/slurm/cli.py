@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import click
 
@@ -77,7 +78,7 @@ def slurm() -> None:
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
               help="Write the script here (default: stdout).")
 @refusing
-def render_command(output: Optional[str], **kwargs: Any) -> None:
+def render_command(output: str | None, **kwargs: Any) -> None:
     """Fill TEMPLATE (sync, async, central or a template file) from CONFIG.
 
     Task counts, GPUs and CPUs come from the scheme's rank table (as in `hpcrl plan`):
@@ -121,8 +122,8 @@ def submit_command(**kwargs: Any) -> None:
 @click.option("--submit", "submit_now", is_flag=True,
               help="Also submit the script with sbatch (prints the array's job id).")
 @refusing
-def sweep_command(seeds: Optional[str], grid: tuple[str, ...], resume_dir: Optional[str],
-                  max_running: Optional[int], submit_now: bool, **kwargs: Any) -> None:
+def sweep_command(seeds: str | None, grid: tuple[str, ...], resume_dir: str | None,
+                  max_running: int | None, submit_now: bool, **kwargs: Any) -> None:
     """Render TEMPLATE as one Slurm job array over --seeds and a --grid of CONFIG's values:
     a task per point, each training in its own run directory under the sweep directory
     (--run-dir, default runs/sweep-<time>), with the template's preemption and requeue.

@@ -14,7 +14,6 @@ import functools
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Optional
 
 # substrings of MPI_Get_library_version's text, checked in this order (Cray MPICH and
 # MVAPICH also say "MPICH"; IBM Spectrum MPI is built on Open MPI)
@@ -31,11 +30,11 @@ class LaunchChoice:
     could not be read or is unknown, and ``command`` is then plain ``srun``."""
 
     command: str
-    plugin: Optional[str]
+    plugin: str | None
     reason: str
 
 
-def plugin_for(library_version: str) -> Optional[str]:
+def plugin_for(library_version: str) -> str | None:
     """``pmi2`` or ``pmix`` for the text of ``MPI.Get_library_version()``; None if unknown."""
     text = library_version.upper()
     for name, plugin in PLUGIN_BY_LIBRARY:
@@ -52,7 +51,7 @@ def library_name(library_version: str) -> str:
 
 
 @functools.cache
-def mpi_library_version() -> tuple[Optional[str], str]:
+def mpi_library_version() -> tuple[str | None, str]:
     """(version text, '') of the MPI library mpi4py runs on, or (None, why it is unknown).
 
     Uses the loaded ``mpi4py.MPI`` when this process has one; otherwise asks a child

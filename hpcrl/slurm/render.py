@@ -11,13 +11,20 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Optional
 
 from hpcrl.config.loader import ConfigError
 from hpcrl.slurm.mpi_plugin import srun_launch
 from hpcrl.slurm.sizing import JobShape, size_job
-from hpcrl.slurm.templates import (Template, TemplateError, bash_array, get_option,
-                                   load_template, parse_minutes, set_option, set_variable)
+from hpcrl.slurm.templates import (
+    Template,
+    TemplateError,
+    bash_array,
+    get_option,
+    load_template,
+    parse_minutes,
+    set_option,
+    set_variable,
+)
 
 DEFAULT_SIGNAL_LEAD_S = 90
 SIGNAL = re.compile(r"^(?:[A-Z]+:)?\w+@(\d+)$")
@@ -28,21 +35,21 @@ class RenderOptions:
     """What ``hpcrl slurm render`` was asked for; None keeps the template's value."""
 
     template: str
-    config: Optional[str] = None
+    config: str | None = None
     sets: tuple[str, ...] = ()
-    nodes: Optional[int] = None
-    gpus_per_node: Optional[int] = None
-    time_minutes: Optional[int] = None
-    signal_lead_s: Optional[int] = None
-    run_dir: Optional[str] = None
-    log: Optional[str] = None
-    partition: Optional[str] = None
-    collector_partition: Optional[str] = None
-    account: Optional[str] = None
-    qos: Optional[str] = None
-    launch: Optional[str] = None
-    job_name: Optional[str] = None
-    cpus_per_task: Optional[int] = None
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    time_minutes: int | None = None
+    signal_lead_s: int | None = None
+    run_dir: str | None = None
+    log: str | None = None
+    partition: str | None = None
+    collector_partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    launch: str | None = None
+    job_name: str | None = None
+    cpus_per_task: int | None = None
 
 
 @dataclass
@@ -81,7 +88,7 @@ def _time_and_lead(template: Template, opts: RenderOptions) -> tuple[int, int]:
     return time, lead
 
 
-def _launch(template: Template, launch: Optional[str]) -> tuple[Optional[str], str]:
+def _launch(template: Template, launch: str | None) -> tuple[str | None, str]:
     """The launcher to write into the script (None: the template picks it when the job
     starts) and a line saying what it is and why."""
     if launch is None:
@@ -109,7 +116,7 @@ def _abspath(path: str) -> str:
 def _sbatch_lines(lines: list[str], shape: JobShape, opts: RenderOptions, time: int,
                   lead: int) -> list[str]:
     gpu, cpu = shape.components[0], shape.components[1:]
-    values: list[tuple[str, Optional[str], int]] = [
+    values: list[tuple[str, str | None, int]] = [
         ("nodes", str(gpu.nodes), 0), ("ntasks-per-node", str(gpu.tasks_per_node), 0),
         ("cpus-per-task", str(gpu.cpus_per_task), 0), ("time", str(time), 0),
         ("signal", f"B:USR1@{lead}", 0), ("requeue", None, 0)]
@@ -131,7 +138,7 @@ def _sbatch_lines(lines: list[str], shape: JobShape, opts: RenderOptions, time: 
 
 
 def _variables(lines: list[str], shape: JobShape, opts: RenderOptions,
-               launch: Optional[str]) -> list[str]:
+               launch: str | None) -> list[str]:
     config = shlex.quote(_abspath(opts.config)) if opts.config else '""'
     lines = set_variable(lines, "CONFIG", f"CONFIG={config}  # render")
     if opts.run_dir:

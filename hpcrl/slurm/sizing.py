@@ -13,8 +13,9 @@ world size its scheme needs. The templates' shapes:
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from hpcrl.config.loader import ConfigError, load_config, merge, parse_overrides, read_yaml
 from hpcrl.config.schema import Config, SchemeConfig
@@ -31,8 +32,8 @@ class Component:
 
     ranks: tuple[int, ...]
     cpus_per_task: int
-    nodes: Optional[int] = None           # None: Slurm places the tasks
-    tasks_per_node: Optional[int] = None
+    nodes: int | None = None           # None: Slurm places the tasks
+    tasks_per_node: int | None = None
 
     @property
     def tasks(self) -> int:
@@ -70,7 +71,7 @@ def suggest_template(collectors_per_worker: int, central: bool) -> str:
     return "central" if central else "sync"
 
 
-def _shape_problem(template: str, k: int, central: bool) -> Optional[str]:
+def _shape_problem(template: str, k: int, central: bool) -> str | None:
     if template == "sync" and (k or central):
         why = f"scheme.collectors_per_worker={k}" if k else "scheme.update=central"
         return ("the sync template runs gradient workers that collect their own rollouts and "
@@ -85,7 +86,7 @@ def _shape_problem(template: str, k: int, central: bool) -> Optional[str]:
     return None
 
 
-def _scheme_keys(config_path: Optional[str], sets: Sequence[str], template: str
+def _scheme_keys(config_path: str | None, sets: Sequence[str], template: str
                  ) -> dict[str, Any]:
     """The scheme section the job will run, before the job size is known: the config's keys
     over its preset (the template's preset when the config names none, i.e. 'serial').
@@ -128,7 +129,7 @@ def _check_size(size_sets: Sequence[str], workers: int, request: str) -> None:
                               f"decides it) or change --nodes / --gpus-per-node")
 
 
-def _load_sized(config_path: Optional[str], sets: Sequence[str], scheme_sets: Sequence[str],
+def _load_sized(config_path: str | None, sets: Sequence[str], scheme_sets: Sequence[str],
                 size: str) -> Config:
     """The validated config of the sized job; an error the size causes says so."""
     try:
@@ -167,8 +168,8 @@ def cpus_for(config: Config, role: RankRole) -> int:
     return threads + (role.num_envs if config.env.vectorization == "async" else 0)
 
 
-def size_job(template: str, config_path: Optional[str], sets: Sequence[str], nodes: int,
-             gpus_per_node: int, cpus_per_task: Optional[int] = None) -> JobShape:
+def size_job(template: str, config_path: str | None, sets: Sequence[str], nodes: int,
+             gpus_per_node: int, cpus_per_task: int | None = None) -> JobShape:
     """The job that runs ``config_path`` + ``sets`` on ``nodes`` x ``gpus_per_node`` GPUs
     with the template's shape; raises ConfigError naming the fix when it cannot."""
     if template not in TEMPLATE_PRESETS:

@@ -7,11 +7,10 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional
 
 from hpcrl.errors import ExplainedError
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.slurm.render import RenderOptions, Rendered, render
+from hpcrl.slurm.render import Rendered, RenderOptions, render
 
 SCRIPT_NAME = "job.sbatch"
 LOG_PATTERN = "slurm-%j.out"
@@ -26,7 +25,7 @@ class Submitted:
     """A submitted job: its id, the script sbatch read (None: a deleted temporary file)."""
 
     job_id: str
-    script: Optional[Path]
+    script: Path | None
     rendered: Rendered
 
 
@@ -57,7 +56,7 @@ def run_sbatch(sbatch: str, script: Path) -> str:
     return job_id
 
 
-def _make_log_dir(log: Optional[str]) -> None:
+def _make_log_dir(log: str | None) -> None:
     """sbatch does not create the directory of --output: a job without it dies silently."""
     if log and "%" not in os.path.dirname(log):
         Path(os.path.abspath(log)).parent.mkdir(parents=True, exist_ok=True)

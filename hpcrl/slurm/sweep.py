@@ -12,9 +12,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
 
-from hpcrl.slurm.render import RenderOptions, Rendered, job_shape, render
+from hpcrl.slurm.render import Rendered, RenderOptions, job_shape, render
 from hpcrl.slurm.templates import bash_array, load_template, set_option, set_variable
 from hpcrl.sweep import Sweep, SweepError
 
@@ -72,7 +71,7 @@ def _point_block(sweep: Sweep, indices: list[int]) -> list[str]:
     return lines
 
 
-def render_sweep(opts: RenderOptions, sweep: Sweep, max_running: Optional[int] = None,
+def render_sweep(opts: RenderOptions, sweep: Sweep, max_running: int | None = None,
                  ) -> Rendered:
     """The job-array script of ``sweep``'s unfinished points (``opts.config``, ``sets`` and
     ``run_dir`` come from the sweep); at most ``max_running`` tasks run at once."""

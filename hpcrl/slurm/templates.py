@@ -11,7 +11,6 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from hpcrl.errors import ExplainedError
 
@@ -85,7 +84,7 @@ def _tokens(line: str) -> list[str]:
     return shlex.split(line[len("#SBATCH"):])
 
 
-def _key(token: str) -> Optional[str]:
+def _key(token: str) -> str | None:
     if token.startswith("--"):
         return token[2:].split("=", 1)[0]
     return None
@@ -99,7 +98,7 @@ def _component(lines: list[str], component: int) -> list[int]:
     return parts[component]
 
 
-def get_option(lines: list[str], key: str, component: int = 0) -> Optional[str]:
+def get_option(lines: list[str], key: str, component: int = 0) -> str | None:
     """The value of ``#SBATCH --key=value`` in a component ('' for a bare flag), or None."""
     found = None
     for i in _component(lines, component):
@@ -109,11 +108,11 @@ def get_option(lines: list[str], key: str, component: int = 0) -> Optional[str]:
     return found
 
 
-def set_option(lines: list[str], key: str, value: Optional[str], component: int = 0
+def set_option(lines: list[str], key: str, value: str | None, component: int = 0
                ) -> list[str]:
     """The lines with ``--key=value`` (``--key`` when value is None) in a component: the
     existing option rewritten in place, or a new line after the component's last one."""
-    out: list[Optional[str]] = list(lines)
+    out: list[str | None] = list(lines)
     indices = _component(lines, component)
     new = f"--{key}" if value is None else f"--{key}={value}"
     done = False

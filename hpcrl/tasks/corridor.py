@@ -10,7 +10,7 @@ the one-hot position.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -21,7 +21,7 @@ class Corridor(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, length: int = 40, max_steps: Optional[int] = None) -> None:
+    def __init__(self, length: int = 40, max_steps: int | None = None) -> None:
         if length < 2:
             raise ValueError(f"a corridor needs at least 2 cells, got length={length}")
         self.length = int(length)
@@ -36,7 +36,7 @@ class Corridor(gym.Env):
         obs[self.position] = 1.0
         return obs
 
-    def reset(self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self.position, self.steps = 0, 0

@@ -16,7 +16,7 @@ seconds, with nothing but numpy.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -52,7 +52,7 @@ class PointReach(gym.Env):
     def _success(self) -> float:
         return float(np.linalg.norm(self.pos - self.goal) <= self.distance_threshold)
 
-    def reset(self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
         self.pos = self.np_random.uniform(-1.0, 1.0, self.dim).astype(np.float32)

@@ -11,8 +11,7 @@ from hpcrl.core.algorithms.impala import IMPALA
 from hpcrl.core.algorithms.ppo import PPO
 from hpcrl.core.reducer import Reducer
 from hpcrl.errors import ExplainedError
-from hpcrl.plugins import (CONTRACTS, PluginError, check_kwargs, failure, is_import_path,
-                           load)
+from hpcrl.plugins import CONTRACTS, PluginError, check_kwargs, failure, is_import_path, load
 
 ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "a2c": A2C, "impala": IMPALA}
 BUILT_IN_ALGOS = tuple(ALGORITHMS) + OFF_POLICY_ALGOS  # every name algo.name takes as it is

@@ -1,7 +1,7 @@
 """A2C: one synchronous advantage actor-critic step on the whole rollout."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 

@@ -6,15 +6,16 @@ The split is what lets a gradient rank and an update rank live in different proc
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from hpcrl.config.schema import AlgoConfig
-from hpcrl.core.intrinsic import IntrinsicTargets
 from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
+from hpcrl.core.intrinsic import IntrinsicTargets
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.reducer import LocalReducer, Reducer, global_mean_std
 from hpcrl.core.storage import RecurrentBatch, RolloutBatch, RolloutStorage

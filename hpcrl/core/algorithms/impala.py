@@ -14,7 +14,7 @@ same loss is correct on fresh rollouts (rho = 1) and on rollouts of older polici
 """
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F

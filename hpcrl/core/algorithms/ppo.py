@@ -1,12 +1,12 @@
 """PPO: clipped surrogate objective over epochs x minibatches of each rollout."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import torch
 
-from hpcrl.core.algorithms.base import Algorithm, entropy_bonus, value_error, linear_schedule
+from hpcrl.core.algorithms.base import Algorithm, entropy_bonus, linear_schedule, value_error
 from hpcrl.core.storage import RecurrentBatch, RolloutBatch, RolloutStorage
 
 
@@ -59,4 +59,4 @@ class PPO(Algorithm):
             clip_fraction = ((ratio - 1).abs() > clip).float().mean()
             terms = torch.stack([policy_loss, value_loss, entropy_mean, approx_kl,
                                  clip_fraction]).tolist()  # one read, not five
-        return loss, dict(zip(PPO.stat_names, terms))
+        return loss, dict(zip(PPO.stat_names, terms, strict=True))

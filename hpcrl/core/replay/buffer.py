@@ -9,7 +9,7 @@ position and generator are part of a checkpoint.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -34,10 +34,10 @@ class ReplayBatch(NamedTuple):
     rewards: torch.Tensor
     discounts: torch.Tensor
     next_obs: torch.Tensor
-    weights: Optional[torch.Tensor]
+    weights: torch.Tensor | None
     indices: np.ndarray
 
-    def to(self, device: torch.device) -> "ReplayBatch":
+    def to(self, device: torch.device) -> ReplayBatch:
         """The batch on ``device`` (itself when it is there already): the replay lives in
         host memory, a GPU learner copies each batch it samples."""
         if device.type == "cpu":
@@ -91,7 +91,7 @@ class ReplayBuffer:
 
     def add_rows(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
                  discounts: np.ndarray, next_obs: np.ndarray,
-                 priorities: Optional[np.ndarray] = None) -> np.ndarray:
+                 priorities: np.ndarray | None = None) -> np.ndarray:
         """Append transitions given as arrays of equal length (``priorities``: their
         initial replay priorities, for a prioritised buffer)."""
         k = len(rewards)
@@ -116,7 +116,7 @@ class ReplayBuffer:
         self._written(rows, priorities)
         return rows
 
-    def _written(self, rows: np.ndarray, priorities: Optional[np.ndarray]) -> None:
+    def _written(self, rows: np.ndarray, priorities: np.ndarray | None) -> None:
         """Hook for subclasses: ``rows`` were just (over)written (uniform replay ignores
         ``priorities``)."""
 

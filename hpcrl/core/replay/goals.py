@@ -19,7 +19,7 @@ cannot be relabelled here.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -30,7 +30,7 @@ from hpcrl.core.obs_format import ObsFormat
 GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
 
 
-def _space_problem(env_id: str, space: Optional[gym.Space]) -> Optional[str]:
+def _space_problem(env_id: str, space: gym.Space | None) -> str | None:
     if not isinstance(space, gym.spaces.Dict) or not set(GOAL_KEYS) <= set(space.spaces):
         return (f"config key 'replay.her_strategy' relabels goals, which needs a goal-"
                 f"conditioned env observing a Dict with the keys {', '.join(GOAL_KEYS)} (as "
@@ -45,7 +45,7 @@ def _space_problem(env_id: str, space: Optional[gym.Space]) -> Optional[str]:
     return None
 
 
-def goal_env_problem(config: EnvConfig, space: Optional[gym.Space]) -> Optional[str]:
+def goal_env_problem(config: EnvConfig, space: gym.Space | None) -> str | None:
     """Why the env of ``config`` (observing ``space``) cannot be relabelled, or None: a
     ``Dict`` with the three goal keys, goals of one shape, and a ``compute_reward`` that
     gives one reward per row of a batch."""

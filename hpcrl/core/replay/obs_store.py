@@ -6,9 +6,10 @@ they are (:class:`DenseObsStore`), an Atari row costs two stacks of four 84x84 f
 ``t-3..t`` and its target ``t+n-3..t+n``, which row ``t+n`` stacks again. A
 :class:`FrameObsStore` keeps each distinct frame once, in a pool, and a row keeps the pool
 slots of its planes: about one new frame per transition, so 1M Atari transitions take
-6.8 GB where the dense store would take 52.6 GB (``benchmarks/replay_memory.py``). Frames are matched by content (a hash,
-then a full comparison), so nothing about the envs' order, episode ends or the n-step
-horizon needs to be known, and a row gathers back exactly what was written.
+6.8 GB where the dense store would take 52.6 GB (``benchmarks/replay_memory.py``). Frames
+are matched by content (a hash, then a full comparison), so nothing about the envs' order,
+episode ends or the n-step horizon needs to be known, and a row gathers back exactly what
+was written.
 
 :func:`make_obs_store` picks the frame store for stacked integer images (``uint8``
 ``[k, H, W]``) and the dense one for everything else.

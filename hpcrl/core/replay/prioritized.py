@@ -8,7 +8,7 @@ the learner anneals ``beta`` towards 1 over training.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,7 +29,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = 1.0
         self._weights = np.empty(0, np.float32)
 
-    def _written(self, rows: np.ndarray, priorities: Optional[np.ndarray]) -> None:
+    def _written(self, rows: np.ndarray, priorities: np.ndarray | None) -> None:
         """New rows get the priorities they came with (computed by their collector), or
         else the largest priority seen so far."""
         if priorities is not None:

@@ -7,8 +7,8 @@ number of collectors can append chunks to one replay.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Optional
 
 import numpy as np
 
@@ -53,7 +53,7 @@ class TransitionLayout:
         """float32 words of the row buffer."""
         return buffer_words(self.fields())
 
-    def new(self, data: Optional[np.ndarray] = None) -> "Transitions":
+    def new(self, data: np.ndarray | None = None) -> Transitions:
         """An empty chunk; its rows in ``data`` when given (float32 words, a region of
         shared memory say), else in a buffer of its own."""
         return Transitions(self, np.zeros(self.data_size, np.float32) if data is None else data,
@@ -137,7 +137,7 @@ class Transitions:
 
     def append(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
                discounts: np.ndarray, next_obs: np.ndarray,
-               env_ids: Optional[np.ndarray] = None, ends: Optional[np.ndarray] = None
+               env_ids: np.ndarray | None = None, ends: np.ndarray | None = None
                ) -> None:
         """Add rows after the valid ones (raises when the chunk is full); ``env_ids`` and
         ``ends`` are required by a layout with ``streams`` and ignored otherwise."""

@@ -10,8 +10,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Optional
-
+from typing import IO, Any
 
 from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
@@ -22,8 +21,8 @@ from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.cpu import set_compute_threads, startup_objects_frozen
 from hpcrl.runtime.finite import naming_last_good
 from hpcrl.runtime.rng import seed_everything
-from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.runtime.run_dir import RunDir, default_run_dir
+from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.scheme import COLLECTOR, INFERENCE, UPDATER
 
 __all__ = ["MpiRun", "agree_run_dir", "train_mpi", "wants_mpi"]
@@ -44,8 +43,8 @@ class MpiRun:
         return bool(self.ranked.preempted)
 
 
-def _choose_run_dir(job: MpiJob, requested: Optional[Path], resume: bool
-                    ) -> tuple[Optional[Path], Optional[str]]:
+def _choose_run_dir(job: MpiJob, requested: Path | None, resume: bool
+                    ) -> tuple[Path | None, str | None]:
     """Rank 0's choice: the requested directory or serial's default, made absolute (ranks may
     start in other directories), created; or why it cannot be used."""
     path = (requested if requested is not None else default_run_dir(job.config)).absolute()
@@ -63,11 +62,11 @@ def _choose_run_dir(job: MpiJob, requested: Optional[Path], resume: bool
     return path, None
 
 
-def agree_run_dir(job: MpiJob, requested: Optional[Path], resume: bool = False) -> RunDir:
+def agree_run_dir(job: MpiJob, requested: Path | None, resume: bool = False) -> RunDir:
     """The run directory of every rank: rank 0 picks it (``requested``, or the default
     ``runs/<algo>-<env>-<time>`` serial runs use) and sends it to all; exits every rank with
     status 2, rank 0 saying why, when a fresh run would overwrite one."""
-    choice: tuple[Optional[Path], Optional[str]] = (None, None)
+    choice: tuple[Path | None, str | None] = (None, None)
     if job.is_leader:
         choice = _choose_run_dir(job, requested, resume)
     path, problem = job.world.bcast(choice, root=0)
@@ -94,8 +93,8 @@ def _resume_state(job: MpiJob, run: RunDir) -> dict[str, Any]:
     return state
 
 
-def train_mpi(config: Config, run_dir: Optional[Path], resume: bool = False,
-              console: Optional[IO[str]] = None) -> MpiRun:
+def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
+              console: IO[str] | None = None) -> MpiRun:
     """Run this rank's role of ``config``'s scheme until the job ends, in ``run_dir`` (None:
     the default directory rank 0 picks for every rank)."""
     from hpcrl.placement.mpi.collector_rank import CollectorRank
@@ -150,7 +149,7 @@ def train_mpi(config: Config, run_dir: Optional[Path], resume: bool = False,
     return MpiRun(ranked, job, run)
 
 
-def collector_state(state: Optional[dict[str, Any]], offset: int) -> Optional[dict[str, Any]]:
+def collector_state(state: dict[str, Any] | None, offset: int) -> dict[str, Any] | None:
     from hpcrl.placement.mpi.learners import collector_state_for
 
     return collector_state_for(state, offset)

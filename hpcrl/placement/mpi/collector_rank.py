@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -20,12 +20,16 @@ from hpcrl.comm import irecv, wait
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.placement.mpi.job import MpiJob
-from hpcrl.placement.mpi.protocol import TAG_FINAL, TAG_PREEMPT, TAG_STATE, TAG_WEIGHTS
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING
+from hpcrl.placement.mpi.protocol import TAG_FINAL, TAG_PREEMPT, TAG_STATE, TAG_WEIGHTS
+from hpcrl.placement.mpi.remote_acting import (
+    RemoteEngine,
+    RemoteLink,
+    RemotePolicyEngine,
+    acting_spec,
+)
 from hpcrl.placement.mpi.streams import StreamOut
-from hpcrl.placement.mpi.remote_acting import (RemoteEngine, RemoteLink, RemotePolicyEngine,
-                                               acting_spec)
 from hpcrl.roles.collector import Collector
 from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP, Weights
 from hpcrl.roles.transition_collector import TransitionCollector
@@ -64,14 +68,14 @@ class PreemptListener:
 class CollectorRank:
     """Holds this rank's envs and a policy copy; talks only to its gradient worker."""
 
-    def __init__(self, job: MpiJob, resume_state: Optional[dict[str, Any]]) -> None:
+    def __init__(self, job: MpiJob, resume_state: dict[str, Any] | None) -> None:
         cfg = job.config
         self.job, self.world = job, job.world
         self.worker = job.workers[job.role.group]
         self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs)
         # a replay learner may hold this rank back (rate limit): chunks go out synchronously
         self.held = cfg.algo.name in OFF_POLICY_ALGOS
-        self.link: Optional[RemoteLink] = None  # to the inference rank that acts for it
+        self.link: RemoteLink | None = None  # to the inference rank that acts for it
         if self.held:
             self.collector: Any = self._transition_collector()
         else:

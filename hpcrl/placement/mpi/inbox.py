@@ -10,7 +10,8 @@ synchronous then).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,7 @@ class CollectorInbox:
         self._take(i)
         return True
 
-    def next(self, idle: Optional[Callable[[], Any]] = None) -> int:
+    def next(self, idle: Callable[[], Any] | None = None) -> int:
         """Wait for a message from any collector (all posted); returns its index."""
         i, _ = wait_any(self.heads, idle=idle)
         self._take(i)

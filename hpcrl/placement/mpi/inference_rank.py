@@ -23,9 +23,9 @@ import numpy as np
 from hpcrl.comm import Poll, irecv, wait
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.placement.mpi.job import MpiJob
-from hpcrl.placement.mpi.protocol import TAG_ACT, TAG_ACTED, TAG_WEIGHTS
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING
+from hpcrl.placement.mpi.protocol import TAG_ACT, TAG_ACTED, TAG_WEIGHTS
 from hpcrl.placement.mpi.remote_acting import BYE, VALUE, Carrier, acting_records, acting_spec
 from hpcrl.roles.messages import PREEMPTED, STOP, Weights
 
@@ -68,9 +68,9 @@ class InferenceRank:
         self.replies = [reply for _, reply in records]
         # each collector's records: in shared memory when it shares this node
         self.carriers = [Carrier(self.world, c, memory if region is not None else None)
-                         for c, region in zip(self.collectors, regions)]
+                         for c, region in zip(self.collectors, regions, strict=True)]
         self.receives = [carrier.receive(r, TAG_ACT)
-                         for carrier, r in zip(self.carriers, self.requests)]
+                         for carrier, r in zip(self.carriers, self.requests, strict=True)]
         self.arrived = [False] * len(self.collectors)
         self.sends: list[Any] = [None] * len(self.collectors)
         self.left: set[int] = set()

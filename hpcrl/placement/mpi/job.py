@@ -10,7 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -22,12 +22,24 @@ from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.rollout import RolloutLayout
-from hpcrl.placement.mpi.launcher import (in_slurm_step, launched_rank, launched_size,
-                                          lone_rank_problem, srun_command)
+from hpcrl.placement.mpi.launcher import (
+    in_slurm_step,
+    launched_rank,
+    launched_size,
+    lone_rank_problem,
+    srun_command,
+)
 from hpcrl.runtime.devices import DeviceError, node_local_rank, pick_device
+from hpcrl.scheme import (
+    COLLECTOR,
+    INFERENCE,
+    UPDATER,
+    WORKER,
+    RankRole,
+    assign_roles,
+    required_world_size,
+)
 from hpcrl.scheme.plan import role_device_key
-from hpcrl.scheme import (COLLECTOR, INFERENCE, UPDATER, WORKER, RankRole, assign_roles,
-                          required_world_size)
 
 LONE_RANK_GRACE_S = 20.0  # how long the other lone tasks leave task 0 to report the mismatch
 
@@ -51,8 +63,8 @@ class MpiJob:
     spaces: EnvSpaces
     # the node's shared window (rollouts, observations and actions between ranks of one
     # node; see :mod:`~hpcrl.placement.mpi.node_transport`), None where messages carry all
-    memory: Optional[NodeMemory] = None
-    transport_note: Optional[str] = None  # the leader's: what goes through shared memory
+    memory: NodeMemory | None = None
+    transport_note: str | None = None  # the leader's: what goes through shared memory
 
     @property
     def rank(self) -> int:
@@ -67,8 +79,9 @@ class MpiJob:
         """The role in words, for error reports."""
         return describe_role(self.role)
 
-    def ranks(self, role: str, group: Optional[int] = None) -> list[int]:
-        return [r.rank for r in self.table if r.role == role and (group is None or r.group == group)]
+    def ranks(self, role: str, group: int | None = None) -> list[int]:
+        return [r.rank for r in self.table
+                if r.role == role and (group is None or r.group == group)]
 
     @property
     def workers(self) -> list[int]:
@@ -98,7 +111,7 @@ class MpiJob:
     def total_envs(self) -> int:
         return sum(r.num_envs for r in self.table)
 
-    def new_actor(self, device: Optional[torch.device] = None) -> ActorCritic:
+    def new_actor(self, device: torch.device | None = None) -> ActorCritic:
         actor = make_actor(self.config, self.spaces)
         return actor if device is None or device.type == "cpu" else _to_device(actor, device)
 
@@ -163,7 +176,7 @@ def rank_table(world: Any, config: Config) -> list[RankRole]:
         sys.exit(2)
     try:
         return assign_roles(size, config.scheme, config.env.num_envs)
-    except ValueError as err:
+    except ValueError:
         if in_slurm_step():  # the advice names the srun of this allocation, not mpiexec
             try:
                 assign_roles(size, config.scheme, config.env.num_envs, srun_command())
@@ -174,7 +187,7 @@ def rank_table(world: Any, config: Config) -> list[RankRole]:
         sys.exit(2)
 
 
-def exit_if_any_rank_refuses(world: Any, problem: Optional[str], who: str) -> None:
+def exit_if_any_rank_refuses(world: Any, problem: str | None, who: str) -> None:
     """Every rank exits with status 2 when any rank has a ``problem`` (a message naming the
     key and the fix), rank 0 printing the first with the rank, its role ``who`` and host;
     else returns. Collective: each rank calls it at the same point, so a problem that only
@@ -191,8 +204,8 @@ def exit_if_any_rank_refuses(world: Any, problem: Optional[str], who: str) -> No
     sys.exit(2)
 
 
-def _role_device(config: Config, role: RankRole) -> tuple[Optional[torch.device],
-                                                          Optional[str]]:
+def _role_device(config: Config, role: RankRole) -> tuple[torch.device | None,
+                                                          str | None]:
     """This role's device (see :func:`role_device_key`), or why it cannot have it."""
     key, requested = role_device_key(config, role)
     try:

@@ -12,7 +12,7 @@ sends meanwhile is older than the policy-lag bound, the learner waits forever.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from hpcrl.comm import irecv, isend, wait
 from hpcrl.comm.compression import PlainCodec
@@ -56,7 +56,7 @@ class LatestWeights:
                  header_only: frozenset[int] = frozenset(), codec: PlainCodec = PLAIN) -> None:
         self.world, self.ranks, self.header_only = world, list(ranks), header_only
         self.codec = codec
-        self.latest: Optional[Weights] = None
+        self.latest: Weights | None = None
         self.boxes: dict[int, Weights] = {}
         self.sends: dict[int, list] = {}
         self.behind: set[int] = set()

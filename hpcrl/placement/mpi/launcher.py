@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, Optional
 
 LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS",
                       "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "PMIX_SIZE")
@@ -20,16 +20,16 @@ LAUNCHER_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMIX_
 SLURM_ONLY = ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_PROCID")
 
 
-def _env(environ: Optional[Mapping[str, str]]) -> Mapping[str, str]:
+def _env(environ: Mapping[str, str] | None) -> Mapping[str, str]:
     return os.environ if environ is None else environ
 
 
-def in_slurm_step(environ: Optional[Mapping[str, str]] = None) -> bool:
+def in_slurm_step(environ: Mapping[str, str] | None = None) -> bool:
     """Whether srun started this process (a job step), rather than a batch shell or mpiexec."""
     return "SLURM_STEP_ID" in _env(environ)
 
 
-def _first_number(names: tuple[str, ...], env: Mapping[str, str]) -> Optional[int]:
+def _first_number(names: tuple[str, ...], env: Mapping[str, str]) -> int | None:
     """The first of ``names`` set to a number; Slurm's count only inside a job step
     (a batch shell has SLURM_NTASKS too, for the whole allocation)."""
     for var in names:
@@ -41,14 +41,14 @@ def _first_number(names: tuple[str, ...], env: Mapping[str, str]) -> Optional[in
     return None
 
 
-def launched_size(environ: Optional[Mapping[str, str]] = None) -> int:
+def launched_size(environ: Mapping[str, str] | None = None) -> int:
     """World size the launcher announced in the environment (1 when none did)."""
     env = _env(environ)
     sizes = [_first_number((var,), env) for var in LAUNCHER_SIZE_VARS]
     return max([s for s in sizes if s is not None] + [1])
 
 
-def launched_rank(environ: Optional[Mapping[str, str]] = None) -> int:
+def launched_rank(environ: Mapping[str, str] | None = None) -> int:
     """This process's rank as the launcher numbered it (0 when none did)."""
     found = _first_number(LAUNCHER_RANK_VARS, _env(environ))
     return 0 if found is None else found
@@ -62,7 +62,7 @@ def srun_command() -> str:
 
 
 def lone_rank_problem(world_size: int,
-                      environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+                      environ: Mapping[str, str] | None = None) -> str | None:
     """What went wrong when the launcher started several processes but MPI put this one in
     a world of its own (None when it did not): the launcher and mpi4py's MPI library do not
     speak the same process-management interface."""
@@ -85,7 +85,7 @@ def lone_rank_problem(world_size: int,
 
 
 def resume_command(run_dir: Path, world_size: int,
-                   environ: Optional[Mapping[str, str]] = None) -> str:
+                   environ: Mapping[str, str] | None = None) -> str:
     """The command that resumes ``run_dir`` with the launcher and rank count of this job."""
     train = f"hpcrl train --resume {shlex.quote(str(run_dir))}"
     if in_slurm_step(environ):
@@ -95,8 +95,8 @@ def resume_command(run_dir: Path, world_size: int,
     return train
 
 
-def stop_message(run_dir: Path, world_size: int, signum: Optional[int],
-                 environ: Optional[Mapping[str, str]] = None) -> str:
+def stop_message(run_dir: Path, world_size: int, signum: int | None,
+                 environ: Mapping[str, str] | None = None) -> str:
     """What to tell the user once a stop signal has been answered with a checkpoint: how the
     run continues (a Slurm requeue after the warning signal, else the command to run)."""
     env = _env(environ)

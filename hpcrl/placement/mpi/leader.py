@@ -6,8 +6,9 @@ The leader turns the per-update reports of the gradient workers into one row of
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Callable, Optional, TypeVar
+from typing import IO, Any, TypeVar
 
 from hpcrl.comm import report_and_abort
 from hpcrl.core.actor import ActorCritic
@@ -25,7 +26,7 @@ def _ends_the_job(method: Method) -> Method:
     checkpoint refused) aborts every rank with its message; left to propagate, the CLI would
     report it on rank 0 alone and the other ranks would wait for rank 0 forever."""
     @functools.wraps(method)
-    def guarded(self: "Leader", *args: Any, **kwargs: Any) -> Any:
+    def guarded(self: Leader, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except ExplainedError as err:
@@ -39,13 +40,13 @@ class Leader:
 
     @_ends_the_job
     def __init__(self, job: MpiJob, run: RunDir, stat_names: tuple[str, ...],
-                 resume_state: Optional[dict[str, Any]], console: Optional[IO[str]]) -> None:
+                 resume_state: dict[str, Any] | None, console: IO[str] | None) -> None:
         self.job, self.run = job, run
         self.layout = ReportLayout(stat_names)
         self.recorder = RunRecorder(job.config, job.spaces, run, stat_names, resume_state,
                                     console)
-        self.evaluation: Optional[dict[str, Any]] = None  # the final one, once run
-        self.actor: Optional[ActorCritic] = None  # this rank's policy, for train.eval_every
+        self.evaluation: dict[str, Any] | None = None  # the final one, once run
+        self.actor: ActorCritic | None = None  # this rank's policy, for train.eval_every
 
     @property
     def updates(self) -> int:
@@ -95,7 +96,7 @@ class Leader:
                                         world_size=self.job.world.Get_size())
 
     @_ends_the_job
-    def finish(self, actor: ActorCritic) -> Optional[dict[str, Any]]:
+    def finish(self, actor: ActorCritic) -> dict[str, Any] | None:
         """Close the records and run the final evaluation (kept as ``evaluation``; none
         after a stop signal)."""
         self.recorder.close()

@@ -17,14 +17,14 @@ part in exactly the same collectives in the same order.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 from hpcrl.build import make_storage
-from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.comm import MpiAllreducer, make_allreducer, sum_host_array_, wait_probe
 from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
+from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
@@ -37,7 +37,7 @@ from hpcrl.roles.messages import Gradient, Weights
 from hpcrl.roles.updater import Updater
 
 
-def collector_state_for(state: Optional[dict[str, Any]], offset: int) -> Optional[dict]:
+def collector_state_for(state: dict[str, Any] | None, offset: int) -> dict | None:
     """This rank's collector state in a checkpoint (by global env offset), if any."""
     if state is None:
         return None
@@ -50,8 +50,8 @@ def collector_state_for(state: Optional[dict[str, Any]], offset: int) -> Optiona
 class WorkerRank:
     """A gradient worker in a synchronous-gradient scheme (decentralised or central)."""
 
-    def __init__(self, job: MpiJob, resume: Optional[dict[str, Any]],
-                 leader: Optional[Leader]) -> None:
+    def __init__(self, job: MpiJob, resume: dict[str, Any] | None,
+                 leader: Leader | None) -> None:
         cfg, s = job.config, job.config.scheme
         self.job, self.leader = job, leader
         self.central = s.update == "central"
@@ -186,7 +186,7 @@ class WorkerRank:
             self.allreducer.close()
 
 
-def end_of_update(job: MpiJob, leader: Optional[Leader], report: Record,
+def end_of_update(job: MpiJob, leader: Leader | None, report: Record,
                   layout: ReportLayout) -> np.ndarray:
     """Gather the reports on rank 0, which records them; broadcast [command, env steps]."""
     rows = gather_rows(job.learners, report.data, root=0)
@@ -207,7 +207,7 @@ def write_checkpoint(job: MpiJob, leader: Leader, actor: Any, learner_state: Any
     leader.write_checkpoint(actor, learner_state, states)
 
 
-def make_updater(job: MpiJob, resume: Optional[dict[str, Any]]) -> Updater:
+def make_updater(job: MpiJob, resume: dict[str, Any] | None) -> Updater:
     """The updater of a central scheme, with its master actor (restored on resume)."""
     actor = job.new_actor(job.device)
     updater = Updater(make_algorithm(actor, job.config.algo,
@@ -221,7 +221,7 @@ def make_updater(job: MpiJob, resume: Optional[dict[str, Any]]) -> Updater:
 class SyncUpdaterRank:
     """The updater of a central synchronous scheme: sums, applies and broadcasts."""
 
-    def __init__(self, job: MpiJob, resume: Optional[dict[str, Any]], leader: Leader) -> None:
+    def __init__(self, job: MpiJob, resume: dict[str, Any] | None, leader: Leader) -> None:
         cfg = job.config
         self.job, self.leader = job, leader
         self.updater = make_updater(job, resume)

@@ -9,20 +9,29 @@ the worker (and its collectors) send their states.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 from hpcrl.build import make_storage
-from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.comm import irecv, isend, probe_any, wait
+from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver, send_weights
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.learners import collector_state_for, make_updater
-from hpcrl.placement.mpi.protocol import (CHECKPOINT, PREEMPTED, STOP, TAG_GRAD, TAG_GRAD_INFO, TAG_REPORT,
-                                          TAG_STATE, TAG_WEIGHTS, ReportLayout)
+from hpcrl.placement.mpi.protocol import (
+    CHECKPOINT,
+    PREEMPTED,
+    STOP,
+    TAG_GRAD,
+    TAG_GRAD_INFO,
+    TAG_REPORT,
+    TAG_STATE,
+    TAG_WEIGHTS,
+    ReportLayout,
+)
 from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
 from hpcrl.roles.gradient_worker import GradientWorker
 from hpcrl.roles.messages import Gradient, Weights
@@ -33,7 +42,7 @@ UPDATER_RANK = 0
 class AsyncWorkerRank:
     """A gradient worker whose gradients are applied on their own by the updater."""
 
-    def __init__(self, job: MpiJob, resume: Optional[dict[str, Any]]) -> None:
+    def __init__(self, job: MpiJob, resume: dict[str, Any] | None) -> None:
         cfg = job.config
         self.job, self.world = job, job.world
         self.actor = job.new_actor(job.device)
@@ -122,7 +131,7 @@ class AsyncWorkerRank:
 class AsyncUpdaterRank:
     """Applies gradients in arrival order; each reply goes to the worker that sent it."""
 
-    def __init__(self, job: MpiJob, resume: Optional[dict[str, Any]], leader: Leader) -> None:
+    def __init__(self, job: MpiJob, resume: dict[str, Any] | None, leader: Leader) -> None:
         self.job, self.world, self.leader = job, job.world, leader
         self.updater = make_updater(job, resume)
         self.algorithm, self.actor = self.updater.algorithm, self.updater.algorithm.actor
@@ -184,7 +193,7 @@ class AsyncUpdaterRank:
     def run(self) -> None:
         cfg = self.job.config
         active = set(range(len(self.workers)))
-        final_written: Optional[int] = None
+        final_written: int | None = None
         while active:
             i = self._next(active)
             report = self.reports[i]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import socket
 import sys
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from hpcrl.comm.node_memory import NodeMemory, NodePeers, aligned, node_peers, shm_free_bytes
 from hpcrl.scheme import COLLECTOR
@@ -34,12 +34,12 @@ STREAM, ACTING = "stream", "acting"
 STREAM_SLOTS = 3
 
 
-def stream_bytes(job: "MpiJob") -> int:
+def stream_bytes(job: MpiJob) -> int:
     """Bytes of one step buffer of what a collector streams (its float32 words x 4)."""
     return job.stream_layout().data_size * 4
 
 
-def acting_bytes(job: "MpiJob") -> tuple[int, int]:
+def acting_bytes(job: MpiJob) -> tuple[int, int]:
     """Bytes of a collector's request record and of its reply record."""
     from hpcrl.placement.mpi.remote_acting import acting_spec
 
@@ -48,7 +48,7 @@ def acting_bytes(job: "MpiJob") -> tuple[int, int]:
     return spec.request_layout(envs).words * 4, spec.reply_layout(envs).words * 4
 
 
-def acting_module(job: "MpiJob") -> Any:
+def acting_module(job: MpiJob) -> Any:
     """The module whose acting a collector's inference rank runs (on the CPU, for shapes):
     the actor-critic, or an off-policy agent's acting policy."""
     if job.off_policy:
@@ -58,7 +58,7 @@ def acting_module(job: "MpiJob") -> Any:
     return job.new_actor()
 
 
-def collector_regions(job: "MpiJob", peers: NodePeers) -> dict[str, int]:
+def collector_regions(job: MpiJob, peers: NodePeers) -> dict[str, int]:
     """The regions this rank owns: a collector's for each exchange whose peer shares its
     node (nothing for any other role)."""
     role = job.role
@@ -73,7 +73,7 @@ def collector_regions(job: "MpiJob", peers: NodePeers) -> dict[str, int]:
     return regions
 
 
-def straddling(job: "MpiJob", peers: NodePeers) -> Optional[str]:
+def straddling(job: MpiJob, peers: NodePeers) -> str | None:
     """Why ``scheme.transport=shared`` cannot hold for this rank (a peer of its exchanges on
     another node), or None."""
     role = job.role
@@ -88,13 +88,13 @@ def straddling(job: "MpiJob", peers: NodePeers) -> Optional[str]:
     return None
 
 
-def uses_exchanges(job: "MpiJob") -> bool:
+def uses_exchanges(job: MpiJob) -> bool:
     """Whether any rank of the job collects for another (the same answer on every rank)."""
     return (job.config.scheme.transport != "messages" and job.world.Get_size() > 1
             and any(r.role == COLLECTOR for r in job.table))
 
 
-def open_node_memory(job: "MpiJob") -> Optional[NodeMemory]:
+def open_node_memory(job: MpiJob) -> NodeMemory | None:
     """The node's shared window with this job's regions, or None when messages carry every
     exchange. Collective over the world (every rank calls it in :func:`build_job`); every
     rank exits with status 2 when ``transport=shared`` cannot hold somewhere."""
@@ -146,7 +146,7 @@ def _exchanges(streams: list[int], acts: list[int]) -> str:
     return " and ".join(parts)
 
 
-def transport_note(job: "MpiJob", owned: list[tuple[str, ...]], total_bytes: int) -> str:
+def transport_note(job: MpiJob, owned: list[tuple[str, ...]], total_bytes: int) -> str:
     """One line for the leader to print: which collectors' exchanges go through shared
     memory and which as messages (their peer on another node, or no room in /dev/shm)."""
     collectors = [r for r in job.table if r.role == COLLECTOR]

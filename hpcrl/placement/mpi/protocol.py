@@ -7,7 +7,8 @@ collector states (a few kB, once per checkpoint) are.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +60,7 @@ class ReportLayout(RecordLayout):
     def add_stats(self, report: Record, sums: Sequence[float], count: int = 1) -> None:
         """Accumulate the loss terms of ``count`` computed gradients (``sums``: their sums,
         in ``stat_names`` order)."""
-        for name, value in zip(self.stat_names, sums):
+        for name, value in zip(self.stat_names, sums, strict=True):
             report[name] += float(value)
         report.gradients += count
 

@@ -19,8 +19,9 @@ collector's ``env.num_envs`` envs; ``count`` says how many rows a value request 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ class ActingSpec:
 
     obs_shape: tuple[int, ...]
     obs_dtype: str
-    noise_shape: Optional[tuple[int, ...]]
+    noise_shape: tuple[int, ...] | None
     state_size: int
     action_shape: tuple[int, ...]
     action_dtype: str
@@ -112,7 +113,7 @@ def acting_spec(job: Any, module: Any) -> ActingSpec:
                        0 if discrete else int(np.prod(job.spaces.action_space.shape)))
 
 
-def acting_records(spec: ActingSpec, envs: int, region: Optional[np.ndarray]
+def acting_records(spec: ActingSpec, envs: int, region: np.ndarray | None
                    ) -> tuple[Record, Record]:
     """A collector's request and reply records: in buffers of their own, or one after the
     other in its ``acting`` region of the node's window (the inference rank maps the same)."""
@@ -133,7 +134,7 @@ class Carrier:
     bytes as a message, or, when it lies in the node's window (``memory`` given), a one-word
     notice that the other side may read it now."""
 
-    def __init__(self, world: Any, peer: int, memory: Optional[NodeMemory]) -> None:
+    def __init__(self, world: Any, peer: int, memory: NodeMemory | None) -> None:
         self.world, self.peer, self.memory = world, peer, memory
         self.notice_out = np.zeros(1, np.int64)
         self.notice_in = np.zeros(1, np.int64)
@@ -162,8 +163,8 @@ class RemoteLink:
     memory."""
 
     def __init__(self, world: Any, server: int, spec: ActingSpec, envs: int,
-                 version: Callable[[], int], memory: Optional[NodeMemory] = None,
-                 region: Optional[np.ndarray] = None) -> None:
+                 version: Callable[[], int], memory: NodeMemory | None = None,
+                 region: np.ndarray | None = None) -> None:
         self.world, self.server, self.version = world, server, version
         self.request, self.reply = acting_records(spec, envs, region)
         self.carrier = Carrier(world, server, memory if region is not None else None)
@@ -196,8 +197,8 @@ class RemoteEngine:
     def sync(self) -> None:
         pass
 
-    def step(self, obs: np.ndarray, noise: np.ndarray, state: Optional[np.ndarray] = None
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         request = self.link.request
         request.obs[...] = obs
         request.noise[...] = noise
@@ -207,7 +208,7 @@ class RemoteEngine:
         return (reply.actions.copy(), reply.log_probs.copy(), reply.values.copy(),
                 None if state is None else reply.state.copy())
 
-    def value(self, obs: np.ndarray, state: Optional[np.ndarray] = None) -> np.ndarray:
+    def value(self, obs: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
         count = len(obs)
         request = self.link.request
         request.obs[:count] = obs
@@ -226,7 +227,7 @@ class RemotePolicyEngine:
     def sync(self) -> None:
         pass
 
-    def act(self, obs: np.ndarray, noise: Optional[np.ndarray] = None) -> np.ndarray:
+    def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
         request = self.link.request
         request.obs[...] = obs
         if noise is not None:

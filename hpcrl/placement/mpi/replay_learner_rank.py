@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from hpcrl.placement.mpi.inbox import CollectorInbox
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import LatestWeights
 from hpcrl.placement.mpi.leader import Leader
-from hpcrl.placement.mpi.protocol import (CHECKPOINT, PREEMPTED, STOP, TAG_STATE, ReportLayout)
+from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, TAG_STATE, ReportLayout
 from hpcrl.roles.replay_learner import ReplayLearner, make_replay
 from hpcrl.runtime.cpu import retain_freed_memory
 
@@ -60,7 +60,7 @@ class UpdateFigures:
 class ReplayLearnerRank:
     """Holds the replay and the algorithm; talks to every collector of the job."""
 
-    def __init__(self, job: MpiJob, resume: Optional[dict[str, Any]], leader: Leader) -> None:
+    def __init__(self, job: MpiJob, resume: dict[str, Any] | None, leader: Leader) -> None:
         cfg, spaces = job.config, job.spaces
         self.job, self.world, self.leader = job, job.world, leader
         retain_freed_memory()

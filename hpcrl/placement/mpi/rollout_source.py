@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -20,11 +20,11 @@ from hpcrl.comm import irecv, isend, wait, wait_any
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.core.rollout import Rollout
-from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.inbox import CollectorInbox
-from hpcrl.placement.mpi.streams import StreamIn
+from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import LatestWeights, send_weights
 from hpcrl.placement.mpi.protocol import TAG_DONE, TAG_PREEMPT
+from hpcrl.placement.mpi.streams import StreamIn
 from hpcrl.roles.collector import Collector
 from hpcrl.roles.messages import STOP, Weights
 
@@ -38,8 +38,8 @@ class OwnEnvs:
     """The worker's own envs, stepped in its process; with ``actor`` (the learner's, on the
     CPU) the collector acts with the learner's weights as they are, without a copy."""
 
-    def __init__(self, job: MpiJob, resume_state: Optional[dict[str, Any]],
-                 actor: Optional[ActorCritic] = None) -> None:
+    def __init__(self, job: MpiJob, resume_state: dict[str, Any] | None,
+                 actor: ActorCritic | None = None) -> None:
         cfg = job.config
         self.job = job
         self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs)
@@ -72,7 +72,8 @@ class OwnEnvs:
             self.collector.collect(self.rollout)
             return [self.rollout], self.rollout.collect_seconds, 0.0
         world = self.job.world
-        requests = [irecv(world, box, peer, TAG_DONE) for box, peer in zip(self.inbox, self.peers)]
+        requests = [irecv(world, box, peer, TAG_DONE)
+                    for box, peer in zip(self.inbox, self.peers, strict=True)]
         finished = [False] * len(requests)
 
         def should_stop(steps_done: int) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,8 +22,7 @@ from torch import nn
 from hpcrl.config.schema import Config
 from hpcrl.core.algorithms.base import linear_schedule
 from hpcrl.core.envs import EnvSpaces
-from hpcrl.core.flat import (contiguous_parameters, share_flat_parameters,
-                             zero_flat_gradients)
+from hpcrl.core.flat import contiguous_parameters, share_flat_parameters, zero_flat_gradients
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
@@ -102,8 +101,8 @@ class OffPolicyAlgorithm(ABC):
             self.segments[name] = Segment(name, offset, offset + n)
             share_flat_parameters(module, self.flat[offset:offset + n])  # one-copy publishing
             offset += n
-        self._optimizers: Optional[dict[str, FlatOptimizer]] = None
-        self._priorities: Optional[torch.Tensor] = None
+        self._optimizers: dict[str, FlatOptimizer] | None = None
+        self._priorities: torch.Tensor | None = None
 
     # -- what subclasses define --------------------------------------------------------------
     @abstractmethod
@@ -196,7 +195,7 @@ class OffPolicyAlgorithm(ABC):
         if not self.guard.admit(total, step):
             return {"grad_norm": total, "learning_rate": lr}
         with torch.no_grad():
-            for seg, norm in zip(due, norms):
+            for seg, norm in zip(due, norms, strict=True):
                 grads = flat_grads[seg.slice]
                 if max_norm > 0 and norm > max_norm:
                     grads = grads * (max_norm / (norm + 1e-6))

@@ -165,7 +165,7 @@ class MPO(OffPolicyAlgorithm):
         terms = torch.stack([policy_loss.detach(), critic_loss.detach(), temperature[0].detach(),
                              kl_mean.detach().mean(), kl_std.detach().mean(),
                              alpha_mean.detach().mean(), alpha_std.detach().mean()]).tolist()
-        return loss, dict(zip(self.stat_names, terms))
+        return loss, dict(zip(self.stat_names, terms, strict=True))
 
     def stepping(self, step: int) -> list[str]:
         return list(self.segments)
