@@ -490,16 +490,14 @@ def _check_offpolicy_env(c: Config) -> str | None:
     return None
 
 
-def _check_her(c: Config) -> str | None:
+def _check_her(c: Config) -> str | list[str] | None:
     """Hindsight replay: a continuous off-policy agent on 1-step uniform replay, and her_k
     read only where it is on (the env itself is checked where it is probed,
     :func:`hpcrl.build.env_spaces`)."""
     r, name = c.replay, c.algo.name
     if r.her_strategy == "none":
-        if r.her_k != type(r)().her_k:
-            return ("config key 'replay.her_k' is read by hindsight replay only; set "
-                    "replay.her_strategy=future, final or episode, or drop the key")
-        return None
+        return _unread("replay", r, ["her_k"], "hindsight replay",
+                       "set replay.her_strategy=future, final or episode")
     if name not in CONTINUOUS_OFF_POLICY:
         return (f"config key 'replay.her_strategy' ({r.her_strategy}) relabels the replay of "
                 f"{', '.join(CONTINUOUS_OFF_POLICY)}, got algo.name={name}; use one of those, "
