@@ -189,6 +189,8 @@ def config(*overrides: str):
     (["replay.prioritized=true"], "set replay.prioritized=false"),
     (["replay.her_k=0"], "replay.her_k' must be >= 1"),
     (["replay.her_strategy=none", "replay.her_k=8"], "read by hindsight replay only"),
+    (["env.num_envs=8", "replay.buffer_size=4", "replay.batch_size=2"],
+     "one ring per env of the job, 8 here"),
 ])
 def test_impossible_her_settings_are_refused_naming_the_fix(overrides, words):
     with pytest.raises(ConfigError) as err:

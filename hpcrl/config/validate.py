@@ -512,6 +512,14 @@ def _check_her(c: Config) -> str | list[str] | None:
         return (f"config key 'replay.her_strategy' ({r.her_strategy}) samples its rows "
                 f"uniformly (a relabelled row's TD error belongs to its new goal, not to the "
                 f"stored row); set replay.prioritized=false")
+    from hpcrl.scheme.topology import collecting_ranks
+
+    streams = c.env.num_envs * collecting_ranks(c.scheme)
+    if r.buffer_size < streams:
+        return (f"config key 'replay.buffer_size' ({r.buffer_size}): hindsight replay keeps "
+                f"one ring per env of the job, {streams} here, each buffer_size / {streams} "
+                f"rows long; set replay.buffer_size to at least {streams} (a whole episode "
+                f"per env, or more, is what relabelling needs)")
     return None
 
 
