@@ -148,4 +148,5 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
 
 
 def config_from_record(record: dict[str, Any]) -> Config:
+    """The :class:`Config` a :func:`policy_record` was trained with (its ``config`` entry)."""
     return from_dict(record["config"])

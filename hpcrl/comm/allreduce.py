@@ -78,9 +78,11 @@ class LocalAllreducer(Allreducer):
 
     @property
     def size(self) -> int:
+        """1: the group is this rank alone."""
         return 1
 
     def sum_(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` unchanged: the sum over one rank."""
         return t
 
 
@@ -102,6 +104,7 @@ class MpiAllreducer(Allreducer):
 
     @property
     def size(self) -> int:
+        """The number of ranks in the communicator."""
         return self._size
 
     def _stage(self, t: torch.Tensor) -> torch.Tensor:
@@ -111,6 +114,8 @@ class MpiAllreducer(Allreducer):
         return self._stages[key]
 
     def sum_(self, t: torch.Tensor) -> torch.Tensor:
+        """Sum ``t`` over the communicator in place: a CPU tensor on its numpy view, one on an
+        accelerator through the pinned host stage (it must be contiguous). Returns ``t``."""
         if t.device.type == "meta":
             raise ValueError("MpiAllreducer cannot reduce a tensor on the meta device (it "
                              "holds no data)")
@@ -149,9 +154,12 @@ class TorchDistAllreducer(Allreducer):
 
     @property
     def size(self) -> int:
+        """The number of ranks in the process group."""
         return self._size
 
     def sum_(self, t: torch.Tensor) -> torch.Tensor:
+        """Sum ``t`` over the group in place with ``dist.all_reduce`` (contiguous; CUDA for
+        nccl). Returns ``t``."""
         import torch.distributed as dist  # heavy: only where used
         if self._backend == "nccl" and t.device.type != "cuda":
             raise ValueError(f"the nccl allreducer needs CUDA tensors, got one on {t.device}")
@@ -161,6 +169,7 @@ class TorchDistAllreducer(Allreducer):
         return t
 
     def close(self) -> None:
+        """Destroy the gradient group if this allreducer owns it (once; later calls do nothing)."""
         if self._owns_group:
             self._owns_group = False
             destroy_gradient_group()

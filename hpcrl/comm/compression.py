@@ -66,6 +66,7 @@ class Lz4Codec(PlainCodec):
         return LENGTH_BYTES + nbytes + nbytes // 255 + 16
 
     def pack(self, array: np.ndarray) -> np.ndarray:
+        """``array``'s bytes as one lz4 block, its compressed length in the first 8 bytes."""
         packed = self.block.compress(_bytes_of(array), store_size=False)
         out = np.empty(LENGTH_BYTES + len(packed), np.uint8)
         out[:LENGTH_BYTES].view(np.int64)[0] = len(packed)
@@ -73,9 +74,11 @@ class Lz4Codec(PlainCodec):
         return out
 
     def wire(self, array: np.ndarray) -> np.ndarray:
+        """A fresh uint8 buffer of :meth:`bound` bytes: room for ``array``'s worst-case message."""
         return np.empty(self.bound(array.nbytes), np.uint8)
 
     def unpack(self, wire: np.ndarray, array: np.ndarray) -> None:
+        """Decompress the lz4 block received into ``wire`` into ``array``'s bytes."""
         length = int(wire[:LENGTH_BYTES].view(np.int64)[0])
         plain = self.block.decompress(memoryview(wire[LENGTH_BYTES:LENGTH_BYTES + length]),
                                       uncompressed_size=array.nbytes)

@@ -45,6 +45,7 @@ class NodePeers:
         return rank in self.ranks
 
     def free(self) -> None:
+        """Free the node communicator (collective over the node)."""
         self.comm.Free()
 
 

@@ -30,40 +30,51 @@ class SelfComm:
     size = 1
 
     def Get_rank(self) -> int:
+        """0, the only rank."""
         return 0
 
     def Get_size(self) -> int:
+        """1, the only process."""
         return 1
 
     def Barrier(self) -> None:
+        """Nothing to wait for with one process."""
         return None
 
     barrier = Barrier
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
+        """``obj`` itself (``root`` must be 0)."""
         self._check_root(root)
         return obj
 
     def gather(self, obj: Any, root: int = 0) -> list[Any]:
+        """``[obj]`` (``root`` must be 0)."""
         self._check_root(root)
         return [obj]
 
     def allgather(self, obj: Any) -> list[Any]:
+        """``[obj]``."""
         return [obj]
 
     def allreduce(self, obj: Any, op: Any = None) -> Any:
+        """``obj`` itself: any reduction over one process."""
         return obj
 
     def Split(self, color: int = 0, key: int = 0) -> SelfComm:
+        """A new one-process communicator, whatever the colour."""
         return SelfComm()
 
     def Split_type(self, split_type: int, key: int = 0, info: Any = None) -> SelfComm:
+        """A new one-process communicator: the node is this process."""
         return SelfComm()
 
     def Dup(self) -> SelfComm:
+        """A new one-process communicator."""
         return SelfComm()
 
     def Free(self) -> None:
+        """Nothing to release."""
         return None
 
     def Abort(self, errorcode: int = 0) -> None:

@@ -40,6 +40,8 @@ class EpisodicLife(gym.Wrapper):
         self.game_over = True
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        """Step the game; a life lost while the game goes on ends the episode here
+        (``terminated``) and is marked ``info['life_lost']``."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.game_over = bool(terminated or truncated)
         lives = _lives(self.env)
@@ -50,6 +52,8 @@ class EpisodicLife(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset the emulator only when the game is over (or a seed is given); after a lost life,
+        take one no-op step instead and go on from there."""
         if self.game_over or kwargs.get("seed") is not None:
             obs, info = self.env.reset(**kwargs)
         else:
@@ -77,6 +81,7 @@ class FireReset(gym.Wrapper):
         self.lives = 0
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset, then press FIRE and action 2, resetting again if either ends the game."""
         obs, info = self.env.reset(**kwargs)
         for action in (1, 2):
             obs, _, terminated, truncated, info = self.env.step(action)
@@ -86,6 +91,8 @@ class FireReset(gym.Wrapper):
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Step; with ``after_life_loss``, press FIRE after a lost life that does not end the game
+        (its reward added to the step's)."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         lives = self.env.unwrapped.ale.lives()
         if self.after_life_loss and lives < self.lives and not (terminated or truncated):

@@ -68,6 +68,7 @@ class Episode:
         self.ret = float(np.sum(rewards, dtype=np.float64))
 
     def state(self) -> dict[str, Any]:
+        """The episode's rows as the keyword arguments that rebuild it (for a checkpoint)."""
         return {"obs": self.obs, "actions": self.actions, "rewards": self.rewards,
                 "terminated": self.terminated, "truncated": self.truncated}
 
@@ -99,10 +100,13 @@ class DemoBuffer:
 
     @staticmethod
     def from_file(path: str, own_capacity: int) -> DemoBuffer:
+        """A buffer of the episodes in demonstration file ``path`` (``algo.demos``), with room for
+        ``own_capacity`` of the agent's (``algo.demos_own``)."""
         return DemoBuffer(episodes_of(read_demos(path)), own_capacity)
 
     @property
     def episodes(self) -> list[Episode]:
+        """The episodes a replay slot draws from: the demonstrations, then the own ones held."""
         return self.demos + self.own
 
     def offer(self, episode: Episode) -> bool:
@@ -120,9 +124,12 @@ class DemoBuffer:
         return True
 
     def state_dict(self) -> dict[str, Any]:
+        """The own episodes held and the count that joined (the demonstrations come from the
+        file again)."""
         return {"own": [e.state() for e in self.own], "added": self.added}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
         self.own = [Episode(**e) for e in state["own"]]
         self.added = int(state["added"])
 
@@ -137,6 +144,7 @@ def copy_row(obs: Obs) -> Obs:
 
 
 def stack_rows(rows: list[Obs]) -> Obs:
+    """One batch of ``rows`` (observation trees), stacked along a new first axis in every leaf."""
     first = rows[0]
     if isinstance(first, dict):
         return {k: stack_rows([r[k] for r in rows]) for k in first}

@@ -106,6 +106,9 @@ class DemoSlots(gym.vector.VectorEnv):
 
     # -- the vector env -------------------------------------------------------------------
     def reset(self, *, seed: Any = None, options: Any = None) -> tuple[Obs, dict[str, Any]]:
+        """Reset the real envs (with their slots' seeds) and restart every replay slot on an
+        episode drawn by a generator seeded with its slot's seed (0 when none); the recordings
+        of own episodes start empty."""
         seeds = list(seed) if isinstance(seed, (list, tuple)) else [seed] * self.num_envs
         real_seeds = [seeds[i] for i in self.real_index]
         obs, info = self.real.reset(seed=real_seeds, options=options)
@@ -119,6 +122,10 @@ class DemoSlots(gym.vector.VectorEnv):
 
     def step(self, actions: np.ndarray) -> tuple[Obs, np.ndarray, np.ndarray, np.ndarray,
                                                   dict[str, Any]]:
+        """Step the real envs with their slots' actions (recording their episodes for the buffer)
+        and advance each replay slot one row: its reward and episode ends come from the file,
+        and a finished episode is followed by a newly drawn one (same-step autoreset; a
+        truncated one's last observation stands in as its final observation)."""
         actions = np.asarray(actions)
         real_actions = actions[self.real_index]
         before = self.obs
@@ -167,6 +174,8 @@ class DemoSlots(gym.vector.VectorEnv):
 
     # -- checkpoints (through Collector.state_dict's vector_env_state) ---------------------
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple:
+        """Only ``hpcrl_state``: the real envs' states in their slots, an empty state (nothing
+        missing) in the replay slots; any other name raises AttributeError."""
         if name != "hpcrl_state":
             raise AttributeError(f"DemoSlots forwards only hpcrl_state, not {name!r}")
         real = list(self.real.call(name))
@@ -178,6 +187,7 @@ class DemoSlots(gym.vector.VectorEnv):
         return tuple(out)
 
     def set_attr(self, name: str, values: Any) -> None:
+        """Set ``name`` on the real envs, to the values of their slots."""
         self.real.set_attr(name, [values[i] for i in self.real_index])
 
     def replay_state(self) -> dict[str, Any]:
@@ -202,6 +212,7 @@ class DemoSlots(gym.vector.VectorEnv):
         self.recording = [list(rows) for rows in state["recording"]]
 
     def close(self, **kwargs: Any) -> None:
+        """Close the real vector env."""
         self.real.close(**kwargs)
 
 

@@ -24,10 +24,17 @@ class ActionDistribution(Protocol):
         """Shape of the per-sample noise :meth:`sample` consumes."""
         ...
 
-    def sample(self, params: torch.Tensor, noise: torch.Tensor) -> torch.Tensor: ...
-    def mode(self, params: torch.Tensor) -> torch.Tensor: ...
-    def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor: ...
-    def entropy(self, params: torch.Tensor) -> torch.Tensor: ...
+    def sample(self, params: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Actions ``[B, ...]`` drawn by ``noise`` (``[B, *noise_shape()]``) from ``params``."""
+
+    def mode(self, params: torch.Tensor) -> torch.Tensor:
+        """The most probable actions ``[B, ...]`` (what deterministic evaluation takes)."""
+
+    def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities (or densities) ``[B]`` of ``actions``."""
+
+    def entropy(self, params: torch.Tensor) -> torch.Tensor:
+        """Entropies ``[B]`` of the distributions ``params`` give."""
 
     def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor
                          ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -45,26 +52,33 @@ class CategoricalActions:
         self.num_actions = num_actions
 
     def noise_shape(self) -> tuple[int, ...]:
+        """``()``: one uniform per sample."""
         return ()
 
     def sample(self, logits: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Inverse-CDF sample ``[B]``: the first action whose cumulative probability reaches the
+        uniform ``noise`` ``[B]``."""
         cdf = torch.softmax(logits, dim=-1).cumsum(dim=-1)
         index = (cdf < noise.unsqueeze(-1)).sum(dim=-1)
         return index.clamp_(max=self.num_actions - 1)
 
     def mode(self, logits: torch.Tensor) -> torch.Tensor:
+        """The most probable action ``[B]``."""
         return logits.argmax(dim=-1)
 
     def log_prob(self, logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities ``[B]`` of ``actions``."""
         logp = F.log_softmax(logits, dim=-1)
         return logp.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
 
     def entropy(self, logits: torch.Tensor) -> torch.Tensor:
+        """Entropies ``[B]``."""
         logp = F.log_softmax(logits, dim=-1)
         return -(logp.exp() * logp).sum(dim=-1)
 
     def log_prob_entropy(self, logits: torch.Tensor, actions: torch.Tensor
                          ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities and entropies ``[B]`` from one log-softmax."""
         logp = F.log_softmax(logits, dim=-1)  # once for both
         return (logp.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1),
                 -(logp.exp() * logp).sum(dim=-1))
@@ -84,24 +98,30 @@ class DiagGaussianActions:
         self.action_dim = action_dim
 
     def noise_shape(self) -> tuple[int, ...]:
+        """``(A,)``: one standard normal per action dimension."""
         return (self.action_dim,)
 
     def sample(self, params: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """``mean + std x noise`` ``[B, A]``, unclipped."""
         return params[:, 0] + params[:, 1].exp() * noise
 
     def mode(self, params: torch.Tensor) -> torch.Tensor:
+        """The mean ``[B, A]``."""
         return params[:, 0]
 
     def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Log-densities ``[B]`` of ``actions``, summed over the action dimensions."""
         mean, log_std = params[:, 0], params[:, 1]
         z = (actions - mean) * torch.exp(-log_std)
         return (-0.5 * z * z - log_std - _LOG_SQRT_2PI).sum(dim=-1)
 
     def entropy(self, params: torch.Tensor) -> torch.Tensor:
+        """Entropies ``[B]``, summed over the action dimensions."""
         return (params[:, 1] + 0.5 + _LOG_SQRT_2PI).sum(dim=-1)
 
     def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor
                          ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`log_prob` and :meth:`entropy` (they share nothing worth reusing)."""
         return self.log_prob(params, actions), self.entropy(params)
 
 
@@ -118,28 +138,34 @@ class MultiCategoricalActions:
         self.parts = [CategoricalActions(n) for n in self.categories]
 
     def noise_shape(self) -> tuple[int, ...]:
+        """``(k,)``: one uniform per component."""
         return (len(self.categories),)
 
     def _split(self, params: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return torch.split(params, self.categories, dim=-1)
 
     def sample(self, params: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Each component's inverse-CDF sample from its uniform, stacked ``[B, k]``."""
         return torch.stack([part.sample(logits, noise[:, j]) for j, (part, logits) in
                             enumerate(zip(self.parts, self._split(params), strict=True))], dim=-1)
 
     def mode(self, params: torch.Tensor) -> torch.Tensor:
+        """Each component's most probable choice ``[B, k]``."""
         return torch.stack([logits.argmax(dim=-1) for logits in self._split(params)], dim=-1)
 
     def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """The sum of the components' log-probabilities ``[B]``."""
         return sum(part.log_prob(logits, actions[..., j]) for j, (part, logits) in
                    enumerate(zip(self.parts, self._split(params), strict=True)))  # type: ignore[return-value]
 
     def entropy(self, params: torch.Tensor) -> torch.Tensor:
+        """The sum of the components' entropies ``[B]``."""
         return sum(part.entropy(logits) for part, logits in
                    zip(self.parts, self._split(params), strict=True))  # type: ignore[return-value]
 
     def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor
                          ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Summed log-probabilities and entropies ``[B]``, one log-softmax per component."""
         pairs = [part.log_prob_entropy(logits, actions[..., j]) for j, (part, logits) in
                  enumerate(zip(self.parts, self._split(params), strict=True))]
         return sum(p[0] for p in pairs), sum(p[1] for p in pairs)  # type: ignore[return-value]

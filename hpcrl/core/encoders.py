@@ -179,6 +179,7 @@ class FixupResidual(nn.Module):
             self.scale.fill_(1.0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x + scale x conv1(relu(conv0(relu(x) + b0) + b1) + b2) + b3``."""
         b = self.bias.to(x.dtype)
         out = self.conv0(torch.relu(x) + b[0])
         out = self.conv1(torch.relu(out + b[1]) + b[2])
@@ -235,6 +236,7 @@ class FormatEncoder(nn.Module):
         self.features = fmt.features
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """The carried observations ``[B, ...]`` as features ``[B, features]``."""
         return self.fmt.encode(obs)
 
 
@@ -252,6 +254,7 @@ class DictEncoder(nn.Module):
         self.features = sum(e.features for e in self.encoders)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Each key's features from its own encoder, concatenated ``[B, features]``."""
         keys = self.fmt.unpack(obs)
         return torch.cat([encoder(keys[name]) for encoder, (name, _, _)
                           in zip(self.encoders, self.fmt.keys, strict=True)], dim=1)

@@ -54,6 +54,7 @@ def _envpool() -> Any:
 
 
 def installed() -> bool:
+    """Whether the envpool package can be imported here."""
     try:
         _envpool()
     except ImportError:
@@ -169,6 +170,8 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
 
     def reset(self, *, seed: Any = None, options: dict | None = None
               ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Make a fresh pool with env ``i`` seeded ``seed[i]`` (or ``seed + i``, 0 when None) and
+        return its first observations; the games' returns and lengths start at 0."""
         seeds = (list(seed) if isinstance(seed, (list, tuple, np.ndarray))
                  else [int(seed or 0) + i for i in range(self.num_envs)])
         if self.pool is not None:
@@ -182,6 +185,9 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                          dict[str, Any]]:
+        """Step the pool; envs whose episode ended are stepped once more at once (EnvPool's
+        reset), so the observations are the new episodes' first ones, the last ones in
+        ``info['final_obs']`` (and, for Atari, the finished games in ``final_info``)."""
         obs, rewards, terminated, truncated, info = self.pool.step(np.asarray(actions))
         done = terminated | truncated
         out: dict[str, Any] = {}
@@ -221,15 +227,20 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
 
     # -- what collectors ask of any vector env ------------------------------------------
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Only ``hpcrl_state``: every env reports its state as missing (EnvPool's cannot be
+        captured); any other name raises AttributeError."""
         if name == "hpcrl_state":  # EnvPool's C++ envs cannot be captured
             return tuple({"missing": ["envpool"]} for _ in range(self.num_envs))
         raise AttributeError(f"EnvPool envs have no method {name!r} to call")
 
     def set_attr(self, name: str, values: Any) -> None:
+        """Accept ``hpcrl_state`` and ignore it (there is nothing to restore); any other name
+        raises AttributeError."""
         if name != "hpcrl_state":
             raise AttributeError(f"EnvPool envs have no attribute {name!r} to set")
 
     def close(self, **kwargs: Any) -> None:
+        """Close the pool, if one was made."""
         if self.pool is not None:
             self.pool.close()
             self.pool = None

@@ -89,11 +89,14 @@ class CheckpointableEnv(gym.Wrapper):
 
     @property
     def hpcrl_state(self) -> dict[str, Any]:
+        """The wrapped env's captured layers and the names of the layers that could not be
+        captured (``{'layers': ..., 'missing': [...]}``)."""
         layers, missing = capture_env_state(self.env)
         return {"layers": layers, "missing": missing}
 
     @hpcrl_state.setter
     def hpcrl_state(self, state: dict[str, Any]) -> None:
+        """Restore the layers of a state :attr:`hpcrl_state` gave."""
         restore_env_state(self.env, state["layers"])
 
 
@@ -145,10 +148,12 @@ class EnvSpaces:
 
     @property
     def integer_actions(self) -> bool:
+        """Whether actions are integers (Discrete, MultiDiscrete or MultiBinary), not a Box."""
         return self.categories is not None
 
     @property
     def action_shape(self) -> tuple[int, ...]:
+        """The shape of one env's action: ``()`` for Discrete, the space's shape otherwise."""
         return () if self.discrete else tuple(self.action_space.shape)
 
 

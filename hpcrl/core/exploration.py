@@ -33,6 +33,7 @@ class GaussianNoise:
         """Gaussian noise has no state to reset."""
 
     def state_dict(self) -> dict[str, Any]:
+        """``{}``: Gaussian noise has no state."""
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -50,16 +51,21 @@ class OrnsteinUhlenbeckNoise:
         self.x = np.zeros((num_envs, action_dim), np.float32)
 
     def step(self, innovation: np.ndarray) -> np.ndarray:
+        """Advance every env's process one step with standard normals ``innovation``
+        ``[num_envs, action_dim]``; returns a copy of the new noise."""
         self.x += np.float32(-self.theta * self.dt) * self.x + self.scale * innovation
         return self.x.copy()
 
     def reset(self, done: np.ndarray) -> None:
+        """Zero the process of the envs ``done`` marks (their episode ended)."""
         self.x[done] = 0.0
 
     def state_dict(self) -> dict[str, Any]:
+        """The processes' values ``x`` ``[num_envs, action_dim]``, for a checkpoint."""
         return {"x": torch.from_numpy(self.x.copy())}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the values :meth:`state_dict` saved (in place)."""
         self.x[...] = state["x"].numpy()
 
 

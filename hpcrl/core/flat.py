@@ -26,10 +26,12 @@ def _flat_of(module: nn.Module) -> torch.Tensor | None:
 
 
 def num_params(module: nn.Module) -> int:
+    """The number of parameter values of ``module``."""
     return sum(p.numel() for p in _params(module))
 
 
 def num_buffer_values(module: nn.Module) -> int:
+    """The number of values in ``module``'s floating-point buffers."""
     return sum(b.numel() for b in _buffers(module))
 
 
@@ -64,6 +66,8 @@ def params_to_flat(module: nn.Module, out: torch.Tensor | None = None) -> torch.
 
 
 def flat_to_params(module: nn.Module, flat: torch.Tensor) -> None:
+    """Copy the flat vector ``flat`` into ``module``'s parameters, in :func:`params_to_flat`'s
+    order (one copy when they share a contiguous buffer); a size mismatch raises ValueError."""
     contiguous = _flat_of(module)
     if contiguous is not None:
         if flat.numel() != contiguous.numel():
@@ -83,6 +87,8 @@ def buffers_to_flat(module: nn.Module, out: torch.Tensor | None = None) -> torch
 
 
 def flat_to_buffers(module: nn.Module, flat: torch.Tensor) -> None:
+    """Copy ``flat`` into ``module``'s floating-point buffers, in :func:`buffers_to_flat`'s
+    order; a size mismatch raises ValueError."""
     _read(_buffers(module), flat)
 
 

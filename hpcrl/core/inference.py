@@ -31,9 +31,12 @@ class PolicyEngine(Protocol):
         ...
 
     def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]: ...
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """Actions drawn with ``noise``, their log-probs ``[B]``, values ``[B]`` and the next
+        recurrent state, for observations ``obs`` ``[B, ...]``."""
 
-    def value(self, obs: np.ndarray, state: np.ndarray | None = None) -> np.ndarray: ...
+    def value(self, obs: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
+        """Values ``[B]`` of ``obs`` (what bootstraps a rollout cut short)."""
 
 
 class NumpyEngine:
@@ -44,6 +47,7 @@ class NumpyEngine:
         self.sync()
 
     def sync(self) -> None:
+        """Re-take views of the actor's layers (and a copy of its log std) after new weights."""
         a = self.actor
         self.pi = layer_views(a.pi_trunk)
         self.vf = None if a.shared else layer_views(a.vf_trunk)
@@ -62,10 +66,13 @@ class NumpyEngine:
         return (features @ w + b)[:, 0]
 
     def value(self, obs: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
+        """Values ``[B]`` of ``obs`` (a feedforward actor: ``state`` unused)."""
         return self._value(self._features(obs)[1])
 
     def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
+        """Actions, their float32 log-probs and values ``[B]`` of ``obs`` in numpy, drawn with
+        ``noise`` as the torch actor draws them; no recurrent state (None)."""
         pi, vf = self._features(obs)
         w, b, _ = self.pi_head
         out = pi @ w + b
@@ -102,6 +109,7 @@ class TorchEngine:
         self.device = next(actor.parameters()).device
 
     def sync(self) -> None:
+        """Nothing to do: the engine evaluates the actor itself."""
         pass
 
     def _state(self, state: np.ndarray | None) -> torch.Tensor | None:
@@ -109,6 +117,7 @@ class TorchEngine:
 
     def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """The actor's step on its device under inference mode, results back as numpy arrays."""
         with torch.inference_mode():
             a, logp, v, new = self.actor.step(torch.from_numpy(obs).to(self.device),
                                               torch.from_numpy(noise).to(self.device),
@@ -117,6 +126,7 @@ class TorchEngine:
                 None if new is None else new.cpu().numpy())
 
     def value(self, obs: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
+        """The actor's values ``[B]`` on its device, back as a numpy array."""
         with torch.inference_mode():
             return self.actor.value(torch.from_numpy(obs).to(self.device),
                                     self._state(state)).cpu().numpy()

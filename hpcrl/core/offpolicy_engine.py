@@ -25,6 +25,7 @@ class GreedyQEngine:
         self.sync()
 
     def sync(self) -> None:
+        """Re-take views of the network's layers."""
         self.layers = layer_views(self.network.trunk, self.network.head)
 
     def q_values(self, obs: np.ndarray) -> np.ndarray:
@@ -32,6 +33,7 @@ class GreedyQEngine:
         return forward(self.layers, self.network.obs_format.encode_numpy(obs))
 
     def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
+        """The greedy actions ``[B]`` (``noise`` unused)."""
         return self.q_values(obs).argmax(axis=1)
 
 
@@ -40,9 +42,11 @@ class TorchGreedyQEngine(GreedyQEngine):
     (convolutions have no numpy form here; per-step dispatch is small next to them)."""
 
     def sync(self) -> None:
+        """Note the network's device (torch evaluates the module itself: no views to take)."""
         self.device = self.network.head.weight.device
 
     def q_values(self, obs: np.ndarray) -> np.ndarray:
+        """``Q(s, .)`` ``[B, num_actions]`` by the network on its device, as numpy."""
         with torch.inference_mode():
             return self.network.q_values(torch.from_numpy(obs).to(self.device)).cpu().numpy()
 
@@ -55,9 +59,12 @@ class DeterministicEngine:
         self.sync()
 
     def sync(self) -> None:
+        """Re-take views of the policy's layers."""
         self.layers = layer_views(self.policy.trunk, self.policy.head)
 
     def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
+        """The policy's actions ``[B, A]`` in ``[-1, 1]`` (exploration noise is added by the
+        collector; ``noise`` unused)."""
         return np.tanh(forward(self.layers, self.policy.obs_format.encode_numpy(obs)))
 
 
@@ -69,12 +76,15 @@ class SquashedGaussianEngine:
         self.sync()
 
     def sync(self) -> None:
+        """Re-take views of the trunk's and both heads' layers."""
         p = self.policy
         self.trunk = layer_views(p.trunk)
         self.mean = layer_views(p.mean_head)
         self.log_std = layer_views(p.log_std_head)
 
     def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
+        """``tanh(mean + std x noise)`` ``[B, A]`` for standard normals ``noise``; ``tanh(mean)``
+        without noise (evaluation)."""
         h = forward(self.trunk, self.policy.obs_format.encode_numpy(obs))
         mean = forward(self.mean, h)
         if noise is None:

@@ -13,12 +13,16 @@ import torch
 
 
 class FlatOptimizer(Protocol):
+    """An optimiser over one flat parameter vector, its state a plain dict for checkpoints."""
     def step(self, params: torch.Tensor, grads: torch.Tensor, lr: float) -> None:
         """Update ``params`` in place from ``grads`` with learning rate ``lr``."""
         ...
 
-    def state_dict(self) -> dict[str, Any]: ...
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+    def state_dict(self) -> dict[str, Any]:
+        """The optimiser's state (copies), tagged with its kind."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s values; another kind's state raises ValueError."""
 
 
 class FlatAdam:
@@ -34,6 +38,7 @@ class FlatAdam:
         self._denom = torch.empty(numel, device=device)  # reused: no allocation per step
 
     def step(self, params: torch.Tensor, grads: torch.Tensor, lr: float) -> None:
+        """One Adam step on ``params`` in place, bias-corrected for the step count."""
         self.steps += 1
         self.exp_avg.lerp_(grads, 1 - self.beta1)
         self.exp_avg_sq.mul_(self.beta2).addcmul_(grads, grads, value=1 - self.beta2)
@@ -43,10 +48,13 @@ class FlatAdam:
         params.addcdiv_(self.exp_avg, denom.add_(self.eps), value=-lr / correction1)
 
     def state_dict(self) -> dict[str, Any]:
+        """The step count and both moment vectors (copies), tagged ``adam``."""
         return {"kind": "adam", "steps": self.steps, "exp_avg": self.exp_avg.clone(),
                 "exp_avg_sq": self.exp_avg_sq.clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s values in place; another optimiser's state raises
+        ValueError (``algo.optimizer`` changed)."""
         _check_kind(state, "adam")
         self.steps = int(state["steps"])
         self.exp_avg.copy_(state["exp_avg"])
@@ -63,14 +71,18 @@ class FlatRMSprop:
         self._denom = torch.empty(numel, device=device)  # reused: no allocation per step
 
     def step(self, params: torch.Tensor, grads: torch.Tensor, lr: float) -> None:
+        """One RMSprop step on ``params`` in place."""
         self.square_avg.mul_(self.alpha).addcmul_(grads, grads, value=1 - self.alpha)
         denom = torch.sqrt(self.square_avg, out=self._denom).add_(self.eps)
         params.addcdiv_(grads, denom, value=-lr)
 
     def state_dict(self) -> dict[str, Any]:
+        """The running mean of squared gradients (a copy), tagged ``rmsprop``."""
         return {"kind": "rmsprop", "square_avg": self.square_avg.clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s values in place; another optimiser's state raises
+        ValueError (``algo.optimizer`` changed)."""
         _check_kind(state, "rmsprop")
         self.square_avg.copy_(state["square_avg"])
 
@@ -106,6 +118,8 @@ class FusedFlatAdam(FlatAdam):
         self._kernel = getattr(torch, "_fused_adam_", None)
 
     def step(self, params: torch.Tensor, grads: torch.Tensor, lr: float) -> None:
+        """One Adam step by the fused kernel; where the kernel is missing or refuses the tensors,
+        by :class:`FlatAdam`'s operations from then on."""
         if self._kernel is None:
             super().step(params, grads, lr)
             return

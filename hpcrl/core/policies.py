@@ -48,6 +48,7 @@ class ActionScale:
         self.half_t = torch.from_numpy(self.half)
 
     def to_env(self, actions: np.ndarray) -> np.ndarray:
+        """Actions in ``[-1, 1]`` mapped to the Box's ``[low, high]``."""
         return self.center + self.half * actions
 
     def to_env_tensor(self, actions: torch.Tensor) -> torch.Tensor:
@@ -106,6 +107,7 @@ class DeterministicPolicy(_ContinuousPolicy):
             orthogonal_init(self.head, 0.01)
 
     def squashed_mode(self, obs: torch.Tensor) -> torch.Tensor:
+        """``tanh(MLP(features))`` ``[B, A]``: the policy's action in ``[-1, 1]``."""
         return torch.tanh(self.head(self.trunk(obs)))
 
 
@@ -126,6 +128,8 @@ class SquashedGaussianPolicy(_ContinuousPolicy):
             orthogonal_init(self.log_std_head, 0.01)
 
     def mean_log_std(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Gaussian's mean and log std ``[B, A]`` before the squash, the log std clamped to
+        ``[LOG_STD_MIN, LOG_STD_MAX]``."""
         h = self.trunk(obs)
         return self.mean_head(h), self.log_std_head(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
 
@@ -142,4 +146,5 @@ class SquashedGaussianPolicy(_ContinuousPolicy):
         return actions, log_prob
 
     def squashed_mode(self, obs: torch.Tensor) -> torch.Tensor:
+        """``tanh(mean)`` ``[B, A]``: the deterministic action (evaluation, MPO's targets)."""
         return torch.tanh(self.mean_log_std(obs)[0])

@@ -17,13 +17,17 @@ class A2C(Algorithm):
 
     def minibatches(self, storage: RolloutStorage, update: int, seed: int, total_envs: int,
                     count: int) -> Iterator[RolloutBatch]:
+        """The whole rollout as one batch: A2C takes one step per update."""
         yield storage.full_batch()
 
     def steps_per_update(self, count: int) -> int:
+        """1, whatever ``count``: one step on the full batch."""
         return 1
 
     def loss(self, batch: RolloutBatch | RecurrentBatch
              ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Policy gradient on the (normalised) GAE advantages, plus ``algo.vf_coef`` x the value
+        error, minus ``algo.ent_coef`` x the mean entropy."""
         cfg = self.config
         log_probs, entropy, values, batch = self.evaluate(batch)
         advantages = self.advantages(batch)

@@ -88,6 +88,7 @@ class Algorithm(ABC):
 
     @property
     def learning_rate(self) -> float:
+        """``algo.lr`` under ``algo.lr_schedule`` at the current progress."""
         return linear_schedule(self.config.lr, self.config.lr_schedule, self.progress)
 
     # -- gradients ---------------------------------------------------------------------------
@@ -184,8 +185,10 @@ class Algorithm(ABC):
         return {"grad_norm": norm, "learning_rate": self.learning_rate}
 
     def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps: the optimiser's state and the schedules' progress."""
         return {"optimizer": self.optimizer.state_dict(), "progress": self.progress}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
         self.optimizer.load_state_dict(state["optimizer"])
         self.progress = float(state["progress"])

@@ -33,12 +33,17 @@ class IMPALA(Algorithm):
 
     def minibatches(self, storage: VTraceStorage, update: int, seed: int, total_envs: int,
                     count: int) -> Iterator[SequenceBatch]:
+        """All the stored sequences as one batch ``[T, N, ...]``: one V-trace step per update."""
         yield storage.full_batch()
 
     def steps_per_update(self, count: int) -> int:
+        """1, whatever ``count``: one step on the full batch."""
         return 1
 
     def loss(self, batch: SequenceBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """The V-trace policy-gradient, value and entropy terms of the module docstring on a
+        ``[T, N]`` batch (a recurrent actor replayed from its stored start states); ``rho_mean``
+        reports the mean unclipped importance weight."""
         cfg = self.config
         steps, envs = batch.rewards.shape
         if batch.memory is not None:  # a recurrent actor: sequences from their start states

@@ -27,19 +27,25 @@ class PPO(Algorithm):
 
     @property
     def clip_range(self) -> float:
+        """``algo.clip_range`` under ``algo.clip_schedule`` at the current progress."""
         return linear_schedule(self.config.clip_range, self.config.clip_schedule, self.progress)
 
     def minibatches(self, storage: RolloutStorage, update: int, seed: int, total_envs: int,
                     count: int) -> Iterator[RolloutBatch]:
+        """``count`` env-stratified minibatches per epoch for ``algo.num_epochs`` epochs, each
+        epoch's order seeded by ``(seed, update, epoch)`` over the job's envs."""
         for epoch in range(self.config.num_epochs):  # one minibatch needs no order
             order = epoch_seed(seed, update, epoch) if count > 1 else 0
             yield from storage.minibatches(count, order, total_envs)
 
     def steps_per_update(self, count: int) -> int:
+        """``algo.num_epochs x count``."""
         return self.config.num_epochs * count
 
     def loss(self, batch: RolloutBatch | RecurrentBatch
              ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The clipped surrogate, the value error (clipped with ``algo.clip_range_vf``) and the
+        entropy bonus; also reports the approximate KL and the clipped fraction."""
         cfg = self.config
         log_probs, entropy, values, batch = self.evaluate(batch)
         advantages = self.advantages(batch)

@@ -49,6 +49,8 @@ class ReplayBatch(NamedTuple):
 
 
 def replay_generator(seed: int) -> np.random.Generator:
+    """The replay's sampling generator for ``seed``, on a stream of its own (``REPLAY_STREAM``)
+    apart from the envs' generators."""
     return np.random.default_rng([seed, REPLAY_STREAM])
 
 
@@ -174,6 +176,8 @@ class ReplayBuffer:
         self.rng = from_plain(state["rng"], self.rng)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; a checkpoint of a prioritised or hindsight replay, or one
+        larger than ``replay.buffer_size``, raises ValueError."""
         n = int(state["size"])
         if "priorities" in state and type(self) is ReplayBuffer:
             raise ValueError("checkpoint holds a prioritised replay; replay.prioritized changed "

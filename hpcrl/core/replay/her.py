@@ -211,6 +211,8 @@ class HerReplayBuffer(ReplayBuffer):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; a plain replay's checkpoint, or one of another stream
+        layout (env count or ``replay.buffer_size`` changed), raises ValueError."""
         her = state.get("her")
         if her is None:
             raise ValueError("checkpoint holds a plain replay; replay.her_strategy changed "

@@ -76,6 +76,7 @@ class NStepWindow:
         return int(self.valid.sum())
 
     def state_dict(self) -> dict[str, Any]:
+        """The windows' head and pending rows (copies), for a checkpoint."""
         return {"head": self.head, "obs": torch.from_numpy(self.obs.copy()),
                 "actions": torch.from_numpy(self.actions.copy()),
                 "returns": torch.from_numpy(self.returns.copy()),
@@ -83,6 +84,8 @@ class NStepWindow:
                 "valid": torch.from_numpy(self.valid.copy())}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` in place; windows of another shape (``env.num_envs`` or
+        ``replay.n_step`` changed) raise ValueError."""
         if tuple(state["valid"].shape) != self.valid.shape:
             raise ValueError(f"checkpoint holds n-step windows of shape "
                              f"{tuple(state['valid'].shape)}, this collector needs "

@@ -51,18 +51,23 @@ class DenseObsStore:
         self.next_obs = np.zeros_like(self.obs)
 
     def write(self, where: Any, obs: np.ndarray, next_obs: np.ndarray) -> None:
+        """Copy both observations into rows ``where``."""
         self.obs[where] = obs
         self.next_obs[where] = next_obs
 
     def gather(self, indices: np.ndarray, obs: np.ndarray, next_obs: np.ndarray) -> None:
+        """Copy rows ``indices`` into ``obs`` and ``next_obs``."""
         np.take(self.obs, indices, axis=0, out=obs)
         np.take(self.next_obs, indices, axis=0, out=next_obs)
 
     def state_dict(self, size: int) -> dict[str, torch.Tensor]:
+        """Both observations of rows ``[0, size)`` (copies)."""
         return {"obs": torch.from_numpy(self.obs[:size].copy()),
                 "next_obs": torch.from_numpy(self.next_obs[:size].copy())}
 
     def load_state_dict(self, state: dict[str, Any], size: int) -> None:
+        """Rows ``[0, size)`` from :meth:`state_dict`; a checkpoint of shared frames raises
+        ValueError."""
         if "obs" not in state:
             raise ValueError("checkpoint holds a replay of shared frames, this run stores "
                              "observations whole; resume with the run's env settings")
@@ -70,6 +75,7 @@ class DenseObsStore:
         self.next_obs[:size] = state["next_obs"].numpy()
 
     def nbytes(self) -> int:
+        """Bytes of both observation arrays."""
         return self.obs.nbytes + self.next_obs.nbytes
 
 
@@ -110,6 +116,7 @@ class FramePool:
         self.free.extend(range(start + n - 1, start - 1, -1))  # lowest slot first
 
     def frame(self, slot: int) -> np.ndarray:
+        """The stored frame of ``slot`` (a view)."""
         return self.blocks[slot // self.block][slot % self.block]
 
     def put(self, frame: np.ndarray) -> int:
@@ -157,6 +164,7 @@ class FramePool:
             out[mask] = self.blocks[b][offset[mask]]
 
     def nbytes(self) -> int:
+        """Bytes of the frame blocks and reference counts."""
         return sum(b.nbytes for b in self.blocks) + self.refs.nbytes
 
 
@@ -171,6 +179,8 @@ class FrameObsStore:
         self.next_slots = np.full((capacity, self.planes), -1, np.int64)
 
     def write(self, where: Any, obs: np.ndarray, next_obs: np.ndarray) -> None:
+        """Store rows ``where``: each plane put into the pool (shared when already there), the
+        rows' old frames released afterwards."""
         rows = np.arange(len(self.obs_slots))[where]
         pool = self.pool
         for i, row in enumerate(rows.tolist()):
@@ -182,6 +192,7 @@ class FrameObsStore:
             self.next_slots[row] = new_next
 
     def gather(self, indices: np.ndarray, obs: np.ndarray, next_obs: np.ndarray) -> None:
+        """Rebuild rows ``indices`` into ``obs`` and ``next_obs`` from their planes' slots."""
         b = len(indices)
         flat = (b * self.planes,) + self.obs_shape[1:]
         self.pool.gather(self.obs_slots[indices].reshape(-1), obs.reshape(flat))
@@ -216,6 +227,7 @@ class FrameObsStore:
                 slots[row] = [self.pool.put(plane) for plane in planes]
 
     def nbytes(self) -> int:
+        """Bytes of the pool and of every row's slot indices."""
         return self.pool.nbytes() + self.obs_slots.nbytes + self.next_slots.nbytes
 
 

@@ -59,12 +59,15 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.tree.update(indices, p ** self.alpha)
 
     def state_dict(self) -> dict[str, Any]:
+        """The uniform replay's state plus the rows' priorities and the running maximum."""
         state = super().state_dict()
         state["priorities"] = torch.from_numpy(self.tree.get(np.arange(self.size)).copy())
         state["max_priority"] = self.max_priority
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`, rebuilding the sum-tree; a uniform replay's checkpoint
+        raises ValueError."""
         super().load_state_dict(state)
         if "priorities" not in state:
             raise ValueError("checkpoint holds a uniform replay; replay.prioritized changed "

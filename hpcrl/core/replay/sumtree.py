@@ -29,6 +29,7 @@ class SumTree:
 
     @property
     def total(self) -> float:
+        """The sum of all priorities (the root)."""
         return float(self.sums[0][0])
 
     @property
@@ -37,6 +38,7 @@ class SumTree:
         return float(self.mins[0][0])
 
     def get(self, rows: np.ndarray) -> np.ndarray:
+        """The priorities of ``rows`` (the leaves)."""
         return self.sums[-1][np.asarray(rows)]
 
     def update(self, rows: np.ndarray, priorities: np.ndarray) -> None:

@@ -132,6 +132,8 @@ class Transitions:
 
     def set_facts(self, weights_version: int, env_offset: int, source: int, env_steps: int,
                   seconds: float) -> None:
+        """Fill the header: the acting policy's version, the first env's global index, the
+        collector's id, the env steps taken and the seconds spent on the chunk."""
         self.header[[_VERSION, _OFFSET, _SOURCE, _ENV_STEPS, _SECONDS]] = (
             weights_version, env_offset, source, env_steps, seconds)
 

@@ -41,6 +41,7 @@ class Segment:
 
     @property
     def slice(self) -> slice:
+        """``slice(start, end)``, to index the flat parameters with."""
         return slice(self.start, self.end)
 
 
@@ -53,6 +54,8 @@ class Scalar(nn.Module):
 
 
 def learner_generator(seed: int) -> torch.Generator:
+    """The learner's CPU torch generator for ``seed``, on a stream of its own (``NOISE_STREAM``)
+    so its noise draws overlap no other seeded generator's."""
     state = np.random.SeedSequence([seed, NOISE_STREAM]).generate_state(1)[0]
     return torch.Generator().manual_seed(int(state))
 
@@ -138,6 +141,7 @@ class OffPolicyAlgorithm(ABC):
 
     @property
     def learning_rate(self) -> float:
+        """``algo.lr`` under ``algo.lr_schedule`` at the current progress."""
         return linear_schedule(self.algo.lr, self.algo.lr_schedule, self.progress)
 
     # -- gradients ---------------------------------------------------------------------------
@@ -211,6 +215,8 @@ class OffPolicyAlgorithm(ABC):
 
     # -- checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps: the flat parameters and targets (copies), each segment's
+        optimiser, the applied step count, the progress and the noise generator's state."""
         return {"params": self.flat.detach().clone(),
                 "targets": {name: t.flat.clone() for name, t in self.targets.items()},
                 "optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()},
@@ -218,6 +224,8 @@ class OffPolicyAlgorithm(ABC):
                 "generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved; a parameter count that differs (the network
+        settings changed) raises ValueError."""
         if state["params"].numel() != self.flat.numel():
             raise ValueError(f"checkpoint holds {state['params'].numel()} learner parameters, "
                              f"this config builds {self.flat.numel()}: actor.* or replay.* "

@@ -23,6 +23,7 @@ class DQN(OffPolicyAlgorithm):
     stat_names = ("q_loss", "q_mean")
 
     def build(self) -> list[tuple[str, nn.Module]]:
+        """The Q-network (segment ``q``) and its target."""
         self.q = QNetwork(self.spaces.obs_shape, int(self.spaces.action_space.n),
                           self.config.actor, self.spaces.obs_format)
         self.targets["q"] = TargetNetwork(self.q)
@@ -30,9 +31,12 @@ class DQN(OffPolicyAlgorithm):
 
     @property
     def policy(self) -> nn.Module:
+        """The Q-network: collectors act greedily (or epsilon-greedily) on it."""
         return self.q
 
     def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """Huber loss of ``Q(s, a)`` to the target network's bootstrapped value (double Q with
+        ``replay.double_q``), weighted by the importance weights of a prioritised batch."""
         target_q = self.targets["q"].module
         obs, next_obs = batch.obs, batch.next_obs  # as carried: the encoder takes them
         q = self.q.q_values(obs).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
@@ -52,8 +56,11 @@ class DQN(OffPolicyAlgorithm):
         return loss, {"q_loss": loss.item(), "q_mean": q.mean().item()}
 
     def stepping(self, step: int) -> list[str]:
+        """``['q']``: the one segment steps every time."""
         return ["q"]
 
     def update_targets(self, step: int) -> None:
+        """Move the target towards the Q-network by ``replay.tau`` every
+        ``replay.target_update_interval`` steps."""
         if step % self.replay.target_update_interval == 0:
             self.targets["q"].update(self.segment_params("q"), self.replay.tau)

@@ -58,6 +58,7 @@ class MpoDuals(nn.Module):
                                                      _inverse_softplus(alpha_std)))
 
     def values(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The positive temperature ``[1]`` and mean and std multipliers ``[A]`` each."""
         return (F.softplus(self.raw_temperature) + 1e-8, F.softplus(self.raw_alpha_mean) + 1e-8,
                 F.softplus(self.raw_alpha_std) + 1e-8)
 
@@ -94,6 +95,8 @@ class MPO(OffPolicyAlgorithm):
                   "alpha_mean", "alpha_std")
 
     def build(self) -> list[tuple[str, nn.Module]]:
+        """The squashed Gaussian policy, the critic ensemble and the duals (segments ``policy``,
+        ``critic``, ``duals``), and target copies of the policy and critics."""
         cfg, spaces, r = self.config, self.spaces, self.config.replay
         self.pi = SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, cfg.actor,
                                          spaces.obs_format)
@@ -108,9 +111,11 @@ class MPO(OffPolicyAlgorithm):
 
     @property
     def policy(self) -> nn.Module:
+        """The squashed Gaussian policy."""
         return self.pi
 
     def segment_learning_rate(self, name: str, lr: float) -> float:
+        """``replay.mpo_dual_lr`` for the duals, ``lr`` for the networks."""
         return self.replay.mpo_dual_lr if name == "duals" else lr
 
     def _target_samples(self, obs: torch.Tensor, n: int
@@ -131,6 +136,9 @@ class MPO(OffPolicyAlgorithm):
         return q.min(dim=0).values.reshape(n, b)
 
     def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """Critic TD loss to the target policy's expected next value, the E-step's temperature
+        dual, the M-step's decoupled mean and std fits under their KL trust regions, and the
+        multipliers' duals, summed."""
         r = self.replay
         n = r.mpo_action_samples
         obs, next_obs = self.pi.features(batch.obs), self.pi.features(batch.next_obs)
@@ -168,9 +176,12 @@ class MPO(OffPolicyAlgorithm):
         return loss, dict(zip(self.stat_names, terms, strict=True))
 
     def stepping(self, step: int) -> list[str]:
+        """Every segment: MPO steps them all each time."""
         return list(self.segments)
 
     def update_targets(self, step: int) -> None:
+        """Move the critic and policy targets by ``replay.tau`` every
+        ``replay.target_update_interval`` steps."""
         if step % self.replay.target_update_interval == 0:
             self.targets["critic"].update(self.segment_params("critic"), self.replay.tau)
             self.targets["policy"].update(self.segment_params("policy"), self.replay.tau)

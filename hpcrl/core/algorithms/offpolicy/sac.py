@@ -37,6 +37,8 @@ class SAC(OffPolicyAlgorithm):
     stat_names = ("policy_loss", "critic_loss", "ent_coef", "ent_coef_loss", "entropy")
 
     def build(self) -> list[tuple[str, nn.Module]]:
+        """The squashed Gaussian policy, the critic ensemble (and its target) and the log
+        temperature, a segment of its own only with ``replay.learn_ent_coef``."""
         cfg, spaces = self.config, self.spaces
         self.pi = SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, cfg.actor,
                                          spaces.obs_format)
@@ -57,12 +59,15 @@ class SAC(OffPolicyAlgorithm):
 
     @property
     def policy(self) -> nn.Module:
+        """The squashed Gaussian policy."""
         return self.pi
 
     def _noise(self, batch_size: int) -> torch.Tensor:
         return self.gaussian((batch_size, self.action_dim))
 
     def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """Critic TD loss to the soft target (min over the target critics minus the entropy term),
+        the policy's ``alpha x log pi - min Q`` and, when learnt, the temperature's loss."""
         obs, next_obs = self.pi.features(batch.obs), self.pi.features(batch.next_obs)
         b = obs.shape[0]
         log_alpha = self.log_alpha.value
@@ -91,8 +96,11 @@ class SAC(OffPolicyAlgorithm):
         return loss, stats
 
     def stepping(self, step: int) -> list[str]:
+        """Every segment: SAC steps them all each time."""
         return list(self.segments)
 
     def update_targets(self, step: int) -> None:
+        """Move the critic target by ``replay.tau`` every
+        ``replay.target_update_interval`` steps."""
         if step % self.replay.target_update_interval == 0:
             self.targets["critic"].update(self.segment_params("critic"), self.replay.tau)

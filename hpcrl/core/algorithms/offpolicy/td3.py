@@ -31,10 +31,12 @@ class TD3(OffPolicyAlgorithm):
 
     @property
     def num_critics(self) -> int:
+        """The critics in the ensemble (``replay.n_critics``)."""
         return self.replay.n_critics
 
     @property
     def policy_delay(self) -> int:
+        """Critic steps per policy step (``replay.policy_delay``)."""
         return self.replay.policy_delay
 
     @property
@@ -43,6 +45,8 @@ class TD3(OffPolicyAlgorithm):
         return self.replay.target_policy_noise, self.replay.target_noise_clip
 
     def build(self) -> list[tuple[str, nn.Module]]:
+        """The deterministic policy and the critic ensemble (segments ``policy``, ``critic``) and
+        their targets."""
         spaces = self.spaces
         self.mu = DeterministicPolicy(spaces.obs_shape, spaces.action_space, self.config.actor,
                                       spaces.obs_format)
@@ -55,12 +59,16 @@ class TD3(OffPolicyAlgorithm):
 
     @property
     def policy(self) -> nn.Module:
+        """The deterministic policy."""
         return self.mu
 
     def policy_step(self, step: int) -> bool:
+        """Whether applied step ``step`` also steps the policy (every :attr:`policy_delay`-th)."""
         return step % self.policy_delay == 0
 
     def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """Critic TD loss to the min of the target critics at the smoothed target action; on a
+        policy step, plus ``-Q_1(s, mu(s))`` with the critics' weights frozen."""
         obs, next_obs = self.mu.features(batch.obs), self.mu.features(batch.next_obs)
         std, clip = self.smoothing
         with torch.no_grad():
@@ -87,9 +95,11 @@ class TD3(OffPolicyAlgorithm):
         return loss, stats
 
     def stepping(self, step: int) -> list[str]:
+        """``critic``, and ``policy`` on a policy step."""
         return ["critic", "policy"] if self.policy_step(step) else ["critic"]
 
     def update_targets(self, step: int) -> None:
+        """Move both targets by ``replay.tau`` on policy steps only."""
         if self.policy_step(step):
             tau = self.replay.tau
             self.targets["critic"].update(self.segment_params("critic"), tau)
@@ -101,12 +111,15 @@ class DDPG(TD3):
 
     @property
     def num_critics(self) -> int:
+        """1: DDPG has a single critic."""
         return 1
 
     @property
     def policy_delay(self) -> int:
+        """1: the policy steps with the critic every time."""
         return 1
 
     @property
     def smoothing(self) -> tuple[float, float]:
+        """No target policy noise: ``(0, 0)``."""
         return 0.0, 0.0
