@@ -105,10 +105,13 @@ class RolloutLayout:
 
     @property
     def obs_dim(self) -> int:
+        """Values in one observation (the product of ``obs_shape``)."""
         return int(np.prod(self.obs_shape))
 
     @property
     def header_size(self) -> int:
+        """float64 slots of the header: the fixed facts, then the observation moments
+        (count, mean and m2 of ``obs_dim`` each) and the return moments (count, mean, m2)."""
         # fixed slots, obs moments (count, mean, m2) and return moments (count, mean, m2)
         return _FIXED + 1 + 2 * self.obs_dim + 3
 
@@ -181,6 +184,8 @@ class Rollout:
 
     def set_facts(self, valid_steps: int, weights_version: int, env_offset: int,
                   source: int, seconds: float = 0.0) -> None:
+        """Fill the header: the steps collected, the acting weights' version, the first env's
+        global index, the collector's id and the seconds spent."""
         self.header[[_VALID, _VERSION, _OFFSET, _SOURCE, _SECONDS]] = (
             valid_steps, weights_version, env_offset, source, seconds)
 
@@ -200,6 +205,8 @@ class Rollout:
         ret_view[:] = ret
 
     def moments(self) -> tuple[tuple[float, np.ndarray, np.ndarray], tuple[float, float, float]]:
+        """The normaliser moments :meth:`set_moments` stored: ``(count, mean, m2)`` of the raw
+        observations (``obs_shape`` arrays, copies) and of the returns."""
         count, mean, m2, ret_view = self._moment_views()
         shape = self.layout.obs_shape
         return ((float(count[0]), mean.reshape(shape).copy(), m2.reshape(shape).copy()),

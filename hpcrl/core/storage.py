@@ -53,6 +53,7 @@ class RolloutBatch(NamedTuple):
                               for i in range(len(RolloutBatch._fields))))
 
     def flatten(self) -> RolloutBatch:
+        """Every field ``[T, N, ...]`` reshaped to ``[T x N, ...]``."""
         return self.map(lambda t: t.reshape((-1,) + t.shape[2:]))
 
     def gather(self, time_index: torch.Tensor, env_index: torch.Tensor) -> RolloutBatch:
@@ -61,6 +62,7 @@ class RolloutBatch(NamedTuple):
 
     @property
     def num_samples(self) -> int:
+        """The number of samples (steps x envs)."""
         return self.log_probs.numel()
 
 
@@ -221,10 +223,12 @@ class RolloutStorage:
 
     @property
     def num_steps(self) -> int:
+        """Steps ``T`` of the loaded rollouts (0 before any)."""
         return 0 if self.batch is None else self.batch.log_probs.shape[0]
 
     @property
     def num_envs(self) -> int:
+        """Env columns ``N`` of the loaded rollouts (0 before any)."""
         return 0 if self.batch is None else self.batch.log_probs.shape[1]
 
     @property

@@ -64,10 +64,13 @@ class DoomObservation(gym.ObservationWrapper):
         return cv2.resize(screen, self.size, interpolation=cv2.INTER_AREA)
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset the game and forget the stacked frames (the first one is repeated)."""
         self.frames.clear()
         return super().reset(**kwargs)
 
     def observation(self, obs: dict[str, np.ndarray]) -> Any:
+        """The resized screen stacked with the previous ``stack - 1``, with the game variables
+        (float32) beside it in a dict when the scenario has them."""
         frame = self._resized(obs[SCREEN])
         while len(self.frames) < self.stack - 1:  # a fresh episode: the first frame repeated
             self.frames.append(frame)

@@ -42,6 +42,7 @@ class SequenceBatch(NamedTuple):
 
     @property
     def num_samples(self) -> int:
+        """The number of steps, ``T x N``."""
         return self.values.numel()
 
     def columns(self, index: torch.Tensor) -> SequenceBatch:
@@ -75,6 +76,8 @@ class VTraceStorage:
         self.env_offset = 0
 
     def load(self, rollouts: Sequence[Rollout]) -> None:
+        """Hold ``rollouts`` side by side in env order as one :class:`SequenceBatch`, each cut to
+        the shortest one's valid steps; a rollout with no steps raises ValueError."""
         rollouts = sorted(rollouts, key=lambda r: r.env_offset)
         steps = min(r.valid_steps for r in rollouts)
         if steps <= 0:
@@ -116,14 +119,17 @@ class VTraceStorage:
 
     @property
     def num_steps(self) -> int:
+        """Steps ``T`` of the loaded batch (0 before any)."""
         return 0 if self.batch is None else self.batch.values.shape[0]
 
     @property
     def num_envs(self) -> int:
+        """Env columns ``N`` of the loaded batch (0 before any)."""
         return 0 if self.batch is None else self.batch.values.shape[1]
 
     @property
     def num_samples(self) -> int:
+        """``T x N``."""
         return self.num_steps * self.num_envs
 
     def release(self) -> None:
@@ -131,6 +137,7 @@ class VTraceStorage:
         self.batch = None
 
     def full_batch(self) -> SequenceBatch:
+        """Every loaded sequence, ``[T, N, ...]``."""
         assert self.batch is not None, "load() a rollout first"
         return self.batch
 

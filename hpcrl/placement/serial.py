@@ -87,6 +87,7 @@ class SerialPlacement:
                             policy_lag=lag, gradient_asynchrony=scheme.pop("gradient_asynchrony"))
 
     def state_dict(self) -> dict[str, Any]:
+        """The updater's state and the collector's, for a checkpoint."""
         return {"updater": self.learner.updater.state_dict(),
                 "collectors": self.learner.source.states()}
 
@@ -102,4 +103,5 @@ class SerialPlacement:
         return inexact
 
     def close(self) -> None:
+        """Close the rollout source (its envs), handing it the current weights."""
         self.learner.source.close(self.learner.current_weights())

@@ -52,6 +52,7 @@ class SerialOffPolicyPlacement:
 
     @property
     def stat_names(self) -> tuple[str, ...]:
+        """The loss terms of the progress rows (the learner's)."""
         return self.learner.stat_names
 
 
@@ -101,6 +102,8 @@ class SerialOffPolicyPlacement:
                             {"time_collect_s": collect_s, "time_compute_s": compute_s})
 
     def state_dict(self) -> dict[str, Any]:
+        """The learner's state (replay included), the collector's and the steps since the last
+        training round, for a checkpoint."""
         return {"learner": self.learner.state_dict(), "collectors": [self.collector.state_dict()],
                 "since_round": self.since_round}
 
@@ -114,4 +117,5 @@ class SerialOffPolicyPlacement:
         return self.collector.load_state_dict(collector_state)
 
     def close(self) -> None:
+        """Close the envs."""
         self.envs.close()

@@ -38,6 +38,8 @@ class GradientWorker:
                            if getattr(config, "demos", "") else None)
 
     def load_weights(self, weights: Weights) -> None:
+        """Load ``weights`` into the algorithm's actor and note their version (what the next
+        gradients say they were computed with)."""
         weights.load_into(self.algorithm.actor)
         self.weights_version = weights.version
 

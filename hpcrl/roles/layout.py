@@ -95,6 +95,7 @@ class Record:
         return getattr(self, name).item()
 
     def copy_from(self, other: Record) -> Record:
+        """Copy ``other``'s values (a record of the same layout) into this one; returns it."""
         self.data[:] = other.data
         return self
 

@@ -68,6 +68,7 @@ class Weights:
         return Weights(self.params.copy(), self.header.layout.wrap(self.header.data.copy()))
 
     def copy_from(self, other: Weights) -> Weights:
+        """Copy ``other``'s parameters and header into this message's buffers; returns it."""
         self.params[:] = other.params
         self.header.copy_from(other.header)
         return self
@@ -79,13 +80,16 @@ class Weights:
 
     @property
     def version(self) -> int:
+        """The weights' version (the updater's step count)."""
         return int(self.header.version)
 
     @property
     def command(self) -> int:
+        """The job-control command: :data:`COLLECT` or a set of bits."""
         return int(self.header.command)
 
     def set_command(self, command: int) -> Weights:
+        """Set the command in the header; returns the message."""
         self.header.set(command=command)
         return self
 
@@ -157,18 +161,22 @@ class Gradient:
 
     @property
     def weights_version(self) -> int:
+        """The version of the weights the gradient was computed with."""
         return int(self.info.weights_version)
 
     @property
     def num_samples(self) -> int:
+        """Samples the gradient was computed on."""
         return int(self.info.num_samples)
 
     @property
     def new_env_steps(self) -> int:
+        """Env steps the update's rollouts added (non-zero on its first gradient only)."""
         return int(self.info.new_env_steps)
 
     @property
     def progress(self) -> float:
+        """Training progress in [0, 1] the schedules are set to before applying it."""
         return float(self.info.progress)
 
     @property
@@ -177,6 +185,7 @@ class Gradient:
         return self.info.moments
 
     def stats(self) -> np.ndarray:
+        """The loss terms ``[num_stats]`` in ``stat_names`` order (a view)."""
         return self.info.stats
 
     def host(self) -> np.ndarray:

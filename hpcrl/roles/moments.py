@@ -74,6 +74,7 @@ class MomentsRecord(Record):
 
     @property
     def carried(self) -> bool:
+        """Whether any group holds moments (a count above 0)."""
         return any(float(self[f"{group}_count"]) > 0 for group in self.groups)
 
     def block(self) -> np.ndarray:

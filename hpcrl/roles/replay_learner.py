@@ -111,8 +111,10 @@ class ReplayLearner:
         return self.message.capture(self.algorithm.policy, self.version)
 
     def state_dict(self) -> dict[str, Any]:
+        """The algorithm's state and the replay's, for a checkpoint."""
         return {"algorithm": self.algorithm.state_dict(), "replay": self.replay.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
         self.algorithm.load_state_dict(state["algorithm"])
         self.replay.load_state_dict(state["replay"])

@@ -42,8 +42,10 @@ class Updater:
         self.version += 1
 
     def state_dict(self) -> dict[str, Any]:
+        """The weights version and the algorithm's state, for a checkpoint."""
         return {"version": self.version, "algorithm": self.algorithm.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
         self.version = int(state["version"])
         self.algorithm.load_state_dict(state["algorithm"])

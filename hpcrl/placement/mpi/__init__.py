@@ -150,6 +150,8 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
 
 
 def collector_state(state: dict[str, Any] | None, offset: int) -> dict[str, Any] | None:
+    """The checkpointed state of the collector whose first env is global index ``offset``
+    (None without a checkpoint); see :func:`~hpcrl.placement.mpi.learners.collector_state_for`."""
     from hpcrl.placement.mpi.learners import collector_state_for
 
     return collector_state_for(state, offset)

@@ -47,6 +47,7 @@ class PreemptListener:
         self.preempted = False
 
     def begin(self, update: int) -> None:
+        """Start listening for update ``update``'s notice (an older update's notice is ignored)."""
         self.update, self.preempted = update, False
 
     def _poll(self) -> None:
@@ -56,10 +57,13 @@ class PreemptListener:
             self.request = irecv(self.comm, self.buf, self.worker, TAG_PREEMPT)
 
     def should_stop(self, steps_done: int) -> bool:
+        """Whether this update's notice arrived and ``steps_done`` reaches the minimum share of
+        the rollout (``scheme.preemption.fraction_samples``)."""
         self._poll()
         return self.preempted and steps_done >= self.min_steps
 
     def close(self) -> None:
+        """Take any notice still arriving, then cancel the standing receive."""
         self._poll()
         self.request.Cancel()
         self.request.Wait()
@@ -147,6 +151,8 @@ class CollectorRank:
         self.state_sends.append(self.world.isend(state, dest=0, tag=TAG_STATE))
 
     def run(self) -> None:
+        """Collect until the STOP command (``scheme.collection``: sync or async), then close the
+        inference link and the preemption listener, wait for the state sends and close the envs."""
         try:
             if self.job.config.scheme.collection == "async":
                 self._run_async()

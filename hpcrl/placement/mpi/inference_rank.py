@@ -85,6 +85,8 @@ class InferenceRank:
         self.rows = 0
 
     def run(self) -> None:
+        """Serve the collectors' requests, taking new weights between them, until STOP came and
+        every collector said goodbye; backs off while idle, then waits for the last replies."""
         delay = IDLE_POLL.initial_s
         while not (self.stopped and len(self.left) == len(self.collectors)):
             if self._take_weights() | self._serve():

@@ -68,6 +68,7 @@ class MpiJob:
 
     @property
     def rank(self) -> int:
+        """This process's rank in the world."""
         return self.role.rank
 
     @property
@@ -80,15 +81,18 @@ class MpiJob:
         return describe_role(self.role)
 
     def ranks(self, role: str, group: int | None = None) -> list[int]:
+        """The world ranks of role ``role`` (of group ``group`` when given), in rank order."""
         return [r.rank for r in self.table
                 if r.role == role and (group is None or r.group == group)]
 
     @property
     def workers(self) -> list[int]:
+        """The gradient workers' ranks."""
         return self.ranks(WORKER)
 
     @property
     def my_collectors(self) -> list[int]:
+        """The collector ranks of this rank's group."""
         return self.ranks(COLLECTOR, self.role.group)
 
     @property
@@ -109,13 +113,17 @@ class MpiJob:
 
     @property
     def total_envs(self) -> int:
+        """The envs of the whole job, over every rank."""
         return sum(r.num_envs for r in self.table)
 
     def new_actor(self, device: torch.device | None = None) -> ActorCritic:
+        """A freshly built actor of the job's config, moved to ``device`` unless that is the CPU."""
         actor = make_actor(self.config, self.spaces)
         return actor if device is None or device.type == "cpu" else _to_device(actor, device)
 
     def layout(self) -> RolloutLayout:
+        """The rollout layout of one collector's ``env.num_envs`` envs (what every rank that
+        exchanges rollouts builds alike)."""
         return rollout_layout(self.config, self.spaces, self.config.env.num_envs)
 
     @cached_property
@@ -125,6 +133,7 @@ class MpiJob:
 
     @property
     def off_policy(self) -> bool:
+        """Whether ``algo.name`` is an off-policy algorithm."""
         from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 
         return self.config.algo.name in OFF_POLICY_ALGOS

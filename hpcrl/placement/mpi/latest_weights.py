@@ -46,6 +46,7 @@ class ParamsReceiver:
         return irecv(self.world, self.wire, self.source, TAG_WEIGHTS)
 
     def unpack(self) -> None:
+        """Decode the received parameters into the weights (nothing to do without compression)."""
         self.codec.unpack(self.wire, self.weights.params)
 
 

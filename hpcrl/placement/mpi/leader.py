@@ -50,14 +50,17 @@ class Leader:
 
     @property
     def updates(self) -> int:
+        """Updates recorded so far (resumed runs included)."""
         return self.recorder.updates
 
     @property
     def env_steps(self) -> int:
+        """Env steps of the job so far."""
         return self.recorder.env_steps
 
     @property
     def done(self) -> bool:
+        """Whether the env-step budget is spent."""
         return self.recorder.done
 
     @property
@@ -82,6 +85,7 @@ class Leader:
             self.recorder.after_update(self.actor)
 
     def checkpoint_due(self) -> bool:
+        """Whether the recorder's schedule asks for a checkpoint now."""
         return self.recorder.checkpoint_due()
 
     @_ends_the_job

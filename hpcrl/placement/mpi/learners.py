@@ -158,6 +158,9 @@ class WorkerRank:
         return report
 
     def run(self) -> None:
+        """Update until STOP: learn from the source's rollouts, agree on the command with the
+        leader, publish the weights and write the checkpoint when asked; the leader finishes
+        the run at the end."""
         self.source.publish(self.current_weights())
         while True:
             report = self.learn()
@@ -233,6 +236,8 @@ class SyncUpdaterRank:
         self.preempted = False
 
     def run(self) -> None:
+        """Each gradient step: sum the workers' gradients (their mean applied), broadcast the new
+        weights; after each update, the leader's command decides checkpoint and stop."""
         learners, g = self.job.learners, self.gradient
         n_workers = len(self.job.workers)
         while True:

@@ -87,6 +87,8 @@ class AsyncWorkerRank:
         return w.command
 
     def run(self) -> None:
+        """Until STOP: gather rollouts, send each gradient to the updater and take the weights it
+        made, report the update, send the collectors' states on CHECKPOINT and publish."""
         cfg = self.job.config
         per_update = cfg.algo.num_steps * self.source_envs * len(self.job.workers)
         self.source.publish(self.weights.capture(self.actor, self.version))
@@ -125,6 +127,7 @@ class AsyncWorkerRank:
 
     @property
     def source_envs(self) -> int:
+        """Envs of this worker's rollout source: its own, or its collectors'."""
         return self.job.config.env.num_envs * max(self.job.config.scheme.collectors_per_worker, 1)
 
 
@@ -191,6 +194,8 @@ class AsyncUpdaterRank:
             self.round_open = True
 
     def run(self) -> None:
+        """Apply each worker's gradient as it arrives and answer that worker alone, recording a row
+        per report, opening checkpoint rounds when due and STOPping every worker at the end."""
         cfg = self.job.config
         active = set(range(len(self.workers)))
         final_written: int | None = None

@@ -42,6 +42,7 @@ class ReportLayout(RecordLayout):
         return name
 
     def fill(self, report: Record, **values: float) -> Record:
+        """Set the named figures of ``report``; returns it."""
         return report.set(**values)
 
     def fill_update(self, report: Record, rollouts: Sequence[Any], policy_lag: float,

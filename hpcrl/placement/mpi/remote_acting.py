@@ -57,6 +57,8 @@ class ActingSpec:
     on_policy: bool
 
     def request_layout(self, envs: int) -> RecordLayout:
+        """The record a collector of ``envs`` envs sends: method, version, count, observations,
+        and the noise and recurrent state when there are any."""
         fields: list[Any] = [("method", (), np.int64), ("version", (), np.int64),
                              ("count", (), np.int64),
                              ("obs", (envs,) + self.obs_shape, np.dtype(self.obs_dtype))]
@@ -67,6 +69,8 @@ class ActingSpec:
         return RecordLayout(fields)
 
     def reply_layout(self, envs: int) -> RecordLayout:
+        """The record an inference rank answers with: version and actions, log-probs and values
+        for an actor-critic, and the next recurrent state when there is one."""
         fields: list[Any] = [("version", (), np.int64),
                              ("actions", (envs,) + self.action_shape,
                               np.dtype(self.action_dtype))]
@@ -195,10 +199,13 @@ class RemoteEngine:
         self.link = link
 
     def sync(self) -> None:
+        """Nothing to do (see the class docstring)."""
         pass
 
     def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """Send a STEP request for ``obs`` with ``noise`` (and ``state``) and return copies of the
+        reply's actions, log-probs, values and next state."""
         request = self.link.request
         request.obs[...] = obs
         request.noise[...] = noise
@@ -209,6 +216,7 @@ class RemoteEngine:
                 None if state is None else reply.state.copy())
 
     def value(self, obs: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
+        """Send a VALUE request for the ``len(obs)`` rows and return a copy of their values."""
         count = len(obs)
         request = self.link.request
         request.obs[:count] = obs
@@ -225,9 +233,12 @@ class RemotePolicyEngine:
         self.link = link
 
     def sync(self) -> None:
+        """Nothing to do: the inference rank holds the weights."""
         pass
 
     def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
+        """Send an ACT request for ``obs`` (with ``noise`` when given) and return a copy of the
+        actions."""
         request = self.link.request
         request.obs[...] = obs
         if noise is not None:

@@ -182,6 +182,9 @@ class ReplayLearnerRank:
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self) -> None:
+        """Until STOP: take the collectors' chunks into the replay, train the rounds due, push
+        the newest weights and end an update every ``per_update`` env steps; backs off while
+        idle, then drains what is still arriving."""
         self.weights.offer(self.learner.weights(), block=False)
         idle = 50e-6
         while True:

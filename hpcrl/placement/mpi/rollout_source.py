@@ -61,6 +61,8 @@ class OwnEnvs:
         self.dropped = 0
 
     def publish(self, weights: Weights) -> None:
+        """Give the collector ``weights``: their version alone when it acts with the learner's
+        own actor, a load into its copy otherwise."""
         if self.shared:
             self.collector.follow(weights.version)
         else:
@@ -91,9 +93,11 @@ class OwnEnvs:
         return [self.rollout], self.rollout.collect_seconds, time.perf_counter() - started
 
     def states(self) -> list[dict[str, Any]]:
+        """The collector's state, for a checkpoint."""
         return [self.collector.state_dict()]
 
     def close(self, weights: Weights) -> None:
+        """Close the envs."""
         self.envs.close()
 
 
@@ -113,12 +117,16 @@ class SyncCollectors:
         self.dropped = 0
 
     def publish(self, weights: Weights) -> None:
+        """Send ``weights`` to every subscriber (header only where an inference rank acts for it)
+        and wait for the sends."""
         for rank in self.subscribers:
             for request in send_weights(self.world, weights, rank,
                                         rank not in self.job.header_only, self.job.codec):
                 wait(request)
 
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
+        """One rollout from each collector, in collector order; with preemption, the stragglers
+        are told to stop once enough arrived. Returns them, the mean collect time and the wait."""
         started = time.perf_counter()
         # last update's rollouts are no longer read: their collectors may write the next
         heads = [stream.post() for stream in self.streams]
@@ -139,9 +147,11 @@ class SyncCollectors:
         return rollouts, seconds, time.perf_counter() - started
 
     def states(self) -> list[dict[str, Any]]:
+        """``[]``: collector ranks send their states to the leader themselves."""
         return []  # collectors send their own to the leader
 
     def close(self, weights: Weights) -> None:
+        """Nothing: collectors leave on the STOP command of the last publish."""
         pass  # collectors leave on the STOP command of the last publish
 
 
@@ -170,6 +180,9 @@ class AsyncCollectors:
         self.weights.offer(weights, block=weights.command != 0)
 
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
+        """As many rollouts as there are collectors, from whichever arrive first, dropping (and
+        counting) those more than ``scheme.max_policy_lag`` versions old; pushes weights while
+        waiting. Returns them, the mean collect time and the wait."""
         started = time.perf_counter()
         taken = 0
         while taken < len(self.batch):
@@ -187,6 +200,7 @@ class AsyncCollectors:
         return list(self.batch), seconds, time.perf_counter() - started
 
     def states(self) -> list[dict[str, Any]]:
+        """``[]``: collector ranks send their states to the leader themselves."""
         return []
 
     def close(self, weights: Weights) -> None:

@@ -58,6 +58,7 @@ class StreamOut:
 
     @property
     def shared(self) -> bool:
+        """Whether rollouts go through the node's shared memory (else as messages)."""
         return self.memory is not None
 
     def next_buffer(self) -> Any:
