@@ -44,6 +44,7 @@ class RunSummary:
 
     @property
     def seed(self) -> int:
+        """The run's ``seed`` config key (0 when the config has none)."""
         return int(self.config.get("seed", 0))
 
 

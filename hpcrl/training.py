@@ -117,6 +117,8 @@ class Trainer:
                 self.checkpoint()
 
     def final_eval(self) -> dict[str, float] | None:
+        """Evaluate the trained policy for ``train.eval_episodes`` episodes (none: None) and
+        write ``eval.json``."""
         return self.recorder.final_eval(self.placement.master_actor)
 
 

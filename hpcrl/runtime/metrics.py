@@ -23,6 +23,8 @@ class EpisodeWindow:
         self.chunks: deque[tuple[float, float, float]] = deque()
 
     def add(self, count: float, return_sum: float, length_sum: float) -> None:
+        """Add one update's chunk of ``count`` episodes (none: ignored), then drop the oldest chunks
+        while the others still hold the window's episodes."""
         if count <= 0:
             return
         self.chunks.append((float(count), float(return_sum), float(length_sum)))
@@ -31,15 +33,18 @@ class EpisodeWindow:
             self.chunks.popleft()
 
     def means(self) -> tuple[float, float]:
+        """Mean episode return and length over the window (NaN, NaN before any episode)."""
         count = sum(c[0] for c in self.chunks)
         if count == 0:
             return math.nan, math.nan
         return (sum(c[1] for c in self.chunks) / count, sum(c[2] for c in self.chunks) / count)
 
     def state(self) -> torch.Tensor:
+        """The chunks as a ``[n, 3]`` float64 tensor, for a checkpoint."""
         return torch.tensor(list(self.chunks), dtype=torch.float64).reshape(-1, 3)
 
     def load(self, state: torch.Tensor) -> None:
+        """Restore the chunks :meth:`state` gave."""
         self.chunks = deque(tuple(float(x) for x in row) for row in state.tolist())
 
 

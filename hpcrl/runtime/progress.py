@@ -63,6 +63,7 @@ def rewrite_rows(path: Path, columns: Sequence[str], rows: Iterable[Mapping[str,
 
 
 def count_rows(path: Path) -> int:
+    """The data rows of the CSV file at ``path`` (its header not counted; 0 when it is absent)."""
     if not path.exists():
         return 0
     with open(path, newline="") as f:
@@ -99,6 +100,8 @@ class ProgressLog:
                        if tensorboard else None)
 
     def write(self, row: Mapping[str, Any]) -> None:
+        """Append ``row`` (its values for :attr:`columns`, a missing one empty) and flush; with
+        TensorBoard, also each finite number as a scalar at step ``env_steps``."""
         with writing(PROGRESS, self.path):
             self.writer.writerow({k: _fmt(row.get(k, "")) for k in self.columns})
             self.file.flush()
@@ -121,6 +124,7 @@ class ProgressLog:
                 self.tb.flush()
 
     def close(self) -> None:
+        """Close the CSV file and the TensorBoard writer."""
         with writing(PROGRESS, self.path):
             self.file.close()
         if self.tb is not None:
@@ -166,6 +170,8 @@ class ConsoleProgress:
         self.last = -math.inf
 
     def show(self, row: Mapping[str, Any], final: bool = False) -> None:
+        """Print ``row``'s steps, FPS, mean return and ETA, unless the last line is less than
+        ``interval_s`` old (``final`` prints regardless)."""
         now = time.monotonic()
         if not final and now - self.last < self.interval:
             return

@@ -69,22 +69,27 @@ def write_run_file(what: str, path: Path, text: str) -> None:
 
 @dataclass(frozen=True)
 class RunDir:
+    """A run directory, and the paths of its files (see the module docstring)."""
     path: Path
 
     @property
     def config_path(self) -> Path:
+        """``config.yaml``: the resolved config (what ``--resume`` trains on)."""
         return self.path / "config.yaml"
 
     @property
     def progress_path(self) -> Path:
+        """``progress.csv``: one row per update."""
         return self.path / "progress.csv"
 
     @property
     def checkpoint_path(self) -> Path:
+        """``checkpoints/last.pt``: the full training state, replaced atomically."""
         return self.path / "checkpoints" / "last.pt"
 
     @property
     def eval_path(self) -> Path:
+        """``eval.json``: the deterministic evaluation at the end of training."""
         return self.path / "eval.json"
 
     @property

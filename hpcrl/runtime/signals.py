@@ -25,6 +25,7 @@ class StopRequest:
 
     @property
     def requested(self) -> bool:
+        """Whether a stop signal arrived since :meth:`install`."""
         return self.signum is not None
 
     def _handle(self, signum: int, frame: object) -> None:
@@ -46,6 +47,7 @@ class StopRequest:
         return restore
 
     def clear(self) -> None:
+        """Forget a stop signal that arrived."""
         self.signum = None
 
 

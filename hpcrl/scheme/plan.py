@@ -39,6 +39,7 @@ def rank_device(config: Config, role: RankRole) -> str:
 
 
 def rank_table(config: Config) -> list[RankRole]:
+    """Every rank's role for ``config``'s scheme, at the world size it requires."""
     s = config.scheme
     return assign_roles(required_world_size(s), s, config.env.num_envs)
 
@@ -75,6 +76,8 @@ def agent_summary(config: Config) -> str:
 
 
 def plan_json(config: Config) -> dict[str, Any]:
+    """The plan as JSON-ready data (``hpcrl plan --json``): world size, the scheme's summary,
+    agent and transport, total envs, and per rank its role, device, envs and epsilon."""
     s = config.scheme
     ranks = []
     for r in rank_table(config):
@@ -112,6 +115,8 @@ def _ranks(ranks: tuple[int, ...]) -> str:
 
 
 def plan_text(config: Config) -> str:
+    """The plan as text for people (``hpcrl plan``): the scheme's summary lines, then a table
+    of the ranks."""
     info = plan_json(config)
     s = config.scheme
     lines = [f"scheme {s.preset}: {info['summary']}",

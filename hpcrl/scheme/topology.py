@@ -40,6 +40,7 @@ class RankRole:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The role as plain data (tuples as lists, ``extra`` left out), for ``hpcrl plan``."""
         d = asdict(self)
         d["feeds"], d["fed_by"] = list(self.feeds), list(self.fed_by)
         d.pop("extra")
@@ -47,6 +48,7 @@ class RankRole:
 
 
 def has_updater(scheme: SchemeConfig) -> bool:
+    """Whether the scheme has a dedicated updater rank (``scheme.update=central``)."""
     return scheme.update == "central"
 
 

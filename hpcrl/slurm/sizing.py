@@ -37,6 +37,7 @@ class Component:
 
     @property
     def tasks(self) -> int:
+        """The Slurm tasks of the component: one per rank."""
         return len(self.ranks)
 
 
@@ -52,6 +53,7 @@ class JobShape:
 
     @property
     def world_size(self) -> int:
+        """The ranks of the whole job."""
         return len(self.table)
 
     def summary(self) -> str:

@@ -30,6 +30,8 @@ class Submitted:
 
 
 def find_sbatch() -> str:
+    """The path of ``sbatch`` on PATH; a :class:`SubmitError` saying what to do instead when
+    there is none."""
     found = shutil.which("sbatch")
     if found is None:
         raise SubmitError("sbatch not found on PATH: run `hpcrl slurm submit` on a Slurm login "

@@ -38,11 +38,14 @@ class Corridor(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Back to cell 0, the step count at 0."""
         super().reset(seed=seed)
         self.position, self.steps = 0, 0
         return self._obs(), {}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Move one cell (action 1 right, else left; walls hold); reaching the last cell pays 1
+        and terminates, ``max_steps`` steps truncate."""
         move = 1 if int(action) == 1 else -1
         self.position = min(max(self.position + move, 0), self.length - 1)
         self.steps += 1

@@ -54,6 +54,7 @@ class PointReach(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Draw the point and the goal uniformly in the cube (from the env's generator)."""
         super().reset(seed=seed)
         self.pos = self.np_random.uniform(-1.0, 1.0, self.dim).astype(np.float32)
         self.goal = self.np_random.uniform(-1.0, 1.0, self.dim).astype(np.float32)
@@ -61,6 +62,8 @@ class PointReach(gym.Env):
 
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool, bool,
                                                 dict[str, Any]]:
+        """Move the point by ``step_size x`` the clipped action (staying in the cube) and pay the
+        sparse reward; never ends an episode itself (the registered time limit cuts it)."""
         move = np.clip(np.asarray(action, np.float32), -1.0, 1.0) * self.step_size
         self.pos = np.clip(self.pos + move, -1.0, 1.0).astype(np.float32)
         reward = float(self.compute_reward(self.pos, self.goal, {}))
