@@ -112,7 +112,8 @@ class DemoSlots(gym.vector.VectorEnv):
         seeds = list(seed) if isinstance(seed, (list, tuple)) else [seed] * self.num_envs
         real_seeds = [seeds[i] for i in self.real_index]
         obs, info = self.real.reset(seed=real_seeds, options=options)
-        self.playback = [_Playback(0 if seeds[i] is None else int(seeds[i]))
+        # each slot's generator from its env's seed (unseeded: its slot index, still apart)
+        self.playback = [_Playback(int(i) if seeds[i] is None else int(seeds[i]))
                          for i in self.replay_index]
         for play in self.playback:
             play.start(self.buffer)

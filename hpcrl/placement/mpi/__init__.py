@@ -119,7 +119,9 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
         if job.transport_note is not None:
             print(f"hpcrl: {job.transport_note}", file=console, flush=True)
     if role == COLLECTOR:
-        ranked: Any = CollectorRank(job, collector_state(state, job.role.env_offset))
+        from hpcrl.placement.mpi.learners import collector_state_for
+
+        ranked: Any = CollectorRank(job, collector_state_for(state, job.role.env_offset))
     elif role == INFERENCE:
         ranked = InferenceRank(job)
     else:
@@ -147,14 +149,6 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
         job.memory.close()
     finish_world(job.world, [job.learners, job.gradient])
     return MpiRun(ranked, job, run)
-
-
-def collector_state(state: dict[str, Any] | None, offset: int) -> dict[str, Any] | None:
-    """The checkpointed state of the collector whose first env is global index ``offset``
-    (None without a checkpoint); see :func:`~hpcrl.placement.mpi.learners.collector_state_for`."""
-    from hpcrl.placement.mpi.learners import collector_state_for
-
-    return collector_state_for(state, offset)
 
 
 def _stat_names(config: Config) -> tuple[str, ...]:
