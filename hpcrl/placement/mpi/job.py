@@ -185,14 +185,15 @@ def rank_table(world: Any, config: Config) -> list[RankRole]:
         sys.exit(2)
     try:
         return assign_roles(size, config.scheme, config.env.num_envs)
-    except ValueError:
+    except ValueError as err:
+        problem = err
         if in_slurm_step():  # the advice names the srun of this allocation, not mpiexec
             try:
                 assign_roles(size, config.scheme, config.env.num_envs, srun_command())
             except ValueError as in_slurm:
-                err = in_slurm
+                problem = in_slurm
         if rank == 0:
-            print(f"hpcrl: {err}", file=sys.stderr, flush=True)
+            print(f"hpcrl: {problem}", file=sys.stderr, flush=True)
         sys.exit(2)
 
 
