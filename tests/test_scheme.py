@@ -189,3 +189,16 @@ def test_compression_where_nothing_crosses_as_a_message_is_refused():
 def test_a_transport_that_is_not_one_is_refused():
     with pytest.raises(ConfigError, match="scheme.transport"):
         load_config(None, ["scheme.preset=a2c", "scheme.transport=shm"])
+
+
+def test_a_plan_whose_topology_left_its_preset_says_so():
+    """The showcase sets its own topology on the default preset: its plan must not read
+    'serial'; a preset as it is keeps its name."""
+    from hpcrl.config import from_dict
+    from hpcrl.scheme.plan import preset_label
+
+    custom = from_dict({}, ["scheme.gradient_workers=2", "scheme.collectors_per_worker=4",
+                            "scheme.collection=async"]).scheme
+    assert preset_label(custom) == ("custom (preset serial, gradient_workers, "
+                                    "collectors_per_worker, collection changed)")
+    assert preset_label(from_dict({}, ["scheme.preset=ddppo"]).scheme) == "ddppo"

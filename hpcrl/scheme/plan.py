@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcrl.config.schema import Config
+from hpcrl.config.schema import Config, SchemeConfig
 from hpcrl.core.epsilon import collector_epsilon
 from hpcrl.scheme.topology import (
     INFERENCE,
@@ -114,12 +114,24 @@ def _ranks(ranks: tuple[int, ...]) -> str:
     return ",".join(map(str, ranks)) if ranks else "-"
 
 
+
+def preset_label(s: SchemeConfig) -> str:
+    """The preset's name, or, where the config changed the topology it sets, what changed
+    (a plan of 2 gradient workers must not read as 'serial')."""
+    from hpcrl.scheme.presets import PRESETS
+
+    changed = [key for key, value in PRESETS.get(s.preset, {}).items()
+               if not isinstance(value, dict) and getattr(s, key, value) != value]
+    if not changed:
+        return s.preset
+    return f"custom (preset {s.preset}, {', '.join(changed)} changed)"
+
 def plan_text(config: Config) -> str:
     """The plan as text for people (``hpcrl plan``): the scheme's summary lines, then a table
     of the ranks."""
     info = plan_json(config)
     s = config.scheme
-    lines = [f"scheme {s.preset}: {info['summary']}",
+    lines = [f"scheme {preset_label(s)}: {info['summary']}",
              f"collection {s.collection}, gradients {s.gradients}, update {s.update}"
              + (f", all-reduce {s.allreduce}" if s.update == "decentralized"
                 and s.gradient_workers > 1 else ""),
