@@ -275,10 +275,13 @@ def sample_factory_job(python: str, scenario: str, flags: list[str], seconds: fl
         if status:
             job.frames = float(status[-1][1])
             job.agent_steps = job.frames / frame_skip
-        if len(moving) > 2:
+        if len(moving) > 2 and moving[-1][1] > moving[1][1]:
             (t0, f0), (t1, f1) = moving[1], moving[-1]
             job.frames_per_s = (f1 - f0) / (t1 - t0)
-            job.agent_steps_per_s = job.frames_per_s / frame_skip
+        elif status and job.frames > 0:  # its counter moved once (one learner iteration in
+            # the budget): no rate after start-up to read, so frames over the time from launch
+            job.frames_per_s = job.frames / (status[-1][0] - launched)
+        job.agent_steps_per_s = job.frames_per_s / frame_skip
         events = subprocess.run([python, "-c", READ_EVENTS,
                                  str(Path(tmp) / "run" / ".summary" / "0"), SF_SCORE_TAG],
                                 capture_output=True, text=True)
