@@ -1,28 +1,15 @@
 """Checkpoints: atomic, safe to load, and a resume that ends exactly where an uninterrupted
 run ends."""
-import csv
-
 import pytest
 import torch
+
+from kill_resume import rows, whole_then_killed_and_resumed
 
 from hpcrl.config import from_dict
 from hpcrl.placement.serial import SerialPlacement
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer, resume_config
-
-TIME_COLUMNS = {"wall_time_s", "fps", "time_collect_s", "time_compute_s", "time_wait_s",
-                "time_communicate_s"}
-
-
-class Killed(Exception):
-    pass
-
-
-def rows(run_dir):
-    with open(run_dir / "progress.csv") as f:
-        return [{k: v for k, v in r.items() if k not in TIME_COLUMNS} for r in csv.DictReader(f)]
-
 
 def weights(run_dir):
     return load_checkpoint(RunDir(run_dir).checkpoint_path)["policy"]["state_dict"]
@@ -38,21 +25,11 @@ def test_killed_and_resumed_run_ends_with_the_uninterrupted_weights(tmp_path, ti
     are the actor's buffers, and its learner keeps no state of its own."""
     cfg = from_dict({}, tiny_overrides + ["env.normalize_obs=true", "env.normalize_reward=true"]
                     + agent)
-    Trainer(cfg, RunDir(tmp_path / "whole"), console=None).train()
+    def cut_after_the_checkpoint_at_8_and_two_more_rows(cut):
+        assert len(rows(cut)) == 10
 
-    original = SerialPlacement.run_update
-    def dies_at_update_10(self, update, env_steps):
-        if update == 10:
-            raise Killed()  # after the checkpoint at update 8 and two more logged rows
-        return original(self, update, env_steps)
-    monkeypatch.setattr(SerialPlacement, "run_update", dies_at_update_10)
-    with pytest.raises(Killed):
-        Trainer(cfg, RunDir(tmp_path / "cut"), console=None).train()
-    assert len(rows(tmp_path / "cut")) == 10
-    monkeypatch.setattr(SerialPlacement, "run_update", original)
-
-    run = RunDir(tmp_path / "cut")
-    Trainer(resume_config(run, []), run, resume=True, console=None).train()
+    whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, SerialPlacement, 10,
+                                  cut_after_the_checkpoint_at_8_and_two_more_rows)
     whole, cut = weights(tmp_path / "whole"), weights(tmp_path / "cut")
     assert whole.keys() == cut.keys()
     for key in whole:

@@ -4,12 +4,12 @@ the buffer, the learner rates the replayed actions under its own weights, a kill
 resumes exactly, and what cannot work is refused before training."""
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from kill_resume import rows, whole_then_killed_and_resumed
 
 from hpcrl.build import env_spaces, make_actor, rollout_layout
 from hpcrl.config import from_dict
@@ -22,7 +22,7 @@ from hpcrl.roles.collector import Collector
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.tasks.corridor import record_walk
-from hpcrl.training import Trainer, resume_config
+from hpcrl.training import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "examples" / "demos" / "corridor-walk.npz"
@@ -136,17 +136,6 @@ def test_the_learner_rates_replayed_actions_under_its_own_weights(tmp_path):
     np.testing.assert_array_equal(rollout.log_probs[:, [0, 2]], sampled[:, [0, 2]])
 
 
-class Killed(Exception):
-    pass
-
-
-def _rows(run_dir):
-    skip = {"wall_time_s", "fps", "time_collect_s", "time_compute_s", "time_wait_s",
-            "time_communicate_s"}
-    with open(run_dir / "progress.csv") as f:
-        return [{k: v for k, v in r.items() if k not in skip} for r in csv.DictReader(f)]
-
-
 @pytest.mark.timeout(120)
 def test_a_killed_ppo_d_run_resumes_to_the_uninterrupted_weights(tmp_path, monkeypatch):
     """The replay slots' places and generators, the own episodes held and those being
@@ -154,20 +143,7 @@ def test_a_killed_ppo_d_run_resumes_to_the_uninterrupted_weights(tmp_path, monke
     cfg = from_dict({}, CORRIDOR + _demos(tmp_path) + [
         "train.total_env_steps=8192", "train.checkpoint_every=6", "train.eval_episodes=0",
         "algo.demos_own=2"])
-    Trainer(cfg, RunDir(tmp_path / "whole"), console=None).train()
-    original = SerialPlacement.run_update
-
-    def dies_at_update_9(self, update, env_steps):
-        if update == 9:
-            raise Killed()
-        return original(self, update, env_steps)
-
-    monkeypatch.setattr(SerialPlacement, "run_update", dies_at_update_9)
-    with pytest.raises(Killed):
-        Trainer(cfg, RunDir(tmp_path / "cut"), console=None).train()
-    monkeypatch.setattr(SerialPlacement, "run_update", original)
-    run = RunDir(tmp_path / "cut")
-    Trainer(resume_config(run, []), run, resume=True, console=None).train()
+    whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, SerialPlacement, 9)
 
     def weights(name):
         return load_checkpoint(RunDir(tmp_path / name).checkpoint_path)["policy"]["state_dict"]
@@ -175,7 +151,7 @@ def test_a_killed_ppo_d_run_resumes_to_the_uninterrupted_weights(tmp_path, monke
     whole, cut = weights("whole"), weights("cut")
     for key in whole:
         assert torch.equal(whole[key], cut[key]), key
-    assert _rows(tmp_path / "whole") == _rows(tmp_path / "cut")
+    assert rows(tmp_path / "whole") == rows(tmp_path / "cut")
 
 
 @pytest.mark.parametrize("sets, words", [

@@ -1,11 +1,12 @@
 """Off-policy runs: a killed and resumed run ends exactly like an uninterrupted one (replay
 contents included), and their policies load and evaluate like on-policy ones."""
-import csv
 import json
 
 import pytest
 import torch
 from click.testing import CliRunner
+
+from kill_resume import rows, whole_then_killed_and_resumed
 
 import hpcrl
 from hpcrl.cli import main
@@ -13,10 +14,8 @@ from hpcrl.config import ConfigError, from_dict
 from hpcrl.placement.serial_offpolicy import SerialOffPolicyPlacement
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer, resume_config
+from hpcrl.training import Trainer
 
-TIME_COLUMNS = {"wall_time_s", "fps", "time_collect_s", "time_compute_s", "time_wait_s",
-                "time_communicate_s"}
 TINY = ["actor.hidden_sizes=[16,16]", "algo.num_steps=25", "replay.batch_size=16",
         "replay.learning_starts=60", "replay.train_freq=3", "replay.gradient_steps=2",
         "train.total_env_steps=800", "train.checkpoint_every=4", "train.eval_episodes=0",
@@ -34,15 +33,6 @@ CASES = {
     "sac-her-future": ["algo.name=sac", "env.id=hpcrl.tasks:PointReach-v0", "env.num_envs=2",
                        "replay.her_strategy=future"],
 }
-
-
-class Killed(Exception):
-    pass
-
-
-def rows(run_dir):
-    with open(run_dir / "progress.csv") as f:
-        return [{k: v for k, v in r.items() if k not in TIME_COLUMNS} for r in csv.DictReader(f)]
 
 
 def assert_same_tensors(a, b, where=""):
@@ -64,22 +54,8 @@ def assert_same_tensors(a, b, where=""):
 def test_killed_and_resumed_offpolicy_run_ends_exactly_like_a_whole_one(tmp_path, monkeypatch,
                                                                         case):
     cfg = from_dict({}, TINY + CASES[case])
-    Trainer(cfg, RunDir(tmp_path / "whole"), console=None).train()
-
-    original = SerialOffPolicyPlacement.run_update
-
-    def dies_at_update_10(self, update, env_steps):
-        if update == 10:
-            raise Killed()  # after the checkpoint at update 8 and two more rows
-        return original(self, update, env_steps)
-
-    monkeypatch.setattr(SerialOffPolicyPlacement, "run_update", dies_at_update_10)
-    with pytest.raises(Killed):
-        Trainer(cfg, RunDir(tmp_path / "cut"), console=None).train()
-    monkeypatch.setattr(SerialOffPolicyPlacement, "run_update", original)
-    run = RunDir(tmp_path / "cut")
-    Trainer(resume_config(run, []), run, resume=True, console=None).train()
-
+    whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, SerialOffPolicyPlacement, 10)
+    run = RunDir(tmp_path / "cut")  # killed after the checkpoint at update 8 and two more rows
     whole = load_checkpoint(RunDir(tmp_path / "whole").checkpoint_path)
     cut = load_checkpoint(run.checkpoint_path)
     assert_same_tensors(whole["policy"]["state_dict"], cut["policy"]["state_dict"], "policy")

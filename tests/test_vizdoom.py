@@ -89,8 +89,23 @@ def test_vizdoom_keys_are_refused_where_they_cannot_apply():
     with pytest.raises(ConfigError, match="env.kwargs.frame_skip"):
         env_spaces(from_dict({}, DOOM + ["env.kwargs.frame_skip=3"]))
     with pytest.raises(ConfigError, match="encoder_init"):
-        make_actor(*(lambda c: (c, env_spaces(c)))(from_dict({}, DOOM + [
-            "actor.encoder=nature_cnn", "actor.encoder_init=fixup"])))
+        from_dict({}, DOOM + ["actor.encoder=nature_cnn", "actor.encoder_init=fixup"])
+    with pytest.raises(ConfigError, match="is your own"):
+        from_dict({}, DOOM + ["actor.encoder=impala_resnet", "actor.encoder_init=fixup",
+                              "actor.network=mymodule:Net"])
+
+
+def test_a_q_network_takes_fixup_too():
+    """DQN's Q-network builds the same encoder: its residual blocks start as the identity
+    (its orthogonal initialisation leaves them alone)."""
+    from hpcrl.core.algorithms.offpolicy import policy_module
+
+    cfg = from_dict({}, ["env.id=MinAtar/Breakout-v1", "algo.name=dqn",
+                         "actor.encoder=impala_resnet", "actor.encoder_init=fixup",
+                         "actor.features=32", "actor.hidden_sizes=[]"])
+    q = policy_module("dqn", env_spaces(cfg), cfg.actor)
+    blocks = [m for m in q.modules() if isinstance(m, FixupResidual)]
+    assert len(blocks) == 6 and all(not b.conv1.weight.any() for b in blocks)
 
 
 def test_the_showcase_recipe_is_the_seeds_agent_at_the_seeds_layout():

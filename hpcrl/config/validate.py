@@ -9,25 +9,13 @@ import importlib.util
 import math
 from collections.abc import Callable
 
+from hpcrl.config.checks import in_unit, positive
 from hpcrl.config.offpolicy import CONTINUOUS_OFF_POLICY, OFF_POLICY_ALGOS
 from hpcrl.config.schema import Config
+from hpcrl.config.validate_addons import check_demos, check_her, check_rnd
 
 # a check gives the problem it found (None: none), or a list of them for a group of keys
 Check = Callable[[Config], str | None | list[str]]
-
-
-def _positive(key: str, value: float, strict: bool = True) -> str | None:
-    if (value <= 0) if strict else (value < 0):
-        bound = "> 0" if strict else ">= 0"
-        return f"config key '{key}' must be {bound}, got {value}"
-    return None
-
-
-def _in_unit(key: str, value: float, low_open: bool = False) -> str | None:
-    if not (0.0 < value <= 1.0 if low_open else 0.0 <= value <= 1.0):
-        interval = "(0, 1]" if low_open else "[0, 1]"
-        return f"config key '{key}' must lie in {interval}, got {value}"
-    return None
 
 
 def total_envs(config: Config) -> int:
@@ -128,31 +116,31 @@ def _check_plugins(c: Config) -> str | None:
 
 def _check_numbers(c: Config) -> list[str]:
     checks = [
-        _positive("env.num_envs", c.env.num_envs),
-        _positive("env.clip_obs", c.env.clip_obs),
-        _positive("env.clip_reward", c.env.clip_reward),
-        _positive("algo.num_steps", c.algo.num_steps),
-        _positive("algo.num_epochs", c.algo.num_epochs),
-        _positive("algo.minibatch_size", c.algo.minibatch_size),
-        _in_unit("algo.gamma", c.algo.gamma),
-        _in_unit("algo.gae_lambda", c.algo.gae_lambda),
-        _positive("algo.lr", c.algo.lr),
-        _positive("algo.clip_range", c.algo.clip_range),
-        _positive("algo.ent_coef", c.algo.ent_coef, strict=False),
-        _positive("algo.vf_coef", c.algo.vf_coef, strict=False),
-        _positive("algo.max_grad_norm", c.algo.max_grad_norm, strict=False),
-        _positive("algo.optimizer_eps", c.algo.optimizer_eps),
-        _positive("train.total_env_steps", c.train.total_env_steps),
-        _positive("train.eval_episodes", c.train.eval_episodes, strict=False),
-        _positive("train.eval_max_episode_steps", c.train.eval_max_episode_steps, strict=False),
-        _positive("train.checkpoint_every", c.train.checkpoint_every),
-        _positive("train.eval_every", c.train.eval_every, strict=False),
-        _positive("train.keep_checkpoints", c.train.keep_checkpoints),
-        _positive("train.log_interval_s", c.train.log_interval_s),
-        _positive("train.torch_threads", c.train.torch_threads, strict=False),
+        positive("env.num_envs", c.env.num_envs),
+        positive("env.clip_obs", c.env.clip_obs),
+        positive("env.clip_reward", c.env.clip_reward),
+        positive("algo.num_steps", c.algo.num_steps),
+        positive("algo.num_epochs", c.algo.num_epochs),
+        positive("algo.minibatch_size", c.algo.minibatch_size),
+        in_unit("algo.gamma", c.algo.gamma),
+        in_unit("algo.gae_lambda", c.algo.gae_lambda),
+        positive("algo.lr", c.algo.lr),
+        positive("algo.clip_range", c.algo.clip_range),
+        positive("algo.ent_coef", c.algo.ent_coef, strict=False),
+        positive("algo.vf_coef", c.algo.vf_coef, strict=False),
+        positive("algo.max_grad_norm", c.algo.max_grad_norm, strict=False),
+        positive("algo.optimizer_eps", c.algo.optimizer_eps),
+        positive("train.total_env_steps", c.train.total_env_steps),
+        positive("train.eval_episodes", c.train.eval_episodes, strict=False),
+        positive("train.eval_max_episode_steps", c.train.eval_max_episode_steps, strict=False),
+        positive("train.checkpoint_every", c.train.checkpoint_every),
+        positive("train.eval_every", c.train.eval_every, strict=False),
+        positive("train.keep_checkpoints", c.train.keep_checkpoints),
+        positive("train.log_interval_s", c.train.log_interval_s),
+        positive("train.torch_threads", c.train.torch_threads, strict=False),
     ]
     if c.algo.clip_range_vf is not None:
-        checks.append(_positive("algo.clip_range_vf", c.algo.clip_range_vf))
+        checks.append(positive("algo.clip_range_vf", c.algo.clip_range_vf))
     if c.train.eval_every > 0 and c.train.eval_episodes <= 0:
         checks.append(f"train.eval_every={c.train.eval_every} evaluates train.eval_episodes "
                       f"episodes each time, but that is 0; set train.eval_episodes >= 1 or "
@@ -179,18 +167,24 @@ def _check_actor(c: Config) -> str | None:
                 f"format of the image encoders, and actor.encoder=mlp has none; set "
                 f"actor.encoder=nature_cnn or impala_resnet, or leave actor.compute_dtype at "
                 f"float32 (a network of your own can use torch.autocast in its forward)")
+    if c.actor.encoder_init == "fixup" and (c.actor.network or c.actor.encoder != "impala_resnet"):
+        what = (f"actor.network ({c.actor.network}) is your own" if c.actor.network
+                else f"actor.encoder={c.actor.encoder} has none")
+        return (f"config key 'actor.encoder_init' (fixup) initialises the residual blocks of "
+                f"actor.encoder=impala_resnet, and {what}; set actor.encoder=impala_resnet "
+                f"(without actor.network) or actor.encoder_init=default")
     if image and c.algo.kind in CONTINUOUS_OFF_POLICY:
         return (f"config key 'actor.encoder' ({c.actor.encoder}): algo.name={c.algo.name}'s "
                 f"policy and critics take vector observations through an MLP; use "
                 f"actor.encoder=mlp, or ppo, a2c, impala or dqn for image observations")
-    return _positive("actor.features", c.actor.features)
+    return positive("actor.features", c.actor.features)
 
 
 def _check_memory(c: Config) -> str | None:
     """Memory keys: positive sizes, an on-policy algorithm, sequences that tile rollouts."""
-    problem = (_positive("actor.memory_size", c.actor.memory_size)
-               or _positive("actor.memory_layers", c.actor.memory_layers)
-               or _positive("algo.bptt_len", c.algo.bptt_len, strict=False))
+    problem = (positive("actor.memory_size", c.actor.memory_size)
+               or positive("actor.memory_layers", c.actor.memory_layers)
+               or positive("algo.bptt_len", c.algo.bptt_len, strict=False))
     if problem:
         return problem
     if c.actor.memory == "none":
@@ -222,96 +216,6 @@ def _check_memory(c: Config) -> str | None:
                 f"{steps}-step rollout that split into the {split} minibatches per epoch; "
                 f"{hint}")
     return None
-
-
-def _unread(section: str, values: object, keys: list[str], reader: str, fix: str
-            ) -> list[str]:
-    """The refusal of the first of ``keys`` set away from its default while ``reader``, the
-    feature that reads them, is off (a key that would be silently ignored)."""
-    defaults = type(values)()
-    unread = [key for key in keys if getattr(values, key) != getattr(defaults, key)]
-    return [f"config key '{section}.{unread[0]}' is read by {reader} only; {fix}, or drop "
-            f"the key"] if unread else []
-
-
-def _recomputed_from_observations(c: Config, key: str, what: str, feature: str) -> str:
-    """Why ``feature``, whose learner recomputes ``what`` from stored observations, refuses
-    a recurrent actor."""
-    return (f"config key '{key}': the learner recomputes {what} from the stored "
-            f"observations, which a recurrent actor (actor.memory={c.actor.memory}) cannot do "
-            f"without its states; use actor.memory=none with {feature} (frame stacking gives "
-            f"the agent a short memory)")
-
-
-def _check_rnd(c: Config) -> list[str]:
-    """RND's keys: an on-policy agent on GAE batches with a feedforward actor, sane values,
-    and no rnd.* key set while RND is off (it would be ignored)."""
-    r = c.rnd
-    if not r.enabled:
-        return _unread("rnd", r, list(vars(r)), "RND", "set rnd.enabled=true")
-    if c.algo.kind not in ("ppo", "a2c"):
-        return [f"config key 'rnd.enabled': RND adds an intrinsic value head and advantages "
-                f"to an on-policy agent on GAE batches; algo.name={c.algo.name} is not one. "
-                f"Use algo.name=ppo or a2c (or a subclass of hpcrl.PPO / hpcrl.A2C)"]
-    if c.actor.memory != "none":
-        return [_recomputed_from_observations(c, "rnd.enabled", "intrinsic values", "RND")]
-    sizes = r.hidden_sizes
-    checks = [_positive("rnd.int_coef", r.int_coef, strict=False),
-              _positive("rnd.ext_coef", r.ext_coef, strict=False),
-              _in_unit("rnd.gamma", r.gamma, low_open=True),
-              _in_unit("rnd.gae_lambda", r.gae_lambda),
-              _positive("rnd.loss_coef", r.loss_coef),
-              _in_unit("rnd.update_proportion", r.update_proportion, low_open=True),
-              _positive("rnd.features", r.features), _positive("rnd.clip_obs", r.clip_obs)]
-    if not sizes or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0
-                            for s in sizes):
-        checks.append(f"config key 'rnd.hidden_sizes' must be a non-empty list of positive "
-                      f"integers, got {sizes!r}")
-    if r.int_coef == 0 and r.enabled:
-        checks.append("config key 'rnd.int_coef' is 0, so RND's bonus never reaches the "
-                      "policy; set it > 0 or rnd.enabled=false")
-    return [m for m in checks if m]
-
-
-def _check_demos(c: Config) -> list[str]:
-    """PPO+D's keys: a PPO agent with a feedforward actor, replay slots that leave every
-    collector a real env, no demos_* key without algo.demos. The file itself is checked when
-    training starts (:func:`hpcrl.core.demo_replay.demos_problem`), so a run whose file has
-    moved still evaluates."""
-    a = c.algo
-    if not a.demos:
-        return _unread("algo", a, ["demos_fraction", "demos_own"], "PPO+D",
-                       "set algo.demos to a demonstration file")
-    if a.kind != "ppo":
-        return [f"config key 'algo.demos': PPO+D replays demonstrations through PPO's "
-                f"clipped loss; algo.name={a.name} is not PPO. Use algo.name=ppo"]
-    if c.actor.memory != "none":
-        return [_recomputed_from_observations(c, "algo.demos",
-                                              "the replayed actions' log-probabilities",
-                                              "demonstrations")]
-    problems = [_in_unit("algo.demos_fraction", a.demos_fraction, low_open=True),
-                _positive("algo.demos_own", a.demos_own, strict=False)]
-    if a.demos_fraction >= 1:
-        problems.append(f"config key 'algo.demos_fraction' ({a.demos_fraction}) leaves no env "
-                        f"slot to step a real env; use a value below 1, such as 0.25")
-    if any(problems):
-        return [p for p in problems if p]
-    from hpcrl.core.demo_replay import demo_slots  # (the file is read where training
-    from hpcrl.scheme.topology import collecting_ranks  # starts: build.env_spaces)
-
-    n = c.env.num_envs
-    total = n * collecting_ranks(c.scheme)  # the job's env slots, as the collectors see them
-    slots = demo_slots(total, a.demos_fraction)
-    if not slots.any():
-        return [f"config key 'algo.demos_fraction' ({a.demos_fraction}) gives none of the "
-                f"job's {total} env slots to the demonstrations; raise it to at least "
-                f"{1 / total:.3g} or use more envs"]
-    full = [k for k in range(total // n) if slots[k * n:(k + 1) * n].all()]
-    if full:
-        return [f"config key 'algo.demos_fraction' ({a.demos_fraction}) makes every env of "
-                f"the collecting process with envs {full[0] * n}-{full[0] * n + n - 1} a "
-                f"replay slot; lower it or raise env.num_envs"]
-    return []
 
 
 def _check_batch(c: Config) -> str | None:
@@ -407,13 +311,13 @@ def _check_atari(c: Config) -> list[str]:
     """The steps of the Atari chain (checked whatever env.preset is: a typo stays a typo)."""
     a = c.env.atari
     checks = [
-        _positive("env.atari.noop_max", a.noop_max, strict=False),
-        _positive("env.atari.frame_skip", a.frame_skip),
-        _positive("env.atari.screen_size", a.screen_size),
-        _positive("env.atari.frame_stack", a.frame_stack),
+        positive("env.atari.noop_max", a.noop_max, strict=False),
+        positive("env.atari.frame_skip", a.frame_skip),
+        positive("env.atari.screen_size", a.screen_size),
+        positive("env.atari.frame_stack", a.frame_stack),
     ]
     if a.repeat_action_probability is not None:
-        checks.append(_in_unit("env.atari.repeat_action_probability",
+        checks.append(in_unit("env.atari.repeat_action_probability",
                                a.repeat_action_probability))
     return [msg for msg in checks if msg]
 
@@ -428,28 +332,28 @@ def _check_replay(c: Config) -> list[str]:
     """Off-policy settings: counts, rates and probabilities in their ranges."""
     r = c.replay
     checks = [
-        _positive("replay.buffer_size", r.buffer_size),
-        _positive("replay.batch_size", r.batch_size),
-        _positive("replay.learning_starts", r.learning_starts, strict=False),
-        _positive("replay.train_freq", r.train_freq),
-        _in_unit("replay.tau", r.tau, low_open=True),
-        _positive("replay.target_update_interval", r.target_update_interval),
-        _positive("replay.n_step", r.n_step),
-        _positive("replay.alpha", r.alpha, strict=False),
-        _in_unit("replay.beta0", r.beta0),
-        _positive("replay.priority_eps", r.priority_eps),
-        _in_unit("replay.exploration_initial_eps", r.exploration_initial_eps),
-        _in_unit("replay.exploration_final_eps", r.exploration_final_eps),
-        _in_unit("replay.exploration_fraction", r.exploration_fraction),
-        _positive("replay.noise_std", r.noise_std, strict=False),
-        _positive("replay.ou_theta", r.ou_theta, strict=False),
-        _positive("replay.ou_dt", r.ou_dt),
-        _positive("replay.policy_delay", r.policy_delay),
-        _positive("replay.target_policy_noise", r.target_policy_noise, strict=False),
-        _positive("replay.target_noise_clip", r.target_noise_clip, strict=False),
-        _positive("replay.n_critics", r.n_critics),
-        _positive("replay.ent_coef_init", r.ent_coef_init),
-        *[_positive(f"replay.{key}", getattr(r, key))
+        positive("replay.buffer_size", r.buffer_size),
+        positive("replay.batch_size", r.batch_size),
+        positive("replay.learning_starts", r.learning_starts, strict=False),
+        positive("replay.train_freq", r.train_freq),
+        in_unit("replay.tau", r.tau, low_open=True),
+        positive("replay.target_update_interval", r.target_update_interval),
+        positive("replay.n_step", r.n_step),
+        positive("replay.alpha", r.alpha, strict=False),
+        in_unit("replay.beta0", r.beta0),
+        positive("replay.priority_eps", r.priority_eps),
+        in_unit("replay.exploration_initial_eps", r.exploration_initial_eps),
+        in_unit("replay.exploration_final_eps", r.exploration_final_eps),
+        in_unit("replay.exploration_fraction", r.exploration_fraction),
+        positive("replay.noise_std", r.noise_std, strict=False),
+        positive("replay.ou_theta", r.ou_theta, strict=False),
+        positive("replay.ou_dt", r.ou_dt),
+        positive("replay.policy_delay", r.policy_delay),
+        positive("replay.target_policy_noise", r.target_policy_noise, strict=False),
+        positive("replay.target_noise_clip", r.target_noise_clip, strict=False),
+        positive("replay.n_critics", r.n_critics),
+        positive("replay.ent_coef_init", r.ent_coef_init),
+        *[positive(f"replay.{key}", getattr(r, key))
           for key in ("mpo_epsilon", "mpo_epsilon_mean", "mpo_epsilon_std",
                       "mpo_action_samples", "mpo_dual_lr", "mpo_init_temperature",
                       "mpo_init_alpha")],
@@ -471,8 +375,8 @@ def _check_replay(c: Config) -> list[str]:
     if r.ratio_tolerance < -1:
         checks.append(f"config key 'replay.ratio_tolerance' must be >= 0, or -1 for "
                       f"collectors that are never held back, got {r.ratio_tolerance}")
-    checks.append(_in_unit("replay.collector_eps_base", r.collector_eps_base))
-    checks.append(_positive("replay.collector_eps_alpha", r.collector_eps_alpha, strict=False))
+    checks.append(in_unit("replay.collector_eps_base", r.collector_eps_base))
+    checks.append(positive("replay.collector_eps_alpha", r.collector_eps_alpha, strict=False))
     if r.batch_size > r.buffer_size:
         checks.append(f"config key 'replay.batch_size' ({r.batch_size}) must not exceed "
                       f"replay.buffer_size ({r.buffer_size})")
@@ -490,39 +394,6 @@ def _check_offpolicy_env(c: Config) -> str | None:
     return None
 
 
-def _check_her(c: Config) -> str | list[str] | None:
-    """Hindsight replay: a continuous off-policy agent on 1-step uniform replay, and her_k
-    read only where it is on (the env itself is checked where it is probed,
-    :func:`hpcrl.build.env_spaces`)."""
-    r, name = c.replay, c.algo.name
-    if r.her_strategy == "none":
-        return _unread("replay", r, ["her_k"], "hindsight replay",
-                       "set replay.her_strategy=future, final or episode")
-    if name not in CONTINUOUS_OFF_POLICY:
-        return (f"config key 'replay.her_strategy' ({r.her_strategy}) relabels the replay of "
-                f"{', '.join(CONTINUOUS_OFF_POLICY)}, got algo.name={name}; use one of those, "
-                f"or set replay.her_strategy=none")
-    if r.her_k < 1:
-        return f"config key 'replay.her_k' must be >= 1, got {r.her_k}"
-    if r.n_step != 1:
-        return (f"config key 'replay.her_strategy' ({r.her_strategy}) relabels single "
-                f"transitions, whose reward compute_reward gives for one step, and "
-                f"replay.n_step={r.n_step} sums several; set replay.n_step=1")
-    if r.prioritized:
-        return (f"config key 'replay.her_strategy' ({r.her_strategy}) samples its rows "
-                f"uniformly (a relabelled row's TD error belongs to its new goal, not to the "
-                f"stored row); set replay.prioritized=false")
-    from hpcrl.scheme.topology import collecting_ranks
-
-    streams = c.env.num_envs * collecting_ranks(c.scheme)
-    if r.buffer_size < streams:
-        return (f"config key 'replay.buffer_size' ({r.buffer_size}): hindsight replay keeps "
-                f"one ring per env of the job, {streams} here, each buffer_size / {streams} "
-                f"rows long; set replay.buffer_size to at least {streams} (a whole episode "
-                f"per env, or more, is what relabelling needs)")
-    return None
-
-
 def _check_vtrace(c: Config) -> str | None:
     for key in ("vtrace_clip_rho", "vtrace_clip_c"):
         value = getattr(c.algo, key)
@@ -532,9 +403,9 @@ def _check_vtrace(c: Config) -> str | None:
     return None
 
 
-CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, _check_rnd, _check_demos,
+CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, check_rnd, check_demos,
                        _check_scheme, _check_batch, _check_memory, _check_budget, _check_device,
-                       _check_replay, _check_offpolicy_env, _check_her, _check_vtrace,
+                       _check_replay, _check_offpolicy_env, check_her, _check_vtrace,
                        _check_atari, _check_env_id]
 
 

@@ -18,7 +18,7 @@ from hpcrl.config.rnd import RndConfig
 from hpcrl.config.schema import ActorConfig
 from hpcrl.contracts import make_network
 from hpcrl.core.distributions import make_distribution
-from hpcrl.core.encoders import make_encoder, reset_fixup
+from hpcrl.core.encoders import make_encoder, orthogonal_init, reset_fixup
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.memory import MemoryCore
 from hpcrl.core.mlp_kernel import run_mlp, run_mlps
@@ -36,14 +36,6 @@ def mlp(sizes: list[int], activation: str) -> nn.Sequential:
     for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True):
         layers += [nn.Linear(n_in, n_out), _ACTIVATIONS[activation]()]
     return nn.Sequential(*layers)
-
-
-def _init_linear(module: nn.Module, gain: float) -> None:
-    for layer in module.modules():
-        if isinstance(layer, (nn.Linear, nn.Conv2d)):
-            nn.init.orthogonal_(layer.weight, gain)
-            if layer.bias is not None:  # (Fixup's convolutions have none)
-                nn.init.zeros_(layer.bias)
 
 
 class ActorCritic(nn.Module):
@@ -115,9 +107,9 @@ class ActorCritic(nn.Module):
         if config.ortho_init:
             for part in (self.pi_encoder, self.pi_trunk) + (
                     () if self.shared else (self.vf_encoder, self.vf_trunk)):
-                _init_linear(part, math.sqrt(2))
-            _init_linear(self.pi_head, 0.01)
-            _init_linear(self.vf_head, 1.0)
+                orthogonal_init(part, math.sqrt(2))
+            orthogonal_init(self.pi_head, 0.01)
+            orthogonal_init(self.vf_head, 1.0)
             reset_fixup(self)  # Fixup's residual blocks keep their own initial values
         self.rnd: RandomNetworkDistillation | None = (
             RandomNetworkDistillation(self.obs_format, rnd) if self.value_heads == 2 else None)

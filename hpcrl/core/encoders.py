@@ -186,6 +186,16 @@ class FixupResidual(nn.Module):
         return x + out * self.scale.to(x.dtype) + b[3]
 
 
+def orthogonal_init(module: nn.Module, gain: float) -> None:
+    """Orthogonal weights with ``gain`` and zero biases for every Linear and Conv2d of
+    ``module`` (the one initialiser of actors, Q-networks and policies)."""
+    for layer in module.modules():
+        if isinstance(layer, (nn.Linear, nn.Conv2d)):
+            nn.init.orthogonal_(layer.weight, gain)
+            if layer.bias is not None:  # (Fixup's convolutions have none)
+                nn.init.zeros_(layer.bias)
+
+
 def reset_fixup(module: nn.Module) -> None:
     """Give every :class:`FixupResidual` in ``module`` its Fixup values again (an initialiser
     that swept over all convolutions, such as the actor's orthogonal one, changed them)."""

@@ -26,8 +26,8 @@ from torch import nn
 
 from hpcrl.config.schema import ActorConfig
 from hpcrl.core.actor import mlp
+from hpcrl.core.encoders import orthogonal_init
 from hpcrl.core.obs_format import ObsFormat, ObsInput, box_format
-from hpcrl.core.qnetwork import orthogonal_init
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 SQUASH_EPS = 1e-6

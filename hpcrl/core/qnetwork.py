@@ -13,17 +13,9 @@ from torch import nn
 
 from hpcrl.config.schema import ActorConfig
 from hpcrl.core.actor import mlp
-from hpcrl.core.encoders import make_encoder
+from hpcrl.core.encoders import make_encoder, orthogonal_init, reset_fixup
 from hpcrl.core.obs_format import ObsFormat, ObsInput, box_format
 from hpcrl.core.precision import compute_dtype
-
-
-def orthogonal_init(module: nn.Module, gain: float) -> None:
-    """Orthogonal weights with ``gain`` and zero biases for every Linear of ``module``."""
-    for layer in module.modules():
-        if isinstance(layer, (nn.Linear, nn.Conv2d)):
-            nn.init.orthogonal_(layer.weight, gain)
-            nn.init.zeros_(layer.bias)
 
 
 def batch_obs(obs: torch.Tensor | np.ndarray, obs_shape: tuple[int, ...]
@@ -47,13 +39,15 @@ class QNetwork(nn.Module):
         self.obs_format = obs_format or box_format(obs_shape)
         self.num_actions = num_actions
         self.encoder = make_encoder(config.encoder, self.obs_format, config.features,
-                                    config.channels, compute_dtype(config.compute_dtype))
+                                    config.channels, compute_dtype(config.compute_dtype),
+                                    config.encoder_init)
         self.trunk = mlp([self.encoder.features] + hidden, config.activation)
         self.head = nn.Linear(hidden[-1] if hidden else self.encoder.features, num_actions)
         if config.ortho_init:
             orthogonal_init(self.encoder, math.sqrt(2))
             orthogonal_init(self.trunk, math.sqrt(2))
             orthogonal_init(self.head, 1.0)
+            reset_fixup(self.encoder)  # Fixup's residual blocks keep their own initial values
 
     def q_values(self, obs: torch.Tensor) -> torch.Tensor:
         """``[B, num_actions]`` values of carried observations ``[B, ...]`` (Box values, or

@@ -1,0 +1,40 @@
+"""The message-making primitives every config check uses: one wording for a bound, for a key
+that nothing reads, and for a feature that needs a feedforward actor."""
+from __future__ import annotations
+
+from hpcrl.config.schema import Config
+
+
+def positive(key: str, value: float, strict: bool = True) -> str | None:
+    """The refusal of ``key`` unless ``value`` > 0 (>= 0 when not ``strict``), or None."""
+    if (value <= 0) if strict else (value < 0):
+        bound = "> 0" if strict else ">= 0"
+        return f"config key '{key}' must be {bound}, got {value}"
+    return None
+
+
+def in_unit(key: str, value: float, low_open: bool = False) -> str | None:
+    """The refusal of ``key`` unless ``value`` lies in [0, 1] ((0, 1] with ``low_open``)."""
+    if not (0.0 < value <= 1.0 if low_open else 0.0 <= value <= 1.0):
+        interval = "(0, 1]" if low_open else "[0, 1]"
+        return f"config key '{key}' must lie in {interval}, got {value}"
+    return None
+
+
+def unread(section: str, values: object, keys: list[str], reader: str, fix: str
+            ) -> list[str]:
+    """The refusal of the first of ``keys`` set away from its default while ``reader``, the
+    feature that reads them, is off (a key that would be silently ignored)."""
+    defaults = type(values)()
+    unread = [key for key in keys if getattr(values, key) != getattr(defaults, key)]
+    return [f"config key '{section}.{unread[0]}' is read by {reader} only; {fix}, or drop "
+            f"the key"] if unread else []
+
+
+def recomputed_from_observations(c: Config, key: str, what: str, feature: str) -> str:
+    """Why ``feature``, whose learner recomputes ``what`` from stored observations, refuses
+    a recurrent actor."""
+    return (f"config key '{key}': the learner recomputes {what} from the stored "
+            f"observations, which a recurrent actor (actor.memory={c.actor.memory}) cannot do "
+            f"without its states; use actor.memory=none with {feature} (frame stacking gives "
+            f"the agent a short memory)")

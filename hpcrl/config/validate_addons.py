@@ -1,0 +1,113 @@
+"""The config checks of the add-ons an agent takes beside its algorithm: Random Network
+Distillation (``rnd.*``), PPO+D's demonstrations (``algo.demos*``) and hindsight replay
+(``replay.her_*``). Each returns the problems it finds, as :mod:`hpcrl.config.validate`'s
+checks do, which run them in their list."""
+from __future__ import annotations
+
+from hpcrl.config.checks import in_unit, positive, recomputed_from_observations, unread
+from hpcrl.config.offpolicy import CONTINUOUS_OFF_POLICY
+from hpcrl.config.schema import Config
+
+
+def check_rnd(c: Config) -> list[str]:
+    """RND's keys: an on-policy agent on GAE batches with a feedforward actor, sane values,
+    and no rnd.* key set while RND is off (it would be ignored)."""
+    r = c.rnd
+    if not r.enabled:
+        return unread("rnd", r, list(vars(r)), "RND", "set rnd.enabled=true")
+    if c.algo.kind not in ("ppo", "a2c"):
+        return [f"config key 'rnd.enabled': RND adds an intrinsic value head and advantages "
+                f"to an on-policy agent on GAE batches; algo.name={c.algo.name} is not one. "
+                f"Use algo.name=ppo or a2c (or a subclass of hpcrl.PPO / hpcrl.A2C)"]
+    if c.actor.memory != "none":
+        return [recomputed_from_observations(c, "rnd.enabled", "intrinsic values", "RND")]
+    sizes = r.hidden_sizes
+    checks = [positive("rnd.int_coef", r.int_coef, strict=False),
+              positive("rnd.ext_coef", r.ext_coef, strict=False),
+              in_unit("rnd.gamma", r.gamma, low_open=True),
+              in_unit("rnd.gae_lambda", r.gae_lambda),
+              positive("rnd.loss_coef", r.loss_coef),
+              in_unit("rnd.update_proportion", r.update_proportion, low_open=True),
+              positive("rnd.features", r.features), positive("rnd.clip_obs", r.clip_obs)]
+    if not sizes or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0
+                            for s in sizes):
+        checks.append(f"config key 'rnd.hidden_sizes' must be a non-empty list of positive "
+                      f"integers, got {sizes!r}")
+    if r.int_coef == 0 and r.enabled:
+        checks.append("config key 'rnd.int_coef' is 0, so RND's bonus never reaches the "
+                      "policy; set it > 0 or rnd.enabled=false")
+    return [m for m in checks if m]
+
+
+def check_demos(c: Config) -> list[str]:
+    """PPO+D's keys: a PPO agent with a feedforward actor, replay slots that leave every
+    collector a real env, no demos_* key without algo.demos. The file itself is checked when
+    training starts (:func:`hpcrl.core.demo_replay.demos_problem`), so a run whose file has
+    moved still evaluates."""
+    a = c.algo
+    if not a.demos:
+        return unread("algo", a, ["demos_fraction", "demos_own"], "PPO+D",
+                       "set algo.demos to a demonstration file")
+    if a.kind != "ppo":
+        return [f"config key 'algo.demos': PPO+D replays demonstrations through PPO's "
+                f"clipped loss; algo.name={a.name} is not PPO. Use algo.name=ppo"]
+    if c.actor.memory != "none":
+        return [recomputed_from_observations(c, "algo.demos",
+                                              "the replayed actions' log-probabilities",
+                                              "demonstrations")]
+    problems = [in_unit("algo.demos_fraction", a.demos_fraction, low_open=True),
+                positive("algo.demos_own", a.demos_own, strict=False)]
+    if a.demos_fraction >= 1:
+        problems.append(f"config key 'algo.demos_fraction' ({a.demos_fraction}) leaves no env "
+                        f"slot to step a real env; use a value below 1, such as 0.25")
+    if any(problems):
+        return [p for p in problems if p]
+    from hpcrl.core.demo_replay import demo_slots  # (the file is read where training
+    from hpcrl.scheme.topology import collecting_ranks  # starts: build.env_spaces)
+
+    n = c.env.num_envs
+    total = n * collecting_ranks(c.scheme)  # the job's env slots, as the collectors see them
+    slots = demo_slots(total, a.demos_fraction)
+    if not slots.any():
+        return [f"config key 'algo.demos_fraction' ({a.demos_fraction}) gives none of the "
+                f"job's {total} env slots to the demonstrations; raise it to at least "
+                f"{1 / total:.3g} or use more envs"]
+    full = [k for k in range(total // n) if slots[k * n:(k + 1) * n].all()]
+    if full:
+        return [f"config key 'algo.demos_fraction' ({a.demos_fraction}) makes every env of "
+                f"the collecting process with envs {full[0] * n}-{full[0] * n + n - 1} a "
+                f"replay slot; lower it or raise env.num_envs"]
+    return []
+
+
+def check_her(c: Config) -> str | list[str] | None:
+    """Hindsight replay: a continuous off-policy agent on 1-step uniform replay, and her_k
+    read only where it is on (the env itself is checked where it is probed,
+    :func:`hpcrl.build.env_spaces`)."""
+    r, name = c.replay, c.algo.name
+    if r.her_strategy == "none":
+        return unread("replay", r, ["her_k"], "hindsight replay",
+                       "set replay.her_strategy=future, final or episode")
+    if name not in CONTINUOUS_OFF_POLICY:
+        return (f"config key 'replay.her_strategy' ({r.her_strategy}) relabels the replay of "
+                f"{', '.join(CONTINUOUS_OFF_POLICY)}, got algo.name={name}; use one of those, "
+                f"or set replay.her_strategy=none")
+    if r.her_k < 1:
+        return f"config key 'replay.her_k' must be >= 1, got {r.her_k}"
+    if r.n_step != 1:
+        return (f"config key 'replay.her_strategy' ({r.her_strategy}) relabels single "
+                f"transitions, whose reward compute_reward gives for one step, and "
+                f"replay.n_step={r.n_step} sums several; set replay.n_step=1")
+    if r.prioritized:
+        return (f"config key 'replay.her_strategy' ({r.her_strategy}) samples its rows "
+                f"uniformly (a relabelled row's TD error belongs to its new goal, not to the "
+                f"stored row); set replay.prioritized=false")
+    from hpcrl.scheme.topology import collecting_ranks
+
+    streams = c.env.num_envs * collecting_ranks(c.scheme)
+    if r.buffer_size < streams:
+        return (f"config key 'replay.buffer_size' ({r.buffer_size}): hindsight replay keeps "
+                f"one ring per env of the job, {streams} here, each buffer_size / {streams} "
+                f"rows long; set replay.buffer_size to at least {streams} (a whole episode "
+                f"per env, or more, is what relabelling needs)")
+    return None
