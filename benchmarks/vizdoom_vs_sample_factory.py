@@ -32,7 +32,8 @@ Figures, per job: env frames per second and agent steps per second (frames / fra
 both systems count frames after their start-up: Sample Factory from its second status line,
 hpcrl from its first update), the final training score (the mean game score of the last 100
 episodes, both systems' own window, in the scenario's raw reward: Sample Factory's
-``true_objective`` before its shaping, times 100 on Basic where it scales rewards by 0.01),
+``true_objective`` before its shaping, mapped back to ViZDoom's own reward: see
+``SCENARIOS``),
 hpcrl's evaluation score, and the score per hour: the final score's gain over random play
 (measured here, ``--random-episodes`` games) per hour of budget, with hpcrl's ratio to Sample
 Factory's. A table, a JSON of everything (``--json``) and one PNG of the learning curves
@@ -94,18 +95,31 @@ FIGURES = ROOT / "benchmarks" / "figures"
 @dataclass(frozen=True)
 class Scenario:
     """One ViZDoom scenario on both sides: hpcrl's Gymnasium id, Sample Factory's env name,
-    and the factor that turns Sample Factory's reported score back into the game's."""
+    and how Sample Factory's reported score maps back to the game's reward as ViZDoom's own
+    scenario file counts it: ``game = sf_score_scale * sf + sf_score_offset``."""
 
     gym_id: str
     sf_env: str
     sf_score_scale: float = 1.0
+    sf_score_offset: float = 0.0
+
+    def game_score(self, sf_value: float) -> float:
+        """Sample Factory's ``true_objective`` in the units of hpcrl's (ViZDoom's) reward."""
+        return self.sf_score_scale * sf_value + self.sf_score_offset
 
 
+# Sample Factory ships its own scenario files with rewards scaled by 0.01: on Basic every
+# reward (so x100); on the two gathering scenarios its living reward is 0.01 a tic and dying
+# costs nothing, where ViZDoom's own file gives 1 a tic and takes 100 off for dying. There
+# SF's score x100 is the tics survived, and x100 - 100 the game's score of an episode that
+# ended in death, which is every episode until an agent survives the 2,100-tic time limit
+# (none in these budgets; one that does is undercounted by 100).
 SCENARIOS = {
-    "basic": Scenario("VizdoomBasic-v1", "doom_basic", 100.0),  # SF scales rewards by 0.01
-    "health_gathering": Scenario("VizdoomHealthGathering-v1", "doom_health_gathering"),
+    "basic": Scenario("VizdoomBasic-v1", "doom_basic", 100.0),
+    "health_gathering": Scenario("VizdoomHealthGathering-v1", "doom_health_gathering",
+                                 100.0, -100.0),
     "health_gathering_supreme": Scenario("VizdoomHealthGatheringSupreme-v1",
-                                         "doom_health_gathering_supreme"),
+                                         "doom_health_gathering_supreme", 100.0, -100.0),
 }
 # the layouts run by default: the showcase, and the two candidates for the fastest of the
 # same agent on a 2-core machine, 1 gradient worker + 2 asynchronous collectors and one
@@ -136,6 +150,9 @@ class Job:
     score_per_hour: float = math.nan
     curve: list[tuple[float, float]] = field(default_factory=list)  # (s since launch, score)
     note: str = ""
+    # Sample Factory's scores: "game" once mapped to the game's reward (Scenario.game_score);
+    # a JSON written before that mapping existed holds its raw true_objective ("raw")
+    score_units: str = "game"
 
 
 def run_for(cmd: list[str], seconds: float, log: Path, stop: signal.Signals, *,
@@ -286,7 +303,7 @@ def sample_factory_job(python: str, scenario: str, flags: list[str], seconds: fl
                                  str(Path(tmp) / "run" / ".summary" / "0"), SF_SCORE_TAG],
                                 capture_output=True, text=True)
         scalars = json.loads(events.stdout or "{}").get(SF_SCORE_TAG, [])
-    job.curve = [(wall - launched, value * spec.sf_score_scale)
+    job.curve = [(wall - launched, spec.game_score(value))
                  for wall, _, value in scalars if wall - launched <= seconds]
     if job.curve:
         job.train_score = job.curve[-1][1]
@@ -447,7 +464,8 @@ def print_table(jobs: list[Job], floors: dict[str, float]) -> None:
                       f"{ratio(j.score_per_hour, sf.score_per_hour)}")
 
 
-def plot(jobs: list[Job], floors: dict[str, float], png: Path, seconds: float) -> None:
+def plot(jobs: list[Job], floors: dict[str, float], png: Path, seconds: float,
+         machine: str) -> None:
     """The learning curves, score against seconds since launch, one panel per scenario."""
     import matplotlib
     matplotlib.use("Agg")
@@ -471,14 +489,55 @@ def plot(jobs: list[Job], floors: dict[str, float], png: Path, seconds: float) -
         ax.set_ylabel("game score (mean of last 100 episodes)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(machine_line()[:110], fontsize=7)
+    fig.suptitle(machine[:110], fontsize=7)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png)
 
 
+# what the first version of this script multiplied Sample Factory's scores by, before it
+# recorded score_units: Basic x100, the rest left raw
+LEGACY_SF_SCALE = {"basic": 100.0}
+
+
+def load_jobs(path: Path) -> tuple[dict[str, Any], list[Job]]:
+    """A JSON this script wrote, and its jobs; Sample Factory's raw scores of an older JSON
+    (no ``score_units``) are mapped to the game's reward, and every score per hour is
+    computed again from the scores and the random floor."""
+    data = json.loads(path.read_text())
+    jobs = []
+    for raw in data["jobs"]:
+        raw = {k: (math.nan if v is None else v) for k, v in raw.items()}
+        job = Job(**{**raw, "curve": [tuple(point) for point in raw.get("curve", [])]})
+        if job.system == "sample-factory" and raw.get("score_units", "raw") == "raw":
+            spec, had = SCENARIOS[job.scenario], LEGACY_SF_SCALE.get(job.scenario, 1.0)
+            job.curve = [(t, spec.game_score(v / had)) for t, v in job.curve]
+            job.train_score = spec.game_score(job.train_score / had)
+        job.score_units = "game"
+        job.score_per_hour = ((job.train_score - data["random"][job.scenario])
+                              / (job.budget_s / 3600))
+        jobs.append(job)
+    return data, jobs
+
+
+def report(data: dict[str, Any], jobs: list[Job], json_path: Path, png: Path) -> None:
+    """The table and ratios on standard output, the JSON and the PNG of the curves."""
+    print(f"\nViZDoom, {data['seconds']:.0f} s of wall-clock per job, one job at a time; "
+          f"scores in the game's reward, training score = mean of the last 100 episodes")
+    print_table(jobs, data["random"])
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(plain({**data, "jobs": [asdict(j) for j in jobs]}),
+                                    indent=1))
+    plot(jobs, data["random"], png, data["seconds"], data["machine"])
+    print(f"results: {json_path}\ncurves: {png}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from-json", type=Path, default=None,
+                        help="no jobs: print the table and draw the curves of a JSON this "
+                             "script wrote (rewritten in place unless --json/--png say "
+                             "otherwise)")
     parser.add_argument("--sf-python", help="the python of Sample Factory's venv")
     parser.add_argument("--skip-sf", action="store_true", help="hpcrl's layouts only")
     parser.add_argument("--seconds", type=float, default=600.0,
@@ -502,6 +561,12 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=FIGURES / "vizdoom_vs_sample_factory.json")
     parser.add_argument("--png", type=Path, default=FIGURES / "vizdoom_vs_sample_factory.png")
     args = parser.parse_args()
+    if args.from_json is not None:
+        data, jobs = load_jobs(args.from_json)
+        explicit = {a.split("=")[0] for a in sys.argv[1:]}
+        report(data, jobs, args.json if "--json" in explicit else args.from_json,
+               args.png if "--png" in explicit else args.from_json.with_suffix(".png"))
+        return 0
     if not args.skip_sf and not args.sf_python:
         parser.error("--sf-python is needed (or --skip-sf)")
     print(machine_line(), flush=True)
@@ -533,15 +598,8 @@ def main() -> int:
                   f"frames/s, score {jobs[-1].train_score:.1f}", flush=True)
     for j in jobs:
         j.score_per_hour = (j.train_score - floors[j.scenario]) / (j.budget_s / 3600)
-    print(f"\nViZDoom, {args.seconds:.0f} s of wall-clock per job, one job at a time; scores "
-          f"in the game's reward, training score = mean of the last 100 episodes")
-    print_table(jobs, floors)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(plain({
-        "machine": machine_line(), "seconds": args.seconds, "random": floors,
-        "sample_factory_flags": sf_flags, "jobs": [asdict(j) for j in jobs]}), indent=1))
-    plot(jobs, floors, args.png, args.seconds)
-    print(f"results: {args.json}\ncurves: {args.png}")
+    report({"machine": machine_line(), "seconds": args.seconds, "random": floors,
+            "sample_factory_flags": sf_flags}, jobs, args.json, args.png)
     return 0
 
 
