@@ -6,6 +6,7 @@ import gc
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -20,7 +21,21 @@ SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
 atexit.register(gc.freeze)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The ``hpcrl`` group, noting the status it exits with (a rank of a job that went on
+    without lost collectors leaves with it, past MPI's finalisation)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:  # noqa: D102 (click's)
+        from hpcrl.comm.faults import record_exit
+
+        try:
+            return super().main(*args, **kwargs)
+        except SystemExit as exc:
+            record_exit(exc.code)
+            raise
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="hpcrl")
 def main() -> None:
     """Reinforcement learning on HPC clusters: the same agent on 1 process or N MPI ranks."""

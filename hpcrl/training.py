@@ -104,7 +104,8 @@ class Trainer:
         while not rec.done:
             result = self.placement.run_update(rec.updates, rec.env_steps)
             scheme = {"policy_lag": result.policy_lag,
-                      "gradient_asynchrony": result.gradient_asynchrony, **result.times}
+                      "gradient_asynchrony": result.gradient_asynchrony,
+                      "live_collectors": 1, **result.times}  # one process collects
             rec.add_update(result.env_steps,
                            (len(result.episode_returns), float(result.episode_returns.sum()),
                             float(result.episode_lengths.sum())), result.stats, scheme)

@@ -85,6 +85,13 @@ def test_ddppo_on_one_rank_drops_the_presets_preemption():
      "act through a numpy copy of the policy on the CPU"),
     (["scheme.preset=a2c", "scheme.inference_ranks=1", "scheme.collector_device=cuda"],
      "has no effect with scheme.inference_ranks=1"),
+    (["scheme.preset=a2c", "scheme.min_collectors=2"],
+     "applies to asynchronous collection (scheme.collection=async"),
+    (["scheme.preset=async-ppo", "scheme.min_collectors=3"],
+     "exceeds the job's 2 collector ranks"),
+    (["scheme.preset=async-ppo", "scheme.min_collectors=0"], "must be >= 1"),
+    (["scheme.preset=async-ppo", "scheme.collector_timeout_s=-1"],
+     "'scheme.collector_timeout_s' must be >= 0"),
 ])
 def test_combinations_that_make_no_sense_are_refused(sets, message):
     with pytest.raises(ConfigError) as err:
@@ -202,3 +209,11 @@ def test_a_plan_whose_topology_left_its_preset_says_so():
     assert preset_label(custom) == ("custom (preset serial, gradient_workers, "
                                     "collectors_per_worker, collection changed)")
     assert preset_label(from_dict({}, ["scheme.preset=ddppo"]).scheme) == "ddppo"
+
+
+def test_lost_collector_bounds_that_hold_are_taken():
+    cfg = load_config(None, ["scheme.preset=impala", "scheme.collectors_per_worker=3",
+                             "scheme.min_collectors=3", "scheme.collector_timeout_s=0"])
+    assert (cfg.scheme.min_collectors, cfg.scheme.collector_timeout_s) == (3, 0.0)
+    # the defaults hold in every scheme, synchronous ones included
+    assert load_config(None, ["scheme.preset=ddppo"]).scheme.min_collectors == 1

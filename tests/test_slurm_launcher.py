@@ -109,3 +109,16 @@ def test_stop_message_gives_the_command_that_resumes(env, signum, expected):
     assert text.startswith(f"hpcrl: stopped by {signal.Signals(signum).name} after a "
                            f"checkpoint in /r")
     assert text.endswith(expected), text
+
+
+def test_a_stop_for_lost_collectors_says_why_and_how_it_resumes(tmp_path):
+    (tmp_path / "stopped").write_text("lost collectors: 1 of the job's 3 collector ranks live "
+                                      "(lost: 2, 3), fewer than scheme.min_collectors=2: "
+                                      "checkpointed after 3 updates (2304 env steps)\n")
+    text = stop_message(tmp_path, 4, None, {"OMPI_MCA_mpi_ft_enable": "1"})
+    assert text == (f"hpcrl: stopped after a checkpoint in {tmp_path}, 1 of the job's 3 "
+                    f"collector ranks live (lost: 2, 3), fewer than scheme.min_collectors=2; "
+                    f"continue with `mpiexec --with-ft ulfm -n 4 hpcrl train --resume "
+                    f"{tmp_path}`")
+    in_slurm = stop_message(tmp_path, 4, None, {"SLURM_JOB_ID": "7"})
+    assert "hpcrl's Slurm batch scripts now requeue job 7" in in_slurm

@@ -53,6 +53,11 @@ stop() {
 trap 'stop USR1' USR1
 trap 'stop TERM' TERM
 touch "$FAKE_LOG/ready"
+if [[ -n "${FAKE_LOST-}" ]]; then  # too few collectors live: checkpointed and stopped
+    mkdir -p "$run_dir"
+    echo "lost collectors: 1 of the job's 3 collector ranks live: checkpointed" > "$run_dir/stopped"
+    exit 3
+fi
 for i in $(seq "${FAKE_STEPS:-0}"); do sleep 0.05; done
 exit "${FAKE_EXIT:-0}"
 """
@@ -124,6 +129,17 @@ def test_warning_signal_is_forwarded_and_the_job_requeued(fakes, name):
     assert logged(fakes, "signals") == ["USR1"], out
     assert logged(fakes, "scontrol") == ["requeue 42"]
     assert status == 0 and "requeueing job 42" in out
+
+
+@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+def test_a_stop_for_lost_collectors_requeues_the_job_whole(fakes, name):
+    # scheme.min_collectors: no signal came, the marker says why the step stopped
+    status, out = finish(start(fakes, template_path(name).read_text(), FAKE_LOST="1"))
+    assert logged(fakes, "scontrol") == ["requeue 42"], out
+    assert status == 0 and "requeueing job 42" in out
+    status, out = finish(start(fakes, template_path(name).read_text(), FAKE_LOST="1",
+                               HPCRL_REQUEUE="0"))
+    assert status == 3 and logged(fakes, "scontrol") == ["requeue 42"], out
 
 
 def test_a_task_of_a_job_array_requeues_itself_not_the_array(fakes):

@@ -6,7 +6,13 @@ first use, so importing this package does not initialise MPI.
 """
 
 from hpcrl.comm._mpi import MpiUnavailableError
-from hpcrl.comm.abort import abort_on_error, install_abort_handler, report_and_abort
+from hpcrl.comm.abort import (
+    abort_job,
+    abort_on_error,
+    install_abort_handler,
+    report_and_abort,
+    set_expendable,
+)
 from hpcrl.comm.allreduce import (
     KINDS,
     Allreducer,
@@ -51,6 +57,7 @@ __all__ = [
     "SelfComm",
     "TorchDistAllreducer",
     "WorldInfo",
+    "abort_job",
     "abort_on_error",
     "destroy_gradient_group",
     "init_gradient_group",
@@ -61,6 +68,7 @@ __all__ = [
     "measure_cpu_allreducers",
     "probe_any",
     "report_and_abort",
+    "set_expendable",
     "split_by_role",
     "sum_host_array_",
     "time_allreduce",

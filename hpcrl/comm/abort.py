@@ -25,6 +25,28 @@ _report_lock = threading.Lock()
 ABORT_GRACE_S = 0.5
 
 
+class _Expendable:
+    """Whether this rank's failure leaves the job going (a collector of a job that survives
+    lost collectors), and how to tell that a rank the job cannot lose died too."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.essential_lost: Callable[[], str | None] = lambda: None
+
+
+EXPENDABLE = _Expendable()
+
+
+def set_expendable(enabled: bool, essential_lost: Callable[[], str | None] | None = None
+                   ) -> None:
+    """Make this rank's uncaught failures end this rank alone (``enabled``): it says why,
+    sends its last words to rank 0 and dies as a crash does, which the others survive;
+    unless ``essential_lost()`` names a dead rank the job cannot do without (the failure was
+    its consequence), when the whole job ends as before."""
+    EXPENDABLE.enabled = enabled
+    EXPENDABLE.essential_lost = essential_lost or (lambda: None)
+
+
 def install_abort_handler(comm: Comm, describe: Callable[[], str]) -> Callable[[], None]:
     """Abort ``comm`` on any uncaught exception, in the main or any other thread.
 
@@ -84,22 +106,57 @@ def report_and_abort(
     """Print ``hpcrl: rank R (role) failed:`` and the traceback, then abort."""
     with _report_lock:  # a second failing thread waits here for the abort
         message = _failure_message(comm, describe, exc, tb, thread)
-        stream = sys.stderr if sys.stderr is not None else sys.__stderr__
-        try:
-            if sys.stdout is not None:
-                sys.stdout.flush()
-            if stream is not None:
-                stream.flush()
-            os.write(2, message.encode(errors="replace"))  # unbuffered, whatever sys.stderr is
-        except Exception:
-            pass
-        # The launcher forwards a rank's output through a proxy; give it a moment to pass the
-        # report on before Abort makes it kill every rank.
-        time.sleep(ABORT_GRACE_S)
-        try:
-            comm.Abort(1)
-        finally:
-            os._exit(1)  # only reached if Abort itself failed or returned
+        if EXPENDABLE.enabled:
+            _leave_alone(comm, message, exc)
+        _say_and_abort(comm, message)
+
+
+def _say_and_abort(comm: Comm, text: str) -> NoReturn:
+    """Write ``text`` to standard error unbuffered (whatever ``sys.stderr`` is), then abort
+    every rank of ``comm``."""
+    stream = sys.stderr if sys.stderr is not None else sys.__stderr__
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        if stream is not None:
+            stream.flush()
+        if text:
+            os.write(2, text.encode(errors="replace"))
+    except Exception:
+        pass
+    # The launcher forwards a rank's output through a proxy; give it a moment to pass the
+    # report on before Abort makes it kill every rank.
+    time.sleep(ABORT_GRACE_S)
+    try:
+        comm.Abort(1)
+    finally:
+        os._exit(1)  # only reached if Abort itself failed or returned
+
+
+def abort_job(comm: Comm, message: str) -> NoReturn:
+    """End the whole job, whichever rank this is (a rank the job cannot lose was lost),
+    saying ``message`` as ``hpcrl: ...`` on this rank's standard error (nothing if empty:
+    another rank says it)."""
+    _say_and_abort(comm, f"hpcrl: {message}\n" if message else "")
+
+
+def _leave_alone(comm: Comm, message: str, exc: BaseException | None) -> None:
+    """An expendable rank's failure: said, sent to rank 0 as its last words, then the rank
+    dies (returns only where an essential rank is dead too: the job then ends)."""
+    from hpcrl.comm.faults import die_as_lost, send_last_words
+
+    essential = EXPENDABLE.essential_lost()
+    if essential is not None:
+        abort_job(comm, essential)
+    summary = (f"{type(exc).__name__}: {exc}" if exc is not None else "failed").strip()
+    try:
+        os.write(2, (message + "hpcrl: the job goes on without this rank\n").encode(
+            errors="replace"))
+    except Exception:
+        pass
+    send_last_words(comm, summary.splitlines()[0][:500] if summary else "failed")
+    time.sleep(ABORT_GRACE_S)
+    die_as_lost()
 
 
 def _failure_message(

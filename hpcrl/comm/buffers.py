@@ -122,11 +122,19 @@ def probe_any(comm: Comm, tag: int | None = None, source: int | None = None) -> 
     """
     MPI = mpi()
     status = MPI.Status()
-    found = comm.Iprobe(
-        MPI.ANY_SOURCE if source is None else source,
-        MPI.ANY_TAG if tag is None else tag,
-        status,
-    )
+    try:
+        found = comm.Iprobe(
+            MPI.ANY_SOURCE if source is None else source,
+            MPI.ANY_TAG if tag is None else tag,
+            status,
+        )
+    except MPI.Exception as exc:
+        from hpcrl.comm.faults import is_peer_failure
+
+        if source is not None or not is_peer_failure(exc):
+            raise  # a dead ``source`` is the caller's to handle
+        comm.Ack_failed()  # a peer died (in a job that survives it): any source again
+        return None
     return _envelope(status) if found else None
 
 

@@ -152,12 +152,27 @@ def split_by_role(comm: Comm, color: int, key: int) -> Comm:
     return comm.Split(color, key)
 
 
-def finish_world(comm: Comm, role_comms: list[Any]) -> None:
-    """End this rank's part in the job: free its role communicators and meet every rank."""
+def finish_world(comm: Comm, role_comms: list[Any], survives: bool = False) -> None:
+    """End this rank's part in the job: free its role communicators and meet every rank.
+
+    ``survives``: the job went on without lost ranks, so the meeting fails (MPI's
+    ``ERR_PROC_FAILED``) where one of them is dead: every live rank has finished its part
+    by then, which is all the meeting is for."""
     for role_comm in role_comms:
         if role_comm is not None and not isinstance(role_comm, SelfComm):
             role_comm.Free()
-    comm.Barrier()
+    if survives:
+        from hpcrl.comm.faults import LOST, await_deaths
+
+        await_deaths(comm, LOST.ranks())  # a hung rank killed just now: MPI learns of it
+    try:
+        comm.Barrier()
+    except Exception as exc:
+        from hpcrl.comm.faults import LOST, is_peer_failure
+
+        # a barrier that met a rank dying may fail with a plain MPI error too
+        if not (survives and (is_peer_failure(exc) or LOST.ranks())):
+            raise
 
 
 def finalize_mpi() -> None:
@@ -165,5 +180,11 @@ def finalize_mpi() -> None:
     hook during interpreter teardown (where ranks of a Slurm PMI-2 step were seen to hang
     now and then after the others had left)."""
     MPI = try_mpi()
-    if MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
-        MPI.Finalize()
+    if MPI is None or not MPI.Is_initialized() or MPI.Is_finalized():
+        return
+    from hpcrl.comm.faults import LOST, leave_without_finalize
+
+    if LOST.enabled:  # (whether this rank heard of a loss or not yet)
+        leave_without_finalize()  # Open MPI's Finalize was seen to spin after a lost rank
+        return
+    MPI.Finalize()

@@ -334,6 +334,19 @@ class SchemeConfig:
     max_policy_lag: int = doc(
         "Asynchronous collection: a rollout collected with weights more than this many "
         "updates old is dropped instead of trained on.", 4)
+    min_collectors: int = doc(
+        "Asynchronous collection under an MPI that survives a lost rank (Open MPI 5 with "
+        "`mpiexec --with-ft ulfm`; README: Lost collectors): the job goes on without a "
+        "collector rank that died or hung, until fewer than this many collector ranks are "
+        "live; then it checkpoints and stops with exit status 3, which the Slurm templates "
+        "requeue on, and the resumed job starts at its full size again.", 1)
+    collector_timeout_s: float = doc(
+        "A collector rank whose next rollout (or transition chunk, or checkpoint state) "
+        "has not arrived this many seconds after its learner began waiting for it is "
+        "lost: hung, stopped or cut off. Where the MPI survives a lost rank, the learner "
+        "kills it if it shares the learner's node and goes on without it; elsewhere the "
+        "job ends at once, naming the rank (instead of waiting for it until the time "
+        "limit). 0: wait for ever.", 300.0)
     collector_device: str = doc("Device of collector ranks' policy copies ('cpu' or 'cuda').",
                                 "cpu")
     inference_ranks: int = doc(

@@ -28,7 +28,7 @@ from hpcrl.runtime.finite import save_finite_checkpoint
 from hpcrl.runtime.metrics import EpisodeWindow, progress_row
 from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
 from hpcrl.runtime.rng import rng_state
-from hpcrl.runtime.run_dir import RunDir, write_run_file
+from hpcrl.runtime.run_dir import LOST_MARKER, RunDir, write_run_file
 from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.runtime.wandb_log import WandbLog
 
@@ -62,6 +62,8 @@ class RunRecorder:
         self.wandb = WandbLog(config, run) if config.train.wandb.project else None
         self.started = time.perf_counter()
         self.start_steps = self.env_steps
+        # why the job stops early for lost collectors (scheme.min_collectors), once it does
+        self.lost_note: str | None = None
         self.config_dict = to_dict(config)  # once: see policy_record
         self.periodic = (PeriodicEvaluator(config, run, self.env_steps, resume_state is not None,
                                            self.policy_record, console)
@@ -83,8 +85,9 @@ class RunRecorder:
 
     @property
     def preempted(self) -> bool:
-        """A stop signal arrived before the budget was spent."""
-        return STOP_REQUEST.requested and not self.done
+        """A stop signal arrived, or too few collectors are live (:attr:`lost_note`), before
+        the budget was spent."""
+        return (STOP_REQUEST.requested or self.lost_note is not None) and not self.done
 
     def checkpoint_due(self) -> bool:
         """The budget is spent, or ``train.checkpoint_every`` updates passed."""
@@ -131,7 +134,8 @@ class RunRecorder:
         }, self.run.checkpoint_path)
         keep_recent(path, self.env_steps, self.config.train.keep_checkpoints)
         if self.preempted:
-            name = signal.Signals(STOP_REQUEST.signum).name
+            name = (f"{LOST_MARKER} {self.lost_note}" if self.lost_note is not None
+                    else signal.Signals(STOP_REQUEST.signum).name)
             write_run_file("stop marker", self.run.stopped_path,
                            f"{name}: checkpointed after {self.updates} updates "
                            f"({self.env_steps} env steps)\n")

@@ -67,6 +67,11 @@ def write_run_file(what: str, path: Path, text: str) -> None:
         path.write_text(text)
 
 
+# how the stop marker of a job stopped for lost collectors begins (scheme.min_collectors):
+# the Slurm templates requeue on it as on the warning signal
+LOST_MARKER = "lost collectors:"
+
+
 @dataclass(frozen=True)
 class RunDir:
     """A run directory, and the paths of its files (see the module docstring)."""

@@ -142,6 +142,34 @@ def describe(scheme: SchemeConfig) -> str:
     return " + ".join(parts)
 
 
+def lost_collector_problem(s: SchemeConfig) -> str | None:
+    """Why ``scheme.min_collectors`` or ``scheme.collector_timeout_s`` cannot hold, or None.
+
+    A job goes on without a lost collector only where its learner never waits for one
+    particular collector: asynchronous collection. A bound above 1 anywhere else would be
+    a key nothing reads."""
+    if s.collector_timeout_s < 0:
+        return ("config key 'scheme.collector_timeout_s' must be >= 0 (seconds; 0 waits for "
+                "ever)")
+    if s.min_collectors < 1:
+        return ("config key 'scheme.min_collectors' must be >= 1: a job with no live "
+                "collector has nothing to train on")
+    if s.min_collectors == 1:
+        return None
+    if s.collection != "async":
+        return (f"scheme.min_collectors={s.min_collectors} applies to asynchronous collection "
+                f"(scheme.collection=async: async-ppo, impala, apex, async-sac), where the "
+                f"learner goes on without a lost collector; a synchronous scheme waits for "
+                f"every collector and ends the job when one is lost. Drop the key or use an "
+                f"asynchronous scheme")
+    total = s.gradient_workers * s.collectors_per_worker
+    if s.min_collectors > total:
+        return (f"scheme.min_collectors={s.min_collectors} exceeds the job's "
+                f"{total} collector ranks (scheme.gradient_workers x "
+                f"scheme.collectors_per_worker); set it to at most {total}")
+    return None
+
+
 def scheme_problem(scheme: SchemeConfig, learner_device: str) -> str | None:
     """Why a scheme makes no sense, with what to use instead; None when it is usable."""
     s, p = scheme, scheme.preemption
@@ -151,6 +179,9 @@ def scheme_problem(scheme: SchemeConfig, learner_device: str) -> str | None:
         return "config key 'scheme.collectors_per_worker' must be >= 0 (0: workers collect)"
     if s.max_policy_lag < 0:
         return "config key 'scheme.max_policy_lag' must be >= 0"
+    lost = lost_collector_problem(s)
+    if lost is not None:
+        return lost
     for key, value in (("fraction_workers", p.fraction_workers),
                        ("fraction_samples", p.fraction_samples)):
         if not 0.0 < value <= 1.0:

@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
+from hpcrl.comm import (
+    abort_job,
+    abort_on_error,
+    finish_world,
+    install_abort_handler,
+    set_expendable,
+)
+from hpcrl.comm.faults import FailureWatch
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import Config
 from hpcrl.placement.mpi.job import MpiJob, build_job, exit_if_any_rank_refuses, wants_mpi
@@ -109,6 +116,7 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
     run = agree_run_dir(job, None if run_dir is None else Path(run_dir), resume)
     _action_space_check(job)
     install_abort_handler(job.world, job.describe)
+    watch = _watch_failures(job) if job.survives else None
     STOP_REQUEST.announce = job.is_leader  # every rank gets the signal; one says so
     STOP_REQUEST.install()
     state = _resume_state(job, run) if resume else None
@@ -118,6 +126,8 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
               f"{config.env.id} in {run.path}", file=console, flush=True)
         if job.transport_note is not None:
             print(f"hpcrl: {job.transport_note}", file=console, flush=True)
+        if job.survival_note is not None:
+            print(f"hpcrl: {job.survival_note}", file=console, flush=True)
     if role == COLLECTOR:
         from hpcrl.placement.mpi.learners import collector_state_for
 
@@ -147,8 +157,40 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
         ranked.run()
     if job.memory is not None:  # every exchange through it has ended on this node
         job.memory.close()
-    finish_world(job.world, [job.learners, job.gradient])
+    if watch is not None:
+        watch.stop()
+    finish_world(job.world, [job.learners, job.gradient], survives=job.survives)
     return MpiRun(ranked, job, run)
+
+
+def _watch_failures(job: MpiJob) -> FailureWatch:
+    """Start this rank's watch for dead ranks (a job that survives lost collectors): a
+    collector's own failure ends it alone, any other rank's loss ends the job; rank 0 says
+    one line per lost collector."""
+    from hpcrl.comm.faults import failed_ranks
+
+    def expendable(rank: int) -> bool:
+        return job.table[rank].role == COLLECTOR
+
+    def describe(rank: int) -> str:
+        host = job.peers[rank].host if job.peers is not None else "?"
+        return f"{job.describe_rank(rank)} on {host}"
+
+    def essential_lost() -> str | None:
+        dead = sorted(r for r in failed_ranks(job.world) if not expendable(r))
+        if not dead:
+            return None
+        return (f"rank {dead[0]} ({describe(dead[0])}) was lost: a job goes on only without "
+                f"collectors; resume it from its last checkpoint")
+
+    say = None
+    if job.is_leader:
+        def say(line: str) -> None:
+            job.say(f"hpcrl: {line}")
+
+    set_expendable(job.role.role == COLLECTOR, essential_lost)
+    return FailureWatch(job.world, expendable, describe,
+                        lambda message: abort_job(job.world, message), say).start()
 
 
 def _stat_names(config: Config) -> tuple[str, ...]:

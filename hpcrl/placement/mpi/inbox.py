@@ -15,16 +15,26 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.comm import irecv, wait_any
+from hpcrl.comm import irecv
+from hpcrl.comm.faults import is_peer_failure
+from hpcrl.placement.mpi.lost_collectors import CollectorWatch
 from hpcrl.placement.mpi.protocol import TAG_FINAL
 from hpcrl.placement.mpi.streams import StreamIn
 
 
 class CollectorInbox:
-    """One stream and one standing receive per collector rank (``layout``: of its buffers)."""
+    """One stream and one standing receive per collector rank (``layout``: of its buffers).
 
-    def __init__(self, job: Any, ranks: list[int], layout: Any) -> None:
+    ``watch`` (the learner's :class:`~hpcrl.placement.mpi.lost_collectors.CollectorWatch`)
+    says which collectors are lost: their receives are never posted or waited for again,
+    what they had in flight is dropped, and a collector that keeps the learner waiting past
+    ``scheme.collector_timeout_s`` is lost too.
+    """
+
+    def __init__(self, job: Any, ranks: list[int], layout: Any,
+                 watch: CollectorWatch | None = None) -> None:
         self.world, self.ranks = job.world, list(ranks)
+        self.watch = watch if watch is not None else CollectorWatch(job, self.ranks)
         self.streams = [StreamIn(job, rank, layout) for rank in self.ranks]
         self.heads: list[Any] = [None] * len(self.ranks)  # each posted receive's header
         self.posted = [False] * len(self.ranks)
@@ -37,44 +47,94 @@ class CollectorInbox:
         """Each collector's buffer: the message that arrived last (once it did)."""
         return [stream.buffer for stream in self.streams]
 
+    def lost(self, i: int) -> bool:
+        """Whether collector ``i`` was lost (its messages are no longer taken)."""
+        return self.watch.is_lost(self.ranks[i])
+
+    @property
+    def live(self) -> int:
+        """How many of the collectors are live."""
+        return len(self.watch.live)
+
     def post(self, i: int) -> None:
-        """Receive collector ``i``'s next message (its last one is no longer read)."""
+        """Receive collector ``i``'s next message (its last one is no longer read); the
+        learner waits for it from now on (a lost collector's is never posted)."""
+        if self.lost(i):
+            self.posted[i] = False
+            return
         self.heads[i] = self.streams[i].post()
         self.posted[i] = True
+        self.watch.waiting(self.ranks[i])
 
-    def _take(self, i: int) -> None:
-        self.streams[i].take()
+    def _take(self, i: int) -> bool:
+        rank = self.ranks[i]
+        try:
+            self.streams[i].take()
+        except Exception as exc:  # its data part, from a collector that died meanwhile
+            if not is_peer_failure(exc):
+                raise
+            self.watch.lose(rank)
+            self.posted[i] = False
+            return False
         self.posted[i] = False
         self.received[i] += 1
+        self.watch.arrived(rank)
+        return True
 
     def arrived(self, i: int) -> bool:
         """Whether collector ``i``'s message is in its buffer now; call :meth:`post` once
-        the buffer was used."""
-        if not self.posted[i] or not self.heads[i].Test():
+        the buffer was used. A collector waited for past the timeout is lost here."""
+        if not self.posted[i] or self.lost(i):
             return False
-        self._take(i)
-        return True
+        if not self.watch.done(self.ranks[i], self.heads[i]):
+            self.watch.overdue(self.ranks[i])
+            return False
+        return self._take(i)
 
     def next(self, idle: Callable[[], Any] | None = None) -> int:
-        """Wait for a message from any collector (all posted); returns its index."""
-        i, _ = wait_any(self.heads, idle=idle)
-        self._take(i)
-        return i
+        """Wait for a message from any live collector (all posted); returns its index."""
+        delay = 50e-6
+        while True:
+            for i in range(len(self.ranks)):
+                if self.arrived(i):
+                    return i
+            self.watch.require_live()
+            if idle is not None:
+                idle()
+            time.sleep(delay)
+            delay = min(delay * 2, 2e-3)
 
     def drain(self) -> None:
-        """After STOP: drop every message until each collector's FINAL count arrived, then
-        withdraw the standing receives."""
+        """After STOP: drop every message until each live collector's FINAL count arrived,
+        then withdraw the standing receives."""
         for i, rank in enumerate(self.ranks):
+            if self.lost(i):
+                continue
             final = np.zeros(1, np.int64)
             request = irecv(self.world, final, rank, TAG_FINAL)
             if not self.posted[i]:
                 self.post(i)
-            while True:
+            while not self.lost(i):
                 if self.arrived(i):
                     self.post(i)
                     continue
-                if request.Test() and self.received[i] >= int(final[0]):
-                    break
+                self.watch.waiting(rank, "final")
+                if self.watch.done(rank, request) or self.watch.overdue(rank, "final"):
+                    self.watch.arrived(rank, "final")
+                    if self.lost(i) or self.received[i] >= int(final[0]):
+                        break
+                    request = _Done()  # the count came: wait for the messages it counts
                 time.sleep(1e-3)
+            if self.lost(i):
+                continue  # its requests are left to MPI: the peer is gone
             self.streams[i].cancel()
             self.posted[i] = False
+
+
+class _Done:
+    """A request that has completed (for a FINAL count already received)."""
+
+    @staticmethod
+    def Test() -> bool:  # noqa: N802 (mpi4py's name)
+        """Always done."""
+        return True

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from hpcrl.comm import Poll, irecv, wait
+from hpcrl.comm.faults import DEAD, LOST, request_failed
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
@@ -94,8 +95,8 @@ class InferenceRank:
                 continue
             time.sleep(delay)
             delay = min(delay * IDLE_POLL.growth, IDLE_POLL.max_s)
-        for request in self.sends:
-            if request is not None:
+        for i, request in enumerate(self.sends):
+            if request is not None and self.collectors[i] not in LOST:
                 wait(request)
 
     # -- weights -----------------------------------------------------------------------------
@@ -125,11 +126,14 @@ class InferenceRank:
     def _serve(self) -> bool:
         """Answer every request that arrived and can be served now; True when any was."""
         for i, receive in enumerate(self.receives):
-            if not self.arrived[i] and i not in self.left and receive.Test():
+            if i not in self.left and self._lost(i):
+                continue
+            if not self.arrived[i] and i not in self.left and self._done(i, receive):
                 self.carriers[i].arrived()
                 self.arrived[i] = True
                 if self.sends[i] is not None:  # the collector took the last reply
-                    wait(self.sends[i])
+                    if not self._done(i, self.sends[i]):
+                        wait(self.sends[i])
                     self.sends[i] = None
         steps, values = [], []
         for i, here in enumerate(self.arrived):
@@ -147,6 +151,23 @@ class InferenceRank:
         for i in values:
             self._value(i)
         return bool(steps or values)
+
+    def _lost(self, i: int) -> bool:
+        """Whether collector ``i`` is lost (a job that survives it): it has left for good,
+        and what it had asked for is dropped."""
+        if self.collectors[i] not in LOST:
+            return False
+        self.left.add(i)
+        self.arrived[i] = False
+        return True
+
+    def _done(self, i: int, request: Any) -> bool:
+        """One ``Test`` of a request with collector ``i``; a dead collector is lost."""
+        done, dead = request_failed(request)
+        if dead:
+            LOST.mark(self.collectors[i], DEAD)
+            self._lost(i)
+        return done
 
     def _step(self, ids: list[int]) -> None:
         """One forward over the envs of every collector in ``ids``."""

@@ -17,6 +17,7 @@ import torch
 from hpcrl.build import env_spaces, make_actor, rollout_layout
 from hpcrl.comm import split_by_role, world_comm
 from hpcrl.comm.compression import PlainCodec, make_codec
+from hpcrl.comm.faults import PeerInfo
 from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
@@ -65,6 +66,11 @@ class MpiJob:
     # node; see :mod:`~hpcrl.placement.mpi.node_transport`), None where messages carry all
     memory: NodeMemory | None = None
     transport_note: str | None = None  # the leader's: what goes through shared memory
+    # the job goes on without a lost collector (asynchronous collection on an MPI that
+    # survives a dead rank: hpcrl.comm.faults); every rank's host and pid where it does
+    survives: bool = False
+    survival_note: str | None = None  # the leader's start-up line about lost collectors
+    peers: list[PeerInfo] | None = None
 
     @property
     def rank(self) -> int:
@@ -79,6 +85,14 @@ class MpiJob:
     def describe(self) -> str:
         """The role in words, for error reports."""
         return describe_role(self.role)
+
+    def describe_rank(self, rank: int) -> str:
+        """Another rank's role in words (for the lines about lost ranks)."""
+        return describe_role(self.table[rank])
+
+    def say(self, line: str) -> None:
+        """A line on this rank's standard error (the launcher forwards it)."""
+        print(line, file=sys.stderr, flush=True)
 
     def ranks(self, role: str, group: int | None = None) -> list[int]:
         """The world ranks of role ``role`` (of group ``group`` when given), in rank order."""
@@ -238,7 +252,30 @@ def build_job(config: Config) -> MpiJob:
     assert device is not None  # no rank refused
     job = MpiJob(config, world, role, table, learners if role.learner else None,
                  gradient if role.role == WORKER else None, device, env_spaces(config))
+    _plan_survival(job)
     from hpcrl.placement.mpi.node_transport import open_node_memory
 
     job.memory = open_node_memory(job)
     return job
+
+
+def _plan_survival(job: MpiJob) -> None:
+    """Whether ``job`` goes on without a lost collector, and its start-up line: only
+    asynchronous collection can (a synchronous learner waits for every collector), and only
+    on an MPI that survives a dead rank (:func:`~hpcrl.comm.faults.survival_problem`).
+    Collective: every rank learns its peers' hosts and pids (in any asynchronous job)."""
+    from hpcrl.comm.faults import LOST, gather_peers, survival_problem
+
+    s = job.config.scheme
+    LOST.clear()
+    if s.collection != "async" or not any(r.role == COLLECTOR for r in job.table):
+        return
+    job.peers = gather_peers(job.world)  # to name a lost collector's host either way
+    problem = survival_problem()
+    if problem is not None:
+        job.survival_note = f"a lost collector ends this job: {problem}"
+        return
+    job.survives = LOST.enabled = True
+    job.survival_note = (f"a lost collector does not end this job (MPI fault tolerance): it "
+                         f"goes on down to scheme.min_collectors={s.min_collectors} live "
+                         f"collector ranks, then checkpoints and stops with status 3")

@@ -54,9 +54,13 @@ class LatestWeights:
     """Per-collector outboxes fed with the newest weights, never overwriting one in flight."""
 
     def __init__(self, world: Any, ranks: list[int],
-                 header_only: frozenset[int] = frozenset(), codec: PlainCodec = PLAIN) -> None:
+                 header_only: frozenset[int] = frozenset(), codec: PlainCodec = PLAIN,
+                 watch: Any = None) -> None:
         self.world, self.ranks, self.header_only = world, list(ranks), header_only
         self.codec = codec
+        # the learner's CollectorWatch: a lost collector gets nothing more, and a message
+        # it never takes is given up instead of waited for
+        self.watch = watch
         self.latest: Weights | None = None
         self.boxes: dict[int, Weights] = {}
         self.sends: dict[int, list] = {}
@@ -76,12 +80,16 @@ class LatestWeights:
         """Send the newest weights to each collector that lacks them and is free to take
         them (``block``: to every such collector, waiting for it to be free)."""
         for rank in sorted(self.behind):
+            if self._lost(rank):
+                self.behind.discard(rank)
+                continue
             pending = self.sends.get(rank)
-            if pending and not all(r.Test() for r in pending):
+            if pending and not self._taken(rank, pending):
                 if not block:
                     continue
-                for r in pending:
-                    wait(r)
+                if not self._wait(rank, pending):
+                    self.behind.discard(rank)
+                    continue
             box = self.boxes.get(rank)
             if box is None:
                 box = self.boxes[rank] = self.latest.copy()
@@ -92,7 +100,26 @@ class LatestWeights:
             self.behind.discard(rank)
 
     def drain(self) -> None:
-        """Wait until every message sent was taken."""
-        for pending in self.sends.values():
+        """Wait until every message sent was taken (by the collectors still live)."""
+        for rank, pending in self.sends.items():
+            self._wait(rank, pending)
+
+    def _watched(self, rank: int) -> bool:
+        return self.watch is not None and rank in self.watch.ranks
+
+    def _lost(self, rank: int) -> bool:
+        return self._watched(rank) and self.watch.is_lost(rank)
+
+    def _taken(self, rank: int, pending: list[Any]) -> bool:
+        """Whether ``rank`` took every message of ``pending`` (False once it is lost)."""
+        if not self._watched(rank):
+            return all(r.Test() for r in pending)
+        return all(self.watch.done(rank, r) for r in pending)
+
+    def _wait(self, rank: int, pending: list[Any]) -> bool:
+        """Wait until ``rank`` took ``pending``; False when it was lost meanwhile."""
+        if not self._watched(rank):
             for r in pending:
                 wait(r)
+            return True
+        return all(self.watch.wait(rank, r) for r in pending)

@@ -91,7 +91,9 @@ def resume_command(run_dir: Path, world_size: int,
     if in_slurm_step(environ):
         return f"{srun_command()} -n {world_size} {train}"
     if world_size > 1:
-        return f"mpiexec -n {world_size} {train}"
+        env = _env(environ)
+        ft = " --with-ft ulfm" if env.get("OMPI_MCA_mpi_ft_enable") else ""  # as it was run
+        return f"mpiexec{ft} -n {world_size} {train}"
     return train
 
 
@@ -103,11 +105,27 @@ def stop_message(run_dir: Path, world_size: int, signum: int | None,
     name = signal.Signals(signum).name if signum is not None else "a signal"
     command = resume_command(run_dir, world_size, env)
     head = f"hpcrl: stopped by {name} after a checkpoint in {run_dir}"
+    lost = _lost_note(run_dir) if signum is None else None
+    if lost is not None:  # scheme.min_collectors: the templates requeue on it too
+        head = f"hpcrl: stopped after a checkpoint in {run_dir}, {lost}"
     job = env.get("SLURM_JOB_ID")
     if env.get("SLURM_ARRAY_JOB_ID"):  # a task of a job array: its own id, not the array's
         job = f"{env['SLURM_ARRAY_JOB_ID']}_{env.get('SLURM_ARRAY_TASK_ID', '')}"
-    if job and signum == signal.SIGUSR1:
+    if job and (signum == signal.SIGUSR1 or lost is not None):
         return (f"{head}; hpcrl's Slurm batch scripts now requeue job {job}, which resumes it "
                 f"(unless HPCRL_REQUEUE=0); by hand, in an allocation like this one: "
                 f"`{command}`")
     return f"{head}; continue with `{command}`"
+
+
+def _lost_note(run_dir: Path) -> str | None:
+    """What the stop marker of a job stopped for lost collectors says (None: not that)."""
+    from hpcrl.runtime.run_dir import LOST_MARKER, RunDir
+
+    try:
+        text = RunDir(Path(run_dir)).stopped_path.read_text().strip()
+    except OSError:
+        return None
+    if not text.startswith(LOST_MARKER):
+        return None
+    return text[len(LOST_MARKER):].strip().split(": checkpointed")[0]

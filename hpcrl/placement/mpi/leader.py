@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from hpcrl.comm import report_and_abort
+from hpcrl.comm.faults import LOST
 from hpcrl.core.actor import ActorCritic
 from hpcrl.errors import ExplainedError
 from hpcrl.placement.mpi.job import MpiJob
@@ -46,6 +47,7 @@ class Leader:
         self.recorder = RunRecorder(job.config, job.spaces, run, stat_names, resume_state,
                                     console)
         self.evaluation: dict[str, Any] | None = None  # the final one, once run
+        self.live_collectors = self.collector_ranks  # as the last update counted them
         self.actor: ActorCritic | None = None  # this rank's policy, for train.eval_every
 
     @property
@@ -79,10 +81,30 @@ class Leader:
     def record(self, reports: Any, gradient_asynchrony: float = 0.0) -> None:
         """Add one update made of the reports' rows (one per gradient worker)."""
         figures = self.layout.combine(reports)
+        self._count_live(int(figures["live_collectors"]))
         self.recorder.add_update(*update_row(figures, self.layout.stat_names,
                                              gradient_asynchrony))
         if self.actor is not None:
             self.recorder.after_update(self.actor)
+
+    @property
+    def collector_ranks(self) -> int:
+        """The ranks that collect in the job at its full size."""
+        return sum(1 for r in self.job.table if r.collects)
+
+    def _count_live(self, live: int) -> None:
+        """Note how many collecting ranks are live; below ``scheme.min_collectors`` the job
+        checkpoints and stops (exit status 3, the Slurm templates requeue it whole)."""
+        self.live_collectors = live
+        bound = self.job.config.scheme.min_collectors
+        if not self.job.survives or live >= bound or self.recorder.lost_note is not None:
+            return
+        lost = ", ".join(str(r) for r in sorted(LOST.ranks()))
+        note = (f"{live} of the job's {self.collector_ranks} collector ranks live (lost: "
+                f"{lost or 'see above'}), fewer than scheme.min_collectors={bound}")
+        self.recorder.lost_note = note
+        self.job.say(f"hpcrl: {note}: checkpointing and stopping with exit status 3; the job "
+                     f"resumes at its full size")
 
     def checkpoint_due(self) -> bool:
         """Whether the recorder's schedule asks for a checkpoint now."""
@@ -97,7 +119,9 @@ class Leader:
         return self.recorder.checkpoint(_cpu_copy(actor, self.job),
                                         {"updater": learner_state,
                                          "collectors": collector_states},
-                                        world_size=self.job.world.Get_size())
+                                        world_size=self.job.world.Get_size(),
+                                        live_collectors=self.live_collectors,
+                                        collector_ranks=self.collector_ranks)
 
     @_ends_the_job
     def finish(self, actor: ActorCritic) -> dict[str, Any] | None:

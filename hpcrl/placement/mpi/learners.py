@@ -22,12 +22,13 @@ from typing import Any
 import numpy as np
 
 from hpcrl.build import make_storage
-from hpcrl.comm import MpiAllreducer, make_allreducer, sum_host_array_, wait_probe
+from hpcrl.comm import MpiAllreducer, make_allreducer, sum_host_array_
 from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
+from hpcrl.placement.mpi.lost_collectors import CollectorWatch, receive_state
 from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, TAG_STATE, ReportLayout
 from hpcrl.placement.mpi.reducers import combine_infos
 from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
@@ -153,7 +154,8 @@ class WorkerRank:
             t = time.perf_counter()
         self.layout.add_stats(report, stat_sums, count)
         self.layout.fill_update(report, rollouts, lag, t_collect, t_wait, times,
-                                self.source.dropped, self.algorithm.learning_rate)
+                                self.source.dropped, self.algorithm.learning_rate,
+                                self.source.live_collectors)
         self.source.dropped = 0
         return report
 
@@ -204,9 +206,12 @@ def write_checkpoint(job: MpiJob, leader: Leader, actor: Any, learner_state: Any
                      gathered: list[list[dict[str, Any]]]) -> None:
     """Rank 0: add the dedicated collectors' states to the gathered ones and write."""
     states = [s for part in gathered for s in part]
-    for rank in (r.rank for r in job.table if r.role == "collector"):
-        wait_probe(job.world, tag=TAG_STATE, source=rank)  # sleeps between polls
-        states.append(job.world.recv(source=rank, tag=TAG_STATE))
+    ranks = [r.rank for r in job.table if r.role == "collector"]
+    watch = CollectorWatch(job, ranks)
+    for rank in ranks:  # a lost collector's is not waited for: it resumes afresh
+        state = receive_state(watch, rank, TAG_STATE)
+        if state is not None:
+            states.append(state)
     leader.write_checkpoint(actor, learner_state, states)
 
 

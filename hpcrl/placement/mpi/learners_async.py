@@ -21,6 +21,7 @@ from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver, send_weights
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.learners import collector_state_for, make_updater
+from hpcrl.placement.mpi.lost_collectors import CollectorWatch
 from hpcrl.placement.mpi.protocol import (
     CHECKPOINT,
     PREEMPTED,
@@ -35,6 +36,7 @@ from hpcrl.placement.mpi.protocol import (
 from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
 from hpcrl.roles.gradient_worker import GradientWorker
 from hpcrl.roles.messages import Gradient, Weights
+from hpcrl.scheme import COLLECTOR
 
 UPDATER_RANK = 0
 
@@ -110,7 +112,8 @@ class AsyncWorkerRank:
                 t = time.perf_counter()
             self.job_steps += per_update
             self.layout.fill_update(report, rollouts, lag, t_collect, t_wait, times,
-                                    self.source.dropped, self.algorithm.learning_rate)
+                                    self.source.dropped, self.algorithm.learning_rate,
+                                    self.source.live_collectors)
             self.source.dropped = 0
             self.report.copy_from(report)
             update += 1
@@ -145,6 +148,10 @@ class AsyncUpdaterRank:
         self.reports = [self.layout.new() for _ in self.workers]
         self.requests = [self._post(i) for i in range(len(self.workers))]
         self.collecting = sum(1 for r in job.table if r.collects)
+        # the dedicated collectors whose states a checkpoint round waits for
+        self.state_watch = CollectorWatch(job, [r.rank for r in job.table
+                                                if r.role == COLLECTOR])
+        self.live = [max(job.config.scheme.collectors_per_worker, 1)] * len(self.workers)
         self.states: dict[int, dict[str, Any]] = {}
         self.written = 0
         self.checkpoint_for: set[int] = set()  # workers still to be told of the open round
@@ -173,16 +180,27 @@ class AsyncUpdaterRank:
     def _take_states(self) -> bool:
         envelope = probe_any(self.world, tag=TAG_STATE)
         if envelope is None:
+            if self.round_open:
+                self._round_complete()  # a collector lost meanwhile is not waited for
             return False
         state = self.world.recv(source=envelope.source, tag=TAG_STATE)
         self.states[int(state["env_offset"])] = state
-        if len(self.states) == self.collecting:
+        self.state_watch.arrived(envelope.source, "state")
+        self._round_complete()
+        return True
+
+    def _round_complete(self) -> None:
+        """Write the checkpoint once every live collecting rank's state is in (a collector
+        waited for past ``scheme.collector_timeout_s`` is lost: the round goes without it)."""
+        self.state_watch.check_overdue()
+        live = {r.env_offset for r in self.job.table
+                if r.collects and not self.state_watch.is_lost(r.rank)}
+        if live <= set(self.states):
             self.leader.write_checkpoint(self.actor, self.updater.state_dict(),
                                          list(self.states.values()))
             self.states = {}
             self.written += 1
             self.round_open = False
-        return True
 
     def _open_round(self, workers: set[int]) -> None:
         """Ask ``workers`` for their states, unless a round is still open: rounds never
@@ -192,6 +210,8 @@ class AsyncUpdaterRank:
         if not self.round_open:
             self.checkpoint_for = set(workers)
             self.round_open = True
+            for rank in self.state_watch.ranks:
+                self.state_watch.waiting(rank, "state")
 
     def run(self) -> None:
         """Apply each worker's gradient as it arrives and answer that worker alone, recording a row
@@ -207,6 +227,9 @@ class AsyncUpdaterRank:
                 self.asynchrony = []
                 # the steps this updater dropped for a non-finite gradient (skip_update)
                 report.set(skipped_updates=self.algorithm.guard.take_skipped())
+                # a report is one worker's: the job's live collectors are every worker's last
+                self.live[i] = int(report.live_collectors)
+                report.set(live_collectors=sum(self.live))
                 self.leader.record(report.data[None, :], gradient_asynchrony=async_mean)
                 if self.leader.checkpoint_due():
                     self._open_round(set(range(len(self.workers))))

@@ -89,9 +89,14 @@ def straddling(job: MpiJob, peers: NodePeers) -> str | None:
 
 
 def uses_exchanges(job: MpiJob) -> bool:
-    """Whether any rank of the job collects for another (the same answer on every rank)."""
-    return (job.config.scheme.transport != "messages" and job.world.Get_size() > 1
-            and any(r.role == COLLECTOR for r in job.table))
+    """Whether any rank of the job collects for another through shared memory (the same
+    answer on every rank). A job that survives lost collectors takes messages under
+    ``transport=auto``: Open MPI does not promise its shared windows work after a rank died,
+    and freeing one is collective over the node, dead ranks included."""
+    transport = job.config.scheme.transport
+    if transport == "messages" or (transport == "auto" and job.survives):
+        return False
+    return job.world.Get_size() > 1 and any(r.role == COLLECTOR for r in job.table)
 
 
 def open_node_memory(job: MpiJob) -> NodeMemory | None:

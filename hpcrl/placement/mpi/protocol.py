@@ -24,7 +24,7 @@ from hpcrl.roles.messages import CHECKPOINT, COLLECT, PREEMPTED, STOP  # noqa: E
 REPORT_FIELDS = ("env_steps", "episodes", "return_sum", "length_sum", "policy_lag",
                  "time_collect_s", "time_wait_s", "time_compute_s", "time_communicate_s",
                  "dropped_rollouts", "gradients", "applied", "grad_norm_sum", "learning_rate",
-                 "skipped_updates")
+                 "skipped_updates", "live_collectors")
 
 
 class ReportLayout(RecordLayout):
@@ -47,8 +47,9 @@ class ReportLayout(RecordLayout):
 
     def fill_update(self, report: Record, rollouts: Sequence[Any], policy_lag: float,
                     t_collect: float, t_wait: float, times: dict[str, float], dropped: int,
-                    learning_rate: float) -> Record:
-        """The figures of one finished update: env steps, episodes, lag, time split."""
+                    learning_rate: float, live_collectors: int = 1) -> Record:
+        """The figures of one finished update: env steps, episodes, lag, time split, and how
+        many of the ranks that collect for this worker are live."""
         finished = [r.finished_episodes() for r in rollouts]
         return report.set(env_steps=sum(r.valid_steps * r.layout.num_envs for r in rollouts),
                           episodes=sum(len(f[0]) for f in finished),
@@ -56,7 +57,8 @@ class ReportLayout(RecordLayout):
                           length_sum=sum(float(f[1].sum()) for f in finished),
                           policy_lag=policy_lag, time_collect_s=t_collect, time_wait_s=t_wait,
                           time_compute_s=times["compute"], time_communicate_s=times["comm"],
-                          dropped_rollouts=dropped, learning_rate=learning_rate)
+                          dropped_rollouts=dropped, learning_rate=learning_rate,
+                          live_collectors=live_collectors)
 
     def add_stats(self, report: Record, sums: Sequence[float], count: int = 1) -> None:
         """Accumulate the loss terms of ``count`` computed gradients (``sums``: their sums,
@@ -90,7 +92,8 @@ class ReportLayout(RecordLayout):
             col_g = col
         grads = np.maximum(col_g["gradients"], 1)
         out = {name: float(col[name].sum()) for name in
-               ("env_steps", "episodes", "return_sum", "length_sum", "dropped_rollouts")}
+               ("env_steps", "episodes", "return_sum", "length_sum", "dropped_rollouts",
+                "live_collectors")}
         out.update(policy_lag=float(col_g["policy_lag"].mean()),
                    grad_norm=float(col["grad_norm_sum"].sum() / max(col["applied"].sum(), 1)),
                    learning_rate=float(col_g["learning_rate"].mean()),
@@ -104,7 +107,7 @@ class ReportLayout(RecordLayout):
 
 
 SCHEME_KEYS = ("policy_lag", "dropped_rollouts", "time_collect_s", "time_wait_s", "time_compute_s",
-               "time_communicate_s")
+               "time_communicate_s", "live_collectors")
 
 
 def update_row(figures: dict[str, float], stat_names: Sequence[str],

@@ -74,7 +74,7 @@ class ReplayLearnerRank:
         # a collector whose receive is not posted is held back (parked)
         self.inbox = CollectorInbox(job, self.collectors, job.stream_layout())
         self.weights = LatestWeights(self.world, job.my_subscribers, job.header_only,
-                                     job.codec)
+                                     job.codec, self.inbox.watch)
         r = cfg.replay
         self.tolerance = r.ratio_tolerance
         per_round = r.gradient_steps if r.gradient_steps >= 0 else r.train_freq * cfg.env.num_envs
@@ -175,6 +175,7 @@ class ReplayLearnerRank:
             gradients=1, applied=row.applied_steps, grad_norm_sum=row.grad_norm_sum,
             skipped_updates=row.skipped_updates,
             learning_rate=self.learner.algorithm.learning_rate,
+            live_collectors=self.inbox.live,
             replay_ratio=row.gradient_steps / max(row.env_steps, 1))
         for name, value in row.stats.items():
             report[self.layout.index(name)] = value / row.rounds
@@ -191,7 +192,7 @@ class ReplayLearnerRank:
             busy = self._take_chunks() > 0
             busy = self._train() or busy
             self.weights.push()
-            if self.row.env_steps >= self.per_update:
+            if self.row.env_steps >= self.per_update or self._too_few_live():
                 command = self._end_update()
                 if command & STOP:
                     break
@@ -203,6 +204,12 @@ class ReplayLearnerRank:
                 idle = min(idle * 2, 2e-3)
         self._drain()
         self.leader.finish(self.actor)
+
+    def _too_few_live(self) -> bool:
+        """Fewer collectors live than ``scheme.min_collectors``: the update ends now (the
+        leader then checkpoints and stops) instead of waiting for chunks that may never
+        come."""
+        return self.job.survives and self.inbox.live < self.job.config.scheme.min_collectors
 
     def _end_update(self) -> int:
         self.leader.record(self._report()[None, :])
@@ -219,15 +226,23 @@ class ReplayLearnerRank:
     def _checkpoint(self) -> None:
         """Take each collector's state and every chunk sent before it, then write."""
         states: dict[int, dict[str, Any]] = {}
-        while len(states) < len(self.collectors):
+        watch = self.inbox.watch
+        for rank in watch.live:
+            watch.waiting(rank, "state")
+        while any(rank not in states for rank in watch.live):  # a lost one is not waited for
             envelope = probe_any(self.world, tag=TAG_STATE)
             if envelope is None:
+                watch.check_overdue()
                 if not self._take_chunks(whole=True):
                     time.sleep(1e-3)
                 continue
             states[envelope.source] = self.world.recv(source=envelope.source, tag=TAG_STATE)
+            watch.arrived(envelope.source, "state")
+        for rank in self.collectors:
+            watch.arrived(rank, "state")
         for i, rank in enumerate(self.collectors):
-            while self.inbox.received[i] < states[rank]["sent_before"]:
+            while (rank in states and not self.inbox.lost(i)
+                   and self.inbox.received[i] < states[rank]["sent_before"]):
                 if not self.inbox.posted[i]:  # parked, owing a chunk the checkpoint holds
                     self.inbox.post(i)
                 if not self._take_chunks(whole=True):

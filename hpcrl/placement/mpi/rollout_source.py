@@ -23,6 +23,7 @@ from hpcrl.core.rollout import Rollout
 from hpcrl.placement.mpi.inbox import CollectorInbox
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import LatestWeights, send_weights
+from hpcrl.placement.mpi.lost_collectors import CollectorWatch, LostCollectorError
 from hpcrl.placement.mpi.protocol import TAG_DONE, TAG_PREEMPT
 from hpcrl.placement.mpi.streams import StreamIn
 from hpcrl.roles.collector import Collector
@@ -59,6 +60,7 @@ class OwnEnvs:
         self.notice = np.zeros(1, np.int64)
         self.inbox = [np.zeros(1, np.int64) for _ in self.peers]
         self.dropped = 0
+        self.live_collectors = 1  # this worker itself
 
     def publish(self, weights: Weights) -> None:
         """Give the collector ``weights``: their version alone when it acts with the learner's
@@ -115,6 +117,8 @@ class SyncCollectors:
         self.needed = math.ceil(p.fraction_workers * len(self.collectors))
         self.notice = np.zeros(1, np.int64)
         self.dropped = 0
+        self.live_collectors = len(self.collectors)  # a lost one ends the job
+        self.timeout = job.config.scheme.collector_timeout_s
 
     def publish(self, weights: Weights) -> None:
         """Send ``weights`` to every subscriber (header only where an inference rank acts for it)
@@ -133,7 +137,8 @@ class SyncCollectors:
         waiting = list(range(len(self.collectors)))
         told = False
         while waiting:
-            index, _ = wait_any([heads[i] for i in waiting])
+            index = self._next([heads[i] for i in waiting], [self.collectors[i]
+                                                            for i in waiting])
             i = waiting.pop(index)
             self.streams[i].take()
             arrived = len(self.collectors) - len(waiting)
@@ -145,6 +150,25 @@ class SyncCollectors:
         rollouts = [stream.buffer for stream in self.streams]  # in collector order
         seconds = float(np.mean([r.collect_seconds for r in rollouts]))
         return rollouts, seconds, time.perf_counter() - started
+
+    def _next(self, heads: list[Any], ranks: list[int]) -> int:
+        """The index of the next of ``heads`` to arrive; a wait past
+        ``scheme.collector_timeout_s`` ends the job naming the collectors still waited for
+        (a synchronous learner cannot go on without them)."""
+        try:
+            index, _ = wait_any(heads, timeout=self.timeout if self.timeout > 0 else None)
+        except TimeoutError:
+            names = ", ".join(f"rank {r} on {self._host(r)}" for r in ranks)
+            raise LostCollectorError(
+                f"no rollout from collector {names} for {self.timeout:g} s "
+                f"(scheme.collector_timeout_s): hung, stopped or cut off; a synchronous "
+                f"scheme cannot go on without it, so the job ends (resume it from its last "
+                f"checkpoint)") from None
+        return index
+
+    def _host(self, rank: int) -> str:
+        peers = self.job.peers
+        return peers[rank].host if peers is not None else "its node"
 
     def states(self) -> list[dict[str, Any]]:
         """``[]``: collector ranks send their states to the leader themselves."""
@@ -162,12 +186,18 @@ class AsyncCollectors:
         self.job, self.world = job, job.world
         self.collectors = job.my_collectors
         layout = job.layout()
-        self.inbox = CollectorInbox(job, self.collectors, layout)
+        self.watch = CollectorWatch(job, self.collectors)
+        self.inbox = CollectorInbox(job, self.collectors, layout, self.watch)
         self.batch = [layout.new() for _ in self.collectors]
         self.weights = LatestWeights(self.world, job.my_subscribers, job.header_only,
-                                     job.codec)
+                                     job.codec, self.watch)
         self.max_lag = job.config.scheme.max_policy_lag
         self.dropped = 0
+
+    @property
+    def live_collectors(self) -> int:
+        """This worker's collectors not lost: the batch of an update is filled by them."""
+        return self.inbox.live
 
     def publish(self, weights: Weights) -> None:
         """Offer the newest weights; a collector still reading older ones gets these as
@@ -182,7 +212,8 @@ class AsyncCollectors:
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
         """As many rollouts as there are collectors, from whichever arrive first, dropping (and
         counting) those more than ``scheme.max_policy_lag`` versions old; pushes weights while
-        waiting. Returns them, the mean collect time and the wait."""
+        waiting. Returns them, the mean collect time and the wait. With collectors lost, the
+        live ones fill the batch (one may give two rollouts of an update)."""
         started = time.perf_counter()
         taken = 0
         while taken < len(self.batch):

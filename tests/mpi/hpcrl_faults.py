@@ -1,0 +1,122 @@
+"""Fault injection on real ranks, imported by env id as ``hpcrl_faults:FaultyCartPole-v0``.
+
+``HPCRL_FAULT`` says what happens to which ranks, as
+``WHEN:RANKS`` with ``RANKS`` like ``2`` or ``2,3`` (``OMPI_COMM_WORLD_RANK`` under Open MPI,
+``PMI_RANK`` under MPICH):
+
+* ``rollout:R``  SIGKILL in the middle of a rollout (``HPCRL_FAULT_STEP`` env steps in);
+* ``send:R``     SIGKILL right after a rollout's send started (its data still in flight);
+* ``weights:R``  SIGKILL right after a weights message's header arrived, its parameters
+  still on their way;
+* ``raise:R``    the env raises ``RuntimeError`` in a rollout;
+* ``hang:R``     SIGSTOP in a rollout (the learner's ``scheme.collector_timeout_s`` kills it).
+
+The patches are made when the env is built on a faulty rank, before its loop starts; every
+other rank runs unchanged. ``HPCRL_FAULT_AFTER_S`` holds the fault back until that many
+seconds after the env was built (so that the job has checkpointed first).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import gymnasium as gym
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+from gymnasium.envs.classic_control.pendulum import PendulumEnv
+
+
+def _fault() -> tuple[str, set[str]]:
+    when, _, ranks = os.environ.get("HPCRL_FAULT", "").partition(":")
+    return when, {r for r in ranks.split(",") if r}
+
+
+def _faulty() -> str | None:
+    when, ranks = _fault()
+    rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", ""))
+    return when if rank in ranks else None
+
+
+def _kill() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+_PATCHED = False
+_BUILT = time.monotonic()
+
+
+def _armed() -> bool:
+    return time.monotonic() - _BUILT >= float(os.environ.get("HPCRL_FAULT_AFTER_S", "0"))
+
+
+def _patch(when: str) -> None:
+    """Kill this rank inside the library code the fault names."""
+    global _PATCHED
+    if _PATCHED:
+        return
+    _PATCHED = True
+    if when == "send":
+        from hpcrl.placement.mpi import streams
+
+        original_send = streams.StreamOut.send
+
+        def send(self, buffer):
+            requests = original_send(self, buffer)
+            if _armed():
+                _kill()
+            return requests
+
+        streams.StreamOut.send = send
+    elif when == "weights":
+        from hpcrl.placement.mpi import latest_weights
+
+        original_post = latest_weights.ParamsReceiver.post
+
+        def post(self):
+            request = original_post(self)
+            if _armed():
+                _kill()
+            return request
+
+        latest_weights.ParamsReceiver.post = post
+
+
+class _Faulty:
+    """The fault of ``HPCRL_FAULT`` for the env class it is mixed into."""
+
+    def _arm(self) -> None:
+        self.when = _faulty()
+        self.steps = 0
+        self.at = int(os.environ.get("HPCRL_FAULT_STEP", "200"))
+        if self.when in ("send", "weights"):
+            _patch(self.when)
+
+    def step(self, action):
+        self.steps += 1
+        if self.when in ("rollout", "raise", "hang") and self.steps >= self.at and _armed():
+            if self.when == "rollout":
+                _kill()
+            if self.when == "raise":
+                raise RuntimeError("the env broke (injected fault)")
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return super().step(action)
+
+
+class FaultyCartPole(_Faulty, CartPoleEnv):
+    """CartPole on which ``HPCRL_FAULT`` strikes the ranks it names."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._arm()
+
+
+class FaultyPendulum(_Faulty, PendulumEnv):
+    """Pendulum (continuous actions, for SAC) on which ``HPCRL_FAULT`` strikes."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._arm()
+
+
+gym.register("FaultyCartPole-v0", entry_point=FaultyCartPole, max_episode_steps=500)
+gym.register("FaultyPendulum-v0", entry_point=FaultyPendulum, max_episode_steps=200)
