@@ -89,7 +89,7 @@ from node_throughput import SF_STATUS
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "examples" / "showcase-vizdoom.yaml"
-FIGURES = ROOT / "benchmarks" / "figures"
+FIGURES = ROOT / "docs" / "figures"  # shown on docs/benchmarks.md (mkdocs serves docs/)
 
 
 @dataclass(frozen=True)
