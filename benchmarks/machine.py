@@ -5,7 +5,7 @@ AVX512-BF16 or AMX, others AVX2 only), and the libraries pick their kernels from
 ATen (AVX2 or AVX512), oneDNN's convolutions (bfloat16 natively or emulated), numpy's SIMD
 loops (float32 tanh and exp have AVX512 forms) and OpenBLAS's GEMM (a Haswell or SkylakeX
 kernel). A figure only compares with another taken on the same CPU, so every benchmark
-prints :func:`machine_line` first and a README figure quotes it.
+prints :func:`machine_line` first and a figure of docs/benchmarks.md quotes it.
 
 Variables that make these libraries act as on a CPU with fewer features
 (``ATEN_CPU_CAPABILITY``, ``NPY_DISABLE_CPU_FEATURES``, ``OPENBLAS_CORETYPE``,

@@ -29,7 +29,7 @@ replay learners on a [32, 32] net with batches of 32 and a 50k replay (full afte
 
     python benchmarks/soak.py                         # every preset, 180 s each
     python benchmarks/soak.py --presets async-ppo --seconds 600
-    python benchmarks/soak.py --light --seconds 240   # the README's table
+    python benchmarks/soak.py --light --seconds 240   # the table of docs/benchmarks.md
     python benchmarks/soak.py --light --presets apex --seconds 2400 --samples apex.csv
 """
 from __future__ import annotations

@@ -94,7 +94,8 @@ def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True) -> None:
                    "(pip install \"hpcrl[video]\").")
 @click.option("--record", "record_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the episodes, one row per step, to this demonstration file "
-                   "(.npz: obs, actions, rewards, terminated, truncated; README: Evaluating).")
+                   "(.npz: obs, actions, rewards, terminated, truncated; docs/evaluation.md: "
+                   "Demonstration files).")
 @click.option("--best", is_flag=True, help="The policy that scored best in the evaluations "
               "during training (checkpoints/best.pt; train.eval_every), not the last.")
 @click.option("--max-episode-steps", type=click.IntRange(min=1), default=None,

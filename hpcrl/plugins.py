@@ -34,7 +34,8 @@ from hpcrl.scripts import (
     training_call,
 )
 
-CONTRACTS = "the contracts in hpcrl/contracts.py (README: Writing your own components)"
+CONTRACTS = (
+    "the contracts in hpcrl/contracts.py (docs/components.md: Writing your own components)")
 
 
 class PluginError(ExplainedError, ValueError):

@@ -1,5 +1,5 @@
-"""The README's Python API script (README: Writing your own components) as a user runs it:
-written to a directory as ``myapi.py``, with or without its ``if __name__ == "__main__":``
+"""The docs' Python API script (docs/components.md: Writing your own components) as a user
+runs it: written to a directory as ``myapi.py``, with or without its ``if __name__ == "__main__":``
 guard, and started with ``python myapi.py`` (or under ``mpiexec``)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 from typing import Optional
 
-README = Path(__file__).parents[1] / "README.md"
+README = Path(__file__).parents[1] / "docs" / "components.md"  # where the script is shown
 INTRO = "A script that defines its own components and trains them, `myapi.py`"
 GUARD = 'if __name__ == "__main__":'
 README_SETS = 'sets=["train.total_env_steps=40000"]'
@@ -25,7 +25,7 @@ def readme_script(guarded: bool = True, sets: Optional[list[str]] = None) -> str
     steps; ``guarded=False``: the training moved out of the guard to the top level."""
     text = README.read_text()
     block = re.search(re.escape(INTRO) + r".*?```python\n(.*?)```", text, re.S)
-    assert block, f"README.md has no python block after {INTRO!r}"
+    assert block, f"{README} has no python block after {INTRO!r}"
     script = block.group(1)
     assert README_SETS in script and GUARD in script, "the README's script changed shape"
     script = script.replace(README_SETS, f"sets={sets if sets is not None else TINY!r}")

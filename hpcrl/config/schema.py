@@ -151,14 +151,14 @@ class ActorConfig:
         "dimension is no larger than the first: RGB frames, MinAtar), 'first' or 'last'.",
         "auto")
     compute_dtype: Literal["float32", "bfloat16"] = doc(
-        "Number format of the image encoders (nature_cnn, impala_resnet): 'bfloat16' runs "
-        "their convolutions and linear layer under torch.autocast, on learners and collectors "
-        "alike: forward and backward of the Nature CNN 1.9x faster on a CPU with AVX512-BF16 "
-        "or AMX (README: Atari), the tensor-core path on a GPU (a device without native "
+        "Number format of the image encoders (nature_cnn, impala_resnet): 'bfloat16' runs their "
+        "convolutions and linear layer under torch.autocast, on learners and collectors alike: "
+        "forward and backward of the Nature CNN 1.9x faster on a CPU with AVX512-BF16 or AMX "
+        "(docs/envs.md: Networks), the tensor-core path on a GPU (a device without native "
         "bfloat16 gets a warning: it would be slower). The weights and their gradients, the "
-        "optimiser, the all-reduce, the memory core, trunk, heads and losses and the "
-        "checkpoints stay float32, so a policy trained either way loads into the other. Needs "
-        "an image encoder; a network of your own can use torch.autocast in its forward.",
+        "optimiser, the all-reduce, the memory core, trunk, heads and losses and the checkpoints "
+        "stay float32, so a policy trained either way loads into the other. Needs an image "
+        "encoder; a network of your own can use torch.autocast in its forward.",
         "float32")
 
 
@@ -169,11 +169,11 @@ class AlgoConfig:
     name: str = doc(
         "Algorithm: 'ppo' (clipped surrogate), 'a2c', 'impala' (actor-critic with V-trace "
         "targets, see algo.vtrace_*), or the off-policy 'dqn', 'sac', 'td3', 'ddpg', 'mpo' "
-        "(replay.*); "
-        "or your own as 'module:Class', a subclass of hpcrl.PPO, hpcrl.A2C, hpcrl.IMPALA or "
-        "hpcrl.Algorithm (it runs wherever its base runs; README: Writing your own "
-        "components). Keys you leave unset whose good value depends on the algorithm take its "
-        "standard values (hpcrl/config/algo_defaults.py); the defaults shown here are PPO's.",
+        "(replay.*); or your own as 'module:Class', a subclass of hpcrl.PPO, hpcrl.A2C, "
+        "hpcrl.IMPALA or hpcrl.Algorithm (it runs wherever its base runs; docs/components.md: "
+        "Writing your own components). Keys you leave unset whose good value depends on the "
+        "algorithm take its standard values (hpcrl/config/algo_defaults.py); the defaults shown "
+        "here are PPO's.",
         "ppo")
     kwargs: dict = doc("Keyword arguments of a plug-in algorithm's constructor (algo.name="
                        "'module:Class'), checked against its signature.", factory=dict)
@@ -335,10 +335,10 @@ class SchemeConfig:
         "Asynchronous collection: a rollout collected with weights more than this many "
         "updates old is dropped instead of trained on.", 4)
     min_collectors: int = doc(
-        "Asynchronous collection under an MPI that survives a lost rank (Open MPI 5 with "
-        "`mpiexec --with-ft ulfm`; README: Lost collectors): the job goes on without a "
-        "collector rank that died or hung, until fewer than this many collector ranks are "
-        "live; then it checkpoints and stops with exit status 3, which the Slurm templates "
+        "Asynchronous collection under an MPI that survives a lost rank (Open MPI 5 with `mpiexec "
+        "--with-ft ulfm`; docs/reliability.md: Lost collectors): the job goes on without a "
+        "collector rank that died or hung, until fewer than this many collector ranks are live; "
+        "then it checkpoints and stops with exit status 3, which the Slurm templates "
         "requeue on, and the resumed job starts at its full size again.", 1)
     collector_timeout_s: float = doc(
         "A collector rank whose next rollout (or transition chunk, or checkpoint state) "

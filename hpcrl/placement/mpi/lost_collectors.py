@@ -68,7 +68,7 @@ class CollectorWatch:
         if not self.survives:
             raise LostCollectorError(
                 f"{line}; this MPI cannot go on without it, so the job ends (resume it from "
-                f"its last checkpoint; README: Lost collectors)")
+                f"its last checkpoint; docs/reliability.md: Lost collectors)")
         if hung and self.job.peers is not None:
             killed = stop_hung_rank(self.job.peers[rank])
             line += ("; killed (SIGKILL) so that MPI counts it dead" if killed else
