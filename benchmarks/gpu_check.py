@@ -8,13 +8,15 @@ minutes). Each check is the command a user runs, in its own process:
 - ``ddppo`` on 2 ranks sharing the GPU with the MPI all-reducer (its pinned host stage);
 - the NCCL all-reducer on a group of one rank, and its refusal of two ranks on one GPU;
 - ``impala`` with its learner on the GPU and CPU collectors;
+- ``async-ppo`` with its learner and an inference rank on the GPU, acting for 2 CPU
+  collectors;
 - ``a3c`` with its updater on the GPU;
 - SAC with its learner on the GPU (replay on the host);
 - recurrent PPO (a GRU through cuDNN, its collector's state on the GPU) serially, and an
   LSTM under ``impala`` (GPU learner recomputing the CPU collectors' sequences);
 - an IMPALA ResNet on MinAtar frames computing in bfloat16 (``actor.compute_dtype``) with
   its learner on the GPU and CPU collectors;
-- the README's own components (``examples/custom_components.py``: a loss, a network, a
+- the components of the docs' own example (``examples/custom_components.py``: a loss, a network, a
   wrapper) on 2 ``ddppo`` ranks sharing the GPU;
 - evaluation of a GPU-trained run with ``hpcrl eval --device cuda``.
 
@@ -198,6 +200,10 @@ def checks(steps: int, device: str, tmp: Path) -> list[tuple[str, Callable[[], s
                              tmp / "ddppo-mpi")),
         ("impala: GPU learner, 2 CPU collectors",
          lambda: train_check(3, on + ["scheme.preset=impala"], tmp / "impala")),
+        ("async-ppo: GPU learner + GPU inference rank",
+         lambda: train_check(4, on + ["scheme.preset=async-ppo", "scheme.inference_ranks=1",
+                                      f"scheme.inference_device={device}"],
+                             tmp / "inference")),
         ("a3c: updater on the GPU, 2 workers",
          lambda: train_check(3, on + ["scheme.preset=a3c"], tmp / "a3c")),
         ("SAC: GPU learner, host replay (Pendulum)",
