@@ -10,26 +10,39 @@ a field touches no offset anywhere.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar, cast, overload
 
 import numpy as np
 
 from hpcrl.core.rollout import Field, attach_slices, field_slices, slices_words
 
+R = TypeVar("R", bound="Record")
 
-class RecordLayout:
+
+class RecordLayout(Generic[R]):
     """An ordered list of fields; equal layouts give interchangeable buffers.
 
     A field is ``(name, shape)`` (float32), ``(name, shape, dtype)``, or ``(name, layout)``:
     a nested record of another layout (its record is built with that layout's
     ``record_type``). ``record_type`` is the :class:`Record` subclass :meth:`new` and
-    :meth:`wrap` build.
+    :meth:`wrap` build. The layout is generic in it (``RecordLayout[GradientInfo]``), so the
+    type checker knows the fields of the records a layout makes: a subclass declares them
+    as class-level annotations.
     """
 
-    def __init__(self, fields: Iterable[Field | tuple[str, RecordLayout]],
-                 record_type: type[Record] | None = None) -> None:
+    @overload
+    def __init__(self: RecordLayout[Record],
+                 fields: Iterable[Field | tuple[str, RecordLayout[Any]]],
+                 record_type: None = None) -> None: ...
+
+    @overload
+    def __init__(self, fields: Iterable[Field | tuple[str, RecordLayout[Any]]],
+                 record_type: type[R]) -> None: ...
+
+    def __init__(self, fields: Iterable[Field | tuple[str, RecordLayout[Any]]],
+                 record_type: type[R] | None = None) -> None:
         flat: list[Field] = []
-        self.parts: dict[str, RecordLayout] = {}
+        self.parts: dict[str, RecordLayout[Any]] = {}
         for field in fields:
             if isinstance(field[1], RecordLayout):  # a nested record, 8-byte aligned
                 self.parts[field[0]] = field[1]
@@ -37,7 +50,8 @@ class RecordLayout:
             else:
                 flat.append(field)
         self.fields: tuple[Field, ...] = tuple(flat)
-        self.record_type = record_type or Record
+        # no record_type: plain Record, which the first overload types as R
+        self.record_type: type[R] = cast("type[R]", record_type or Record)
         names = [f[0] for f in self.fields]
         if len(set(names)) != len(names):
             raise ValueError(f"a record layout repeats a field name: {names}")
@@ -49,23 +63,28 @@ class RecordLayout:
         # (a layout never changes, and records are made every update)
         self.words: int = words + words % 2
 
-    def new(self) -> Record:
+    def new(self) -> R:
         """A record of zeros in a buffer of its own."""
         return self.record_type(self, np.zeros(self.words, np.float32))
 
-    def wrap(self, data: np.ndarray) -> Record:
+    def wrap(self, data: np.ndarray) -> R:
         """The record whose buffer is ``data`` (a received row, a slice of a bigger one)."""
         return self.record_type(self, data)
 
-    def rows(self, matrix: np.ndarray) -> list[Record]:
+    def rows(self, matrix: np.ndarray) -> list[R]:
         """One record per row of ``matrix`` (each row a buffer of this layout)."""
         return [self.wrap(row) for row in matrix]
 
 
 class Record:
-    """The fields of a :class:`RecordLayout` as attributes, views of ``data``."""
+    """The fields of a :class:`RecordLayout` as attributes, views of ``data``.
 
-    def __init__(self, layout: RecordLayout, data: np.ndarray) -> None:
+    A subclass that code reads by attribute declares its layout's fields as class-level
+    annotations (``version: np.ndarray``; a nested record as its record type), so the type
+    checker sees them; the values are still set here, from the layout.
+    """
+
+    def __init__(self, layout: RecordLayout[Any], data: np.ndarray) -> None:
         if data.dtype != np.float32 or data.size != layout.words or data.ndim != 1:
             raise ValueError(f"a record of this layout needs a 1-d float32 buffer of "
                              f"{layout.words} words, got {data.dtype} {data.shape}")
@@ -82,7 +101,7 @@ class Record:
     def __setitem__(self, name: str, value: Any) -> None:
         self.set(**{name: value})
 
-    def set(self, **values: Any) -> Record:
+    def set(self: R, **values: Any) -> R:
         """Write fields by name (a scalar field takes a number)."""
         for name, value in values.items():
             if name not in self.layout.names:
@@ -94,7 +113,7 @@ class Record:
         """A scalar field as a Python number."""
         return getattr(self, name).item()
 
-    def copy_from(self, other: Record) -> Record:
+    def copy_from(self: R, other: Record) -> R:
         """Copy ``other``'s values (a record of the same layout) into this one; returns it."""
         self.data[:] = other.data
         return self

@@ -32,12 +32,22 @@ from hpcrl.roles.moments import MomentsRecord, moments_layout
 COLLECT, STOP, CHECKPOINT, PREEMPTED = 0, 1, 2, 4
 
 
-def weights_header_layout(num_buffer_values: int) -> RecordLayout:
+class WeightsHeader(Record):
+    """The header record of a weights message (:func:`weights_header_layout`): its fields,
+    declared for the type checker; each is a view of the record's buffer."""
+
+    command: np.ndarray  # int64 scalar: COLLECT, or STOP/CHECKPOINT/PREEMPTED bits
+    version: np.ndarray  # int64 scalar: the updater's step count
+    buffers: np.ndarray  # float64 [num_buffer_values]: the module's buffers
+
+
+def weights_header_layout(num_buffer_values: int) -> RecordLayout[WeightsHeader]:
     """The header of a weights message: the job-control command (:data:`COLLECT`, or
     :data:`STOP`/:data:`CHECKPOINT`/:data:`PREEMPTED` bits: stop because a stop signal came,
     not because training ended), the version, and the module's buffers (float64)."""
     return RecordLayout([("command", (), np.int64), ("version", (), np.int64),
-                         ("buffers", (num_buffer_values,), np.float64)])
+                         ("buffers", (num_buffer_values,), np.float64)],
+                        record_type=WeightsHeader)
 
 
 @dataclass
@@ -46,7 +56,7 @@ class Weights:
     :func:`weights_header_layout`, sent first) and ``params`` (float32)."""
 
     params: np.ndarray
-    header: Record
+    header: WeightsHeader
 
     @staticmethod
     def new(num_params_: int, num_buffer_values: int, pinned: bool = False) -> Weights:
@@ -111,7 +121,20 @@ class Weights:
         flat_to_buffers(module, torch.from_numpy(self.header.buffers))
 
 
-def gradient_info_layout(num_stats: int, obs_dim: int, rnd_dim: int = 0) -> RecordLayout:
+class GradientInfo(Record):
+    """The info record beside a gradient (:func:`gradient_info_layout`): its fields,
+    declared for the type checker; each is a view of the record's buffer."""
+
+    weights_version: np.ndarray  # int64 scalar
+    num_samples: np.ndarray  # int64 scalar
+    new_env_steps: np.ndarray  # int64 scalar
+    progress: np.ndarray  # float64 scalar
+    stats: np.ndarray  # float64 [num_stats]
+    moments: MomentsRecord  # a nested record over its part of the buffer
+
+
+def gradient_info_layout(num_stats: int, obs_dim: int,
+                         rnd_dim: int = 0) -> RecordLayout[GradientInfo]:
     """What travels beside a gradient: the weights version it was computed with, its
     samples, the env steps its rollouts added (non-zero on the first gradient of an update
     only), the training progress in [0, 1] that sets the schedules, the algorithm's loss
@@ -120,7 +143,8 @@ def gradient_info_layout(num_stats: int, obs_dim: int, rnd_dim: int = 0) -> Reco
     return RecordLayout([("weights_version", (), np.int64), ("num_samples", (), np.int64),
                          ("new_env_steps", (), np.int64), ("progress", (), np.float64),
                          ("stats", (num_stats,), np.float64),
-                         ("moments", moments_layout(obs_dim, rnd_dim))])
+                         ("moments", moments_layout(obs_dim, rnd_dim))],
+                        record_type=GradientInfo)
 
 
 @dataclass
@@ -136,7 +160,7 @@ class Gradient:
     """
 
     grads: torch.Tensor
-    info: Record
+    info: GradientInfo
     stage: torch.Tensor | None = None  # pinned host copy of a device gradient
 
     @staticmethod

@@ -20,7 +20,7 @@ GROUPS = ("obs", "ret")
 RND_GROUPS = ("rnd_obs", "rnd_ret")  # RND's inputs and raw intrinsic returns
 
 
-def moments_layout(obs_dim: int, rnd_dim: int = 0) -> RecordLayout:
+def moments_layout(obs_dim: int, rnd_dim: int = 0) -> RecordLayout[MomentsRecord]:
     """Count, mean and M2 of the observations (``obs_dim`` values) and of the returns; with
     ``rnd_dim`` (RND's input values) also of RND's inputs and intrinsic returns."""
     f8 = np.float64

@@ -29,11 +29,17 @@ from hpcrl.core.algorithms import make_algorithm
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch, receive_state
-from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, TAG_STATE, ReportLayout
+from hpcrl.placement.mpi.protocol import (
+    CHECKPOINT,
+    PREEMPTED,
+    STOP,
+    TAG_STATE,
+    Report,
+    ReportLayout,
+)
 from hpcrl.placement.mpi.reducers import combine_infos
 from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
 from hpcrl.roles.gradient_worker import GradientWorker
-from hpcrl.roles.layout import Record
 from hpcrl.roles.messages import Gradient, Weights
 from hpcrl.roles.updater import Updater
 
@@ -102,7 +108,7 @@ class WorkerRank:
         return self.weights.capture(self.actor, self.version, command)
 
     # -- one gradient step -------------------------------------------------------------------
-    def _step(self, gradient: Gradient, times: dict[str, float], report: Record) -> None:
+    def _step(self, gradient: Gradient, times: dict[str, float], report: Report) -> None:
         """Combine ``gradient`` over the workers and apply it (here, or on the updater)."""
         t = time.perf_counter()
         learners = self.job.learners
@@ -129,7 +135,7 @@ class WorkerRank:
         self.layout.add_applied(report, self.updater.last_stats["grad_norm"])
 
     # -- the loop ----------------------------------------------------------------------------
-    def learn(self) -> Record:
+    def learn(self) -> Report:
         """One update's learning: gather its rollouts, compute each gradient step, combine it
         over the workers and apply it; returns this rank's report of the update."""
         cfg = self.job.config
@@ -191,7 +197,7 @@ class WorkerRank:
             self.allreducer.close()
 
 
-def end_of_update(job: MpiJob, leader: Leader | None, report: Record,
+def end_of_update(job: MpiJob, leader: Leader | None, report: Report,
                   layout: ReportLayout) -> np.ndarray:
     """Gather the reports on rank 0, which records them; broadcast [command, env steps]."""
     rows = gather_rows(job.learners, report.data, root=0)

@@ -27,12 +27,36 @@ REPORT_FIELDS = ("env_steps", "episodes", "return_sum", "length_sum", "policy_la
                  "skipped_updates", "live_collectors")
 
 
-class ReportLayout(RecordLayout):
+class Report(Record):
+    """One gradient worker's figures of an update (a record of :class:`ReportLayout`): the
+    fields of :data:`REPORT_FIELDS`, declared for the type checker (float64 scalars, views of
+    the record's buffer); the loss terms that follow are named by the algorithm, so they are
+    read by key (``report[name]``)."""
+
+    env_steps: np.ndarray
+    episodes: np.ndarray
+    return_sum: np.ndarray
+    length_sum: np.ndarray
+    policy_lag: np.ndarray
+    time_collect_s: np.ndarray
+    time_wait_s: np.ndarray
+    time_compute_s: np.ndarray
+    time_communicate_s: np.ndarray
+    dropped_rollouts: np.ndarray
+    gradients: np.ndarray
+    applied: np.ndarray
+    grad_norm_sum: np.ndarray
+    learning_rate: np.ndarray
+    skipped_updates: np.ndarray
+    live_collectors: np.ndarray
+
+
+class ReportLayout(RecordLayout[Report]):
     """The record each gradient worker sends per update: one float64 field per figure
     (:data:`REPORT_FIELDS`), then one per loss term of the algorithm."""
 
     def __init__(self, stat_names: tuple[str, ...]) -> None:
-        super().__init__(scalar_fields(REPORT_FIELDS + tuple(stat_names)))
+        super().__init__(scalar_fields(REPORT_FIELDS + tuple(stat_names)), record_type=Report)
         self.stat_names = tuple(stat_names)
 
     def index(self, name: str) -> str:
@@ -41,13 +65,13 @@ class ReportLayout(RecordLayout):
             raise KeyError(f"no figure {name!r} in the report")
         return name
 
-    def fill(self, report: Record, **values: float) -> Record:
+    def fill(self, report: Report, **values: float) -> Report:
         """Set the named figures of ``report``; returns it."""
         return report.set(**values)
 
-    def fill_update(self, report: Record, rollouts: Sequence[Any], policy_lag: float,
+    def fill_update(self, report: Report, rollouts: Sequence[Any], policy_lag: float,
                     t_collect: float, t_wait: float, times: dict[str, float], dropped: int,
-                    learning_rate: float, live_collectors: int = 1) -> Record:
+                    learning_rate: float, live_collectors: int = 1) -> Report:
         """The figures of one finished update: env steps, episodes, lag, time split, and how
         many of the ranks that collect for this worker are live."""
         finished = [r.finished_episodes() for r in rollouts]
@@ -60,14 +84,15 @@ class ReportLayout(RecordLayout):
                           dropped_rollouts=dropped, learning_rate=learning_rate,
                           live_collectors=live_collectors)
 
-    def add_stats(self, report: Record, sums: Sequence[float], count: int = 1) -> None:
+    def add_stats(self, report: Report, sums: Sequence[float] | np.ndarray,
+                  count: int = 1) -> None:
         """Accumulate the loss terms of ``count`` computed gradients (``sums``: their sums,
         in ``stat_names`` order)."""
         for name, value in zip(self.stat_names, sums, strict=True):
             report[name] += float(value)
         report.gradients += count
 
-    def add_applied(self, report: Record, grad_norm: float) -> None:
+    def add_applied(self, report: Report, grad_norm: float) -> None:
         """Count one optimiser step this rank applied, and its gradient norm before clipping
         (a step dropped for a non-finite gradient, ``grad_norm`` NaN or inf, counts in
         ``skipped_updates``)."""

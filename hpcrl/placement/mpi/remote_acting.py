@@ -38,6 +38,32 @@ STEP, VALUE, ACT, BYE = 1, 2, 3, 4  # what a request asks for (BYE: the collecto
 REPLY_POLL = Poll(initial_s=5e-6, max_s=2e-4, growth=1.5)
 
 
+class ActRequest(Record):
+    """A collector's request to its inference rank (:meth:`ActingSpec.request_layout`): its
+    fields, declared for the type checker (views of the record's buffer, ``[envs, ...]`` per
+    env). ``noise`` exists only when the policy draws noise, ``state`` only for a recurrent
+    actor."""
+
+    method: np.ndarray  # int64 scalar: STEP, VALUE, ACT or BYE
+    version: np.ndarray  # int64 scalar: the weights version the collector needs
+    count: np.ndarray  # int64 scalar: rows a VALUE request fills
+    obs: np.ndarray
+    noise: np.ndarray
+    state: np.ndarray
+
+
+class ActReply(Record):
+    """An inference rank's reply (:meth:`ActingSpec.reply_layout`): its fields, declared for
+    the type checker. ``log_probs`` and ``values`` exist only for an actor-critic, ``state``
+    only for a recurrent actor."""
+
+    version: np.ndarray  # int64 scalar: the weights version that acted
+    actions: np.ndarray
+    log_probs: np.ndarray
+    values: np.ndarray
+    state: np.ndarray
+
+
 @dataclass(frozen=True)
 class ActingSpec:
     """The shapes and dtypes of one env's part of a request and of its reply.
@@ -56,7 +82,7 @@ class ActingSpec:
     action_dtype: str
     on_policy: bool
 
-    def request_layout(self, envs: int) -> RecordLayout:
+    def request_layout(self, envs: int) -> RecordLayout[ActRequest]:
         """The record a collector of ``envs`` envs sends: method, version, count, observations,
         and the noise and recurrent state when there are any."""
         fields: list[Any] = [("method", (), np.int64), ("version", (), np.int64),
@@ -66,9 +92,9 @@ class ActingSpec:
             fields.append(("noise", (envs,) + self.noise_shape, np.float32))
         if self.state_size:
             fields.append(("state", (envs, self.state_size), np.float32))
-        return RecordLayout(fields)
+        return RecordLayout(fields, record_type=ActRequest)
 
-    def reply_layout(self, envs: int) -> RecordLayout:
+    def reply_layout(self, envs: int) -> RecordLayout[ActReply]:
         """The record an inference rank answers with: version and actions, log-probs and values
         for an actor-critic, and the next recurrent state when there is one."""
         fields: list[Any] = [("version", (), np.int64),
@@ -78,7 +104,7 @@ class ActingSpec:
             fields += [("log_probs", (envs,), np.float32), ("values", (envs,), np.float32)]
         if self.state_size:
             fields.append(("state", (envs, self.state_size), np.float32))
-        return RecordLayout(fields)
+        return RecordLayout(fields, record_type=ActReply)
 
 
 def actor_critic_spec(actor: Any, obs_shape: tuple[int, ...], obs_dtype: str,
@@ -118,7 +144,7 @@ def acting_spec(job: Any, module: Any) -> ActingSpec:
 
 
 def acting_records(spec: ActingSpec, envs: int, region: np.ndarray | None
-                   ) -> tuple[Record, Record]:
+                   ) -> tuple[ActRequest, ActReply]:
     """A collector's request and reply records: in buffers of their own, or one after the
     other in its ``acting`` region of the node's window (the inference rank maps the same)."""
     request_layout, reply_layout = spec.request_layout(envs), spec.reply_layout(envs)
@@ -174,7 +200,7 @@ class RemoteLink:
         self.carrier = Carrier(world, server, memory if region is not None else None)
         self.envs = envs
 
-    def call(self, method: int, count: int) -> Record:
+    def call(self, method: int, count: int) -> ActReply:
         """Send the request (its fields filled by the caller) and wait for the reply."""
         self.request.set(method=method, version=self.version(), count=count)
         reply = self.carrier.receive(self.reply, TAG_ACTED)

@@ -22,15 +22,20 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
 from hpcrl.comm import probe_any
 from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm
 from hpcrl.placement.mpi.inbox import CollectorInbox
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import LatestWeights
 from hpcrl.placement.mpi.leader import Leader
-from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, TAG_STATE, ReportLayout
+from hpcrl.placement.mpi.protocol import (
+    CHECKPOINT,
+    PREEMPTED,
+    STOP,
+    TAG_STATE,
+    Report,
+    ReportLayout,
+)
 from hpcrl.roles.replay_learner import ReplayLearner, make_replay
 from hpcrl.runtime.cpu import retain_freed_memory
 
@@ -164,7 +169,7 @@ class ReplayLearnerRank:
         return True
 
     # -- records -----------------------------------------------------------------------------
-    def _report(self) -> np.ndarray:
+    def _report(self) -> Report:
         row = self.row
         report = self.layout.new()
         self.layout.fill(
