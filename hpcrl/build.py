@@ -13,10 +13,10 @@ from hpcrl.config.rnd import RndConfig
 from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.config.validate import sequence_length
 from hpcrl.core.actor import ActorCritic
-from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, probe_spaces
+from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, as_box, probe_spaces
 from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.memory import memory_state_size
-from hpcrl.core.obs_format import format_from_record
+from hpcrl.core.obs_format import box_format, format_from_record
 from hpcrl.core.rollout import RolloutLayout
 from hpcrl.core.storage import RolloutStorage
 from hpcrl.core.vtrace_storage import VTraceStorage
@@ -71,6 +71,8 @@ def env_spaces(config: Config) -> EnvSpaces:
     if config.algo.demos and config.algo.kind == "ppo":  # PPO+D: the file fits the env
         from hpcrl.core.demo_replay import demos_problem
 
+        # probe_spaces builds the spaces of a real env, observation space included
+        assert spaces.observation_space is not None
         problem = demos_problem(config.algo.demos, spaces.observation_space,
                                 spaces.action_space)
         if problem:
@@ -95,10 +97,13 @@ def policy_record(config: Config, spaces: EnvSpaces, actor: ActorCritic,
         action = {"type": "multi_discrete", "nvec": torch.from_numpy(
             np.asarray(space.nvec, np.int64).copy())}
     elif isinstance(space, gym.spaces.MultiBinary):
-        action = {"type": "multi_binary", "n": int(space.n)}
+        # n: an int, or the shape of a multi-dimensional space (a tuple: int() refused it)
+        action = {"type": "multi_binary",
+                  "n": space.n if isinstance(space.n, int) else list(space.n)}
     else:
-        action = {"type": "box", "low": torch.from_numpy(space.low.copy()),
-                  "high": torch.from_numpy(space.high.copy())}
+        box_space = as_box(space)
+        action = {"type": "box", "low": torch.from_numpy(box_space.low.copy()),
+                  "high": torch.from_numpy(box_space.high.copy())}
     record = {"obs_shape": list(spaces.obs_shape), "obs_format": spaces.obs_format.record(),
               "action": action,
               "config": config_dict if config_dict is not None else _config_dict(config),
@@ -129,7 +134,9 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
     else:
         low, high = action["low"].numpy(), action["high"].numpy()
         space = gym.spaces.Box(low, high, dtype=np.float32)
-    fmt = format_from_record(record["obs_format"]) if "obs_format" in record else None
+    # without a stored format: a plain Box, as EnvSpaces makes when given none
+    fmt = (format_from_record(record["obs_format"]) if "obs_format" in record
+           else box_format(tuple(record["obs_shape"])))
     box = record.get("observation_space")
     observation_space = (gym.spaces.Box(box["low"].numpy(), box["high"].numpy(),
                                         dtype=np.dtype(box["dtype"])) if box else None)

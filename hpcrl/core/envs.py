@@ -157,6 +157,23 @@ class EnvSpaces:
         return () if self.discrete else tuple(self.action_space.shape)
 
 
+def as_box(space: gym.Space) -> gym.spaces.Box:
+    """``space`` as a Box (its ``low``/``high``, its shape), where the code takes a Box
+    (continuous actions, a screen); a TypeError for any other space, which the config
+    checks refuse before."""
+    if not isinstance(space, gym.spaces.Box):
+        raise TypeError(f"a Box space is needed here, got {space}")
+    return space
+
+
+def as_discrete(space: gym.Space) -> gym.spaces.Discrete:
+    """``space`` as the one Discrete action a Q-network takes; a TypeError for any other
+    space, which the config checks refuse before."""
+    if not isinstance(space, gym.spaces.Discrete):
+        raise TypeError(f"a Q-network needs a Discrete action space, got {space}")
+    return space
+
+
 def action_categories(space: gym.Space) -> tuple[int, ...] | None:
     """See :attr:`EnvSpaces.categories`."""
     if isinstance(space, gym.spaces.Discrete):

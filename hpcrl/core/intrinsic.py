@@ -24,7 +24,7 @@ holding a share each compute together.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
@@ -34,6 +34,9 @@ from hpcrl.core.reducer import Reducer
 from hpcrl.core.rnd import merged_stats, moments_of
 from hpcrl.core.rollout import Rollout
 from hpcrl.returns import gae
+
+if TYPE_CHECKING:
+    from hpcrl.core.actor import ActorCritic
 
 
 class IntrinsicPart(NamedTuple):
@@ -58,10 +61,10 @@ def _summed(reducer: Reducer, count: float, total: torch.Tensor, total_sq: torch
     """The moments of the samples of every rank from each rank's count, sum and sum of
     squares (one reduction)."""
     flat = torch.cat([total.new_tensor([count]), total.reshape(-1), total_sq.reshape(-1)])
-    flat = reducer.sum_(flat).cpu().numpy()
+    summed = reducer.sum_(flat).cpu().numpy()
     n = total.numel()
-    return Moments.from_sums(float(flat[0]), flat[1:1 + n].reshape(total.shape),
-                             flat[1 + n:].reshape(total.shape))
+    return Moments.from_sums(float(summed[0]), summed[1:1 + n].reshape(total.shape),
+                             summed[1 + n:].reshape(total.shape))
 
 
 def discounted_returns(rewards: torch.Tensor, tail: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -82,7 +85,9 @@ class IntrinsicTargets:
     rank's inputs and raw returns, for the gradient to carry to the updater.
     """
 
-    def __init__(self, actor: torch.nn.Module, reducer: Reducer) -> None:
+    def __init__(self, actor: ActorCritic, reducer: Reducer) -> None:
+        if actor.rnd is None:
+            raise ValueError("intrinsic targets need an actor with RND")
         self.actor, self.rnd, self.reducer = actor, actor.rnd, reducer
         self.config = actor.rnd.config
         self.obs_mean = self.obs_std = torch.zeros(())

@@ -6,7 +6,7 @@ Collectors only *read* them; whoever applies updates merges the moments collecto
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 import torch
@@ -16,7 +16,9 @@ from torch import nn
 class Moments(NamedTuple):
     """Count, mean and sum of squared deviations (M2) of a set of samples."""
 
-    count: float
+    # the field shadows tuple.count, a method: typeshed's tuple declares it, so mypy
+    # refuses any NamedTuple field of that name; renaming it would change the public API
+    count: float  # type: ignore[assignment]
     mean: np.ndarray
     m2: np.ndarray
 
@@ -41,14 +43,20 @@ def merge_moments(parts: list[Moments]) -> Moments:
     count = sum(p.count for p in parts)
     if count == 0:
         return parts[0]
-    mean = sum(np.asarray(p.mean, np.float64) * p.count for p in parts) / count
+    # sums of numpy values (parts is not empty: count > 0), never the start value 0 alone
+    mean = cast(np.ndarray,
+                sum(np.asarray(p.mean, np.float64) * p.count for p in parts) / count)
     m2 = sum(np.asarray(p.m2, np.float64) + p.count * (np.asarray(p.mean, np.float64) - mean) ** 2
              for p in parts)
-    return Moments(count, mean, m2)
+    return Moments(count, mean, cast(np.ndarray, m2))
 
 
 class RunningMoments(nn.Module):
     """Running mean/variance of a quantity of fixed ``shape`` (float64 buffers)."""
+
+    mean: torch.Tensor  # buffers, registered in __init__
+    var: torch.Tensor
+    count: torch.Tensor
 
     def __init__(self, shape: tuple[int, ...], epsilon: float = 1e-8) -> None:
         super().__init__()

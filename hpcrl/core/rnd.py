@@ -53,7 +53,8 @@ def _init(module: nn.Module) -> None:
     for layer in module.modules():
         if isinstance(layer, (nn.Linear, nn.Conv2d)):
             nn.init.orthogonal_(layer.weight, 2 ** 0.5)
-            nn.init.zeros_(layer.bias)
+            if layer.bias is not None:  # every layer here has one
+                nn.init.zeros_(layer.bias)
 
 
 class RandomNetworkDistillation(nn.Module):

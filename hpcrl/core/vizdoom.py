@@ -44,7 +44,11 @@ class DoomObservation(gym.ObservationWrapper):
                  variables: bool = True) -> None:
         super().__init__(env)
         space = env.observation_space
-        channels = space[SCREEN].shape[-1]
+        # ViZDoom's Gymnasium env observes a Dict: the screen, the game variables, ...
+        assert isinstance(space, gym.spaces.Dict), space
+        screen_space = space[SCREEN]
+        assert isinstance(screen_space, gym.spaces.Box), screen_space  # the screen's pixels
+        channels = screen_space.shape[-1]
         self.size, self.stack = (int(width), int(height)), int(stack)
         self.frames: deque[np.ndarray] = deque(maxlen=self.stack)
         screen = gym.spaces.Box(0, 255, (int(height), int(width), channels * self.stack),

@@ -22,7 +22,7 @@ from hpcrl.config.schema import EnvConfig
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.demo_replay import DemoSlots
 from hpcrl.core.env_state import from_plain, to_plain
-from hpcrl.core.envs import env_seeds, restore_vector_env_state, vector_env_state
+from hpcrl.core.envs import as_box, env_seeds, restore_vector_env_state, vector_env_state
 from hpcrl.core.inference import PolicyEngine, make_engine
 from hpcrl.core.normalization import Moments, Normalizer
 from hpcrl.core.rollout import Rollout
@@ -56,8 +56,9 @@ class Collector:
         # (step, envs, final observations) of the episodes truncated during a rollout
         self._finals: list[tuple[int, np.ndarray, np.ndarray]] = []
         space = envs.single_action_space
-        self.clip_low = None if actor.integer_actions else space.low.astype(np.float32)
-        self.clip_high = None if actor.integer_actions else space.high.astype(np.float32)
+        self.clip_low = None if actor.integer_actions else as_box(space).low.astype(np.float32)
+        self.clip_high = (None if actor.integer_actions
+                          else as_box(space).high.astype(np.float32))
         # integer components go to the env as the integers its space holds
         self.env_dtype = space.dtype if actor.integer_actions and not actor.discrete else None
         self.engine = engine if engine is not None else make_engine(actor)

@@ -23,7 +23,12 @@ from torch import nn
 
 from hpcrl.config.schema import Config
 from hpcrl.core.env_state import from_plain, to_plain
-from hpcrl.core.envs import env_seeds, restore_vector_env_state, vector_env_state
+from hpcrl.core.envs import (
+    as_discrete,
+    env_seeds,
+    restore_vector_env_state,
+    vector_env_state,
+)
 from hpcrl.core.epsilon import collector_epsilon, linear_epsilon
 from hpcrl.core.exploration import make_noise, standard_normal
 from hpcrl.core.flat import contiguous_parameters
@@ -91,7 +96,7 @@ class TransitionCollector:
         self.discrete = isinstance(self.engine, GreedyQEngine)
         self.sampling = isinstance(self.engine, SquashedGaussianEngine)
         space = envs.single_action_space
-        self.num_actions = int(space.n) if self.discrete else 0
+        self.num_actions = int(as_discrete(space).n) if self.discrete else 0
         self.action_dim = 0 if self.discrete else int(np.prod(space.shape))
         self.scale = None if self.discrete else policy.scale
         self.noise = None if self.discrete or self.sampling else make_noise(

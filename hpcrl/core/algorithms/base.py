@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from hpcrl.config.schema import AlgoConfig
+from hpcrl.core.actor import ActorCritic
 from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
 from hpcrl.core.intrinsic import IntrinsicTargets
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
@@ -61,7 +61,7 @@ class Algorithm(ABC):
     storage = "gae"  # the batches it trains on: "gae" (RolloutStorage), "vtrace" (VTraceStorage)
     RND_STATS = ("rnd_loss",)  # what an actor with RND adds to stat_names
 
-    def __init__(self, actor: nn.Module, config: AlgoConfig,
+    def __init__(self, actor: ActorCritic, config: AlgoConfig,
                  reducer: Reducer | None = None, on_nonfinite: str = STOP) -> None:
         self.actor = actor
         self.config = config
@@ -138,7 +138,7 @@ class Algorithm(ABC):
         is the loss of the whole minibatch, whichever rank holds which samples)."""
         assert self.intrinsic is not None
         steps = batch.samples() if isinstance(batch, RecurrentBatch) else batch
-        errors = self.actor.rnd.errors(self.intrinsic.normalized(steps.obs))
+        errors = self.intrinsic.rnd.errors(self.intrinsic.normalized(steps.obs))
         expected = errors.numel() * self.intrinsic.config.update_proportion
         return (errors * steps.rnd_mask).sum() / max(expected, 1e-8)
 

@@ -19,6 +19,7 @@ cannot be relabelled here.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -56,6 +57,7 @@ def goal_env_problem(config: EnvConfig, space: gym.Space | None) -> str | None:
         rewards = GoalRewards(config)
     except TypeError as err:
         return str(err)
+    assert isinstance(space, gym.spaces.Dict)  # _space_problem found none
     try:
         probe = np.stack([space["achieved_goal"].sample() for _ in range(2)])
         rewards.rewards(probe, probe[::-1].copy())
@@ -105,13 +107,14 @@ class GoalRewards:
 
         self.env = make_env(config)
         base = self.env.unwrapped
-        self._reward = getattr(base, "compute_reward", None)
-        if not callable(self._reward):
+        reward = getattr(base, "compute_reward", None)
+        if not callable(reward):
             self.env.close()
             raise TypeError(f"config key 'replay.her_strategy': env '{config.id}' has no "
                             f"compute_reward(achieved_goal, desired_goal, info), which "
                             f"hindsight replay needs to reward the goals it substitutes; "
                             f"define it on the env, or set replay.her_strategy=none")
+        self._reward: Callable[..., Any] = reward
         terminated = getattr(base, "compute_terminated", None)
         self._terminated = terminated if callable(terminated) else None
 

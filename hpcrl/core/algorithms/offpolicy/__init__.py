@@ -13,7 +13,7 @@ from hpcrl.core.algorithms.offpolicy.dqn import DQN
 from hpcrl.core.algorithms.offpolicy.mpo import MPO
 from hpcrl.core.algorithms.offpolicy.sac import SAC
 from hpcrl.core.algorithms.offpolicy.td3 import DDPG, TD3
-from hpcrl.core.envs import EnvSpaces
+from hpcrl.core.envs import EnvSpaces, as_box, as_discrete
 from hpcrl.core.policies import DeterministicPolicy, SquashedGaussianPolicy
 from hpcrl.core.qnetwork import QNetwork
 
@@ -29,9 +29,10 @@ def action_space_problem(name: str, spaces: EnvSpaces, env_id: str) -> str | Non
     if name in CONTINUOUS_OFF_POLICY and not isinstance(spaces.action_space, gym.spaces.Box):
         return (f"config key 'algo.name': {name} needs a Box action space but env '{env_id}' "
                 f"has {spaces.action_space}; use dqn for discrete actions")
-    space = spaces.action_space
-    if name in CONTINUOUS_OFF_POLICY and not (np.all(np.isfinite(space.low))
-                                               and np.all(np.isfinite(space.high))):
+    if name in CONTINUOUS_OFF_POLICY and not (
+            np.all(np.isfinite(as_box(spaces.action_space).low))
+            and np.all(np.isfinite(as_box(spaces.action_space).high))):
+        space = spaces.action_space
         return (f"config key 'algo.name': {name} squashes its actions into the action "
                 f"space's [low, high], and env '{env_id}' has unbounded actions {space}; "
                 f"bound them with a wrapper (env.wrappers: gymnasium.wrappers:ClipAction "
@@ -43,11 +44,13 @@ def policy_module(name: str, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module
     """A fresh policy of algorithm ``name``: what its collectors run and ``load_policy``
     returns (greedy Q-network, squashed Gaussian or deterministic policy)."""
     if name == "dqn":
-        return QNetwork(spaces.obs_shape, int(spaces.action_space.n), actor, spaces.obs_format)
+        return QNetwork(spaces.obs_shape, int(as_discrete(spaces.action_space).n), actor,
+                        spaces.obs_format)
     if name in ("sac", "mpo"):
-        return SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, actor,
+        return SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), actor,
                                       spaces.obs_format)
-    return DeterministicPolicy(spaces.obs_shape, spaces.action_space, actor, spaces.obs_format)
+    return DeterministicPolicy(spaces.obs_shape, as_box(spaces.action_space), actor,
+                               spaces.obs_format)
 
 
 def make_policy(config: Config, spaces: EnvSpaces) -> nn.Module:

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.core.envs import as_discrete
 from hpcrl.core.qnetwork import QNetwork
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
@@ -24,7 +25,7 @@ class DQN(OffPolicyAlgorithm):
 
     def build(self) -> list[tuple[str, nn.Module]]:
         """The Q-network (segment ``q``) and its target."""
-        self.q = QNetwork(self.spaces.obs_shape, int(self.spaces.action_space.n),
+        self.q = QNetwork(self.spaces.obs_shape, int(as_discrete(self.spaces.action_space).n),
                           self.config.actor, self.spaces.obs_format)
         self.targets["q"] = TargetNetwork(self.q)
         return [("q", self.q)]

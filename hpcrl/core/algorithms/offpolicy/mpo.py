@@ -33,6 +33,7 @@ from torch import nn
 
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
 from hpcrl.core.critics import EnsembleCritic
+from hpcrl.core.envs import as_box
 from hpcrl.core.policies import SquashedGaussianPolicy
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
@@ -98,7 +99,7 @@ class MPO(OffPolicyAlgorithm):
         """The squashed Gaussian policy, the critic ensemble and the duals (segments ``policy``,
         ``critic``, ``duals``), and target copies of the policy and critics."""
         cfg, spaces, r = self.config, self.spaces, self.config.replay
-        self.pi = SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, cfg.actor,
+        self.pi = SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), cfg.actor,
                                          spaces.obs_format)
         self.action_dim = self.pi.action_dim
         self.critic = EnsembleCritic(self.pi.obs_format.features, self.action_dim, cfg.actor,

@@ -26,6 +26,7 @@ from torch import nn
 
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm, Scalar
 from hpcrl.core.critics import EnsembleCritic
+from hpcrl.core.envs import as_box
 from hpcrl.core.policies import SquashedGaussianPolicy
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
@@ -40,7 +41,7 @@ class SAC(OffPolicyAlgorithm):
         """The squashed Gaussian policy, the critic ensemble (and its target) and the log
         temperature, a segment of its own only with ``replay.learn_ent_coef``."""
         cfg, spaces = self.config, self.spaces
-        self.pi = SquashedGaussianPolicy(spaces.obs_shape, spaces.action_space, cfg.actor,
+        self.pi = SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), cfg.actor,
                                          spaces.obs_format)
         self.action_dim = self.pi.action_dim
         self.critic = EnsembleCritic(self.pi.obs_format.features, self.action_dim, cfg.actor,

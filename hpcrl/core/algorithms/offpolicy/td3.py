@@ -19,6 +19,7 @@ from torch import nn
 
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
 from hpcrl.core.critics import EnsembleCritic
+from hpcrl.core.envs import as_box
 from hpcrl.core.policies import DeterministicPolicy
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
@@ -48,8 +49,8 @@ class TD3(OffPolicyAlgorithm):
         """The deterministic policy and the critic ensemble (segments ``policy``, ``critic``) and
         their targets."""
         spaces = self.spaces
-        self.mu = DeterministicPolicy(spaces.obs_shape, spaces.action_space, self.config.actor,
-                                      spaces.obs_format)
+        self.mu = DeterministicPolicy(spaces.obs_shape, as_box(spaces.action_space),
+                                      self.config.actor, spaces.obs_format)
         self.action_dim = self.mu.action_dim
         self.critic = EnsembleCritic(self.mu.obs_format.features, self.action_dim,
                                      self.config.actor, self.num_critics)
