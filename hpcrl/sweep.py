@@ -173,7 +173,8 @@ def _short_keys(keys: Sequence[str]) -> dict[str, str]:
 def expand(grid: dict[str, list[str]], seeds: Sequence[int]) -> list[Point]:
     """Every combination of the grid's values, each with every seed (seeds vary fastest)."""
     short = _short_keys(list(grid))
-    points, names = [], set()
+    points: list[Point] = []
+    names: set[str] = set()
     for combo in itertools.product(*grid.values()):
         for seed in seeds:
             pairs = [*zip(grid, combo, strict=True), ("seed", str(seed))]

@@ -120,7 +120,9 @@ class SweepRunner:
         return proc, log, time.monotonic()
 
     def _loop(self, todo: list[Point], commands: dict[str, list[str]]) -> list[Outcome]:
-        queue, running, outcomes = list(todo), {}, []
+        queue, outcomes = list(todo), []
+        # a running point: the point, its process, its log and when it started
+        running: dict[str, tuple[Point, subprocess.Popen, IO[str], float]] = {}
         forwarded: int | None = None
         while queue or running:
             while queue and len(running) < self.jobs and self.stop_signal is None:

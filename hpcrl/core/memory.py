@@ -70,7 +70,7 @@ class MemoryCore(nn.Module):
         return per_layer[:self.layers].contiguous(), per_layer[self.layers:].contiguous()
 
     def _pack(self, state: torch.Tensor | tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        if self.kind == "lstm":
+        if isinstance(state, tuple):  # an LSTM's (h, c)
             state = torch.cat(state, dim=0)
         return state.transpose(0, 1).reshape(state.shape[1], -1)
 

@@ -117,7 +117,8 @@ def _scheme_keys(config_path: str | None, sets: Sequence[str], template: str
 
 def _split_size(sets: Sequence[str]) -> tuple[list[str], list[str]]:
     """(--set items the job size decides, the other items)."""
-    size, other = [], []
+    size: list[str] = []
+    other: list[str] = []
     for pair in sets:
         (size if pair.partition("=")[0].strip() in SIZE_KEYS else other).append(pair)
     return size, other

@@ -135,7 +135,8 @@ class InferenceRank:
                     if not self._done(i, self.sends[i]):
                         wait(self.sends[i])
                     self.sends[i] = None
-        steps, values = [], []
+        steps: list[int] = []
+        values: list[int] = []
         for i, here in enumerate(self.arrived):
             if not here:
                 continue

@@ -79,6 +79,9 @@ class LatestWeights:
     def push(self, block: bool = False) -> None:
         """Send the newest weights to each collector that lacks them and is free to take
         them (``block``: to every such collector, waiting for it to be free)."""
+        if not self.behind:
+            return
+        assert self.latest is not None  # a rank is behind only once offer() set latest
         for rank in sorted(self.behind):
             if self._lost(rank):
                 self.behind.discard(rank)

@@ -129,6 +129,7 @@ class WorkerRank:
                 moments.from_sums_()
         times["comm"] += time.perf_counter() - t
         t = time.perf_counter()
+        assert self.updater is not None  # not central (returned above): this rank applies
         self.updater.step(gradient)
         self.version = self.updater.version
         times["compute"] += time.perf_counter() - t
