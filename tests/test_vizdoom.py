@@ -118,3 +118,59 @@ def test_the_showcase_recipe_is_the_seeds_agent_at_the_seeds_layout():
     assert (cfg.scheme.gradient_workers, cfg.scheme.collectors_per_worker,
             cfg.scheme.collection, cfg.scheme.gradients) == (2, 4, "async", "sync")
     assert (cfg.env.vizdoom.frame_skip, cfg.env.vizdoom.frame_stack) == (2, 4)
+
+
+def _start_a_game(barrier, preset: bool, out) -> None:
+    """One process of the test below: build a game in the shared working directory, wait
+    for the others, start its engine (the first reset) and report where it ran."""
+    import os
+
+    from hpcrl.core import vizdoom
+
+    cfg = from_dict({}, DOOM if preset else ["env.id=VizdoomBasic-v1"])
+    env = make_env(cfg.env)
+    barrier.wait()
+    env.reset(seed=0)
+    env.step(0)
+    out.put((os.getcwd(), str(vizdoom.engine_dir())))
+    env.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("preset", [True, False], ids=["preset", "raw-id"])
+def test_games_started_together_in_one_directory_each_run_their_engine_apart(
+        tmp_path, monkeypatch, preset):
+    # ViZDoom's engine makes ./_vizdoom/ where it starts, and a second engine starting there
+    # at the same moment fails (a rank of the showcase was lost to it): hpcrl starts each
+    # process's engines in a directory of that process's, and leaves the user's alone
+    import multiprocessing
+
+    monkeypatch.chdir(tmp_path)
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_start_a_game, args=(barrier, preset, out)) for _ in range(4)]
+    for proc in procs:
+        proc.start()
+    reports = [out.get(timeout=100) for _ in procs]
+    for proc in procs:
+        proc.join(30)
+    assert [proc.exitcode for proc in procs] == [0] * 4
+    assert {cwd for cwd, _ in reports} == {str(tmp_path)}  # the working directory restored
+    assert len({engine for _, engine in reports}) == 4  # one engine directory a process
+    assert list(tmp_path.iterdir()) == []  # no _vizdoom/ nor _vizdoom.ini left here
+    assert not any(Path(engine).exists() for _, engine in reports)  # removed at exit
+
+
+def test_a_forked_child_does_not_share_its_parents_engine_directory():
+    import multiprocessing
+
+    from hpcrl.core.vizdoom import engine_dir
+
+    mine = engine_dir()
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=lambda: out.put(str(engine_dir())))
+    child.start()
+    theirs = out.get(timeout=30)
+    child.join(30)
+    assert theirs != str(mine) and mine.is_dir()

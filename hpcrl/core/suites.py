@@ -18,7 +18,13 @@ import numpy as np
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.atari import LIFE_LOST, atari_env
 from hpcrl.core.env_noise import quiet_mujoco
-from hpcrl.core.vizdoom import VIZDOOM_INSTALL, is_vizdoom, vizdoom_env, vizdoom_problem
+from hpcrl.core.vizdoom import (
+    VIZDOOM_INSTALL,
+    EngineDirectory,
+    is_vizdoom,
+    vizdoom_env,
+    vizdoom_problem,
+)
 from hpcrl.errors import ConfigError, ExplainedError
 from hpcrl.plugins import CONTRACTS, PluginError, component_factory, failure
 
@@ -121,6 +127,8 @@ def make_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
             env = vizdoom_env(config)
         else:
             env = gym.make(config.id, **config.kwargs)
+            if is_vizdoom(config.id):  # without the preset: the raw game, started apart
+                env = EngineDirectory(env)
     except TypeError as err:
         if not config.kwargs:
             raise

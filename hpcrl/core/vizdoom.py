@@ -14,10 +14,26 @@ The ids are ViZDoom's own Gymnasium ids (``VizdoomBasic-v1``, ``VizdoomHealthGat
 ...), registered by importing ``vizdoom.gymnasium_wrapper`` (hpcrl does that for an id that
 starts with ``Vizdoom``). The game itself cannot be captured in a checkpoint: a resumed run
 resets its envs, as an Atari run does.
+
+ViZDoom's engine (a process of its own, started at the game's first reset) creates
+``./_vizdoom/`` and ``./_vizdoom.ini`` in the working directory it starts in, and fails, or
+crashes, when another engine made the folder a moment before: collector ranks that start
+their games together in one directory (every MPI job's ranks do) were seen to lose a rank to
+it ("Failed to create ./_vizdoom/ directory: File exists", exit status 11). Every ViZDoom env
+of hpcrl (:class:`EngineDirectory`) therefore starts its engine in a directory of its own
+process's, under the system's temporary directory, which also keeps those files out of the
+user's directory.
 """
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -33,6 +49,45 @@ SCREEN, VARIABLES = "screen", "gamevariables"
 def is_vizdoom(env_id: str) -> bool:
     """Whether ``env_id`` is one of ViZDoom's Gymnasium ids."""
     return env_id.startswith("Vizdoom")
+
+
+_ENGINE_DIRS: dict[int, Path] = {}  # process id -> its engines' working directory
+
+
+def engine_dir() -> Path:
+    """This process's working directory for ViZDoom's engines (made on first use, removed at
+    exit); a forked child makes its own, since its engines must not share its parent's."""
+    pid = os.getpid()
+    if pid not in _ENGINE_DIRS:
+        _ENGINE_DIRS[pid] = Path(tempfile.mkdtemp(prefix=f"hpcrl-vizdoom-{pid}-"))
+        atexit.register(shutil.rmtree, _ENGINE_DIRS[pid], True)
+    return _ENGINE_DIRS[pid]
+
+
+@contextmanager
+def in_engine_dir() -> Iterator[Path]:
+    """Run the body in :func:`engine_dir` (the process's working directory is restored
+    after, also on an error)."""
+    here = os.getcwd()
+    os.chdir(engine_dir())
+    try:
+        yield engine_dir()
+    finally:
+        os.chdir(here)
+
+
+class EngineDirectory(gym.Wrapper):
+    """Starts the game's engine (at its first reset) in :func:`engine_dir` instead of the
+    working directory (see the module docstring: engines that start together in one
+    directory race for its ``_vizdoom`` folder)."""
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset the game; the first reset starts its engine in this process's directory."""
+        game = getattr(self.env.unwrapped, "game", None)
+        if game is not None and game.is_running():
+            return self.env.reset(**kwargs)
+        with in_engine_dir():
+            return self.env.reset(**kwargs)
 
 
 class DoomObservation(gym.ObservationWrapper):
@@ -91,7 +146,8 @@ def vizdoom_env(config: EnvConfig) -> gym.Env:
     width, height = v.resolution.split("x")
     env = gym.make(config.id, frame_skip=v.frame_skip,
                    screen_resolution=f"RES_{width}X{height}", **config.kwargs)
-    return DoomObservation(env, v.width, v.height, v.frame_stack, v.game_variables)
+    return DoomObservation(EngineDirectory(env), v.width, v.height, v.frame_stack,
+                           v.game_variables)
 
 
 def vizdoom_problem(config: EnvConfig) -> str | None:
