@@ -25,6 +25,7 @@ def success_rate(tmp_path: Path, overrides: list[str]) -> float:
     return evaluate(trainer.placement.master_actor, trainer.config, 50)["success_rate"]
 
 
+@pytest.mark.slow
 def test_sac_with_her_reaches_goals_that_plain_sac_never_reaches(tmp_path):
     # 3000 env steps, seed 0 (9 s and 7 s here): SAC + HER 'future' succeeds in 0.78 of 50
     # evaluation episodes, plain SAC in 0.00 (its replay holds nearly no reward)
@@ -35,6 +36,7 @@ def test_sac_with_her_reaches_goals_that_plain_sac_never_reaches(tmp_path):
     assert plain <= 0.1, plain
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo, strategy, floor", [
     # 4000 env steps, seed 0, gamma 0.95, 4-8 s each: td3 1.00, ddpg 1.00 ('future'), sac
     # 'final' 0.90, sac 'episode' 0.90; without HER, sac and td3 0.00 on this budget

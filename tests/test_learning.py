@@ -1,5 +1,6 @@
 """Short seeded learning tests: they fail if the algorithms stop learning."""
 
+import pytest
 from quiet_training import train_quietly
 from hpcrl.evaluation import evaluate
 from hpcrl.runtime.run_dir import RunDir
@@ -26,6 +27,7 @@ def test_a2c_learns_cartpole(tmp_path):
     assert mean_return >= 100, mean_return
 
 
+@pytest.mark.slow
 def test_ppo_learns_continuous_pendulum(tmp_path):
     from hpcrl.config import load_config
     from pathlib import Path

@@ -1,5 +1,6 @@
 """Short seeded learning tests of the off-policy algorithms and IMPALA: they fail if
 learning stops. (The benchmark targets are in benchmarks/offpolicy_vs_sb3.py.)"""
+import pytest
 from quiet_training import train_quietly
 from hpcrl.evaluation import evaluate
 
@@ -41,6 +42,7 @@ def test_ddpg_learns_pendulum(tmp_path):
     assert result["mean_return"] > -900, result
 
 
+@pytest.mark.slow
 def test_mpo_learns_pendulum(tmp_path):
     # 8k steps, seeds 0-2: eval -408 / -332 / -397 (random play about -1200 to -1500)
     trainer = train(tmp_path, ["algo.name=mpo", *PENDULUM, "algo.gamma=0.98",

@@ -57,6 +57,7 @@ def test_impala_learns_cartpole_acting_on_an_inference_rank(tmp_path):
     assert max(column(run_dir, "policy_lag")) <= 8  # the preset's bound, counted as without
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_apex_learns_cartpole_acting_on_an_inference_rank(tmp_path):
     run_dir = tmp_path / "apex"

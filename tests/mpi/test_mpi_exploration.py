@@ -54,6 +54,7 @@ def eval_return(run_dir: Path) -> float:
     return json.loads((run_dir / "eval.json").read_text())["mean_return"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 @pytest.mark.parametrize("recipe", ["rnd", "demos"])
 @pytest.mark.parametrize("n, sets", [

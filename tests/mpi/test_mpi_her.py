@@ -11,6 +11,7 @@ from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_async_sac_with_her_learns_the_goal_task_from_two_collectors(tmp_path):
     run_dir = tmp_path / "her"

@@ -23,6 +23,7 @@ def eval_return(run_dir: Path) -> float:
     return json.loads((run_dir / "eval.json").read_text())["mean_return"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_apex_learns_cartpole_with_collector_priorities(tmp_path):
     run_dir = tmp_path / "apex"

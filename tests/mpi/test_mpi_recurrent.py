@@ -18,6 +18,7 @@ def eval_return(run_dir) -> float:
     return json.loads((run_dir / "eval.json").read_text())["mean_return"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_gru_solves_the_memory_task_and_an_mlp_does_not(tmp_path):
     budget = ["train.total_env_steps=20000", "algo.num_epochs=4"]
