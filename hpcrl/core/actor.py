@@ -9,6 +9,8 @@ for a recurrent actor, over whole sequences from their stored start states).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import overload
 
 import numpy as np
 import torch
@@ -18,7 +20,7 @@ from hpcrl.config.rnd import RndConfig
 from hpcrl.config.schema import ActorConfig
 from hpcrl.contracts import make_network
 from hpcrl.core.distributions import make_distribution
-from hpcrl.core.encoders import make_encoder, orthogonal_init, reset_fixup
+from hpcrl.core.encoders import features_of, make_encoder, orthogonal_init, reset_fixup
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.memory import MemoryCore
 from hpcrl.core.mlp_kernel import run_mlp, run_mlps
@@ -52,6 +54,11 @@ class ActorCritic(nn.Module):
     with the weights.
     """
 
+    # declared so that torch's ``Module.__getattr__`` (Tensor | Module) does not type them
+    pi_core: MemoryCore | None
+    vf_core: MemoryCore | None
+    rnd: RandomNetworkDistillation | None
+
     def __init__(self, spaces: EnvSpaces, config: ActorConfig, normalize_obs: bool = False,
                  clip_obs: float = 10.0, rnd: RndConfig | None = None) -> None:
         super().__init__()
@@ -83,7 +90,7 @@ class ActorCritic(nn.Module):
                                 config.encoder_init)
 
         self.pi_encoder = encoder()
-        features = self.pi_encoder.features
+        features = features_of(self.pi_encoder)
         self.vf_encoder = self.pi_encoder if self.shared else encoder()
 
         def core() -> MemoryCore | None:
@@ -111,8 +118,17 @@ class ActorCritic(nn.Module):
             orthogonal_init(self.pi_head, 0.01)
             orthogonal_init(self.vf_head, 1.0)
             reset_fixup(self)  # Fixup's residual blocks keep their own initial values
-        self.rnd: RandomNetworkDistillation | None = (
-            RandomNetworkDistillation(self.obs_format, rnd) if self.value_heads == 2 else None)
+        # value_heads is 2 exactly when rnd is given and enabled
+        self.rnd = (RandomNetworkDistillation(self.obs_format, rnd)
+                    if rnd is not None and self.value_heads == 2 else None)
+
+    @overload
+    def _heads(self, pi: torch.Tensor, vf: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        ...
+
+    @overload
+    def _heads(self, pi: torch.Tensor, vf: None) -> tuple[torch.Tensor, None]:
+        ...
 
     def _heads(self, pi: torch.Tensor, vf: torch.Tensor | None
                ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -120,12 +136,17 @@ class ActorCritic(nn.Module):
         None when ``vf`` is) from the features that enter the trunks (encoded, through the
         memory cores). Trunk and head run as chains of
         :func:`~hpcrl.core.mlp_kernel.run_mlps` (numpy on the CPU)."""
+        chains: list[tuple[torch.Tensor, Sequence[nn.Module]]]
         if self.shared:
             trunk = run_mlp(pi, self.pi_trunk)
-            chains = [(trunk, (self.pi_head,)), (trunk, (self.vf_head,))]
+            chains = [(trunk, (self.pi_head,))]
+            if vf is not None:
+                chains.append((trunk, (self.vf_head,)))
         else:
-            chains = [(pi, (self.pi_trunk, self.pi_head)), (vf, (self.vf_trunk, self.vf_head))]
-        out, *rest = run_mlps(*chains[:1 if vf is None else 2])
+            chains = [(pi, (self.pi_trunk, self.pi_head))]
+            if vf is not None:
+                chains.append((vf, (self.vf_trunk, self.vf_head)))
+        out, *rest = run_mlps(*chains)
         values = rest[0] if rest else None
         if not self.integer_actions:
             out = torch.stack([out, self.log_std.expand_as(out)], dim=1)
@@ -148,7 +169,7 @@ class ActorCritic(nn.Module):
     @property
     def state_size(self) -> int:
         """Floats of one env's flat recurrent state (0 without memory)."""
-        if self.pi_core is None:
+        if self.pi_core is None or self.vf_core is None:  # built together: both or neither
             return 0
         own = 0 if self.shared else self.vf_core.state_size
         return self.pi_core.state_size + own
@@ -157,22 +178,30 @@ class ActorCritic(nn.Module):
         """The state of ``batch`` envs at an episode's start: zeros ``[batch, state_size]``."""
         return torch.zeros(batch, self.state_size, device=self.pi_head.weight.device)
 
+    def _memory(self) -> tuple[MemoryCore, MemoryCore]:
+        """The policy and value memory cores of a recurrent actor (the same one when the
+        trunk is shared); only recurrent code paths call it."""
+        if self.pi_core is None or self.vf_core is None:
+            raise TypeError("this actor has no memory core (actor.memory is 'none')")
+        return self.pi_core, self.vf_core
+
     def _split(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        size = self.pi_core.state_size
+        size = self._memory()[0].state_size
         return state[..., :size], state[..., size:]
 
     def _cores(self, pi: torch.Tensor, vf: torch.Tensor, state: torch.Tensor | None
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Encoded features ``[B, F]`` through the memory cores, one step from ``state``."""
-        if self.pi_core is None:
+        if not self.recurrent:
             return pi, vf, None
+        pi_core, vf_core = self._memory()
         if state is None:
             state = self.initial_state(pi.shape[0])
         pi_state, vf_state = self._split(state)
-        pi, new = self.pi_core.step(pi, pi_state)
+        pi, new = pi_core.step(pi, pi_state)
         if self.shared:
             return pi, pi, new
-        vf, new_vf = self.vf_core.step(vf, vf_state)
+        vf, new_vf = vf_core.step(vf, vf_state)
         return pi, vf, torch.cat([new, new_vf], dim=-1)
 
     # -- one step -----------------------------------------------------------------------------
@@ -224,12 +253,13 @@ class ActorCritic(nn.Module):
         flat_obs = obs.reshape((steps * batch,) + obs.shape[2:])
         pi = self.pi_encoder(flat_obs)
         vf = pi if self.shared else self.vf_encoder(flat_obs)
+        pi_core, vf_core = self._memory()
         pi_state, vf_state = self._split(state)
-        pi = self.pi_core.sequence(pi.view(steps, batch, -1), pi_state, starts).flatten(0, 1)
+        pi = pi_core.sequence(pi.view(steps, batch, -1), pi_state, starts).flatten(0, 1)
         if self.shared:
             vf = pi
         else:
-            vf = self.vf_core.sequence(vf.view(steps, batch, -1), vf_state, starts).flatten(0, 1)
+            vf = vf_core.sequence(vf.view(steps, batch, -1), vf_state, starts).flatten(0, 1)
         params, values = self._heads(pi, vf)
         flat_actions = actions.reshape((steps * batch,) + actions.shape[2:])
         log_probs, entropy = self.distribution.log_prob_entropy(params, flat_actions)
@@ -273,5 +303,6 @@ class ActorCritic(nn.Module):
             state = torch.as_tensor(state, dtype=torch.float32, device=device)
             state = state.unsqueeze(0) if single else state
         params, _, state = self.dist_and_value(self.normalize(obs), state)
+        assert state is not None  # a recurrent actor's step always returns its next state
         actions = self.distribution.mode(params)
         return (actions[0], state[0]) if single else (actions, state)

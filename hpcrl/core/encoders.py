@@ -261,13 +261,23 @@ class DictEncoder(nn.Module):
             make_encoder(name if sub.image else "mlp", sub, features, channels,
                          compute_dtype if sub.image else None, init if sub.image else "default")
             for _, sub, _ in fmt.keys)
-        self.features = sum(e.features for e in self.encoders)
+        self.features = sum(features_of(e) for e in self.encoders)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Each key's features from its own encoder, concatenated ``[B, features]``."""
         keys = self.fmt.unpack(obs)
         return torch.cat([encoder(keys[name]) for encoder, (name, _, _)
                           in zip(self.encoders, self.fmt.keys, strict=True)], dim=1)
+
+
+def features_of(encoder: nn.Module) -> int:
+    """The width of ``encoder``'s output: its int ``features`` attribute. Every encoder has
+    one (hpcrl's set it; :func:`hpcrl.contracts.make_network` refuses a network without
+    it), but torch types a module's attributes as ``Tensor | Module``, so callers read it
+    through here to get the int it is."""
+    features = encoder.features
+    assert isinstance(features, int), f"{type(encoder).__name__}.features is not an int"
+    return features
 
 
 def make_encoder(name: str, fmt: ObsFormat, features: int, channels: str = "auto",

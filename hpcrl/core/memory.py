@@ -13,10 +13,15 @@ fused recurrent kernel (cuDNN, oneDNN), which gives the numbers of stepping thro
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
 from hpcrl.config.schema import ActorConfig
+
+if TYPE_CHECKING:  # actor.py imports this module
+    from hpcrl.core.actor import ActorCritic
 
 MEMORY_KINDS = ("none", "gru", "lstm")
 
@@ -128,7 +133,7 @@ def from_sequences(x: torch.Tensor, envs: int) -> torch.Tensor:
         (chunks * length, envs) + x.shape[2:])
 
 
-def evaluate_rollouts(actor: nn.Module, obs: torch.Tensor, actions: torch.Tensor,
+def evaluate_rollouts(actor: ActorCritic, obs: torch.Tensor, actions: torch.Tensor,
                       memory: torch.Tensor, starts: torch.Tensor, length: int
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Log-probs, entropies and values ``[T, N]`` of side-by-side rollouts ``[T, N, ...]``,
@@ -145,7 +150,8 @@ def evaluate_rollouts(actor: nn.Module, obs: torch.Tensor, actions: torch.Tensor
             x = torch.cat([x, x.new_zeros((padded - steps,) + x.shape[1:])])
         return to_sequences(x, length)
 
-    out = actor.evaluate_sequences(cut(obs), cut(actions),
-                                   memory[:chunks].reshape(chunks * envs, -1), cut(starts))
-    return tuple(from_sequences(x, envs)[:steps] for x in out)
+    log_probs, entropy, values = actor.evaluate_sequences(
+        cut(obs), cut(actions), memory[:chunks].reshape(chunks * envs, -1), cut(starts))
+    return (from_sequences(log_probs, envs)[:steps], from_sequences(entropy, envs)[:steps],
+            from_sequences(values, envs)[:steps])
 

@@ -14,6 +14,7 @@ way over ``(sequence, global env)``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -43,14 +44,19 @@ class RolloutBatch(NamedTuple):
 
     def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> RolloutBatch:
         """``fn`` applied to every field that is there."""
-        return RolloutBatch(*(None if t is None else fn(t) for t in self))
+        return RolloutBatch(fn(self.obs), fn(self.actions), fn(self.log_probs), fn(self.values),
+                            fn(self.advantages), fn(self.returns),
+                            None if self.rnd_mask is None else fn(self.rnd_mask))
 
     @staticmethod
     def joined(parts: Sequence[RolloutBatch], join: Callable[[list[torch.Tensor]],
                                                                  torch.Tensor]) -> RolloutBatch:
         """One batch of ``parts``, each field ``join``-ed (a field none has stays None)."""
-        return RolloutBatch(*(None if parts[0][i] is None else join([p[i] for p in parts])
-                              for i in range(len(RolloutBatch._fields))))
+        masks = [p.rnd_mask for p in parts if p.rnd_mask is not None]  # all parts or none
+        return RolloutBatch(join([p.obs for p in parts]), join([p.actions for p in parts]),
+                            join([p.log_probs for p in parts]), join([p.values for p in parts]),
+                            join([p.advantages for p in parts]), join([p.returns for p in parts]),
+                            None if parts[0].rnd_mask is None else join(masks))
 
     def flatten(self) -> RolloutBatch:
         """Every field ``[T, N, ...]`` reshaped to ``[T x N, ...]``."""
@@ -122,6 +128,10 @@ def _tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array)).to(device)
 
 
+# What a GAE algorithm trains on: flat samples, or a recurrent actor's sequences
+GaeBatch = RolloutBatch | RecurrentBatch
+
+
 class RolloutStorage:
     """Holds the rollouts of one update as ``[T, N, ...]`` tensors with GAE targets."""
 
@@ -179,16 +189,18 @@ class RolloutStorage:
         else:
             groups = [(part, r.memory, (r.terminated + r.truncated) > 0, r.valid_steps)
                       for r, part in zip(rollouts, parts, strict=True)]
-        pieces = [self._cut(*group, length) for group in groups]
+        cut = [self._cut(*group, length) for group in groups]
+        pieces = [piece for piece, _ in cut]
         steps = RolloutBatch.joined([p.steps for p in pieces], lambda ts: torch.cat(ts, dim=1))
-        valid = torch.cat([p.valid for p in pieces], dim=1)
+        valid = torch.cat([piece_valid for _, piece_valid in cut], dim=1)
         return RecurrentBatch(steps, torch.cat([p.memory for p in pieces]),
                               torch.cat([p.starts for p in pieces], dim=1),
                               None if bool(valid.all()) else valid)
 
     def _cut(self, part: RolloutBatch, memory: np.ndarray, done: np.ndarray, steps: int,
-             length: int) -> RecurrentBatch:
-        """``steps`` valid steps ``[T, N]`` as sequences of ``length`` (padded at the end)."""
+             length: int) -> tuple[RecurrentBatch, torch.Tensor]:
+        """``steps`` valid steps ``[T, N]`` as sequences of ``length`` (padded at the end),
+        and their ``valid`` mask (also the batch's, typed as always set)."""
         chunks = -(-steps // length)
         padded = chunks * length
         envs = done.shape[1]
@@ -196,11 +208,11 @@ class RolloutStorage:
         starts[1:steps] = torch.from_numpy(done[:steps - 1])
         valid = torch.zeros_like(starts)
         valid[:steps] = True
+        valid = to_sequences(valid, length).to(self.device)
         return RecurrentBatch(
             part.map(lambda x: to_sequences(_padded(x, padded), length)),
             _tensor(memory[:chunks], self.device).reshape(chunks * envs, -1),
-            to_sequences(starts, length).to(self.device),
-            to_sequences(valid, length).to(self.device))
+            to_sequences(starts, length).to(self.device), valid), valid
 
     def _targets(self, r: Rollout, intrinsic: IntrinsicPart | None = None) -> RolloutBatch:
         """GAE targets of ``r`` (with RND: beside its intrinsic ones, advantages summed)."""
@@ -255,7 +267,7 @@ class RolloutStorage:
         return self._flattened
 
     def minibatches(self, num_minibatches: int, seed: int, total_envs: int
-                    ) -> Iterator[RolloutBatch]:
+                    ) -> Iterator[GaeBatch]:
         """``num_minibatches`` disjoint minibatches covering the batch once, for one epoch.
 
         ``seed`` must be the same on every process of the job for the same epoch;
@@ -272,7 +284,7 @@ class RolloutStorage:
             gen = torch.Generator().manual_seed(seed)
             order = torch.randperm(self.num_samples, generator=gen).to(self.device)
             for index in torch.tensor_split(order, num_minibatches):
-                yield self.flat.map(lambda t, rows=index: t[rows])
+                yield self.flat.map(itemgetter(index))
             return
         assert self.batch is not None, "load() a rollout first"
         steps, envs = self.num_steps, self.num_envs

@@ -47,12 +47,12 @@ class SequenceBatch(NamedTuple):
 
     def columns(self, index: torch.Tensor) -> SequenceBatch:
         """The sequences of the env columns ``index``."""
-        steps = (self.obs, self.actions, self.log_probs, self.values, self.rewards,
-                 self.discounts)
-        recurrent = self.memory is not None
-        return SequenceBatch(*(t[:, index] for t in steps), self.bootstrap[index],
-                             self.memory[:, index] if recurrent else None,
-                             self.starts[:, index] if recurrent else None,
+        return SequenceBatch(self.obs[:, index], self.actions[:, index],
+                             self.log_probs[:, index], self.values[:, index],
+                             self.rewards[:, index], self.discounts[:, index],
+                             self.bootstrap[index],
+                             None if self.memory is None else self.memory[:, index],
+                             None if self.starts is None else self.starts[:, index],
                              self.sequence_length)
 
 
@@ -84,13 +84,22 @@ class VTraceStorage:
             raise ValueError("a rollout with no collected steps cannot be trained on")
         parts = [self._sequences(r, steps) for r in rollouts]
         recurrent = rollouts[0].layout.state_size > 0
-        self.batch = SequenceBatch(*(torch.cat([p[i] for p in parts], dim=1)
-                                     for i in range(6)),
+        # a recurrent actor's parts all have memory and starts (_sequences), others none
+        memories = [p.memory for p in parts if p.memory is not None]
+        starts = [p.starts for p in parts if p.starts is not None]
+
+        def side_by_side(tensors: list[torch.Tensor]) -> torch.Tensor:
+            return torch.cat(tensors, dim=1)
+
+        self.batch = SequenceBatch(side_by_side([p.obs for p in parts]),
+                                   side_by_side([p.actions for p in parts]),
+                                   side_by_side([p.log_probs for p in parts]),
+                                   side_by_side([p.values for p in parts]),
+                                   side_by_side([p.rewards for p in parts]),
+                                   side_by_side([p.discounts for p in parts]),
                                    torch.cat([p.bootstrap for p in parts]),
-                                   torch.cat([p.memory for p in parts], dim=1)
-                                   if recurrent else None,
-                                   torch.cat([p.starts for p in parts], dim=1)
-                                   if recurrent else None,
+                                   side_by_side(memories) if recurrent else None,
+                                   side_by_side(starts) if recurrent else None,
                                    parts[0].sequence_length)
         self.env_offset = rollouts[0].env_offset
 

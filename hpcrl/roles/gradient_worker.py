@@ -13,6 +13,7 @@ from hpcrl.core.demo_replay import demo_slots, replayed_log_probs
 from hpcrl.core.normalization import Moments, merge_moments
 from hpcrl.core.rollout import Rollout
 from hpcrl.core.storage import RolloutStorage
+from hpcrl.core.vtrace_storage import VTraceStorage
 from hpcrl.roles.messages import Gradient, Weights
 
 
@@ -26,7 +27,7 @@ def rollout_moments(rollouts: Sequence[Rollout]) -> tuple[Moments, Moments]:
 class GradientWorker:
     """Computes the gradients of one update, one :class:`Gradient` per optimiser step."""
 
-    def __init__(self, algorithm: Algorithm, storage: RolloutStorage, seed: int,
+    def __init__(self, algorithm: Algorithm, storage: RolloutStorage | VTraceStorage, seed: int,
                  total_envs: int, minibatches: int) -> None:
         self.algorithm, self.storage = algorithm, storage
         self.seed, self.total_envs, self.num_minibatches = seed, total_envs, minibatches
@@ -59,13 +60,17 @@ class GradientWorker:
         if parts is None:
             self.storage.load(rollouts)
         else:
+            # RND runs on GAE batches only (config's check_rnd), held by a RolloutStorage
+            assert isinstance(self.storage, RolloutStorage)
             self.storage.load(rollouts, parts)
         new_steps = self.storage.num_samples
         progress = min(max(progress, 0.0), 1.0)
         self.algorithm.set_progress(progress)
         names = self.algorithm.stat_names
         moments: tuple[Moments, ...] | None = rollout_moments(rollouts)
-        if intrinsic is not None:  # RND's input and return moments travel beside them
+        if intrinsic is not None:
+            # RND's input and return moments travel beside them (prepare() set them)
+            assert intrinsic.moments is not None
             moments = moments + intrinsic.moments
         batches = self.algorithm.minibatches(self.storage, update, self.seed, self.total_envs,
                                              self.num_minibatches)

@@ -1,10 +1,9 @@
 """Learning algorithms: each turns batches into gradients and applies gradients."""
 from __future__ import annotations
 
-from torch import nn
-
 from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import AlgoConfig
+from hpcrl.core.actor import ActorCritic
 from hpcrl.core.algorithms.a2c import A2C
 from hpcrl.core.algorithms.base import Algorithm
 from hpcrl.core.algorithms.impala import IMPALA
@@ -65,7 +64,7 @@ def check_algorithm_kwargs(config: AlgoConfig) -> None:
                  config.name, fixed=1 + _CONSTRUCTOR_ARGS)
 
 
-def make_algorithm(actor: nn.Module, config: AlgoConfig, reducer: Reducer | None = None,
+def make_algorithm(actor: ActorCritic, config: AlgoConfig, reducer: Reducer | None = None,
                    on_nonfinite: str = "stop") -> Algorithm:
     """The algorithm named by ``config.name`` over ``actor`` (a plug-in gets
     ``config.kwargs`` as keyword arguments); ``on_nonfinite`` is ``train.on_nonfinite``

@@ -6,17 +6,17 @@ from collections.abc import Iterator
 import torch
 
 from hpcrl.core.algorithms.base import Algorithm, entropy_bonus, value_error
-from hpcrl.core.storage import RecurrentBatch, RolloutBatch, RolloutStorage
+from hpcrl.core.storage import GaeBatch, RolloutStorage
 
 
-class A2C(Algorithm):
+class A2C(Algorithm[RolloutStorage, GaeBatch]):
     """Advantage actor-critic (Mnih et al. 2016, synchronous form): policy gradient with GAE
     advantages, a squared-error value loss and an entropy bonus, one step per rollout."""
 
     stat_names = ("policy_loss", "value_loss", "entropy")
 
     def minibatches(self, storage: RolloutStorage, update: int, seed: int, total_envs: int,
-                    count: int) -> Iterator[RolloutBatch]:
+                    count: int) -> Iterator[GaeBatch]:
         """The whole rollout as one batch: A2C takes one step per update."""
         yield storage.full_batch()
 
@@ -24,8 +24,7 @@ class A2C(Algorithm):
         """1, whatever ``count``: one step on the full batch."""
         return 1
 
-    def loss(self, batch: RolloutBatch | RecurrentBatch
-             ) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: GaeBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """Policy gradient on the (normalised) GAE advantages, plus ``algo.vf_coef`` x the value
         error, minus ``algo.ent_coef`` x the mean entropy."""
         cfg = self.config

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -18,8 +18,13 @@ from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_grad
 from hpcrl.core.intrinsic import IntrinsicTargets
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.reducer import LocalReducer, Reducer, global_mean_std
-from hpcrl.core.storage import RecurrentBatch, RolloutBatch, RolloutStorage
+from hpcrl.core.storage import RecurrentBatch, RolloutBatch
 from hpcrl.runtime.finite import STOP, GradientGuard
+
+# What an algorithm trains from and on: RolloutStorage and its GaeBatch (PPO, A2C), or
+# VTraceStorage and its SequenceBatch (IMPALA); a plug-in that names neither gets Any.
+StorageT = TypeVar("StorageT")
+BatchT = TypeVar("BatchT")
 
 
 def entropy_bonus(entropy: torch.Tensor, coef: float) -> tuple[torch.Tensor | float,
@@ -49,8 +54,13 @@ def linear_schedule(initial: float, kind: str, progress: float) -> float:
     return initial * (1.0 - progress) if kind == "linear" else initial
 
 
-class Algorithm(ABC):
+class Algorithm(ABC, Generic[StorageT, BatchT]):
     """An on-policy learning rule over an actor.
+
+    Generic in the storage it cuts batches from and the batches it trains on
+    (``Algorithm[RolloutStorage, GaeBatch]`` for ``storage = "gae"``,
+    ``Algorithm[VTraceStorage, SequenceBatch]`` for ``"vtrace"``), so that each algorithm's
+    :meth:`minibatches` and :meth:`loss` keep the base's signatures.
 
     ``stat_names`` lists the loss terms each gradient reports, in a fixed order so they can
     travel as a plain float vector beside the gradient. ``guard`` applies
@@ -93,8 +103,8 @@ class Algorithm(ABC):
 
     # -- gradients ---------------------------------------------------------------------------
     @abstractmethod
-    def minibatches(self, storage: RolloutStorage, update: int, seed: int, total_envs: int,
-                    count: int) -> Iterator[RolloutBatch]:
+    def minibatches(self, storage: StorageT, update: int, seed: int, total_envs: int,
+                    count: int) -> Iterator[BatchT]:
         """The batches of one update, one gradient step each, in order.
 
         ``total_envs`` is the number of envs of the whole job (the batch order is drawn over
@@ -106,7 +116,7 @@ class Algorithm(ABC):
         """Gradient steps :meth:`minibatches` yields per update (``count`` per epoch)."""
 
     @abstractmethod
-    def loss(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: BatchT) -> tuple[torch.Tensor, dict[str, float]]:
         """The scalar loss of ``batch`` and its terms as floats."""
 
     def advantages(self, batch: RolloutBatch) -> torch.Tensor:
@@ -140,14 +150,17 @@ class Algorithm(ABC):
         steps = batch.samples() if isinstance(batch, RecurrentBatch) else batch
         errors = self.intrinsic.rnd.errors(self.intrinsic.normalized(steps.obs))
         expected = errors.numel() * self.intrinsic.config.update_proportion
+        assert steps.rnd_mask is not None  # the storage gives RND's batches their mask
         return (errors * steps.rnd_mask).sum() / max(expected, 1e-8)
 
-    def compute_gradients(self, batch: RolloutBatch) -> tuple[torch.Tensor, dict[str, float]]:
+    def compute_gradients(self, batch: BatchT) -> tuple[torch.Tensor, dict[str, float]]:
         """The flat gradient of the loss on ``batch`` (the actor's weights are not changed);
         with RND, of the loss plus ``rnd.loss_coef`` x the predictor's."""
         zero_flat_gradients(self.actor)
         loss, stats = self.loss(batch)
         if self.intrinsic is not None:
+            # RND runs on GAE batches only (config's check_rnd refuses other algorithms)
+            assert isinstance(batch, (RolloutBatch, RecurrentBatch))
             rnd_loss = self.predictor_loss(batch)
             loss = loss + self.intrinsic.config.loss_coef * rnd_loss
             stats = {**stats, "rnd_loss": float(rnd_loss.detach())}

@@ -25,7 +25,7 @@ from hpcrl.core.vtrace_storage import SequenceBatch, VTraceStorage
 from hpcrl.returns import vtrace
 
 
-class IMPALA(Algorithm):
+class IMPALA(Algorithm[VTraceStorage, SequenceBatch]):
     """Actor-critic with V-trace off-policy correction, on a :class:`VTraceStorage`."""
 
     stat_names = ("policy_loss", "value_loss", "entropy", "rho_mean")
@@ -46,7 +46,9 @@ class IMPALA(Algorithm):
         reports the mean unclipped importance weight."""
         cfg = self.config
         steps, envs = batch.rewards.shape
-        if batch.memory is not None:  # a recurrent actor: sequences from their start states
+        # a recurrent actor (memory and starts are set together): sequences from their
+        # start states
+        if batch.memory is not None and batch.starts is not None:
             log_probs, entropy, values = evaluate_rollouts(self.actor, batch.obs, batch.actions,
                                                            batch.memory, batch.starts,
                                                            batch.sequence_length)

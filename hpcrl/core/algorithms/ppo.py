@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from hpcrl.core.algorithms.base import Algorithm, entropy_bonus, linear_schedule, value_error
-from hpcrl.core.storage import RecurrentBatch, RolloutBatch, RolloutStorage
+from hpcrl.core.storage import GaeBatch, RolloutStorage
 
 
 def epoch_seed(seed: int, update: int, epoch: int) -> int:
@@ -15,7 +15,7 @@ def epoch_seed(seed: int, update: int, epoch: int) -> int:
     return int(np.random.SeedSequence([seed, update, epoch]).generate_state(1)[0])
 
 
-class PPO(Algorithm):
+class PPO(Algorithm[RolloutStorage, GaeBatch]):
     """Proximal policy optimisation (Schulman et al. 2017) with the usual refinements.
 
     The value loss is the mean squared error to the GAE returns; with ``clip_range_vf`` the
@@ -31,7 +31,7 @@ class PPO(Algorithm):
         return linear_schedule(self.config.clip_range, self.config.clip_schedule, self.progress)
 
     def minibatches(self, storage: RolloutStorage, update: int, seed: int, total_envs: int,
-                    count: int) -> Iterator[RolloutBatch]:
+                    count: int) -> Iterator[GaeBatch]:
         """``count`` env-stratified minibatches per epoch for ``algo.num_epochs`` epochs, each
         epoch's order seeded by ``(seed, update, epoch)`` over the job's envs."""
         for epoch in range(self.config.num_epochs):  # one minibatch needs no order
@@ -42,8 +42,7 @@ class PPO(Algorithm):
         """``algo.num_epochs x count``."""
         return self.config.num_epochs * count
 
-    def loss(self, batch: RolloutBatch | RecurrentBatch
-             ) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: GaeBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """The clipped surrogate, the value error (clipped with ``algo.clip_range_vf``) and the
         entropy bonus; also reports the approximate KL and the clipped fraction."""
         cfg = self.config
