@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from hpcrl.core.actor import ActorCritic
+    import torch
 
 _LAZY = {"make_config": "hpcrl.api", "train": "hpcrl.api", "resume": "hpcrl.api",
          "TrainResult": "hpcrl.api", "Algorithm": "hpcrl.core.algorithms",
@@ -23,7 +23,7 @@ _LAZY = {"make_config": "hpcrl.api", "train": "hpcrl.api", "resume": "hpcrl.api"
          "Network": "hpcrl.contracts"}
 
 
-def load_policy(path: Any, device: Any = "cpu", best: bool = False) -> ActorCritic:
+def load_policy(path: Any, device: Any = "cpu", best: bool = False) -> torch.nn.Module:
     """The trained actor of a run directory or checkpoint; ``best=True``: the one that
     scored best in the evaluations during training (see :mod:`hpcrl.policy`)."""
     from hpcrl.policy import load_policy as _load

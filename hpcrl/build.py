@@ -81,7 +81,7 @@ def env_spaces(config: Config) -> EnvSpaces:
 
 
 # -- the policy part of a checkpoint: enough to rebuild the actor without the env ----------
-def policy_record(config: Config, spaces: EnvSpaces, actor: ActorCritic,
+def policy_record(config: Config, spaces: EnvSpaces, actor: torch.nn.Module,
                   config_dict: dict[str, Any] | None = None) -> dict[str, Any]:
     """The actor's weights with what rebuilds it (config, observation and action spaces).
 

@@ -7,7 +7,6 @@ import torch
 
 from hpcrl.build import actor_from_record, config_from_record
 from hpcrl.config.schema import Config
-from hpcrl.core.actor import ActorCritic
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 
@@ -29,7 +28,7 @@ def checkpoint_file(path: str | Path, best: bool = False) -> Path:
 
 
 def load_policy(path: str | Path, device: str | torch.device = "cpu",
-                best: bool = False) -> ActorCritic:
+                best: bool = False) -> torch.nn.Module:
     """The trained actor of a run directory or checkpoint file, as a ``torch.nn.Module`` on
     ``device``; with ``best``, the one that scored best in the evaluations during training
     (``train.eval_every``).
@@ -45,7 +44,7 @@ def load_policy(path: str | Path, device: str | torch.device = "cpu",
 
 
 def load_policy_and_config(path: str | Path, device: str | torch.device = "cpu",
-                           best: bool = False) -> tuple[ActorCritic, Config]:
+                           best: bool = False) -> tuple[torch.nn.Module, Config]:
     """:func:`load_policy` and the run's config."""
     record = load_checkpoint(checkpoint_file(path, best))["policy"]
     return actor_from_record(record).to(device), config_from_record(record)

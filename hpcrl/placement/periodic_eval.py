@@ -23,8 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from torch import nn
+
 from hpcrl.config.schema import Config
-from hpcrl.core.actor import ActorCritic
 from hpcrl.evaluation import evaluate, truncation_note
 from hpcrl.runtime.finite import save_finite_checkpoint
 from hpcrl.runtime.progress import rewrite_rows, truncate_rows
@@ -56,7 +57,7 @@ class PeriodicEvaluator:
     """Evaluates snapshots of the policy in a thread, writing ``eval.csv`` and ``best.pt``."""
 
     def __init__(self, config: Config, run: RunDir, env_steps: int, resumed: bool,
-                 policy_record: Callable[[ActorCritic], dict[str, Any]],
+                 policy_record: Callable[[nn.Module], dict[str, Any]],
                  console: IO[str] | None) -> None:
         self.config, self.run, self.console = config, run, console
         self.every, self.episodes = config.train.eval_every, config.train.eval_episodes
@@ -79,7 +80,7 @@ class PeriodicEvaluator:
         """Whether the run has crossed the next ``eval_every`` boundary."""
         return env_steps >= self.next_at
 
-    def submit(self, actor: ActorCritic, env_steps: int, updates: int,
+    def submit(self, actor: nn.Module, env_steps: int, updates: int,
                wall_time_s: float) -> None:
         """Evaluate a copy of ``actor`` as it is now (taken before this returns)."""
         self._raise()
@@ -92,7 +93,7 @@ class PeriodicEvaluator:
                   f"running: raise train.eval_every or lower train.eval_episodes",
                   file=self.console, flush=True)
 
-    def record_final(self, actor: ActorCritic, env_steps: int, updates: int,
+    def record_final(self, actor: nn.Module, env_steps: int, updates: int,
                      wall_time_s: float, result: dict[str, Any]) -> None:
         """The run's final evaluation as the curve's last row (not evaluated again), after
         the evaluations still waiting."""
@@ -123,7 +124,7 @@ class PeriodicEvaluator:
             except BaseException as err:  # raised in the training thread at its next call
                 self.error = err
 
-    def _evaluate(self, actor: ActorCritic, env_steps: int, updates: int,
+    def _evaluate(self, actor: nn.Module, env_steps: int, updates: int,
                   wall_time_s: float, result: dict[str, Any] | None) -> None:
         if env_steps == self.last_steps:
             return  # the final evaluation of a budget that ended on an eval_every point

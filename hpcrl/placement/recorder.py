@@ -16,10 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from torch import nn
+
 from hpcrl.build import policy_record
 from hpcrl.config.loader import dump_yaml, to_dict
 from hpcrl.config.schema import Config
-from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.evaluation import evaluate, success_note, truncation_note
 from hpcrl.placement.periodic_eval import PeriodicEvaluator
@@ -69,7 +70,7 @@ class RunRecorder:
                                            self.policy_record, console)
                          if config.train.eval_every > 0 else None)
 
-    def policy_record(self, actor: ActorCritic) -> dict[str, Any]:
+    def policy_record(self, actor: nn.Module) -> dict[str, Any]:
         """``actor``'s record for a checkpoint (:func:`hpcrl.build.policy_record`)."""
         return policy_record(self.config, self.spaces, actor, self.config_dict)
 
@@ -111,13 +112,13 @@ class RunRecorder:
             self.console.show(row, final=self.done)
         return row
 
-    def after_update(self, actor: ActorCritic) -> None:
+    def after_update(self, actor: nn.Module) -> None:
         """Hand a copy of ``actor`` to the evaluations during training when one is due (the
         final evaluation covers the end of the budget)."""
         if self.periodic is not None and self.periodic.due(self.env_steps) and not self.done:
             self.periodic.submit(actor, self.env_steps, self.updates, self.wall_time_s)
 
-    def checkpoint(self, actor: ActorCritic, placement_state: dict[str, Any],
+    def checkpoint(self, actor: nn.Module, placement_state: dict[str, Any],
                    **extra: Any) -> Path:
         """Write the run's state with ``actor`` as its policy (refused, the previous
         checkpoint kept, when its weights or statistics are not all finite). After a stop
@@ -134,14 +135,17 @@ class RunRecorder:
         }, self.run.checkpoint_path)
         keep_recent(path, self.env_steps, self.config.train.keep_checkpoints)
         if self.preempted:
-            name = (f"{LOST_MARKER} {self.lost_note}" if self.lost_note is not None
-                    else signal.Signals(STOP_REQUEST.signum).name)
+            if self.lost_note is not None:
+                name = f"{LOST_MARKER} {self.lost_note}"
+            else:  # preempted with no lost note: a stop signal arrived, so signum is set
+                assert STOP_REQUEST.signum is not None
+                name = signal.Signals(STOP_REQUEST.signum).name
             write_run_file("stop marker", self.run.stopped_path,
                            f"{name}: checkpointed after {self.updates} updates "
                            f"({self.env_steps} env steps)\n")
         return path
 
-    def final_eval(self, actor: ActorCritic) -> dict[str, float] | None:
+    def final_eval(self, actor: nn.Module) -> dict[str, float] | None:
         """Evaluate ``actor`` for ``train.eval_episodes`` episodes (none: None), write
         ``eval.json`` and say the mean return on the console."""
         episodes = self.config.train.eval_episodes

@@ -9,6 +9,7 @@ file: a job killed at any moment leaves either the old or the new checkpoint, ne
 """
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 import shutil
@@ -123,7 +124,9 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
             recorder = _RecordingFile(f)
-            torch.save(state, recorder)
+            # torch.save writes through write/flush alone (a stream it cannot seek); its
+            # hint asks for a whole IO[bytes]
+            torch.save(state, recorder)  # type: ignore[arg-type]
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -210,9 +213,10 @@ def _numpy_scalar_globals() -> list[Any]:
     code: they rebuild a number from its dtype and its bytes. Arrays stay refused.
     """
     try:
-        from numpy._core.multiarray import scalar  # numpy >= 2
+        multiarray = importlib.import_module("numpy._core.multiarray")  # numpy >= 2
     except ImportError:
-        from numpy.core.multiarray import scalar  # numpy 1.x
+        multiarray = importlib.import_module("numpy.core.multiarray")  # numpy 1.x
+    scalar = multiarray.scalar
     dtype_classes = [type(np.dtype(code)) for code in "?bhilqpBHILQPefdgFDGU"]
     # a file written under the other numpy major version names the other module path
     return [scalar, np.dtype, *dtype_classes,

@@ -141,8 +141,12 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
         if config.algo.name in OFF_POLICY_ALGOS:
             from hpcrl.placement.mpi.replay_learner_rank import ReplayLearnerRank
 
+            # its one learner rank is rank 0, the leader: config validation asks for
+            # scheme.gradient_workers=1 and no updater rank, so rank_table puts it first
+            assert leader is not None
             ranked = ReplayLearnerRank(job, state, leader)
         elif role == UPDATER:
+            assert leader is not None  # rank_table gives an updater, when there is one, rank 0
             ranked = (AsyncUpdaterRank if asynchronous else SyncUpdaterRank)(job, state, leader)
         elif asynchronous:
             ranked = AsyncWorkerRank(job, state)

@@ -5,10 +5,13 @@ The leader turns the per-update reports of the gradient workers into one row of
 """
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, TypeVar
+
+from torch import nn
 
 from hpcrl.comm import report_and_abort
 from hpcrl.comm.faults import LOST
@@ -48,7 +51,7 @@ class Leader:
                                     console)
         self.evaluation: dict[str, Any] | None = None  # the final one, once run
         self.live_collectors = self.collector_ranks  # as the last update counted them
-        self.actor: ActorCritic | None = None  # this rank's policy, for train.eval_every
+        self.actor: nn.Module | None = None  # this rank's policy, for train.eval_every
 
     @property
     def updates(self) -> int:
@@ -111,7 +114,7 @@ class Leader:
         return self.recorder.checkpoint_due()
 
     @_ends_the_job
-    def write_checkpoint(self, actor: ActorCritic, learner_state: dict[str, Any],
+    def write_checkpoint(self, actor: nn.Module, learner_state: dict[str, Any],
                          collector_states: list[dict[str, Any]]) -> Path:
         """Write the job's state (refused, the previous checkpoint kept, when its weights or
         statistics are not all finite: the job then stops with that message)."""
@@ -124,7 +127,7 @@ class Leader:
                                         collector_ranks=self.collector_ranks)
 
     @_ends_the_job
-    def finish(self, actor: ActorCritic) -> dict[str, Any] | None:
+    def finish(self, actor: nn.Module) -> dict[str, Any] | None:
         """Close the records and run the final evaluation (kept as ``evaluation``; none
         after a stop signal)."""
         self.recorder.close()
@@ -134,10 +137,13 @@ class Leader:
         return self.evaluation
 
 
-def _cpu_copy(actor: ActorCritic, job: MpiJob) -> ActorCritic:
+def _cpu_copy(actor: nn.Module, job: MpiJob) -> nn.Module:
+    """``actor`` (an ActorCritic, or an off-policy algorithm's policy module) on the CPU."""
     if next(actor.parameters()).device.type == "cpu":
         return actor
-    copy = job.new_actor()
-    copy.load_state_dict({k: v.cpu() for k, v in actor.state_dict().items()})
-    return copy
+    if not isinstance(actor, ActorCritic):  # job.new_actor() builds an ActorCritic, whose
+        return copy.deepcopy(actor).cpu()   # state_dict an off-policy policy's does not fit
+    host = job.new_actor()
+    host.load_state_dict({k: v.cpu() for k, v in actor.state_dict().items()})
+    return host
 
