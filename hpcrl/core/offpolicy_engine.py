@@ -13,7 +13,12 @@ from torch import nn
 
 from hpcrl.core.encoders import FormatEncoder
 from hpcrl.core.mlp_kernel import forward, layer_views
-from hpcrl.core.policies import LOG_STD_MAX, LOG_STD_MIN, SquashedGaussianPolicy
+from hpcrl.core.policies import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    DeterministicPolicy,
+    SquashedGaussianPolicy,
+)
 from hpcrl.core.qnetwork import QNetwork
 
 
@@ -54,7 +59,7 @@ class TorchGreedyQEngine(GreedyQEngine):
 class DeterministicEngine:
     """``tanh(MLP(s))`` of a :class:`~hpcrl.core.policies.DeterministicPolicy`."""
 
-    def __init__(self, policy: nn.Module) -> None:
+    def __init__(self, policy: DeterministicPolicy) -> None:
         self.policy = policy
         self.sync()
 
@@ -104,4 +109,6 @@ def make_policy_engine(policy: nn.Module) -> Engine:
         return TorchGreedyQEngine(policy)
     if isinstance(policy, SquashedGaussianPolicy):
         return SquashedGaussianEngine(policy)
-    return DeterministicEngine(policy)
+    if isinstance(policy, DeterministicPolicy):
+        return DeterministicEngine(policy)
+    raise TypeError(f"no numpy engine for an off-policy policy {type(policy).__name__}")

@@ -67,11 +67,12 @@ class GradientWorker:
         progress = min(max(progress, 0.0), 1.0)
         self.algorithm.set_progress(progress)
         names = self.algorithm.stat_names
-        moments: tuple[Moments, ...] | None = rollout_moments(rollouts)
+        merged: tuple[Moments, ...] = rollout_moments(rollouts)
         if intrinsic is not None:
             # RND's input and return moments travel beside them (prepare() set them)
             assert intrinsic.moments is not None
-            moments = moments + intrinsic.moments
+            merged = merged + intrinsic.moments
+        moments: tuple[Moments, ...] | None = merged  # sent with the first gradient only
         batches = self.algorithm.minibatches(self.storage, update, self.seed, self.total_envs,
                                              self.num_minibatches)
         try:

@@ -98,7 +98,8 @@ class TransitionCollector:
         space = envs.single_action_space
         self.num_actions = int(as_discrete(space).n) if self.discrete else 0
         self.action_dim = 0 if self.discrete else int(np.prod(space.shape))
-        self.scale = None if self.discrete else policy.scale
+        engine = self.engine  # its policy is ``policy``, typed by the engine's kind
+        self.scale = None if isinstance(engine, GreedyQEngine) else engine.policy.scale
         self.noise = None if self.discrete or self.sampling else make_noise(
             self.replay.action_noise, n, self.action_dim, self.replay.noise_std,
             self.replay.ou_theta, self.replay.ou_dt)
@@ -180,7 +181,7 @@ class TransitionCollector:
         finals: list[tuple[int, np.ndarray, np.ndarray]] = []  # of the episodes that ended
         for t in range(steps):
             actions = self._act(obs, t, job_env_steps + t * self.total_envs, draws)
-            env_actions = actions if self.discrete else self.scale.to_env(actions)
+            env_actions = actions if self.scale is None else self.scale.to_env(actions)
             next_obs, rewards, terminated, truncated, info = self.envs.step(env_actions)
             next_obs = self.obs_format.carry(next_obs)
             raw_obs[t] = next_obs
@@ -247,9 +248,12 @@ class TransitionCollector:
         k = chunk.count
         if k == 0:
             return
-        q = self.engine.q_values(chunk.obs[:k])
+        engine = self.engine
+        # replay.initial_priorities=collector is refused for any algo but dqn (validate)
+        assert isinstance(engine, GreedyQEngine)
+        q = engine.q_values(chunk.obs[:k])
         taken = q[np.arange(k), chunk.actions[:k].astype(np.int64)]
-        bootstrap = self.engine.q_values(chunk.next_obs[:k]).max(axis=1)
+        bootstrap = engine.q_values(chunk.next_obs[:k]).max(axis=1)
         target = chunk.rewards[:k] + chunk.discounts[:k] * bootstrap
         chunk.priorities[:k] = np.abs(target - taken)
 

@@ -34,8 +34,9 @@ class Updater:
         if gradient.moments.carried:  # the first gradient of an update
             actor = self.algorithm.actor
             stats = [actor.obs_rms, actor.ret_rms]
-            if getattr(actor, "rnd", None) is not None:  # RND's inputs and returns
-                stats += [actor.rnd.obs_rms, actor.rnd.ret_rms]
+            rnd = getattr(actor, "rnd", None)
+            if rnd is not None:  # RND's inputs and returns
+                stats += [rnd.obs_rms, rnd.ret_rms]
             for running, moments in zip(stats, gradient.moments.read(), strict=True):
                 if moments.count > 0:
                     running.merge(moments)

@@ -85,7 +85,7 @@ class OffPolicyAlgorithm(ABC):
         self.steps = 0
         self.guard = GradientGuard(config.train.on_nonfinite)
         self.generator = learner_generator(config.seed)
-        self.targets: dict[str, TargetNetwork] = {}
+        self.targets: dict[str, TargetNetwork[nn.Module]] = {}
         with torch.random.fork_rng():
             torch.manual_seed(config.seed)
             parts = self.build()  # on the CPU: the same initial weights on every device

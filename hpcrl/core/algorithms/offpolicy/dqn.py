@@ -27,7 +27,8 @@ class DQN(OffPolicyAlgorithm):
         """The Q-network (segment ``q``) and its target."""
         self.q = QNetwork(self.spaces.obs_shape, int(as_discrete(self.spaces.action_space).n),
                           self.config.actor, self.spaces.obs_format)
-        self.targets["q"] = TargetNetwork(self.q)
+        self.target_q = TargetNetwork(self.q)  # typed: its module is a QNetwork
+        self.targets["q"] = self.target_q
         return [("q", self.q)]
 
     @property
@@ -38,7 +39,7 @@ class DQN(OffPolicyAlgorithm):
     def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """Huber loss of ``Q(s, a)`` to the target network's bootstrapped value (double Q with
         ``replay.double_q``), weighted by the importance weights of a prioritised batch."""
-        target_q = self.targets["q"].module
+        target_q = self.target_q.module
         obs, next_obs = batch.obs, batch.next_obs  # as carried: the encoder takes them
         q = self.q.q_values(obs).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
         with torch.no_grad():

@@ -105,7 +105,8 @@ class MPO(OffPolicyAlgorithm):
         self.critic = EnsembleCritic(self.pi.obs_format.features, self.action_dim, cfg.actor,
                                      r.n_critics)
         self.targets["critic"] = TargetNetwork(self.critic)
-        self.targets["policy"] = TargetNetwork(self.pi)
+        self.target_pi = TargetNetwork(self.pi)  # typed: its module is the policy's class
+        self.targets["policy"] = self.target_pi
         self.duals = MpoDuals(self.action_dim, r.mpo_init_temperature, r.mpo_init_alpha,
                               r.mpo_init_alpha)
         return [("policy", self.pi), ("critic", self.critic), ("duals", self.duals)]
@@ -124,7 +125,7 @@ class MPO(OffPolicyAlgorithm):
         """``n`` pre-squash samples ``u [n, B, A]`` of the target policy at ``obs``, their
         actions ``tanh(u)``, and the target's mean and std ``[B, A]``."""
         with torch.no_grad():
-            mean, log_std = self.targets["policy"].module.mean_log_std(obs)
+            mean, log_std = self.target_pi.module.mean_log_std(obs)
             std = log_std.exp()
             u = mean + std * self.gaussian((n,) + tuple(mean.shape))
         return u, torch.tanh(u), mean, std

@@ -54,7 +54,8 @@ class TD3(OffPolicyAlgorithm):
         self.action_dim = self.mu.action_dim
         self.critic = EnsembleCritic(self.mu.obs_format.features, self.action_dim,
                                      self.config.actor, self.num_critics)
-        self.targets["policy"] = TargetNetwork(self.mu)
+        self.target_mu = TargetNetwork(self.mu)  # typed: its module is the policy's class
+        self.targets["policy"] = self.target_mu
         self.targets["critic"] = TargetNetwork(self.critic)
         return [("policy", self.mu), ("critic", self.critic)]
 
@@ -73,7 +74,7 @@ class TD3(OffPolicyAlgorithm):
         obs, next_obs = self.mu.features(batch.obs), self.mu.features(batch.next_obs)
         std, clip = self.smoothing
         with torch.no_grad():
-            next_actions = self.targets["policy"].module.squashed_mode(next_obs)
+            next_actions = self.target_mu.module.squashed_mode(next_obs)
             if std > 0:
                 noise = self.gaussian(tuple(next_actions.shape))
                 next_actions = (next_actions + (noise * std).clamp_(-clip, clip)).clamp_(-1, 1)
