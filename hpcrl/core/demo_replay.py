@@ -38,7 +38,7 @@ from hpcrl.core.demo_buffer import (
     take,
 )
 from hpcrl.core.env_state import from_plain, to_plain
-from hpcrl.core.envs import make_vector_env
+from hpcrl.core.envs import make_vector_env, reset_seeded, vector_call, vector_set_attr
 from hpcrl.core.rollout import Rollout
 from hpcrl.demos import read_demos
 
@@ -111,7 +111,7 @@ class DemoSlots(gym.vector.VectorEnv):
         of own episodes start empty."""
         seeds = list(seed) if isinstance(seed, (list, tuple)) else [seed] * self.num_envs
         real_seeds = [seeds[i] for i in self.real_index]
-        obs, info = self.real.reset(seed=real_seeds, options=options)
+        obs, info = reset_seeded(self.real, real_seeds, options)
         # each slot's generator from its env's seed (unseeded: its slot index, still apart)
         self.playback = [_Playback(int(i) if seeds[i] is None else int(seeds[i]))
                          for i in self.replay_index]
@@ -179,7 +179,7 @@ class DemoSlots(gym.vector.VectorEnv):
         missing) in the replay slots; any other name raises AttributeError."""
         if name != "hpcrl_state":
             raise AttributeError(f"DemoSlots forwards only hpcrl_state, not {name!r}")
-        real = list(self.real.call(name))
+        real = list(vector_call(self.real, name))
         out: list[Any] = [None] * self.num_envs
         for k, slot in enumerate(self.real_index):
             out[slot] = real[k]
@@ -189,7 +189,7 @@ class DemoSlots(gym.vector.VectorEnv):
 
     def set_attr(self, name: str, values: Any) -> None:
         """Set ``name`` on the real envs, to the values of their slots."""
-        self.real.set_attr(name, [values[i] for i in self.real_index])
+        vector_set_attr(self.real, name, [values[i] for i in self.real_index])
 
     def replay_state(self) -> dict[str, Any]:
         """The buffer's own episodes and each replay slot's place, for a checkpoint."""

@@ -154,7 +154,7 @@ class EnvSpaces:
     @property
     def action_shape(self) -> tuple[int, ...]:
         """The shape of one env's action: ``()`` for Discrete, the space's shape otherwise."""
-        return () if self.discrete else tuple(self.action_space.shape)
+        return () if self.discrete else tuple(self.action_space.shape or ())
 
 
 def as_box(space: gym.Space) -> gym.spaces.Box:
@@ -246,9 +246,29 @@ def env_seeds(seed: int, first_index: int, count: int) -> list[int]:
     return [seed + first_index + i for i in range(count)]
 
 
+# gymnasium's VectorEnv base class types reset(seed=) as one int and declares neither call
+# nor set_attr; the vector envs hpcrl builds (Sync/AsyncVectorEnv, the EnvPool adapter,
+# DemoSlots) take a seed per env and have both. These three helpers are where that gap is
+# crossed (one type: ignore each).
+def reset_seeded(envs: gym.vector.VectorEnv, seeds: list[Any], options: Any = None
+                 ) -> tuple[Any, dict[str, Any]]:
+    """``envs.reset`` with one seed per env (what Sync/AsyncVectorEnv.reset accept)."""
+    return envs.reset(seed=seeds, options=options)  # type: ignore[arg-type]
+
+
+def vector_call(envs: gym.vector.VectorEnv, name: str) -> tuple[Any, ...]:
+    """``envs.call(name)``: each env's ``name`` (called when it is a method)."""
+    return envs.call(name)  # type: ignore[attr-defined]
+
+
+def vector_set_attr(envs: gym.vector.VectorEnv, name: str, values: Any) -> None:
+    """``envs.set_attr(name, values)``: one value per env."""
+    envs.set_attr(name, values)  # type: ignore[attr-defined]
+
+
 def vector_env_state(envs: gym.vector.VectorEnv) -> tuple[list[dict], list[str]]:
     """Per-env plain states and the attributes that could not be captured."""
-    states = list(envs.call("hpcrl_state"))
+    states = list(vector_call(envs, "hpcrl_state"))
     missing = sorted({m for s in states for m in s["missing"]})
     return states, missing
 
@@ -258,5 +278,5 @@ def restore_vector_env_state(envs: gym.vector.VectorEnv, states: list[dict]) -> 
     if len(states) != envs.num_envs:
         raise ValueError(f"checkpoint holds the state of {len(states)} envs but this process "
                          f"runs {envs.num_envs}: env.num_envs or the scheme changed")
-    envs.set_attr("hpcrl_state", states)
+    vector_set_attr(envs, "hpcrl_state", states)
 

@@ -13,7 +13,7 @@ from torch import nn
 
 from hpcrl.config.schema import ActorConfig
 from hpcrl.core.actor import mlp
-from hpcrl.core.encoders import make_encoder, orthogonal_init, reset_fixup
+from hpcrl.core.encoders import features_of, make_encoder, orthogonal_init, reset_fixup
 from hpcrl.core.obs_format import ObsFormat, ObsInput, box_format
 from hpcrl.core.precision import compute_dtype
 
@@ -41,8 +41,9 @@ class QNetwork(nn.Module):
         self.encoder = make_encoder(config.encoder, self.obs_format, config.features,
                                     config.channels, compute_dtype(config.compute_dtype),
                                     config.encoder_init)
-        self.trunk = mlp([self.encoder.features] + hidden, config.activation)
-        self.head = nn.Linear(hidden[-1] if hidden else self.encoder.features, num_actions)
+        features = features_of(self.encoder)
+        self.trunk = mlp([features] + hidden, config.activation)
+        self.head = nn.Linear(hidden[-1] if hidden else features, num_actions)
         if config.ortho_init:
             orthogonal_init(self.encoder, math.sqrt(2))
             orthogonal_init(self.trunk, math.sqrt(2))

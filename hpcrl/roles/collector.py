@@ -22,7 +22,13 @@ from hpcrl.config.schema import EnvConfig
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.demo_replay import DemoSlots
 from hpcrl.core.env_state import from_plain, to_plain
-from hpcrl.core.envs import as_box, env_seeds, restore_vector_env_state, vector_env_state
+from hpcrl.core.envs import (
+    as_box,
+    env_seeds,
+    reset_seeded,
+    restore_vector_env_state,
+    vector_env_state,
+)
 from hpcrl.core.inference import PolicyEngine, make_engine
 from hpcrl.core.normalization import Moments, Normalizer
 from hpcrl.core.rollout import Rollout
@@ -72,7 +78,7 @@ class Collector:
         self.episode_length = np.zeros(n, np.int64)
         self.discounted_return = np.zeros(n, np.float64)
         self.obs_format = actor.obs_format
-        self.obs = self.obs_format.carry(envs.reset(seed=env_seeds(seed, env_offset, n))[0])
+        self.obs = self.obs_format.carry(reset_seeded(envs, env_seeds(seed, env_offset, n))[0])
         # a recurrent actor's state per env: zero at an episode's start, carried across
         # rollouts (None for a feedforward actor)
         self.memory: np.ndarray | None = (np.zeros((n, actor.state_size), np.float32)

@@ -26,6 +26,7 @@ from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import (
     as_discrete,
     env_seeds,
+    reset_seeded,
     restore_vector_env_state,
     vector_env_state,
 )
@@ -97,7 +98,7 @@ class TransitionCollector:
         self.sampling = isinstance(self.engine, SquashedGaussianEngine)
         space = envs.single_action_space
         self.num_actions = int(as_discrete(space).n) if self.discrete else 0
-        self.action_dim = 0 if self.discrete else int(np.prod(space.shape))
+        self.action_dim = 0 if self.discrete else int(np.prod(space.shape or ()))
         engine = self.engine  # its policy is ``policy``, typed by the engine's kind
         self.scale = None if isinstance(engine, GreedyQEngine) else engine.policy.scale
         self.noise = None if self.discrete or self.sampling else make_noise(
@@ -118,7 +119,7 @@ class TransitionCollector:
         self._raw: dict[str, np.ndarray] = {}  # what the envs returned during a chunk
         self.episode_return = np.zeros(n, np.float64)
         self.episode_length = np.zeros(n, np.int64)
-        first = envs.reset(seed=env_seeds(config.seed, env_offset, n))[0]
+        first = reset_seeded(envs, env_seeds(config.seed, env_offset, n))[0]
         self.obs = self.obs_format.carry(first)
 
     # -- weights -----------------------------------------------------------------------------
