@@ -187,7 +187,11 @@ class HerReplayBuffer(ReplayBuffer):
         """Give the first ``n`` rows of the gathered batch new goals, rewards and
         discounts, in place."""
         goal_rows = self.rows_of(streams, self.goal_steps(streams, steps))
-        goals = self.codec.read(self.observations.next_obs[goal_rows], "achieved_goal")
+        store = self.observations
+        # HER's Dict observations are packed into flat rows, which make_obs_store keeps dense
+        # (shared frames are for [k, H, W] uint8 images only)
+        assert isinstance(store, DenseObsStore)
+        goals = self.codec.read(store.next_obs[goal_rows], "achieved_goal")
         obs, next_obs = self._out["obs"][:n], self._out["next_obs"][:n]
         self.codec.write(obs, "desired_goal", goals)
         self.codec.write(next_obs, "desired_goal", goals)
