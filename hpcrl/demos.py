@@ -59,7 +59,8 @@ class DemoRecorder:
                       terminated=np.asarray(terminated, bool),
                       truncated=np.asarray(truncated, bool))
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(Path(path), **arrays)
+        # numpy's stub matches a **dict against allow_pickle: bool; the names are arrays
+        np.savez_compressed(Path(path), **arrays)  # type: ignore[arg-type]
         return len(rows)
 
 

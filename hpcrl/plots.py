@@ -16,7 +16,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -79,7 +79,7 @@ def label(name: str, runs: Sequence[RunSummary], alone: bool) -> str:
     return which if alone else textwrap.fill(f"{name}, {which}", LABEL_CHARS)
 
 
-def style(i: int) -> dict[str, str]:
+def style(i: int) -> dict[str, Any]:
     """The colour and dashes of group ``i``'s curve: ten colours, then the same ten
     dashed, dotted, ..."""
     return {"color": f"C{i % 10}", "linestyle": DASHES[i // 10 % len(DASHES)]}
@@ -152,11 +152,15 @@ def _size_for(fig: Figure, legends: list[Legend], columns: int) -> None:
     """Make the figure the panels' size plus room for the widest legend beside them, each
     row at least as tall as its legend (and title and axis labels), so constrained layout
     never has to squeeze."""
-    renderer = fig.canvas.get_renderer()
+    # the figure draws on Agg, whose canvas has get_renderer (matplotlib's stub types the
+    # base canvas, which lacks it)
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     boxes = [legend.get_window_extent(renderer) for legend in legends]
     legend_w = max(b.width for b in boxes) / fig.dpi
     heights = [max(PANEL_INCHES[1], b.height / fig.dpi + 1.0) for b in boxes]
-    fig.axes[0].get_gridspec().set_height_ratios(heights)
+    grid = fig.axes[0].get_gridspec()
+    assert grid is not None  # the panels come from one subplots() grid
+    grid.set_height_ratios(heights)
     fig.set_size_inches(PANEL_INCHES[0] * columns + legend_w + 0.4, sum(heights))
 
 

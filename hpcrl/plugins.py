@@ -190,7 +190,7 @@ def failure(err: BaseException) -> str:
     hpcrl or a library it called, such as torch's ``nn.Module.__init__``), else the deepest."""
     frames = traceback.extract_tb(err.__traceback__)
     own = [f for f in frames if not _library_file(f.filename)]
-    frame = (own or frames or [None])[-1]
-    where = "" if frame is None else \
-        f" (at {Path(frame.filename).name}:{frame.lineno} in {frame.name})"
+    pick = own or list(frames)
+    where = "" if not pick else \
+        f" (at {Path(pick[-1].filename).name}:{pick[-1].lineno} in {pick[-1].name})"
     return f"{type(err).__name__}: {err}{where}"

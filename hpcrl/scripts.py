@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import TypeGuard
 
 from hpcrl.errors import ExplainedError
 
@@ -125,11 +126,12 @@ def training_call(path: Path) -> tuple[int, str] | None:
             if name is not None and (name.startswith("hpcrl.") or name in trains):
                 what = name if name.startswith("hpcrl.") else f"{name}(), which calls " \
                                                                f"{trains[name]}"
+                assert isinstance(node, ast.expr)  # called() names calls alone
                 return node.lineno, what
     return None
 
 
-def _is_guard(node: ast.AST) -> bool:
+def _is_guard(node: ast.AST) -> TypeGuard[ast.If]:
     """``node`` is ``if __name__ == "__main__":`` (either side of the ``==``)."""
     if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
             and len(node.test.ops) == 1 and isinstance(node.test.ops[0], ast.Eq)):

@@ -80,7 +80,7 @@ class Lz4Codec(PlainCodec):
     def unpack(self, wire: np.ndarray, array: np.ndarray) -> None:
         """Decompress the lz4 block received into ``wire`` into ``array``'s bytes."""
         length = int(wire[:LENGTH_BYTES].view(np.int64)[0])
-        plain = self.block.decompress(memoryview(wire[LENGTH_BYTES:LENGTH_BYTES + length]),
+        plain = self.block.decompress(wire[LENGTH_BYTES:LENGTH_BYTES + length].data,
                                       uncompressed_size=array.nbytes)
         _bytes_of(array)[:] = np.frombuffer(plain, np.uint8)
 

@@ -124,7 +124,8 @@ def fill_algo_defaults(data: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
     out = dict(data)
     algo = out.get("algo")
     name = algo.get("name", "ppo") if isinstance(algo, Mapping) else "ppo"
-    defaults = ALGO_DEFAULTS.get(_kind(name)) if isinstance(name, str) else None
+    kind = _kind(name) if isinstance(name, str) else None
+    defaults = ALGO_DEFAULTS.get(kind) if kind is not None else None
     if not defaults:
         return out, []
     filled: list[str] = []

@@ -129,7 +129,8 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str])
         tp = hints[name]
         try:
             kwargs[name] = (_build(tp, value, prefix + name + ".", problems)
-                            if dataclasses.is_dataclass(tp) else _coerce(prefix + name, value, tp))
+                            if isinstance(tp, type) and dataclasses.is_dataclass(tp)
+                            else _coerce(prefix + name, value, tp))
         except ConfigError as err:
             problems.append(str(err))
     return cls(**kwargs)

@@ -13,17 +13,26 @@ Atari run resets its envs).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 
 from hpcrl.config.schema import EnvConfig
 
+if TYPE_CHECKING:
+    from ale_py.env import AtariEnv
+
 LIFE_LOST = "life_lost"  # info key of a step that ended a life but not the game
 
 
+def ale_env(env: gym.Env) -> AtariEnv:
+    """The ALE env under ``env``'s wrappers (these wrappers are applied to ALE's ids only),
+    for its ``ale`` interface and action meanings."""
+    return cast("AtariEnv", env.unwrapped)
+
+
 def _lives(env: gym.Env) -> int:
-    return int(env.unwrapped.ale.lives())
+    return int(ale_env(env).ale.lives())
 
 
 class EpisodicLife(gym.Wrapper):
@@ -74,7 +83,7 @@ class FireReset(gym.Wrapper):
 
     def __init__(self, env: gym.Env, after_life_loss: bool = False) -> None:
         super().__init__(env)
-        meanings = env.unwrapped.get_action_meanings()
+        meanings = ale_env(env).get_action_meanings()
         if len(meanings) < 3 or meanings[1] != "FIRE":
             raise ValueError(f"FireReset needs FIRE as action 1, got actions {meanings}")
         self.after_life_loss = after_life_loss
@@ -87,24 +96,24 @@ class FireReset(gym.Wrapper):
             obs, _, terminated, truncated, info = self.env.step(action)
             if terminated or truncated:
                 obs, info = self.env.reset()
-        self.lives = self.env.unwrapped.ale.lives()
+        self.lives = ale_env(self.env).ale.lives()
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Step; with ``after_life_loss``, press FIRE after a lost life that does not end the game
         (its reward added to the step's)."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        lives = self.env.unwrapped.ale.lives()
+        lives = ale_env(self.env).ale.lives()
         if self.after_life_loss and lives < self.lives and not (terminated or truncated):
             obs, extra, terminated, truncated, info = self.env.step(1)
             reward = float(reward) + float(extra)
         self.lives = lives
-        return obs, reward, terminated, truncated, info
+        return obs, float(reward), terminated, truncated, info
 
 
 def has_fire(env: gym.Env) -> bool:
     """Whether the game waits for FIRE (action 1), as :class:`FireReset` needs."""
-    meanings = env.unwrapped.get_action_meanings()
+    meanings = ale_env(env).get_action_meanings()
     return len(meanings) >= 3 and meanings[1] == "FIRE"
 
 

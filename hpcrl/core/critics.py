@@ -8,6 +8,7 @@ orthogonally when ``ortho_init`` is set.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +21,8 @@ def _tanh(x: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     return x.tanh_() if inplace else x.tanh()
 
 
-_ACTIVATIONS = {"tanh": _tanh, "relu": F.relu, "elu": F.elu}
+_ACTIVATIONS: dict[str, Callable[..., torch.Tensor]] = {"tanh": _tanh, "relu": F.relu,
+                                                         "elu": F.elu}
 
 
 class EnsembleCritic(nn.Module):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -42,6 +42,9 @@ from hpcrl.core.envs import make_vector_env, reset_seeded, vector_call, vector_s
 from hpcrl.core.rollout import Rollout
 from hpcrl.demos import read_demos
 
+if TYPE_CHECKING:
+    from hpcrl.core.actor import ActorCritic
+
 
 def demo_slots(total_envs: int, fraction: float) -> np.ndarray:
     """Which global env slots replay demonstrations: ``floor(fraction x total)`` of them,
@@ -51,12 +54,14 @@ def demo_slots(total_envs: int, fraction: float) -> np.ndarray:
 
 
 class _Playback:
-    """Where one replay slot is: which episode, which row, and its generator."""
+    """Where one replay slot is: which episode, which row, and its generator (a slot always
+    plays an episode: it draws its first from ``buffer`` as it is made)."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, buffer: DemoBuffer) -> None:
         self.rng = np.random.default_rng([seed, 0xD3])
-        self.episode: Episode | None = None
+        self.episode: Episode
         self.row = 0
+        self.start(buffer)
 
     def start(self, buffer: DemoBuffer) -> None:
         episodes = buffer.episodes
@@ -113,10 +118,8 @@ class DemoSlots(gym.vector.VectorEnv):
         real_seeds = [seeds[i] for i in self.real_index]
         obs, info = reset_seeded(self.real, real_seeds, options)
         # each slot's generator from its env's seed (unseeded: its slot index, still apart)
-        self.playback = [_Playback(int(i) if seeds[i] is None else int(seeds[i]))
+        self.playback = [_Playback(int(i) if seeds[i] is None else int(seeds[i]), self.buffer)
                          for i in self.replay_index]
-        for play in self.playback:
-            play.start(self.buffer)
         self.recording = [[] for _ in self.real_index]
         self.obs = self._compose(obs)
         return self.obs, _widen(info, self.real_index, self.num_envs)
@@ -146,7 +149,7 @@ class DemoSlots(gym.vector.VectorEnv):
             if terminated[slot] or truncated[slot]:
                 if truncated[slot] and not terminated[slot]:
                     # the file holds no observation after the cut: the last one stands in
-                    finals.append((slot, take(ep.obs, row)))
+                    finals.append((int(slot), take(ep.obs, row)))
                 play.start(self.buffer)
             else:
                 play.row += 1
@@ -265,7 +268,7 @@ def slots_of_collector(total_envs: int, fraction: float, env_offset: int, num_en
 
 
 @torch.no_grad()
-def replayed_log_probs(actor: torch.nn.Module, rollouts: Sequence[Rollout],
+def replayed_log_probs(actor: ActorCritic, rollouts: Sequence[Rollout],
                        slots: np.ndarray) -> None:
     """Write into each rollout's ``log_probs`` the log-probabilities of the replayed actions
     under ``actor`` as it is (the update's starting weights), in the replay slots ``slots``

@@ -142,7 +142,7 @@ class MultiCategoricalActions:
         return (len(self.categories),)
 
     def _split(self, params: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return torch.split(params, self.categories, dim=-1)
+        return torch.split(params, list(self.categories), dim=-1)
 
     def sample(self, params: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """Each component's inverse-CDF sample from its uniform, stacked ``[B, k]``."""

@@ -97,7 +97,7 @@ def grads_to_flat(module: nn.Module, out: torch.Tensor | None = None) -> torch.T
     params = _params(module)
     grads = module.__dict__.get("_hpcrl_flat_grads")
     if grads is not None and all(p.grad is not None for p in params) and _aliases(
-            [p.grad for p in params], grads):
+            [p.grad for p in params if p.grad is not None], grads):
         return grads if out is None else out.copy_(grads)
     if out is None:
         out = torch.empty(num_params(module), dtype=torch.float32)
@@ -155,7 +155,7 @@ def zero_flat_gradients(module: nn.Module) -> torch.Tensor:
     params = _params(module)
     grads = module.__dict__.get("_hpcrl_flat_grads")
     if grads is None or not all(p.grad is not None for p in params) or not _aliases(
-            [p.grad for p in params], grads):
+            [p.grad for p in params if p.grad is not None], grads):
         grads = torch.zeros(sum(p.numel() for p in params), dtype=params[0].dtype,
                             device=params[0].device)
         offset = 0

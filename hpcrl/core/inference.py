@@ -80,7 +80,7 @@ class NumpyEngine:
             parts = np.split(out, np.cumsum(self.categories)[:-1], axis=1)
             sampled = [categorical_sample(p, noise[:, j]) for j, p in enumerate(parts)]
             actions = np.stack([a for a, _ in sampled], axis=1)
-            log_probs = sum(lp for _, lp in sampled)
+            log_probs = np.sum([lp for _, lp in sampled], axis=0)
         elif self.log_std is None:
             actions, log_probs = categorical_sample(out, noise)
         else:

@@ -151,14 +151,15 @@ def run_mlps(*chains: tuple[torch.Tensor, Sequence[nn.Module]]) -> list[torch.Te
     """Each chain's modules applied to its input, as :func:`run_mlp` does; the chains the
     kernel takes run together as one autograd operation (a policy and a value network pay
     for one dispatch, not two)."""
-    found = [(x, _chain(modules)) for x, modules in chains]
-    fast = [i for i, (x, chain) in enumerate(found)
-            if chain is not None and chain[0] and _kernel_applies(x, chain[0])]
+    found = [(i, x, _chain(modules)) for i, (x, modules) in enumerate(chains)]
+    kernel = [(i, x, chain) for i, x, chain in found
+              if chain is not None and chain[0] and _kernel_applies(x, chain[0])]
+    fast = [i for i, _, _ in kernel]
     outputs: list[torch.Tensor | None] = [None] * len(chains)
-    if fast:
-        layout = tuple(tuple(found[i][1][1]) for i in fast)
-        params = [t for i in fast for m in found[i][1][0] for t in (m.weight, m.bias)]
-        results = _NumpyMLPs.apply(layout, *(found[i][0] for i in fast), *params)
+    if kernel:
+        layout = tuple(tuple(chain[1]) for _, _, chain in kernel)
+        params = [t for _, _, chain in kernel for m in chain[0] for t in (m.weight, m.bias)]
+        results = _NumpyMLPs.apply(layout, *(x for _, x, _ in kernel), *params)
         for i, result in zip(fast, results, strict=True):
             outputs[i] = result
     for i, (x, modules) in enumerate(chains):

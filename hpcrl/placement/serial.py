@@ -24,6 +24,7 @@ from hpcrl.core.envs import EnvSpaces
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.learners import WorkerRank
 from hpcrl.placement.mpi.protocol import update_row
+from hpcrl.roles.updater import Updater
 from hpcrl.runtime.devices import pick_device
 from hpcrl.scheme import assign_roles
 
@@ -86,17 +87,23 @@ class SerialPlacement:
         return UpdateResult(steps, returns.copy(), lengths.copy(), stats, scheme,
                             policy_lag=lag, gradient_asynchrony=scheme.pop("gradient_asynchrony"))
 
+    def _updater(self) -> Updater:
+        """The learner's own updater (one process updates itself: never a central one)."""
+        updater = self.learner.updater
+        assert updater is not None, "a serial learner applies its own gradients"
+        return updater
+
     def state_dict(self) -> dict[str, Any]:
         """The updater's state and the collector's, for a checkpoint."""
-        return {"updater": self.learner.updater.state_dict(),
+        return {"updater": self._updater().state_dict(),
                 "collectors": self.learner.source.states()}
 
     def load_state_dict(self, state: dict[str, Any], actor_state: dict[str, Any]) -> list[str]:
         """Restore the roles; returns env attributes that could not be restored exactly."""
         learner = self.learner
         learner.actor.load_state_dict(actor_state)
-        learner.updater.load_state_dict(state["updater"])
-        learner.version = learner.updater.version
+        self._updater().load_state_dict(state["updater"])
+        learner.version = self._updater().version
         (collector_state,) = state["collectors"]
         inexact = learner.source.collector.load_state_dict(collector_state)
         self._publish()

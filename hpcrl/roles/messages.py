@@ -11,6 +11,7 @@ Every fixed-size part is a named-field record (:mod:`hpcrl.roles.layout`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,6 +28,9 @@ from hpcrl.core.flat import (
 from hpcrl.core.normalization import Moments
 from hpcrl.roles.layout import Record, RecordLayout
 from hpcrl.roles.moments import MomentsRecord, moments_layout
+
+if TYPE_CHECKING:
+    from hpcrl.core.actor import ActorCritic
 
 # commands a weights message carries to collectors (bit flags)
 COLLECT, STOP, CHECKPOINT, PREEMPTED = 0, 1, 2, 4
@@ -175,7 +179,7 @@ class Gradient:
         return Gradient(grads, gradient_info_layout(num_stats, obs_dim, rnd_dim).new())
 
     @staticmethod
-    def for_actor(actor: nn.Module, num_stats: int,
+    def for_actor(actor: ActorCritic, num_stats: int,
                   device: torch.device | str = "cpu") -> Gradient:
         """:meth:`empty` sized for ``actor``: its parameters, its observation statistics and
         (an actor with RND) those of its predictor's inputs."""

@@ -41,7 +41,7 @@ class NonFiniteError(ExplainedError):
 
 # -- env data -----------------------------------------------------------------------------
 def check_env_steps(name: str, values: np.ndarray, env_offset: int, first_step: int,
-                    total_envs: int, envs: Sequence[int] | None = None) -> None:
+                    total_envs: int, envs: Sequence[int] | np.ndarray | None = None) -> None:
     """Raise :class:`NonFiniteError` if ``values`` (steps x envs x ...) holds a NaN or inf.
 
     ``values[t, j]`` is what env ``envs[j]`` (default ``j``) of the collector, global index

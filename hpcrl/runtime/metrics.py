@@ -45,7 +45,7 @@ class EpisodeWindow:
 
     def load(self, state: torch.Tensor) -> None:
         """Restore the chunks :meth:`state` gave."""
-        self.chunks = deque(tuple(float(x) for x in row) for row in state.tolist())
+        self.chunks = deque((float(a), float(b), float(c)) for a, b, c in state.tolist())
 
 
 def progress_row(env_steps: int, updates: int, wall_time_s: float, fps: float,

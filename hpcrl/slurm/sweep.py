@@ -31,8 +31,8 @@ def _same_shape(opts: RenderOptions, sweep: Sweep) -> None:
                                             sets=tuple(sweep.point_sets(point))))
         shapes[point.name] = (shape.components, shape.scheme_sets)
     first, *others = shapes.items()
-    for name, shape in others:
-        if shape != first[1]:
+    for name, other in others:
+        if other != first[1]:
             raise SweepError(f"points {first[0]} and {name} need jobs of different shapes "
                              f"(tasks or CPUs): one job array gives every task the same "
                              f"allocation; sweep such values in separate arrays")

@@ -258,6 +258,7 @@ class SyncUpdaterRank:
                 g.grads.zero_()
                 reduce_sum_(learners, g.host(), root=0)
                 infos = gather_rows(learners, g.info.data, root=0)
+                assert infos is not None  # the updater is the learners' rank 0, the root
                 g.grads.div_(n_workers)
                 combine_infos(infos[1:], g.info)
                 self.updater.step(g)

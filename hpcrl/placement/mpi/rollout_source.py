@@ -45,7 +45,7 @@ class OwnEnvs:
         self.job = job
         self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs)
         self.shared = actor is not None  # the learner's own actor: nothing to copy
-        self.collector = Collector(self.envs, actor if self.shared else job.new_actor(),
+        self.collector = Collector(self.envs, actor if actor is not None else job.new_actor(),
                                    cfg.env, cfg.algo.gamma,
                                    cfg.seed, job.role.env_offset, collector_id=job.rank,
                                    total_envs=job.total_envs)
