@@ -18,3 +18,8 @@ class ExplainedError(RuntimeError):
 
 class ConfigError(ExplainedError, ValueError):
     """A config key, type or value that cannot be used; the message says how to fix it."""
+
+
+class NonFiniteError(ExplainedError):
+    """A NaN or infinite value in env data, a loss, a gradient or a state to checkpoint (its
+    message names where, so the CLI and the MPI abort report show it without a traceback)."""

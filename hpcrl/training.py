@@ -4,7 +4,7 @@ The loop is placement-agnostic: it asks a placement for one update at a time and
 what came back. Checkpoints are taken at update boundaries with the state of every role,
 so a resumed run continues exactly where the checkpoint was taken. A non-finite value (in
 env data, a loss, a gradient, or a state to checkpoint) stops the loop with a
-:class:`~hpcrl.runtime.finite.NonFiniteError` naming where it came from and the last good
+:class:`~hpcrl.errors.NonFiniteError` naming where it came from and the last good
 checkpoint, which is never overwritten.
 """
 from __future__ import annotations

@@ -12,8 +12,9 @@ from click.testing import CliRunner
 
 from hpcrl.cli import main
 from hpcrl.runtime.checkpoint import load_checkpoint, save_atomic
-from hpcrl.runtime.finite import (GradientGuard, NonFiniteError, check_checkpoint_state,
-                                  check_env_steps, save_finite_checkpoint)
+from hpcrl.core.gradient_guard import GradientGuard
+from hpcrl.errors import NonFiniteError
+from hpcrl.runtime.finite import check_checkpoint_state, check_env_steps, save_finite_checkpoint
 
 TEST_ENVS = Path(__file__).parent / "mpi"
 BAD_ENV = "env.id=hpcrl_testenvs:NonFiniteCartPole-v0"

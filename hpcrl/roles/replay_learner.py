@@ -13,6 +13,7 @@ from typing import Any
 
 from hpcrl.config.schema import Config
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.core.gradient_guard import was_applied
 from hpcrl.core.obs_format import ObsFormat
 from hpcrl.core.replay.buffer import ReplayBuffer
 from hpcrl.core.replay.goals import GoalRewards
@@ -21,7 +22,6 @@ from hpcrl.core.replay.prioritized import PrioritizedReplayBuffer
 from hpcrl.core.replay.transitions import Transitions
 from hpcrl.roles.messages import Weights
 from hpcrl.runtime.cpu import flush_denormals
-from hpcrl.runtime.finite import was_applied
 
 
 def make_replay(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],

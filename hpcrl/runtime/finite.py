@@ -1,13 +1,15 @@
 """Non-finite values (NaN, inf) never reach the weights or a checkpoint.
 
-One module for the whole concern, so the serial and the MPI placements call the same code:
+One module for the concern at run time (the gradient's part is the algorithms', in
+:mod:`hpcrl.core.gradient_guard`), so the serial and the MPI placements call the same code:
 
 - :func:`check_env_steps`: the collectors check what their envs returned, once per rollout
   or transition chunk, on the buffers already in hand (one vectorised ``isfinite``); a
   non-finite observation or reward stops the run naming the env (its index on the
   collector and its global index) and its step. Env data is never skipped: the env is
   broken, and dropping its data would only hide that.
-- :class:`GradientGuard`: the algorithms check their loss terms (python floats they report
+- :class:`~hpcrl.core.gradient_guard.GradientGuard` (in ``core``, where the algorithms
+  that use it live): the algorithms check their loss terms (python floats they report
   anyway) and the norm of each flat gradient they apply. ``train.on_nonfinite`` decides:
   ``stop`` raises, ``skip_update`` drops that gradient step and counts it.
 - :func:`check_checkpoint_state` / :func:`save_finite_checkpoint`: the last line of
@@ -28,15 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from hpcrl.errors import ExplainedError
+from hpcrl.errors import NonFiniteError
 from hpcrl.runtime.checkpoint import save_atomic
-
-STOP, SKIP_UPDATE = "stop", "skip_update"
-
-
-class NonFiniteError(ExplainedError):
-    """A NaN or infinite value in env data, a loss, a gradient or a state to checkpoint (its
-    message names where, so the CLI and the MPI abort report show it without a traceback)."""
 
 
 # -- env data -----------------------------------------------------------------------------
@@ -71,57 +66,6 @@ def check_env_rows(name: str, rows: Sequence[tuple[int, np.ndarray, np.ndarray]]
     of the episodes that ended during a chunk, checked with the chunk)."""
     for t, envs, values in rows:
         check_env_steps(name, values[None], env_offset, first_step + t, total_envs, envs=envs)
-
-
-# -- losses and gradients -----------------------------------------------------------------
-class GradientGuard:
-    """What a non-finite loss term or gradient does, per ``train.on_nonfinite``.
-
-    ``skipped`` counts the gradient steps dropped since the last :meth:`take_skipped`, which
-    the placements read once per update into the ``skipped_updates`` progress column.
-    """
-
-    def __init__(self, on_nonfinite: str = STOP) -> None:
-        if on_nonfinite not in (STOP, SKIP_UPDATE):
-            raise ValueError(f"on_nonfinite must be '{STOP}' or '{SKIP_UPDATE}', "
-                             f"got {on_nonfinite!r}")
-        self.on_nonfinite = on_nonfinite
-        self.skipped = 0
-
-    def check_loss(self, stats: Mapping[str, float]) -> None:
-        """Under ``stop``, raise naming the first non-finite loss term; under ``skip_update``
-        the gradient it makes is non-finite and :meth:`admit` drops it."""
-        if self.on_nonfinite != STOP:
-            return
-        for name, value in stats.items():
-            if not math.isfinite(value):
-                raise NonFiniteError(
-                    f"the loss term '{name}' is {value}; lower algo.lr or algo.max_grad_norm, "
-                    f"check the rewards' scale, or set train.on_nonfinite=skip_update to drop "
-                    f"such gradient steps")
-
-    def admit(self, grad_norm: float, step: int) -> bool:
-        """Whether the gradient of optimiser step ``step`` (norm ``grad_norm``) may be
-        applied; a non-finite one raises under ``stop`` and is counted under ``skip_update``."""
-        if math.isfinite(grad_norm):
-            return True
-        if self.on_nonfinite == STOP:
-            raise NonFiniteError(
-                f"the gradient of optimiser step {step} is non-finite (norm {grad_norm}); set "
-                f"train.on_nonfinite=skip_update to drop such gradient steps")
-        self.skipped += 1
-        return False
-
-    def take_skipped(self) -> int:
-        """The gradient steps dropped since the last call (and reset the count)."""
-        count, self.skipped = self.skipped, 0
-        return count
-
-
-def was_applied(stats: Mapping[str, float]) -> bool:
-    """Whether the ``apply_gradients`` call that returned ``stats`` stepped the optimiser
-    (a dropped step reports a non-finite ``grad_norm``)."""
-    return math.isfinite(stats["grad_norm"])
 
 
 # -- checkpoints --------------------------------------------------------------------------

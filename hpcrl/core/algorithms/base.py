@@ -15,11 +15,11 @@ import torch.nn.functional as F
 from hpcrl.config.schema import AlgoConfig
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
+from hpcrl.core.gradient_guard import STOP, GradientGuard
 from hpcrl.core.intrinsic import IntrinsicTargets
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.reducer import LocalReducer, Reducer, global_mean_std
 from hpcrl.core.storage import RecurrentBatch, RolloutBatch
-from hpcrl.runtime.finite import STOP, GradientGuard
 
 # What an algorithm trains from and on: RolloutStorage and its GaeBatch (PPO, A2C), or
 # VTraceStorage and its SequenceBatch (IMPALA); a plug-in that names neither gets Any.

@@ -23,10 +23,10 @@ from hpcrl.config.schema import Config
 from hpcrl.core.algorithms.base import linear_schedule
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.flat import contiguous_parameters, share_flat_parameters, zero_flat_gradients
+from hpcrl.core.gradient_guard import GradientGuard
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
-from hpcrl.runtime.finite import GradientGuard
 
 NOISE_STREAM = 0x7A3  # seeds the learner's torch generator apart from everything else
 

@@ -1,0 +1,102 @@
+"""The package's layers: no import cycle between hpcrl's subpackages, and ``core`` (the
+algorithms, networks, storages and envs) imports nothing of the run-time layer
+(``runtime``: run directories, checkpoints, signals) nor of what is built on it.
+
+Read from the source (module-level imports, ``TYPE_CHECKING`` blocks and imports inside
+functions left out: those run after every module has loaded), so a new cycle fails here,
+naming the imports that close it, before it fails as a half-initialised module somewhere.
+"""
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).parents[1] / "hpcrl"
+# what core may not import: the layers above it
+ABOVE_CORE = ("runtime", "placement", "roles", "scheme", "slurm", "comm")
+
+
+def _unit(module: str) -> str:
+    """The subpackage a module belongs to (a top-level module is a unit of its own)."""
+    parts = module.split(".")
+    if len(parts) > 1 and (PACKAGE / parts[1]).is_dir():
+        return parts[1]
+    return module
+
+
+def import_edges() -> dict[tuple[str, str], str]:
+    """(unit, unit it imports) -> one import that makes the edge, as 'module -> module'."""
+    edges: dict[tuple[str, str], str] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        module = module.removesuffix(".__init__")
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] if node.level == 0 else []
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue  # an `if TYPE_CHECKING:` block, a function's body, ...
+            for name in names:
+                if name.split(".")[0] != "hpcrl" or name == "hpcrl":
+                    continue
+                a, b = _unit(module), _unit(name)
+                if a != b:
+                    edges.setdefault((a, b), f"{module} -> {name}")
+    return edges
+
+
+def cycles(edges: dict[tuple[str, str], str]) -> list[list[str]]:
+    """The strongly connected groups of more than one unit (Tarjan)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for a, b in edges:
+        graph[a].add(b)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(list(graph)):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_between_subpackages():
+    edges = import_edges()
+    found = cycles(edges)
+    closing = [edges[(a, b)] for group in found for a in group for b in group
+               if (a, b) in edges]
+    assert not found, f"import cycles between {found}: {closing}"
+
+
+def test_core_imports_nothing_of_the_layers_above_it():
+    edges = import_edges()
+    upward = [why for (a, b), why in edges.items() if a == "core" and b in ABOVE_CORE]
+    assert not upward, upward
+
+
+def test_the_check_finds_a_cycle_when_there_is_one():
+    edges = {("core", "runtime"): "core.x -> runtime.y", ("runtime", "core"): "runtime.y -> core.x",
+             ("roles", "core"): "roles.z -> core.x"}
+    assert cycles(edges) == [["core", "runtime"]]
