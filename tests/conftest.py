@@ -51,15 +51,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The Slurm tests go to one xdist worker (they share the test cluster's nodes), and run
-    first with the ``slow`` tests, so that the long ones overlap and the short ones fill in
-    after (the suite's wall-clock is that of its busiest worker); in MPI children, make each
-    test's timeout fire first and kill the rank."""
+    """The Slurm tests go to one xdist worker (they share the test cluster's nodes); in MPI
+    children, make each test's timeout fire first and kill the rank."""
     if CHILD_PROCESS_FLAG not in os.environ:
         for item in items:
             if item.get_closest_marker("slurm") is not None:
                 item.add_marker(pytest.mark.xdist_group("slurm"))
-        items.sort(key=_start_rank)  # stable: collection order within each rank
         return
     deadline = os.environ.get(TEST_DEADLINE_VAR)
     for item in items:
@@ -70,14 +67,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         left = float(deadline) - time.time() if deadline else seconds
         child = child_timeout(seconds, left)
         item.add_marker(pytest.mark.timeout(child, method="thread"), append=False)
-
-
-def _start_rank(item: pytest.Item) -> int:
-    """When a test starts: the Slurm group (one worker's long queue) first, then the slow
-    tests, then the rest."""
-    if item.get_closest_marker("slurm") is not None:
-        return 0
-    return 1 if item.get_closest_marker("slow") is not None else 2
 
 
 def child_timeout(seconds: float, left: float) -> float:
