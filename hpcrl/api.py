@@ -57,6 +57,7 @@ class TrainResult:
     preempted: bool
     world_size: int = 1
     is_leader: bool = True
+    stop_told: bool = False  # how the stopped run continues was said already (rank 0 of MPI)
 
 
 def _plugin_paths(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -177,4 +178,4 @@ def _run_mpi(cfg: Config, run_dir: Path | None, resume: bool,
     size, leader = done.job.world.Get_size(), done.job.is_leader
     evaluation = getattr(getattr(done.ranked, "leader", None), "evaluation", None)
     finalize_mpi()
-    return TrainResult(done.run.path, evaluation, done.preempted, size, leader)
+    return TrainResult(done.run.path, evaluation, done.preempted, size, leader, done.stop_told)

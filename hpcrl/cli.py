@@ -65,7 +65,8 @@ def train(config: str | None, overrides: tuple[str, ...], run_dir: str | None,
     except api.RunDirTaken as err:
         raise click.UsageError(str(err)) from None
     if result.preempted:
-        _exit_preempted(result.run_dir, world_size=result.world_size, tell=result.is_leader)
+        _exit_preempted(result.run_dir, world_size=result.world_size,
+                        tell=result.is_leader and not result.stop_told)
 
 
 def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True) -> None:

@@ -43,6 +43,7 @@ class MpiRun:
     ranked: Any
     job: MpiJob
     run: RunDir
+    stop_told: bool = False  # rank 0 said how the stopped run continues (before the ranks met)
 
     @property
     def preempted(self) -> bool:
@@ -163,8 +164,16 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
         job.memory.close()
     if watch is not None:
         watch.stop()
+    # rank 0 says how a stopped run continues before the ranks' last meeting: once the others
+    # leave (with the stop's exit status) the launcher may end rank 0 before it could say it
+    told = job.is_leader and bool(ranked.preempted)
+    if told:
+        from hpcrl.placement.mpi.launcher import stop_message
+
+        print(stop_message(run.path, job.world.Get_size(), STOP_REQUEST.signum),
+              file=sys.stderr, flush=True)
     finish_world(job.world, [job.learners, job.gradient], survives=job.survives)
-    return MpiRun(ranked, job, run)
+    return MpiRun(ranked, job, run, told)
 
 
 def _watch_failures(job: MpiJob) -> FailureWatch:
