@@ -85,7 +85,7 @@ def wait(request: Request, poll: Poll = DEFAULT_POLL, timeout: float | None = No
     def done() -> Envelope | None:
         return _envelope(status) if request.Test(status) else None
 
-    return _poll_until(done, poll, timeout, "the request")
+    return poll_until(done, poll, timeout, "the request")
 
 
 def wait_any(
@@ -112,7 +112,7 @@ def wait_any(
             raise ValueError("wait_any was given no active request")
         return index, _envelope(status)
 
-    return _poll_until(done, poll, timeout, "any of the requests", idle)
+    return poll_until(done, poll, timeout, "any of the requests", idle)
 
 
 def probe_any(comm: Comm, tag: int | None = None, source: int | None = None) -> Envelope | None:
@@ -146,18 +146,19 @@ def wait_probe(
     timeout: float | None = None,
 ) -> Envelope:
     """Like ``probe_any`` but waits (without spinning) until a message is pending."""
-    return _poll_until(lambda: probe_any(comm, tag, source), poll, timeout, "a message")
+    return poll_until(lambda: probe_any(comm, tag, source), poll, timeout, "a message")
 
 
-def _poll_until(
+def poll_until(
     check: Callable[[], T | None],
-    poll: Poll,
-    timeout: float | None,
-    what: str,
+    poll: Poll = DEFAULT_POLL,
+    timeout: float | None = None,
+    what: str = "a result",
     idle: Callable[[], Any] | None = None,
 ) -> T:
     """Call ``check`` until it returns non-None, sleeping with back-off (and calling
-    ``idle``, if given) in between."""
+    ``idle``, if given) in between: every polling wait of hpcrl's ranks, so that one
+    back-off serves them all."""
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = poll.initial_s
     while True:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.comm import irecv
+from hpcrl.comm import irecv, poll_until
 from hpcrl.comm.faults import is_peer_failure
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch
 from hpcrl.placement.mpi.protocol import TAG_FINAL
@@ -93,16 +93,13 @@ class CollectorInbox:
 
     def next(self, idle: Callable[[], Any] | None = None) -> int:
         """Wait for a message from any live collector (all posted); returns its index."""
-        delay = 50e-6
-        while True:
-            for i in range(len(self.ranks)):
-                if self.arrived(i):
-                    return i
-            self.watch.require_live()
-            if idle is not None:
-                idle()
-            time.sleep(delay)
-            delay = min(delay * 2, 2e-3)
+        def first() -> int | None:
+            found = next((i for i in range(len(self.ranks)) if self.arrived(i)), None)
+            if found is None:
+                self.watch.require_live()
+            return found
+
+        return poll_until(first, what="a collector's message", idle=idle)
 
     def drain(self) -> None:
         """After STOP: drop every message until each live collector's FINAL count arrived,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from hpcrl.comm import probe_any
+from hpcrl.comm import poll_until, probe_any
 from hpcrl.comm.faults import DEAD, LOST, is_peer_failure, stop_hung_rank
 from hpcrl.errors import ExplainedError
 
@@ -95,14 +95,16 @@ class CollectorWatch:
         """Wait for ``request`` with ``rank`` (polling, bounded by the timeout); False when
         ``rank`` was lost meanwhile."""
         self.waiting(rank, what)
-        delay = 50e-6
-        while not self.done(rank, request):
-            if rank in LOST or self.overdue(rank, what):
-                return False
-            time.sleep(delay)
-            delay = min(delay * 2, 2e-3)
-        self.arrived(rank, what)
-        return True
+
+        def outcome() -> bool | None:  # True: taken; False: lost meanwhile; None: waiting
+            if self.done(rank, request):
+                return True
+            return False if rank in LOST or self.overdue(rank, what) else None
+
+        taken = poll_until(outcome, what=f"rank {rank}'s {what}")
+        if taken:
+            self.arrived(rank, what)
+        return taken
 
     # -- overdue timers ------------------------------------------------------------------
     def waiting(self, rank: int, what: str = "stream") -> None:
@@ -145,21 +147,20 @@ def receive_state(watch: CollectorWatch, rank: int, tag: int) -> dict[str, Any] 
     resumed job starts that collector afresh)."""
     world = watch.job.world
     watch.waiting(rank, "state")
-    delay = 50e-6
-    while rank not in LOST:
+
+    def outcome() -> bool | None:  # True: its state is there; False: lost; None: waiting
+        if rank in LOST:
+            return False
         try:
-            envelope = probe_any(world, tag=tag, source=rank)
+            if probe_any(world, tag=tag, source=rank) is not None:
+                return True
         except Exception as exc:
             if not is_peer_failure(exc):
                 raise
             watch.lose(rank, "is dead (MPI: process failure)")
-            break
-        if envelope is not None:
-            watch.arrived(rank, "state")
-            return world.recv(source=rank, tag=tag)
-        if watch.overdue(rank, "state"):
-            break
-        time.sleep(delay)
-        delay = min(delay * 2, 2e-3)
+            return False
+        return False if watch.overdue(rank, "state") else None
+
+    there = poll_until(outcome, what=f"rank {rank}'s checkpoint state")
     watch.arrived(rank, "state")
-    return None
+    return world.recv(source=rank, tag=tag) if there else None
