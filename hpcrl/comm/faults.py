@@ -169,6 +169,24 @@ def await_deaths(world: Comm, ranks: set[int], within_s: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+def live_agreement(world: Comm, lost: set[int]) -> None:
+    """Meet every live rank of ``world``: MPI's fault-tolerant agreement (ULFM's
+    ``MPIX_Comm_agree``), entered once the library counts the ``lost`` ranks dead (a hung
+    rank killed just now is dead for MPI a moment later). It completes alike on every live
+    rank, whatever died before or during it, so no rank leaves before all have arrived."""
+    await_deaths(world, lost)
+    for _ in range(world.Get_size()):  # each try that fails has learnt of one more death
+        try:
+            world.Ack_failed()  # the deaths known so far do not fail the agreement
+            world.Agree(1)
+            return
+        except Exception as exc:
+            if not is_peer_failure(exc):
+                raise
+            # a rank died during the agreement: it completed alike on every live rank,
+            # which all try again with that death acknowledged
+
+
 def stop_hung_rank(peer: PeerInfo) -> bool:
     """SIGKILL a hung rank when it runs on this host (then MPI counts it dead and the job's
     end does not wait for it); False where it runs elsewhere."""

@@ -155,24 +155,21 @@ def split_by_role(comm: Comm, color: int, key: int) -> Comm:
 def finish_world(comm: Comm, role_comms: list[Any], survives: bool = False) -> None:
     """End this rank's part in the job: free its role communicators and meet every rank.
 
-    ``survives``: the job went on without lost ranks, so the meeting fails (MPI's
-    ``ERR_PROC_FAILED``) where one of them is dead: every live rank has finished its part
-    by then, which is all the meeting is for."""
+    ``survives``: the job may have gone on without lost ranks. A barrier is then no meeting
+    (it fails at once on a rank that sees a dead peer, while the others still work, and a
+    rank that leaves early with the job's stop status may make the launcher end the rest
+    before rank 0 has written or said its last words), so the live ranks meet in MPI's
+    fault-tolerant agreement instead, which returns on no rank before every live rank has
+    entered it."""
     for role_comm in role_comms:
         if role_comm is not None and not isinstance(role_comm, SelfComm):
             role_comm.Free()
-    if survives:
-        from hpcrl.comm.faults import LOST, await_deaths
-
-        await_deaths(comm, LOST.ranks())  # a hung rank killed just now: MPI learns of it
-    try:
+    if not survives:
         comm.Barrier()
-    except Exception as exc:
-        from hpcrl.comm.faults import LOST, is_peer_failure
+        return
+    from hpcrl.comm.faults import LOST, live_agreement
 
-        # a barrier that met a rank dying may fail with a plain MPI error too
-        if not (survives and (is_peer_failure(exc) or LOST.ranks())):
-            raise
+    live_agreement(comm, LOST.ranks())
 
 
 def finalize_mpi() -> None:

@@ -254,3 +254,17 @@ def test_under_mpich_a_hung_collector_ends_the_job_naming_it(tmp_path):
     assert "rank 2 (collector of gradient worker 0) on " in done.stderr
     assert "sent nothing for 4 s" in done.stderr and "the job ends" in done.stderr
     assert math.isfinite(float(steps_done(run_dir)))
+
+
+def test_the_last_meeting_waits_for_every_live_rank_after_a_loss(openmpi):
+    # a rank that leaves the meeting early with status 3 would let the launcher end a late
+    # rank 0 before its last words (the stop message and checkpoint of a stopped job)
+    done = subprocess.run([str(openmpi / "bin" / "mpiexec"), "--with-ft", "ulfm",
+                           "--oversubscribe", "--allow-run-as-root", "-n", "3",
+                           sys.executable, str(HERE / "last_meeting.py"), "3"],
+                          capture_output=True, text=True, timeout=120, env=ft_env(openmpi),
+                          cwd=ROOT)
+    assert done.returncode == 3, done.stderr[-3000:]
+    said = done.stderr.index("rank 0: my last words")
+    assert done.stderr.index("rank 1: met") > said, done.stderr[-3000:]
+    assert "rank 0: met" in done.stderr, done.stderr[-3000:]
