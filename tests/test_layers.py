@@ -1,6 +1,8 @@
-"""The package's layers: no import cycle between hpcrl's subpackages, and ``core`` (the
+"""The package's layers: no import cycle between hpcrl's subpackages, ``core`` (the
 algorithms, networks, storages and envs) imports nothing of the run-time layer
-(``runtime``: run directories, checkpoints, signals) nor of what is built on it.
+(``runtime``: run directories, checkpoints, signals) nor of what is built on it, and the
+top layers (``experiments``: sweeps, runs, plots, videos; ``cli``: the commands) are
+imported by nothing below them, the commands by nothing at all.
 
 Read from the source (module-level imports, ``TYPE_CHECKING`` blocks and imports inside
 functions left out: those run after every module has loaded), so a new cycle fails here,
@@ -14,7 +16,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "hpcrl"
 # what core may not import: the layers above it
-ABOVE_CORE = ("runtime", "placement", "roles", "scheme", "slurm", "comm")
+ABOVE_CORE = ("runtime", "placement", "roles", "scheme", "slurm", "comm", "experiments", "cli")
+# the top layers, and the subpackages below them that may import neither
+TOP = ("experiments", "cli")
+BELOW_TOP = ("core", "comm", "roles", "placement", "runtime", "scheme", "config")
 
 
 def _unit(module: str) -> str:
@@ -94,6 +99,22 @@ def test_core_imports_nothing_of_the_layers_above_it():
     edges = import_edges()
     upward = [why for (a, b), why in edges.items() if a == "core" and b in ABOVE_CORE]
     assert not upward, upward
+
+
+def test_nothing_below_the_top_layers_imports_them():
+    edges = import_edges()
+    upward = [why for (a, b), why in edges.items() if a in BELOW_TOP and b in TOP]
+    assert not upward, upward
+
+
+def test_nothing_imports_the_commands():
+    edges = import_edges()
+    into_cli = [why for (a, b), why in edges.items() if b == "cli"]
+    assert not into_cli, into_cli
+
+
+def test_the_top_layers_are_subpackages():
+    assert all((PACKAGE / unit / "__init__.py").is_file() for unit in (*TOP, *BELOW_TOP))
 
 
 def test_the_check_finds_a_cycle_when_there_is_one():

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from hpcrl.cli import main
-from hpcrl.runs_table import differences, find_runs, group, summarize, telling_keys
-from hpcrl.text_table import cut_middle, fit
+from hpcrl.cli.text_table import cut_middle, fit
+from hpcrl.experiments.runs_table import differences, find_runs, group, summarize, telling_keys
 
 pytest.importorskip("matplotlib")
 
@@ -66,7 +66,7 @@ def test_a_plot_of_mixed_runs_has_a_panel_per_env_and_its_legends_inside_the_fig
         mixed: Path, tmp_path: Path, options: list[str]) -> None:
     from PIL import Image
 
-    from hpcrl.plots import figure
+    from hpcrl.experiments.plots import figure
 
     out, caught = plot_quietly(mixed, "-o", tmp_path / "x.png", *options)
     assert out.exit_code == 0 and "x.png: 6 curves" in out.output, out.output

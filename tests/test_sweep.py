@@ -16,10 +16,10 @@ import yaml
 from click.testing import CliRunner
 
 from hpcrl.cli import main
+from hpcrl.experiments.sweep import (SweepError, expand, new_sweep, parse_grid, parse_seeds,
+                                     split_values, start_sweep)
 from hpcrl.runtime.run_dir import RunDir, is_finished
 from hpcrl.slurm.sweep import array_spec
-from hpcrl.sweep import (SweepError, expand, new_sweep, parse_grid, parse_seeds, split_values,
-                         start_sweep)
 
 HPCRL = str(Path(sys.executable).with_name("hpcrl"))
 TINY = ["train.total_env_steps=1024", "train.eval_episodes=2", "train.tensorboard=false",

@@ -13,9 +13,9 @@ import shlex
 from dataclasses import replace
 from pathlib import Path
 
+from hpcrl.experiments.sweep import Sweep, SweepError
 from hpcrl.slurm.render import Rendered, RenderOptions, job_shape, render
 from hpcrl.slurm.templates import bash_array, load_template, set_option, set_variable
-from hpcrl.sweep import Sweep, SweepError
 
 SCRIPT_NAME = "sweep.sbatch"
 LOG_PATTERN = "logs/slurm-%A_%a.out"

@@ -5,10 +5,11 @@ scale, so each env has its own y axis. In a row, runs that differ only in their 
 one curve: the mean episode return over the seeds, on a common x grid (each seed's curve
 interpolated onto it, up to where the shortest seed ends), with a band of one standard
 deviation. A curve is labelled by the few keys that tell that env's groups apart
-(:func:`hpcrl.runs_table.telling_keys`), and the row's legend stands right of its panels,
-outside the axes; the figure is made wide and tall enough to hold it. With ``scheme=True``
-two more panels in each row show where each update's time went (collect, wait, compute,
-communicate, mean over the group's runs) and the policy lag, in the colours of the curves.
+(:func:`hpcrl.experiments.runs_table.telling_keys`), and the row's legend stands right of
+its panels, outside the axes; the figure is made wide and tall enough to hold it. With
+``scheme=True`` two more panels in each row show where each update's time went (collect,
+wait, compute, communicate, mean over the group's runs) and the policy lag, in the colours
+of the curves.
 matplotlib draws off-screen (the Agg canvas, no pyplot), so a headless node makes the file.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hpcrl.errors import ExplainedError
-from hpcrl.runs_table import RunSummary, find_runs, group, summarize
+from hpcrl.experiments.runs_table import RunSummary, find_runs, group, summarize
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from hpcrl.cli_refusals import refusing
+from hpcrl.cli.refusals import refusing
 
 SET_HELP = "Override a config key in every point, e.g. --set algo.lr=3e-4 (repeatable)."
 SWEEP_DIR_HELP = ("The sweep directory, one run directory per point below it (default: "
@@ -46,7 +46,7 @@ def load_sweep(config: str | None, sets: tuple[str, ...], grid: tuple[str, ...],
                seeds: str | None, run_dir: str | None, resume_dir: str | None) -> Any:
     """The sweep to run: the one in ``--resume``'s directory, or the one the options
     describe (started, or continued when ``--run-dir`` holds the same sweep)."""
-    from hpcrl.sweep import new_sweep, resume_sweep, start_sweep
+    from hpcrl.experiments.sweep import new_sweep, resume_sweep, start_sweep
 
     if resume_dir is not None:
         if config or sets or grid or seeds or run_dir:
@@ -80,8 +80,8 @@ def sweep_command(config: str | None, seeds: str | None, grid: tuple[str, ...],
     are, points with a checkpoint resume, the others start. Exits 1 when a point failed,
     3 when a signal stopped it with points left to resume.
     """
+    from hpcrl.experiments.sweep_runner import SweepRunner, exit_code
     from hpcrl.placement.mpi.launcher import launched_size
-    from hpcrl.sweep_runner import SweepRunner, exit_code
 
     if launched_size() > 1:
         raise click.UsageError("hpcrl sweep starts each point's ranks itself: run it without "

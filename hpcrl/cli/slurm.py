@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from hpcrl.cli_refusals import refusing
-from hpcrl.cli_sweep import SWEEP_DIR_HELP, sweep_options
+from hpcrl.cli.refusals import refusing
+from hpcrl.cli.sweep import SWEEP_DIR_HELP, sweep_options
 
 SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
 
@@ -132,7 +132,7 @@ def sweep_command(seeds: str | None, grid: tuple[str, ...], resume_dir: str | No
     or give --submit). Given again (or with --resume DIR), the array covers the points that
     have not finished; those with a checkpoint resume.
     """
-    from hpcrl.cli_sweep import load_sweep
+    from hpcrl.cli.sweep import load_sweep
     from hpcrl.slurm.submit import find_sbatch, run_sbatch
     from hpcrl.slurm.sweep import render_sweep, write_sweep_script
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from hpcrl.experiments.sweep import Point, Sweep, SweepError, check_points
 from hpcrl.runtime.run_dir import is_finished
 from hpcrl.runtime.signals import EXIT_PREEMPTED
 from hpcrl.scheme.topology import required_world_size
-from hpcrl.sweep import Point, Sweep, SweepError, check_points
 
 POLL_S = 0.2
 

@@ -1,4 +1,12 @@
-"""The ``hpcrl`` command line: train, eval and config."""
+"""The ``hpcrl`` command line: the ``hpcrl`` group, with train, eval, plan and config here.
+
+Every command is a layer over the Python API, :mod:`hpcrl.experiments` and
+:mod:`hpcrl.slurm`; nothing else in hpcrl imports this package. The other commands live in
+its modules: ``hpcrl runs`` and ``hpcrl plot`` in :mod:`hpcrl.cli.runs` (printing tables
+through :mod:`hpcrl.cli.text_table`), ``hpcrl sweep`` in :mod:`hpcrl.cli.sweep`, ``hpcrl
+slurm`` in :mod:`hpcrl.cli.slurm`, and the way each of them refuses bad input in
+:mod:`hpcrl.cli.refusals`. ``python -m hpcrl.cli`` runs the same group as ``hpcrl``.
+"""
 from __future__ import annotations
 
 import atexit
@@ -10,7 +18,7 @@ from typing import Any
 
 import click
 
-from hpcrl.cli_refusals import refusing
+from hpcrl.cli.refusals import refusing
 from hpcrl.config.loader import load_config
 
 SET_HELP = "Override a config key, e.g. --set algo.lr=3e-4 (repeatable)."
@@ -112,9 +120,9 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
 
     from hpcrl.demos import DemoRecorder
     from hpcrl.evaluation import evaluate, success_note, truncation_note
+    from hpcrl.experiments.video import record
     from hpcrl.policy import load_policy_and_config
     from hpcrl.runtime.devices import node_local_rank, pick_device
-    from hpcrl.video import record
 
     if record_path is not None and not record_path.endswith(".npz"):
         raise click.UsageError(f"--record '{record_path}': a demonstration file ends in .npz")
@@ -178,17 +186,13 @@ def config_show(config_path: str | None, overrides: tuple[str, ...], docs: bool)
         click.echo(annotated_yaml(cfg, sources), nl=False)
 
 
-from hpcrl.slurm.cli import slurm as slurm_group  # noqa: E402 (hpcrl slurm render|submit)
+from hpcrl.cli.slurm import slurm as slurm_group  # noqa: E402 (hpcrl slurm render|submit)
 
 main.add_command(slurm_group)
-from hpcrl.cli_runs import plot_command, runs_command  # noqa: E402 (hpcrl runs, hpcrl plot)
+from hpcrl.cli.runs import plot_command, runs_command  # noqa: E402 (hpcrl runs, hpcrl plot)
 
 main.add_command(runs_command)
 main.add_command(plot_command)
-from hpcrl.cli_sweep import sweep_command  # noqa: E402 (hpcrl sweep)
+from hpcrl.cli.sweep import sweep_command  # noqa: E402 (hpcrl sweep)
 
 main.add_command(sweep_command)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -10,8 +10,9 @@ from typing import Any
 
 import click
 
-from hpcrl.cli_refusals import refusing
-from hpcrl.runs_table import (
+from hpcrl.cli.refusals import refusing
+from hpcrl.cli.text_table import ELLIPSIS, fit, render
+from hpcrl.experiments.runs_table import (
     RunSummary,
     differences,
     find_runs,
@@ -21,7 +22,6 @@ from hpcrl.runs_table import (
     summarize,
     telling_keys,
 )
-from hpcrl.text_table import ELLIPSIS, fit, render
 
 MIN_RUN_WIDTH = 20  # a run directory is cut in its middle to this before a telling key goes
 
@@ -131,7 +131,7 @@ def _fitted(header: list[str], rows: list[list[str]], width: int | None,
 def plot_command(paths: tuple[str, ...], output: str, x_axis: str, scheme: bool) -> None:
     """Learning curves of the runs at or below PATHS: mean episode return over seeds with a
     band of one std, one curve per config (needs matplotlib: pip install "hpcrl[plot]")."""
-    from hpcrl.plots import plot
+    from hpcrl.experiments.plots import plot
 
     drawn = plot(paths, output, x_axis, scheme)
     click.echo(f"{output}: {drawn} curve{'s' if drawn != 1 else ''}")
