@@ -8,11 +8,11 @@ import numpy as np
 import torch
 
 from hpcrl.config.loader import from_dict
-from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.rnd import RndConfig
 from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.config.validate import sequence_length
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.algorithms import algorithm_capabilities
 from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, as_box, probe_spaces
 from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.memory import memory_state_size
@@ -20,6 +20,7 @@ from hpcrl.core.obs_format import box_format, format_from_record
 from hpcrl.core.rollout import RolloutLayout
 from hpcrl.core.storage import RolloutStorage
 from hpcrl.core.vtrace_storage import VTraceStorage
+from hpcrl.plugins import is_import_path
 
 
 def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
@@ -62,13 +63,13 @@ def env_spaces(config: Config) -> EnvSpaces:
 
         make_network(config.actor.network, config.actor.network_kwargs,
                      spaces.observation_space)
-    if config.replay.her_strategy != "none" and config.algo.kind in OFF_POLICY_ALGOS:
+    if config.replay.her_strategy != "none" and config.algo.capabilities.goal_relabelling:
         from hpcrl.core.replay.goals import goal_env_problem
 
         problem = goal_env_problem(config.env, spaces.observation_space)
         if problem:
             raise UnsupportedEnv(problem)
-    if config.algo.demos and config.algo.kind == "ppo":  # PPO+D: the file fits the env
+    if config.algo.demos and config.algo.capabilities.demonstrations:  # the file fits the env
         from hpcrl.core.demo_replay import demos_problem
 
         # probe_spaces builds the spaces of a real env, observation space included
@@ -142,10 +143,13 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
                                         dtype=np.dtype(box["dtype"])) if box else None)
     spaces = EnvSpaces(tuple(record["obs_shape"]), space, fmt, observation_space)
     cfg = record["config"]
-    if cfg["algo"]["name"] in OFF_POLICY_ALGOS:  # greedy Q-network or continuous policy
+    name = cfg["algo"]["name"]
+    # a plug-in algorithm is on-policy (it acts through the actor-critic), and its module
+    # need not be importable where the run is evaluated: only built-ins are asked
+    if not is_import_path(name) and algorithm_capabilities(name).replay:  # its own policy
         from hpcrl.core.algorithms.offpolicy import policy_module
 
-        policy = policy_module(cfg["algo"]["name"], spaces, ActorConfig(**cfg["actor"]))
+        policy = policy_module(name, spaces, ActorConfig(**cfg["actor"]))
         policy.load_state_dict(record["state_dict"])
         return policy.eval()
     actor = ActorCritic(spaces, ActorConfig(**cfg["actor"]), cfg["env"]["normalize_obs"],

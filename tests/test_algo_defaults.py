@@ -16,9 +16,8 @@ from hpcrl.config import all_keys, from_dict, load_config, to_dict
 from hpcrl.config.algo_defaults import (ACTOR_CRITIC_KEYS, ADVANTAGE_KEYS, ALGO_DEFAULTS,
                                         REPLAY_KEYS, SHARED_KEYS)
 from hpcrl.config.loader import load_config_sources, resolve
-from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import Config
-from hpcrl.core.algorithms import BUILT_IN_ALGOS
+from hpcrl.core.algorithms import BUILT_IN_ALGOS, algorithm_capabilities
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 HPCRL = str(Path(sys.executable).with_name("hpcrl"))
@@ -39,10 +38,9 @@ def test_every_algorithm_names_its_own_value_of_every_key_it_shares():
     assert set(ALGO_DEFAULTS) == set(ALGOS)
     for name, table in ALGO_DEFAULTS.items():
         assert set(table) <= set(all_keys()), name
-        needed = set(SHARED_KEYS)
-        needed |= set(ACTOR_CRITIC_KEYS) if name in ("ppo", "a2c", "impala") else set()
-        needed |= set(ADVANTAGE_KEYS) if name in ("ppo", "a2c") else set()
-        needed |= set(REPLAY_KEYS) if name in OFF_POLICY_ALGOS else set()
+        caps, needed = algorithm_capabilities(name), set(SHARED_KEYS)
+        needed |= set(REPLAY_KEYS) if caps.replay else set(ACTOR_CRITIC_KEYS)
+        needed |= set(ADVANTAGE_KEYS) if caps.storage == "gae" else set()
         assert needed <= set(table), (name, needed - set(table))
 
 

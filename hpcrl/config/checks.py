@@ -1,8 +1,15 @@
 """The message-making primitives every config check uses: one wording for a bound, for a key
-that nothing reads, and for a feature that needs a feedforward actor."""
+that nothing reads, for a feature that needs a feedforward actor, and for the algorithms
+that offer a capability."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from hpcrl.config.schema import Config
+
+if TYPE_CHECKING:  # the algorithms import the config schema
+    from hpcrl.core.algorithms.capabilities import Capabilities
 
 
 def positive(key: str, value: float, strict: bool = True) -> str | None:
@@ -38,3 +45,11 @@ def recomputed_from_observations(c: Config, key: str, what: str, feature: str) -
             f"observations, which a recurrent actor (actor.memory={c.actor.memory}) cannot do "
             f"without its states; use actor.memory=none with {feature} (frame stacking gives "
             f"the agent a short memory)")
+
+
+def algorithms_with(test: Callable[[Capabilities], bool]) -> str:
+    """The built-in algorithms whose declared capabilities pass ``test``, as a list in words
+    (the choices a refusal offers)."""
+    from hpcrl.core.algorithms import algorithms_with as named
+
+    return ", ".join(named(test))

@@ -15,10 +15,6 @@ from typing import Literal
 
 from hpcrl.config.schema import doc
 
-OFF_POLICY_ALGOS = ("dqn", "sac", "td3", "ddpg", "mpo")
-# those over continuous (Box) actions, with a policy over vector observations
-CONTINUOUS_OFF_POLICY = ("sac", "td3", "ddpg", "mpo")
-
 
 @dataclass
 class ReplayConfig:

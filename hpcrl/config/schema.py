@@ -7,7 +7,10 @@ Every field carries its documentation in ``metadata["doc"]`` (see :func:`doc`), 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # the algorithms import this schema
+    from hpcrl.core.algorithms.capabilities import Capabilities
 
 
 def doc(text: str, default: Any = None, *, factory: Any = None) -> Any:
@@ -229,6 +232,15 @@ class AlgoConfig:
         from hpcrl.core.algorithms import algorithm_kind
 
         return algorithm_kind(self.name)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the algorithm declares it learns from and supports (its class's
+        :class:`~hpcrl.core.algorithms.capabilities.Capabilities`): what validation, the
+        planner and the placements read instead of its name."""
+        from hpcrl.core.algorithms import algorithm_capabilities
+
+        return algorithm_capabilities(self.name)
 
 
 @dataclass

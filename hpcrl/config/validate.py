@@ -9,8 +9,7 @@ import importlib.util
 import math
 from collections.abc import Callable
 
-from hpcrl.config.checks import in_unit, positive
-from hpcrl.config.offpolicy import CONTINUOUS_OFF_POLICY, OFF_POLICY_ALGOS
+from hpcrl.config.checks import algorithms_with, in_unit, positive
 from hpcrl.config.schema import Config
 from hpcrl.config.validate_addons import check_demos, check_her, check_rnd
 
@@ -64,7 +63,7 @@ def sequence_length(config: Config) -> int:
     algo = config.algo
     if algo.bptt_len:
         return algo.bptt_len
-    split = minibatches_per_epoch(config) if algo.kind == "ppo" else 1
+    split = minibatches_per_epoch(config) if algo.capabilities.minibatched_epochs else 1
     return algo.num_steps // split if algo.num_steps % split == 0 else 0
 
 
@@ -72,12 +71,7 @@ def _check_plugins(c: Config) -> str | None:
     """A known algorithm or an importable plug-in that meets its contract, and keyword
     arguments that each plug-in takes (the network's own checks need the env's spaces and
     run in :func:`hpcrl.build.env_spaces`)."""
-    from hpcrl.core.algorithms import (
-        ALGORITHMS,
-        BUILT_IN_ALGOS,
-        algorithm_class,
-        check_algorithm_kwargs,
-    )
+    from hpcrl.core.algorithms import BUILT_IN_ALGOS, algorithm_class, check_algorithm_kwargs
     from hpcrl.core.suites import wrapper_factory, wrapper_specs
     from hpcrl.plugins import PluginError, check_kwargs, is_import_path
 
@@ -91,7 +85,7 @@ def _check_plugins(c: Config) -> str | None:
             algorithm_class(name)
         check_algorithm_kwargs(c.algo)
         if c.actor.network:
-            if c.algo.kind not in ALGORITHMS:
+            if not c.algo.capabilities.own_networks:
                 return (f"config key 'actor.network' ({c.actor.network}): algo.name="
                         f"{c.algo.name}'s Q-networks and policies are built from "
                         f"actor.hidden_sizes and actor.encoder; a network of your own goes "
@@ -173,10 +167,11 @@ def _check_actor(c: Config) -> str | None:
         return (f"config key 'actor.encoder_init' (fixup) initialises the residual blocks of "
                 f"actor.encoder=impala_resnet, and {what}; set actor.encoder=impala_resnet "
                 f"(without actor.network) or actor.encoder_init=default")
-    if image and c.algo.kind in CONTINUOUS_OFF_POLICY:
+    if image and not c.algo.capabilities.image_observations:
+        choices = algorithms_with(lambda caps: caps.image_observations)
         return (f"config key 'actor.encoder' ({c.actor.encoder}): algo.name={c.algo.name}'s "
                 f"policy and critics take vector observations through an MLP; use "
-                f"actor.encoder=mlp, or ppo, a2c, impala or dqn for image observations")
+                f"actor.encoder=mlp, or one of {choices} for image observations")
     return positive("actor.features", c.actor.features)
 
 
@@ -196,15 +191,16 @@ def _check_memory(c: Config) -> str | None:
             return (f"config key '{unread[0]}' is read by recurrent actors only; set "
                     f"actor.memory=gru or lstm, or drop the key")
         return None
-    if c.algo.kind not in ("ppo", "a2c", "impala"):
+    if not c.algo.capabilities.recurrent:
+        choices = algorithms_with(lambda caps: caps.recurrent)
         return (f"config key 'actor.memory' ({c.actor.memory}): algo.name={c.algo.name} trains "
                 f"from a replay of single transitions, which holds no recurrent state; use "
-                f"actor.memory=none, or ppo, a2c or impala for a recurrent agent")
+                f"actor.memory=none, or one of {choices} for a recurrent agent")
     steps, length = c.algo.num_steps, sequence_length(c)
     if length and steps % length:
         return (f"config key 'algo.bptt_len' ({length}) must divide algo.num_steps "
                 f"({steps}): each rollout is cut into sequences of that length")
-    split = minibatches_per_epoch(c) if c.algo.kind == "ppo" else 1
+    split = minibatches_per_epoch(c) if c.algo.capabilities.minibatched_epochs else 1
     if not length or (steps // length) % split:
         fits = [steps // d for d in range(split, steps + 1, split) if steps % d == 0]
         hint = (f"set algo.bptt_len to one of {', '.join(map(str, fits))}" if fits
@@ -219,7 +215,7 @@ def _check_memory(c: Config) -> str | None:
 
 
 def _check_batch(c: Config) -> str | None:
-    if c.algo.kind != "ppo":
+    if not c.algo.capabilities.minibatched_epochs:
         return None
     batch = c.algo.num_steps * total_envs(c)
     if c.algo.minibatch_size > batch or batch % c.algo.minibatch_size:
@@ -251,13 +247,13 @@ def _check_device(c: Config) -> str | None:
     if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
         return (f"config key 'train.device' must be 'auto', 'cpu', 'cuda' or 'cuda:N', got "
                 f"{dev!r}")
-    if c.algo.kind in OFF_POLICY_ALGOS and c.scheme.collector_device != "cpu":
+    if c.algo.capabilities.replay and c.scheme.collector_device != "cpu":
         return (f"config key 'scheme.collector_device' ({c.scheme.collector_device}): "
                 f"{c.algo.name}'s collectors act through a numpy copy of the policy on the CPU "
                 f"(one small forward per env step, where a GPU round trip would cost more); "
                 f"set scheme.collector_device=cpu")
     inference = c.scheme.inference_device.strip().lower()
-    if (c.algo.kind in OFF_POLICY_ALGOS and c.scheme.inference_ranks > 0
+    if (c.algo.capabilities.replay and c.scheme.inference_ranks > 0
             and inference not in ("auto", "cpu")):
         return (f"config key 'scheme.inference_device' ({c.scheme.inference_device}): "
                 f"{c.algo.name}'s inference ranks act through a numpy copy of the policy on "
@@ -274,14 +270,15 @@ def _check_scheme(c: Config) -> str | None:
 
 def _preset_agent_problem(c: Config) -> str | None:
     """A named architecture's preset with an algorithm it does not stand for."""
-    preset, name, kind = c.scheme.preset, c.algo.name, c.algo.kind
-    if preset == "impala" and kind != "impala":
+    preset, name, caps = c.scheme.preset, c.algo.name, c.algo.capabilities
+    if preset == "impala" and caps.storage != "vtrace":
         return (f"scheme.preset=impala trains algo.name=impala (V-trace corrects the "
                 f"collectors' policy lag), got algo.name={name}; for {name} with asynchronous "
                 f"collectors use scheme.preset=async-ppo")
-    if preset in ("apex", "async-sac") and kind not in OFF_POLICY_ALGOS:
+    if preset in ("apex", "async-sac") and not caps.replay:
+        choices = algorithms_with(lambda caps: caps.replay)
         return (f"scheme.preset={preset} streams transitions into a replay, which needs an "
-                f"off-policy algorithm ({', '.join(OFF_POLICY_ALGOS)}), got algo.name={name}; "
+                f"off-policy algorithm ({choices}), got algo.name={name}; "
                 f"for on-policy agents use scheme.preset=async-ppo or impala")
     return None
 
@@ -291,7 +288,7 @@ def _offpolicy_scheme_problem(c: Config) -> str | None:
     from hpcrl.scheme.topology import required_world_size
 
     s, name = c.scheme, c.algo.name
-    if name not in OFF_POLICY_ALGOS or required_world_size(s) == 1:
+    if not c.algo.capabilities.replay or required_world_size(s) == 1:
         return None
     fix = "(scheme.preset=apex and async-sac are such schemes)"
     if s.gradient_workers != 1:
@@ -361,13 +358,15 @@ def _check_replay(c: Config) -> list[str]:
     if r.gradient_steps == 0 or r.gradient_steps < -1:
         checks.append(f"config key 'replay.gradient_steps' must be > 0, or -1 for one per env "
                       f"step collected, got {r.gradient_steps}")
-    if r.initial_priorities == "collector" and (c.algo.name != "dqn" or not r.prioritized):
+    caps = c.algo.capabilities
+    if r.initial_priorities == "collector" and not (caps.acting_q_values and r.prioritized):
+        choices = algorithms_with(lambda caps: caps.acting_q_values)
         checks.append(f"config key 'replay.initial_priorities': 'collector' has the "
                       f"collectors compute TD errors with their Q-network, which needs "
-                      f"algo.name=dqn and replay.prioritized=true (got algo.name="
+                      f"algo.name={choices} and replay.prioritized=true (got algo.name="
                       f"{c.algo.name}, replay.prioritized={r.prioritized}); set "
                       f"replay.initial_priorities=max")
-    if r.per_collector_eps and c.algo.name != "dqn":
+    if r.per_collector_eps and caps.exploration != "epsilon-greedy":
         checks.append(f"config key 'replay.per_collector_eps' sets DQN's epsilon-greedy "
                       f"exploration, but algo.name={c.algo.name} explores with "
                       f"replay.action_noise (td3, ddpg) or its own sampling (sac, mpo); set "
@@ -385,7 +384,7 @@ def _check_replay(c: Config) -> list[str]:
 
 def _check_offpolicy_env(c: Config) -> str | None:
     """The replay stores raw observations and rewards: no running normalisation."""
-    if c.algo.kind not in OFF_POLICY_ALGOS:
+    if not c.algo.capabilities.replay:
         return None
     for key in ("normalize_obs", "normalize_reward"):
         if getattr(c.env, key):

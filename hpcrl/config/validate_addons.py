@@ -4,8 +4,13 @@ Distillation (``rnd.*``), PPO+D's demonstrations (``algo.demos*``) and hindsight
 checks do, which run them in their list."""
 from __future__ import annotations
 
-from hpcrl.config.checks import in_unit, positive, recomputed_from_observations, unread
-from hpcrl.config.offpolicy import CONTINUOUS_OFF_POLICY
+from hpcrl.config.checks import (
+    algorithms_with,
+    in_unit,
+    positive,
+    recomputed_from_observations,
+    unread,
+)
 from hpcrl.config.schema import Config
 
 
@@ -15,7 +20,7 @@ def check_rnd(c: Config) -> list[str]:
     r = c.rnd
     if not r.enabled:
         return unread("rnd", r, list(vars(r)), "RND", "set rnd.enabled=true")
-    if c.algo.kind not in ("ppo", "a2c"):
+    if not c.algo.capabilities.intrinsic_rewards:
         return [f"config key 'rnd.enabled': RND adds an intrinsic value head and advantages "
                 f"to an on-policy agent on GAE batches; algo.name={c.algo.name} is not one. "
                 f"Use algo.name=ppo or a2c (or a subclass of hpcrl.PPO / hpcrl.A2C)"]
@@ -48,7 +53,7 @@ def check_demos(c: Config) -> list[str]:
     if not a.demos:
         return unread("algo", a, ["demos_fraction", "demos_own"], "PPO+D",
                        "set algo.demos to a demonstration file")
-    if a.kind != "ppo":
+    if not a.capabilities.demonstrations:
         return [f"config key 'algo.demos': PPO+D replays demonstrations through PPO's "
                 f"clipped loss; algo.name={a.name} is not PPO. Use algo.name=ppo"]
     if c.actor.memory != "none":
@@ -88,10 +93,10 @@ def check_her(c: Config) -> str | list[str] | None:
     if r.her_strategy == "none":
         return unread("replay", r, ["her_k"], "hindsight replay",
                        "set replay.her_strategy=future, final or episode")
-    if name not in CONTINUOUS_OFF_POLICY:
+    if not c.algo.capabilities.goal_relabelling:
         return (f"config key 'replay.her_strategy' ({r.her_strategy}) relabels the replay of "
-                f"{', '.join(CONTINUOUS_OFF_POLICY)}, got algo.name={name}; use one of those, "
-                f"or set replay.her_strategy=none")
+                f"{algorithms_with(lambda caps: caps.goal_relabelling)}, got algo.name={name}; "
+                f"use one of those, or set replay.her_strategy=none")
     if r.her_k < 1:
         return f"config key 'replay.her_k' must be >= 1, got {r.her_k}"
     if r.n_step != 1:

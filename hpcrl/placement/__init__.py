@@ -15,9 +15,7 @@ def make_placement(config: Config, spaces: EnvSpaces
     """The serial placement of ``config.algo.name``: the on-policy synchronous learner loop
     over a communicator of one process, or the off-policy collector and replay learner.
     Raises ConfigError when the algorithm cannot act in the env's action space."""
-    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
-
-    if config.algo.name in OFF_POLICY_ALGOS:
+    if config.algo.capabilities.replay:
         from hpcrl.config.loader import ConfigError
         from hpcrl.core.algorithms.offpolicy import action_space_problem
         from hpcrl.placement.serial_offpolicy import SerialOffPolicyPlacement

@@ -1,6 +1,7 @@
 """The rank table of a config, as text for people and JSON for scripts (``hpcrl plan``)."""
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from hpcrl.config.schema import Config, SchemeConfig
@@ -23,10 +24,8 @@ def role_device_key(config: Config, role: RankRole) -> tuple[str, str]:
     if role.learner:
         return "train.device", config.train.device
     if role.role == INFERENCE:
-        from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
-
         requested = config.scheme.inference_device
-        if config.algo.name in OFF_POLICY_ALGOS and requested.strip().lower() == "auto":
+        if config.algo.capabilities.replay and requested.strip().lower() == "auto":
             requested = "cpu"
         return "scheme.inference_device", requested
     return "scheme.collector_device", config.scheme.collector_device
@@ -55,11 +54,9 @@ def exploration_epsilon(config: Config, role: RankRole) -> float | None:
 
 def agent_summary(config: Config) -> str:
     """The agent in words: the algorithm and what the scheme does with its data."""
-    from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
-
     a, r = config.algo, config.replay
-    if a.name not in OFF_POLICY_ALGOS:
-        vtrace = " with V-trace targets" if a.kind == "impala" else ""
+    if not a.capabilities.replay:
+        vtrace = " with V-trace targets" if a.capabilities.storage == "vtrace" else ""
         lag = (f", rollouts more than {config.scheme.max_policy_lag} updates old dropped"
                if config.scheme.collection == "async" else "")
         return f"{a.name}{vtrace}{lag}"
@@ -90,7 +87,10 @@ def plan_json(config: Config) -> dict[str, Any]:
         ranks.append(d)
     total_envs = sum(r.num_envs for r in rank_table(config))
     return {"world_size": required_world_size(s), "preset": s.preset, "summary": describe(s),
-            "agent": agent_summary(config), "collection": s.collection,
+            "agent": agent_summary(config),
+            "capabilities": {**asdict(config.algo.capabilities),
+                             "summary": config.algo.capabilities.summary()},
+            "collection": s.collection,
             "gradients": s.gradients, "update": s.update, "total_envs": total_envs,
             "transport": transport_summary(s), "ranks": ranks}
 
@@ -136,6 +136,7 @@ def plan_text(config: Config) -> str:
              + (f", all-reduce {s.allreduce}" if s.update == "decentralized"
                 and s.gradient_workers > 1 else ""),
              f"agent: {info['agent']}",
+             f"algorithm: {info['capabilities']['summary']}",
              f"world size: {info['world_size']}   "
              f"(mpiexec -n {info['world_size']} hpcrl train ...)",
              f"envs: {info['total_envs']} in all, {config.env.num_envs} per collecting rank",

@@ -1,19 +1,24 @@
 """Learning algorithms: each turns batches into gradients and applies gradients."""
 from __future__ import annotations
 
-from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
+from collections.abc import Callable
+from dataclasses import replace
+
 from hpcrl.config.schema import AlgoConfig
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.algorithms.a2c import A2C
 from hpcrl.core.algorithms.base import Algorithm
+from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.algorithms.impala import IMPALA
+from hpcrl.core.algorithms.offpolicy import OFF_POLICY_ALGORITHMS
 from hpcrl.core.algorithms.ppo import PPO
 from hpcrl.core.reducer import Reducer
 from hpcrl.errors import ExplainedError
 from hpcrl.plugins import CONTRACTS, PluginError, check_kwargs, failure, is_import_path, load
 
 ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "a2c": A2C, "impala": IMPALA}
-BUILT_IN_ALGOS = tuple(ALGORITHMS) + OFF_POLICY_ALGOS  # every name algo.name takes as it is
+# every name algo.name takes as it is
+BUILT_IN_ALGOS = tuple(ALGORITHMS) + tuple(OFF_POLICY_ALGORITHMS)
 _CONSTRUCTOR_ARGS = 4  # actor, config, reducer, on_nonfinite: what hpcrl passes itself
 
 
@@ -53,6 +58,22 @@ def algorithm_kind(name: str) -> str:
     return "impala" if cls.storage == "vtrace" else "a2c"
 
 
+def algorithm_capabilities(name: str) -> Capabilities:
+    """What ``algo.name`` declares it learns from and supports: its class's
+    :class:`~hpcrl.core.algorithms.capabilities.Capabilities` (a plug-in's ``storage``
+    attribute decides its storage)."""
+    if name in OFF_POLICY_ALGORITHMS:
+        return OFF_POLICY_ALGORITHMS[name].capabilities
+    cls = algorithm_class(name)
+    caps = cls.capabilities
+    return caps if caps.storage == cls.storage else replace(caps, storage=cls.storage)
+
+
+def algorithms_with(test: Callable[[Capabilities], bool]) -> tuple[str, ...]:
+    """The built-in algorithms whose capabilities pass ``test``: the choices a refusal names."""
+    return tuple(n for n in BUILT_IN_ALGOS if test(algorithm_capabilities(n)))
+
+
 def check_algorithm_kwargs(config: AlgoConfig) -> None:
     """Refuse ``algo.kwargs`` that the algorithm's constructor does not take."""
     if not config.kwargs:
@@ -82,5 +103,6 @@ def make_algorithm(actor: ActorCritic, config: AlgoConfig, reducer: Reducer | No
                           f"**algo.kwargs) failed: {failure(err)}") from None
 
 
-__all__ = ["A2C", "ALGORITHMS", "Algorithm", "BUILT_IN_ALGOS", "IMPALA", "PPO", "algorithm_class",
-           "algorithm_kind", "check_algorithm_kwargs", "make_algorithm"]
+__all__ = ["A2C", "ALGORITHMS", "Algorithm", "BUILT_IN_ALGOS", "Capabilities", "IMPALA", "PPO",
+           "algorithm_capabilities", "algorithm_class", "algorithm_kind", "algorithms_with",
+           "check_algorithm_kwargs", "make_algorithm"]

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
 import torch.nn.functional as F
 
 from hpcrl.config.schema import AlgoConfig
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.algorithms.capabilities import ON_POLICY_GAE, Capabilities, Storage
 from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
 from hpcrl.core.gradient_guard import STOP, GradientGuard
 from hpcrl.core.intrinsic import IntrinsicTargets
@@ -68,7 +69,10 @@ class Algorithm(ABC, Generic[StorageT, BatchT]):
     """
 
     stat_names: tuple[str, ...] = ()
-    storage = "gae"  # the batches it trains on: "gae" (RolloutStorage), "vtrace" (VTraceStorage)
+    # the batches it trains on: "gae" (RolloutStorage), "vtrace" (VTraceStorage)
+    storage: Storage = "gae"
+    # what it learns from and supports (a plug-in's storage above overrides the storage here)
+    capabilities: ClassVar[Capabilities] = ON_POLICY_GAE
     RND_STATS = ("rnd_loss",)  # what an actor with RND adds to stat_names
 
     def __init__(self, actor: ActorCritic, config: AlgoConfig,

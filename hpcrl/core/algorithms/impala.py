@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from hpcrl.core.algorithms.base import Algorithm, entropy_bonus
+from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.memory import evaluate_rollouts
 from hpcrl.core.vtrace_storage import SequenceBatch, VTraceStorage
 from hpcrl.returns import vtrace
@@ -30,6 +31,7 @@ class IMPALA(Algorithm[VTraceStorage, SequenceBatch]):
 
     stat_names = ("policy_loss", "value_loss", "entropy", "rho_mean")
     storage = "vtrace"
+    capabilities = Capabilities("rollouts", "vtrace", "sampled policy")
 
     def minibatches(self, storage: VTraceStorage, update: int, seed: int, total_envs: int,
                     count: int) -> Iterator[SequenceBatch]:

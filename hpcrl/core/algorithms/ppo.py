@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from hpcrl.core.algorithms.base import Algorithm, entropy_bonus, linear_schedule, value_error
+from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.storage import GaeBatch, RolloutStorage
 
 
@@ -24,6 +25,8 @@ class PPO(Algorithm[RolloutStorage, GaeBatch]):
     """
 
     stat_names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+    capabilities = Capabilities("rollouts", "gae", "sampled policy", minibatched_epochs=True,
+                                demonstrations=True)
 
     @property
     def clip_range(self) -> float:

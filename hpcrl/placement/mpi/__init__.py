@@ -20,7 +20,6 @@ from hpcrl.comm import (
     set_expendable,
 )
 from hpcrl.comm.faults import FailureWatch
-from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.config.schema import Config
 from hpcrl.placement.mpi.job import MpiJob, build_job, exit_if_any_rank_refuses, wants_mpi
 from hpcrl.placement.mpi.launcher import resume_command
@@ -139,7 +138,7 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
         stats = _stat_names(config)
         leader = Leader(job, run, stats, state, console) if job.is_leader else None
         asynchronous = config.scheme.gradients == "async"
-        if config.algo.name in OFF_POLICY_ALGOS:
+        if job.off_policy:
             from hpcrl.placement.mpi.replay_learner_rank import ReplayLearnerRank
 
             # its one learner rank is rank 0, the leader: config validation asks for
@@ -208,7 +207,7 @@ def _watch_failures(job: MpiJob) -> FailureWatch:
 
 def _stat_names(config: Config) -> tuple[str, ...]:
     """The loss terms the progress rows hold (and, off-policy, the replay ratio)."""
-    if config.algo.name in OFF_POLICY_ALGOS:
+    if config.algo.capabilities.replay:
         from hpcrl.core.algorithms.offpolicy import OFF_POLICY_ALGORITHMS
 
         return OFF_POLICY_ALGORITHMS[config.algo.name].stat_names + ("replay_ratio",)
@@ -219,7 +218,7 @@ def _stat_names(config: Config) -> tuple[str, ...]:
 
 def _action_space_check(job: MpiJob) -> None:
     """Every rank exits with status 2 when the algorithm cannot act in the env."""
-    if job.config.algo.name not in OFF_POLICY_ALGOS:
+    if not job.off_policy:
         return
     from hpcrl.core.algorithms.offpolicy import action_space_problem
 

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from hpcrl.comm import irecv, wait
-from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
@@ -78,7 +77,7 @@ class CollectorRank:
         self.worker = job.workers[job.role.group]
         self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs)
         # a replay learner may hold this rank back (rate limit): chunks go out synchronously
-        self.held = cfg.algo.name in OFF_POLICY_ALGOS
+        self.held = job.off_policy
         self.link: RemoteLink | None = None  # to the inference rank that acts for it
         if self.held:
             self.collector: Any = self._transition_collector()

@@ -22,7 +22,6 @@ import numpy as np
 
 from hpcrl.comm import Poll, irecv, wait
 from hpcrl.comm.faults import DEAD, LOST, request_failed
-from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING
@@ -36,7 +35,7 @@ IDLE_POLL = Poll(initial_s=5e-6, max_s=2e-4, growth=1.5)  # a request waits at m
 def serving_engine(job: MpiJob) -> tuple[Any, Any]:
     """The module an inference rank holds and the engine that evaluates it: the actor-critic
     on the rank's device, or an off-policy agent's acting policy (numpy, on the CPU)."""
-    if job.config.algo.name in OFF_POLICY_ALGOS:
+    if job.off_policy:
         from hpcrl.core.algorithms.offpolicy import make_policy
         from hpcrl.core.offpolicy_engine import make_policy_engine
 

@@ -147,10 +147,9 @@ class MpiJob:
 
     @property
     def off_policy(self) -> bool:
-        """Whether ``algo.name`` is an off-policy algorithm."""
-        from hpcrl.config.offpolicy import OFF_POLICY_ALGOS
-
-        return self.config.algo.name in OFF_POLICY_ALGOS
+        """Whether the algorithm learns from a replay (its declared capabilities): transition
+        chunks stream to one learner rank, and its collectors act through a numpy policy."""
+        return self.config.algo.capabilities.replay
 
     def stream_layout(self) -> Any:
         """The layout of what a collector rank streams to its learner: a rollout, or (an

@@ -1,38 +1,37 @@
 """Off-policy algorithms (DQN, SAC, TD3, DDPG, MPO) and the policies they publish."""
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.config.offpolicy import CONTINUOUS_OFF_POLICY
 from hpcrl.config.schema import ActorConfig, Config
+from hpcrl.core.algorithms.capabilities import ACTION_WORDS, SPACE_NAMES, action_kind
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm, Segment
 from hpcrl.core.algorithms.offpolicy.dqn import DQN
 from hpcrl.core.algorithms.offpolicy.mpo import MPO
 from hpcrl.core.algorithms.offpolicy.sac import SAC
 from hpcrl.core.algorithms.offpolicy.td3 import DDPG, TD3
-from hpcrl.core.envs import EnvSpaces, as_box, as_discrete
-from hpcrl.core.policies import DeterministicPolicy, SquashedGaussianPolicy
-from hpcrl.core.qnetwork import QNetwork
+from hpcrl.core.envs import EnvSpaces, as_box
 
 OFF_POLICY_ALGORITHMS: dict[str, type[OffPolicyAlgorithm]] = {
     "dqn": DQN, "sac": SAC, "td3": TD3, "ddpg": DDPG, "mpo": MPO}
 
 
 def action_space_problem(name: str, spaces: EnvSpaces, env_id: str) -> str | None:
-    """Why ``algo.name`` cannot act in this env's action space, or None."""
-    if name == "dqn" and not spaces.discrete:
-        return (f"config key 'algo.name': dqn needs a Discrete action space but env '{env_id}' "
-                f"has {spaces.action_space}; use sac, td3 or ddpg for continuous actions")
-    if name in CONTINUOUS_OFF_POLICY and not isinstance(spaces.action_space, gym.spaces.Box):
-        return (f"config key 'algo.name': {name} needs a Box action space but env '{env_id}' "
-                f"has {spaces.action_space}; use dqn for discrete actions")
-    if name in CONTINUOUS_OFF_POLICY and not (
-            np.all(np.isfinite(as_box(spaces.action_space).low))
-            and np.all(np.isfinite(as_box(spaces.action_space).high))):
-        space = spaces.action_space
+    """Why ``algo.name`` cannot act in this env's action space (its declared
+    :attr:`~OffPolicyAlgorithm.capabilities`), or None."""
+    caps = OFF_POLICY_ALGORITHMS[name].capabilities
+    space, kind = spaces.action_space, action_kind(spaces.action_space)
+    if kind not in caps.actions:
+        wanted = " or ".join(SPACE_NAMES[k] for k in caps.actions)
+        others = [n for n, c in OFF_POLICY_ALGORITHMS.items() if kind in c.capabilities.actions]
+        fix = (f"use {_listed(others)} for {ACTION_WORDS[kind]} actions" if others
+               else "use ppo, which acts in any action space")
+        return (f"config key 'algo.name': {name} needs a {wanted} action space but env "
+                f"'{env_id}' has {space}; {fix}")
+    if caps.bounded_actions and not (np.all(np.isfinite(as_box(space).low))
+                                     and np.all(np.isfinite(as_box(space).high))):
         return (f"config key 'algo.name': {name} squashes its actions into the action "
                 f"space's [low, high], and env '{env_id}' has unbounded actions {space}; "
                 f"bound them with a wrapper (env.wrappers: gymnasium.wrappers:ClipAction "
@@ -40,17 +39,15 @@ def action_space_problem(name: str, spaces: EnvSpaces, env_id: str) -> str | Non
     return None
 
 
+def _listed(names: list[str]) -> str:
+    """``a, b or c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 def policy_module(name: str, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
     """A fresh policy of algorithm ``name``: what its collectors run and ``load_policy``
-    returns (greedy Q-network, squashed Gaussian or deterministic policy)."""
-    if name == "dqn":
-        return QNetwork(spaces.obs_shape, int(as_discrete(spaces.action_space).n), actor,
-                        spaces.obs_format)
-    if name in ("sac", "mpo"):
-        return SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), actor,
-                                      spaces.obs_format)
-    return DeterministicPolicy(spaces.obs_shape, as_box(spaces.action_space), actor,
-                               spaces.obs_format)
+    returns (its class's :meth:`~OffPolicyAlgorithm.acting_policy`)."""
+    return OFF_POLICY_ALGORITHMS[name].acting_policy(spaces, actor)
 
 
 def make_policy(config: Config, spaces: EnvSpaces) -> nn.Module:

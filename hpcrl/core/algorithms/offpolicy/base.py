@@ -13,14 +13,15 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.config.schema import Config
+from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.core.algorithms.base import linear_schedule
+from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.flat import contiguous_parameters, share_flat_parameters, zero_flat_gradients
 from hpcrl.core.gradient_guard import GradientGuard
@@ -75,6 +76,7 @@ class OffPolicyAlgorithm(ABC):
     """
 
     stat_names: tuple[str, ...] = ()
+    capabilities: ClassVar[Capabilities]  # each algorithm declares its own
 
     def __init__(self, spaces: EnvSpaces, config: Config,
                  device: torch.device | str = "cpu") -> None:
@@ -111,6 +113,12 @@ class OffPolicyAlgorithm(ABC):
     @abstractmethod
     def build(self) -> list[tuple[str, nn.Module]]:
         """The online networks in segment order; register target networks in ``targets``."""
+
+    @classmethod
+    @abstractmethod
+    def acting_policy(cls, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
+        """A fresh policy of this algorithm for ``spaces``: what its collectors act with and
+        ``load_policy`` returns (the same class as :attr:`policy`)."""
 
     @property
     @abstractmethod

@@ -11,8 +11,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hpcrl.config.schema import ActorConfig
+from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
-from hpcrl.core.envs import as_discrete
+from hpcrl.core.envs import EnvSpaces, as_discrete
 from hpcrl.core.qnetwork import QNetwork
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
@@ -22,6 +24,14 @@ class DQN(OffPolicyAlgorithm):
     """One Q-network segment (``q``) and its target."""
 
     stat_names = ("q_loss", "q_mean")
+    capabilities = Capabilities("replay", "replay", "epsilon-greedy", actions=("discrete",),
+                                target_networks=True, acting_q_values=True)
+
+    @classmethod
+    def acting_policy(cls, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
+        """The greedy Q-network over ``spaces``."""
+        return QNetwork(spaces.obs_shape, int(as_discrete(spaces.action_space).n), actor,
+                        spaces.obs_format)
 
     def build(self) -> list[tuple[str, nn.Module]]:
         """The Q-network (segment ``q``) and its target."""

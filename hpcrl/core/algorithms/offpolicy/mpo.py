@@ -31,9 +31,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hpcrl.config.schema import ActorConfig
+from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
 from hpcrl.core.critics import EnsembleCritic
-from hpcrl.core.envs import as_box
+from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.policies import SquashedGaussianPolicy
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
@@ -94,6 +96,15 @@ class MPO(OffPolicyAlgorithm):
 
     stat_names = ("policy_loss", "critic_loss", "temperature", "kl_mean", "kl_std",
                   "alpha_mean", "alpha_std")
+    capabilities = Capabilities("replay", "replay", "sampled policy", actions=("box",),
+                                image_observations=False, bounded_actions=True,
+                                target_networks=True, goal_relabelling=True)
+
+    @classmethod
+    def acting_policy(cls, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
+        """The squashed Gaussian policy over ``spaces``."""
+        return SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), actor,
+                                      spaces.obs_format)
 
     def build(self) -> list[tuple[str, nn.Module]]:
         """The squashed Gaussian policy, the critic ensemble and the duals (segments ``policy``,

@@ -17,9 +17,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from hpcrl.config.schema import ActorConfig
+from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
 from hpcrl.core.critics import EnsembleCritic
-from hpcrl.core.envs import as_box
+from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.policies import DeterministicPolicy
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
@@ -29,6 +31,9 @@ class TD3(OffPolicyAlgorithm):
     """Twin delayed deep deterministic policy gradient."""
 
     stat_names = ("policy_loss", "critic_loss", "q_mean")
+    capabilities = Capabilities("replay", "replay", "action noise", actions=("box",),
+                                image_observations=False, bounded_actions=True,
+                                target_networks=True, goal_relabelling=True)
 
     @property
     def num_critics(self) -> int:
@@ -44,6 +49,12 @@ class TD3(OffPolicyAlgorithm):
     def smoothing(self) -> tuple[float, float]:
         """Std and clip of the target policy noise."""
         return self.replay.target_policy_noise, self.replay.target_noise_clip
+
+    @classmethod
+    def acting_policy(cls, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
+        """The deterministic policy over ``spaces``."""
+        return DeterministicPolicy(spaces.obs_shape, as_box(spaces.action_space), actor,
+                                   spaces.obs_format)
 
     def build(self) -> list[tuple[str, nn.Module]]:
         """The deterministic policy and the critic ensemble (segments ``policy``, ``critic``) and
