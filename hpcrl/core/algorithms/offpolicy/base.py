@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -22,7 +22,7 @@ from torch import nn
 from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.core.algorithms.base import linear_schedule
 from hpcrl.core.algorithms.capabilities import Capabilities
-from hpcrl.core.envs import EnvSpaces
+from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.flat import contiguous_parameters, share_flat_parameters, zero_flat_gradients
 from hpcrl.core.gradient_guard import GradientGuard
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
@@ -59,6 +59,23 @@ def learner_generator(seed: int) -> torch.Generator:
     so its noise draws overlap no other seeded generator's."""
     state = np.random.SeedSequence([seed, NOISE_STREAM]).generate_state(1)[0]
     return torch.Generator().manual_seed(int(state))
+
+
+def continuous_control(exploration: Literal["sampled policy", "action noise"]) -> Capabilities:
+    """What a replay agent over bounded continuous actions and vector observations declares
+    (SAC, TD3, DDPG, MPO): its policy squashes actions into the space's bounds, it keeps
+    target networks, and its replay can relabel goals."""
+    return Capabilities("replay", "replay", exploration, actions=("box",),
+                        image_observations=False, bounded_actions=True, target_networks=True,
+                        goal_relabelling=True)
+
+
+def squashed_gaussian(spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
+    """A fresh squashed Gaussian policy over ``spaces`` (SAC's and MPO's acting policy)."""
+    from hpcrl.core.policies import SquashedGaussianPolicy
+
+    return SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), actor,
+                                  spaces.obs_format)
 
 
 class OffPolicyAlgorithm(ABC):

@@ -32,8 +32,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from hpcrl.config.schema import ActorConfig
-from hpcrl.core.algorithms.capabilities import Capabilities
-from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.core.algorithms.offpolicy.base import (
+    OffPolicyAlgorithm,
+    continuous_control,
+    squashed_gaussian,
+)
 from hpcrl.core.critics import EnsembleCritic
 from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.policies import SquashedGaussianPolicy
@@ -96,15 +99,12 @@ class MPO(OffPolicyAlgorithm):
 
     stat_names = ("policy_loss", "critic_loss", "temperature", "kl_mean", "kl_std",
                   "alpha_mean", "alpha_std")
-    capabilities = Capabilities("replay", "replay", "sampled policy", actions=("box",),
-                                image_observations=False, bounded_actions=True,
-                                target_networks=True, goal_relabelling=True)
+    capabilities = continuous_control("sampled policy")
 
     @classmethod
     def acting_policy(cls, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
         """The squashed Gaussian policy over ``spaces``."""
-        return SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), actor,
-                                      spaces.obs_format)
+        return squashed_gaussian(spaces, actor)
 
     def build(self) -> list[tuple[str, nn.Module]]:
         """The squashed Gaussian policy, the critic ensemble and the duals (segments ``policy``,

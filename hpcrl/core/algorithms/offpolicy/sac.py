@@ -25,8 +25,12 @@ import torch
 from torch import nn
 
 from hpcrl.config.schema import ActorConfig
-from hpcrl.core.algorithms.capabilities import Capabilities
-from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm, Scalar
+from hpcrl.core.algorithms.offpolicy.base import (
+    OffPolicyAlgorithm,
+    Scalar,
+    continuous_control,
+    squashed_gaussian,
+)
 from hpcrl.core.critics import EnsembleCritic
 from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.policies import SquashedGaussianPolicy
@@ -38,15 +42,12 @@ class SAC(OffPolicyAlgorithm):
     """Soft actor-critic over a squashed Gaussian policy."""
 
     stat_names = ("policy_loss", "critic_loss", "ent_coef", "ent_coef_loss", "entropy")
-    capabilities = Capabilities("replay", "replay", "sampled policy", actions=("box",),
-                                image_observations=False, bounded_actions=True,
-                                target_networks=True, goal_relabelling=True)
+    capabilities = continuous_control("sampled policy")
 
     @classmethod
     def acting_policy(cls, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
         """The squashed Gaussian policy over ``spaces``."""
-        return SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), actor,
-                                      spaces.obs_format)
+        return squashed_gaussian(spaces, actor)
 
     def build(self) -> list[tuple[str, nn.Module]]:
         """The squashed Gaussian policy, the critic ensemble (and its target) and the log

@@ -18,8 +18,7 @@ import torch
 from torch import nn
 
 from hpcrl.config.schema import ActorConfig
-from hpcrl.core.algorithms.capabilities import Capabilities
-from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm, continuous_control
 from hpcrl.core.critics import EnsembleCritic
 from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.policies import DeterministicPolicy
@@ -31,9 +30,7 @@ class TD3(OffPolicyAlgorithm):
     """Twin delayed deep deterministic policy gradient."""
 
     stat_names = ("policy_loss", "critic_loss", "q_mean")
-    capabilities = Capabilities("replay", "replay", "action noise", actions=("box",),
-                                image_observations=False, bounded_actions=True,
-                                target_networks=True, goal_relabelling=True)
+    capabilities = continuous_control("action noise")
 
     @property
     def num_critics(self) -> int:
