@@ -60,6 +60,9 @@ brings pygame). hpcrl's side: ``pip install -e '.[vizdoom,bench]'``.
         --set algo.num_steps=32 --set algo.minibatch_size=256 --set env.num_envs=4 \\
         --layouts showcase 1x2:scheme.gradient_workers=1,scheme.collectors_per_worker=2 \\
         --eval-episodes 2 --random-episodes 10   # a light smoke test of the whole benchmark
+    python benchmarks/vizdoom_vs_sample_factory.py --from-json docs/figures/A.json \
+        --merge B.json   # one table and plot of jobs of one budget run apart (the hour-long
+                         # jobs: one machine could not spare their three hours at once)
 """
 from __future__ import annotations
 
@@ -538,6 +541,10 @@ def main() -> int:
                         help="no jobs: print the table and draw the curves of a JSON this "
                              "script wrote (rewritten in place unless --json/--png say "
                              "otherwise)")
+    parser.add_argument("--merge", type=Path, nargs="+", default=[],
+                        help="with --from-json: add the jobs of these JSONs (runs of the same "
+                             "budget on the same machine, taken apart; each job keeps its "
+                             "own run's machine line and random-play floor in the JSON)")
     parser.add_argument("--sf-python", help="the python of Sample Factory's venv")
     parser.add_argument("--skip-sf", action="store_true", help="hpcrl's layouts only")
     parser.add_argument("--seconds", type=float, default=600.0,
@@ -561,8 +568,22 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=FIGURES / "vizdoom_vs_sample_factory.json")
     parser.add_argument("--png", type=Path, default=FIGURES / "vizdoom_vs_sample_factory.png")
     args = parser.parse_args()
+    if args.merge and args.from_json is None:
+        parser.error("--merge adds to the JSON that --from-json names")
     if args.from_json is not None:
         data, jobs = load_jobs(args.from_json)
+        for path in args.merge:
+            more, added = load_jobs(path)
+            if more["seconds"] != data["seconds"]:
+                parser.error(f"{path} ran {more['seconds']:.0f} s a job, "
+                             f"{args.from_json} {data['seconds']:.0f} s")
+            data.setdefault("merged", []).append(
+                {"json": path.name, "machine": more["machine"], "random": more["random"],
+                 "jobs": [f"{j.system} {j.layout} {j.scenario}" for j in added]})
+            for job in added:  # one random-play floor per scenario in the table
+                floor = data["random"].setdefault(job.scenario, more["random"][job.scenario])
+                job.score_per_hour = (job.train_score - floor) / (job.budget_s / 3600)
+            jobs += added
         explicit = {a.split("=")[0] for a in sys.argv[1:]}
         report(data, jobs, args.json if "--json" in explicit else args.from_json,
                args.png if "--png" in explicit else args.from_json.with_suffix(".png"))
