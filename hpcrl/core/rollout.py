@@ -9,63 +9,50 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
-# header slots before the normaliser moments
-_VALID, _VERSION, _OFFSET, _SOURCE, _SECONDS = range(5)
-_FIXED = 5
+from hpcrl.core.moments import MomentsRecord, moments_layout
+from hpcrl.core.normalization import Moments
+from hpcrl.core.records import (
+    Field,
+    Record,
+    RecordLayout,
+    attach_views,
+    buffer_words,
+    scalar_fields,
+)
+
+FACTS = ("valid_steps", "weights_version", "env_offset", "source", "seconds")
 
 
-Field = tuple  # (name, shape) or (name, shape, dtype); float32 when no dtype is given
+class StreamFacts(Record):
+    """What every streamed batch of experience (a rollout, a transition chunk) says of
+    itself, float64 scalars: the acting weights' version, its first env's global index, the
+    collector's id and the seconds spent on it."""
+
+    weights_version: np.ndarray
+    env_offset: np.ndarray
+    source: np.ndarray
+    seconds: np.ndarray
 
 
-def _field_parts(field: Field) -> tuple[str, tuple[int, ...], np.dtype]:
-    name, shape = field[0], field[1]
-    return name, shape, np.dtype(field[2] if len(field) > 2 else np.float32)
+class RolloutHeader(StreamFacts):
+    """A rollout's facts: the steps collected, :class:`StreamFacts`, and the normaliser
+    moments of its raw observations and returns (a
+    :class:`~hpcrl.core.moments.MomentsRecord`, the one packing of moments)."""
+
+    valid_steps: np.ndarray
+    moments: MomentsRecord
 
 
-FieldSlice = tuple  # (name, first byte, end byte, dtype, shape) of one field in a buffer
-
-
-def field_slices(fields: Iterator[Field]) -> tuple[FieldSlice, ...]:
-    """Where each field lies in a buffer that holds ``fields`` back to back, each aligned to
-    its item size (so a layout of float32 fields takes exactly their element count)."""
-    slices, offset = [], 0
-    for field in fields:
-        name, shape, dtype = _field_parts(field)
-        offset = -(-offset // dtype.itemsize) * dtype.itemsize
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        slices.append((name, offset, offset + nbytes, dtype, tuple(shape)))
-        offset += nbytes
-    return tuple(slices)
-
-
-def slices_words(slices: tuple[FieldSlice, ...]) -> int:
-    """float32 words of a buffer that holds the fields placed by :func:`field_slices`."""
-    return -(-slices[-1][2] // 4) if slices else 0
-
-
-def buffer_words(fields: Iterator[Field]) -> int:
-    """float32 words of a buffer that holds ``fields`` (see :func:`field_slices`)."""
-    return slices_words(field_slices(fields))
-
-
-def attach_slices(owner: object, slices: tuple[FieldSlice, ...], data: np.ndarray) -> None:
-    """Set ``owner.<name>`` to the view of ``data`` each slice of :func:`field_slices` says,
-    shaped and typed as its field. ``data`` is a float32 buffer; a field of another dtype
-    (integer observations, say) is a view of its bytes, so the whole message still crosses
-    processes as one buffer."""
-    raw = data.view(np.uint8)
-    for name, first, end, dtype, shape in slices:
-        setattr(owner, name, raw[first:end].view(dtype).reshape(shape))
-
-
-def attach_views(owner: object, fields: Iterator[Field], data: np.ndarray) -> None:
-    """:func:`attach_slices` for ``fields`` laid out by :func:`field_slices` (``data`` a
-    float32 buffer of :func:`buffer_words` words)."""
-    attach_slices(owner, field_slices(fields), data)
-
+@cache
+def header_layout(obs_dim: int) -> RecordLayout[RolloutHeader]:
+    """The header of a rollout whose observations hold ``obs_dim`` values (one layout per
+    size, made once)."""
+    return RecordLayout([*scalar_fields(FACTS), ("moments", moments_layout(obs_dim))],
+                        record_type=RolloutHeader)
 
 @dataclass(frozen=True)
 class RolloutLayout:
@@ -110,10 +97,9 @@ class RolloutLayout:
 
     @property
     def header_size(self) -> int:
-        """float64 slots of the header: the fixed facts, then the observation moments
-        (count, mean and m2 of ``obs_dim`` each) and the return moments (count, mean, m2)."""
-        # fixed slots, obs moments (count, mean, m2) and return moments (count, mean, m2)
-        return _FIXED + 1 + 2 * self.obs_dim + 3
+        """float64 slots of the header (:func:`header_layout`: the facts, then the
+        observation and return moments)."""
+        return header_layout(self.obs_dim).words // 2
 
     def new(self, data: np.ndarray | None = None) -> Rollout:
         """A rollout of zeros; its step fields in ``data`` when given (float32 words, a
@@ -152,65 +138,53 @@ class Rollout:
             raise ValueError("rollout buffers do not match the layout")
         self.layout, self.data, self.header = layout, data, header
         attach_views(self, layout.fields(), data)
+        # the header's named fields: views of its float64 slots
+        self.facts = header_layout(layout.obs_dim).wrap(header.view(np.float32))
 
     # -- header facts ------------------------------------------------------------------------
-    def _get(self, slot: int) -> int:
-        return int(self.header[slot])
-
     @property
     def valid_steps(self) -> int:
         """Steps actually collected (fewer than ``num_steps`` when preempted)."""
-        return self._get(_VALID)
+        return int(self.facts.valid_steps)
 
     @property
     def weights_version(self) -> int:
         """Version of the weights that collected this rollout."""
-        return self._get(_VERSION)
+        return int(self.facts.weights_version)
 
     @property
     def env_offset(self) -> int:
         """Global index of this rollout's first env."""
-        return self._get(_OFFSET)
+        return int(self.facts.env_offset)
 
     @property
     def source(self) -> int:
         """Id of the collector that produced it."""
-        return self._get(_SOURCE)
+        return int(self.facts.source)
 
     @property
     def collect_seconds(self) -> float:
         """Wall time the collector spent filling it."""
-        return float(self.header[_SECONDS])
+        return float(self.facts.seconds)
 
     def set_facts(self, valid_steps: int, weights_version: int, env_offset: int,
                   source: int, seconds: float = 0.0) -> None:
         """Fill the header: the steps collected, the acting weights' version, the first env's
         global index, the collector's id and the seconds spent."""
-        self.header[[_VALID, _VERSION, _OFFSET, _SOURCE, _SECONDS]] = (
-            valid_steps, weights_version, env_offset, source, seconds)
+        self.facts.set(valid_steps=valid_steps, weights_version=weights_version,
+                       env_offset=env_offset, source=source, seconds=seconds)
 
-    def _moment_views(self) -> tuple[np.ndarray, ...]:
-        d, h = self.layout.obs_dim, self.header
-        base = _FIXED
-        return (h[base:base + 1], h[base + 1:base + 1 + d], h[base + 1 + d:base + 1 + 2 * d],
-                h[base + 1 + 2 * d:base + 4 + 2 * d])
+    def set_moments(self, obs: Moments, ret: Moments) -> None:
+        """Normaliser moments of the raw observations (``obs_shape`` arrays or flat) and of
+        the returns (scalars)."""
+        self.facts.moments.write((obs, ret))
 
-    def set_moments(self, obs: tuple[float, np.ndarray, np.ndarray],
-                    ret: tuple[float, float, float]) -> None:
-        """Normaliser moments ``(count, mean, m2)`` of raw observations and returns."""
-        count, mean, m2, ret_view = self._moment_views()
-        count[0] = obs[0]
-        mean[:] = np.reshape(obs[1], -1)
-        m2[:] = np.reshape(obs[2], -1)
-        ret_view[:] = ret
-
-    def moments(self) -> tuple[tuple[float, np.ndarray, np.ndarray], tuple[float, float, float]]:
-        """The normaliser moments :meth:`set_moments` stored: ``(count, mean, m2)`` of the raw
-        observations (``obs_shape`` arrays, copies) and of the returns."""
-        count, mean, m2, ret_view = self._moment_views()
+    def moments(self) -> tuple[Moments, Moments]:
+        """The moments :meth:`set_moments` stored, copies: the observations' as
+        ``obs_shape`` arrays, the returns' as scalars."""
+        obs, ret = self.facts.moments.read()
         shape = self.layout.obs_shape
-        return ((float(count[0]), mean.reshape(shape).copy(), m2.reshape(shape).copy()),
-                (float(ret_view[0]), float(ret_view[1]), float(ret_view[2])))
+        return Moments(obs.count, obs.mean.reshape(shape), obs.m2.reshape(shape)), ret
 
     def finished_episodes(self) -> tuple[np.ndarray, np.ndarray]:
         """Returns and lengths of the episodes that ended within the valid steps (a step that

@@ -173,8 +173,7 @@ class Collector:
         obs_moments = self._obs_moments(raw_obs[:done_steps])
         ret_moments = (Moments.of(np.concatenate(ret_samples)) if ret_samples
                        else Moments(0.0, np.zeros(()), np.zeros(())))
-        rollout.set_moments((obs_moments.count, obs_moments.mean, obs_moments.m2),
-                            (ret_moments.count, float(ret_moments.mean), float(ret_moments.m2)))
+        rollout.set_moments(obs_moments, ret_moments)
         rollout.set_facts(done_steps, self.weights_version, self.env_offset, self.collector_id,
                           time.perf_counter() - started)
         return rollout

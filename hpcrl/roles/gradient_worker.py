@@ -20,8 +20,7 @@ from hpcrl.roles.messages import Gradient, Weights
 def rollout_moments(rollouts: Sequence[Rollout]) -> tuple[Moments, Moments]:
     """Observation and return moments of several rollouts, merged."""
     obs_parts, ret_parts = zip(*(r.moments() for r in rollouts), strict=True)
-    return (merge_moments([Moments(*m) for m in obs_parts]),
-            merge_moments([Moments(*m) for m in ret_parts]))
+    return merge_moments(list(obs_parts)), merge_moments(list(ret_parts))
 
 
 class GradientWorker:

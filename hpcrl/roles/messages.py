@@ -6,7 +6,7 @@
 - :class:`Weights`: updater -> gradient workers and collectors (a header record with the
   job-control command, the version and the module's buffers; then the parameters).
 
-Every fixed-size part is a named-field record (:mod:`hpcrl.roles.layout`).
+Every fixed-size part is a named-field record (:mod:`hpcrl.core.records`).
 """
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ from hpcrl.core.flat import (
     num_params,
     params_to_flat,
 )
+from hpcrl.core.moments import MomentsRecord, moments_layout
 from hpcrl.core.normalization import Moments
-from hpcrl.roles.layout import Record, RecordLayout
-from hpcrl.roles.moments import MomentsRecord, moments_layout
+from hpcrl.core.records import Record, RecordLayout
 
 if TYPE_CHECKING:
     from hpcrl.core.actor import ActorCritic

@@ -12,10 +12,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hpcrl.core.rollout import Field, attach_views, buffer_words
+from hpcrl.core.records import Field, RecordLayout, attach_views, buffer_words, scalar_fields
+from hpcrl.core.rollout import StreamFacts
 
-_COUNT, _VERSION, _OFFSET, _SOURCE, _EPISODES, _ENV_STEPS, _SECONDS = range(7)
-_HEADER = 7
+
+class ChunkHeader(StreamFacts):
+    """A chunk's facts: the rows and episodes it holds, the env steps it stands for, and
+    :class:`~hpcrl.core.rollout.StreamFacts`."""
+
+    count: np.ndarray
+    episodes: np.ndarray
+    env_steps: np.ndarray
+
+
+HEADER = RecordLayout(scalar_fields(("count", "weights_version", "env_offset", "source",
+                                     "episodes", "env_steps", "seconds")),
+                      record_type=ChunkHeader)
+_HEADER = HEADER.words // 2  # float64 slots
 
 
 @dataclass(frozen=True)
@@ -89,42 +102,43 @@ class Transitions:
         if data.size != layout.data_size or header.size != _HEADER:
             raise ValueError("transition buffers do not match the layout")
         self.layout, self.data, self.header = layout, data, header
+        self.facts = HEADER.wrap(header.view(np.float32))  # named views of the header
         attach_views(self, layout.fields(), data)
 
     @property
     def count(self) -> int:
         """Valid rows."""
-        return int(self.header[_COUNT])
+        return int(self.facts.count)
 
     @property
     def weights_version(self) -> int:
         """Version of the policy that acted."""
-        return int(self.header[_VERSION])
+        return int(self.facts.weights_version)
 
     @property
     def env_offset(self) -> int:
         """Global index of the collector's first env."""
-        return int(self.header[_OFFSET])
+        return int(self.facts.env_offset)
 
     @property
     def source(self) -> int:
         """Id of the collector that produced the chunk."""
-        return int(self.header[_SOURCE])
+        return int(self.facts.source)
 
     @property
     def episodes(self) -> int:
         """Episodes that ended in this chunk."""
-        return int(self.header[_EPISODES])
+        return int(self.facts.episodes)
 
     @property
     def env_steps(self) -> int:
         """Env steps taken (over all the collector's envs) to produce the chunk."""
-        return int(self.header[_ENV_STEPS])
+        return int(self.facts.env_steps)
 
     @property
     def collect_seconds(self) -> float:
         """Wall time the collector spent on the chunk."""
-        return float(self.header[_SECONDS])
+        return float(self.facts.seconds)
 
     def reset(self) -> None:
         """Empty the chunk (before a collector fills it again)."""
@@ -134,8 +148,8 @@ class Transitions:
                   seconds: float) -> None:
         """Fill the header: the acting policy's version, the first env's global index, the
         collector's id, the env steps taken and the seconds spent on the chunk."""
-        self.header[[_VERSION, _OFFSET, _SOURCE, _ENV_STEPS, _SECONDS]] = (
-            weights_version, env_offset, source, env_steps, seconds)
+        self.facts.set(weights_version=weights_version, env_offset=env_offset, source=source,
+                       env_steps=env_steps, seconds=seconds)
 
     def append(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
                discounts: np.ndarray, next_obs: np.ndarray,
@@ -159,7 +173,7 @@ class Transitions:
                                  "ends")
             self.env_ids[start:end] = env_ids
             self.ends[start:end] = ends
-        self.header[_COUNT] = end
+        self.facts.set(count=end)
 
     def add_episodes(self, returns: np.ndarray, lengths: np.ndarray) -> None:
         """Record finished episodes."""
@@ -167,7 +181,7 @@ class Transitions:
         end = start + len(returns)
         self.episode_returns[start:end] = returns
         self.episode_lengths[start:end] = lengths
-        self.header[_EPISODES] = end
+        self.facts.set(episodes=end)
 
     def finished_episodes(self) -> tuple[np.ndarray, np.ndarray]:
         """Returns and lengths of the episodes that ended in this chunk."""

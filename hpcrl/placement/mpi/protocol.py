@@ -1,6 +1,6 @@
 """What crosses ranks besides the role messages: tags, the per-update report and control.
 
-Every per-update message is a fixed-size named-field record (:mod:`hpcrl.roles.layout`)
+Every per-update message is a fixed-size named-field record (:mod:`hpcrl.core.records`)
 crossing as one numpy buffer, so nothing on the hot path is pickled. Only checkpoint-time
 collector states (a few kB, once per checkpoint) are.
 """
@@ -18,7 +18,7 @@ TAG_FINAL, TAG_STATE, TAG_REPORT = 7, 8, 9
 TAG_ACT, TAG_ACTED = 10, 11  # a collector's request to its inference rank, and the reply
 
 # control decided by the leader after each update: the collectors' command bits
-from hpcrl.roles.layout import Record, RecordLayout, scalar_fields  # noqa: E402
+from hpcrl.core.records import Record, RecordLayout, scalar_fields  # noqa: E402
 from hpcrl.roles.messages import CHECKPOINT, COLLECT, PREEMPTED, STOP  # noqa: E402,F401
 
 REPORT_FIELDS = ("env_steps", "episodes", "return_sum", "length_sum", "policy_lag",

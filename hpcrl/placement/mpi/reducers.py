@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from hpcrl.core.moments import merge_records
 from hpcrl.roles.messages import GradientInfo
-from hpcrl.roles.moments import merge_records
 
 
 def combine_infos(rows: np.ndarray, out: GradientInfo) -> GradientInfo:

@@ -14,7 +14,7 @@ episode starts, stored at sequence starts and checkpointed by the one code path 
 use without inference ranks, so an inference rank holds nothing a checkpoint needs (for an
 Atari frame stack the state is a few percent of the request's bytes).
 
-Every message is one fixed-size named-field record (:mod:`hpcrl.roles.layout`) sized for the
+Every message is one fixed-size named-field record (:mod:`hpcrl.core.records`) sized for the
 collector's ``env.num_envs`` envs; ``count`` says how many rows a value request fills.
 """
 from __future__ import annotations
@@ -28,8 +28,8 @@ import numpy as np
 from hpcrl.comm import Poll, irecv, isend, wait
 from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.records import Record, RecordLayout
 from hpcrl.placement.mpi.protocol import TAG_ACT, TAG_ACTED
-from hpcrl.roles.layout import Record, RecordLayout
 
 STEP, VALUE, ACT, BYE = 1, 2, 3, 4  # what a request asks for (BYE: the collector has left)
 

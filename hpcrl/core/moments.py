@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from hpcrl.core.normalization import Moments, merge_moments
-from hpcrl.roles.layout import Record, RecordLayout
+from hpcrl.core.records import Record, RecordLayout
 
 GROUPS = ("obs", "ret")
 RND_GROUPS = ("rnd_obs", "rnd_ret")  # RND's inputs and raw intrinsic returns

@@ -1,20 +1,69 @@
 """Named-field records: one flat buffer whose fields are typed numpy views.
 
 Every fixed-size message between roles (the gradient info, the weights' control part, the
-per-update report, the normaliser moments) is declared as a list of ``(name, shape, dtype)``
-fields, with the mechanism rollouts and transition chunks use
-(:func:`hpcrl.core.rollout.attach_slices`). The record crosses processes as its one flat
-``data`` buffer (float32 words, no pickling); code reads and writes fields by name, so adding
-a field touches no offset anywhere.
+per-update report, the normaliser moments, the header of a rollout or a transition chunk)
+is declared as a list of ``(name, shape, dtype)`` fields, placed in one buffer by
+:func:`field_slices` (the mechanism the step fields of rollouts and transition chunks use
+too, :func:`attach_views`). The record crosses processes as its one flat ``data`` buffer
+(float32 words, no pickling); code reads and writes fields by name, so adding a field
+touches no offset anywhere.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar, cast, overload
 
 import numpy as np
 
-from hpcrl.core.rollout import Field, attach_slices, field_slices, slices_words
+Field = tuple  # (name, shape) or (name, shape, dtype); float32 when no dtype is given
+
+
+def _field_parts(field: Field) -> tuple[str, tuple[int, ...], np.dtype]:
+    name, shape = field[0], field[1]
+    return name, shape, np.dtype(field[2] if len(field) > 2 else np.float32)
+
+
+FieldSlice = tuple  # (name, first byte, end byte, dtype, shape) of one field in a buffer
+
+
+def field_slices(fields: Iterator[Field]) -> tuple[FieldSlice, ...]:
+    """Where each field lies in a buffer that holds ``fields`` back to back, each aligned to
+    its item size (so a layout of float32 fields takes exactly their element count)."""
+    slices, offset = [], 0
+    for field in fields:
+        name, shape, dtype = _field_parts(field)
+        offset = -(-offset // dtype.itemsize) * dtype.itemsize
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        slices.append((name, offset, offset + nbytes, dtype, tuple(shape)))
+        offset += nbytes
+    return tuple(slices)
+
+
+def slices_words(slices: tuple[FieldSlice, ...]) -> int:
+    """float32 words of a buffer that holds the fields placed by :func:`field_slices`."""
+    return -(-slices[-1][2] // 4) if slices else 0
+
+
+def buffer_words(fields: Iterator[Field]) -> int:
+    """float32 words of a buffer that holds ``fields`` (see :func:`field_slices`)."""
+    return slices_words(field_slices(fields))
+
+
+def attach_slices(owner: object, slices: tuple[FieldSlice, ...], data: np.ndarray) -> None:
+    """Set ``owner.<name>`` to the view of ``data`` each slice of :func:`field_slices` says,
+    shaped and typed as its field. ``data`` is a float32 buffer; a field of another dtype
+    (integer observations, say) is a view of its bytes, so the whole message still crosses
+    processes as one buffer."""
+    raw = data.view(np.uint8)
+    for name, first, end, dtype, shape in slices:
+        setattr(owner, name, raw[first:end].view(dtype).reshape(shape))
+
+
+def attach_views(owner: object, fields: Iterator[Field], data: np.ndarray) -> None:
+    """:func:`attach_slices` for ``fields`` laid out by :func:`field_slices` (``data`` a
+    float32 buffer of :func:`buffer_words` words)."""
+    attach_slices(owner, field_slices(fields), data)
+
 
 R = TypeVar("R", bound="Record")
 
