@@ -1,6 +1,7 @@
 """The package's layers: no import cycle between hpcrl's subpackages, ``core`` (the
-algorithms, networks, storages and envs) imports nothing of the run-time layer
-(``runtime``: run directories, checkpoints, signals) nor of what is built on it, and the
+algorithms, networks, storages and envs) imports nothing of the configuration (``config``:
+it names the config sections it reads in annotations only) nor of the run-time layer
+(``runtime``: run directories, checkpoints, signals) nor of what is built on them, and the
 top layers (``experiments``: sweeps, runs, plots, videos; ``cli``: the commands) are
 imported by nothing below them, the commands by nothing at all.
 
@@ -11,12 +12,15 @@ naming the imports that close it, before it fails as a half-initialised module s
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "hpcrl"
 # what core may not import: the layers above it
-ABOVE_CORE = ("runtime", "placement", "roles", "scheme", "slurm", "comm", "experiments", "cli")
+ABOVE_CORE = ("config", "runtime", "placement", "roles", "scheme", "slurm", "comm", "experiments",
+              "cli")
 # the top layers, and the subpackages below them that may import neither
 TOP = ("experiments", "cli")
 BELOW_TOP = ("core", "comm", "roles", "placement", "runtime", "scheme", "config")
@@ -99,6 +103,21 @@ def test_core_imports_nothing_of_the_layers_above_it():
     edges = import_edges()
     upward = [why for (a, b), why in edges.items() if a == "core" and b in ABOVE_CORE]
     assert not upward, upward
+
+
+def test_importing_all_of_core_loads_no_layer_above_it():
+    # what the source check above says, as the interpreter sees it (no import inside a
+    # function runs: importing a module runs only its top level)
+    probe = ("import importlib, pkgutil, sys, hpcrl.core as core\n"
+             "for m in pkgutil.walk_packages(core.__path__, 'hpcrl.core.'):\n"
+             "    importlib.import_module(m.name)\n"
+             "print(' '.join(sorted({n.split('.')[1] for n in sys.modules\n"
+             "                       if n.startswith('hpcrl.') and n.count('.') >= 1})))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = set(done.stdout.split())
+    assert "core" in loaded and not loaded & set(ABOVE_CORE), loaded
 
 
 def test_nothing_below_the_top_layers_imports_them():

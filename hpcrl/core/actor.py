@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.config.rnd import RndConfig
-from hpcrl.config.schema import ActorConfig
 from hpcrl.contracts import make_network
 from hpcrl.core.distributions import make_distribution
 from hpcrl.core.encoders import features_of, make_encoder, orthogonal_init, reset_fixup
@@ -28,6 +26,10 @@ from hpcrl.core.normalization import RunningMoments
 from hpcrl.core.obs_format import ObsInput
 from hpcrl.core.precision import compute_dtype
 from hpcrl.core.rnd import RandomNetworkDistillation
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.rnd import RndConfig
+    from hpcrl.config.schema import ActorConfig
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 

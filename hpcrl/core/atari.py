@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 
-from hpcrl.config.schema import EnvConfig
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import EnvConfig
+
 
 if TYPE_CHECKING:
     from ale_py.env import AtariEnv

@@ -25,7 +25,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from hpcrl.config.schema import Config
 from hpcrl.core.demo_buffer import (
     DemoBuffer,
     Episode,
@@ -41,6 +40,9 @@ from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import make_vector_env, reset_seeded, vector_call, vector_set_attr
 from hpcrl.core.rollout import Rollout
 from hpcrl.demos import read_demos
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import Config
 
 if TYPE_CHECKING:
     from hpcrl.core.actor import ActorCritic

@@ -30,14 +30,16 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.config.schema import EnvConfig
 from hpcrl.core.atari import LIFE_LOST
 from hpcrl.errors import ExplainedError
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import EnvConfig
 
 ENVPOOL_INSTALL = "pip install 'hpcrl[envpool]' (or pip install envpool)"
 ATARI_SUFFIXES = ("NoFrameskip", "Deterministic")

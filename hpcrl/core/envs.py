@@ -11,12 +11,11 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.config.schema import EnvConfig
 from hpcrl.core.env_state import capture_env_state, restore_env_state
 from hpcrl.core.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
 from hpcrl.core.suites import (
@@ -27,6 +26,9 @@ from hpcrl.core.suites import (
     register_suite,
 )
 from hpcrl.errors import ConfigError
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import EnvConfig
 
 
 class UnsupportedEnv(ConfigError):

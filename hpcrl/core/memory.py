@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from hpcrl.config.schema import ActorConfig
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import ActorConfig
+
 
 if TYPE_CHECKING:  # actor.py imports this module
     from hpcrl.core.actor import ActorCritic

@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.config.schema import ActorConfig
 from hpcrl.core.actor import mlp
 from hpcrl.core.encoders import orthogonal_init
 from hpcrl.core.obs_format import ObsFormat, ObsInput, box_format
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import ActorConfig
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 SQUASH_EPS = 1e-6

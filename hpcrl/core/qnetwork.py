@@ -6,16 +6,19 @@ usable outside hpcrl as it is (``hpcrl.load_policy``).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.config.schema import ActorConfig
 from hpcrl.core.actor import mlp
 from hpcrl.core.encoders import features_of, make_encoder, orthogonal_init, reset_fixup
 from hpcrl.core.obs_format import ObsFormat, ObsInput, box_format
 from hpcrl.core.precision import compute_dtype
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import ActorConfig
 
 
 def batch_obs(obs: torch.Tensor | np.ndarray, obs_shape: tuple[int, ...]

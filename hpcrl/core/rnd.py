@@ -15,13 +15,17 @@ where it is), and a test checks that training leaves them as they were.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
-from hpcrl.config.rnd import RndConfig
 from hpcrl.core.encoders import ImageInput
 from hpcrl.core.normalization import Moments, RunningMoments
 from hpcrl.core.obs_format import ObsFormat
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.rnd import RndConfig
 
 
 def _mlp(sizes: list[int]) -> nn.Sequential:

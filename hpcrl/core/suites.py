@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.config.schema import EnvConfig
 from hpcrl.core.atari import LIFE_LOST, atari_env
 from hpcrl.core.env_noise import quiet_mujoco
 from hpcrl.core.vizdoom import (
@@ -27,6 +26,9 @@ from hpcrl.core.vizdoom import (
 )
 from hpcrl.errors import ConfigError, ExplainedError
 from hpcrl.plugins import CONTRACTS, PluginError, component_factory, failure
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import EnvConfig
 
 WRAPPER_CALL = "Class(env, **kwargs)"
 

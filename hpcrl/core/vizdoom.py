@@ -34,12 +34,14 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.config.schema import EnvConfig
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import EnvConfig
+
 
 VIZDOOM_INSTALL = 'pip install "hpcrl[vizdoom]"  (or "vizdoom" and "opencv-python-headless")'
 RESOLUTIONS = ("160x120", "200x150", "256x144", "320x240", "640x480")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from hpcrl.config.schema import AlgoConfig
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.algorithms.a2c import A2C
 from hpcrl.core.algorithms.base import Algorithm
@@ -15,6 +15,9 @@ from hpcrl.core.algorithms.ppo import PPO
 from hpcrl.core.reducer import Reducer
 from hpcrl.errors import ExplainedError
 from hpcrl.plugins import CONTRACTS, PluginError, check_kwargs, failure, is_import_path, load
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import AlgoConfig
 
 ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "a2c": A2C, "impala": IMPALA}
 # every name algo.name takes as it is

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import torch
 import torch.nn.functional as F
 
-from hpcrl.config.schema import AlgoConfig
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.algorithms.capabilities import ON_POLICY_GAE, Capabilities, Storage
 from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
@@ -21,6 +20,9 @@ from hpcrl.core.intrinsic import IntrinsicTargets
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.reducer import LocalReducer, Reducer, global_mean_std
 from hpcrl.core.storage import RecurrentBatch, RolloutBatch
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import AlgoConfig
 
 # What an algorithm trains from and on: RolloutStorage and its GaeBatch (PPO, A2C), or
 # VTraceStorage and its SequenceBatch (IMPALA); a plug-in that names neither gets Any.

@@ -20,13 +20,15 @@ cannot be relabelled here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.config.schema import EnvConfig
 from hpcrl.core.obs_format import ObsFormat
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import EnvConfig
 
 GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
 

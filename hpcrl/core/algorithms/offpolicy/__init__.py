@@ -1,11 +1,12 @@
 """Off-policy algorithms (DQN, SAC, TD3, DDPG, MPO) and the policies they publish."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.core.algorithms.capabilities import ACTION_WORDS, SPACE_NAMES, action_kind
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm, Segment
 from hpcrl.core.algorithms.offpolicy.dqn import DQN
@@ -13,6 +14,9 @@ from hpcrl.core.algorithms.offpolicy.mpo import MPO
 from hpcrl.core.algorithms.offpolicy.sac import SAC
 from hpcrl.core.algorithms.offpolicy.td3 import DDPG, TD3
 from hpcrl.core.envs import EnvSpaces, as_box
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import ActorConfig, Config
 
 OFF_POLICY_ALGORITHMS: dict[str, type[OffPolicyAlgorithm]] = {
     "dqn": DQN, "sac": SAC, "td3": TD3, "ddpg": DDPG, "mpo": MPO}

@@ -13,13 +13,12 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.core.algorithms.base import linear_schedule
 from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.envs import EnvSpaces, as_box
@@ -28,6 +27,9 @@ from hpcrl.core.gradient_guard import GradientGuard
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import ActorConfig, Config
 
 NOISE_STREAM = 0x7A3  # seeds the learner's torch generator apart from everything else
 

@@ -7,17 +7,21 @@ moves every ``replay.target_update_interval`` applied gradient steps by ``replay
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hpcrl.config.schema import ActorConfig
 from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
 from hpcrl.core.envs import EnvSpaces, as_discrete
 from hpcrl.core.qnetwork import QNetwork
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import ActorConfig
 
 
 class DQN(OffPolicyAlgorithm):

@@ -26,12 +26,12 @@ positive through a softplus) are segments of their own; the duals step with
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hpcrl.config.schema import ActorConfig
 from hpcrl.core.algorithms.offpolicy.base import (
     OffPolicyAlgorithm,
     continuous_control,
@@ -42,6 +42,9 @@ from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.policies import SquashedGaussianPolicy
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import ActorConfig
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 

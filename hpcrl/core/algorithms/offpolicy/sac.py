@@ -20,11 +20,11 @@ reach the same returns (benchmarks/offpolicy_vs_sb3.py).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from hpcrl.config.schema import ActorConfig
 from hpcrl.core.algorithms.offpolicy.base import (
     OffPolicyAlgorithm,
     Scalar,
@@ -36,6 +36,9 @@ from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.policies import SquashedGaussianPolicy
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import ActorConfig
 
 
 class SAC(OffPolicyAlgorithm):

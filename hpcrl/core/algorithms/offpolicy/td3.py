@@ -14,16 +14,20 @@ returns match SB3's (benchmarks/offpolicy_vs_sb3.py).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
-from hpcrl.config.schema import ActorConfig
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm, continuous_control
 from hpcrl.core.critics import EnsembleCritic
 from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.policies import DeterministicPolicy
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.target import TargetNetwork
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import ActorConfig
 
 
 class TD3(OffPolicyAlgorithm):
