@@ -173,7 +173,7 @@ class Transitions:
                                  "ends")
             self.env_ids[start:end] = env_ids
             self.ends[start:end] = ends
-        self.facts.set(count=end)
+        self.facts.count[...] = end  # per collected step: the view itself, no name lookup
 
     def add_episodes(self, returns: np.ndarray, lengths: np.ndarray) -> None:
         """Record finished episodes."""
@@ -181,7 +181,7 @@ class Transitions:
         end = start + len(returns)
         self.episode_returns[start:end] = returns
         self.episode_lengths[start:end] = lengths
-        self.facts.set(episodes=end)
+        self.facts.episodes[...] = end
 
     def finished_episodes(self) -> tuple[np.ndarray, np.ndarray]:
         """Returns and lengths of the episodes that ended in this chunk."""
