@@ -17,7 +17,9 @@ parent then killed ``mpiexec`` and every rank's stack dump was lost with it.
 from __future__ import annotations
 
 import compileall
+import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -28,6 +30,13 @@ from pytest_mpi.plugin import CHILD_PROCESS_FLAG
 
 CHILD_TIMEOUT_MARGIN_S = 5.0
 TEST_DEADLINE_VAR = "HPCRL_TEST_DEADLINE"  # the parent's deadline (epoch seconds), for children
+# Where each test's cost goes, one JSON line per test (nodeid, wall seconds, CPU seconds of
+# the test process and of the processes it started and waited for: mpiexec and its ranks,
+# CLI subprocesses), when set: `HPCRL_TEST_COSTS=/tmp/costs.jsonl pytest`. CPU seconds do
+# not depend on what else the machine is doing, so a run beside other work still ranks the
+# tests by what they cost a 2-core CI machine. Jobs Slurm starts are not children: their
+# tests show wall time only.
+TEST_COSTS_VAR = "HPCRL_TEST_COSTS"
 
 _bin = os.path.dirname(sys.executable)
 if os.environ.get("PATH", "").split(os.pathsep)[0] != _bin:
@@ -41,8 +50,8 @@ if CHILD_PROCESS_FLAG not in os.environ:
 def pytest_configure(config: pytest.Config) -> None:
     """Compile hpcrl's modules once (the suite starts hundreds of processes, and where
     ``PYTHONDONTWRITEBYTECODE`` is set each would compile them again: about 0.3 s of CPU per
-    process on the 2-core development machine); in MPI children, show the tracebacks of every rank, not
-    only rank 0's."""
+    process on the 2-core development machine); in MPI children, show the tracebacks of every
+    rank, not only rank 0's."""
     if CHILD_PROCESS_FLAG not in os.environ:
         compileall.compile_dir(Path(__file__).parents[1] / "hpcrl", quiet=1)
     if CHILD_PROCESS_FLAG in os.environ and config.option.tbstyle == "no":
@@ -98,6 +107,29 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     if _parent_timeout(item) is not None:
         os.environ.pop(TEST_DEADLINE_VAR, None)
+
+def _cpu_seconds() -> float:
+    """CPU seconds (user and system) of this process and its waited-for descendants."""
+    own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                          resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """With ``HPCRL_TEST_COSTS`` set (outside MPI children), append the test's wall and CPU
+    seconds to that file: the figures the suite's time budget is managed by."""
+    path = os.environ.get(TEST_COSTS_VAR)
+    if not path or CHILD_PROCESS_FLAG in os.environ:
+        yield
+        return
+    wall, cpu = time.monotonic(), _cpu_seconds()
+    yield
+    record = {"test": item.nodeid, "wall_s": round(time.monotonic() - wall, 2),
+              "cpu_s": round(_cpu_seconds() - cpu, 2)}
+    with open(path, "a") as out:
+        out.write(json.dumps(record) + "\n")
+
 
 torch.set_num_threads(1)
 
