@@ -18,6 +18,7 @@ from hpcrl.config.loader import ConfigError, from_dict, read_yaml
 from hpcrl.config.schema import Config
 from hpcrl.placement import make_placement
 from hpcrl.placement.recorder import RunRecorder
+from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.cpu import set_compute_threads, startup_objects_frozen
 from hpcrl.runtime.finite import naming_last_good
@@ -110,12 +111,13 @@ class Trainer:
                            (len(result.episode_returns), float(result.episode_returns.sum()),
                             float(result.episode_lengths.sum())), result.stats, scheme)
             rec.after_update(self.placement.master_actor)
-            if rec.preempted:
-                self.checkpoint()  # the scheduler wants the job gone: save, then stop
-                self.preempted = True
-                break
-            if rec.checkpoint_due():
+            command = rec.command()  # the MPI leader's decision, made the same way
+            if command & CHECKPOINT:
                 self.checkpoint()
+            if command & PREEMPTED:  # the scheduler wants the job gone: saved, now stop
+                self.preempted = True
+            if command & STOP:
+                break
 
     def final_eval(self) -> dict[str, float] | None:
         """Evaluate the trained policy for ``train.eval_episodes`` episodes (none: None) and

@@ -24,6 +24,7 @@ from hpcrl.config.schema import Config
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.evaluation import evaluate, success_note, truncation_note
 from hpcrl.placement.periodic_eval import PeriodicEvaluator
+from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP
 from hpcrl.runtime.checkpoint import keep_recent
 from hpcrl.runtime.finite import save_finite_checkpoint
 from hpcrl.runtime.metrics import EpisodeWindow, progress_row
@@ -93,6 +94,16 @@ class RunRecorder:
     def checkpoint_due(self) -> bool:
         """The budget is spent, or ``train.checkpoint_every`` updates passed."""
         return self.done or self.updates % self.config.train.checkpoint_every == 0
+
+    def command(self) -> int:
+        """What the run does after the update just recorded, as the command bits every
+        placement acts on (the serial loop here, the MPI leader's broadcast to every rank):
+        0 goes on; ``CHECKPOINT`` when one is due; ``STOP | CHECKPOINT`` at the end of the
+        budget; ``STOP | CHECKPOINT | PREEMPTED`` when a stop signal came or too few
+        collectors are live."""
+        if self.preempted:
+            return STOP | CHECKPOINT | PREEMPTED
+        return (STOP if self.done else 0) | (CHECKPOINT if self.checkpoint_due() else 0)
 
     def add_update(self, env_steps: int, episodes: tuple[float, float, float],
                    stats: Mapping[str, float], scheme: Mapping[str, float]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from hpcrl.comm.faults import LOST
 from hpcrl.core.actor import ActorCritic
 from hpcrl.errors import ExplainedError
 from hpcrl.placement.mpi.job import MpiJob
-from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, ReportLayout, update_row
+from hpcrl.placement.mpi.protocol import ReportLayout, update_row
 from hpcrl.placement.recorder import RunRecorder
 from hpcrl.runtime.run_dir import RunDir
 
@@ -74,11 +74,9 @@ class Leader:
         return self.recorder.preempted
 
     def control(self) -> int:
-        """The command after an update: go on, or checkpoint and/or stop (and why)."""
-        if self.preempted:
-            return STOP | CHECKPOINT | PREEMPTED
-        command = STOP if self.done else 0
-        return command | (CHECKPOINT if self.checkpoint_due() else 0)
+        """The command after an update: go on, or checkpoint and/or stop (and why), as the
+        recorder decides it for every placement (:meth:`RunRecorder.command`)."""
+        return self.recorder.command()
 
     @_ends_the_job
     def record(self, reports: Any, gradient_asynchrony: float = 0.0) -> None:

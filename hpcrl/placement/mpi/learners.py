@@ -31,9 +31,11 @@ from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch, receive_state
 from hpcrl.placement.mpi.protocol import (
     CHECKPOINT,
+    CONTROL_LAYOUT,
     PREEMPTED,
     STOP,
     TAG_STATE,
+    Control,
     Report,
     ReportLayout,
 )
@@ -175,8 +177,8 @@ class WorkerRank:
             report = self.learn()
             control = end_of_update(self.job, self.leader, report, self.layout)
             self.update += 1
-            self.env_steps = int(control[1])
-            command = int(control[0])
+            self.env_steps = int(control.env_steps)
+            command = int(control.command)
             self.preempted = bool(command & PREEMPTED)
             states = self.source.states() if command & CHECKPOINT else []
             if command & CHECKPOINT:
@@ -199,14 +201,16 @@ class WorkerRank:
 
 
 def end_of_update(job: MpiJob, leader: Leader | None, report: Report,
-                  layout: ReportLayout) -> np.ndarray:
-    """Gather the reports on rank 0, which records them; broadcast [command, env steps]."""
+                  layout: ReportLayout) -> Control:
+    """Gather the reports on rank 0, which records them and decides the update's
+    :class:`Control`; every learner rank returns it."""
     rows = gather_rows(job.learners, report.data, root=0)
-    control = np.zeros(2, np.int64)
+    control = CONTROL_LAYOUT.new()
     if leader is not None:
         leader.record(rows)
-        control[:] = (leader.control(), leader.env_steps)
-    return bcast_(job.learners, control, root=0)
+        control.set(command=leader.control(), env_steps=leader.env_steps)
+    bcast_(job.learners, control.data, root=0)
+    return control
 
 
 def write_checkpoint(job: MpiJob, leader: Leader, actor: Any, learner_state: Any,
@@ -267,7 +271,7 @@ class SyncUpdaterRank:
                 bcast_(learners, weights.header.data, root=0)
                 bcast_(learners, weights.params, root=0)
             control = end_of_update(self.job, self.leader, report, self.layout)
-            command = int(control[0])
+            command = int(control.command)
             self.preempted = bool(command & PREEMPTED)
             if command & CHECKPOINT:
                 gathered = learners.gather([], root=0)

@@ -131,6 +131,19 @@ class ReportLayout(RecordLayout[Report]):
         return out
 
 
+class Control(Record):
+    """What the leader decides after each update and every learner rank receives: the
+    command bits (``COLLECT``, ``CHECKPOINT``, ``STOP``, ``PREEMPTED``) and the job's env
+    steps so far (int64 scalars, views of the record's buffer)."""
+
+    command: np.ndarray
+    env_steps: np.ndarray
+
+
+CONTROL_LAYOUT = RecordLayout(scalar_fields(("command", "env_steps"), np.int64),
+                              record_type=Control)
+
+
 SCHEME_KEYS = ("policy_lag", "dropped_rollouts", "time_collect_s", "time_wait_s", "time_compute_s",
                "time_communicate_s", "live_collectors")
 
