@@ -108,7 +108,10 @@ def policy_record(config: Config, spaces: EnvSpaces, actor: torch.nn.Module,
     record = {"obs_shape": list(spaces.obs_shape), "obs_format": spaces.obs_format.record(),
               "action": action,
               "config": config_dict if config_dict is not None else _config_dict(config),
-              "state_dict": actor.state_dict()}
+              "state_dict": actor.state_dict(),
+              # what the state dict fits: an actor-critic, or an off-policy algorithm's own
+              # policy (a plug-in's is known only by importing it: this says which)
+              "acts_with": "actor_critic" if isinstance(actor, ActorCritic) else "policy"}
     box = spaces.observation_space
     if config.actor.network and isinstance(box, gym.spaces.Box):  # the user's network takes it
         record["observation_space"] = {"low": torch.from_numpy(np.asarray(box.low).copy()),
@@ -144,9 +147,11 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
     spaces = EnvSpaces(tuple(record["obs_shape"]), space, fmt, observation_space)
     cfg = record["config"]
     name = cfg["algo"]["name"]
-    # a plug-in algorithm is on-policy (it acts through the actor-critic), and its module
-    # need not be importable where the run is evaluated: only built-ins are asked
-    if not is_import_path(name) and algorithm_capabilities(name).replay:  # its own policy
+    # an on-policy plug-in acts through the actor-critic, so its module need not be
+    # importable where the run is evaluated; an off-policy one's class builds its policy
+    own_policy = (record.get("acts_with") == "policy" if is_import_path(name)
+                  else algorithm_capabilities(name).replay)
+    if own_policy:
         from hpcrl.core.algorithms.offpolicy import policy_module
 
         policy = policy_module(name, spaces, ActorConfig(**cfg["actor"]))

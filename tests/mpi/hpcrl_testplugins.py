@@ -25,6 +25,34 @@ class NoLoss(hpcrl.Algorithm):
         return 1
 
 
+class NoTargetUpdates(hpcrl.OffPolicyAlgorithm):
+    """An off-policy algorithm that forgot update_targets."""
+
+    stat_names = ("q_loss",)
+    capabilities = hpcrl.DQN.capabilities
+
+    def build(self):
+        return []
+
+    @classmethod
+    def acting_policy(cls, spaces, actor):
+        return nn.Identity()
+
+    @property
+    def policy(self):
+        return nn.Identity()
+
+    def loss(self, batch):
+        raise AssertionError("never trained")
+
+    def stepping(self, step):
+        return []
+
+
+class NoOffPolicyStats(hpcrl.DQN):
+    stat_names = ()
+
+
 class NoFeatures(nn.Module):
     def __init__(self, observation_space) -> None:
         super().__init__()

@@ -208,9 +208,9 @@ def _watch_failures(job: MpiJob) -> FailureWatch:
 def _stat_names(config: Config) -> tuple[str, ...]:
     """The loss terms the progress rows hold (and, off-policy, the replay ratio)."""
     if config.algo.capabilities.replay:
-        from hpcrl.core.algorithms.offpolicy import OFF_POLICY_ALGORITHMS
+        from hpcrl.core.algorithms.offpolicy import offpolicy_class
 
-        return OFF_POLICY_ALGORITHMS[config.algo.name].stat_names + ("replay_ratio",)
+        return offpolicy_class(config.algo.name).stat_names + ("replay_ratio",)
     from hpcrl.core.algorithms import algorithm_class
 
     return algorithm_class(config.algo.name).reported_stats(config.rnd.enabled)

@@ -1,0 +1,51 @@
+"""Loading a user's algorithm class by import path, and the contract every family shares.
+
+``algo.name: module:Class`` names an on-policy class (a subclass of
+:class:`~hpcrl.core.algorithms.base.Algorithm`) or an off-policy one (of
+:class:`~hpcrl.core.algorithms.offpolicy.base.OffPolicyAlgorithm`); each family's resolver
+checks its own extra terms after :func:`load_algorithm_class`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from hpcrl.errors import ExplainedError
+from hpcrl.plugins import CONTRACTS, PluginError, failure, is_import_path, load
+
+
+def load_algorithm_class(name: str, base: type[Any], derive_from: str, stat_example: str
+                         ) -> type[Any]:
+    """The class at import path ``name``: a concrete subclass of ``base`` whose
+    ``stat_names`` name its loss terms. Each breach is a :class:`PluginError` naming the
+    class and the fix (``derive_from``: the bases to derive from; ``stat_example``: a loss
+    term of the family, for the message)."""
+    cls = load(name, "algo.name")
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise PluginError(f"config key 'algo.name' ({name}): {cls!r} is not a subclass of "
+                          f"hpcrl.{base.__name__}; derive it from {derive_from} ({CONTRACTS})")
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing:
+        raise PluginError(f"config key 'algo.name' ({name}): {cls.__name__} does not define "
+                          f"{', '.join(missing)} ({CONTRACTS})")
+    stat_names = getattr(cls, "stat_names", ())
+    if not stat_names or not all(isinstance(s, str) for s in stat_names):
+        raise PluginError(f"config key 'algo.name' ({name}): {cls.__name__}.stat_names must "
+                          f"name the loss terms its loss() reports, e.g. ({stat_example!r},)")
+    return cls
+
+
+def build_algorithm(cls: type[Any], name: str, args: tuple[Any, ...], signature: str,
+                    kwargs: dict[str, Any]) -> Any:
+    """``cls(*args)`` for the built-in ``name``; for a plug-in ``cls(*args, **kwargs)``
+    (``algo.kwargs``), where any failure of the user's constructor becomes a
+    :class:`PluginError` naming the call (``signature``: how ``args`` read) and the cause."""
+    if not is_import_path(name):
+        return cls(*args)
+    try:
+        return cls(*args, **kwargs)
+    except ExplainedError:
+        raise
+    except Exception as err:  # the user's constructor may fail in any way
+        raise PluginError(f"config key 'algo.name' ({name}): building it as "
+                          f"{cls.__name__}({signature}, **algo.kwargs) failed: "
+                          f"{failure(err)}") from None
