@@ -21,18 +21,11 @@ import torch
 from hpcrl.config.schema import EnvConfig
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.demo_replay import DemoSlots
-from hpcrl.core.env_state import from_plain, to_plain
-from hpcrl.core.envs import (
-    as_box,
-    env_seeds,
-    reset_seeded,
-    restore_vector_env_state,
-    vector_env_state,
-)
+from hpcrl.core.envs import as_box
 from hpcrl.core.inference import PolicyEngine, make_engine
 from hpcrl.core.normalization import Moments, Normalizer
 from hpcrl.core.rollout import Rollout
-from hpcrl.core.suites import game_episodes
+from hpcrl.roles.env_core import EnvCore
 from hpcrl.roles.messages import Weights
 from hpcrl.runtime.finite import check_env_rows, check_env_steps
 
@@ -57,8 +50,6 @@ class Collector:
         n = envs.num_envs
         self.num_envs = n
         self.total_envs = total_envs or n
-        self.vector_steps = 0  # steps of this collector's vector env so far
-        self._raw: dict[str, np.ndarray] = {}  # raw observations / rewards of a rollout
         # (step, envs, final observations) of the episodes truncated during a rollout
         self._finals: list[tuple[int, np.ndarray, np.ndarray]] = []
         space = envs.single_action_space
@@ -70,19 +61,21 @@ class Collector:
         self.engine = engine if engine is not None else make_engine(actor)
         # PPO+D's replay slots (hpcrl.core.demo_replay), when the envs have them
         self.replay: DemoSlots | None = envs if isinstance(envs, DemoSlots) else None
-        self.rngs = [np.random.default_rng([seed, env_offset + i]) for i in range(n)]
         self.obs_norm = Normalizer(config.clip_obs)
         self.rew_norm = Normalizer(config.clip_reward)
         self.weights_version = 0
-        self.episode_return = np.zeros(n, np.float64)
-        self.episode_length = np.zeros(n, np.int64)
         self.discounted_return = np.zeros(n, np.float64)
-        self.obs_format = actor.obs_format
-        self.obs = self.obs_format.carry(reset_seeded(envs, env_seeds(seed, env_offset, n))[0])
+        # the envs, their generators, observations and episode trackers
+        self.core = EnvCore(envs, actor.obs_format, seed, env_offset, self.total_envs)
         # a recurrent actor's state per env: zero at an episode's start, carried across
         # rollouts (None for a feedforward actor)
         self.memory: np.ndarray | None = (np.zeros((n, actor.state_size), np.float32)
                                              if actor.recurrent else None)
+
+    @property
+    def vector_steps(self) -> int:
+        """Steps of this collector's vector env so far."""
+        return self.core.vector_steps
 
     # -- weights -----------------------------------------------------------------------------
     def load_weights(self, weights: Weights) -> None:
@@ -103,9 +96,9 @@ class Collector:
         dist = self.actor.distribution
         shape = (steps,) + dist.noise_shape()
         if dist.uniform_noise:
-            cols = [rng.random(shape, dtype=np.float32) for rng in self.rngs]
+            cols = [rng.random(shape, dtype=np.float32) for rng in self.core.rngs]
         else:
-            cols = [rng.standard_normal(shape, dtype=np.float32) for rng in self.rngs]
+            cols = [rng.standard_normal(shape, dtype=np.float32) for rng in self.core.rngs]
         return np.stack(cols, axis=1)
 
     def collect(self, rollout: Rollout, should_stop: StopCheck | None = None) -> Rollout:
@@ -118,9 +111,10 @@ class Collector:
         steps = rollout.layout.num_steps
         noise = self._draw_noise(steps)
         norm_obs, norm_rew = self.config.normalize_obs, self.config.normalize_reward
-        obs = self.obs
-        raw_obs = self._raw_buffer("obs", rollout.obs) if norm_obs else rollout.obs
-        raw_rewards = self._raw_buffer("rewards", rollout.rewards) if norm_rew else rollout.rewards
+        core = self.core
+        obs = core.obs
+        raw_obs = self._raw_like("obs", rollout.obs) if norm_obs else rollout.obs
+        raw_rewards = self._raw_like("rewards", rollout.rewards) if norm_rew else rollout.rewards
         self._finals.clear()
         ret_samples: list[np.ndarray] = []
         final_values: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -148,10 +142,7 @@ class Collector:
                 actions_np = np.clip(actions_np, self.clip_low, self.clip_high)
             elif self.env_dtype is not None:
                 actions_np = actions_np.astype(self.env_dtype)
-            obs, rewards, terminated, truncated, info = self.envs.step(actions_np)
-            obs = self.obs_format.carry(obs)
-            self.episode_return += rewards
-            self.episode_length += 1
+            obs, rewards, terminated, truncated, info = core.step(actions_np)
             raw_rewards[t] = rewards
             if norm_rew:
                 self.discounted_return = self.discounted_return * self.gamma + rewards
@@ -166,9 +157,9 @@ class Collector:
             done_steps = t + 1
             if should_stop is not None and done_steps < steps and should_stop(done_steps):
                 break
-        self.obs = obs
+        core.obs = obs
         self._check(raw_obs[:done_steps], raw_rewards[:done_steps])
-        self.vector_steps += done_steps
+        core.vector_steps += done_steps
         self._bootstrap(rollout, done_steps, final_values)
         obs_moments = self._obs_moments(raw_obs[:done_steps])
         ret_moments = (Moments.of(np.concatenate(ret_samples)) if ret_samples
@@ -178,21 +169,18 @@ class Collector:
                           time.perf_counter() - started)
         return rollout
 
-    def _raw_buffer(self, name: str, like: np.ndarray) -> np.ndarray:
+    def _raw_like(self, name: str, like: np.ndarray) -> np.ndarray:
         """A reused buffer shaped like ``like`` for the raw values the rollout stores
         normalised (the check and the normaliser moments need them as the env returned them)."""
-        buf = self._raw.get(name)
-        if buf is None or buf.shape != like.shape:
-            buf = self._raw[name] = np.empty_like(like)
-        return buf
+        return self.core.raw_buffer(name, like.shape, like.dtype)
 
     def _check(self, raw_obs: np.ndarray, raw_rewards: np.ndarray) -> None:
         """Stop on a non-finite observation or reward of this rollout, the next observation,
         or a final observation of a truncated episode."""
-        first, total = self.vector_steps, self.total_envs
+        first, total = self.core.vector_steps, self.total_envs
         check_env_steps("observation", raw_obs, self.env_offset, first, total)
         check_env_steps("reward", raw_rewards, self.env_offset, first + 1, total)
-        check_env_steps("observation", self.obs[None], self.env_offset,
+        check_env_steps("observation", self.core.obs[None], self.env_offset,
                         first + len(raw_obs), total)
         check_env_rows("final observation", self._finals, self.env_offset, first + 1, total)
 
@@ -208,16 +196,14 @@ class Collector:
     def _end_episodes(self, rollout: Rollout, t: int, done: np.ndarray, terminated: np.ndarray,
                       truncated: np.ndarray, info: dict[str, Any],
                       final_values: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
-        rollout.episode_returns[t], rollout.episode_lengths[t] = game_episodes(
-            info, done, self.episode_return, self.episode_length)
+        rollout.episode_returns[t], rollout.episode_lengths[t] = self.core.end_episodes(done,
+                                                                                        info)
         if self.replay is not None:  # a replayed episode is no episode of the agent's
             rollout.episode_lengths[t, self.replay.replay_index] = 0
-        self.episode_return[done] = 0.0
-        self.episode_length[done] = 0
         self.discounted_return[done] = 0.0
         cut = np.flatnonzero(truncated & ~terminated)
         if cut.size:
-            final = self.obs_format.carry_each([info["final_obs"][i] for i in cut])
+            final = self.core.final_observations(cut, info)
             self._finals.append((t, cut, final))
             if self.config.normalize_obs:
                 final = self.obs_norm.observation(final)
@@ -229,7 +215,8 @@ class Collector:
     def _bootstrap(self, rollout: Rollout, steps: int,
                    final_values: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
         """``next_values`` per :func:`hpcrl.returns.gae`'s contract."""
-        last = self.obs_norm.observation(self.obs) if self.config.normalize_obs else self.obs
+        obs = self.core.obs
+        last = self.obs_norm.observation(obs) if self.config.normalize_obs else obs
         rollout.next_values[:steps - 1] = rollout.values[1:steps]
         rollout.next_values[steps - 1] = self.engine.value(last, self.memory)
         if rollout.layout.last_obs:
@@ -241,13 +228,8 @@ class Collector:
     # -- checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: env states, noise generators, trackers."""
-        env_states, missing = vector_env_state(self.envs)
-        return {"env_offset": self.env_offset, "envs": env_states, "envs_inexact": missing,
-                "rngs": [to_plain(r) for r in self.rngs], "obs": torch.from_numpy(self.obs.copy()),
-                "episode_return": torch.from_numpy(self.episode_return.copy()),
-                "episode_length": torch.from_numpy(self.episode_length.copy()),
+        return {**self.core.state_dict(),
                 "discounted_return": torch.from_numpy(self.discounted_return.copy()),
-                "vector_steps": self.vector_steps,
                 **({} if self.replay is None else {"demo_replay": self.replay.replay_state()}),
                 **({} if self.memory is None
                    else {"memory": torch.from_numpy(self.memory.copy())})}
@@ -255,21 +237,13 @@ class Collector:
     def load_state_dict(self, state: dict[str, Any]) -> list[str]:
         """Restore :meth:`state_dict`; returns the env attributes that could not be restored
         (their envs keep the fresh seeded reset instead)."""
-        if state["env_offset"] != self.env_offset or len(state["rngs"]) != self.num_envs:
-            raise ValueError(f"checkpoint holds envs from global index {state['env_offset']} "
-                             f"({len(state['rngs'])} envs) but this collector runs envs from "
-                             f"{self.env_offset} ({self.num_envs}): the env layout changed")
-        self.rngs = [from_plain(r, cur) for r, cur in zip(state["rngs"], self.rngs, strict=True)]
-        self.vector_steps = int(state.get("vector_steps", 0))
-        if state["envs_inexact"]:
-            return list(state["envs_inexact"])
-        self.episode_return = state["episode_return"].numpy().copy()
-        self.episode_length = state["episode_length"].numpy().copy()
+        inexact = self.core.load_generators(state)
+        if inexact:
+            return inexact
         self.discounted_return = state["discounted_return"].numpy().copy()
-        restore_vector_env_state(self.envs, state["envs"])
+        self.core.load_envs(state)
         if self.replay is not None:
             self.replay.load_replay_state(state["demo_replay"])
-        self.obs = state["obs"].numpy().copy()
         if self.memory is not None:
             if "memory" not in state or tuple(state["memory"].shape) != self.memory.shape:
                 raise ValueError("the checkpoint holds no recurrent state of this actor's size "

@@ -18,18 +18,10 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 from torch import nn
 
 from hpcrl.config.schema import Config
-from hpcrl.core.env_state import from_plain, to_plain
-from hpcrl.core.envs import (
-    as_discrete,
-    env_seeds,
-    reset_seeded,
-    restore_vector_env_state,
-    vector_env_state,
-)
+from hpcrl.core.envs import as_discrete
 from hpcrl.core.epsilon import collector_epsilon, linear_epsilon
 from hpcrl.core.exploration import make_noise, standard_normal
 from hpcrl.core.flat import contiguous_parameters
@@ -37,7 +29,7 @@ from hpcrl.core.obs_format import obs_format
 from hpcrl.core.offpolicy_engine import GreedyQEngine, SquashedGaussianEngine, make_policy_engine
 from hpcrl.core.replay.nstep import NStepWindow
 from hpcrl.core.replay.transitions import TransitionLayout, Transitions
-from hpcrl.core.suites import game_episodes
+from hpcrl.roles.env_core import EnvCore
 from hpcrl.roles.messages import Weights
 from hpcrl.runtime.finite import check_env_rows, check_env_steps
 
@@ -104,23 +96,23 @@ class TransitionCollector:
         self.noise = None if self.discrete or self.sampling else make_noise(
             self.replay.action_noise, n, self.action_dim, self.replay.noise_std,
             self.replay.ou_theta, self.replay.ou_dt)
-        self.obs_format = obs_format(envs.single_observation_space)
+        fmt = obs_format(envs.single_observation_space)
         action_shape = () if self.discrete else (self.action_dim,)
-        self.window = NStepWindow(self.replay.n_step, config.algo.gamma, n,
-                                  self.obs_format.shape, action_shape, self.obs_format.dtype)
-        self.rngs = [np.random.default_rng([config.seed, COLLECT_STREAM, env_offset + i])
-                     for i in range(n)]
+        self.window = NStepWindow(self.replay.n_step, config.algo.gamma, n, fmt.shape,
+                                  action_shape, fmt.dtype)
         self.fixed_eps = (collector_epsilon(collector_index, collector_count,
                                             self.replay.collector_eps_base,
                                             self.replay.collector_eps_alpha)
                           if self.replay.per_collector_eps else None)
         self.weights_version = 0
-        self.vector_steps = 0  # steps of this collector's vector env so far
-        self._raw: dict[str, np.ndarray] = {}  # what the envs returned during a chunk
-        self.episode_return = np.zeros(n, np.float64)
-        self.episode_length = np.zeros(n, np.int64)
-        first = reset_seeded(envs, env_seeds(config.seed, env_offset, n))[0]
-        self.obs = self.obs_format.carry(first)
+        # the envs, their generators, observations and episode trackers
+        self.core = EnvCore(envs, fmt, config.seed, env_offset, self.total_envs,
+                            stream=(COLLECT_STREAM,))
+
+    @property
+    def vector_steps(self) -> int:
+        """Steps of this collector's vector env so far."""
+        return self.core.vector_steps
 
     # -- weights -----------------------------------------------------------------------------
     def load_weights(self, weights: Weights) -> None:
@@ -132,16 +124,17 @@ class TransitionCollector:
     def _draws(self, steps: int, random_phase: bool) -> dict[str, np.ndarray]:
         """Every random number the chunk may use, drawn per env in a fixed order."""
         draws: dict[str, np.ndarray] = {}
+        rngs = self.core.rngs
         if self.discrete:
-            draws["explore"] = np.stack([r.random(steps) for r in self.rngs], axis=1)
+            draws["explore"] = np.stack([r.random(steps) for r in rngs], axis=1)
             draws["random"] = np.stack([r.integers(0, self.num_actions, steps)
-                                        for r in self.rngs], axis=1)
+                                        for r in rngs], axis=1)
             return draws
         if random_phase:
             draws["random"] = np.stack([r.uniform(-1.0, 1.0, (steps, self.action_dim))
-                                        for r in self.rngs], axis=1).astype(np.float32)
+                                        for r in rngs], axis=1).astype(np.float32)
         if self.sampling or self.noise is not None:
-            draws["normal"] = standard_normal(self.rngs, steps, self.action_dim)
+            draws["normal"] = standard_normal(rngs, steps, self.action_dim)
         return draws
 
     def _act(self, obs: np.ndarray, t: int, job_steps: int,
@@ -176,15 +169,15 @@ class TransitionCollector:
         started = time.perf_counter()
         chunk.reset()
         draws = self._draws(steps, job_env_steps < self.replay.learning_starts)
-        obs = self.obs
-        raw_obs = self._raw_buffer("obs", (steps,) + obs.shape, obs.dtype)
-        raw_rewards = self._raw_buffer("rewards", (steps, self.num_envs), np.float32)
+        core = self.core
+        obs = core.obs
+        raw_obs = core.raw_buffer("obs", (steps,) + obs.shape, obs.dtype)
+        raw_rewards = core.raw_buffer("rewards", (steps, self.num_envs), np.float32)
         finals: list[tuple[int, np.ndarray, np.ndarray]] = []  # of the episodes that ended
         for t in range(steps):
             actions = self._act(obs, t, job_env_steps + t * self.total_envs, draws)
             env_actions = actions if self.scale is None else self.scale.to_env(actions)
-            next_obs, rewards, terminated, truncated, info = self.envs.step(env_actions)
-            next_obs = self.obs_format.carry(next_obs)
+            next_obs, rewards, terminated, truncated, info = core.step(env_actions)
             raw_obs[t] = next_obs
             raw_rewards[t] = rewards
             done = terminated | truncated
@@ -192,25 +185,20 @@ class TransitionCollector:
             if done.any():
                 final = next_obs.copy()
                 ended = np.flatnonzero(done)
-                final[ended] = self.obs_format.carry_each([info["final_obs"][i] for i in ended])
+                final[ended] = core.final_observations(ended, info)
                 finals.append((t, ended, final[ended]))
             rows = self.window.push(obs, actions, rewards, terminated, truncated, final)
             chunk.append(*rows, *self._streams(chunk, done))
-            self.episode_return += rewards
-            self.episode_length += 1
             if done.any():
-                returns, lengths = game_episodes(info, done, self.episode_return,
-                                                 self.episode_length)
+                returns, lengths = core.end_episodes(done, info)
                 counted = lengths > 0  # a lost life is no episode of the game's statistics
                 chunk.add_episodes(returns[counted], lengths[counted])
-                self.episode_return[done] = 0.0
-                self.episode_length[done] = 0
                 if self.noise is not None:
                     self.noise.reset(done)
             obs = next_obs
-        self.obs = obs
+        core.obs = obs
         self._check(raw_obs[:steps], raw_rewards[:steps], finals)
-        self.vector_steps += steps
+        core.vector_steps += steps
         if chunk.layout.priorities:
             self._priorities(chunk)
         chunk.set_facts(self.weights_version, self.env_offset, self.collector_id,
@@ -227,18 +215,11 @@ class TransitionCollector:
             raise ValueError("hindsight replay needs 1-step transitions (replay.n_step=1)")
         return self.env_ids, done
 
-    def _raw_buffer(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-        """A reused buffer for what the envs return during a chunk (grown when needed)."""
-        buf = self._raw.get(name)
-        if buf is None or buf.shape[0] < shape[0] or buf.shape[1:] != shape[1:]:
-            buf = self._raw[name] = np.empty(shape, dtype)
-        return buf
-
     def _check(self, raw_obs: np.ndarray, raw_rewards: np.ndarray,
                finals: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
         """Stop on a non-finite observation, reward or final observation of this chunk
         (``raw_*[t]`` came from vector step ``vector_steps + t + 1``)."""
-        first = self.vector_steps + 1
+        first = self.core.vector_steps + 1
         check_env_steps("observation", raw_obs, self.env_offset, first, self.total_envs)
         check_env_steps("reward", raw_rewards, self.env_offset, first, self.total_envs)
         check_env_rows("final observation", finals, self.env_offset, first, self.total_envs)
@@ -261,32 +242,17 @@ class TransitionCollector:
     # -- checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Env states, generators, pending n-step windows, noise and episode trackers."""
-        env_states, missing = vector_env_state(self.envs)
-        return {"env_offset": self.env_offset, "envs": env_states, "envs_inexact": missing,
-                "rngs": [to_plain(r) for r in self.rngs],
-                "obs": torch.from_numpy(self.obs.copy()),
-                "window": self.window.state_dict(),
-                "noise": self.noise.state_dict() if self.noise is not None else {},
-                "episode_return": torch.from_numpy(self.episode_return.copy()),
-                "episode_length": torch.from_numpy(self.episode_length.copy()),
-                "vector_steps": self.vector_steps}
+        return {**self.core.state_dict(), "window": self.window.state_dict(),
+                "noise": self.noise.state_dict() if self.noise is not None else {}}
 
     def load_state_dict(self, state: dict[str, Any]) -> list[str]:
         """Restore :meth:`state_dict`; returns the env attributes that could not be restored
         (those envs keep their fresh seeded reset, and their pending windows are dropped)."""
-        if state["env_offset"] != self.env_offset or len(state["rngs"]) != self.num_envs:
-            raise ValueError(f"checkpoint holds envs from global index {state['env_offset']} "
-                             f"({len(state['rngs'])} envs) but this collector runs envs from "
-                             f"{self.env_offset} ({self.num_envs}): the env layout changed")
-        self.rngs = [from_plain(r, cur) for r, cur in zip(state["rngs"], self.rngs, strict=True)]
-        self.vector_steps = int(state.get("vector_steps", 0))
+        inexact = self.core.load_generators(state)
         if self.noise is not None:
             self.noise.load_state_dict(state["noise"])
-        if state["envs_inexact"]:
-            return list(state["envs_inexact"])
+        if inexact:
+            return inexact
         self.window.load_state_dict(state["window"])
-        self.episode_return = state["episode_return"].numpy().copy()
-        self.episode_length = state["episode_length"].numpy().copy()
-        restore_vector_env_state(self.envs, state["envs"])
-        self.obs = state["obs"].numpy().copy()
+        self.core.load_envs(state)
         return []
