@@ -23,10 +23,10 @@ from hpcrl.core.actor import ActorCritic
 from hpcrl.core.demo_replay import DemoSlots
 from hpcrl.core.envs import as_box
 from hpcrl.core.inference import PolicyEngine, make_engine
-from hpcrl.core.normalization import Moments, Normalizer
 from hpcrl.core.rollout import Rollout
 from hpcrl.roles.env_core import EnvCore
 from hpcrl.roles.messages import Weights
+from hpcrl.roles.normalizing import NormalizingTransform
 from hpcrl.runtime.finite import check_env_rows, check_env_steps
 
 StopCheck = Callable[[int], bool]
@@ -61,10 +61,9 @@ class Collector:
         self.engine = engine if engine is not None else make_engine(actor)
         # PPO+D's replay slots (hpcrl.core.demo_replay), when the envs have them
         self.replay: DemoSlots | None = envs if isinstance(envs, DemoSlots) else None
-        self.obs_norm = Normalizer(config.clip_obs)
-        self.rew_norm = Normalizer(config.clip_reward)
+        # env.normalize_obs / normalize_reward between the envs and the rollout
+        self.normalizing = NormalizingTransform(config, gamma, n)
         self.weights_version = 0
-        self.discounted_return = np.zeros(n, np.float64)
         # the envs, their generators, observations and episode trackers
         self.core = EnvCore(envs, actor.obs_format, seed, env_offset, self.total_envs)
         # a recurrent actor's state per env: zero at an episode's start, carried across
@@ -88,8 +87,7 @@ class Collector:
         actor is shared with the learner that just changed it)."""
         self.weights_version = version
         self.engine.sync()
-        self.obs_norm.sync(self.actor.obs_rms)
-        self.rew_norm.sync(self.actor.ret_rms)
+        self.normalizing.sync(self.actor)
 
     # -- collection --------------------------------------------------------------------------
     def _draw_noise(self, steps: int) -> np.ndarray:
@@ -110,13 +108,15 @@ class Collector:
         started = time.perf_counter()
         steps = rollout.layout.num_steps
         noise = self._draw_noise(steps)
-        norm_obs, norm_rew = self.config.normalize_obs, self.config.normalize_reward
+        norm = self.normalizing
+        norm.begin()
+        norm_obs = norm.normalizes_obs  # raw observations kept apart for the check
         core = self.core
         obs = core.obs
         raw_obs = self._raw_like("obs", rollout.obs) if norm_obs else rollout.obs
-        raw_rewards = self._raw_like("rewards", rollout.rewards) if norm_rew else rollout.rewards
+        raw_rewards = (self._raw_like("rewards", rollout.rewards) if norm.normalizes_reward
+                       else rollout.rewards)
         self._finals.clear()
-        ret_samples: list[np.ndarray] = []
         final_values: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         env_action_clip = self.clip_low is not None
         length = rollout.layout.sequence_length or steps
@@ -124,7 +124,7 @@ class Collector:
         for t in range(steps):
             raw_obs[t] = obs
             if norm_obs:
-                rollout.obs[t] = self.obs_norm.observation(obs)
+                rollout.obs[t] = norm.observation(obs)
             if self.memory is not None and t % length == 0:  # where a sequence starts
                 rollout.memory[t // length] = self.memory
             actions_np, log_probs, values, memory = self.engine.step(rollout.obs[t], noise[t],
@@ -144,11 +144,7 @@ class Collector:
                 actions_np = actions_np.astype(self.env_dtype)
             obs, rewards, terminated, truncated, info = core.step(actions_np)
             raw_rewards[t] = rewards
-            if norm_rew:
-                self.discounted_return = self.discounted_return * self.gamma + rewards
-                ret_samples.append(self.discounted_return.copy())
-                rewards = self.rew_norm.scale(rewards)
-            rollout.rewards[t] = rewards
+            rollout.rewards[t] = norm.reward(rewards)
             rollout.terminated[t] = terminated
             rollout.truncated[t] = truncated
             done = terminated | truncated
@@ -161,10 +157,7 @@ class Collector:
         self._check(raw_obs[:done_steps], raw_rewards[:done_steps])
         core.vector_steps += done_steps
         self._bootstrap(rollout, done_steps, final_values)
-        obs_moments = self._obs_moments(raw_obs[:done_steps])
-        ret_moments = (Moments.of(np.concatenate(ret_samples)) if ret_samples
-                       else Moments(0.0, np.zeros(()), np.zeros(())))
-        rollout.set_moments(obs_moments, ret_moments)
+        rollout.set_moments(*norm.moments(raw_obs[:done_steps]))
         rollout.set_facts(done_steps, self.weights_version, self.env_offset, self.collector_id,
                           time.perf_counter() - started)
         return rollout
@@ -184,15 +177,6 @@ class Collector:
                         first + len(raw_obs), total)
         check_env_rows("final observation", self._finals, self.env_offset, first + 1, total)
 
-    def _obs_moments(self, raw_obs: np.ndarray) -> Moments:
-        """The observation moments of the rollout (count 0 without observation normalising)."""
-        dims = raw_obs.shape[2:]
-        if not self.config.normalize_obs:
-            return Moments(0.0, np.zeros(dims), np.zeros(dims))
-        return Moments.from_sums(raw_obs.shape[0] * raw_obs.shape[1],
-                                 raw_obs.sum(axis=(0, 1), dtype=np.float64),
-                                 np.square(raw_obs, dtype=np.float64).sum(axis=(0, 1)))
-
     def _end_episodes(self, rollout: Rollout, t: int, done: np.ndarray, terminated: np.ndarray,
                       truncated: np.ndarray, info: dict[str, Any],
                       final_values: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
@@ -200,13 +184,12 @@ class Collector:
                                                                                         info)
         if self.replay is not None:  # a replayed episode is no episode of the agent's
             rollout.episode_lengths[t, self.replay.replay_index] = 0
-        self.discounted_return[done] = 0.0
+        self.normalizing.end_episodes(done)
         cut = np.flatnonzero(truncated & ~terminated)
         if cut.size:
             final = self.core.final_observations(cut, info)
             self._finals.append((t, cut, final))
-            if self.config.normalize_obs:
-                final = self.obs_norm.observation(final)
+            final = self.normalizing.observation(final)
             state = None if self.memory is None else self.memory[cut]
             final_values[t] = (cut, self.engine.value(final, state))
         if self.memory is not None:
@@ -215,8 +198,7 @@ class Collector:
     def _bootstrap(self, rollout: Rollout, steps: int,
                    final_values: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
         """``next_values`` per :func:`hpcrl.returns.gae`'s contract."""
-        obs = self.core.obs
-        last = self.obs_norm.observation(obs) if self.config.normalize_obs else obs
+        last = self.normalizing.observation(self.core.obs)
         rollout.next_values[:steps - 1] = rollout.values[1:steps]
         rollout.next_values[steps - 1] = self.engine.value(last, self.memory)
         if rollout.layout.last_obs:
@@ -229,7 +211,7 @@ class Collector:
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: env states, noise generators, trackers."""
         return {**self.core.state_dict(),
-                "discounted_return": torch.from_numpy(self.discounted_return.copy()),
+                **self.normalizing.state_dict(),
                 **({} if self.replay is None else {"demo_replay": self.replay.replay_state()}),
                 **({} if self.memory is None
                    else {"memory": torch.from_numpy(self.memory.copy())})}
@@ -240,7 +222,7 @@ class Collector:
         inexact = self.core.load_generators(state)
         if inexact:
             return inexact
-        self.discounted_return = state["discounted_return"].numpy().copy()
+        self.normalizing.load_state_dict(state)
         self.core.load_envs(state)
         if self.replay is not None:
             self.replay.load_replay_state(state["demo_replay"])
