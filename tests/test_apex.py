@@ -13,7 +13,7 @@ from hpcrl.config import ConfigError, from_dict
 from hpcrl.core.algorithms.offpolicy import make_policy
 from hpcrl.core.envs import make_vector_env
 from hpcrl.core.epsilon import collector_epsilon
-from hpcrl.core.offpolicy_engine import make_policy_engine
+from hpcrl.core.acting import make_engine
 from hpcrl.core.replay import PrioritizedReplayBuffer
 from hpcrl.roles.transition_collector import TransitionCollector, chunk_layout
 
@@ -86,13 +86,13 @@ def collector(sets, index=0, count=1):
 def test_each_collector_explores_with_its_own_fixed_epsilon():
     _, random_one, chunk, _ = collector(["replay.collector_eps_base=1.0"])
     random_one.collect(chunk, 8, 0)
-    greedy = make_policy_engine(random_one.policy).act(chunk.obs[:chunk.count])
+    greedy = make_engine(random_one.policy).act(chunk.obs[:chunk.count])
     same_random = np.mean(chunk.actions[:chunk.count] == greedy)
     assert 0.2 < same_random < 0.8  # epsilon 1: actions ignore the Q-network
     _, last, chunk, _ = collector(["replay.collector_eps_base=0.01"], index=3, count=4)
     assert last.fixed_eps == pytest.approx(0.01 ** 8)
     last.collect(chunk, 8, 0)
-    greedy = make_policy_engine(last.policy).act(chunk.obs[:chunk.count])
+    greedy = make_engine(last.policy).act(chunk.obs[:chunk.count])
     np.testing.assert_array_equal(chunk.actions[:chunk.count], greedy)
 
 

@@ -8,7 +8,7 @@ from hpcrl.build import env_spaces
 from hpcrl.config import from_dict
 from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm, make_policy
 from hpcrl.core.critics import EnsembleCritic
-from hpcrl.core.offpolicy_engine import make_policy_engine
+from hpcrl.core.acting import make_engine
 from hpcrl.core.optim import FlatAdam, FusedFlatAdam
 from hpcrl.roles.replay_learner import make_replay
 
@@ -136,7 +136,7 @@ def test_numpy_engines_match_the_torch_policies(algo, env):
     with torch.no_grad():
         for p in policy.parameters():
             p.add_(torch.randn(p.shape, generator=perturb) * 0.3)
-    engine = make_policy_engine(policy)
+    engine = make_engine(policy)
     obs = np.random.default_rng(0).standard_normal((32,) + spaces.obs_shape).astype(np.float32)
     with torch.no_grad():
         if algo == "dqn":

@@ -6,7 +6,7 @@ import torch
 from hpcrl.build import env_spaces, make_actor
 from hpcrl.config import from_dict
 from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
-from hpcrl.core.inference import NumpyEngine
+from hpcrl.core.acting import NumpyEngine
 from hpcrl.core.optim import FlatAdam, FlatRMSprop
 
 

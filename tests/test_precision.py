@@ -163,7 +163,7 @@ def _tensors(tree: object):
 
 def test_dqn_q_network_takes_bfloat16_and_its_collectors_act_with_it():
     from hpcrl.core.algorithms.offpolicy import policy_module
-    from hpcrl.core.offpolicy_engine import make_policy_engine
+    from hpcrl.core.acting import make_engine
 
     cfg = from_dict({}, ["algo.name=dqn", "actor.encoder=nature_cnn", "actor.hidden_sizes=[]",
                          "actor.compute_dtype=bfloat16"])
@@ -172,4 +172,4 @@ def test_dqn_q_network_takes_bfloat16_and_its_collectors_act_with_it():
     batch = frames(FRAMES, 3).numpy()
     values = q.q_values(torch.from_numpy(batch))
     assert values.dtype == torch.float32
-    assert np.array_equal(make_policy_engine(q).act(batch), q(batch).numpy())
+    assert np.array_equal(make_engine(q).act(batch), q(batch).numpy())

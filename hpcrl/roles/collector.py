@@ -19,10 +19,10 @@ import numpy as np
 import torch
 
 from hpcrl.config.schema import EnvConfig
+from hpcrl.core.acting import PolicyEngine, make_engine
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.demo_replay import DemoSlots
 from hpcrl.core.envs import as_box
-from hpcrl.core.inference import PolicyEngine, make_engine
 from hpcrl.core.rollout import Rollout
 from hpcrl.roles.env_core import EnvCore
 from hpcrl.roles.messages import Weights
@@ -36,7 +36,7 @@ class Collector:
     """Holds ``envs`` (global indices ``env_offset ..`` of ``total_envs`` in the job, default
     its own) and fills :class:`Rollout` buffers.
 
-    ``engine`` evaluates the policy (default: :func:`~hpcrl.core.inference.make_engine` of
+    ``engine`` evaluates the policy (default: :func:`~hpcrl.core.acting.make_engine` of
     ``actor``; an inference rank's remote engine in a scheme with inference ranks, where
     ``actor`` then only keeps the normalisers that arrive with the weights)."""
 

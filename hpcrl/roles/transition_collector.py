@@ -21,12 +21,12 @@ import numpy as np
 from torch import nn
 
 from hpcrl.config.schema import Config
+from hpcrl.core.acting import GreedyQEngine, SquashedGaussianEngine, make_engine
 from hpcrl.core.envs import as_discrete
 from hpcrl.core.epsilon import collector_epsilon, linear_epsilon
 from hpcrl.core.exploration import make_noise, standard_normal
 from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.obs_format import obs_format
-from hpcrl.core.offpolicy_engine import GreedyQEngine, SquashedGaussianEngine, make_policy_engine
 from hpcrl.core.replay.nstep import NStepWindow
 from hpcrl.core.replay.transitions import TransitionLayout, Transitions
 from hpcrl.roles.env_core import EnvCore
@@ -84,7 +84,7 @@ class TransitionCollector:
         self.total_envs = total_envs or n
         self.env_ids = env_offset + np.arange(n)  # global indices of this collector's envs
         contiguous_parameters(policy)  # new weights arrive as one copy
-        self.engine = make_policy_engine(policy)
+        self.engine = make_engine(policy)
         self.acting = acting if acting is not None else self.engine
         self.discrete = isinstance(self.engine, GreedyQEngine)
         self.sampling = isinstance(self.engine, SquashedGaussianEngine)

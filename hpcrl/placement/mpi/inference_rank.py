@@ -22,6 +22,7 @@ import numpy as np
 
 from hpcrl.comm import Poll, irecv, wait
 from hpcrl.comm.faults import DEAD, LOST, request_failed
+from hpcrl.core.acting import make_engine
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING
@@ -37,12 +38,9 @@ def serving_engine(job: MpiJob) -> tuple[Any, Any]:
     on the rank's device, or an off-policy agent's acting policy (numpy, on the CPU)."""
     if job.off_policy:
         from hpcrl.core.algorithms.offpolicy import make_policy
-        from hpcrl.core.offpolicy_engine import make_policy_engine
 
         policy = make_policy(job.config, job.spaces)
-        return policy, make_policy_engine(policy)
-    from hpcrl.core.inference import make_engine
-
+        return policy, make_engine(policy)
     actor = job.new_actor(job.device)
     return actor, make_engine(actor)
 

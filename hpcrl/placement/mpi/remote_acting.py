@@ -216,7 +216,7 @@ class RemoteLink:
 
 
 class RemoteEngine:
-    """A :class:`~hpcrl.core.inference.PolicyEngine` whose forward runs on an inference rank.
+    """A :class:`~hpcrl.core.acting.PolicyEngine` whose forward runs on an inference rank.
 
     ``sync`` does nothing: the inference rank holds the weights, and serves a request only
     once it has the version the collector was told to collect with."""
@@ -252,7 +252,7 @@ class RemoteEngine:
 
 
 class RemotePolicyEngine:
-    """An off-policy engine's ``act`` (:mod:`hpcrl.core.offpolicy_engine`) run on an
+    """An off-policy engine's ``act`` (:mod:`hpcrl.core.acting`) run on an
     inference rank."""
 
     def __init__(self, link: RemoteLink) -> None:
