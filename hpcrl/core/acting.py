@@ -53,9 +53,11 @@ class PolicyEngine(Protocol):
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """Actions drawn with ``noise``, their log-probs ``[B]``, values ``[B]`` and the next
         recurrent state, for observations ``obs`` ``[B, ...]``."""
+        ...
 
     def value(self, obs: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
         """Values ``[B]`` of ``obs`` (what bootstraps a rollout cut short)."""
+        ...
 
 
 class NumpyEngine:

@@ -26,15 +26,19 @@ class ActionDistribution(Protocol):
 
     def sample(self, params: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """Actions ``[B, ...]`` drawn by ``noise`` (``[B, *noise_shape()]``) from ``params``."""
+        ...
 
     def mode(self, params: torch.Tensor) -> torch.Tensor:
         """The most probable actions ``[B, ...]`` (what deterministic evaluation takes)."""
+        ...
 
     def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """Log-probabilities (or densities) ``[B]`` of ``actions``."""
+        ...
 
     def entropy(self, params: torch.Tensor) -> torch.Tensor:
         """Entropies ``[B]`` of the distributions ``params`` give."""
+        ...
 
     def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor
                          ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -20,9 +20,11 @@ class FlatOptimizer(Protocol):
 
     def state_dict(self) -> dict[str, Any]:
         """The optimiser's state (copies), tagged with its kind."""
+        ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`'s values; another kind's state raises ValueError."""
+        ...
 
 
 class FlatAdam:

@@ -29,18 +29,23 @@ class ObsStore(Protocol):
 
     def write(self, where: Any, obs: np.ndarray, next_obs: np.ndarray) -> None:
         """Store rows ``where`` (a slice or row indices), replacing what they held."""
+        ...
 
     def gather(self, indices: np.ndarray, obs: np.ndarray, next_obs: np.ndarray) -> None:
         """Write rows ``indices`` into ``obs`` and ``next_obs`` (``[B, *obs_shape]``)."""
+        ...
 
     def state_dict(self, size: int) -> dict[str, torch.Tensor]:
         """Rows ``[0, size)`` for a checkpoint."""
+        ...
 
     def load_state_dict(self, state: dict[str, Any], size: int) -> None:
         """Rows ``[0, size)`` from :meth:`state_dict`."""
+        ...
 
     def nbytes(self) -> int:
         """Bytes held for observations."""
+        ...
 
 
 class DenseObsStore:

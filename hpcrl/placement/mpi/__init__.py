@@ -195,10 +195,10 @@ def _watch_failures(job: MpiJob) -> FailureWatch:
         return (f"rank {dead[0]} ({describe(dead[0])}) was lost: a job goes on only without "
                 f"collectors; resume it from its last checkpoint")
 
-    say = None
-    if job.is_leader:
-        def say(line: str) -> None:
-            job.say(f"hpcrl: {line}")
+    def tell(line: str) -> None:
+        job.say(f"hpcrl: {line}")
+
+    say = tell if job.is_leader else None  # rank 0 alone says what was lost
 
     set_expendable(job.role.role == COLLECTOR, essential_lost)
     return FailureWatch(job.world, expendable, describe,

@@ -180,15 +180,15 @@ class WorkerRank:
             self.env_steps = int(control.env_steps)
             command = int(control.command)
             self.preempted = bool(command & PREEMPTED)
-            states = self.source.states() if command & CHECKPOINT else []
-            if command & CHECKPOINT:
-                gathered = self.job.learners.gather(states, root=0)
+            # every learner's collector states, on rank 0 (None elsewhere), when checkpointing
+            gathered = (self.job.learners.gather(self.source.states(), root=0)
+                        if command & CHECKPOINT else None)
             weights = self.current_weights(command)
             if command & STOP:
                 self.source.close(weights)
             if not command & STOP or isinstance(self.source, SyncCollectors):
                 self.source.publish(weights)
-            if command & CHECKPOINT and self.leader is not None:
+            if gathered is not None and self.leader is not None:
                 learner_state = (self.updater.state_dict() if self.updater is not None
                                  else None)
                 write_checkpoint(self.job, self.leader, self.actor, learner_state, gathered)
