@@ -45,7 +45,6 @@ class Collector:
                  total_envs: int | None = None,
                  engine: PolicyEngine | None = None) -> None:
         self.envs, self.actor, self.config = envs, actor, config
-        self.gamma, self.seed = gamma, seed
         self.env_offset, self.collector_id = env_offset, collector_id
         n = envs.num_envs
         self.num_envs = n
