@@ -73,7 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     print(machine_line(), flush=True)
     torch.set_num_threads(1)
-    config = from_dict({}, [f"env.num_envs={args.envs}", f"algo.minibatch_size={args.envs * 32}"])
+    config = from_dict({}, [f"env.num_envs={args.envs}", f"algo.ppo.minibatch_size={args.envs * 32}"])
     actor = make_actor(config, env_spaces(config))
     bare, ours, envs_only = [], [], []
     for _ in range(args.repeats):  # interleaved, so a load spike hits all

@@ -27,7 +27,7 @@ from machine import machine_line
 
 HERE = Path(__file__).resolve().parent
 LIGHT = ["train.tensorboard=false", "train.eval_episodes=0", "train.log_interval_s=600",
-         "algo.num_epochs=1"]
+         "algo.ppo.num_epochs=1"]
 
 
 def mpiexec() -> str:
@@ -107,7 +107,7 @@ def startup_and_memory() -> tuple[float, float, float]:
     """Seconds from launch to the last rank's first env step, and peak summed PSS (GB)."""
     sets = LIGHT + ["scheme.preset=a2c", "scheme.collectors_per_worker=3",
                     "env.id=bench_envs:StampedCartPole-v0", "train.total_env_steps=98304",
-                    "algo.minibatch_size=768"]
+                    "algo.ppo.minibatch_size=768"]
     with tempfile.TemporaryDirectory() as tmp:
         stamps = Path(tmp) / "stamps"
         stamps.mkdir()
@@ -132,9 +132,9 @@ def main() -> None:
     print(machine_line(), flush=True)
     print("MPI scheme figures (pip MPICH, 2 cores, OMP_NUM_THREADS=1)")
     one = fps_of(2, ["scheme.preset=async-ppo", "scheme.collectors_per_worker=1",
-                     "train.total_env_steps=61440", "algo.minibatch_size=256"])
+                     "train.total_env_steps=61440", "algo.ppo.minibatch_size=256"])
     two = fps_of(3, ["scheme.preset=async-ppo", "scheme.collectors_per_worker=2",
-                     "train.total_env_steps=61440", "algo.minibatch_size=512"])
+                     "train.total_env_steps=61440", "algo.ppo.minibatch_size=512"])
     print(f"collection, async, 1 collector rank : {one:9,.0f} env steps/s")
     print(f"collection, async, 2 collector ranks: {two:9,.0f} env steps/s  ({two / one:.2f}x)")
 

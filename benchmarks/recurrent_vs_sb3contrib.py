@@ -62,8 +62,8 @@ print(json.dumps({"mean_return": total / 100, "train_s": train_s}))
 """
 
 HYPERPARAMETERS = ["env.id=hpcrl_testenvs:CueMemory-v0", "env.num_envs=8", "algo.num_steps=32",
-                   "algo.minibatch_size=128", "algo.num_epochs=4", "algo.lr=3e-4",
-                   "algo.lr_schedule=constant", "algo.clip_schedule=constant",
+                   "algo.ppo.minibatch_size=128", "algo.ppo.num_epochs=4", "algo.lr=3e-4",
+                   "algo.lr_schedule=constant", "algo.ppo.clip_schedule=constant",
                    "algo.gamma=0.99", "algo.gae_lambda=0.95", "algo.ent_coef=0.0",
                    "actor.hidden_sizes=[64,64]", "actor.activation=tanh",
                    "train.eval_episodes=100", "train.tensorboard=false"]

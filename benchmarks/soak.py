@@ -58,8 +58,9 @@ TARGET_MB_PER_M = 0.1
 WARMUP_FRACTION = 0.3
 NEVER_ENDS = 10**12  # total_env_steps: the soak, not the budget, ends the run
 REPLAY_LIGHT = ["actor.hidden_sizes=[32,32]", "replay.batch_size=32", "replay.buffer_size=50000"]
-LIGHT_SETS = {"apex": REPLAY_LIGHT, "async-sac": REPLAY_LIGHT}  # --light; the others:
-ON_POLICY_LIGHT = ["algo.num_epochs=1"]
+LIGHT_SETS = {"apex": REPLAY_LIGHT, "async-sac": REPLAY_LIGHT,  # --light; impala takes
+              "impala": []}  # one step per rollout already; the PPO presets:
+ON_POLICY_LIGHT = ["algo.ppo.num_epochs=1"]
 
 
 @dataclass

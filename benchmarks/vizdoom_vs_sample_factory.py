@@ -57,7 +57,7 @@ brings pygame). hpcrl's side: ``pip install -e '.[vizdoom,bench]'``.
         # hpcrl's layouts alone (which is fastest here)
     python benchmarks/vizdoom_vs_sample_factory.py --sf-python /tmp/sfvenv/bin/python \\
         --seconds 80 --set actor.encoder=nature_cnn --set actor.encoder_init=default \\
-        --set algo.num_steps=32 --set algo.minibatch_size=256 --set env.num_envs=4 \\
+        --set algo.num_steps=32 --set algo.ppo.minibatch_size=256 --set env.num_envs=4 \\
         --layouts showcase 1x2:scheme.gradient_workers=1,scheme.collectors_per_worker=2 \\
         --eval-episodes 2 --random-episodes 10   # a light smoke test of the whole benchmark
     python benchmarks/vizdoom_vs_sample_factory.py --from-json docs/figures/A.json \
@@ -130,7 +130,7 @@ SCENARIOS = {
 DEFAULT_LAYOUTS = ("showcase",
                    "1x2:scheme.gradient_workers=1,scheme.collectors_per_worker=2",
                    "serial:scheme.gradient_workers=1,scheme.collectors_per_worker=0,"
-                   "scheme.collection=sync,algo.minibatch_size=512")
+                   "scheme.collection=sync,algo.ppo.minibatch_size=512")
 
 
 @dataclass

@@ -69,12 +69,12 @@ def env_spaces(config: Config) -> EnvSpaces:
         problem = goal_env_problem(config.env, spaces.observation_space)
         if problem:
             raise UnsupportedEnv(problem)
-    if config.algo.demos and config.algo.capabilities.demonstrations:  # the file fits the env
+    if config.algo.ppo.demos and config.algo.capabilities.demonstrations:  # the file fits the env
         from hpcrl.core.demo_replay import demos_problem
 
         # probe_spaces builds the spaces of a real env, observation space included
         assert spaces.observation_space is not None
-        problem = demos_problem(config.algo.demos, spaces.observation_space,
+        problem = demos_problem(config.algo.ppo.demos, spaces.observation_space,
                                 spaces.action_space)
         if problem:
             raise UnsupportedEnv(problem)
@@ -165,4 +165,4 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
 
 def config_from_record(record: dict[str, Any]) -> Config:
     """The :class:`Config` a :func:`policy_record` was trained with (its ``config`` entry)."""
-    return from_dict(record["config"])
+    return from_dict(record["config"], saved=True)

@@ -41,7 +41,7 @@ def resume_config(run: RunDir, overrides: list[str]) -> Config:
             raise ConfigError(f"config key '{key}' cannot change on resume: the checkpoint's "
                               f"weights and optimiser were built for its value (only train.* "
                               f"keys may change)")
-    return from_dict(read_yaml(run.config_path), overrides)
+    return from_dict(read_yaml(run.config_path), overrides, saved=True)
 
 
 class Trainer:

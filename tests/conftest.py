@@ -133,7 +133,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 
 torch.set_num_threads(1)
 
-TINY = ["env.num_envs=4", "algo.num_steps=16", "algo.minibatch_size=32", "algo.num_epochs=2",
+TINY = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=2",
         "train.total_env_steps=1024", "train.eval_episodes=0", "train.tensorboard=false",
         "train.checkpoint_every=4"]
 

@@ -26,8 +26,10 @@ PENDULUM = {"sac", "td3", "ddpg"}
 
 
 def value(config, key):
-    section, leaf = key.split(".")
-    return getattr(getattr(config, section), leaf)
+    node = config
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
 
 
 def sets_for(name):
@@ -63,7 +65,7 @@ def test_the_embedded_default_is_unchanged():
              "algo.gae_lambda": 1.0, "algo.gamma": 0.99, "algo.lr_schedule": "constant",
              "algo.normalize_advantage": False, "algo.max_grad_norm": 0.5}),
     ("dqn", {"algo.gamma": 0.99, "replay.target_update_interval": 128,
-             "replay.exploration_final_eps": 0.04, "actor.hidden_sizes": [256, 256]}),
+             "algo.dqn.exploration_final_eps": 0.04, "actor.hidden_sizes": [256, 256]}),
 ])
 def test_an_algorithm_gets_its_standard_values_not_ppos(name, expected):
     config = from_dict({}, sets_for(name))

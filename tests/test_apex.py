@@ -24,25 +24,28 @@ APEX_SMALL = ["scheme.preset=apex", "actor.hidden_sizes=[16]", "env.num_envs=4",
 def test_presets_bring_their_agent_and_explicit_keys_win():
     apex = from_dict({"scheme": {"preset": "apex"}})
     assert (apex.algo.name, apex.replay.prioritized, apex.replay.n_step) == ("dqn", True, 3)
-    assert apex.replay.per_collector_eps and apex.replay.initial_priorities == "collector"
+    assert apex.algo.dqn.per_collector_eps and apex.algo.dqn.initial_priorities == "collector"
     # collectors stream 256-step chunks; the rest is DQN's defaults, not PPO's
     assert (apex.algo.num_steps, apex.algo.gamma, apex.replay.batch_size) == (256, 0.99, 64)
     assert from_dict({}, ["scheme.preset=impala"]).algo.name == "impala"
     assert from_dict({}, ["scheme.preset=async-sac", "env.id=Pendulum-v1"]).algo.name == "sac"
     mine = from_dict({"scheme": {"preset": "apex"}, "replay": {"n_step": 5}},
-                     ["algo.name=td3", "env.id=Pendulum-v1", "replay.per_collector_eps=false",
-                      "replay.initial_priorities=max"])
+                     ["algo.name=td3", "env.id=Pendulum-v1", "algo.dqn.per_collector_eps=false",
+                      "algo.dqn.initial_priorities=max"])
     assert (mine.algo.name, mine.replay.n_step, mine.replay.prioritized) == ("td3", 5, True)
-    assert from_dict({}).replay.per_collector_eps is False  # serial default untouched
+    assert from_dict({}).algo.dqn.per_collector_eps is False  # serial default untouched
+    # another algorithm on Ape-X's layout takes its replay, not DQN's own keys
+    sac = from_dict({}, ["scheme.preset=apex", "algo.name=sac", "env.id=Pendulum-v1"])
+    assert sac.replay.prioritized and sac.algo.dqn == type(sac.algo.dqn)()
 
 
 @pytest.mark.parametrize("sets, message", [
     (["scheme.preset=impala", "algo.name=ppo"], "scheme.preset=async-ppo"),
     (["scheme.preset=apex", "algo.name=a2c"], "needs an off-policy algorithm"),
-    (["scheme.preset=apex", "algo.name=sac", "env.id=Pendulum-v1"],
-     "set replay.initial_priorities=max"),
     (["scheme.preset=apex", "algo.name=sac", "env.id=Pendulum-v1",
-      "replay.initial_priorities=max"], "set replay.per_collector_eps=false"),
+      "algo.dqn.initial_priorities=collector"],
+     "'algo.dqn.initial_priorities' is read by dqn"),
+    (["scheme.preset=apex", "replay.prioritized=false"], "set algo.dqn.initial_priorities=max"),
     (["scheme.preset=ddppo", "algo.name=dqn"], "set scheme.gradient_workers=1"),
     (["scheme.preset=a2c", "algo.name=dqn"], "set scheme.collection=async"),
     (["scheme.preset=apex", "scheme.update=central", "scheme.gradients=async"],
@@ -84,12 +87,12 @@ def collector(sets, index=0, count=1):
 
 
 def test_each_collector_explores_with_its_own_fixed_epsilon():
-    _, random_one, chunk, _ = collector(["replay.collector_eps_base=1.0"])
+    _, random_one, chunk, _ = collector(["algo.dqn.collector_eps_base=1.0"])
     random_one.collect(chunk, 8, 0)
     greedy = make_engine(random_one.policy).act(chunk.obs[:chunk.count])
     same_random = np.mean(chunk.actions[:chunk.count] == greedy)
     assert 0.2 < same_random < 0.8  # epsilon 1: actions ignore the Q-network
-    _, last, chunk, _ = collector(["replay.collector_eps_base=0.01"], index=3, count=4)
+    _, last, chunk, _ = collector(["algo.dqn.collector_eps_base=0.01"], index=3, count=4)
     assert last.fixed_eps == pytest.approx(0.01 ** 8)
     last.collect(chunk, 8, 0)
     greedy = make_engine(last.policy).act(chunk.obs[:chunk.count])

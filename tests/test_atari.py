@@ -127,7 +127,7 @@ def test_evaluation_env_plays_whole_games_with_the_games_rewards():
 def test_collector_reports_whole_games_not_lives():
     """Breakout has 5 lives: each game the rollout reports ended 5 training episodes."""
     cfg = from_dict({}, ["env.id=ALE/Breakout-v5", *ATARI, "env.num_envs=2",
-                         "algo.num_steps=600", "algo.minibatch_size=600"])
+                         "algo.num_steps=600", "algo.ppo.minibatch_size=600"])
     spaces = env_spaces(cfg)
     envs = make_vector_env(cfg.env, 2)
     collector = Collector(envs, make_actor(cfg, spaces), cfg.env, cfg.algo.gamma, cfg.seed)
@@ -156,7 +156,7 @@ def test_pong_trains_evaluates_and_resumes_from_the_cli(tmp_path):
     and evaluation stays short."""
     run = tmp_path / "run"
     quick = ["env.id=ALE/Pong-v5", "env.preset=atari", "env.num_envs=2", "algo.num_steps=128",
-             "algo.minibatch_size=128", "algo.num_epochs=1", "train.eval_episodes=1",
+             "algo.ppo.minibatch_size=128", "algo.ppo.num_epochs=1", "train.eval_episodes=1",
              "train.tensorboard=false", "env.kwargs={max_num_frames_per_episode: 1000}"]
     out = invoke("train", "--run-dir", run, *sets(quick + ["train.total_env_steps=768"]))
     assert out.exit_code == 0, out.output

@@ -63,8 +63,8 @@ def test_a_plug_in_inherits_or_declares_its_capabilities(monkeypatch):
     assert caps == algorithm_capabilities("ppo")
     assert algorithm_capabilities(f"{__name__}:MyVtrace").storage == "vtrace"
     # the checks read them: a plug-in PPO gets PPO's minibatch check
-    with pytest.raises(ConfigError, match="algo.minibatch_size"):
-        load_config(None, [f"algo.name={__name__}:MyPPO", "algo.minibatch_size=7"])
+    with pytest.raises(ConfigError, match="algo.ppo.minibatch_size"):
+        load_config(None, [f"algo.name={__name__}:MyPPO", "algo.ppo.minibatch_size=7"])
 
 
 def test_action_space_refusals_follow_the_declared_spaces():

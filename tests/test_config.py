@@ -7,7 +7,7 @@ from hpcrl.config import ConfigError, all_keys, dump_yaml, from_dict, load_confi
 def test_defaults_are_the_rl_zoo_cartpole_recipe():
     c = load_config()
     assert (c.env.id, c.env.num_envs, c.algo.name) == ("CartPole-v1", 8, "ppo")
-    assert (c.algo.num_steps, c.algo.minibatch_size, c.algo.num_epochs) == (32, 256, 20)
+    assert (c.algo.num_steps, c.algo.ppo.minibatch_size, c.algo.ppo.num_epochs) == (32, 256, 20)
     assert (c.algo.gamma, c.algo.gae_lambda, c.algo.lr, c.algo.ent_coef) == (0.98, 0.8, 1e-3, 0)
     assert c.train.total_env_steps == 100_000
 
@@ -23,14 +23,14 @@ def test_yaml_then_overrides(tmp_path):
 
 @pytest.mark.parametrize("override, message", [
     ("algo.lrr=1", "unknown config key 'algo.lrr'; did you mean 'algo.lr'"),
-    ("algo.minibatchsize=64", "did you mean 'algo.minibatch_size'"),
+    ("algo.minibatchsize=64", "did you mean 'algo.ppo.minibatch_size'"),
     ("trian.total_env_steps=5", "did you mean 'train.total_env_steps'"),
     ("algo.lr=fast", "config key 'algo.lr' must be a number"),
     ("env.num_envs=2.5", "config key 'env.num_envs' must be an integer"),
     ("env.normalize_obs=3", "config key 'env.normalize_obs' must be true or false"),
     ("algo.name=dqnn", "config key 'algo.name' must be one of"),
-    ("algo.minibatch_size=100", "must divide the batch"),
-    ("algo.minibatch_size=4", "multiple of the number of envs"),
+    ("algo.ppo.minibatch_size=100", "must divide the batch"),
+    ("algo.ppo.minibatch_size=4", "multiple of the number of envs"),
     ("algo.gamma=1.5", "config key 'algo.gamma' must lie in [0, 1]"),
     ("algo.lr=-1", "config key 'algo.lr' must be > 0"),
     ("env.num_envs=0", "config key 'env.num_envs' must be > 0"),

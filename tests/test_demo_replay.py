@@ -27,7 +27,7 @@ from hpcrl.training import Trainer
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "examples" / "demos" / "corridor-walk.npz"
 CORRIDOR = ["env.id=hpcrl.tasks:Corridor-v0", "env.num_envs=8", "algo.num_steps=64",
-            "algo.minibatch_size=128", "algo.num_epochs=4", "algo.gamma=0.99",
+            "algo.ppo.minibatch_size=128", "algo.ppo.num_epochs=4", "algo.gamma=0.99",
             "algo.lr=3e-4", "algo.lr_schedule=constant", "algo.ent_coef=0.01",
             "train.total_env_steps=20000", "train.eval_episodes=10",
             "train.tensorboard=false", "train.checkpoint_every=1000"]
@@ -36,7 +36,7 @@ CORRIDOR = ["env.id=hpcrl.tasks:Corridor-v0", "env.num_envs=8", "algo.num_steps=
 def _demos(tmp_path, episodes=1):
     path = tmp_path / "walk.npz"
     record_walk(str(path), episodes)
-    return ["algo.demos=" + str(path)]
+    return ["algo.ppo.demos=" + str(path)]
 
 
 @pytest.mark.timeout(120)
@@ -74,12 +74,12 @@ def test_replay_slots_are_spread_by_global_index_whatever_the_layout():
 
 def _collector(tmp_path, sets=()):
     cfg = from_dict({}, CORRIDOR + _demos(tmp_path) + ["env.num_envs=4", "algo.num_steps=50",
-                                                        "algo.demos_fraction=0.5", "algo.minibatch_size=100",
+                                                        "algo.ppo.demos_fraction=0.5", "algo.ppo.minibatch_size=100",
                                                         *sets])
     spaces = env_spaces(cfg)
     slots = slots_of_collector(4, 0.5, 0, 4)
     envs = DemoSlots(make_vector_env(cfg.env, 2), slots,
-                     DemoBuffer.from_file(cfg.algo.demos, cfg.algo.demos_own))
+                     DemoBuffer.from_file(cfg.algo.ppo.demos, cfg.algo.ppo.demos_own))
     actor = make_actor(cfg, spaces)
     return cfg, spaces, actor, Collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed,
                                          total_envs=4)
@@ -142,7 +142,7 @@ def test_a_killed_ppo_d_run_resumes_to_the_uninterrupted_weights(tmp_path, monke
     recorded are in the checkpoint."""
     cfg = from_dict({}, CORRIDOR + _demos(tmp_path) + [
         "train.total_env_steps=8192", "train.checkpoint_every=6", "train.eval_episodes=0",
-        "algo.demos_own=2"])
+        "algo.ppo.demos_own=2"])
     whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, SerialPlacement, 9)
 
     def weights(name):
@@ -157,9 +157,9 @@ def test_a_killed_ppo_d_run_resumes_to_the_uninterrupted_weights(tmp_path, monke
 @pytest.mark.parametrize("sets, words", [
     (["algo.name=a2c"], "not PPO"),
     (["actor.memory=gru"], "recurrent"),
-    (["algo.demos_fraction=0.1"], "none of the job's 8 env slots"),
-    (["algo.demos_fraction=1.0"], "no env slot"),
-    (["env.num_envs=1", "scheme.preset=a2c", "algo.demos_fraction=0.5"], "every env of"),
+    (["algo.ppo.demos_fraction=0.1"], "none of the job's 8 env slots"),
+    (["algo.ppo.demos_fraction=1.0"], "no env slot"),
+    (["env.num_envs=1", "scheme.preset=a2c", "algo.ppo.demos_fraction=0.5"], "every env of"),
 ])
 def test_ppo_d_refuses_what_cannot_work_before_any_rank_starts(tmp_path, sets, words):
     with pytest.raises(ConfigError, match=words):
@@ -170,11 +170,11 @@ def test_a_file_that_does_not_fit_the_env_is_refused_when_training_starts(tmp_pa
     bad = from_dict({}, _demos(tmp_path))  # CartPole observes 4 values, the walk 40
     with pytest.raises(ConfigError, match="obs rows have shape"):
         env_spaces(bad)
-    missing = from_dict({}, ["algo.demos=" + str(tmp_path / "none.npz")])
+    missing = from_dict({}, ["algo.ppo.demos=" + str(tmp_path / "none.npz")])
     with pytest.raises(ConfigError, match="no file"):
         env_spaces(missing)
 
 
 def test_a_demos_key_without_demonstrations_is_refused():
-    with pytest.raises(ConfigError, match="algo.demos to a"):
-        from_dict({}, ["algo.demos_fraction=0.5"])
+    with pytest.raises(ConfigError, match="algo.ppo.demos to a"):
+        from_dict({}, ["algo.ppo.demos_fraction=0.5"])

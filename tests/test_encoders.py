@@ -72,8 +72,8 @@ def test_a_cnn_agent_trains_on_raw_frames_and_its_saved_policy_takes_them(tmp_pa
         "train", "--run-dir", str(run), "--set", "env.id=CarRacing-v3",
         "--set", "actor.encoder=nature_cnn", "--set", "actor.hidden_sizes=[]",
         "--set", "actor.shared_trunk=true", "--set", "env.num_envs=2",
-        "--set", "algo.num_steps=32", "--set", "algo.minibatch_size=32",
-        "--set", "algo.num_epochs=1", "--set", "train.total_env_steps=64",
+        "--set", "algo.num_steps=32", "--set", "algo.ppo.minibatch_size=32",
+        "--set", "algo.ppo.num_epochs=1", "--set", "train.total_env_steps=64",
         "--set", "train.eval_episodes=1", "--set", "env.kwargs={max_episode_steps: 20}"],
         catch_exceptions=False)
     assert out.exit_code == 0, out.output

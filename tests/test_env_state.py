@@ -10,7 +10,7 @@ from hpcrl.core.envs import make_vector_env, restore_vector_env_state, vector_en
 @pytest.mark.parametrize("vectorization", ["sync", "async"])
 def test_vector_env_state_round_trip(vectorization):
     cfg = from_dict({}, [f"env.vectorization={vectorization}", "env.num_envs=2",
-                         "algo.minibatch_size=64"]).env
+                         "algo.ppo.minibatch_size=64"]).env
     a, b = make_vector_env(cfg, 2), make_vector_env(cfg, 2)
     try:
         a.reset(seed=[1, 2])

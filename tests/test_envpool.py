@@ -118,7 +118,7 @@ def test_atari_ppo_trains_on_envpool_through_the_cli(tmp_path):
     result = CliRunner().invoke(main, [
         "train", str(ATARI_PPO), "--run-dir", str(run_dir),
         "--set", "train.total_env_steps=1024", "--set", "env.num_envs=4",
-        "--set", "algo.num_steps=128", "--set", "algo.minibatch_size=128",
+        "--set", "algo.num_steps=128", "--set", "algo.ppo.minibatch_size=128",
         "--set", "train.eval_episodes=1", "--set", "train.eval_max_episode_steps=200",
         "--set", "train.tensorboard=false"])
     assert result.exit_code == 0, result.output

@@ -24,7 +24,7 @@ from hpcrl.runtime.run_dir import RunDir
 FAKES = Path(__file__).with_name("fakes")
 RUN = ["train.total_env_steps=4096", "train.eval_every=1024", "train.eval_episodes=3",
        "train.tensorboard=false", "algo.num_steps=128", "env.num_envs=2",
-       "algo.minibatch_size=128", "train.checkpoint_every=4"]
+       "algo.ppo.minibatch_size=128", "train.checkpoint_every=4"]
 
 
 def eval_rows(run: Path) -> list[dict[str, str]]:

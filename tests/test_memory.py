@@ -40,7 +40,7 @@ def collector_and_actor(sets: list[str]):
 def test_the_loss_recomputes_the_collectors_log_probs_and_values(memory, shared, bptt):
     cfg, spaces, actor, collector = collector_and_actor(
         [f"actor.memory={memory}", f"actor.shared_trunk={str(shared).lower()}",
-         f"algo.bptt_len={bptt}", "algo.num_epochs=1", "actor.memory_layers=2"])
+         f"algo.bptt_len={bptt}", "algo.ppo.num_epochs=1", "actor.memory_layers=2"])
     layout = rollout_layout(cfg, spaces, cfg.env.num_envs)
     algorithm = make_algorithm(actor, cfg.algo)
     storage = make_storage(cfg, spaces)
@@ -92,7 +92,7 @@ def test_a_states_rows_reset_where_episodes_end():
 
 def test_minibatches_hold_whole_sequences_of_every_env_once_per_epoch():
     cfg, spaces, actor, collector = collector_and_actor(
-        ["actor.memory=gru", "algo.num_steps=32", "algo.minibatch_size=64"])
+        ["actor.memory=gru", "algo.num_steps=32", "algo.ppo.minibatch_size=64"])
     assert validate(cfg) is None
     storage = make_storage(cfg, spaces)
     storage.load([collector.collect(rollout_layout(cfg, spaces, cfg.env.num_envs).new())])
@@ -104,7 +104,7 @@ def test_minibatches_hold_whole_sequences_of_every_env_once_per_epoch():
 
 @pytest.mark.parametrize("sets,needle", [
     (["actor.memory=gru", "algo.name=dqn"], "holds no recurrent state"),
-    (["actor.memory=gru", "algo.bptt_len=32", "algo.minibatch_size=128"],
+    (["actor.memory=gru", "algo.bptt_len=32", "algo.ppo.minibatch_size=128"],
      "algo.bptt_len=32 gives 1 sequences per env of the 32-step rollout that split into the "
      "2 minibatches per epoch; set algo.bptt_len to one of 16, 8, 4, 2, 1"),
     (["actor.memory=lstm", "algo.bptt_len=5"], "must divide algo.num_steps"),
@@ -120,7 +120,7 @@ def test_recurrent_settings_that_cannot_work_are_refused(sets, needle):
 
 def test_a_rollout_cut_short_ends_in_a_padded_sequence_that_the_loss_leaves_out():
     cfg, spaces, actor, collector = collector_and_actor(
-        ["actor.memory=lstm", "algo.bptt_len=16", "algo.num_epochs=1"])
+        ["actor.memory=lstm", "algo.bptt_len=16", "algo.ppo.num_epochs=1"])
     layout = rollout_layout(cfg, spaces, cfg.env.num_envs)
     algorithm = make_algorithm(actor, cfg.algo)
     storage = make_storage(cfg, spaces)

@@ -19,7 +19,7 @@ FIRST, LAST = 100, 350
 MAX_OBJECTS, MAX_ITEMS = 5, 150  # a flat run: 0 objects, items within +-60 (episode window)
 
 
-SMALL_PPO = ["env.num_envs=2", "algo.num_steps=16", "algo.minibatch_size=32", "algo.num_epochs=1"]
+SMALL_PPO = ["env.num_envs=2", "algo.num_steps=16", "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=1"]
 
 
 def traced_serial_run(tmp_path, overrides: list[str], steps_per_update: int,

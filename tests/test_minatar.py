@@ -112,8 +112,8 @@ def test_a_cnn_with_memory_trains_evaluates_resumes_and_loads(tmp_path, memory, 
     run = tmp_path / "run"
     sets = ["env.id=MinAtar/Breakout-v1", "actor.encoder=impala_resnet", "actor.features=64",
             f"actor.memory={memory}", "actor.memory_size=32", f"algo.name={algo}",
-            "algo.num_epochs=2", "train.total_env_steps=2048", "train.eval_episodes=2",
-            "train.tensorboard=false"]
+            "train.total_env_steps=2048", "train.eval_episodes=2", "train.tensorboard=false",
+            *(["algo.ppo.num_epochs=2"] if algo == "ppo" else [])]
     out = invoke("train", "--run-dir", run, *[a for s in sets for a in ("--set", s)])
     assert out.exit_code == 0, out.output
     assert json.loads((run / "eval.json").read_text())["episodes"] == 2

@@ -18,7 +18,7 @@ from hpcrl.experiments.runs_table import differences, find_runs, group, summariz
 pytest.importorskip("matplotlib")
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
-PPO = ["env.num_envs=4", "algo.num_steps=16", "algo.minibatch_size=32", "algo.num_epochs=2",
+PPO = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=2",
        "train.total_env_steps=1024"]
 OFF_POLICY = ["train.total_env_steps=400", "algo.num_steps=100", "replay.learning_starts=100",
               "replay.train_freq=50", "replay.gradient_steps=4", "replay.batch_size=32",

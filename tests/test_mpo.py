@@ -42,14 +42,14 @@ def test_decoupled_kls_are_the_gaussians_kls_of_the_mean_and_the_std_moves():
 
 
 def setup(*extra):
-    return offpolicy_setup("mpo", "Pendulum-v1", "replay.mpo_action_samples=6", *extra)
+    return offpolicy_setup("mpo", "Pendulum-v1", "algo.mpo.action_samples=6", *extra)
 
 
 def test_each_segment_gets_only_its_own_losss_gradient():
     cfg, alg, replay = setup()
     assert isinstance(alg, MPO) and list(alg.segments) == ["policy", "critic", "duals"]
     batch, grads, stats, gen = gradients_and_draws(alg, replay)
-    r, n = cfg.replay, cfg.replay.mpo_action_samples
+    r, n = cfg.algo.mpo, cfg.algo.mpo.action_samples
     pi_t = alg.targets["policy"].module
     critic_t = alg.targets["critic"].module
 
@@ -73,10 +73,10 @@ def test_each_segment_gets_only_its_own_losss_gradient():
     kl_mean, kl_std = stats["kl_mean"], stats["kl_std"]  # one action dimension: the means
     g = grads[alg.segments["duals"].slice]
     sig = torch.sigmoid
-    torch.testing.assert_close(g[1], sig(duals.raw_alpha_mean)[0] * (r.mpo_epsilon_mean - kl_mean))
-    torch.testing.assert_close(g[2], sig(duals.raw_alpha_std)[0] * (r.mpo_epsilon_std - kl_std))
+    torch.testing.assert_close(g[1], sig(duals.raw_alpha_mean)[0] * (r.epsilon_mean - kl_mean))
+    torch.testing.assert_close(g[2], sig(duals.raw_alpha_std)[0] * (r.epsilon_std - kl_std))
     eta = (F.softplus(duals.raw_temperature) + 1e-8).detach().requires_grad_(True)
-    dual = eta * (r.mpo_epsilon + (torch.logsumexp(q / eta, 0) - math.log(n)).mean())
+    dual = eta * (r.epsilon + (torch.logsumexp(q / eta, 0) - math.log(n)).mean())
     (d_eta,) = torch.autograd.grad(dual, [eta])
     torch.testing.assert_close(g[0], d_eta[0] * sig(duals.raw_temperature)[0])
     # the policy: the weighted fits under their trust regions, no critic in its gradient
@@ -95,7 +95,7 @@ def test_each_segment_gets_only_its_own_losss_gradient():
 
 def test_the_duals_step_with_their_own_learning_rate():
     _, alg, replay = setup("algo.lr=1e-4",
-                           "replay.mpo_dual_lr=0.05")
+                           "algo.mpo.dual_lr=0.05")
     before = alg.flat.detach().clone()
     grads, _ = alg.compute_gradients(replay.sample(8))
     alg.apply_gradients(grads.clone())
@@ -110,8 +110,8 @@ def test_mpo_acts_with_a_squashed_gaussian_and_refuses_what_it_cannot_take():
     cfg = load_config(None, ["algo.name=mpo", "env.id=Pendulum-v1"])
     assert isinstance(make_policy(cfg, env_spaces(cfg)), SquashedGaussianPolicy)
     assert cfg.actor.hidden_sizes == [256, 256] and cfg.algo.lr == 3e-4  # its defaults
-    with pytest.raises(ConfigError, match="replay.mpo_epsilon_mean"):
-        load_config(None, ["algo.name=mpo", "env.id=Pendulum-v1", "replay.mpo_epsilon_mean=0"])
+    with pytest.raises(ConfigError, match="algo.mpo.epsilon_mean"):
+        load_config(None, ["algo.name=mpo", "env.id=Pendulum-v1", "algo.mpo.epsilon_mean=0"])
     cartpole = load_config(None, ["algo.name=mpo", "env.id=CartPole-v1"])
     problem = action_space_problem("mpo", env_spaces(cartpole), "CartPole-v1")
     assert "mpo needs a Box action space" in problem and "use dqn" in problem

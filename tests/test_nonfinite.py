@@ -18,7 +18,7 @@ from hpcrl.runtime.finite import check_checkpoint_state, check_env_steps, save_f
 
 TEST_ENVS = Path(__file__).parent / "mpi"
 BAD_ENV = "env.id=hpcrl_testenvs:NonFiniteCartPole-v0"
-SMALL = ["env.num_envs=4", "algo.num_steps=16", "algo.minibatch_size=32", "algo.num_epochs=2",
+SMALL = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=2",
          "train.checkpoint_every=2", "train.total_env_steps=2048", "train.tensorboard=false",
          "train.eval_episodes=0", "train.log_interval_s=60"]
 
@@ -195,7 +195,7 @@ def test_the_raw_observations_the_check_reads_give_the_normaliser_moments():
     from hpcrl.roles.collector import Collector
 
     def rollout(normalize: bool):
-        cfg = from_dict({}, ["env.num_envs=3", "algo.num_steps=50", "algo.minibatch_size=30",
+        cfg = from_dict({}, ["env.num_envs=3", "algo.num_steps=50", "algo.ppo.minibatch_size=30",
                              f"env.normalize_obs={str(normalize).lower()}"])
         spaces = env_spaces(cfg)
         envs = make_vector_env(cfg.env, 3)

@@ -39,7 +39,7 @@ def step(alg, replay):
 
 
 def test_td3_policy_gets_neither_gradient_nor_adam_step_between_delays():
-    _, alg, replay = setup("td3", "Pendulum-v1", "replay.policy_delay=3")
+    _, alg, replay = setup("td3", "Pendulum-v1", "algo.td3.policy_delay=3")
     policy_before = alg.segment_params("policy").clone()
     target_before = alg.targets["critic"].flat.clone()
     for k in (1, 2):

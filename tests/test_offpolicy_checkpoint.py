@@ -26,9 +26,9 @@ CASES = {
                                "replay.tau=1.0"],
     "sac": ["algo.name=sac", "env.id=Pendulum-v1", "env.num_envs=2"],
     "td3-ou": ["algo.name=td3", "env.id=Pendulum-v1", "env.num_envs=1",
-               "replay.action_noise=ornstein_uhlenbeck"],
+               "algo.td3.action_noise=ornstein_uhlenbeck"],
     "mpo": ["algo.name=mpo", "env.id=Pendulum-v1", "env.num_envs=1",
-            "replay.mpo_action_samples=4"],
+            "algo.mpo.action_samples=4"],
     # hindsight replay: 50-step episodes, running ones and finished ones at the checkpoint
     "sac-her-future": ["algo.name=sac", "env.id=hpcrl.tasks:PointReach-v0", "env.num_envs=2",
                        "replay.her_strategy=future"],

@@ -8,8 +8,8 @@ DQN = ["algo.name=dqn", "env.num_envs=1", "actor.hidden_sizes=[64,64]", "actor.a
        "actor.ortho_init=false", "algo.lr=1e-3", "algo.lr_schedule=constant", "algo.gamma=0.99",
        "algo.max_grad_norm=10", "algo.num_steps=500", "replay.batch_size=64",
        "replay.learning_starts=500", "replay.train_freq=4", "replay.gradient_steps=2",
-       "replay.target_update_interval=100", "replay.tau=1.0", "replay.exploration_fraction=0.2",
-       "replay.exploration_final_eps=0.02", "train.total_env_steps=15000"]
+       "replay.target_update_interval=100", "replay.tau=1.0", "algo.dqn.exploration_fraction=0.2",
+       "algo.dqn.exploration_final_eps=0.02", "train.total_env_steps=15000"]
 PENDULUM = ["env.id=Pendulum-v1", "env.num_envs=1", "actor.hidden_sizes=[64,64]",
             "actor.activation=relu", "actor.ortho_init=false", "algo.lr=1e-3",
             "algo.lr_schedule=constant", "algo.max_grad_norm=0", "algo.num_steps=1000",
@@ -46,7 +46,7 @@ def test_ddpg_learns_pendulum(tmp_path):
 def test_mpo_learns_pendulum(tmp_path):
     # 8k steps, seeds 0-2: eval -408 / -332 / -397 (random play about -1200 to -1500)
     trainer = train(tmp_path, ["algo.name=mpo", *PENDULUM, "algo.gamma=0.98",
-                               "replay.learning_starts=1000", "replay.mpo_action_samples=8",
+                               "replay.learning_starts=1000", "algo.mpo.action_samples=8",
                                "train.total_env_steps=8000"])
     result = evaluate(trainer.placement.master_actor, trainer.config, 5)
     assert result["mean_return"] > -700, result

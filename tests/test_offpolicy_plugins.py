@@ -43,7 +43,7 @@ def batch_of(spaces, size: int = 32, seed: int = 0) -> hpcrl.ReplayBatch:
 
 
 def algorithms(**kwargs):
-    config = from_dict({}, [f"algo.name={NAME}", "replay.double_q=false"])
+    config = from_dict({}, [f"algo.name={NAME}", "algo.dqn.double_q=false"])
     spaces = env_spaces(config)
     config.algo.kwargs = kwargs
     plugin = make_offpolicy_algorithm(config, spaces)

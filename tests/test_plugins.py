@@ -57,7 +57,7 @@ def test_a_yaml_of_plugins_trains_learns_evaluates_and_loads(tmp_path):
 
 
 def test_a_plugin_run_resumes_exactly(tmp_path, tiny_overrides):
-    sets = tiny_overrides + ["algo.lr_schedule=constant", "algo.clip_schedule=constant",
+    sets = tiny_overrides + ["algo.lr_schedule=constant", "algo.ppo.clip_schedule=constant",
                              "train.total_env_steps=1024", "train.checkpoint_every=4"]
     whole = hpcrl.train(PLUGINS, sets=sets, run_dir=tmp_path / "whole", console=None)
     assert whole.run_dir == tmp_path / "whole" and not whole.preempted

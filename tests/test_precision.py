@@ -120,7 +120,7 @@ def test_a_bfloat16_cnn_agent_trains_resumes_and_its_policy_loads_in_float32(tmp
     common = ["--set", "env.id=MinAtar/Breakout-v1", "--set", "actor.encoder=impala_resnet",
               "--set", "actor.hidden_sizes=[]", "--set", "actor.compute_dtype=bfloat16",
               "--set", "env.num_envs=4", "--set", "algo.num_steps=32",
-              "--set", "algo.minibatch_size=64", "--set", "algo.num_epochs=2",
+              "--set", "algo.ppo.minibatch_size=64", "--set", "algo.ppo.num_epochs=2",
               "--set", "train.eval_episodes=1", "--set", "train.tensorboard=false"]
     pytest.importorskip("minatar")
     out = CliRunner().invoke(main, ["train", "--run-dir", str(run), *common,

@@ -183,8 +183,8 @@ def test_under_mpiexec_the_rank_without_its_gpu_is_named_once(tmp_path: Path) ->
 @pytest.mark.parametrize("key, meant", [
     ("algo.learning_rate", "'algo.lr'"),
     ("algo.n_steps", "'algo.num_steps'"),
-    ("algo.n_epochs", "'algo.num_epochs'"),
-    ("algo.batch_size", "'algo.minibatch_size' (ppo) or 'replay.batch_size'"),
+    ("algo.n_epochs", "'algo.ppo.num_epochs'"),
+    ("algo.batch_size", "'algo.ppo.minibatch_size' (ppo) or 'replay.batch_size'"),
     ("n_envs", "'env.num_envs'"),
     ("algo.ent_coeff", "'algo.ent_coef'"),      # a typo: spelling finds it
     ("ent_coef", "'algo.ent_coef'"),            # hpcrl's own name in another section

@@ -20,7 +20,7 @@ from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
 
 CORRIDOR = ["env.id=hpcrl.tasks:Corridor-v0", "env.num_envs=8", "algo.num_steps=64",
-            "algo.minibatch_size=128", "algo.num_epochs=4", "algo.gamma=0.99",
+            "algo.ppo.minibatch_size=128", "algo.ppo.num_epochs=4", "algo.gamma=0.99",
             "algo.lr=3e-4", "algo.lr_schedule=constant", "algo.ent_coef=0.01",
             "train.total_env_steps=20000", "train.eval_episodes=10",
             "train.tensorboard=false", "train.checkpoint_every=1000"]

@@ -77,7 +77,7 @@ def test_ddppo_on_one_rank_drops_the_presets_preemption():
     (["scheme.preset=ddppo", "scheme.inference_ranks=1"], "set scheme.collectors_per_worker >= 1"),
     (["scheme.preset=a2c", "scheme.inference_ranks=3"], "at most one per collector"),
     (["scheme.gradient_workers=2", "scheme.collectors_per_worker=2", "scheme.inference_ranks=1",
-      "algo.minibatch_size=128"], "must be a multiple of scheme.gradient_workers=2"),
+      "algo.ppo.minibatch_size=128"], "must be a multiple of scheme.gradient_workers=2"),
     (["scheme.preset=a2c", "scheme.inference_ranks=-1"], "must be >= 0"),
     (["scheme.preset=a2c", "scheme.inference_ranks=1", "scheme.inference_device=tpu"],
      "'scheme.inference_device' must be"),
@@ -114,7 +114,7 @@ def test_plan_command_text_and_json():
 
 def test_inference_ranks_sit_beside_the_learners_and_serve_contiguous_collectors():
     cfg = load_config(None, ["scheme.gradient_workers=2", "scheme.collectors_per_worker=3",
-                             "scheme.inference_ranks=4", "algo.minibatch_size=96"])
+                             "scheme.inference_ranks=4", "algo.ppo.minibatch_size=96"])
     size = required_world_size(cfg.scheme)
     assert size == 2 + 4 + 6
     table = assign_roles(size, cfg.scheme, 8)
@@ -152,9 +152,9 @@ def test_plan_shows_the_inference_ranks_and_whom_they_serve():
 
 def test_minibatch_is_checked_against_the_whole_job():
     # 2 workers x 8 envs x 32 steps = 512 samples per update: 256 divides, 384 does not
-    assert load_config(None, ["scheme.preset=ddppo"]).algo.minibatch_size == 256
+    assert load_config(None, ["scheme.preset=ddppo"]).algo.ppo.minibatch_size == 256
     with pytest.raises(ConfigError, match="must divide the batch"):
-        load_config(None, ["scheme.preset=ddppo", "algo.minibatch_size=384"])
+        load_config(None, ["scheme.preset=ddppo", "algo.ppo.minibatch_size=384"])
 
 
 def test_wrong_world_size_inside_slurm_names_the_allocations_srun():

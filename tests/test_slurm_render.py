@@ -17,7 +17,7 @@ from hpcrl.slurm import RenderOptions, TemplateError, render
 from hpcrl.slurm.templates import TEMPLATE_NAMES, template_path
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = ["env.num_envs=4", "algo.num_steps=16", "algo.minibatch_size=64"]
+SMALL = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=64"]
 
 
 def invoke(*args: str):
@@ -73,9 +73,9 @@ def tasks(component: dict[str, str]) -> int:
 
 @pytest.mark.parametrize("template, nodes, gpus, extra", [
     ("sync", 2, 4, []), ("sync", 1, 2, []),
-    ("sync", 3, 2, ["scheme.preset=ddppo", "algo.minibatch_size=96"]),
+    ("sync", 3, 2, ["scheme.preset=ddppo", "algo.ppo.minibatch_size=96"]),
     ("central", 1, 4, []), ("central", 2, 2, []), ("async", 1, 4, []),
-    ("async", 2, 1, ["scheme.collectors_per_worker=3", "algo.minibatch_size=96"]),
+    ("async", 2, 1, ["scheme.collectors_per_worker=3", "algo.ppo.minibatch_size=96"]),
     ("async", 1, 3, ["scheme.update=central"]), ("async", 1, 1, ["scheme.preset=a2c"]),
     # 4 workers, one inference rank each on the CPU tasks
     ("async", 2, 2, ["scheme.inference_ranks=4", "scheme.inference_device=cpu"]),

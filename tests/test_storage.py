@@ -33,7 +33,7 @@ def test_layout_views_share_one_buffer():
 
 
 def test_collected_rollout_is_consistent():
-    cfg = from_dict({}, ["env.num_envs=3", "algo.num_steps=200", "algo.minibatch_size=150"])
+    cfg = from_dict({}, ["env.num_envs=3", "algo.num_steps=200", "algo.ppo.minibatch_size=150"])
     r = collect(cfg, 3)
     assert r.valid_steps == 200
     ends = (r.terminated + r.truncated) > 0
@@ -49,14 +49,14 @@ def test_collected_rollout_is_consistent():
 
 
 def test_preempted_rollout_reports_valid_steps():
-    cfg = from_dict({}, ["env.num_envs=2", "algo.num_steps=50", "algo.minibatch_size=20"])
+    cfg = from_dict({}, ["env.num_envs=2", "algo.num_steps=50", "algo.ppo.minibatch_size=20"])
     r = collect(cfg, 2, steps=17)
     assert r.valid_steps == 17
     assert np.all(r.values[17:] == 0)
 
 
 def test_same_global_envs_give_same_columns_whatever_the_split():
-    cfg = from_dict({}, ["env.num_envs=4", "algo.num_steps=40", "algo.minibatch_size=32"])
+    cfg = from_dict({}, ["env.num_envs=4", "algo.num_steps=40", "algo.ppo.minibatch_size=32"])
     whole = collect(cfg, 4)
     left, right = collect(cfg, 2, env_offset=0), collect(cfg, 2, env_offset=2)
     for name in ("obs", "actions", "log_probs", "rewards", "terminated", "next_values"):
@@ -65,7 +65,7 @@ def test_same_global_envs_give_same_columns_whatever_the_split():
 
 
 def test_storage_shapes_and_minibatches_cover_the_batch_once():
-    cfg = from_dict({}, ["env.num_envs=4", "algo.num_steps=16", "algo.minibatch_size=16"])
+    cfg = from_dict({}, ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=16"])
     r = collect(cfg, 4)
     storage = RolloutStorage(cfg.algo.gamma, cfg.algo.gae_lambda)
     storage.load([r])
@@ -78,7 +78,7 @@ def test_storage_shapes_and_minibatches_cover_the_batch_once():
 
 
 def test_minibatches_of_a_shard_are_the_shards_part_of_the_global_minibatch():
-    cfg = from_dict({}, ["env.num_envs=4", "algo.num_steps=16", "algo.minibatch_size=16"])
+    cfg = from_dict({}, ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=16"])
     whole, left, right = collect(cfg, 4), collect(cfg, 2, 0), collect(cfg, 2, 2)
     def batches(rollout):
         s = RolloutStorage(0.99, 0.95)
@@ -92,7 +92,7 @@ def test_minibatches_of_a_shard_are_the_shards_part_of_the_global_minibatch():
 
 
 def test_uneven_split_is_rejected():
-    cfg = from_dict({}, ["env.num_envs=2", "algo.num_steps=10", "algo.minibatch_size=20"])
+    cfg = from_dict({}, ["env.num_envs=2", "algo.num_steps=10", "algo.ppo.minibatch_size=20"])
     s = RolloutStorage(0.99, 0.95)
     s.load([collect(cfg, 2)])
     with pytest.raises(ValueError, match="equal minibatches"):
@@ -100,7 +100,7 @@ def test_uneven_split_is_rejected():
 
 
 def test_a_preempted_rollout_still_gives_every_minibatch():
-    cfg = from_dict({}, ["env.num_envs=2", "algo.num_steps=16", "algo.minibatch_size=8"])
+    cfg = from_dict({}, ["env.num_envs=2", "algo.num_steps=16", "algo.ppo.minibatch_size=8"])
     short = collect(cfg, 2, steps=15)  # 15 steps cannot be cut into 4 equal time slices
     s = RolloutStorage(0.99, 0.95)
     s.load([short])

@@ -23,7 +23,7 @@ from hpcrl.slurm.sweep import array_spec
 
 HPCRL = str(Path(sys.executable).with_name("hpcrl"))
 TINY = ["train.total_env_steps=1024", "train.eval_episodes=2", "train.tensorboard=false",
-        "algo.num_steps=64", "env.num_envs=2", "algo.minibatch_size=64"]
+        "algo.num_steps=64", "env.num_envs=2", "algo.ppo.minibatch_size=64"]
 
 
 def sets(items: list[str]) -> list[str]:
@@ -133,7 +133,7 @@ def test_a_stopped_sweep_checkpoints_its_points_and_resumes_them(tmp_path: Path)
     checkpoint to the same rows as an uninterrupted point."""
     sweep = tmp_path / "sweep"
     long = ["train.total_env_steps=3200", "train.eval_episodes=0", "train.tensorboard=false",
-            "algo.num_steps=64", "env.num_envs=2", "algo.minibatch_size=64",
+            "algo.num_steps=64", "env.num_envs=2", "algo.ppo.minibatch_size=64",
             "train.checkpoint_every=1000"]
     proc = subprocess.Popen([HPCRL, "sweep", "--seeds", "0-1", *sets(long), "--run-dir",
                              str(sweep)], stderr=subprocess.PIPE, text=True)
@@ -167,7 +167,7 @@ def test_the_array_script_picks_each_task_s_point(tmp_path: Path) -> None:
     refused."""
     sweep = tmp_path / "sweep"
     args = ["slurm", "sweep", "sync", "--seeds", "0-2", "--grid", "algo.lr=3e-4,1e-3",
-            "--set", "algo.minibatch_size=64", "--nodes", "1", "--gpus-per-node", "2",
+            "--set", "algo.ppo.minibatch_size=64", "--nodes", "1", "--gpus-per-node", "2",
             "--max-running", "2", "--run-dir", str(sweep)]
     out = CliRunner().invoke(main, args)
     assert out.exit_code == 0, out.output
@@ -176,7 +176,7 @@ def test_the_array_script_picks_each_task_s_point(tmp_path: Path) -> None:
     assert f"#SBATCH --output={sweep}/logs/slurm-%A_%a.out" in text
     assert "4) HPCRL_POINT=lr=1e-3,seed=1; HPCRL_POINT_SET=(algo.lr=1e-3 seed=1) ;;" in text
     assert 'RUN_DIR="$HPCRL_SWEEP_DIR/$HPCRL_POINT"' in text
-    assert 'HPCRL_RENDERED_SET=(algo.minibatch_size=64 "${HPCRL_POINT_SET[@]}")' in text
+    assert 'HPCRL_RENDERED_SET=(algo.ppo.minibatch_size=64 "${HPCRL_POINT_SET[@]}")' in text
     # bash runs the block: task 4 picks its point and the overrides it trains with
     probe = text.split("\nCONFIG=", 1)[0].split("#SBATCH --array", 1)[1].split("\n", 1)[1]
     probe += ('\nRUN_DIR="$HPCRL_SWEEP_DIR/$HPCRL_POINT"\n'

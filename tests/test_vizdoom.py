@@ -45,7 +45,7 @@ def test_a_scenario_dict_keeps_its_image_uint8_in_rollouts():
     """The screen travels as one byte a pixel (the Dict as packed bytes), the variables as
     float32 inside the same row."""
     cfg = from_dict({}, DOOM + SHOWCASE_ACTOR + ["env.num_envs=2", "algo.num_steps=4",
-                                                 "algo.minibatch_size=8"])
+                                                 "algo.ppo.minibatch_size=8"])
     spaces = env_spaces(cfg)
     assert spaces.obs_format.dtype == "uint8"
     layout = rollout_layout(cfg, spaces, 2)

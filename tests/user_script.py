@@ -16,7 +16,7 @@ INTRO = "A script that defines its own components and trains them, `myapi.py`"
 GUARD = 'if __name__ == "__main__":'
 README_SETS = 'sets=["train.total_env_steps=40000"]'
 TINY = ["train.total_env_steps=1024", "env.num_envs=4", "algo.num_steps=16",
-        "algo.minibatch_size=32", "algo.num_epochs=2", "train.eval_episodes=2",
+        "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=2", "train.eval_episodes=2",
         "train.tensorboard=false", "train.log_interval_s=60"]
 
 

@@ -14,10 +14,11 @@ The table holds, for each algorithm:
 - :data:`SHARED_KEYS`, read by every algorithm (so every algorithm names its own value);
 - ``algo.ent_coef`` and ``algo.vf_coef`` (PPO, A2C, IMPALA), ``algo.gae_lambda`` and
   ``algo.normalize_advantage`` (PPO, A2C);
-- :data:`REPLAY_KEYS` for the replay agents (DQN, SAC, TD3, DDPG), plus DQN's exploration.
+- :data:`REPLAY_KEYS` for the replay agents (DQN, SAC, TD3, DDPG, MPO).
 
 A key read by one algorithm only (PPO's clip range, TD3's policy delay, SAC's temperature)
-keeps its field default, which is that algorithm's standard value.
+lives in that algorithm's section (:mod:`hpcrl.config.algo_sections`), whose field default
+is that algorithm's standard value.
 
 Sources: Stable-Baselines3 2.x defaults (SAC, TD3, DDPG, A2C), with RL-zoo's Gaussian
 exploration noise 0.1 for TD3/DDPG; DQN takes RL-zoo's CartPole recipe with 3-step returns
@@ -77,9 +78,7 @@ ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
             "replay.buffer_size": 100_000, "replay.batch_size": 64,
             "replay.learning_starts": 1000, "replay.train_freq": 256,
             "replay.gradient_steps": 128, "replay.tau": 1.0,
-            "replay.target_update_interval": 128, "replay.n_step": 3,
-            "replay.exploration_initial_eps": 1.0, "replay.exploration_final_eps": 0.04,
-            "replay.exploration_fraction": 0.16, "replay.double_q": False},
+            "replay.target_update_interval": 128, "replay.n_step": 3},
     # SB3's SAC: lr 3e-4, net [256, 256], automatic temperature
     "sac": {**_CONTINUOUS, "actor.hidden_sizes": [256, 256], "algo.lr": 3e-4},
     # SB3's TD3 and DDPG: lr 1e-3, net [400, 300]
@@ -97,6 +96,14 @@ def _has(data: Mapping[str, Any], key: str) -> bool:
             return False
         node = node[part]
     return True
+
+
+def algorithm_kind_of(data: Mapping[str, Any]) -> str | None:
+    """The built-in whose defaults and section the config ``data`` runs with (PPO when
+    ``algo.name`` is unset; None for a plug-in that cannot be imported)."""
+    algo = data.get("algo")
+    name = algo.get("name", "ppo") if isinstance(algo, Mapping) else "ppo"
+    return _kind(name) if isinstance(name, str) else None
 
 
 def _kind(name: str) -> str | None:
@@ -122,9 +129,7 @@ def fill_algo_defaults(data: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
     section that is not a mapping, is left for the typed loader to report.
     """
     out = dict(data)
-    algo = out.get("algo")
-    name = algo.get("name", "ppo") if isinstance(algo, Mapping) else "ppo"
-    kind = _kind(name) if isinstance(name, str) else None
+    kind = algorithm_kind_of(out)
     defaults = ALGO_DEFAULTS.get(kind) if kind is not None else None
     if not defaults:
         return out, []

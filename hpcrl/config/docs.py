@@ -44,13 +44,14 @@ def annotated_yaml(config: Any, sources: Sources | None = None) -> str:
     NAME``) comment on each key in ``sources``; the text still loads to the same config."""
     notes = {key: f"from {source}" for key, source in (sources or {}).items()}
     out: list[str] = []
-    section = ""
+    path: list[str] = []  # the sections above the current line, one per 2 spaces of indent
     for line in dump_yaml(config).splitlines():
         indent = len(line) - len(line.lstrip(" "))
         name = line.strip().split(":", 1)[0]
-        if indent == 0 and line.endswith(":"):
-            section = name
-        key = f"{section}.{name}" if indent == 2 else name
-        note = notes.get(key) if indent in (0, 2) and ":" in line else None
+        if line.lstrip().startswith("- ") or ":" not in line:  # an item of a list value
+            out.append(line)
+            continue
+        path = path[:indent // 2] + [name]
+        note = notes.get(".".join(path))
         out.append(f"{line}  # {note}" if note else line)
     return "\n".join(out) + "\n"

@@ -17,8 +17,8 @@ CLEANRL = "CleanRL"
 FOREIGN_NAMES: dict[str, tuple[str, str]] = {
     "learning_rate": ("'algo.lr'", SB3),
     "n_steps": ("'algo.num_steps'", SB3),
-    "n_epochs": ("'algo.num_epochs'", SB3),
-    "batch_size": ("'algo.minibatch_size' (ppo) or 'replay.batch_size' (dqn, sac, td3, "
+    "n_epochs": ("'algo.ppo.num_epochs'", SB3),
+    "batch_size": ("'algo.ppo.minibatch_size' (ppo) or 'replay.batch_size' (dqn, sac, td3, "
                    "ddpg)", SB3),
     "n_envs": ("'env.num_envs'", SB3),
     "total_timesteps": ("'train.total_env_steps'", SB3),
@@ -32,11 +32,11 @@ FOREIGN_NAMES: dict[str, tuple[str, str]] = {
     "env_wrapper": ("'env.wrappers'", ZOO),
     "eval_freq": ("'train.eval_every'", SB3),
     "n_eval_episodes": ("'train.eval_episodes'", SB3),
-    "update_epochs": ("'algo.num_epochs'", CLEANRL),
-    "num_minibatches": ("'algo.minibatch_size' (the size of a minibatch, not their number)",
+    "update_epochs": ("'algo.ppo.num_epochs'", CLEANRL),
+    "num_minibatches": ("'algo.ppo.minibatch_size' (the size of a minibatch, not their number)",
                         CLEANRL),
-    "clip_coef": ("'algo.clip_range'", CLEANRL),
-    "clip_vloss": ("'algo.clip_range_vf'", CLEANRL),
+    "clip_coef": ("'algo.ppo.clip_range'", CLEANRL),
+    "clip_vloss": ("'algo.ppo.clip_range_vf'", CLEANRL),
     "norm_adv": ("'algo.normalize_advantage'", CLEANRL),
     "anneal_lr": ("'algo.lr_schedule' (linear)", CLEANRL),
 }

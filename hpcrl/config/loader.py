@@ -8,13 +8,15 @@ import dataclasses
 import difflib
 import types
 import typing
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from hpcrl.config.algo_defaults import fill_algo_defaults
+from hpcrl.config.algo_defaults import algorithm_kind_of, fill_algo_defaults
+from hpcrl.config.algo_sections import SECTIONS, move_flat_keys
 from hpcrl.config.foreign_names import foreign_hint
 from hpcrl.config.schema import Config
 from hpcrl.config.validate import problems_message, validate
@@ -192,19 +194,34 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def _added_keys(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
-    """Dotted ``section.key`` names that ``after`` holds and ``before`` did not."""
+def _added_keys(before: Any, after: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted leaf keys (``algo.dqn.double_q``) that ``after`` holds and ``before`` did not."""
     added = []
-    for section, keys in after.items():
-        own = before.get(section)
-        if isinstance(keys, Mapping):
-            added += [f"{section}.{k}" for k in keys
-                      if not (isinstance(own, Mapping) and k in own)]
+    for key, value in after.items():
+        own = before.get(key) if isinstance(before, Mapping) else None
+        if isinstance(value, Mapping):
+            added += _added_keys(own, value, f"{prefix}{key}.")
+        elif not (isinstance(before, Mapping) and key in before):
+            added.append(f"{prefix}{key}")
     return added
 
 
-def resolve(data: Mapping[str, Any],
-            overrides: Iterable[str] = ()) -> tuple[Config, dict[str, str]]:
+def _with_preset(merged: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``merged`` with its scheme preset applied (the topology, and the agent a named
+    architecture stands for under the keys ``merged`` leaves unset), and the keys the
+    agent added -> ``'preset NAME'``."""
+    if not isinstance(merged.get("scheme"), Mapping):
+        return merged, {}
+    from hpcrl.scheme.presets import apply_preset, apply_preset_agent
+    merged = {**merged, "scheme": apply_preset(dict(merged["scheme"]))}
+    before, merged = merged, apply_preset_agent(merged)
+    preset = merged["scheme"].get("preset")
+    return merged, {key: f"preset {preset}" for key in _added_keys(before, merged)
+                    if not key.startswith("scheme.")}
+
+
+def resolve(data: Mapping[str, Any], overrides: Iterable[str] = (), *,
+            saved: bool = False) -> tuple[Config, dict[str, str]]:
     """A validated :class:`Config` from a nested dict plus ``KEY=VALUE`` overrides, and where
     each defaulted key came from: dotted key -> ``'preset NAME'`` (the agent of a named
     architecture's preset) or ``'algo NAME defaults'``.
@@ -213,16 +230,24 @@ def resolve(data: Mapping[str, Any],
     the agent a named architecture stands for, which may set ``algo.name``), the chosen
     algorithm's defaults (:mod:`hpcrl.config.algo_defaults`), the field defaults. A fully
     specified config (a run directory's ``config.yaml``) is left exactly as it is.
+
+    Keys of before the algorithms' own sections (``algo.clip_range``,
+    ``replay.policy_delay``) are read where they moved, with a ``FutureWarning`` naming the
+    new names; ``saved`` marks a config an earlier run wrote (its ``config.yaml`` or a
+    checkpoint's), whose keys of other algorithms are dropped unread, as that run did
+    (:func:`~hpcrl.config.algo_sections.move_flat_keys`).
     """
-    merged = merge(dict(data), parse_overrides(overrides))
-    sources: dict[str, str] = {}
-    if isinstance(merged.get("scheme"), Mapping):
-        from hpcrl.scheme.presets import apply_preset, apply_preset_agent
-        merged["scheme"] = apply_preset(dict(merged["scheme"]))
-        before, merged = merged, apply_preset_agent(merged)
-        preset = merged["scheme"].get("preset")
-        sources.update((key, f"preset {preset}") for key in _added_keys(before, merged)
-                       if not key.startswith("scheme."))
+    sets = parse_overrides(overrides)
+    kind = algorithm_kind_of(_with_preset(merge(dict(data), sets))[0])
+    data, moved = move_flat_keys(data, kind, saved=saved)
+    sets, moved_sets = move_flat_keys(sets, kind)
+    if moved_sets or (moved and not saved):
+        warnings.warn("hpcrl: config keys moved to their algorithm's section, read there: "
+                      + ", ".join(f"{old} -> {new}"
+                                  for old, new in [*([] if saved else moved), *moved_sets])
+                      + "; write the new names (the old ones will stop loading)",
+                      FutureWarning, stacklevel=2)
+    merged, sources = _with_preset(merge(data, sets))
     merged, from_algo = fill_algo_defaults(merged)
     problems: list[str] = []
     config = _build(Config, merged, "", problems)
@@ -233,9 +258,11 @@ def resolve(data: Mapping[str, Any],
     return config, sources
 
 
-def from_dict(data: Mapping[str, Any], overrides: Iterable[str] = ()) -> Config:
-    """A validated :class:`Config` from a nested dict plus ``KEY=VALUE`` overrides."""
-    return resolve(data, overrides)[0]
+def from_dict(data: Mapping[str, Any], overrides: Iterable[str] = (), *,
+              saved: bool = False) -> Config:
+    """A validated :class:`Config` from a nested dict plus ``KEY=VALUE`` overrides
+    (``saved``: a config an earlier run wrote, see :func:`resolve`)."""
+    return resolve(data, overrides, saved=saved)[0]
 
 
 def load_config_sources(path: str | Path | None = None,
@@ -252,5 +279,11 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
 
 
 def dump_yaml(config: Config) -> str:
-    """The resolved config as YAML text, in field order."""
-    return yaml.safe_dump(to_dict(config), sort_keys=False)
+    """The resolved config as YAML text, in field order, with the run's own algorithm
+    section and none of the others' (they hold their defaults: validation refuses any
+    other value, and loading the text gives them back)."""
+    data = to_dict(config)
+    own = config.algo.kind
+    data["algo"] = {key: value for key, value in data["algo"].items()
+                    if key not in SECTIONS or key == own}
+    return yaml.safe_dump(data, sort_keys=False)

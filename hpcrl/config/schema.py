@@ -6,18 +6,22 @@ Every field carries its documentation in ``metadata["doc"]`` (see :func:`doc`), 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+from hpcrl.config.algo_sections import (
+    DdpgConfig,
+    DqnConfig,
+    ImpalaConfig,
+    MpoConfig,
+    PpoConfig,
+    SacConfig,
+    Td3Config,
+)
+from hpcrl.config.fields import doc
 
 if TYPE_CHECKING:  # the algorithms import this schema
     from hpcrl.core.algorithms.capabilities import Capabilities
-
-
-def doc(text: str, default: Any = None, *, factory: Any = None) -> Any:
-    """A dataclass field with a default and a docstring kept in its metadata."""
-    if factory is not None:
-        return field(default_factory=factory, metadata={"doc": text})
-    return field(default=default, metadata={"doc": text})
 
 
 @dataclass
@@ -182,19 +186,11 @@ class AlgoConfig:
     kwargs: dict = doc("Keyword arguments of a plug-in algorithm's constructor (algo.name="
                        "'module:Class'), checked against its signature.", factory=dict)
     num_steps: int = doc("Steps collected per env between updates (rollout length).", 32)
-    num_epochs: int = doc("PPO: passes over each rollout. A2C uses 1.", 20)
-    minibatch_size: int = doc("PPO: samples per gradient step; must divide num_steps x total "
-                              "envs. A2C uses the whole rollout.", 256)
     gamma: float = doc("Discount factor.", 0.98)
     gae_lambda: float = doc("GAE lambda: 1 gives Monte-Carlo advantages, 0 one-step TD.", 0.8)
     lr: float = doc("Initial learning rate.", 1e-3)
     lr_schedule: Literal["constant", "linear"] = doc(
         "'linear' decays the learning rate to 0 over train.total_env_steps.", "linear")
-    clip_range: float = doc("PPO: initial clip range of the probability ratio.", 0.2)
-    clip_schedule: Literal["constant", "linear"] = doc(
-        "'linear' decays the clip range to 0 over train.total_env_steps.", "linear")
-    clip_range_vf: float | None = doc("PPO: clip the value change to this range around the "
-                                         "old value (None disables value clipping).", None)
     ent_coef: float = doc("Weight of the entropy bonus.", 0.0)
     vf_coef: float = doc("Weight of the value loss.", 0.5)
     max_grad_norm: float = doc("Clip the global gradient norm to this value (0 disables).", 0.5)
@@ -205,26 +201,15 @@ class AlgoConfig:
         "minibatches hold the same number of whole sequences of every env, so num_steps / "
         "bptt_len must be a multiple of the minibatches per epoch. 0: the longest that works, "
         "num_steps / minibatches per epoch (whole rollouts for a2c and impala).", 0)
-    vtrace_clip_rho: float | None = doc(
-        "IMPALA: V-trace rho-bar, the clip of the importance weights in the TD errors and "
-        "policy-gradient advantages (null: no clip).", 1.0)
-    vtrace_clip_c: float | None = doc(
-        "IMPALA: V-trace c-bar, the clip of the trace coefficients (null: no clip).", 1.0)
     optimizer: Literal["adam", "rmsprop"] = doc("Optimiser of the update.", "adam")
     optimizer_eps: float = doc("Epsilon of the optimiser's denominator.", 1e-5)
-    demos: str = doc(
-        "PPO+D (ppo): a demonstration file (.npz, the format hpcrl eval RUN --record writes: "
-        "obs, actions, rewards, terminated, truncated, one row per step, episodes back to "
-        "back) whose episodes algo.demos_fraction of the job's env slots replay in every "
-        "rollout, beside the agent's own best episodes (algo.demos_own). Empty: none.", "")
-    demos_fraction: float = doc(
-        "PPO+D: the fraction of the job's env slots that replay demonstrations instead of "
-        "stepping an env (fixed slots, spread over the global env indices; every collector "
-        "keeps at least one real env).", 0.25)
-    demos_own: int = doc(
-        "PPO+D: how many of the agent's own episodes the replay keeps beside the "
-        "demonstrations: an episode joins when its return is at least the lowest of the "
-        "demonstrations', evicting the worst own one (per collector; 0: none).", 8)
+    ppo: PpoConfig = doc("PPO's own keys.", factory=PpoConfig)
+    impala: ImpalaConfig = doc("IMPALA's own keys.", factory=ImpalaConfig)
+    dqn: DqnConfig = doc("DQN's own keys.", factory=DqnConfig)
+    ddpg: DdpgConfig = doc("DDPG's own keys.", factory=DdpgConfig)
+    td3: Td3Config = doc("TD3's own keys.", factory=Td3Config)
+    sac: SacConfig = doc("SAC's own keys.", factory=SacConfig)
+    mpo: MpoConfig = doc("MPO's own keys.", factory=MpoConfig)
 
     @property
     def kind(self) -> str:
@@ -233,6 +218,14 @@ class AlgoConfig:
         from hpcrl.core.algorithms import algorithm_kind
 
         return algorithm_kind(self.name)
+
+    @property
+    def own(self) -> Any:
+        """The section of the algorithm this run trains (``algo.<kind>``, e.g. ``algo.td3``
+        for TD3 or a plug-in subclass of it); None for one with no keys of its own (A2C).
+        Code that serves several algorithms (the collectors' exploration) reads its keys
+        here, so it needs no branch on the algorithm's name."""
+        return getattr(self, self.kind, None)
 
     @property
     def capabilities(self) -> Capabilities:

@@ -9,9 +9,11 @@ import importlib.util
 import math
 from collections.abc import Callable
 
+from hpcrl.config.algo_sections import unread_section_problem
 from hpcrl.config.checks import algorithms_with, in_unit, positive
 from hpcrl.config.schema import Config
 from hpcrl.config.validate_addons import check_demos, check_her, check_rnd
+from hpcrl.config.validate_sections import section_problems
 
 # a check gives the problem it found (None: none), or a list of them for a group of keys
 Check = Callable[[Config], str | None | list[str]]
@@ -52,8 +54,11 @@ def rollout_product(config: Config) -> str:
 
 
 def minibatches_per_epoch(config: Config) -> int:
-    """Minibatches per epoch: the samples of one gradient step's envs over the minibatch."""
-    return max(config.algo.num_steps * total_envs(config) // config.algo.minibatch_size, 1)
+    """Minibatches per epoch: the samples of one gradient step's envs over PPO's minibatch
+    (``algo.ppo.minibatch_size``); 1 for an algorithm that steps on whole rollouts."""
+    if not config.algo.capabilities.minibatched_epochs:
+        return 1
+    return max(config.algo.num_steps * total_envs(config) // config.algo.ppo.minibatch_size, 1)
 
 
 def sequence_length(config: Config) -> int:
@@ -63,7 +68,7 @@ def sequence_length(config: Config) -> int:
     algo = config.algo
     if algo.bptt_len:
         return algo.bptt_len
-    split = minibatches_per_epoch(config) if algo.capabilities.minibatched_epochs else 1
+    split = minibatches_per_epoch(config)
     return algo.num_steps // split if algo.num_steps % split == 0 else 0
 
 
@@ -120,12 +125,9 @@ def _check_numbers(c: Config) -> list[str]:
         positive("env.clip_obs", c.env.clip_obs),
         positive("env.clip_reward", c.env.clip_reward),
         positive("algo.num_steps", c.algo.num_steps),
-        positive("algo.num_epochs", c.algo.num_epochs),
-        positive("algo.minibatch_size", c.algo.minibatch_size),
         in_unit("algo.gamma", c.algo.gamma),
         in_unit("algo.gae_lambda", c.algo.gae_lambda),
         positive("algo.lr", c.algo.lr),
-        positive("algo.clip_range", c.algo.clip_range),
         positive("algo.ent_coef", c.algo.ent_coef, strict=False),
         positive("algo.vf_coef", c.algo.vf_coef, strict=False),
         positive("algo.max_grad_norm", c.algo.max_grad_norm, strict=False),
@@ -139,8 +141,6 @@ def _check_numbers(c: Config) -> list[str]:
         positive("train.log_interval_s", c.train.log_interval_s),
         positive("train.torch_threads", c.train.torch_threads, strict=False),
     ]
-    if c.algo.clip_range_vf is not None:
-        checks.append(positive("algo.clip_range_vf", c.algo.clip_range_vf))
     if c.train.eval_every > 0 and c.train.eval_episodes <= 0:
         checks.append(f"train.eval_every={c.train.eval_every} evaluates train.eval_episodes "
                       f"episodes each time, but that is 0; set train.eval_episodes >= 1 or "
@@ -206,11 +206,11 @@ def _check_memory(c: Config) -> str | None:
     if length and steps % length:
         return (f"config key 'algo.bptt_len' ({length}) must divide algo.num_steps "
                 f"({steps}): each rollout is cut into sequences of that length")
-    split = minibatches_per_epoch(c) if c.algo.capabilities.minibatched_epochs else 1
+    split = minibatches_per_epoch(c)
     if not length or (steps // length) % split:
         fits = [steps // d for d in range(split, steps + 1, split) if steps % d == 0]
         hint = (f"set algo.bptt_len to one of {', '.join(map(str, fits))}" if fits
-                else "use fewer minibatches (a larger algo.minibatch_size)")
+                else "use fewer minibatches (a larger algo.ppo.minibatch_size)")
         what = (f"algo.bptt_len={c.algo.bptt_len} gives {steps // length}"
                 if c.algo.bptt_len else "no sequence length gives")
         return (f"config key 'algo.bptt_len': a recurrent PPO minibatch holds the same number "
@@ -223,15 +223,15 @@ def _check_memory(c: Config) -> str | None:
 def _check_batch(c: Config) -> str | None:
     if not c.algo.capabilities.minibatched_epochs:
         return None
-    batch = c.algo.num_steps * total_envs(c)
-    if c.algo.minibatch_size > batch or batch % c.algo.minibatch_size:
+    batch, size = c.algo.num_steps * total_envs(c), c.algo.ppo.minibatch_size
+    if size > batch or batch % size:
         divisors = [d for d in range(1, batch + 1) if batch % d == 0]
-        near = min(divisors, key=lambda d: abs(d - c.algo.minibatch_size))
-        return (f"config key 'algo.minibatch_size' ({c.algo.minibatch_size}) must divide the "
+        near = min(divisors, key=lambda d: abs(d - size))
+        return (f"config key 'algo.ppo.minibatch_size' ({size}) must divide the "
                 f"batch of one gradient step, {rollout_product(c)}; the nearest divisor is "
                 f"{near}")
-    if c.algo.minibatch_size % total_envs(c):
-        return (f"config key 'algo.minibatch_size' ({c.algo.minibatch_size}) must be a multiple "
+    if size % total_envs(c):
+        return (f"config key 'algo.ppo.minibatch_size' ({size}) must be a multiple "
                 f"of the number of envs of an update ({update_envs(c)}): every minibatch "
                 f"holds the same "
                 f"number of steps from each env, so the batch order does not depend on how "
@@ -345,43 +345,13 @@ def _check_replay(c: Config) -> list[str]:
         positive("replay.alpha", r.alpha, strict=False),
         in_unit("replay.beta0", r.beta0),
         positive("replay.priority_eps", r.priority_eps),
-        in_unit("replay.exploration_initial_eps", r.exploration_initial_eps),
-        in_unit("replay.exploration_final_eps", r.exploration_final_eps),
-        in_unit("replay.exploration_fraction", r.exploration_fraction),
-        positive("replay.noise_std", r.noise_std, strict=False),
-        positive("replay.ou_theta", r.ou_theta, strict=False),
-        positive("replay.ou_dt", r.ou_dt),
-        positive("replay.policy_delay", r.policy_delay),
-        positive("replay.target_policy_noise", r.target_policy_noise, strict=False),
-        positive("replay.target_noise_clip", r.target_noise_clip, strict=False),
-        positive("replay.n_critics", r.n_critics),
-        positive("replay.ent_coef_init", r.ent_coef_init),
-        *[positive(f"replay.{key}", getattr(r, key))
-          for key in ("mpo_epsilon", "mpo_epsilon_mean", "mpo_epsilon_std",
-                      "mpo_action_samples", "mpo_dual_lr", "mpo_init_temperature",
-                      "mpo_init_alpha")],
     ]
     if r.gradient_steps == 0 or r.gradient_steps < -1:
         checks.append(f"config key 'replay.gradient_steps' must be > 0, or -1 for one per env "
                       f"step collected, got {r.gradient_steps}")
-    caps = c.algo.capabilities
-    if r.initial_priorities == "collector" and not (caps.acting_q_values and r.prioritized):
-        choices = algorithms_with(lambda caps: caps.acting_q_values)
-        checks.append(f"config key 'replay.initial_priorities': 'collector' has the "
-                      f"collectors compute TD errors with their Q-network, which needs "
-                      f"algo.name={choices} and replay.prioritized=true (got algo.name="
-                      f"{c.algo.name}, replay.prioritized={r.prioritized}); set "
-                      f"replay.initial_priorities=max")
-    if r.per_collector_eps and caps.exploration != "epsilon-greedy":
-        checks.append(f"config key 'replay.per_collector_eps' sets DQN's epsilon-greedy "
-                      f"exploration, but algo.name={c.algo.name} explores with "
-                      f"replay.action_noise (td3, ddpg) or its own sampling (sac, mpo); set "
-                      f"replay.per_collector_eps=false")
     if r.ratio_tolerance < -1:
         checks.append(f"config key 'replay.ratio_tolerance' must be >= 0, or -1 for "
                       f"collectors that are never held back, got {r.ratio_tolerance}")
-    checks.append(in_unit("replay.collector_eps_base", r.collector_eps_base))
-    checks.append(positive("replay.collector_eps_alpha", r.collector_eps_alpha, strict=False))
     if r.batch_size > r.buffer_size:
         checks.append(f"config key 'replay.batch_size' ({r.batch_size}) must not exceed "
                       f"replay.buffer_size ({r.buffer_size})")
@@ -399,18 +369,16 @@ def _check_offpolicy_env(c: Config) -> str | None:
     return None
 
 
-def _check_vtrace(c: Config) -> str | None:
-    for key in ("vtrace_clip_rho", "vtrace_clip_c"):
-        value = getattr(c.algo, key)
-        if value is not None and value <= 0:
-            return (f"config key 'algo.{key}' must be > 0 (or null for no clipping), "
-                    f"got {value}")
-    return None
+def _check_sections(c: Config) -> list[str]:
+    """The algorithms' own sections: none of another algorithm's set (it would be ignored),
+    and the values of the run's own in their ranges (:mod:`.validate_sections`)."""
+    problem = unread_section_problem(c.algo)
+    return [problem] if problem else section_problems(c)
 
 
 CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, check_rnd, check_demos,
                        _check_scheme, _check_batch, _check_memory, _check_budget, _check_device,
-                       _check_replay, _check_offpolicy_env, check_her, _check_vtrace,
+                       _check_replay, _check_offpolicy_env, check_her, _check_sections,
                        _check_atari, _check_env_id]
 
 

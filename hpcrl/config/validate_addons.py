@@ -1,5 +1,5 @@
 """The config checks of the add-ons an agent takes beside its algorithm: Random Network
-Distillation (``rnd.*``), PPO+D's demonstrations (``algo.demos*``) and hindsight replay
+Distillation (``rnd.*``), PPO+D's demonstrations (``algo.ppo.demos*``) and hindsight replay
 (``replay.her_*``). Each returns the problems it finds, as :mod:`hpcrl.config.validate`'s
 checks do, which run them in their list."""
 from __future__ import annotations
@@ -46,24 +46,24 @@ def check_rnd(c: Config) -> list[str]:
 
 def check_demos(c: Config) -> list[str]:
     """PPO+D's keys: a PPO agent with a feedforward actor, replay slots that leave every
-    collector a real env, no demos_* key without algo.demos. The file itself is checked when
+    collector a real env, no demos_* key without algo.ppo.demos. The file itself is checked when
     training starts (:func:`hpcrl.core.demo_replay.demos_problem`), so a run whose file has
     moved still evaluates."""
-    a = c.algo
+    a = c.algo.ppo
     if not a.demos:
-        return unread("algo", a, ["demos_fraction", "demos_own"], "PPO+D",
-                       "set algo.demos to a demonstration file")
-    if not a.capabilities.demonstrations:
-        return [f"config key 'algo.demos': PPO+D replays demonstrations through PPO's "
-                f"clipped loss; algo.name={a.name} is not PPO. Use algo.name=ppo"]
+        return unread("algo.ppo", a, ["demos_fraction", "demos_own"], "PPO+D",
+                      "set algo.ppo.demos to a demonstration file")
+    if not c.algo.capabilities.demonstrations:
+        return [f"config key 'algo.ppo.demos': PPO+D replays demonstrations through PPO's "
+                f"clipped loss; algo.name={c.algo.name} is not PPO. Use algo.name=ppo"]
     if c.actor.memory != "none":
-        return [recomputed_from_observations(c, "algo.demos",
+        return [recomputed_from_observations(c, "algo.ppo.demos",
                                               "the replayed actions' log-probabilities",
                                               "demonstrations")]
-    problems = [in_unit("algo.demos_fraction", a.demos_fraction, low_open=True),
-                positive("algo.demos_own", a.demos_own, strict=False)]
+    problems = [in_unit("algo.ppo.demos_fraction", a.demos_fraction, low_open=True),
+                positive("algo.ppo.demos_own", a.demos_own, strict=False)]
     if a.demos_fraction >= 1:
-        problems.append(f"config key 'algo.demos_fraction' ({a.demos_fraction}) leaves no env "
+        problems.append(f"config key 'algo.ppo.demos_fraction' ({a.demos_fraction}) leaves no env "
                         f"slot to step a real env; use a value below 1, such as 0.25")
     if any(problems):
         return [p for p in problems if p]
@@ -74,12 +74,12 @@ def check_demos(c: Config) -> list[str]:
     total = n * collecting_ranks(c.scheme)  # the job's env slots, as the collectors see them
     slots = demo_slots(total, a.demos_fraction)
     if not slots.any():
-        return [f"config key 'algo.demos_fraction' ({a.demos_fraction}) gives none of the "
+        return [f"config key 'algo.ppo.demos_fraction' ({a.demos_fraction}) gives none of the "
                 f"job's {total} env slots to the demonstrations; raise it to at least "
                 f"{1 / total:.3g} or use more envs"]
     full = [k for k in range(total // n) if slots[k * n:(k + 1) * n].all()]
     if full:
-        return [f"config key 'algo.demos_fraction' ({a.demos_fraction}) makes every env of "
+        return [f"config key 'algo.ppo.demos_fraction' ({a.demos_fraction}) makes every env of "
                 f"the collecting process with envs {full[0] * n}-{full[0] * n + n - 1} a "
                 f"replay slot; lower it or raise env.num_envs"]
     return []

@@ -100,8 +100,8 @@ class DemoBuffer:
 
     @staticmethod
     def from_file(path: str, own_capacity: int) -> DemoBuffer:
-        """A buffer of the episodes in demonstration file ``path`` (``algo.demos``), with room for
-        ``own_capacity`` of the agent's (``algo.demos_own``)."""
+        """A buffer of the episodes in demonstration file ``path`` (``algo.ppo.demos``), with
+        room for ``own_capacity`` of the agent's (``algo.ppo.demos_own``)."""
         return DemoBuffer(episodes_of(read_demos(path)), own_capacity)
 
     @property

@@ -1,6 +1,6 @@
 """PPO+D's replay of demonstrations (Libardi et al. 2020, the seed's PPOD buffers).
 
-A fraction ``algo.demos_fraction`` of the job's env slots replays episodes instead of
+A fraction ``algo.ppo.demos_fraction`` of the job's env slots replays episodes instead of
 stepping an env: the slots are fixed by global env index (:func:`demo_slots`, the same for
 any layout), so a collector holding envs ``[a, b)`` steps real envs in its other slots only.
 A replay slot plays an episode of the :class:`DemoBuffer` row by row, its observations,
@@ -10,8 +10,8 @@ policy's advantage on those steps then pulls it towards the demonstrated actions
 PPO's ordinary loss, the learner taking the demonstrated actions' log-probabilities under the
 weights it starts the update with as the "old" ones (:func:`replayed_log_probs`).
 
-The buffer holds the demonstrations of ``algo.demos`` (never evicted) and up to
-``algo.demos_own`` of the agent's own best episodes: an episode of a real slot whose return
+The buffer holds the demonstrations of ``algo.ppo.demos`` (never evicted) and up to
+``algo.ppo.demos_own`` of the agent's own best episodes: an episode of a real slot whose return
 is at least the lowest return of the demonstrations joins, evicting the worst own episode
 held when full, so the agent replays what it does as well as its teacher.
 """
@@ -297,10 +297,10 @@ def demos_problem(path: str, observation_space: gym.Space, action_space: gym.Spa
     try:
         arrays = read_demos(path)
     except FileNotFoundError:
-        return (f"config key 'algo.demos': no file '{path}' (a relative path is taken from "
+        return (f"config key 'algo.ppo.demos': no file '{path}' (a relative path is taken from "
                 f"the directory hpcrl runs in, {Path.cwd()})")
     except (OSError, ValueError) as err:
-        return f"config key 'algo.demos' ({path}): {err}"
+        return f"config key 'algo.ppo.demos' ({path}): {err}"
     obs = file_obs(arrays)
 
     def mismatch(where: str, rows: Any, space: gym.Space) -> str | None:
@@ -324,18 +324,18 @@ def demos_problem(path: str, observation_space: gym.Space, action_space: gym.Spa
     problem = (mismatch("obs", obs, observation_space)
                or mismatch("actions", arrays["actions"], action_space))
     if problem:
-        return (f"config key 'algo.demos' ({path}): the demonstrations do not fit this env: "
+        return (f"config key 'algo.ppo.demos' ({path}): the demonstrations do not fit this env: "
                 f"{problem}; record them in the same env (hpcrl eval RUN --record FILE)")
     return None
 
 
 def collector_envs(config: Config, env_offset: int, total_envs: int) -> gym.vector.VectorEnv:
     """A collector's ``env.num_envs`` envs from global index ``env_offset``: the vector env
-    of :func:`~hpcrl.core.envs.make_vector_env`, or, with ``algo.demos``, one of
+    of :func:`~hpcrl.core.envs.make_vector_env`, or, with ``algo.ppo.demos``, one of
     :class:`DemoSlots` whose replay slots play the demonstrations."""
-    algo, n = config.algo, config.env.num_envs
-    if not algo.demos:
+    own, n = config.algo.ppo, config.env.num_envs
+    if not own.demos:
         return make_vector_env(config.env, n)
-    slots = slots_of_collector(total_envs, algo.demos_fraction, env_offset, n)
-    buffer = DemoBuffer.from_file(algo.demos, algo.demos_own)
+    slots = slots_of_collector(total_envs, own.demos_fraction, env_offset, n)
+    buffer = DemoBuffer.from_file(own.demos, own.demos_own)
     return DemoSlots(make_vector_env(config.env, int((~slots).sum())), slots, buffer)

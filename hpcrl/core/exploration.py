@@ -74,7 +74,8 @@ ActionNoise = GaussianNoise | OrnsteinUhlenbeckNoise
 
 def make_noise(kind: str, num_envs: int, action_dim: int, std: float, theta: float,
                dt: float) -> ActionNoise | None:
-    """The noise process named by ``replay.action_noise`` (None for 'none')."""
+    """The noise process named by ``algo.td3.action_noise`` or ``algo.ddpg.action_noise``
+    (None for 'none')."""
     if kind == "none":
         return None
     if kind == "ornstein_uhlenbeck":

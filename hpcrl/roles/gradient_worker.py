@@ -33,9 +33,8 @@ class GradientWorker:
         self.weights_version = 0
         actor = algorithm.actor
         self.message = Gradient.for_actor(actor, len(algorithm.stat_names))
-        config = algorithm.config
-        self.demo_slots = (demo_slots(total_envs, config.demos_fraction)
-                           if getattr(config, "demos", "") else None)
+        own = algorithm.config.ppo  # PPO+D's demonstrations: only PPO's section sets a file
+        self.demo_slots = (demo_slots(total_envs, own.demos_fraction) if own.demos else None)
 
     def load_weights(self, weights: Weights) -> None:
         """Load ``weights`` into the algorithm's actor and note their version (what the next

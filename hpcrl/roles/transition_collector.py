@@ -8,8 +8,8 @@ Every random draw of env ``i`` of the job comes from its own generator seeded by
 Steps pass through an n-step window; finished windows become the chunk's rows.
 
 Under Ape-X's settings a DQN collector acts with its own fixed epsilon
-(``replay.per_collector_eps``) and gives each row its initial replay priority, the
-``|n-step TD error|`` under its copy of the Q-network (``replay.initial_priorities``).
+(``algo.dqn.per_collector_eps``) and gives each row its initial replay priority, the
+``|n-step TD error|`` under its copy of the Q-network (``algo.dqn.initial_priorities``).
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 from torch import nn
 
+from hpcrl.config.algo_sections import DdpgConfig
 from hpcrl.config.schema import Config
 from hpcrl.core.acting import GreedyQEngine, SquashedGaussianEngine, make_engine
 from hpcrl.core.envs import as_discrete
@@ -56,8 +57,16 @@ def _layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int,
     """Chunks of ``steps`` steps per env, plus the windows an n-step window may flush;
     observations in ``obs_dtype`` (the carried dtype of the env's observation format)."""
     return TransitionLayout((steps + config.replay.n_step - 1) * num_envs, obs_shape,
-                            action_shape, config.replay.initial_priorities == "collector",
+                            action_shape, config.algo.dqn.initial_priorities == "collector",
                             obs_dtype, streams=config.replay.her_strategy != "none")
+
+
+def exploration_noise_keys(config: Config) -> DdpgConfig:
+    """The action-noise keys of a deterministic policy: its algorithm's own section (TD3's
+    or DDPG's, or a plug-in's of them), else DDPG's (a deterministic plug-in that derives
+    from ``hpcrl.OffPolicyAlgorithm`` directly has no noise keys of its own)."""
+    own = config.algo.own
+    return own if isinstance(own, DdpgConfig) else config.algo.ddpg
 
 
 class TransitionCollector:
@@ -93,17 +102,20 @@ class TransitionCollector:
         self.action_dim = 0 if self.discrete else int(np.prod(space.shape or ()))
         engine = self.engine  # its policy is ``policy``, typed by the engine's kind
         self.scale = None if isinstance(engine, GreedyQEngine) else engine.policy.scale
+        noise = exploration_noise_keys(config)
         self.noise = None if self.discrete or self.sampling else make_noise(
-            self.replay.action_noise, n, self.action_dim, self.replay.noise_std,
-            self.replay.ou_theta, self.replay.ou_dt)
+            noise.action_noise, n, self.action_dim, noise.noise_std, noise.ou_theta,
+            noise.ou_dt)
         fmt = obs_format(envs.single_observation_space)
         action_shape = () if self.discrete else (self.action_dim,)
         self.window = NStepWindow(self.replay.n_step, config.algo.gamma, n, fmt.shape,
                                   action_shape, fmt.dtype)
+        # epsilon-greedy's keys: DQN's section (a discrete off-policy plug-in runs as DQN)
+        self.epsilon = config.algo.dqn
         self.fixed_eps = (collector_epsilon(collector_index, collector_count,
-                                            self.replay.collector_eps_base,
-                                            self.replay.collector_eps_alpha)
-                          if self.replay.per_collector_eps else None)
+                                            self.epsilon.collector_eps_base,
+                                            self.epsilon.collector_eps_alpha)
+                          if self.epsilon.per_collector_eps else None)
         self.weights_version = 0
         # the envs, their generators, observations and episode trackers
         self.core = EnvCore(envs, fmt, config.seed, env_offset, self.total_envs,
@@ -146,9 +158,9 @@ class TransitionCollector:
                 return draws["random"][t]
             eps = self.fixed_eps
             if eps is None:
-                eps = linear_epsilon(self.replay.exploration_initial_eps,
-                                     self.replay.exploration_final_eps,
-                                     self.replay.exploration_fraction,
+                eps = linear_epsilon(self.epsilon.exploration_initial_eps,
+                                     self.epsilon.exploration_final_eps,
+                                     self.epsilon.exploration_fraction,
                                      job_steps / self.config.train.total_env_steps)
             greedy = self.acting.act(obs)
             return np.where(draws["explore"][t] < eps, draws["random"][t], greedy)
@@ -231,7 +243,7 @@ class TransitionCollector:
         if k == 0:
             return
         engine = self.engine
-        # replay.initial_priorities=collector is refused for any algo but dqn (validate)
+        # algo.dqn.initial_priorities=collector is refused for any algo but dqn (validate)
         assert isinstance(engine, GreedyQEngine)
         q = engine.q_values(chunk.obs[:k])
         taken = q[np.arange(k), chunk.actions[:k].astype(np.int64)]

@@ -45,9 +45,9 @@ def rank_table(config: Config) -> list[RankRole]:
 
 def exploration_epsilon(config: Config, role: RankRole) -> float | None:
     """The fixed epsilon of a collecting rank under Ape-X's per-collector schedule, or None."""
-    if not (config.replay.per_collector_eps and role.collects):
+    if not (config.algo.dqn.per_collector_eps and role.collects):
         return None
-    r, n = config.replay, collecting_ranks(config.scheme)
+    r, n = config.algo.dqn, collecting_ranks(config.scheme)
     return collector_epsilon(role.env_offset // config.env.num_envs, n, r.collector_eps_base,
                              r.collector_eps_alpha)
 
@@ -62,12 +62,13 @@ def agent_summary(config: Config) -> str:
         return f"{a.name}{vtrace}{lag}"
     replay = "prioritised replay" if r.prioritized else "uniform replay"
     if r.prioritized:
-        replay += (" (priorities from the collectors)" if r.initial_priorities == "collector"
+        replay += (" (priorities from the collectors)"
+                   if a.dqn.initial_priorities == "collector"
                    else " (new transitions at the max priority)")
     parts = [a.name, f"{replay} of {r.buffer_size:,}"]
     if r.n_step > 1:
         parts.append(f"{r.n_step}-step returns")
-    if r.per_collector_eps:
+    if a.dqn.per_collector_eps:
         parts.append("per-collector epsilon")
     return ", ".join(parts)
 

@@ -42,9 +42,9 @@ PRESETS: dict[str, dict[str, Any]] = {
 # progress row, so new data and new weights travel while training goes on.
 PRESET_AGENTS: dict[str, dict[str, dict[str, Any]]] = {
     "impala": {"algo": {"name": "impala"}},
-    "apex": {"algo": {"name": "dqn", "num_steps": 256},
-             "replay": {"prioritized": True, "n_step": 3, "per_collector_eps": True,
-                        "initial_priorities": "collector"}},
+    "apex": {"algo": {"name": "dqn", "num_steps": 256,
+                      "dqn": {"per_collector_eps": True, "initial_priorities": "collector"}},
+             "replay": {"prioritized": True, "n_step": 3}},
     "async-sac": {"algo": {"name": "sac", "num_steps": 100}},
 }
 
@@ -76,9 +76,25 @@ def apply_preset_agent(data: dict[str, Any]) -> dict[str, Any]:
     agent = PRESET_AGENTS.get(name or "")
     if not agent:
         return data
-    out = dict(data)
-    for section, defaults in agent.items():
-        own = out.get(section)
-        out[section] = {**defaults, **own} if isinstance(own, dict) else (
-            dict(defaults) if own is None else own)
+    from hpcrl.config.algo_defaults import algorithm_kind_of
+    from hpcrl.config.algo_sections import SECTIONS
+
+    algo = data.get("algo")
+    named = isinstance(algo, dict) and "name" in algo
+    if named and algorithm_kind_of(data) != agent["algo"]["name"]:
+        # the config names another algorithm: the agent's algorithm section is not its own
+        agent = {**agent, "algo": {key: value for key, value in agent["algo"].items()
+                                   if key not in SECTIONS}}
+    return _under(agent, data)
+
+
+def _under(defaults: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    """``own`` with ``defaults`` filled in under every key it leaves unset, section by
+    section (a key ``own`` sets, or a section it sets to something else, wins)."""
+    own = {key: value for key, value in own.items()
+           if not (value is None and isinstance(defaults.get(key), dict))}  # an empty section
+    out = {**defaults, **own}
+    for key, value in defaults.items():
+        if isinstance(value, dict) and isinstance(own.get(key), dict):
+            out[key] = _under(value, own[key])
     return out

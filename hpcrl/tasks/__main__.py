@@ -1,5 +1,5 @@
 """``python -m hpcrl.tasks FILE.npz [EPISODES]``: write scripted demonstrations of the
-corridor (:func:`hpcrl.tasks.corridor.record_walk`), the file ``algo.demos`` reads."""
+corridor (:func:`hpcrl.tasks.corridor.record_walk`), the file ``algo.ppo.demos`` reads."""
 from __future__ import annotations
 
 import sys

@@ -56,7 +56,7 @@ class Corridor(gym.Env):
 
 def record_walk(path: str, episodes: int = 1, length: int = 40) -> int:
     """Write ``episodes`` demonstrations of the scripted walk to the end (always right) in
-    the format of :mod:`hpcrl.demos` (what ``algo.demos`` reads); returns the rows written."""
+    the format of :mod:`hpcrl.demos` (what ``algo.ppo.demos`` reads); returns the rows written."""
     from hpcrl.demos import DemoRecorder
 
     recorder = DemoRecorder(episodes)

@@ -94,7 +94,7 @@ def test_image_encoder_and_dqn_train_evaluate_and_resume_on_dicts(algo, encoder,
             "actor.features=32", "train.total_env_steps=2048", "train.tensorboard=false",
             "train.eval_episodes=2"]
     sets += (["replay.learning_starts=256", "replay.buffer_size=4096"] if algo == "dqn"
-             else ["algo.num_epochs=2"])  # a ResNet step is dear on CPU: wiring, not learning
+             else ["algo.ppo.num_epochs=2"])  # a ResNet step is dear on CPU: wiring, not learning
     Trainer(from_dict({}, sets), RunDir(tmp_path), console=None).train()
     ckpt = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
     assert ckpt["policy"]["obs_format"]["dtype"] == "uint8"

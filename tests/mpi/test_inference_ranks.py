@@ -15,7 +15,7 @@ from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 
 SYNC = [*FAST, ROUNDING_SAFE_ADAM, "scheme.preset=a2c", "env.num_envs=4", "algo.num_steps=16",
-        "algo.minibatch_size=32", "algo.num_epochs=2", "train.total_env_steps=2048",
+        "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=2", "train.total_env_steps=2048",
         "train.checkpoint_every=100"]
 
 
@@ -123,7 +123,7 @@ def test_mpo_on_async_sacs_layout_samples_its_actions_on_an_inference_rank():
     sets = [*FAST, "scheme.preset=async-sac", "algo.name=mpo", "scheme.inference_ranks=1",
             "env.id=Pendulum-v1", "env.num_envs=2", "actor.hidden_sizes=[32,32]",
             "algo.num_steps=100", "replay.batch_size=32", "replay.learning_starts=200",
-            "replay.mpo_action_samples=4", "train.total_env_steps=1600"]
+            "algo.mpo.action_samples=4", "train.total_env_steps=1600"]
     done = train_mpi(from_dict({}, sets), run_dir / "run")
     served = comm.allgather(done.ranked.rows if done.job.role.role == "inference" else None)
     steps = comm.allgather(done.ranked.collector.vector_steps * 2

@@ -13,8 +13,8 @@ from hpcrl.placement.mpi import train_mpi
 
 UPDATES, EPOCHS, MINIBATCHES = 3, 2, 4
 SETS = ["train.tensorboard=false", "train.eval_episodes=0", "scheme.preset=ddppo",
-        "env.num_envs=4", "algo.num_steps=32", f"algo.num_epochs={EPOCHS}",
-        "algo.minibatch_size=64", f"train.total_env_steps={UPDATES * 32 * 8}",
+        "env.num_envs=4", "algo.num_steps=32", f"algo.ppo.num_epochs={EPOCHS}",
+        "algo.ppo.minibatch_size=64", f"train.total_env_steps={UPDATES * 32 * 8}",
         "train.checkpoint_every=100", "env.normalize_obs=true"]
 
 

@@ -11,8 +11,8 @@ from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
 
 K_UPDATES = 6
-COMMON = ["train.tensorboard=false", "train.eval_episodes=0", "algo.num_epochs=4",
-          "algo.minibatch_size=64", f"train.total_env_steps={K_UPDATES * 32 * 8}",
+COMMON = ["train.tensorboard=false", "train.eval_episodes=0", "algo.ppo.num_epochs=4",
+          "algo.ppo.minibatch_size=64", f"train.total_env_steps={K_UPDATES * 32 * 8}",
           "train.checkpoint_every=100", ROUNDING_SAFE_ADAM]
 
 
@@ -92,7 +92,7 @@ def test_recurrent_layouts_agree(memory):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     agent = ["env.id=hpcrl_testenvs:CueMemory-v0", f"actor.memory={memory}",
-             "actor.memory_size=16", "algo.minibatch_size=128"]
+             "actor.memory_size=16", "algo.ppo.minibatch_size=128"]
     _, mine, trainer = two_ranks_then_one(comm, agent)
     if comm.rank == 0:
         serial = trainer.config
@@ -138,7 +138,7 @@ def test_serial_and_one_learner_mpi_runs_write_the_same_progress(tmp_path):
     the same config write progress.csv with the same columns and, but for timings, the same
     values: both run one learner loop and report through one definition of each figure."""
     sets = ["train.total_env_steps=2048", "env.num_envs=4", "algo.num_steps=64",
-            "algo.num_epochs=2", "algo.minibatch_size=64", "train.checkpoint_every=100"]
+            "algo.ppo.num_epochs=2", "algo.ppo.minibatch_size=64", "train.checkpoint_every=100"]
     train(2, tmp_path / "mpi", sets + ["scheme.preset=a2c", "scheme.collectors_per_worker=1"])
     Trainer(from_dict({}, FAST + sets), RunDir(tmp_path / "serial"), console=None).train()
     serial, mpi = rows(tmp_path / "serial"), rows(tmp_path / "mpi")

@@ -18,8 +18,8 @@ from hpcrl.training import Trainer
 
 RECIPES = {"rnd": str(ROOT / "examples" / "ppo-rnd.yaml"),
            "demos": str(ROOT / "examples" / "ppo-demos.yaml")}
-EXACT = ["train.tensorboard=false", "train.eval_episodes=0", "algo.num_epochs=4",
-         "algo.minibatch_size=64", "train.total_env_steps=1536", "train.checkpoint_every=100",
+EXACT = ["train.tensorboard=false", "train.eval_episodes=0", "algo.ppo.num_epochs=4",
+         "algo.ppo.minibatch_size=64", "train.total_env_steps=1536", "train.checkpoint_every=100",
          "algo.num_steps=32", ROUNDING_SAFE_ADAM, "rnd.enabled=true",
          "env.id=hpcrl.tasks:Corridor-v0"]
 

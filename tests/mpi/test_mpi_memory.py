@@ -41,7 +41,7 @@ def assert_ranks_flat(tmp_path: Path, sets: list[str], probed: dict[int, str]) -
 def test_async_ppo_ranks_heap_is_flat(tmp_path):
     updates = LAST + 60  # 32 env steps each; collectors collect at least as many rollouts
     assert_ranks_flat(tmp_path, ["scheme.preset=async-ppo", "env.num_envs=2", "algo.num_steps=8",
-                                 "algo.minibatch_size=32", "algo.num_epochs=1",
+                                 "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=1",
                                  f"train.total_env_steps={32 * updates}"],
                       {0: "gradients", 1: "collect", 2: "collect"})
 

@@ -43,7 +43,7 @@ def stops_naming_env_and_checkpoint(n: int, tmp_path, sets: list[str], rank: int
 @pytest.mark.timeout(180)
 def test_ddppo_stops_on_a_nan_observation_of_one_rank(tmp_path):
     stops_naming_env_and_checkpoint(2, tmp_path, ["scheme.preset=ddppo", "scheme.allreduce=mpi",
-                                                  "algo.minibatch_size=32"], rank=1, after=100)
+                                                  "algo.ppo.minibatch_size=32"], rank=1, after=100)
 
 
 @pytest.mark.timeout(180)
@@ -60,7 +60,7 @@ def test_ddppo_skip_update_drops_an_overflowing_gradient_on_every_rank_and_goes_
     bad = {"HPCRL_TEST_BAD_AFTER": "100", "HPCRL_TEST_BAD_SEEDS": "5",
            "HPCRL_TEST_BAD_WHAT": "huge_reward"}  # one finite 1e30 reward on rank 1 only
     sets = FAST + [BAD_ENV, "scheme.preset=ddppo", "scheme.allreduce=mpi",
-                   "algo.minibatch_size=32", "train.total_env_steps=1280",
+                   "algo.ppo.minibatch_size=32", "train.total_env_steps=1280",
                    "train.on_nonfinite=skip_update"]
     done = run(2, ["train", "--run-dir", str(run_dir)], sets, env=bad, timeout=150)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -60,7 +60,7 @@ def test_impala_preset_learns_cartpole(tmp_path):
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("algo", [["algo.name=sac"],
-                                  ["algo.name=mpo", "replay.mpo_action_samples=4"]],
+                                  ["algo.name=mpo", "algo.mpo.action_samples=4"]],
                          ids=["sac", "mpo"])
 def test_async_sac_keeps_the_replay_ratio_of_one_process(tmp_path, algo):
     run_dir = tmp_path / "sac"

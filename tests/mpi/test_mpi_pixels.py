@@ -15,8 +15,8 @@ from hpcrl.training import Trainer
 
 MINATAR = ["env.id=MinAtar/Breakout-v1", "actor.encoder=impala_resnet", "actor.features=64",
            "actor.hidden_sizes=[]"]
-COMMON = ["train.tensorboard=false", "train.eval_episodes=0", "algo.num_epochs=2",
-          "algo.num_steps=16", "algo.minibatch_size=64", "train.total_env_steps=384",
+COMMON = ["train.tensorboard=false", "train.eval_episodes=0", "algo.ppo.num_epochs=2",
+          "algo.num_steps=16", "algo.ppo.minibatch_size=64", "train.total_env_steps=384",
           "train.checkpoint_every=100", ROUNDING_SAFE_ADAM]
 
 
@@ -48,9 +48,9 @@ def test_two_gradient_ranks_with_a_resnet_reach_the_weights_of_one(agent):
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("preset,ranks", [("impala", 3), ("a3c", 3)])
 def test_on_policy_presets_train_on_bool_planes(preset, ranks, tmp_path):
-    train(ranks, tmp_path, MINATAR + [f"scheme.preset={preset}", "env.num_envs=4",
-                                      "algo.minibatch_size=64", "algo.num_epochs=2",
-                                      "train.total_env_steps=2048"], timeout=200)
+    ppo = [] if preset == "impala" else ["algo.ppo.minibatch_size=64", "algo.ppo.num_epochs=2"]
+    train(ranks, tmp_path, MINATAR + ppo + [f"scheme.preset={preset}", "env.num_envs=4",
+                                            "train.total_env_steps=2048"], timeout=200)
     assert column(tmp_path, "env_steps")[-1] >= 2048
     saved = load_checkpoint(RunDir(tmp_path).checkpoint_path)
     assert saved["policy"]["obs_format"]["dtype"] == "bool"

@@ -21,7 +21,7 @@ def eval_return(run_dir) -> float:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_gru_solves_the_memory_task_and_an_mlp_does_not(tmp_path):
-    budget = ["train.total_env_steps=20000", "algo.num_epochs=4"]
+    budget = ["train.total_env_steps=20000", "algo.ppo.num_epochs=4"]
     train(1, tmp_path / "gru", CUE + GRU + budget)
     train(1, tmp_path / "mlp", CUE + budget)
     assert eval_return(tmp_path / "gru") >= 0.95  # 100 games, the cue recalled in all
@@ -33,7 +33,7 @@ def test_a_gru_solves_the_memory_task_and_an_mlp_does_not(tmp_path):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("n,sets", [
-    (3, ["scheme.preset=async-ppo", "train.total_env_steps=30000", "algo.num_epochs=4"]),
+    (3, ["scheme.preset=async-ppo", "train.total_env_steps=30000", "algo.ppo.num_epochs=4"]),
     (3, ["scheme.preset=impala", "train.total_env_steps=80000"]),
 ], ids=["async-ppo", "impala"])
 def test_asynchronous_collectors_ship_states_with_their_rollouts(tmp_path, n, sets):
@@ -51,7 +51,7 @@ def test_every_scheme_carries_the_state_into_its_checkpoint(tmp_path, n, sets):
     import torch
 
     train(n, tmp_path, ["actor.memory=gru", "actor.memory_size=16", "env.num_envs=4",
-                        "algo.minibatch_size=64", "train.total_env_steps=2048",
+                        "algo.ppo.minibatch_size=64", "train.total_env_steps=2048",
                         "train.checkpoint_every=2", *sets])
     saved = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
     collectors = saved["placement"]["collectors"]

@@ -13,8 +13,8 @@ pytest.importorskip("vizdoom")
 
 RECIPE = str(ROOT / "examples" / "showcase-vizdoom.yaml")
 SMALL = ["env.id=VizdoomBasic-v1", "env.num_envs=2", "env.vizdoom.width=64",
-         "env.vizdoom.height=36", "algo.num_steps=16", "algo.minibatch_size=128",
-         "algo.num_epochs=2", "train.total_env_steps=2048", "train.eval_episodes=1",
+         "env.vizdoom.height=36", "algo.num_steps=16", "algo.ppo.minibatch_size=128",
+         "algo.ppo.num_epochs=2", "train.total_env_steps=2048", "train.eval_episodes=1",
          "train.checkpoint_every=100"]
 
 

@@ -119,7 +119,7 @@ def test_async_collection_is_not_held_back_by_a_slow_collector(tmp_path):
 @pytest.mark.timeout(150)
 def test_async_gradients_are_applied_as_they_arrive(tmp_path):
     sets = ["scheme.preset=a3c", "env.id=hpcrl_testenvs:SlowCartPole-v0",
-            "train.total_env_steps=16384", "algo.num_epochs=1", "algo.minibatch_size=256"]
+            "train.total_env_steps=16384", "algo.ppo.num_epochs=1", "algo.ppo.minibatch_size=256"]
     train(3, tmp_path, sets, env={"HPCRL_TEST_SLOW_SECONDS": "0.001", "HPCRL_TEST_SLOW_RANKS": "2"})
     asynchrony = column(tmp_path, "gradient_asynchrony")
     # the slow worker's gradients were computed on weights many updates old: the fast

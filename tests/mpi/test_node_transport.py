@@ -12,7 +12,7 @@ from hpcrl.core.flat import params_to_flat
 from hpcrl.placement.mpi import train_mpi
 
 SYNC = [*FAST, ROUNDING_SAFE_ADAM, "scheme.preset=a2c", "env.num_envs=4", "algo.num_steps=16",
-        "algo.minibatch_size=32", "algo.num_epochs=2", "train.total_env_steps=2048",
+        "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=2", "train.total_env_steps=2048",
         "train.checkpoint_every=100"]
 
 
@@ -64,7 +64,7 @@ def test_shared_memory_gives_the_weights_of_messages(inference):
     run_dir = shared_dir(comm)
     # 4 ranks: the worker and 3 collectors, or the worker, an inference rank and 2 collectors
     sets = SYNC + [f"scheme.collectors_per_worker={3 - inference}",
-                   f"algo.minibatch_size={24 if inference == 0 else 32}",
+                   f"algo.ppo.minibatch_size={24 if inference == 0 else 32}",
                    f"scheme.inference_ranks={inference}", "env.normalize_obs=true"]
     shared, shared_weights = trained(sets, run_dir / "shared")
     messages, message_weights = trained(sets + ["scheme.transport=messages"], run_dir / "msg")
@@ -130,7 +130,7 @@ def test_too_little_dev_shm_falls_back_to_messages_or_is_refused(monkeypatch, ca
     run_dir = shared_dir(comm)
     monkeypatch.setattr(transport, "shm_free_bytes", lambda: 0)  # a full /dev/shm
     sets = [*FAST, "scheme.preset=a2c", "scheme.collectors_per_worker=1", "env.num_envs=2",
-            "algo.num_steps=16", "algo.minibatch_size=32", "train.total_env_steps=256"]
+            "algo.num_steps=16", "algo.ppo.minibatch_size=32", "train.total_env_steps=256"]
     done = train_mpi(from_dict({}, sets), run_dir / "auto")
     err = capsys.readouterr().err
     if comm.rank == 0:
@@ -178,7 +178,7 @@ def test_a3c_workers_take_lz4_compressed_weights_from_the_updater():
     run_dir = shared_dir(comm)
     done = train_mpi(from_dict({}, [*FAST, "scheme.preset=a3c", "scheme.compress=lz4",
                                     "env.num_envs=2", "algo.num_steps=16",
-                                    "algo.minibatch_size=32",
+                                    "algo.ppo.minibatch_size=32",
                                     "train.total_env_steps=1024"]), run_dir / "a3c")
     if done.job.role.role == "gradient_worker":
         assert done.ranked.params.codec.name == "lz4"

@@ -35,7 +35,7 @@ PACE = "first_run_pace:FirstRunPace"  # an env wrapper in this directory
 HPCRL = str(Path(sys.executable).with_name("hpcrl"))
 TINY: dict[str, Any] = {
     "env": {"num_envs": 2},
-    "algo": {"num_steps": 16, "minibatch_size": 32, "num_epochs": 1},
+    "algo": {"num_steps": 16, "ppo": {"minibatch_size": 32, "num_epochs": 1}},
     "train": {"total_env_steps": 1024, "eval_episodes": 0, "tensorboard": False,
               "device": "cpu", "log_interval_s": 60, "checkpoint_every": 4},
 }
@@ -46,6 +46,8 @@ def write_config(tmp_path: Path, extra: dict[str, Any] | None = None,
     data = json.loads(json.dumps(TINY))
     for section, keys in (extra or {}).items():
         data.setdefault(section, {}).update(keys)
+    if data.get("scheme", {}).get("preset") in ("impala", "apex", "async-sac"):
+        del data["algo"]["ppo"]  # these presets train algorithms of their own, not PPO
     path = tmp_path / name
     path.write_text(yaml.safe_dump(data))
     return path
@@ -143,7 +145,8 @@ def test_a_template_runs_components_of_ones_own(tmp_path: Path) -> None:
 def test_sync_template_all_reduces_over_two_nodes(tmp_path: Path) -> None:
     # one minibatch per update: a preempted straggler's shorter rollout still splits into it
     config = write_config(tmp_path, {"scheme": {"preset": "ddppo"},
-                                     "algo": {"minibatch_size": 128}})
+                                     "algo": {"ppo": {"minibatch_size": 128,
+                                                      "num_epochs": 1}}})
     rendered, script = render_job(tmp_path, "sync", "sync", config=str(config), nodes=2,
                                   gpus_per_node=2)
     plan = plan_of(config, rendered)

@@ -39,15 +39,15 @@ class Capabilities:
     collected, which the collectors stream whole) or ``"replay"`` (off-policy: transitions go
     into a replay that one learner samples from). ``storage``: the batches it trains on,
     GAE rollouts, V-trace sequences or replay samples. ``minibatched_epochs``: each rollout is
-    cut into ``algo.minibatch_size`` minibatches for ``algo.num_epochs`` epochs (PPO), rather
-    than one gradient step per rollout. ``actions``: the action spaces it acts in.
+    cut into ``algo.ppo.minibatch_size`` minibatches for ``algo.ppo.num_epochs`` epochs
+    (PPO), rather than one gradient step per rollout. ``actions``: the action spaces it acts in.
     ``image_observations``: its networks take images through ``actor.encoder``.
     ``bounded_actions``: it squashes continuous actions into the space's [low, high], so
     the bounds must be finite.
     ``exploration``: how it explores (its collectors' side). ``target_networks``: it keeps
     slowly-updated copies of its networks. ``acting_q_values``: it acts through a Q-network,
-    whose values let its collectors compute TD errors (``replay.initial_priorities``).
-    ``demonstrations``: it learns from a demonstration file (``algo.demos``, PPO+D).
+    whose values let its collectors compute TD errors (``algo.dqn.initial_priorities``).
+    ``demonstrations``: it learns from a demonstration file (``algo.ppo.demos``, PPO+D).
     ``goal_relabelling``: its replay can relabel goals (``replay.her_strategy``).
     """
 

@@ -61,7 +61,7 @@ class IMPALA(Algorithm[VTraceStorage, SequenceBatch]):
             values = values.view(steps, envs)
         log_rhos = log_probs.detach() - batch.log_probs
         vs, pg_advantages = vtrace(log_rhos, batch.discounts, batch.rewards, values.detach(),
-                                   batch.bootstrap, cfg.vtrace_clip_rho, cfg.vtrace_clip_c)
+                                   batch.bootstrap, cfg.impala.clip_rho, cfg.impala.clip_c)
         policy_loss = -(pg_advantages * log_probs).mean()
         value_loss = F.mse_loss(values, vs)
         bonus, entropy_mean = entropy_bonus(entropy, cfg.ent_coef)

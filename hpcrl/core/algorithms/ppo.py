@@ -30,23 +30,25 @@ class PPO(Algorithm[RolloutStorage, GaeBatch]):
 
     @property
     def clip_range(self) -> float:
-        """``algo.clip_range`` under ``algo.clip_schedule`` at the current progress."""
-        return linear_schedule(self.config.clip_range, self.config.clip_schedule, self.progress)
+        """``algo.ppo.clip_range`` under ``algo.ppo.clip_schedule`` at the current
+        progress."""
+        own = self.config.ppo
+        return linear_schedule(own.clip_range, own.clip_schedule, self.progress)
 
     def minibatches(self, storage: RolloutStorage, update: int, seed: int, total_envs: int,
                     count: int) -> Iterator[GaeBatch]:
-        """``count`` env-stratified minibatches per epoch for ``algo.num_epochs`` epochs, each
+        """``count`` env-stratified minibatches per epoch for ``algo.ppo.num_epochs`` epochs, each
         epoch's order seeded by ``(seed, update, epoch)`` over the job's envs."""
-        for epoch in range(self.config.num_epochs):  # one minibatch needs no order
+        for epoch in range(self.config.ppo.num_epochs):  # one minibatch needs no order
             order = epoch_seed(seed, update, epoch) if count > 1 else 0
             yield from storage.minibatches(count, order, total_envs)
 
     def steps_per_update(self, count: int) -> int:
-        """``algo.num_epochs x count``."""
-        return self.config.num_epochs * count
+        """``algo.ppo.num_epochs x count``."""
+        return self.config.ppo.num_epochs * count
 
     def loss(self, batch: GaeBatch) -> tuple[torch.Tensor, dict[str, float]]:
-        """The clipped surrogate, the value error (clipped with ``algo.clip_range_vf``) and the
+        """The clipped surrogate, the value error (clipped with ``algo.ppo.clip_range_vf``) and the
         entropy bonus; also reports the approximate KL and the clipped fraction."""
         cfg = self.config
         log_probs, entropy, values, batch = self.evaluate(batch)
@@ -56,9 +58,9 @@ class PPO(Algorithm[RolloutStorage, GaeBatch]):
         clip = self.clip_range
         surrogate = torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
         policy_loss = -surrogate.mean()
-        if cfg.clip_range_vf is not None:
-            values = batch.values + (values - batch.values).clamp(-cfg.clip_range_vf,
-                                                                  cfg.clip_range_vf)
+        clip_vf = cfg.ppo.clip_range_vf
+        if clip_vf is not None:
+            values = batch.values + (values - batch.values).clamp(-clip_vf, clip_vf)
         value_loss = value_error(values, batch.returns)
         bonus, entropy_mean = entropy_bonus(entropy, cfg.ent_coef)
         loss = policy_loss - bonus + cfg.vf_coef * value_loss

@@ -52,13 +52,13 @@ class DQN(OffPolicyAlgorithm):
 
     def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """Huber loss of ``Q(s, a)`` to the target network's bootstrapped value (double Q with
-        ``replay.double_q``), weighted by the importance weights of a prioritised batch."""
+        ``algo.dqn.double_q``), weighted by the importance weights of a prioritised batch."""
         target_q = self.target_q.module
         obs, next_obs = batch.obs, batch.next_obs  # as carried: the encoder takes them
         q = self.q.q_values(obs).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
         with torch.no_grad():
             next_q = target_q.q_values(next_obs)
-            if self.replay.double_q:
+            if self.algo.dqn.double_q:
                 best = self.q.q_values(next_obs).argmax(dim=1, keepdim=True)
                 next_value = next_q.gather(1, best).squeeze(1)
             else:

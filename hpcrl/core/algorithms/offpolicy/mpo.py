@@ -1,16 +1,16 @@
 """MPO (Abdolmaleki et al. 2018): maximum a posteriori policy optimisation, continuous actions.
 
 Each gradient step, for every state ``s`` of the batch, ``N`` actions ``a_j = tanh(u_j)`` are
-drawn from the *target* policy (``replay.mpo_action_samples``) and valued by the target
+drawn from the *target* policy (``algo.mpo.action_samples``) and valued by the target
 critics:
 
 - **E-step** (a non-parametric improved policy): weights ``w_j = softmax_j(Q(s, a_j) /
   eta)``; the temperature ``eta`` minimises the dual ``eta * epsilon + eta * mean_s log
   mean_j exp(Q(s, a_j) / eta)``, which keeps the improved policy within KL ``epsilon``
-  (``replay.mpo_epsilon``) of the target policy;
+  (``algo.mpo.epsilon``) of the target policy;
 - **M-step** (fit the policy to it): maximise ``sum_j w_j log pi(u_j | s)`` under trust
   regions on the mean and the covariance *decoupled*, each with its own KL bound
-  (``replay.mpo_epsilon_mean``, ``replay.mpo_epsilon_std``, per action dimension) and
+  (``algo.mpo.epsilon_mean``, ``algo.mpo.epsilon_std``, per action dimension) and
   Lagrange multiplier: the mean is fitted with the target's std, the std with the target's
   mean, and ``alpha * KL`` penalises each (the multipliers ascend ``alpha * (epsilon -
   KL)``).
@@ -20,7 +20,7 @@ log-likelihoods are taken on the Gaussian over ``u``. The critics learn TD targe
 ``r + discount * mean_j min_k Q_target_k(s', a'_j)`` with ``a'_j`` from the target policy.
 Policy, critics and the dual variables (``eta``, ``alpha_mean``, ``alpha_std``, each
 positive through a softplus) are segments of their own; the duals step with
-``replay.mpo_dual_lr``. Target policy and critics move by ``replay.tau`` every
+``algo.mpo.dual_lr``. Target policy and critics move by ``replay.tau`` every
 ``replay.target_update_interval`` steps.
 """
 from __future__ import annotations
@@ -112,7 +112,7 @@ class MPO(OffPolicyAlgorithm):
     def build(self) -> list[tuple[str, nn.Module]]:
         """The squashed Gaussian policy, the critic ensemble and the duals (segments ``policy``,
         ``critic``, ``duals``), and target copies of the policy and critics."""
-        cfg, spaces, r = self.config, self.spaces, self.config.replay
+        cfg, spaces, r = self.config, self.spaces, self.config.algo.mpo
         self.pi = SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), cfg.actor,
                                          spaces.obs_format)
         self.action_dim = self.pi.action_dim
@@ -121,8 +121,8 @@ class MPO(OffPolicyAlgorithm):
         self.targets["critic"] = TargetNetwork(self.critic)
         self.target_pi = TargetNetwork(self.pi)  # typed: its module is the policy's class
         self.targets["policy"] = self.target_pi
-        self.duals = MpoDuals(self.action_dim, r.mpo_init_temperature, r.mpo_init_alpha,
-                              r.mpo_init_alpha)
+        self.duals = MpoDuals(self.action_dim, r.init_temperature, r.init_alpha,
+                              r.init_alpha)
         return [("policy", self.pi), ("critic", self.critic), ("duals", self.duals)]
 
     @property
@@ -131,8 +131,8 @@ class MPO(OffPolicyAlgorithm):
         return self.pi
 
     def segment_learning_rate(self, name: str, lr: float) -> float:
-        """``replay.mpo_dual_lr`` for the duals, ``lr`` for the networks."""
-        return self.replay.mpo_dual_lr if name == "duals" else lr
+        """``algo.mpo.dual_lr`` for the duals, ``lr`` for the networks."""
+        return self.algo.mpo.dual_lr if name == "duals" else lr
 
     def _target_samples(self, obs: torch.Tensor, n: int
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -155,8 +155,8 @@ class MPO(OffPolicyAlgorithm):
         """Critic TD loss to the target policy's expected next value, the E-step's temperature
         dual, the M-step's decoupled mean and std fits under their KL trust regions, and the
         multipliers' duals, summed."""
-        r = self.replay
-        n = r.mpo_action_samples
+        r = self.algo.mpo
+        n = r.action_samples
         obs, next_obs = self.pi.features(batch.obs), self.pi.features(batch.next_obs)
         # critics: TD targets with the target policy's expected next value
         with torch.no_grad():
@@ -174,7 +174,7 @@ class MPO(OffPolicyAlgorithm):
         with torch.no_grad():
             q = self._target_q(obs, actions)
         temperature, alpha_mean, alpha_std = self.duals.values()
-        temperature_dual, weights = temperature_loss(q, temperature, r.mpo_epsilon)
+        temperature_dual, weights = temperature_loss(q, temperature, r.epsilon)
         # M-step: the decoupled fits, each under its own trust region
         mean, log_std = self.pi.mean_log_std(obs)
         std = log_std.exp()
@@ -183,8 +183,8 @@ class MPO(OffPolicyAlgorithm):
         kl_mean, kl_std = decoupled_kl(mean_t, std_t, mean, std)
         policy_loss = (-(fit_mean + fit_std) + (alpha_mean.detach() * kl_mean).sum()
                        + (alpha_std.detach() * kl_std).sum())
-        alpha_dual = ((alpha_mean * (r.mpo_epsilon_mean - kl_mean.detach())).sum()
-                      + (alpha_std * (r.mpo_epsilon_std - kl_std.detach())).sum())
+        alpha_dual = ((alpha_mean * (r.epsilon_mean - kl_mean.detach())).sum()
+                      + (alpha_std * (r.epsilon_std - kl_std.detach())).sum())
         loss = critic_loss + policy_loss + temperature_dual + alpha_dual
         terms = torch.stack([policy_loss.detach(), critic_loss.detach(), temperature[0].detach(),
                              kl_mean.detach().mean(), kl_std.detach().mean(),

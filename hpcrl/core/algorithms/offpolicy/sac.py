@@ -8,7 +8,7 @@ segment (``policy``, ``critic``, ``log_alpha``):
 - policy: ``mean(alpha * log pi(a~|s) - min_k Q_k(s, a~))``, ``a~ ~ pi(s)``, the critics
   evaluated with detached weights;
 - temperature: ``-mean(log_alpha * (log pi(a~|s) + target_entropy))`` (detached log-probs),
-  when ``replay.learn_ent_coef``; ``alpha = exp(log_alpha)`` is detached everywhere else.
+  when ``algo.sac.learn_ent_coef``; ``alpha = exp(log_alpha)`` is detached everywhere else.
 
 The target critics move by ``replay.tau`` every ``replay.target_update_interval`` steps.
 
@@ -54,20 +54,20 @@ class SAC(OffPolicyAlgorithm):
 
     def build(self) -> list[tuple[str, nn.Module]]:
         """The squashed Gaussian policy, the critic ensemble (and its target) and the log
-        temperature, a segment of its own only with ``replay.learn_ent_coef``."""
+        temperature, a segment of its own only with ``algo.sac.learn_ent_coef``."""
         cfg, spaces = self.config, self.spaces
         self.pi = SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), cfg.actor,
                                          spaces.obs_format)
         self.action_dim = self.pi.action_dim
         self.critic = EnsembleCritic(self.pi.obs_format.features, self.action_dim, cfg.actor,
-                                     cfg.replay.n_critics)
+                                     cfg.algo.sac.n_critics)
         self.targets["critic"] = TargetNetwork(self.critic)
-        target_entropy = cfg.replay.target_entropy
+        target_entropy = cfg.algo.sac.target_entropy
         self.target_entropy = float(-self.action_dim if target_entropy is None
                                     else target_entropy)
         parts: list[tuple[str, nn.Module]] = [("policy", self.pi), ("critic", self.critic)]
-        self.log_alpha = Scalar(math.log(cfg.replay.ent_coef_init))
-        if cfg.replay.learn_ent_coef:
+        self.log_alpha = Scalar(math.log(cfg.algo.sac.ent_coef_init))
+        if cfg.algo.sac.learn_ent_coef:
             parts.append(("log_alpha", self.log_alpha))
         else:
             self.log_alpha.requires_grad_(False)
@@ -105,7 +105,7 @@ class SAC(OffPolicyAlgorithm):
         loss = critic_loss + policy_loss
         stats = {"policy_loss": policy_loss.item(), "critic_loss": critic_loss.item(),
                  "ent_coef": alpha.item(), "entropy": -log_prob.mean().item()}
-        if self.replay.learn_ent_coef:
+        if self.algo.sac.learn_ent_coef:
             alpha_loss = -(log_alpha * (log_prob.detach() + self.target_entropy)).mean()
             loss = loss + alpha_loss
             stats["ent_coef_loss"] = alpha_loss.item()

@@ -3,7 +3,7 @@
 - critic: ``sum_k mean((Q_k(s, a) - y)^2)`` with ``y = r + discount * min_k
   Q_target_k(s', clip(mu_target(s') + clip(eps, -c, c), -1, 1))``, ``eps ~ N(0, sigma^2)``
   (target policy smoothing);
-- policy, every ``replay.policy_delay`` applied steps: ``-mean(Q_1(s, mu(s)))`` with the
+- policy, every ``algo.td3.policy_delay`` applied steps: ``-mean(Q_1(s, mu(s)))`` with the
   critic's weights detached; the target policy and critics move by ``replay.tau`` on those
   steps only. On the other steps the policy segment gets neither a gradient nor an
   optimiser step.
@@ -38,18 +38,18 @@ class TD3(OffPolicyAlgorithm):
 
     @property
     def num_critics(self) -> int:
-        """The critics in the ensemble (``replay.n_critics``)."""
-        return self.replay.n_critics
+        """The critics in the ensemble (``algo.td3.n_critics``)."""
+        return self.algo.td3.n_critics
 
     @property
     def policy_delay(self) -> int:
-        """Critic steps per policy step (``replay.policy_delay``)."""
-        return self.replay.policy_delay
+        """Critic steps per policy step (``algo.td3.policy_delay``)."""
+        return self.algo.td3.policy_delay
 
     @property
     def smoothing(self) -> tuple[float, float]:
         """Std and clip of the target policy noise."""
-        return self.replay.target_policy_noise, self.replay.target_noise_clip
+        return self.algo.td3.target_policy_noise, self.algo.td3.target_noise_clip
 
     @classmethod
     def acting_policy(cls, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:

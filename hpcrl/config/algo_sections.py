@@ -1,0 +1,231 @@
+"""Each algorithm's own config section: ``algo.ppo``, ``algo.impala``, ``algo.dqn``,
+``algo.ddpg``, ``algo.td3``, ``algo.sac``, ``algo.mpo``.
+
+Keys that every algorithm of a family reads stay in the shared sections (``algo.gamma``,
+``algo.lr``, ``replay.batch_size``, ...); a key that one algorithm reads lives in that
+algorithm's section, whose field defaults are that algorithm's standard values. A run reads
+the section of its algorithm's *kind* (:attr:`hpcrl.config.schema.AlgoConfig.kind`: the
+name of a built-in, or the nearest built-in a plug-in derives from), so a plug-in subclass
+of ``hpcrl.TD3`` takes its settings from ``algo.td3``. A section of another algorithm set
+away from its defaults is refused (:func:`unread_section_problem`): it would be ignored.
+
+Before sections, these keys were flat (``algo.clip_range``, ``replay.policy_delay``,
+``replay.mpo_epsilon``). :func:`move_flat_keys` reads them where they moved, so old YAML
+files, ``--set`` lines and the ``config.yaml`` of earlier runs keep loading.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from hpcrl.config.fields import doc
+
+
+@dataclass
+class PpoConfig:
+    """PPO's clipped surrogate and its minibatched epochs (``algo.ppo.*``)."""
+
+    num_epochs: int = doc("Passes over each rollout.", 20)
+    minibatch_size: int = doc("Samples per gradient step; must divide algo.num_steps x the "
+                              "job's envs.", 256)
+    clip_range: float = doc("Initial clip range of the probability ratio.", 0.2)
+    clip_schedule: Literal["constant", "linear"] = doc(
+        "'linear' decays the clip range to 0 over train.total_env_steps.", "linear")
+    clip_range_vf: float | None = doc("Clip the value change to this range around the old "
+                                      "value (null disables value clipping).", None)
+    demos: str = doc(
+        "PPO+D: a demonstration file (.npz, the format hpcrl eval RUN --record writes: "
+        "obs, actions, rewards, terminated, truncated, one row per step, episodes back to "
+        "back) whose episodes algo.ppo.demos_fraction of the job's env slots replay in every "
+        "rollout, beside the agent's own best episodes (algo.ppo.demos_own). Empty: none.", "")
+    demos_fraction: float = doc(
+        "PPO+D: the fraction of the job's env slots that replay demonstrations instead of "
+        "stepping an env (fixed slots, spread over the global env indices; every collector "
+        "keeps at least one real env).", 0.25)
+    demos_own: int = doc(
+        "PPO+D: how many of the agent's own episodes the replay keeps beside the "
+        "demonstrations: an episode joins when its return is at least the lowest of the "
+        "demonstrations', evicting the worst own one (per collector; 0: none).", 8)
+
+
+@dataclass
+class ImpalaConfig:
+    """IMPALA's V-trace clips (``algo.impala.*``)."""
+
+    clip_rho: float | None = doc(
+        "V-trace rho-bar, the clip of the importance weights in the TD errors and "
+        "policy-gradient advantages (null: no clip).", 1.0)
+    clip_c: float | None = doc("V-trace c-bar, the clip of the trace coefficients (null: no "
+                               "clip).", 1.0)
+
+
+@dataclass
+class DqnConfig:
+    """DQN's target and epsilon-greedy exploration (``algo.dqn.*``); a plug-in that derives
+    from ``hpcrl.OffPolicyAlgorithm`` with discrete actions explores with these too.
+    Defaults: RL-zoo's CartPole recipe."""
+
+    double_q: bool = doc("Pick the next action with the online network and value it with the "
+                         "target network (double Q-learning).", False)
+    exploration_initial_eps: float = doc("Initial probability of a random action.", 1.0)
+    exploration_final_eps: float = doc("Final probability of a random action.", 0.04)
+    exploration_fraction: float = doc("Fraction of train.total_env_steps over which the "
+                                      "random-action probability decays linearly.", 0.16)
+    per_collector_eps: bool = doc(
+        "On collector ranks (Ape-X): collector i of N acts with the fixed epsilon "
+        "collector_eps_base ** (1 + collector_eps_alpha * i / (N - 1)) instead of the "
+        "decaying schedule, so the collectors explore from a lot to hardly at all.", False)
+    collector_eps_base: float = doc("Ape-X epsilon schedule: the base epsilon.", 0.4)
+    collector_eps_alpha: float = doc("Ape-X epsilon schedule: the exponent's spread.", 7.0)
+    initial_priorities: Literal["max", "collector"] = doc(
+        "Prioritised replay: the priority of a new transition. 'max': the largest seen so "
+        "far (replayed soon, Schaul et al.); 'collector': its |n-step TD error| computed by "
+        "the collector with its copy of the Q-network (Ape-X).", "max")
+
+
+@dataclass
+class DdpgConfig:
+    """DDPG's exploration noise (``algo.ddpg.*``; TD3's section adds its own keys)."""
+
+    action_noise: Literal["none", "gaussian", "ornstein_uhlenbeck"] = doc(
+        "Exploration noise added to the deterministic action ('ornstein_uhlenbeck' is "
+        "temporally correlated, reset at episode ends).", "gaussian")
+    noise_std: float = doc("Std of the exploration noise, in units of half the action range "
+                           "(actions live in [-1, 1] before scaling).", 0.1)
+    ou_theta: float = doc("Ornstein-Uhlenbeck noise: rate of mean reversion.", 0.15)
+    ou_dt: float = doc("Ornstein-Uhlenbeck noise: time step.", 1e-2)
+
+
+@dataclass
+class Td3Config(DdpgConfig):
+    """TD3's exploration noise, policy delay, target smoothing and twin critics
+    (``algo.td3.*``)."""
+
+    policy_delay: int = doc("Critic gradient steps per policy (and target) update.", 2)
+    target_policy_noise: float = doc("Std of the noise on the target policy's action (target "
+                                     "policy smoothing).", 0.2)
+    target_noise_clip: float = doc("Clip of the target policy noise.", 0.5)
+    n_critics: int = doc("Critics whose minimum makes the target.", 2)
+
+
+@dataclass
+class SacConfig:
+    """SAC's critics and entropy temperature (``algo.sac.*``)."""
+
+    n_critics: int = doc("Critics whose minimum makes the target.", 2)
+    learn_ent_coef: bool = doc("Learn the entropy temperature so the policy's entropy tracks "
+                               "target_entropy (automatic temperature).", True)
+    ent_coef_init: float = doc("Initial (or, without learn_ent_coef, fixed) entropy "
+                               "temperature.", 1.0)
+    target_entropy: float | None = doc("Entropy the temperature aims at; null uses -(action "
+                                       "dimensions).", None)
+
+
+@dataclass
+class MpoConfig:
+    """MPO's trust regions and duals (``algo.mpo.*``)."""
+
+    epsilon: float = doc("KL bound of the E-step's improved policy from the target policy "
+                         "(sets the temperature's dual).", 0.1)
+    epsilon_mean: float = doc("KL bound of the policy mean's move per step, per action "
+                              "dimension (decoupled trust region).", 0.01)
+    epsilon_std: float = doc("KL bound of the policy std's move per step, per action "
+                             "dimension.", 1e-5)
+    action_samples: int = doc("Actions sampled from the target policy per state, for the "
+                              "E-step and the critics' targets.", 20)
+    dual_lr: float = doc("Learning rate of the dual variables (temperature and the two "
+                         "Lagrange multipliers).", 1e-2)
+    init_temperature: float = doc("Initial temperature.", 1.0)
+    init_alpha: float = doc("Initial Lagrange multipliers of the trust regions.", 1.0)
+    n_critics: int = doc("Critics whose minimum values the sampled actions.", 2)
+
+
+#: The sections, by the built-in algorithm (kind) that reads each; A2C reads none.
+SECTIONS: dict[str, type] = {"ppo": PpoConfig, "impala": ImpalaConfig, "dqn": DqnConfig,
+                             "ddpg": DdpgConfig, "td3": Td3Config, "sac": SacConfig,
+                             "mpo": MpoConfig}
+
+
+def _flat_names() -> dict[str, tuple[str, ...]]:
+    """Each key's flat name before sections -> the sections' keys it became, owner first."""
+    moved: dict[str, list[str]] = {}
+    renamed = {"impala": {"clip_rho": "algo.vtrace_clip_rho", "clip_c": "algo.vtrace_clip_c"},
+               "mpo": {f.name: f"replay.mpo_{f.name}" for f in dataclasses.fields(MpoConfig)
+                       if f.name != "n_critics"}}
+    for kind, cls in SECTIONS.items():
+        shared = "algo" if kind == "ppo" else "replay"
+        for f in dataclasses.fields(cls):
+            old = renamed.get(kind, {}).get(f.name, f"{shared}.{f.name}")
+            moved.setdefault(old, []).append(f"algo.{kind}.{f.name}")
+    return {old: tuple(new) for old, new in moved.items()}
+
+
+#: ``algo.clip_range`` -> ``("algo.ppo.clip_range",)``; a key two algorithms read maps to
+#: both (``replay.n_critics`` -> TD3's and SAC's), the run's own algorithm picks.
+FLAT_NAMES: dict[str, tuple[str, ...]] = _flat_names()
+
+
+def _get(data: Mapping[str, Any], dotted: str) -> tuple[bool, Any]:
+    node: Any = data
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def _put(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *sections, leaf = dotted.split(".")
+    node = data
+    for part in sections:
+        child = node.get(part)
+        node[part] = dict(child) if isinstance(child, Mapping) else {}
+        node = node[part]
+    node[leaf] = value
+
+
+def move_flat_keys(data: Mapping[str, Any], kind: str | None, *, saved: bool = False
+                   ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """``data`` with each flat key of before sections moved into its algorithm's section,
+    and the ``(old, new)`` names moved.
+
+    A key two sections share goes to the section of ``kind`` (the run's algorithm) when it
+    is one of them, else to its first owner, where validation refuses it unless it holds
+    the default. ``saved`` (a run's own ``config.yaml`` or checkpoint): a key of another
+    algorithm's section is dropped instead, as the run that wrote it never read it. A key
+    also given under its new name keeps the new name's value.
+    """
+    out = {name: dict(part) if isinstance(part, Mapping) else part
+           for name, part in data.items()}
+    moved: list[tuple[str, str]] = []
+    for old, owners in FLAT_NAMES.items():
+        section, leaf = old.split(".")
+        part = out.get(section)
+        if not isinstance(part, dict) or leaf not in part:
+            continue
+        value = part.pop(leaf)
+        own = [new for new in owners if new.split(".")[1] == kind]
+        if saved and not own:
+            continue
+        new = (own or list(owners))[0]
+        if not _get(out, new)[0]:
+            _put(out, new, value)
+        moved.append((old, new))
+    return out, moved
+
+
+def unread_section_problem(algo: Any) -> str | None:
+    """The refusal of a key of another algorithm's section set away from its default (a
+    setting the run would ignore), naming the algorithm that reads it."""
+    for kind, cls in SECTIONS.items():
+        if kind == algo.kind:
+            continue
+        section, defaults = getattr(algo, kind), cls()
+        for f in dataclasses.fields(cls):
+            if getattr(section, f.name) != getattr(defaults, f.name):
+                return (f"config key 'algo.{kind}.{f.name}' is read by {kind} (and its "
+                        f"plug-ins) only, but algo.name is {algo.name}; drop the key, or set "
+                        f"algo.name={kind}")
+    return None

@@ -1,0 +1,79 @@
+"""Value checks of the run's own algorithm section (``algo.ppo``, ``algo.dqn``, ...): each
+key in its range, and the keys that only make sense with a capability the algorithm
+declares. A section of another algorithm is refused as a whole before this
+(:func:`hpcrl.config.algo_sections.unread_section_problem`); PPO+D's demonstration keys are
+checked with the feature (:func:`hpcrl.config.validate_addons.check_demos`)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hpcrl.config.checks import algorithms_with, in_unit, positive
+from hpcrl.config.schema import Config
+
+# each check: (the key's leaf in the section, the test of its value given the key's full name)
+Rule = tuple[str, Callable[[str, float], str | None]]
+
+
+def _not_negative(key: str, value: float) -> str | None:
+    return positive(key, value, strict=False)
+
+
+def _clip(key: str, value: float | None) -> str | None:
+    if value is not None and value <= 0:
+        return f"config key '{key}' must be > 0 (or null for no clipping), got {value}"
+    return None
+
+
+_NOISE: list[Rule] = [("noise_std", _not_negative), ("ou_theta", _not_negative),
+                      ("ou_dt", positive)]
+RULES: dict[str, list[Rule]] = {
+    "ppo": [("num_epochs", positive), ("minibatch_size", positive), ("clip_range", positive),
+            ("clip_range_vf", _clip)],
+    "impala": [("clip_rho", _clip), ("clip_c", _clip)],
+    "dqn": [("exploration_initial_eps", in_unit), ("exploration_final_eps", in_unit),
+            ("exploration_fraction", in_unit), ("collector_eps_base", in_unit),
+            ("collector_eps_alpha", _not_negative)],
+    "ddpg": _NOISE,
+    "td3": [*_NOISE, ("policy_delay", positive), ("target_policy_noise", _not_negative),
+            ("target_noise_clip", _not_negative), ("n_critics", positive)],
+    "sac": [("n_critics", positive), ("ent_coef_init", positive)],
+    "mpo": [(key, positive) for key in ("epsilon", "epsilon_mean", "epsilon_std",
+                                        "action_samples", "dual_lr", "init_temperature",
+                                        "init_alpha", "n_critics")],
+}
+
+
+def section_problems(c: Config) -> list[str]:
+    """Every problem of the run's own algorithm section."""
+    kind = c.algo.kind
+    section = getattr(c.algo, kind, None)
+    if section is None:  # an algorithm with no keys of its own (a2c)
+        return []
+    problems = [rule(f"algo.{kind}.{leaf}", getattr(section, leaf))
+                for leaf, rule in RULES.get(kind, [])]
+    whole = WHOLE_CONFIG_RULES.get(kind)
+    return [p for p in problems if p] + (whole(c) if whole else [])
+
+
+def _dqn_problems(c: Config) -> list[str]:
+    """Ape-X's keys need what they act through: a Q-network on prioritised replay for the
+    collectors' priorities, epsilon-greedy exploration for the per-collector epsilons."""
+    own, caps = c.algo.dqn, c.algo.capabilities
+    problems = []
+    if own.initial_priorities == "collector" and not (caps.acting_q_values
+                                                      and c.replay.prioritized):
+        choices = algorithms_with(lambda caps: caps.acting_q_values)
+        problems.append(f"config key 'algo.dqn.initial_priorities': 'collector' has the "
+                        f"collectors compute TD errors with their Q-network, which needs "
+                        f"algo.name={choices} and replay.prioritized=true (got algo.name="
+                        f"{c.algo.name}, replay.prioritized={c.replay.prioritized}); set "
+                        f"algo.dqn.initial_priorities=max")
+    if own.per_collector_eps and caps.exploration != "epsilon-greedy":
+        problems.append(f"config key 'algo.dqn.per_collector_eps' sets epsilon-greedy "
+                        f"exploration, but algo.name={c.algo.name} explores by "
+                        f"{caps.exploration}; set algo.dqn.per_collector_eps=false")
+    return problems
+
+
+#: Checks of a section against the rest of the config, by section.
+WHOLE_CONFIG_RULES: dict[str, Callable[[Config], list[str]]] = {"dqn": _dqn_problems}
