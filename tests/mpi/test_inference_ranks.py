@@ -91,25 +91,11 @@ def test_an_inference_gpu_that_is_not_there_is_refused_before_training(tmp_path)
     assert not (tmp_path / "run" / "progress.csv").exists()
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parallel(4)
-def test_collectors_acting_on_an_inference_rank_take_the_normalisers_not_the_parameters():
-    from mpi4py import MPI
-    comm = MPI.COMM_WORLD
-    run_dir = shared_dir(comm)
-    done = train_mpi(from_dict({}, SYNC + ["scheme.inference_ranks=1", "env.normalize_obs=true"]),
-                     run_dir / "run")
-    if done.job.role.role == "collector":
-        collector = done.ranked
-        assert not collector.weights.params.any()  # no parameters ever arrived
-        assert float(collector.actor.obs_rms.count) > 1000  # the normaliser did, every update
-        assert collector.collector.weights_version > 0
-    if done.job.role.role == "inference":
-        server = done.ranked
-        # every env step of both collectors (2 x 4 envs, 2048 steps) was acted on here, in
-        # forwards that batched both collectors' envs together at least some of the time
-        assert server.rows == 2048
-        assert server.rows > 4 * server.batches
+# That collectors acting on an inference rank take the normalisers, not the parameters, and
+# that the rank batches both collectors' envs, is asserted on the very job (SYNC with an
+# inference rank and env.normalize_obs=true) that tests/mpi/test_node_transport.py runs over
+# shared memory: test_shared_memory_gives_the_weights_of_messages_with_and_without_an_
+# inference_rank. One launch of 4 ranks instead of two.
 
 
 @pytest.mark.timeout(120)

@@ -56,13 +56,12 @@ def trained(sets, run_dir):
     return done, params_to_flat(done.ranked.actor)
 
 
-@pytest.mark.timeout(200)
-@pytest.mark.parallel(4)
-@pytest.mark.parametrize("inference", [0, 1], ids=["collectors-act", "inference-rank"])
-def test_shared_memory_gives_the_weights_of_messages(inference):
-    comm = world()
-    run_dir = shared_dir(comm)
-    # 4 ranks: the worker and 3 collectors, or the worker, an inference rank and 2 collectors
+def shared_memory_gives_the_weights_of_messages(comm, run_dir, inference: int) -> None:
+    """The a2c job of 4 ranks (the worker and 3 collectors, or the worker, an inference rank
+    and 2 collectors) through shared memory, plain messages and lz4-compressed messages: the
+    same weights, bit for bit, and each transport's buffers where it says. With the inference
+    rank, the shared run is also tests/mpi/test_inference_ranks.py's job whose collectors take
+    the normalisers, never the parameters (one launch checks both)."""
     sets = SYNC + [f"scheme.collectors_per_worker={3 - inference}",
                    f"algo.ppo.minibatch_size={24 if inference == 0 else 32}",
                    f"scheme.inference_ranks={inference}", "env.normalize_obs=true"]
@@ -77,10 +76,18 @@ def test_shared_memory_gives_the_weights_of_messages(inference):
         if inference:
             assert shared.ranked.link.carrier.memory is not None
             assert messages.ranked.link.carrier.memory is None
+            # acting on the inference rank: no parameters ever arrived, the normaliser did,
+            # every update
+            assert not shared.ranked.weights.params.any()
+            assert float(shared.ranked.actor.obs_rms.count) > 1000
+            assert shared.ranked.collector.weights_version > 0
     if role == "inference":
         assert all(c.memory is not None for c in shared.ranked.carriers)
         assert all(c.memory is None for c in messages.ranked.carriers)
         assert shared.ranked.rows == messages.ranked.rows == 2048
+        # every env step of both collectors (2 x 4 envs, 2048 steps) was acted on there, in
+        # forwards that batched both collectors' envs together at least some of the time
+        assert shared.ranked.rows > 4 * shared.ranked.batches
     if role == "gradient_worker":
         assert all(s.memory is not None for s in shared.ranked.source.streams)
         assert all(s.memory is None for s in messages.ranked.source.streams)
@@ -90,16 +97,22 @@ def test_shared_memory_gives_the_weights_of_messages(inference):
     assert shared.job.memory is not None and messages.job.memory is None
 
 
-@pytest.mark.timeout(200)
-@pytest.mark.parallel(3)
-@pytest.mark.parametrize("preset", ["impala", "apex"])
-@pytest.mark.parametrize("transport", ["shared", "lz4-messages"])
-def test_every_streamed_rollout_and_chunk_arrives(preset, transport):
-    """Asynchronous collectors (IMPALA's rollouts, Ape-X's transition chunks, whose sends
-    a replay learner holds back): each collector's count of sent buffers is what its
-    learner received, all through the window, or all as lz4-compressed messages."""
+# One launch of 4 ranks for both layouts (and the inference-rank collectors' normalisers):
+# each launch costs every rank an interpreter and a torch import, about 2.5 CPU seconds
+@pytest.mark.timeout(520)  # 200 for each layout, 120 for the normalisers' former own test
+@pytest.mark.parallel(4)
+def test_shared_memory_gives_the_weights_of_messages_with_and_without_an_inference_rank():
     comm = world()
     run_dir = shared_dir(comm)
+    for inference in (0, 1):
+        shared_memory_gives_the_weights_of_messages(comm, run_dir / f"inference-{inference}",
+                                                    inference)
+
+
+def every_streamed_rollout_and_chunk_arrives(comm, run_dir, preset: str,
+                                             transport: str) -> None:
+    """Each collector's count of sent buffers is what its learner received, all through
+    the window, or all as lz4-compressed messages."""
     sets = [*FAST, f"scheme.preset={preset}", "env.num_envs=2", "train.checkpoint_every=4"]
     if transport != "shared":
         sets += ["scheme.transport=messages", "scheme.compress=lz4"]
@@ -108,7 +121,7 @@ def test_every_streamed_rollout_and_chunk_arrives(preset, transport):
                  "train.total_env_steps=2048"]
     else:
         sets += ["algo.num_steps=16", "train.total_env_steps=1024"]
-    done = train_mpi(from_dict({}, sets), run_dir / preset)
+    done = train_mpi(from_dict({}, sets), run_dir / f"{preset}-{transport}")
     role = done.job.role.role
     sent = done.ranked.sent if role == "collector" else -1
     everyone = comm.allgather(sent)
@@ -119,6 +132,19 @@ def test_every_streamed_rollout_and_chunk_arrives(preset, transport):
         inbox = done.ranked.inbox if preset == "apex" else done.ranked.source.inbox
         assert all((s.memory is not None) == (transport == "shared") for s in inbox.streams)
         assert inbox.received == [everyone[r] for r in inbox.ranks]
+
+
+@pytest.mark.timeout(800)  # 200 for each of the four jobs, as when each was a test
+@pytest.mark.parallel(3)
+def test_every_streamed_rollout_and_chunk_arrives_by_shared_memory_and_lz4_messages():
+    """Asynchronous collectors (IMPALA's rollouts, Ape-X's transition chunks, whose sends
+    a replay learner holds back), through the window and as lz4-compressed messages: four
+    jobs in one launch of 3 ranks, rather than a launch each (2.5 CPU seconds a rank)."""
+    comm = world()
+    run_dir = shared_dir(comm)
+    for preset in ("impala", "apex"):
+        for transport in ("shared", "lz4-messages"):
+            every_streamed_rollout_and_chunk_arrives(comm, run_dir, preset, transport)
 
 
 @pytest.mark.timeout(120)
