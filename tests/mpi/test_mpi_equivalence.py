@@ -33,74 +33,99 @@ def two_ranks_then_one(comm, agent):
     return role, params_to_flat(role.actor), trainer
 
 
-@pytest.mark.timeout(120)
+# The cases below each run several jobs in one launch of 2 ranks: a launch costs every rank
+# an interpreter and a torch import (about 2.5 CPU seconds), more than one of these jobs.
+
+
+@pytest.mark.timeout(240)  # 120 for each backend, as when each was a test
 @pytest.mark.parallel(2)
-@pytest.mark.parametrize("allreduce", ["mpi", "gloo"])
-def test_two_gradient_ranks_reach_the_weights_of_one(allreduce):
+def test_two_gradient_ranks_reach_the_weights_of_one_with_mpi_and_gloo():
+    """Each all-reduce backend in turn: the replicas stay bit-identical, and both reach the
+    weights of one serial run holding every env (trained once, the same for both)."""
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     run_dir = shared_dir(comm)
-    sets = COMMON + ["scheme.preset=ddppo", "scheme.preemption.fraction_workers=1",
-                     "scheme.preemption.fraction_samples=1", "env.num_envs=4",
-                     f"scheme.allreduce={allreduce}"]
-    role = train_mpi(from_dict({}, sets), run_dir / "mpi").ranked
-    mine = params_to_flat(role.actor)
-    everyone = comm.allgather(mine)
-    assert all(torch.equal(everyone[0], w) for w in everyone)  # replicas stay bit-identical
+    weights = {}
+    for allreduce in ("mpi", "gloo"):
+        sets = COMMON + ["scheme.preset=ddppo", "scheme.preemption.fraction_workers=1",
+                         "scheme.preemption.fraction_samples=1", "env.num_envs=4",
+                         f"scheme.allreduce={allreduce}"]
+        role = train_mpi(from_dict({}, sets), run_dir / allreduce).ranked
+        weights[allreduce] = mine = params_to_flat(role.actor)
+        everyone = comm.allgather(mine)
+        assert all(torch.equal(everyone[0], w) for w in everyone), allreduce  # bit-identical
     if comm.rank == 0:
         serial = from_dict({}, COMMON + ["env.num_envs=8"])
         trainer = Trainer(serial, RunDir(run_dir / "serial"), console=None)
         trainer.train()
         reference = params_to_flat(trainer.placement.master_actor)
-        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-6)
+        for allreduce, mine in weights.items():
+            torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-6,
+                                       msg=lambda m, allreduce=allreduce: f"{allreduce}: {m}")
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)  # 120 for each env, as when each was a test
 @pytest.mark.parallel(2)
-@pytest.mark.parametrize("env_id,dtype", [("Blackjack-v1", "int64"),
-                                          ("hpcrl_testenvs:DictMatch-v0", "uint8")])
-def test_structured_observations_cross_ranks_in_their_dtype_and_layouts_agree(env_id, dtype):
+def test_structured_observations_cross_ranks_in_their_dtype_and_layouts_agree():
     """Blackjack's Tuple of Discrete observations travel as int64 in the rollouts, a Dict of
     an image, a float and an integer as packed bytes; either way two gradient ranks still
     reach the weights of one process holding every env."""
     import hpcrl_testenvs  # noqa: F401  registers DictMatch
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
+    envs = {"Blackjack-v1": "int64", "hpcrl_testenvs:DictMatch-v0": "uint8"}
     run_dir = shared_dir(comm)
-    env = [f"env.id={env_id}"]
-    sets = COMMON + env + ["scheme.preset=ddppo", "env.num_envs=4", "scheme.allreduce=mpi"]
-    role = train_mpi(from_dict({}, sets), run_dir / "mpi")
-    mine = params_to_flat(getattr(role, "ranked", role).actor)
+    weights = {}
+    # both jobs first, then the serial runs on rank 0: a rank waiting in MPI for another
+    # rank's serial run would spin a core the while
+    for i, env_id in enumerate(envs):
+        sets = COMMON + [f"env.id={env_id}", "scheme.preset=ddppo", "env.num_envs=4",
+                         "scheme.allreduce=mpi"]
+        role = train_mpi(from_dict({}, sets), run_dir / f"mpi-{i}")
+        weights[env_id] = params_to_flat(getattr(role, "ranked", role).actor)
     if comm.rank == 0:
-        serial = from_dict({}, COMMON + env + ["env.num_envs=8"])
-        trainer = Trainer(serial, RunDir(run_dir / "serial"), console=None)
-        trainer.train()
-        reference = params_to_flat(trainer.placement.master_actor)
-        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-6)
-        ckpt = torch.load(run_dir / "mpi" / "checkpoints" / "last.pt", weights_only=True)
-        assert ckpt["policy"]["obs_format"]["dtype"] == dtype
+        for i, (env_id, dtype) in enumerate(envs.items()):
+            serial = from_dict({}, COMMON + [f"env.id={env_id}", "env.num_envs=8"])
+            trainer = Trainer(serial, RunDir(run_dir / f"serial-{i}"), console=None)
+            trainer.train()
+            reference = params_to_flat(trainer.placement.master_actor)
+            torch.testing.assert_close(weights[env_id], reference, rtol=1e-4, atol=1e-6,
+                                       msg=lambda m, env_id=env_id: f"{env_id}: {m}")
+            ckpt = torch.load(run_dir / f"mpi-{i}" / "checkpoints" / "last.pt",
+                              weights_only=True)
+            assert ckpt["policy"]["obs_format"]["dtype"] == dtype, env_id
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(300)  # 150 for each memory, as when each was a test
 @pytest.mark.parallel(2)
-@pytest.mark.parametrize("memory", ["gru", "lstm"])
-def test_recurrent_layouts_agree(memory):
+def test_recurrent_layouts_agree_with_a_gru_and_an_lstm():
     """A recurrent actor on the memory task: 2 ranks x 4 envs reach the weights of 1 x 8,
     minibatches of whole sequences (16 steps, 2 per env and rollout, one per minibatch)
-    drawn over the global envs, states carried across rollouts and reset at episode ends."""
+    drawn over the global envs, states carried across rollouts and reset at episode ends;
+    a GRU, then an LSTM."""
     import hpcrl_testenvs  # noqa: F401  registers CueMemory
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
-    agent = ["env.id=hpcrl_testenvs:CueMemory-v0", f"actor.memory={memory}",
-             "actor.memory_size=16", "algo.ppo.minibatch_size=128"]
-    _, mine, trainer = two_ranks_then_one(comm, agent)
+    run_dir = shared_dir(comm)
+    agents = {memory: ["env.id=hpcrl_testenvs:CueMemory-v0", f"actor.memory={memory}",
+                       "actor.memory_size=16", "algo.ppo.minibatch_size=128"]
+              for memory in ("gru", "lstm")}
+    weights = {}
+    for memory, agent in agents.items():  # both jobs before rank 0's serial runs, as above
+        role = train_mpi(from_dict({}, COMMON + agent + DDPPO_2X4), run_dir / memory).ranked
+        weights[memory] = params_to_flat(role.actor)
     if comm.rank == 0:
-        serial = trainer.config
-        assert serial.algo.bptt_len == 0  # the length is chosen: 32 steps / 2 minibatches
-        reference = params_to_flat(trainer.placement.master_actor)
-        fresh = Trainer(serial, RunDir(trainer.run.path.parent / "fresh"), console=None)
-        assert not torch.equal(reference, params_to_flat(fresh.placement.master_actor))
-        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-6)
+        for memory, agent in agents.items():
+            trainer = Trainer(from_dict({}, COMMON + agent + ["env.num_envs=8"]),
+                              RunDir(run_dir / f"serial-{memory}"), console=None)
+            trainer.train()
+            serial = trainer.config
+            assert serial.algo.bptt_len == 0  # the length is chosen: 32 steps / 2 minibatches
+            reference = params_to_flat(trainer.placement.master_actor)
+            fresh = Trainer(serial, RunDir(run_dir / f"fresh-{memory}"), console=None)
+            assert not torch.equal(reference, params_to_flat(fresh.placement.master_actor))
+            torch.testing.assert_close(weights[memory], reference, rtol=1e-4, atol=1e-6,
+                                       msg=lambda m, memory=memory: f"{memory}: {m}")
 
 
 @pytest.mark.timeout(120)
