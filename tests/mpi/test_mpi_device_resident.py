@@ -18,19 +18,9 @@ SETS = ["train.tensorboard=false", "train.eval_episodes=0", "scheme.preset=ddppo
         "train.checkpoint_every=100", "env.normalize_obs=true"]
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parallel(2)
-@pytest.mark.parametrize("allreduce", ["mpi", "gloo"])
-def test_gradients_and_moments_reach_the_allreducer_on_the_learner_device(monkeypatch,
-                                                                            allreduce):
-    from mpi4py import MPI
-    comm = MPI.COMM_WORLD
-    run_dir = shared_dir(comm) / "run"
-    calls: list[Call] = []
-    real = learners.make_allreducer
-    monkeypatch.setattr(learners, "make_allreducer",
-                        lambda *a, **kw: RecordingAllreducer(real(*a, **kw), calls))
-    role = train_mpi(from_dict({}, SETS + [f"scheme.allreduce={allreduce}"]), run_dir).ranked
+def check_the_allreducer_got_the_learner_device_tensors(role, calls: list[Call]) -> None:
+    """Every gradient all-reduced was the tensor backward accumulated into, on the learner's
+    device; the normaliser's moments went once an update, as float64, on that device too."""
     actor = role.actor
     device = next(actor.parameters()).device
     backward_buffer = actor.__dict__["_hpcrl_flat_grads"]  # what backward accumulates into
@@ -47,3 +37,24 @@ def test_gradients_and_moments_reach_the_allreducer_on_the_learner_device(monkey
     assert len(moments) == UPDATES  # once per update, carried by its first gradient
     assert {(c.device, c.dtype, c.numel) for c in moments} == {
         (device, torch.float64, 2 * obs_dim + 4)}
+
+
+@pytest.mark.timeout(240)  # 120 for each backend, as when each was a test
+@pytest.mark.parallel(2)
+def test_gradients_and_moments_reach_the_mpi_and_gloo_allreducers_on_the_learner_device(
+        monkeypatch):
+    """Both backends in one launch of 2 ranks (a launch costs each rank an interpreter and a
+    torch import, about 2.5 CPU seconds: more than one of these jobs)."""
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    run_dir = shared_dir(comm)
+    calls: dict[str, list[Call]] = {"mpi": [], "gloo": []}
+    backend = ["mpi"]  # the job now running: its all-reducer records into calls[backend[0]]
+    real = learners.make_allreducer
+    monkeypatch.setattr(learners, "make_allreducer",
+                        lambda *a, **kw: RecordingAllreducer(real(*a, **kw), calls[backend[0]]))
+    for allreduce in calls:
+        backend[0] = allreduce
+        role = train_mpi(from_dict({}, SETS + [f"scheme.allreduce={allreduce}"]),
+                         run_dir / allreduce).ranked
+        check_the_allreducer_got_the_learner_device_tensors(role, calls[allreduce])
