@@ -29,7 +29,10 @@ def eval_return(run_dir: Path) -> float:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("actor", [["env.normalize_obs=true"],
-                                   ["actor.memory=gru", "actor.memory_size=16"]],
+                                   # checkpoints every 2 updates: mid-run ones gather
+                                   # the collectors' GRU states too (checked below)
+                                   ["actor.memory=gru", "actor.memory_size=16",
+                                    "train.checkpoint_every=2"]],
                          ids=["mlp-normalised", "gru"])
 def test_acting_on_an_inference_rank_reaches_the_weights_of_acting_on_the_collectors(
         actor, tmp_path):
@@ -44,6 +47,15 @@ def test_acting_on_an_inference_rank_reaches_the_weights_of_acting_on_the_collec
     # the same actions were taken: the same episodes ended with the same returns
     assert (column(tmp_path / "remote", "episode_return_mean")
             == column(tmp_path / "local", "episode_return_mean"))
+    if "actor.memory=gru" in actor:
+        # and the a2c scheme (acting on its collectors) carries each collector's GRU state
+        # into its checkpoint: tests/mpi/test_mpi_recurrent.py's check for the other schemes,
+        # made here on a job this test runs anyway rather than on a launch of its own
+        saved = load_checkpoint(RunDir(tmp_path / "local").checkpoint_path)
+        collectors = saved["placement"]["collectors"]
+        states = torch.cat([c["memory"] for c in collectors])
+        assert len(collectors) == 2 and states.shape == (4 * 2, 2 * 16)
+        assert states.abs().sum() > 0  # CartPole episodes outlive a rollout: states carried on
 
 
 @pytest.mark.timeout(300)

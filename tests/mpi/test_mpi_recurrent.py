@@ -41,12 +41,14 @@ def test_asynchronous_collectors_ship_states_with_their_rollouts(tmp_path, n, se
     assert eval_return(tmp_path / "run") >= 0.9
 
 
+# (ddppo, async-ppo and impala: the tests above; a2c: tests/mpi/test_inference_ranks.py's
+# test_acting_on_an_inference_rank_reaches_the_weights_of_acting_on_the_collectors[gru],
+# on the a2c job it runs anyway, the same check without a launch of its own)
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("n,sets", [
-    (3, ["scheme.preset=a2c"]),
     (5, ["scheme.preset=async-ppo", "scheme.update=central", "scheme.gradients=async",
          "scheme.gradient_workers=2", "scheme.collectors_per_worker=1", "actor.memory=lstm"]),
-], ids=["a2c", "a3c-like-lstm"])  # (ddppo, async-ppo and impala: the tests above)
+], ids=["a3c-like-lstm"])
 def test_every_scheme_carries_the_state_into_its_checkpoint(tmp_path, n, sets):
     import torch
 
