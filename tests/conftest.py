@@ -118,15 +118,17 @@ def _cpu_seconds() -> float:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """With ``HPCRL_TEST_COSTS`` set (outside MPI children), append the test's wall and CPU
-    seconds to that file: the figures the suite's time budget is managed by."""
+    seconds to that file, with its start time and xdist worker (which show a worker left
+    idle while the other finishes): the figures the suite's time budget is managed by."""
     path = os.environ.get(TEST_COSTS_VAR)
     if not path or CHILD_PROCESS_FLAG in os.environ:
         yield
         return
-    wall, cpu = time.monotonic(), _cpu_seconds()
+    started, wall, cpu = time.time(), time.monotonic(), _cpu_seconds()
     yield
     record = {"test": item.nodeid, "wall_s": round(time.monotonic() - wall, 2),
-              "cpu_s": round(_cpu_seconds() - cpu, 2)}
+              "cpu_s": round(_cpu_seconds() - cpu, 2), "start": round(started, 2),
+              "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")}
     with open(path, "a") as out:
         out.write(json.dumps(record) + "\n")
 
