@@ -63,10 +63,12 @@ def _layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int,
 
 def exploration_noise_keys(config: Config) -> DdpgConfig:
     """The action-noise keys of a deterministic policy: its algorithm's own section (TD3's
-    or DDPG's, or a plug-in's of them), else DDPG's (a deterministic plug-in that derives
-    from ``hpcrl.OffPolicyAlgorithm`` directly has no noise keys of its own)."""
+    or DDPG's, or a plug-in's of them). A deterministic plug-in that derives from
+    ``hpcrl.OffPolicyAlgorithm`` directly has no noise section (validation refuses
+    ``algo.ddpg`` for it), so it explores with DDPG's default noise; deriving from
+    ``hpcrl.DDPG`` makes the keys its own."""
     own = config.algo.own
-    return own if isinstance(own, DdpgConfig) else config.algo.ddpg
+    return own if isinstance(own, DdpgConfig) else DdpgConfig()
 
 
 class TransitionCollector:
