@@ -9,7 +9,8 @@ request (a truncated episode's final observation, a rollout's bootstrap) is answ
 Weights reach it from the worker the way they reach collectors (the same messages, commands
 included), and it serves a request only once it holds the weights version the collector
 was told to collect with: in a synchronous job every step is taken with exactly the
-weights the collector would have used, in an asynchronous one never with older ones. It
+weights the collector would have used, in an asynchronous one never with older ones. The
+STOP message carries the newest weights, which answer whatever the collectors still ask. It
 holds no state a checkpoint needs (see :mod:`~hpcrl.placement.mpi.remote_acting`), and
 leaves once the worker said STOP and every collector said it has left.
 """
@@ -109,12 +110,15 @@ class InferenceRank:
             wait(self.weight_receives[1])
             self.params.unpack()
             took = True
-            if w.command & STOP:
-                self.stopped, self.preempted = True, bool(w.command & PREEMPTED)
-                break
+            # STOP carries the newest weights too: load them, since a collector may already
+            # ask with a version this rank skipped (newest-weights delivery passes over a
+            # busy subscriber), and only these weights can answer it
             w.load_into(self.actor)
             self.engine.sync()
             self.version = w.version
+            if w.command & STOP:
+                self.stopped, self.preempted = True, bool(w.command & PREEMPTED)
+                break
             self.weight_receives = [irecv(self.world, w.header.data, self.worker, TAG_WEIGHTS),
                                     None]
         return took
