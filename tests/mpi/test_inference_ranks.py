@@ -88,6 +88,11 @@ def test_apex_learns_cartpole_acting_on_an_inference_rank(tmp_path):
     assert eval_return(run_dir) >= 66
     saved = load_checkpoint(RunDir(run_dir).checkpoint_path)
     assert [s["env_offset"] for s in saved["placement"]["collectors"]] == [0, 1]
+    # the preset's collector priorities: each row's TD error under the collector's own
+    # Q-network (the inference rank acts, the collector keeps its parameters for these),
+    # not one max priority for every new row
+    priorities = saved["placement"]["updater"]["learner"]["replay"]["priorities"].numpy()
+    assert len(np.unique(priorities)) > 0.5 * len(priorities)
 
 
 @pytest.mark.timeout(120)
