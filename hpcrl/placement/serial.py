@@ -42,6 +42,17 @@ class UpdateResult:
     gradient_asynchrony: float = 0.0
 
 
+def update_result(row: tuple[int, Any, dict[str, float], dict[str, float]],
+                  returns: np.ndarray, lengths: np.ndarray) -> UpdateResult:
+    """One serial update's result from its progress figures (what
+    :func:`~hpcrl.placement.mpi.protocol.update_row` makes of the update's report, as an MPI
+    leader records it) and the returns and lengths of the episodes it finished."""
+    steps, _, stats, scheme = row
+    lag = scheme.pop("policy_lag")
+    return UpdateResult(steps, returns, lengths, stats, scheme, policy_lag=lag,
+                        gradient_asynchrony=scheme.pop("gradient_asynchrony"))
+
+
 def local_job(config: Config, spaces: EnvSpaces) -> MpiJob:
     """The job of a one-process run: one gradient worker with its own envs, on
     ``train.device``, whose communicators hold only this process."""
@@ -79,13 +90,10 @@ class SerialPlacement:
         learner.update, learner.env_steps = update, env_steps
         report = learner.learn()
         self._publish()
-        steps, _, stats, scheme = update_row(learner.layout.combine(report.data[None, :]),
-                                             self.stat_names)
         (rollout,) = learner.rollouts
         returns, lengths = rollout.finished_episodes()
-        lag = scheme.pop("policy_lag")
-        return UpdateResult(steps, returns.copy(), lengths.copy(), stats, scheme,
-                            policy_lag=lag, gradient_asynchrony=scheme.pop("gradient_asynchrony"))
+        return update_result(update_row(learner.layout.combine(report.data[None, :]),
+                                        self.stat_names), returns.copy(), lengths.copy())
 
     def _updater(self) -> Updater:
         """The learner's own updater (one process updates itself: never a central one)."""

@@ -1,14 +1,19 @@
 """Serial placement of an off-policy agent: collector and learner in one process.
 
-One update collects ``algo.num_steps`` steps of every env, in chunks that end where a
-training round is due (every ``replay.train_freq`` steps per env); each chunk goes into the
-learner's replay, each round takes ``replay.gradient_steps`` gradient steps and publishes the
-policy to the collector. Collector and learner hold separate copies of the policy and
-exchange only flat buffers (transition chunks and weights), as they would on two ranks.
+It runs the learner loop of the MPI placement's learner rank
+(:class:`~hpcrl.placement.replay_loop.ReplayLoop`) with the collector of this very process
+as its source of chunks (:class:`CollectorInProcess`) and as the place its weights go
+(:class:`WeightsInProcess`), with a tolerance of 0: the collector collects a chunk only when
+no gradient step is due, and each chunk ends where the next training round falls due
+(every ``replay.train_freq`` steps per env) or where the update ends. So one update collects
+``algo.num_steps`` steps of every env and trains a round of ``replay.gradient_steps`` steps
+at every such point past ``replay.learning_starts``, by the rule an Ape-X job follows.
+Collector and learner hold separate copies of the policy and exchange only flat buffers
+(transition chunks and weights), as they would on two ranks.
 """
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -17,11 +22,83 @@ from torch import nn
 from hpcrl.config.schema import Config
 from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm, make_policy
 from hpcrl.core.envs import EnvSpaces, make_vector_env
-from hpcrl.placement.serial import UpdateResult
+from hpcrl.core.replay.transitions import Transitions
+from hpcrl.placement.mpi.protocol import update_row
+from hpcrl.placement.replay_loop import ReplayLoop
+from hpcrl.placement.serial import UpdateResult, update_result
+from hpcrl.roles.messages import Weights
 from hpcrl.roles.replay_learner import ReplayLearner, make_replay
 from hpcrl.roles.transition_collector import TransitionCollector, chunk_layout
 from hpcrl.runtime.cpu import retain_freed_memory
 from hpcrl.runtime.devices import pick_device
+
+
+class CollectorInProcess:
+    """A :class:`~hpcrl.placement.replay_loop.ChunkSource` of one collector in this process:
+    when the loop asks whether a chunk arrived, the collector collects it then, ``steps()``
+    steps of every env from the job's ``job_env_steps()``; it keeps the episodes the chunks
+    finished for the update's row."""
+
+    def __init__(self, collector: TransitionCollector, chunk: Transitions,
+                 steps: Callable[[], int], job_env_steps: Callable[[], int]) -> None:
+        self.collector, self.chunk = collector, chunk
+        self.steps, self.job_env_steps = steps, job_env_steps
+        self.posted = [True]
+        self.returns: list[np.ndarray] = []
+        self.lengths: list[np.ndarray] = []
+
+    @property
+    def buffers(self) -> list[Any]:
+        """The one chunk buffer."""
+        return [self.chunk]
+
+    @property
+    def live(self) -> int:
+        """One collector, always live."""
+        return 1
+
+    def arrived(self, i: int) -> bool:
+        """Collect the next chunk (unless the loop holds the collector back)."""
+        if not self.posted[i]:
+            return False
+        self.collector.collect(self.chunk, self.steps(), self.job_env_steps())
+        returns, lengths = self.chunk.finished_episodes()
+        self.returns.append(returns.astype(np.float64))
+        self.lengths.append(lengths.astype(np.float64))
+        self.posted[i] = False
+        return True
+
+    def post(self, i: int) -> None:
+        """Let the collector collect again."""
+        self.posted[i] = True
+
+    def take_episodes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The returns and lengths of the episodes finished since the last call."""
+        returns, lengths = np.concatenate(self.returns), np.concatenate(self.lengths)
+        self.returns.clear()
+        self.lengths.clear()
+        return returns, lengths
+
+    def drain(self) -> None:
+        """Nothing is in flight in one process."""
+
+
+class WeightsInProcess:
+    """A :class:`~hpcrl.placement.replay_loop.WeightsSink` that loads each new policy into
+    the collector of this process at once."""
+
+    def __init__(self, collector: TransitionCollector) -> None:
+        self.collector = collector
+
+    def offer(self, weights: Weights, block: bool) -> None:
+        """Load ``weights`` into the collector."""
+        self.collector.load_weights(weights)
+
+    def push(self, block: bool = False) -> None:
+        """Nothing left to deliver: :meth:`offer` loaded the weights."""
+
+    def drain(self) -> None:
+        """Nothing is in flight in one process."""
 
 
 class SerialOffPolicyPlacement:
@@ -39,11 +116,23 @@ class SerialOffPolicyPlacement:
         self.learner = ReplayLearner(algorithm, replay, config)
         self.envs = make_vector_env(config.env, n)
         self.collector = TransitionCollector(self.envs, make_policy(config, spaces), config)
-        self.chunk = chunk_layout(config, spaces.obs_shape, spaces.action_shape, n,
-                                  spaces.obs_format.dtype).new()
-        self.since_round = 0  # steps per env collected since the last training round
-        self.job_env_steps = 0
+        chunk = chunk_layout(config, spaces.obs_shape, spaces.action_shape, n,
+                             spaces.obs_format.dtype).new()
+        self.update_env_steps = 0  # the job's env steps before the current update
+        self.source = CollectorInProcess(self.collector, chunk, self._chunk_steps,
+                                         lambda: self.loop.env_steps)
+        self.loop = ReplayLoop(self.learner, config, n, self.source,
+                               WeightsInProcess(self.collector), tolerance=0,
+                               base_env_steps=lambda: self.update_env_steps)
         self.collector.load_weights(self.learner.weights())
+
+    def _chunk_steps(self) -> int:
+        """Steps per env of the next chunk: up to where the next training round falls due,
+        or where the update ends."""
+        freq = self.config.replay.train_freq
+        since_round = (self.loop.env_steps // self.num_envs) % freq
+        left = (self.loop.per_update - self.loop.row.env_steps) // self.num_envs
+        return min(freq - since_round, left)
 
     @property
     def master_actor(self) -> nn.Module:
@@ -55,63 +144,25 @@ class SerialOffPolicyPlacement:
         """The loss terms of the progress rows (the learner's)."""
         return self.learner.stat_names
 
-
-    def _round_size(self) -> int:
-        steps = self.config.replay.gradient_steps
-        return steps if steps >= 0 else self.config.replay.train_freq * self.num_envs
-
     def run_update(self, update: int, env_steps: int) -> UpdateResult:
         """Collect ``algo.num_steps`` steps per env, training whenever a round is due."""
-        freq = self.config.replay.train_freq
-        left = self.config.algo.num_steps
-        self.job_env_steps = env_steps
-        returns: list[np.ndarray] = []
-        lengths: list[np.ndarray] = []
-        sums: dict[str, float] = {}
-        rounds = gradient_steps = 0
-        collect_s = compute_s = 0.0
-        while left > 0:
-            steps = min(left, freq - self.since_round)
-            t0 = time.perf_counter()
-            chunk = self.collector.collect(self.chunk, steps, self.job_env_steps)
-            self.learner.add(chunk)
-            t1 = time.perf_counter()
-            collect_s += t1 - t0
-            ret, length = chunk.finished_episodes()
-            returns.append(ret.astype(np.float64))
-            lengths.append(length.astype(np.float64))
-            self.job_env_steps += steps * self.num_envs
-            self.since_round += steps
-            left -= steps
-            if self.since_round == freq:
-                self.since_round = 0
-                if self.learner.ready(self.job_env_steps):
-                    stats = self.learner.train(self._round_size(), self.job_env_steps)
-                    self.collector.load_weights(self.learner.weights())
-                    rounds += 1
-                    gradient_steps += self._round_size()
-                    for name, value in stats.items():
-                        sums[name] = sums.get(name, 0.0) + value
-                compute_s += time.perf_counter() - t1
-        stats = {name: value / rounds for name, value in sums.items()} if rounds else {}
-        env_steps = self.config.algo.num_steps * self.num_envs
-        stats["replay_ratio"] = gradient_steps / env_steps
-        stats["skipped_updates"] = self.learner.algorithm.guard.take_skipped()
-        return UpdateResult(env_steps, np.concatenate(returns),
-                            np.concatenate(lengths), stats,
-                            {"time_collect_s": collect_s, "time_compute_s": compute_s})
+        self.update_env_steps = env_steps
+        report = self.loop.learn_update()
+        figures = self.loop.layout.combine(report.data[None, :])
+        returns, lengths = self.source.take_episodes()
+        return update_result(update_row(figures, self.stat_names), returns, lengths)
 
     def state_dict(self) -> dict[str, Any]:
-        """The learner's state (replay included), the collector's and the steps since the last
-        training round, for a checkpoint."""
-        return {"learner": self.learner.state_dict(), "collectors": [self.collector.state_dict()],
-                "since_round": self.since_round}
+        """The learner's state (replay included) and the collector's, for a checkpoint (taken
+        between updates: nothing of the next one has been collected)."""
+        return {"learner": self.learner.state_dict(), "collectors": [self.collector.state_dict()]}
 
     def load_state_dict(self, state: dict[str, Any], actor_state: dict[str, Any]) -> list[str]:
         """Restore the roles (``actor_state``, the saved policy, is part of the learner's
-        state too); returns env attributes that could not be restored exactly."""
+        state too); returns env attributes that could not be restored exactly. (A checkpoint
+        of an older version also holds the steps since the last training round: they follow
+        from the env steps.)"""
         self.learner.load_state_dict(state["learner"])
-        self.since_round = int(state["since_round"])
         self.collector.load_weights(self.learner.weights())
         (collector_state,) = state["collectors"]
         return self.collector.load_state_dict(collector_state)

@@ -56,6 +56,9 @@ class ReplayLearner:
         self.config = config.replay
         self.total_env_steps = config.train.total_env_steps
         self.message = Weights.empty_like(algorithm.policy)
+        # gradient steps taken, applied or dropped by the gradient guard: what the replay
+        # ratio counts (the version counts the applied ones)
+        self.steps_taken = 0
         # the loss terms, and the gradient steps taken per env step collected
         self.stat_names = algorithm.stat_names + ("replay_ratio",)
 
@@ -78,6 +81,7 @@ class ReplayLearner:
         figures of the last one (a step the algorithm's guard drops for a non-finite gradient
         leaves the weights and the batch's priorities alone)."""
         alg = self.algorithm
+        self.steps_taken += gradient_steps
         alg.set_progress(job_env_steps / self.total_env_steps)
         beta = self.config.beta0 + (1.0 - self.config.beta0) * alg.progress
         prioritized = self.config.prioritized
@@ -111,10 +115,13 @@ class ReplayLearner:
         return self.message.capture(self.algorithm.policy, self.version)
 
     def state_dict(self) -> dict[str, Any]:
-        """The algorithm's state and the replay's, for a checkpoint."""
-        return {"algorithm": self.algorithm.state_dict(), "replay": self.replay.state_dict()}
+        """The algorithm's state, the replay's and the gradient steps taken, for a checkpoint."""
+        return {"algorithm": self.algorithm.state_dict(), "replay": self.replay.state_dict(),
+                "steps_taken": self.steps_taken}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` saved."""
         self.algorithm.load_state_dict(state["algorithm"])
         self.replay.load_state_dict(state["replay"])
+        # a checkpoint of an older version counted applied steps only
+        self.steps_taken = int(state.get("steps_taken", self.algorithm.steps))
