@@ -60,12 +60,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The Slurm tests go to one xdist worker (they share the test cluster's nodes); in MPI
-    children, make each test's timeout fire first and kill the rank."""
+    """Spread the Slurm tests among the multi-rank ones; in MPI children, make each test's
+    timeout fire first and kill the rank."""
     if CHILD_PROCESS_FLAG not in os.environ:
-        for item in items:
-            if item.get_closest_marker("slurm") is not None:
-                item.add_marker(pytest.mark.xdist_group("slurm"))
+        items[:] = spread_waiting_tests(items)
         return
     deadline = os.environ.get(TEST_DEADLINE_VAR)
     for item in items:
@@ -76,6 +74,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         left = float(deadline) - time.time() if deadline else seconds
         child = child_timeout(seconds, left)
         item.add_marker(pytest.mark.timeout(child, method="thread"), append=False)
+
+
+def spread_waiting_tests(items: list[pytest.Item]) -> list[pytest.Item]:
+    """``items`` with the Slurm tests spread evenly among the multi-rank tests of
+    ``tests/mpi``, in the same order on every xdist worker (xdist hands out tests in
+    collection order). A Slurm test mostly waits for the test cluster's scheduler, and when
+    two ran side by side (they are neighbours in the tree) both workers waited and a core
+    stood idle for two minutes; beside a multi-rank test the other worker's ranks use it.
+    (The ``xdist_group`` marker that was to keep them on one worker has no effect under
+    pytest 9: pytest-xdist 3.8 sets a node id attribute pytest no longer reads.)"""
+    waiting = [item for item in items if item.get_closest_marker("slurm") is not None]
+    ranks = {id(item): n for n, item in enumerate(
+        item for item in items if item.nodeid.startswith("tests/mpi/"))}
+    if not waiting or not ranks:
+        return items
+    every = max(len(ranks) // (len(waiting) + 1), 1)
+    queue = list(waiting)
+    mixed: list[pytest.Item] = []
+    for item in items:
+        if item in waiting:
+            continue
+        mixed.append(item)
+        n = ranks.get(id(item))
+        if n is not None and queue and (n + 1) % every == 0:
+            mixed.append(queue.pop(0))
+    return mixed + queue
 
 
 def child_timeout(seconds: float, left: float) -> float:
