@@ -38,6 +38,9 @@ class ChunkSource(Protocol):
     leaves it unposted); ``buffers[i]``: where its last chunk lies once it :meth:`arrived`."""
 
     posted: list[bool]
+    # seconds spent collecting inside :meth:`arrived` (a collector in this very process),
+    # which are collection, not communication; 0 for chunks that come over a transport
+    local_seconds: float
 
     @property
     def buffers(self) -> list[Any]:
@@ -143,9 +146,9 @@ class ReplayLoop:
         back. Whether it is behind is asked again after every chunk: a chunk taken can put
         it behind, and letting that collector go on would let its next chunk in (one more
         per collector and pass, past the tolerance)."""
-        started, taken = time.perf_counter(), 0
-        limit = float("inf") if whole else self.per_update
         source = self.source
+        started, local, taken = time.perf_counter(), source.local_seconds, 0
+        limit = float("inf") if whole else self.per_update
         for i in range(len(source.posted)):
             if not source.posted[i] and not self.holding():
                 source.post(i)  # let a held collector go
@@ -155,7 +158,7 @@ class ReplayLoop:
                 if self.holding():
                     break  # held: its next chunk waits until it is let go
                 source.post(i)
-        self.row.comm_s += time.perf_counter() - started
+        self.row.comm_s += time.perf_counter() - started - (source.local_seconds - local)
         return taken
 
     def _add(self, chunk: Any) -> None:

@@ -13,6 +13,7 @@ Collector and learner hold separate copies of the policy and exchange only flat 
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,7 @@ class CollectorInProcess:
         self.collector, self.chunk = collector, chunk
         self.steps, self.job_env_steps = steps, job_env_steps
         self.posted = [True]
+        self.local_seconds = 0.0  # collecting, inside arrived()
         self.returns: list[np.ndarray] = []
         self.lengths: list[np.ndarray] = []
 
@@ -61,7 +63,9 @@ class CollectorInProcess:
         """Collect the next chunk (unless the loop holds the collector back)."""
         if not self.posted[i]:
             return False
+        started = time.perf_counter()
         self.collector.collect(self.chunk, self.steps(), self.job_env_steps())
+        self.local_seconds += time.perf_counter() - started
         returns, lengths = self.chunk.finished_episodes()
         self.returns.append(returns.astype(np.float64))
         self.lengths.append(lengths.astype(np.float64))

@@ -31,6 +31,8 @@ class CollectorInbox:
     ``scheme.collector_timeout_s`` is lost too.
     """
 
+    local_seconds = 0.0  # chunks come over the transport: none is collected here
+
     def __init__(self, job: Any, ranks: list[int], layout: Any,
                  watch: CollectorWatch | None = None) -> None:
         self.world, self.ranks = job.world, list(ranks)
