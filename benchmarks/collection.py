@@ -23,7 +23,7 @@ import torch  # noqa: E402
 from hpcrl.build import env_spaces, make_actor, rollout_layout  # noqa: E402
 from hpcrl.config import from_dict  # noqa: E402
 from hpcrl.core.envs import make_vector_env  # noqa: E402
-from hpcrl.roles.collector import Collector  # noqa: E402
+from hpcrl.roles.collector import rollout_collector  # noqa: E402
 from machine import machine_line
 
 
@@ -53,7 +53,7 @@ def bare_loop(config, actor, steps: int, policy: bool = True) -> float:
 def hpcrl_collector(config, actor, steps: int) -> float:
     spaces = env_spaces(config)
     envs = make_vector_env(config.env, config.env.num_envs)
-    collector = Collector(envs, actor, config.env, config.algo.gamma, config.seed)
+    collector = rollout_collector(envs, actor, config.env, config.algo.gamma, config.seed)
     rollout = rollout_layout(config, spaces, config.env.num_envs).new()
     per_rollout = config.algo.num_steps * config.env.num_envs
     rollouts = max(steps // per_rollout, 1)

@@ -15,7 +15,8 @@ from hpcrl.core.envs import make_vector_env
 from hpcrl.core.epsilon import collector_epsilon
 from hpcrl.core.acting import make_engine
 from hpcrl.core.replay import PrioritizedReplayBuffer
-from hpcrl.roles.transition_collector import TransitionCollector, chunk_layout
+from hpcrl.roles.collector import transition_collector
+from hpcrl.roles.transition_filler import chunk_layout
 
 APEX_SMALL = ["scheme.preset=apex", "actor.hidden_sizes=[16]", "env.num_envs=4",
               "replay.learning_starts=0", "replay.train_freq=8", "replay.n_step=1"]
@@ -81,27 +82,27 @@ def collector(sets, index=0, count=1):
     spaces = env_spaces(cfg)
     envs = make_vector_env(cfg.env, cfg.env.num_envs)
     policy = make_policy(cfg, spaces)
-    c = TransitionCollector(envs, policy, cfg, collector_index=index, collector_count=count)
+    c = transition_collector(envs, policy, cfg, collector_index=index, collector_count=count)
     chunk = chunk_layout(cfg, spaces.obs_shape, spaces.action_shape, cfg.env.num_envs).new()
     return cfg, c, chunk, policy
 
 
 def test_each_collector_explores_with_its_own_fixed_epsilon():
     _, random_one, chunk, _ = collector(["algo.dqn.collector_eps_base=1.0"])
-    random_one.collect(chunk, 8, 0)
-    greedy = make_engine(random_one.policy).act(chunk.obs[:chunk.count])
+    random_one.collect(chunk, 8, job_env_steps=0)
+    greedy = make_engine(random_one.filler.policy).act(chunk.obs[:chunk.count])
     same_random = np.mean(chunk.actions[:chunk.count] == greedy)
     assert 0.2 < same_random < 0.8  # epsilon 1: actions ignore the Q-network
     _, last, chunk, _ = collector(["algo.dqn.collector_eps_base=0.01"], index=3, count=4)
-    assert last.fixed_eps == pytest.approx(0.01 ** 8)
-    last.collect(chunk, 8, 0)
-    greedy = make_engine(last.policy).act(chunk.obs[:chunk.count])
+    assert last.filler.fixed_eps == pytest.approx(0.01 ** 8)
+    last.collect(chunk, 8, job_env_steps=0)
+    greedy = make_engine(last.filler.policy).act(chunk.obs[:chunk.count])
     np.testing.assert_array_equal(chunk.actions[:chunk.count], greedy)
 
 
 def test_collector_priorities_are_the_td_errors_of_its_q_network():
     cfg, c, chunk, policy = collector(["replay.n_step=3", "algo.gamma=0.9"])
-    c.collect(chunk, 8, 0)
+    c.collect(chunk, 8, job_env_steps=0)
     k = chunk.count
     assert k > 0 and chunk.layout.priorities
     with torch.no_grad():

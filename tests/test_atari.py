@@ -18,7 +18,7 @@ from hpcrl.config import from_dict
 from hpcrl.config.loader import ConfigError
 from hpcrl.core.envs import make_vector_env, probe_spaces
 from hpcrl.core.suites import make_env
-from hpcrl.roles.collector import Collector
+from hpcrl.roles.collector import rollout_collector
 
 pytest.importorskip("ale_py", reason='needs pip install "hpcrl[atari]"')
 
@@ -130,7 +130,7 @@ def test_collector_reports_whole_games_not_lives():
                          "algo.num_steps=600", "algo.ppo.minibatch_size=600"])
     spaces = env_spaces(cfg)
     envs = make_vector_env(cfg.env, 2)
-    collector = Collector(envs, make_actor(cfg, spaces), cfg.env, cfg.algo.gamma, cfg.seed)
+    collector = rollout_collector(envs, make_actor(cfg, spaces), cfg.env, cfg.algo.gamma, cfg.seed)
     rollout = collector.collect(rollout_layout(cfg, spaces, 2).new())
     envs.close()
     returns, lengths = rollout.finished_episodes()

@@ -18,7 +18,7 @@ from hpcrl.core.demo_replay import DemoSlots, demo_slots, replayed_log_probs, sl
 from hpcrl.core.envs import make_vector_env
 from hpcrl.errors import ConfigError
 from hpcrl.placement.serial import SerialPlacement
-from hpcrl.roles.collector import Collector
+from hpcrl.roles.collector import rollout_collector
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.tasks.corridor import record_walk
@@ -51,7 +51,7 @@ def test_one_demonstration_teaches_ppo_the_corridor_plain_ppo_never_walks(tmp_pa
     print("PPO+D", figures, "plain", plain)
     assert figures["mean_return"] == pytest.approx(1.0)
     assert plain["mean_return"] == pytest.approx(0.0)
-    replay = demos.placement.learner.source.collector.replay
+    replay = demos.placement.learner.source.collector.filler.replay
     assert replay.buffer.added > 0 and replay.buffer.own  # its own walks joined
 
 
@@ -81,7 +81,7 @@ def _collector(tmp_path, sets=()):
     envs = DemoSlots(make_vector_env(cfg.env, 2), slots,
                      DemoBuffer.from_file(cfg.algo.ppo.demos, cfg.algo.ppo.demos_own))
     actor = make_actor(cfg, spaces)
-    return cfg, spaces, actor, Collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed,
+    return cfg, spaces, actor, rollout_collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed,
                                          total_envs=4)
 
 

@@ -15,7 +15,7 @@ from hpcrl.config.validate import validate
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.core.envs import make_vector_env
 from hpcrl.core.memory import evaluate_rollouts
-from hpcrl.roles.collector import Collector
+from hpcrl.roles.collector import rollout_collector
 
 sys.path.insert(0, str(Path(__file__).parent / "mpi"))
 import hpcrl_testenvs  # noqa: E402,F401  (registers CueMemory-v0)
@@ -31,7 +31,7 @@ def collector_and_actor(sets: list[str]):
         for p in actor.parameters():
             p.add_(torch.randn_like(p) * 0.3)
     envs = make_vector_env(cfg.env, cfg.env.num_envs)
-    collector = Collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed)
+    collector = rollout_collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed)
     return cfg, spaces, actor, collector
 
 
@@ -86,7 +86,7 @@ def test_a_states_rows_reset_where_episodes_end():
     assert last_done.any() and not last_done.all()
     # the state carried into the next rollout is zero exactly for the envs whose episode
     # ended at the last step
-    zero_rows = ~np.abs(collector.memory).any(axis=1)
+    zero_rows = ~np.abs(collector.filler.memory).any(axis=1)
     np.testing.assert_array_equal(zero_rows, last_done)
 
 

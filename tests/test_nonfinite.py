@@ -192,14 +192,14 @@ def test_the_raw_observations_the_check_reads_give_the_normaliser_moments():
     from hpcrl.build import env_spaces, make_actor, rollout_layout
     from hpcrl.config import from_dict
     from hpcrl.core.envs import make_vector_env
-    from hpcrl.roles.collector import Collector
+    from hpcrl.roles.collector import rollout_collector
 
     def rollout(normalize: bool):
         cfg = from_dict({}, ["env.num_envs=3", "algo.num_steps=50", "algo.ppo.minibatch_size=30",
                              f"env.normalize_obs={str(normalize).lower()}"])
         spaces = env_spaces(cfg)
         envs = make_vector_env(cfg.env, 3)
-        collector = Collector(envs, make_actor(cfg, spaces), cfg.env, cfg.algo.gamma, cfg.seed)
+        collector = rollout_collector(envs, make_actor(cfg, spaces), cfg.env, cfg.algo.gamma, cfg.seed)
         r = collector.collect(rollout_layout(cfg, spaces, 3).new())
         envs.close()
         return r

@@ -9,7 +9,8 @@ from hpcrl.build import env_spaces
 from hpcrl.config import from_dict
 from hpcrl.core.algorithms.offpolicy import make_policy
 from hpcrl.core.envs import make_vector_env
-from hpcrl.roles.transition_collector import TransitionCollector, chunk_layout
+from hpcrl.roles.collector import transition_collector
+from hpcrl.roles.transition_filler import chunk_layout
 
 STEPS = 250  # one whole episode and the start of the next
 
@@ -35,9 +36,9 @@ def test_pendulum_rows_scale_actions_and_bootstrap_through_the_time_limit(algo):
                          f"algo.num_steps={STEPS}"])
     spaces = env_spaces(cfg)
     envs = make_vector_env(cfg.env, 1)
-    collector = TransitionCollector(envs, make_policy(cfg, spaces), cfg)
+    collector = transition_collector(envs, make_policy(cfg, spaces), cfg)
     chunk = collector.collect(chunk_layout(cfg, spaces.obs_shape, spaces.action_shape,
-                                           1).new(), STEPS, 0)
+                                           1).new(), STEPS, job_env_steps=0)
     envs.close()
     k = chunk.count
     assert k == STEPS

@@ -16,7 +16,7 @@ FAST = ["train.tensorboard=false", "train.eval_episodes=0", "train.total_env_ste
 def test_one_actor_collects_learns_and_is_saved(tmp_path):
     trainer = Trainer(from_dict({}, FAST), RunDir(tmp_path), console=None)
     placement = trainer.placement
-    assert placement.learner.source.collector.actor is placement.master_actor
+    assert placement.learner.source.collector.filler.actor is placement.master_actor
     assert placement.learner.algorithm.actor is placement.master_actor
     trainer.train()
 

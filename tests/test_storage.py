@@ -8,17 +8,17 @@ from hpcrl.config import from_dict
 from hpcrl.core.envs import make_vector_env
 from hpcrl.core.rollout import RolloutLayout
 from hpcrl.core.storage import RolloutStorage
-from hpcrl.roles.collector import Collector
+from hpcrl.roles.collector import rollout_collector
 
 
 def collect(config, num_envs, env_offset=0, steps=None):
     spaces = env_spaces(config)
     envs = make_vector_env(config.env, num_envs)
-    collector = Collector(envs, make_actor(config, spaces), config.env, config.algo.gamma,
-                          config.seed, env_offset)
+    collector = rollout_collector(envs, make_actor(config, spaces), config.env,
+                                  config.algo.gamma, config.seed, env_offset)
     layout = rollout_layout(config, spaces, num_envs)
-    rollout = collector.collect(layout.new(),
-                                None if steps is None else (lambda done: done >= steps))
+    rollout = collector.collect(
+        layout.new(), should_stop=None if steps is None else (lambda done: done >= steps))
     envs.close()
     return rollout
 

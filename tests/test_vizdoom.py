@@ -15,7 +15,7 @@ from hpcrl.core.encoders import FixupResidual
 from hpcrl.core.envs import make_vector_env
 from hpcrl.core.suites import make_env
 from hpcrl.errors import ConfigError
-from hpcrl.roles.collector import Collector
+from hpcrl.roles.collector import rollout_collector
 
 pytest.importorskip("vizdoom")
 
@@ -51,7 +51,7 @@ def test_a_scenario_dict_keeps_its_image_uint8_in_rollouts():
     layout = rollout_layout(cfg, spaces, 2)
     actor = make_actor(cfg, spaces)
     envs = make_vector_env(cfg.env, 2)
-    collector = Collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed)
+    collector = rollout_collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed)
     rollout = collector.collect(layout.new())
     assert rollout.obs.dtype == np.uint8
     keys = spaces.obs_format.unpack_numpy(rollout.obs.reshape((-1,) + spaces.obs_shape))

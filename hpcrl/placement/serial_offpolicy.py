@@ -27,9 +27,10 @@ from hpcrl.core.replay.transitions import Transitions
 from hpcrl.placement.mpi.protocol import update_row
 from hpcrl.placement.replay_loop import ReplayLoop
 from hpcrl.placement.serial import UpdateResult, update_result
+from hpcrl.roles.collector import Collector, transition_collector
 from hpcrl.roles.messages import Weights
 from hpcrl.roles.replay_learner import ReplayLearner, make_replay
-from hpcrl.roles.transition_collector import TransitionCollector, chunk_layout
+from hpcrl.roles.transition_filler import chunk_layout
 from hpcrl.runtime.cpu import retain_freed_memory
 from hpcrl.runtime.devices import pick_device
 
@@ -40,7 +41,7 @@ class CollectorInProcess:
     steps of every env from the job's ``job_env_steps()``; it keeps the episodes the chunks
     finished for the update's row."""
 
-    def __init__(self, collector: TransitionCollector, chunk: Transitions,
+    def __init__(self, collector: Collector[Transitions], chunk: Transitions,
                  steps: Callable[[], int], job_env_steps: Callable[[], int]) -> None:
         self.collector, self.chunk = collector, chunk
         self.steps, self.job_env_steps = steps, job_env_steps
@@ -64,7 +65,7 @@ class CollectorInProcess:
         if not self.posted[i]:
             return False
         started = time.perf_counter()
-        self.collector.collect(self.chunk, self.steps(), self.job_env_steps())
+        self.collector.collect(self.chunk, self.steps(), job_env_steps=self.job_env_steps())
         self.local_seconds += time.perf_counter() - started
         returns, lengths = self.chunk.finished_episodes()
         self.returns.append(returns.astype(np.float64))
@@ -91,7 +92,7 @@ class WeightsInProcess:
     """A :class:`~hpcrl.placement.replay_loop.WeightsSink` that loads each new policy into
     the collector of this process at once."""
 
-    def __init__(self, collector: TransitionCollector) -> None:
+    def __init__(self, collector: Collector[Transitions]) -> None:
         self.collector = collector
 
     def offer(self, weights: Weights, block: bool) -> None:
@@ -119,7 +120,7 @@ class SerialOffPolicyPlacement:
                              spaces.obs_format.dtype, spaces.obs_format, streams=n)
         self.learner = ReplayLearner(algorithm, replay, config)
         self.envs = make_vector_env(config.env, n)
-        self.collector = TransitionCollector(self.envs, make_policy(config, spaces), config)
+        self.collector = transition_collector(self.envs, make_policy(config, spaces), config)
         chunk = chunk_layout(config, spaces.obs_shape, spaces.action_shape, n,
                              spaces.obs_format.dtype).new()
         self.update_env_steps = 0  # the job's env steps before the current update

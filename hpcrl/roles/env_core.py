@@ -12,6 +12,7 @@ where) stays in each collector.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -22,6 +23,37 @@ from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import env_seeds, reset_seeded, restore_vector_env_state, vector_env_state
 from hpcrl.core.obs_format import ObsFormat
 from hpcrl.core.suites import game_episodes
+
+
+@dataclass
+class StepFacts:
+    """What vector step ``t`` of a collection gave: the observations the actions were chosen
+    on (as the envs returned them), the next ones (a new episode's first where one ended),
+    rewards and episode ends per env, the indices of the envs whose episode ``ended``, and
+    of those the ones whose final observations the filler asked for (``final_envs``) with
+    those observations carried (``final_obs``, ``None`` when there are none)."""
+
+    t: int
+    obs: np.ndarray
+    next_obs: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    done: np.ndarray
+    ended: np.ndarray
+    final_envs: np.ndarray
+    final_obs: np.ndarray | None
+
+
+@dataclass
+class CollectionFacts:
+    """The header of a collected buffer: the acting weights' version, the first env's
+    global index, the collector's id and the seconds the collection took."""
+
+    weights_version: int
+    env_offset: int
+    source: int
+    seconds: float
 
 
 class EnvCore:

@@ -1,7 +1,6 @@
 """``hpcrl`` with a heap census on every rank (see ``tests/heap_probe.py``).
 
-Each rank counts the calls of ``Collector.collect`` and ``TransitionCollector.collect`` (a
-collector's rollouts or chunks), ``GradientWorker.gradients`` and ``ReplayLearner.train`` (a
+Each rank counts the calls of ``Collector.collect`` (a collector's rollouts or chunks), ``GradientWorker.gradients`` and ``ReplayLearner.train`` (a
 learner's updates or rounds of gradient steps), takes a census at the calls named by
 ``HPCRL_TEST_HEAP_CALLS`` ("FIRST,LAST") and writes ``rank<N>.json`` into
 ``HPCRL_TEST_HEAP_DIR`` when the job ends.
@@ -18,12 +17,10 @@ from hpcrl.cli import main  # noqa: E402
 from hpcrl.roles.collector import Collector  # noqa: E402
 from hpcrl.roles.gradient_worker import GradientWorker  # noqa: E402
 from hpcrl.roles.replay_learner import ReplayLearner  # noqa: E402
-from hpcrl.roles.transition_collector import TransitionCollector  # noqa: E402
 
 FIRST, LAST = (int(n) for n in os.environ["HPCRL_TEST_HEAP_CALLS"].split(","))
 PROBES = {"collect": HeapProbe(Collector, "collect", FIRST, LAST),
           "gradients": HeapProbe(GradientWorker, "gradients", FIRST, LAST),
-          "chunks": HeapProbe(TransitionCollector, "collect", FIRST, LAST),
           "train": HeapProbe(ReplayLearner, "train", FIRST, LAST)}
 
 

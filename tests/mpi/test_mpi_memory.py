@@ -54,4 +54,4 @@ def test_apex_ranks_heap_is_flat(tmp_path):
                                  "replay.learning_starts=200", "replay.batch_size=32",
                                  "replay.train_freq=8", "replay.gradient_steps=1",
                                  "replay.buffer_size=2000", "train.total_env_steps=8000"],
-                      {0: "train", 1: "chunks", 2: "chunks"})
+                      {0: "train", 1: "collect", 2: "collect"})

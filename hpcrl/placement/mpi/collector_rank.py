@@ -29,9 +29,8 @@ from hpcrl.placement.mpi.remote_acting import (
     acting_spec,
 )
 from hpcrl.placement.mpi.streams import StreamOut
-from hpcrl.roles.collector import Collector
+from hpcrl.roles.collector import Collector, rollout_collector, transition_collector
 from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP, Weights
-from hpcrl.roles.transition_collector import TransitionCollector
 from hpcrl.scheme import collecting_ranks
 
 
@@ -79,17 +78,19 @@ class CollectorRank:
         # a replay learner may hold this rank back (rate limit): chunks go out synchronously
         self.held = job.off_policy
         self.link: RemoteLink | None = None  # to the inference rank that acts for it
+        # steps per env of each buffer: a chunk's algo.num_steps, a rollout's own count
+        self.chunk_steps = cfg.algo.num_steps if self.held else None
         if self.held:
-            self.collector: Any = self._transition_collector()
+            self.collector: Collector[Any] = self._transition_collector()
         else:
             remote = job.role.inference >= 0  # then the actor only holds the normalisers
             self.actor = job.new_actor(None if remote else job.device)
             engine = RemoteEngine(self._link(self.actor)) if remote else None
-            self.collector = Collector(self.envs, self.actor, cfg.env, cfg.algo.gamma,
-                                       cfg.seed, job.role.env_offset, collector_id=job.rank,
-                                       total_envs=job.total_envs, engine=engine)
+            self.collector = rollout_collector(self.envs, self.actor, cfg.env, cfg.algo.gamma,
+                                               cfg.seed, job.role.env_offset,
+                                               collector_id=job.rank,
+                                               total_envs=job.total_envs, engine=engine)
             self.weights = Weights.empty_like(self.actor)
-            self.fill = self.collector.collect
         self.params = ParamsReceiver(self.world, self.weights, self.worker, job.codec)
         self.stream = StreamOut(job, job.stream_layout(), synchronous=self.held)
         if resume_state is not None:
@@ -116,7 +117,7 @@ class CollectorRank:
                                job.memory, region)
         return self.link
 
-    def _transition_collector(self) -> TransitionCollector:
+    def _transition_collector(self) -> Collector[Any]:
         """An off-policy collector streaming chunks of ``algo.num_steps`` steps per env."""
         from hpcrl.core.algorithms.offpolicy import make_policy
 
@@ -124,16 +125,10 @@ class CollectorRank:
         policy = make_policy(cfg, job.spaces)
         n = cfg.env.num_envs
         acting = RemotePolicyEngine(self._link(policy)) if job.role.inference >= 0 else None
-        collector = TransitionCollector(self.envs, policy, cfg, job.role.env_offset, job.rank,
-                                        job.total_envs, job.role.env_offset // n,
-                                        collecting_ranks(cfg.scheme), acting)
+        collector = transition_collector(self.envs, policy, cfg, job.role.env_offset, job.rank,
+                                         job.total_envs, job.role.env_offset // n,
+                                         collecting_ranks(cfg.scheme), acting)
         self.weights = Weights.empty_like(policy)
-        steps, total = cfg.algo.num_steps, job.total_envs
-
-        def fill(chunk: Any) -> None:
-            collector.collect(chunk, steps, collector.vector_steps * total)
-
-        self.fill = fill
         return collector
 
     def _send_state(self) -> None:
@@ -193,7 +188,7 @@ class CollectorRank:
                 self.preempt.begin(w.version)
                 stop = self.preempt.should_stop
             rollout = self.stream.next_buffer()
-            self.collector.collect(rollout, stop)
+            self.collector.collect(rollout, should_stop=stop)
             for request in self.stream.send(rollout):
                 wait(request)
 
@@ -226,7 +221,7 @@ class CollectorRank:
         stopping = self._service_weights()
         while not stopping:
             rollout = self.stream.next_buffer()
-            self.fill(rollout)
+            self.collector.collect(rollout, self.chunk_steps)
             self.unsent = True
             # the previous rollout may still be in flight: keep answering commands meanwhile
             while pending and not all(r.Test() for r in pending) and not stopping:

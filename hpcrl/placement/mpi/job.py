@@ -156,7 +156,7 @@ class MpiJob:
         off-policy agent's) a chunk of ``algo.num_steps`` transitions per env."""
         if not self.off_policy:
             return self.layout()
-        from hpcrl.roles.transition_collector import stream_layout
+        from hpcrl.roles.transition_filler import stream_layout
 
         s = self.spaces
         return stream_layout(self.config, s.obs_shape, s.action_shape, self.config.env.num_envs,

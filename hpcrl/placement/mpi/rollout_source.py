@@ -26,7 +26,7 @@ from hpcrl.placement.mpi.latest_weights import LatestWeights, send_weights
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch, LostCollectorError
 from hpcrl.placement.mpi.protocol import TAG_DONE, TAG_PREEMPT
 from hpcrl.placement.mpi.streams import StreamIn
-from hpcrl.roles.collector import Collector
+from hpcrl.roles.collector import rollout_collector
 from hpcrl.roles.messages import STOP, Weights
 
 
@@ -45,10 +45,11 @@ class OwnEnvs:
         self.job = job
         self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs)
         self.shared = actor is not None  # the learner's own actor: nothing to copy
-        self.collector = Collector(self.envs, actor if actor is not None else job.new_actor(),
-                                   cfg.env, cfg.algo.gamma,
-                                   cfg.seed, job.role.env_offset, collector_id=job.rank,
-                                   total_envs=job.total_envs)
+        self.collector = rollout_collector(self.envs,
+                                           actor if actor is not None else job.new_actor(),
+                                           cfg.env, cfg.algo.gamma, cfg.seed,
+                                           job.role.env_offset, collector_id=job.rank,
+                                           total_envs=job.total_envs)
         if resume_state is not None:
             self.collector.load_state_dict(resume_state)
         self.rollout = job.layout().new()
@@ -86,7 +87,7 @@ class OwnEnvs:
                     finished[i] = True
             return steps_done >= self.min_steps and sum(finished) >= self.needed
 
-        self.collector.collect(self.rollout, should_stop)
+        self.collector.collect(self.rollout, should_stop=should_stop)
         self.notice[0] = update
         sends = [isend(world, self.notice, peer, TAG_DONE) for peer in self.peers]
         started = time.perf_counter()

@@ -1,6 +1,7 @@
-"""The off-policy collector role: steps envs with the latest policy, emits transition chunks.
+"""What an off-policy collection makes of its steps: transition chunks for a replay.
 
-It explores as its algorithm does: uniformly random actions while the job has collected
+The one collection loop (:class:`hpcrl.roles.collector.Collector`) steps the envs; this
+filler explores as its algorithm does: uniformly random actions while the job has collected
 fewer than ``replay.learning_starts`` env steps; then epsilon-greedy (DQN), sampling from the
 squashed Gaussian (SAC) or the deterministic action plus exploration noise (TD3, DDPG).
 Every random draw of env ``i`` of the job comes from its own generator seeded by
@@ -13,10 +14,8 @@ Under Ape-X's settings a DQN collector acts with its own fixed epsilon
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from torch import nn
 
@@ -27,12 +26,9 @@ from hpcrl.core.envs import as_discrete
 from hpcrl.core.epsilon import collector_epsilon, linear_epsilon
 from hpcrl.core.exploration import make_noise, standard_normal
 from hpcrl.core.flat import contiguous_parameters
-from hpcrl.core.obs_format import obs_format
 from hpcrl.core.replay.nstep import NStepWindow
 from hpcrl.core.replay.transitions import TransitionLayout, Transitions
-from hpcrl.roles.env_core import EnvCore
-from hpcrl.roles.messages import Weights
-from hpcrl.runtime.finite import check_env_rows, check_env_steps
+from hpcrl.roles.env_core import CollectionFacts, EnvCore, StepFacts
 
 COLLECT_STREAM = 0x0FF  # per-env generators, apart from the on-policy collector's
 
@@ -71,35 +67,33 @@ def exploration_noise_keys(config: Config) -> DdpgConfig:
     return own if isinstance(own, DdpgConfig) else DdpgConfig()
 
 
-class TransitionCollector:
-    """Holds ``envs`` (global indices ``env_offset ..``) and fills :class:`Transitions`.
+class TransitionFiller:
+    """Fills :class:`Transitions` chunks of ``core``'s envs with ``policy``'s exploration.
 
-    ``total_envs`` is the number of envs of the whole job: each vector step of this
-    collector is counted as ``total_envs`` job env steps, which drive the random warm-up
-    and the epsilon schedule the same way on every collector. ``collector_index`` of
-    ``collector_count`` places it on Ape-X's per-collector epsilon schedule. ``acting``
-    picks the actions (default: the numpy engine of ``policy``; an inference rank's remote
-    engine in a scheme with inference ranks); the initial priorities are computed with
-    ``policy`` here either way, one batched pass per chunk.
+    ``core.total_envs`` is the number of envs of the whole job: each vector step is counted
+    as that many job env steps, which drive the random warm-up and the epsilon schedule the
+    same way on every collector. ``collector_index`` of ``collector_count`` places it on
+    Ape-X's per-collector epsilon schedule. ``acting`` picks the actions (default: the numpy
+    engine of ``policy``; an inference rank's remote engine in a scheme with inference
+    ranks); the initial priorities are computed with ``policy`` here either way, one batched
+    pass per chunk.
     """
 
-    def __init__(self, envs: gym.vector.VectorEnv, policy: nn.Module, config: Config,
-                 env_offset: int = 0, collector_id: int = 0,
-                 total_envs: int | None = None, collector_index: int = 0,
-                 collector_count: int = 1, acting: Any = None) -> None:
-        self.envs, self.policy, self.config = envs, policy, config
+    def __init__(self, core: EnvCore, policy: nn.Module, config: Config,
+                 collector_index: int = 0, collector_count: int = 1,
+                 acting: Any = None) -> None:
+        self.core, self.policy, self.config = core, policy, config
+        # every row's next observation is its episode's true final one, terminated or not
+        self.finals_of_terminated = True
         self.replay = config.replay
-        self.env_offset, self.collector_id = env_offset, collector_id
-        n = envs.num_envs
-        self.num_envs = n
-        self.total_envs = total_envs or n
-        self.env_ids = env_offset + np.arange(n)  # global indices of this collector's envs
+        n = core.num_envs
+        self.env_ids = core.env_offset + np.arange(n)  # global indices of the envs
         contiguous_parameters(policy)  # new weights arrive as one copy
         self.engine = make_engine(policy)
         self.acting = acting if acting is not None else self.engine
         self.discrete = isinstance(self.engine, GreedyQEngine)
         self.sampling = isinstance(self.engine, SquashedGaussianEngine)
-        space = envs.single_action_space
+        space = core.envs.single_action_space
         self.num_actions = int(as_discrete(space).n) if self.discrete else 0
         self.action_dim = 0 if self.discrete else int(np.prod(space.shape or ()))
         engine = self.engine  # its policy is ``policy``, typed by the engine's kind
@@ -108,7 +102,7 @@ class TransitionCollector:
         self.noise = None if self.discrete or self.sampling else make_noise(
             noise.action_noise, n, self.action_dim, noise.noise_std, noise.ou_theta,
             noise.ou_dt)
-        fmt = obs_format(envs.single_observation_space)
+        fmt = core.obs_format
         action_shape = () if self.discrete else (self.action_dim,)
         self.window = NStepWindow(self.replay.n_step, config.algo.gamma, n, fmt.shape,
                                   action_shape, fmt.dtype)
@@ -118,25 +112,39 @@ class TransitionCollector:
                                             self.epsilon.collector_eps_base,
                                             self.epsilon.collector_eps_alpha)
                           if self.epsilon.per_collector_eps else None)
-        self.weights_version = 0
-        # the envs, their generators, observations and episode trackers
-        self.core = EnvCore(envs, fmt, config.seed, env_offset, self.total_envs,
-                            stream=(COLLECT_STREAM,))
+        self.chunk: Transitions | None = None  # the one being filled
+        self._draws: dict[str, np.ndarray] = {}
+        self._job_env_steps = 0  # the job's env steps before the chunk
+        self._actions = np.empty(0)  # the last step's actions, as the policy chose them
 
     @property
-    def vector_steps(self) -> int:
-        """Steps of this collector's vector env so far."""
-        return self.core.vector_steps
+    def module(self) -> nn.Module:
+        """The policy the weights load into (in place: the engine's views see them)."""
+        return self.policy
 
-    # -- weights -----------------------------------------------------------------------------
-    def load_weights(self, weights: Weights) -> None:
-        """Act with this version of the policy from now on."""
-        weights.load_into(self.policy)  # in place: the engine's views see the new values
-        self.weights_version = weights.version
+    def sync(self) -> None:
+        """Nothing to re-take: the engine acts through views of the policy's weights."""
 
-    # -- acting ------------------------------------------------------------------------------
-    def _draws(self, steps: int, random_phase: bool) -> dict[str, np.ndarray]:
-        """Every random number the chunk may use, drawn per env in a fixed order."""
+    # -- one collection ----------------------------------------------------------------------
+    def begin(self, chunk: Transitions, steps: int | None, job_env_steps: int
+              ) -> tuple[int, np.ndarray, np.ndarray]:
+        """Start filling ``chunk`` (emptied first) with ``steps`` steps of every env (as
+        many as it holds unless given); ``job_env_steps`` counts the job's env steps before
+        it. Every random number the chunk may use is drawn here, per env in a fixed order;
+        the loop gets reused buffers for the raw observations and rewards."""
+        if steps is None:
+            steps = chunk.layout.capacity // self.core.num_envs - (self.window.n - 1)
+        chunk.reset()
+        self.chunk = chunk
+        self._job_env_steps = job_env_steps
+        self._draws = self._draw(steps, job_env_steps < self.replay.learning_starts)
+        core = self.core
+        raw_obs = core.raw_buffer("obs", (steps,) + core.obs.shape, core.obs.dtype)
+        raw_rewards = core.raw_buffer("rewards", (steps, core.num_envs), np.float32)
+        return steps, raw_obs, raw_rewards
+
+    def _draw(self, steps: int, random_phase: bool) -> dict[str, np.ndarray]:
+        """Every random number a chunk of ``steps`` steps may use, drawn per env."""
         draws: dict[str, np.ndarray] = {}
         rngs = self.core.rngs
         if self.discrete:
@@ -151,9 +159,16 @@ class TransitionCollector:
             draws["normal"] = standard_normal(rngs, steps, self.action_dim)
         return draws
 
-    def _act(self, obs: np.ndarray, t: int, job_steps: int,
-             draws: dict[str, np.ndarray]) -> np.ndarray:
-        """Actions of step ``t`` of the chunk (env indices, or ``[-1, 1]`` Box actions)."""
+    def act(self, t: int, obs: np.ndarray) -> np.ndarray:
+        """Step ``t``'s actions on ``obs``: the policy's (env indices, or ``[-1, 1]`` Box
+        actions) are kept for the transition; returned as the env takes them."""
+        actions = self._choose(obs, t, self._job_env_steps + t * self.core.total_envs)
+        self._actions = actions
+        return actions if self.scale is None else self.scale.to_env(actions)
+
+    def _choose(self, obs: np.ndarray, t: int, job_steps: int) -> np.ndarray:
+        """The exploring actions of step ``t`` of the chunk, ``job_steps`` into the job."""
+        draws = self._draws
         random_phase = job_steps < self.replay.learning_starts
         if self.discrete:
             if random_phase:
@@ -173,50 +188,40 @@ class TransitionCollector:
             actions = np.clip(actions + self.noise.step(draws["normal"][t]), -1.0, 1.0)
         return actions.astype(np.float32)
 
-    def collect(self, chunk: Transitions, steps: int, job_env_steps: int) -> Transitions:
-        """Step every env ``steps`` times into ``chunk`` (emptied first).
+    def record(self, step: StepFacts) -> None:
+        """Push step ``t`` through the n-step window; the windows it finishes become rows
+        that bootstrap from each episode's true final observation."""
+        chunk = self.chunk
+        assert chunk is not None
+        final = step.next_obs
+        if step.final_obs is not None:
+            final = step.next_obs.copy()
+            final[step.ended] = step.final_obs
+        rows = self.window.push(step.obs, self._actions, step.rewards, step.terminated,
+                                step.truncated, final)
+        chunk.append(*rows, *self._streams(chunk, step.done))
 
-        ``job_env_steps`` counts the job's env steps before this chunk. What the envs
-        returned is checked once, at the end (:meth:`_check`): a NaN or inf observation or
-        reward stops the run before the chunk reaches a replay.
-        """
-        started = time.perf_counter()
-        chunk.reset()
-        draws = self._draws(steps, job_env_steps < self.replay.learning_starts)
-        core = self.core
-        obs = core.obs
-        raw_obs = core.raw_buffer("obs", (steps,) + obs.shape, obs.dtype)
-        raw_rewards = core.raw_buffer("rewards", (steps, self.num_envs), np.float32)
-        finals: list[tuple[int, np.ndarray, np.ndarray]] = []  # of the episodes that ended
-        for t in range(steps):
-            actions = self._act(obs, t, job_env_steps + t * self.total_envs, draws)
-            env_actions = actions if self.scale is None else self.scale.to_env(actions)
-            next_obs, rewards, terminated, truncated, info = core.step(env_actions)
-            raw_obs[t] = next_obs
-            raw_rewards[t] = rewards
-            done = terminated | truncated
-            final = next_obs
-            if done.any():
-                final = next_obs.copy()
-                ended = np.flatnonzero(done)
-                final[ended] = core.final_observations(ended, info)
-                finals.append((t, ended, final[ended]))
-            rows = self.window.push(obs, actions, rewards, terminated, truncated, final)
-            chunk.append(*rows, *self._streams(chunk, done))
-            if done.any():
-                returns, lengths = core.end_episodes(done, info)
-                counted = lengths > 0  # a lost life is no episode of the game's statistics
-                chunk.add_episodes(returns[counted], lengths[counted])
-                if self.noise is not None:
-                    self.noise.reset(done)
-            obs = next_obs
-        core.obs = obs
-        self._check(raw_obs[:steps], raw_rewards[:steps], finals)
-        core.vector_steps += steps
+    def end_episodes(self, t: int, done: np.ndarray, returns: np.ndarray,
+                     lengths: np.ndarray) -> None:
+        """The episodes ``done`` ended: the chunk keeps the game's ones (a lost life is no
+        episode of the game's statistics); their exploration noise starts again."""
+        chunk = self.chunk
+        assert chunk is not None
+        counted = lengths > 0
+        chunk.add_episodes(returns[counted], lengths[counted])
+        if self.noise is not None:
+            self.noise.reset(done)
+
+    def finish(self, steps: int, raw_obs: np.ndarray, facts: CollectionFacts) -> Transitions:
+        """Close the chunk after ``steps`` steps: Ape-X's initial priorities when its layout
+        keeps them, and its header."""
+        chunk = self.chunk
+        assert chunk is not None
         if chunk.layout.priorities:
             self._priorities(chunk)
-        chunk.set_facts(self.weights_version, self.env_offset, self.collector_id,
-                        steps * self.num_envs, time.perf_counter() - started)
+        chunk.set_facts(facts.weights_version, facts.env_offset, facts.source,
+                        steps * self.core.num_envs, facts.seconds)
+        self.chunk = None
         return chunk
 
     def _streams(self, chunk: Transitions, done: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -228,15 +233,6 @@ class TransitionCollector:
         if self.window.n != 1:
             raise ValueError("hindsight replay needs 1-step transitions (replay.n_step=1)")
         return self.env_ids, done
-
-    def _check(self, raw_obs: np.ndarray, raw_rewards: np.ndarray,
-               finals: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
-        """Stop on a non-finite observation, reward or final observation of this chunk
-        (``raw_*[t]`` came from vector step ``vector_steps + t + 1``)."""
-        first = self.core.vector_steps + 1
-        check_env_steps("observation", raw_obs, self.env_offset, first, self.total_envs)
-        check_env_steps("reward", raw_rewards, self.env_offset, first, self.total_envs)
-        check_env_rows("final observation", finals, self.env_offset, first, self.total_envs)
 
     def _priorities(self, chunk: Transitions) -> None:
         """Initial priorities of the chunk's rows: ``|r + discount * max_a Q(s', a) -
@@ -255,18 +251,15 @@ class TransitionCollector:
 
     # -- checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Env states, generators, pending n-step windows, noise and episode trackers."""
-        return {**self.core.state_dict(), "window": self.window.state_dict(),
+        """The pending n-step windows and the exploration noise, beside the env core's part
+        of the checkpoint."""
+        return {"window": self.window.state_dict(),
                 "noise": self.noise.state_dict() if self.noise is not None else {}}
 
-    def load_state_dict(self, state: dict[str, Any]) -> list[str]:
-        """Restore :meth:`state_dict`; returns the env attributes that could not be restored
-        (those envs keep their fresh seeded reset, and their pending windows are dropped)."""
-        inexact = self.core.load_generators(state)
+    def load_state_dict(self, state: dict[str, Any], envs_restored: bool) -> None:
+        """Restore :meth:`state_dict`: the noise always, the pending windows only when the
+        envs were restored too (else they are dropped: every env starts afresh)."""
         if self.noise is not None:
             self.noise.load_state_dict(state["noise"])
-        if inexact:
-            return inexact
-        self.window.load_state_dict(state["window"])
-        self.core.load_envs(state)
-        return []
+        if envs_restored:
+            self.window.load_state_dict(state["window"])
