@@ -36,6 +36,7 @@ from hpcrl.comm.buffers import (
     wait_any,
     wait_probe,
 )
+from hpcrl.comm.channel import Channel, LocalChannel, MpiChannel, channel_for
 from hpcrl.comm.rendezvous import destroy_gradient_group, init_gradient_group
 from hpcrl.comm.world import (
     SelfComm,
@@ -50,8 +51,11 @@ __all__ = [
     "DEFAULT_POLL",
     "KINDS",
     "Allreducer",
+    "Channel",
     "Envelope",
     "LocalAllreducer",
+    "LocalChannel",
+    "MpiChannel",
     "MpiAllreducer",
     "MpiUnavailableError",
     "Poll",
@@ -60,6 +64,7 @@ __all__ = [
     "WorldInfo",
     "abort_job",
     "abort_on_error",
+    "channel_for",
     "destroy_gradient_group",
     "init_gradient_group",
     "install_abort_handler",

@@ -305,10 +305,11 @@ def die_as_lost() -> None:
     os._exit(1)  # not reached
 
 
-def request_failed(request: Any) -> tuple[bool, bool]:
-    """``(done, dead)`` of one ``Test`` of ``request``: dead when its peer is lost."""
+def request_failed(channel: Any, request: Any) -> tuple[bool, bool]:
+    """``(done, dead)`` of one test of ``request`` on ``channel`` (a
+    :class:`~hpcrl.comm.channel.Channel`): dead when its peer is lost."""
     try:
-        return bool(request.Test()), False
+        return channel.test(request), False
     except Exception as exc:
         if is_peer_failure(exc):
             return False, True

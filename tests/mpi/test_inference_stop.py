@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from mpirun import FAST
-from hpcrl.comm import wait, world_comm
+from hpcrl.comm import world_comm
 from hpcrl.config import from_dict
 from hpcrl.placement.mpi.inference_rank import InferenceRank
 from hpcrl.placement.mpi.job import build_job
@@ -36,18 +36,18 @@ def test_a_request_for_a_skipped_version_is_served_with_the_weights_stop_brought
     if job.rank == 0:  # the gradient worker: version 1, then (version 2 skipped) STOP at 3
         actor = job.new_actor()
         message = Weights.empty_like(actor)
-        for request in send_weights(world, message.capture(actor, 1), 1):
-            wait(request)
+        for request in send_weights(job.channel, message.capture(actor, 1), 1):
+            job.channel.wait(request)
         world.recv(source=2, tag=TAG_ASKED)
-        for request in send_weights(world, message.capture(actor, 3, STOP), 1):
-            wait(request)
+        for request in send_weights(job.channel, message.capture(actor, 3, STOP), 1):
+            job.channel.wait(request)
     elif job.rank == 1:
         serving = InferenceRank(job)
         serving.run()  # returns only once the collector said goodbye
         assert serving.stopped and serving.version == 3 and serving.batches == 1
     else:  # the collector was told to collect with version 2
         actor = job.new_actor()
-        link = RemoteLink(world, 1, acting_spec(job, actor), 2, lambda: 2)
+        link = RemoteLink(job.channel, 1, acting_spec(job, actor), 2, lambda: 2)
         world.send(None, dest=0, tag=TAG_ASKED)
         obs = np.zeros((2, *job.spaces.obs_shape), np.float32)
         noise = np.zeros((2, *actor.distribution.noise_shape()), np.float32)

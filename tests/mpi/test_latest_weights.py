@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from hpcrl.comm import irecv, wait, world_comm
+from hpcrl.comm.channel import MpiChannel
 from hpcrl.placement.mpi.latest_weights import LatestWeights
 from hpcrl.placement.mpi.protocol import TAG_WEIGHTS
 from hpcrl.roles.messages import CHECKPOINT, Weights
@@ -35,7 +36,7 @@ def receive(comm, source: int) -> Weights:
 def test_busy_collector_gets_the_newest_weights_and_each_command_once() -> None:
     comm = world_comm()
     if comm.rank == 0:
-        sender = LatestWeights(comm, [1])
+        sender = LatestWeights(MpiChannel(comm), [1])
         for version in (1, 2, 3):  # the collector takes none of these yet
             sender.offer(weights(version), block=False)
         comm.send(None, dest=1, tag=TAG_READY)

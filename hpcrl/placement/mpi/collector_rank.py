@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.comm import irecv, wait
+from hpcrl.comm.channel import Channel
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
@@ -37,10 +37,10 @@ from hpcrl.scheme import collecting_ranks
 class PreemptListener:
     """A collector's side of preemption: a standing receive for 'stragglers may stop'."""
 
-    def __init__(self, comm: Any, worker: int, min_steps: int) -> None:
-        self.comm, self.worker, self.min_steps = comm, worker, min_steps
+    def __init__(self, channel: Channel, worker: int, min_steps: int) -> None:
+        self.channel, self.worker, self.min_steps = channel, worker, min_steps
         self.buf = np.zeros(1, np.int64)
-        self.request = irecv(comm, self.buf, worker, TAG_PREEMPT)
+        self.request = channel.irecv(self.buf, worker, TAG_PREEMPT)
         self.update = -1
         self.preempted = False
 
@@ -49,10 +49,10 @@ class PreemptListener:
         self.update, self.preempted = update, False
 
     def _poll(self) -> None:
-        while self.request.Test():
+        while self.channel.test(self.request):
             if int(self.buf[0]) == self.update:
                 self.preempted = True
-            self.request = irecv(self.comm, self.buf, self.worker, TAG_PREEMPT)
+            self.request = self.channel.irecv(self.buf, self.worker, TAG_PREEMPT)
 
     def should_stop(self, steps_done: int) -> bool:
         """Whether this update's notice arrived and ``steps_done`` reaches the minimum share of
@@ -63,8 +63,7 @@ class PreemptListener:
     def close(self) -> None:
         """Take any notice still arriving, then cancel the standing receive."""
         self._poll()
-        self.request.Cancel()
-        self.request.Wait()
+        self.channel.cancel(self.request)
 
 
 class CollectorRank:
@@ -72,7 +71,7 @@ class CollectorRank:
 
     def __init__(self, job: MpiJob, resume_state: dict[str, Any] | None) -> None:
         cfg = job.config
-        self.job, self.world = job, job.world
+        self.job, self.channel = job, job.channel
         self.worker = job.workers[job.role.group]
         self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs)
         # a replay learner may hold this rank back (rate limit): chunks go out synchronously
@@ -91,12 +90,12 @@ class CollectorRank:
                                                collector_id=job.rank,
                                                total_envs=job.total_envs, engine=engine)
             self.weights = Weights.empty_like(self.actor)
-        self.params = ParamsReceiver(self.world, self.weights, self.worker, job.codec)
+        self.params = ParamsReceiver(self.channel, self.weights, self.worker, job.codec)
         self.stream = StreamOut(job, job.stream_layout(), synchronous=self.held)
         if resume_state is not None:
             self.collector.load_state_dict(resume_state)
         p = cfg.scheme.preemption
-        self.preempt = (PreemptListener(self.world, self.worker,
+        self.preempt = (PreemptListener(self.channel, self.worker,
                                         math.ceil(p.fraction_samples * cfg.algo.num_steps))
                         if p.fraction_workers < 1.0 or p.fraction_samples < 1.0 else None)
         self.sent = 0
@@ -112,7 +111,7 @@ class CollectorRank:
         each request carries the weights version this rank was told to collect with."""
         job = self.job
         region = None if job.memory is None else job.memory.region(job.rank, ACTING)
-        self.link = RemoteLink(job.world, job.role.inference, acting_spec(job, module),
+        self.link = RemoteLink(job.channel, job.role.inference, acting_spec(job, module),
                                job.config.env.num_envs, lambda: self.collector.weights_version,
                                job.memory, region)
         return self.link
@@ -141,8 +140,8 @@ class CollectorRank:
         """
         state = self.collector.state_dict()
         state["sent_before"] = self.sent + int(self.unsent)
-        self.state_sends = [r for r in self.state_sends if not r.Test()]
-        self.state_sends.append(self.world.isend(state, dest=0, tag=TAG_STATE))
+        self.state_sends = [r for r in self.state_sends if not self.channel.test(r)]
+        self.state_sends.append(self.channel.isend_object(state, 0, TAG_STATE))
 
     def run(self) -> None:
         """Collect until the STOP command (``scheme.collection``: sync or async), then close the
@@ -158,7 +157,7 @@ class CollectorRank:
             if self.preempt is not None:
                 self.preempt.close()
             for request in self.state_sends:
-                wait(request)
+                self.channel.wait(request)
             self.envs.close()
 
     def _load(self, w: Weights) -> None:
@@ -173,9 +172,10 @@ class CollectorRank:
     def _run_sync(self) -> None:
         w = self.weights
         while True:
-            wait(irecv(self.world, w.header.data, self.worker, TAG_WEIGHTS))
+            channel = self.channel
+            channel.wait(channel.irecv(w.header.data, self.worker, TAG_WEIGHTS))
             if not self.header_only:
-                wait(self.params.post())
+                channel.wait(self.params.post())
                 self.params.unpack()
             if w.command & CHECKPOINT:
                 self._send_state()
@@ -190,18 +190,18 @@ class CollectorRank:
             rollout = self.stream.next_buffer()
             self.collector.collect(rollout, should_stop=stop)
             for request in self.stream.send(rollout):
-                wait(request)
+                channel.wait(request)
 
     def _service_weights(self) -> bool:
         """Take every weights message that arrived; True once a STOP command came."""
         w = self.weights
         while True:
             if self.requests[1] is None:
-                if not self.requests[0].Test():
+                if not self.channel.test(self.requests[0]):
                     return False
                 self.requests[1] = (self.requests[0] if self.header_only
                                     else self.params.post())
-            wait(self.requests[1])
+            self.channel.wait(self.requests[1])
             if not self.header_only:
                 self.params.unpack()
             self.requests = [None, None]
@@ -211,12 +211,13 @@ class CollectorRank:
                 self.preempted = bool(w.command & PREEMPTED)
                 return True
             self._load(w)
-            self.requests = [irecv(self.world, w.header.data, self.worker, TAG_WEIGHTS), None]
+            self.requests = [self.channel.irecv(w.header.data, self.worker, TAG_WEIGHTS), None]
 
     def _run_async(self) -> None:
-        self.requests = [irecv(self.world, self.weights.header.data, self.worker, TAG_WEIGHTS),
+        channel = self.channel
+        self.requests = [channel.irecv(self.weights.header.data, self.worker, TAG_WEIGHTS),
                          None]
-        wait(self.requests[0])  # act with the learner's weights from the first step
+        channel.wait(self.requests[0])  # act with the learner's weights from the first step
         pending: list = []
         stopping = self._service_weights()
         while not stopping:
@@ -224,16 +225,16 @@ class CollectorRank:
             self.collector.collect(rollout, self.chunk_steps)
             self.unsent = True
             # the previous rollout may still be in flight: keep answering commands meanwhile
-            while pending and not all(r.Test() for r in pending) and not stopping:
+            while pending and not all(channel.test(r) for r in pending) and not stopping:
                 stopping = self._service_weights()
                 time.sleep(2e-4)
             for request in pending:
-                wait(request)
+                channel.wait(request)
             pending = self.stream.send(rollout)
             self.sent += 1
             self.unsent = False
             if not stopping:
                 stopping = self._service_weights()
         for request in pending:
-            wait(request)
-        self.world.Send(np.array([self.sent], np.int64), dest=self.worker, tag=TAG_FINAL)
+            channel.wait(request)
+        channel.send(np.array([self.sent], np.int64), self.worker, TAG_FINAL)

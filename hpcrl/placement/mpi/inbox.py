@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.comm import irecv, poll_until
+from hpcrl.comm import poll_until
 from hpcrl.comm.faults import is_peer_failure
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch
 from hpcrl.placement.mpi.protocol import TAG_FINAL
@@ -35,7 +35,7 @@ class CollectorInbox:
 
     def __init__(self, job: Any, ranks: list[int], layout: Any,
                  watch: CollectorWatch | None = None) -> None:
-        self.world, self.ranks = job.world, list(ranks)
+        self.channel, self.ranks = job.channel, list(ranks)
         self.watch = watch if watch is not None else CollectorWatch(job, self.ranks)
         self.streams = [StreamIn(job, rank, layout) for rank in self.ranks]
         self.heads: list[Any] = [None] * len(self.ranks)  # each posted receive's header
@@ -110,7 +110,8 @@ class CollectorInbox:
             if self.lost(i):
                 continue
             final = np.zeros(1, np.int64)
-            request = irecv(self.world, final, rank, TAG_FINAL)
+            request = self.channel.irecv(final, rank, TAG_FINAL)
+            counted = False  # the count came: then wait for the messages it counts
             if not self.posted[i]:
                 self.post(i)
             while not self.lost(i):
@@ -118,22 +119,14 @@ class CollectorInbox:
                     self.post(i)
                     continue
                 self.watch.waiting(rank, "final")
-                if self.watch.done(rank, request) or self.watch.overdue(rank, "final"):
+                if counted or self.watch.done(rank, request) \
+                        or self.watch.overdue(rank, "final"):
+                    counted = True
                     self.watch.arrived(rank, "final")
                     if self.lost(i) or self.received[i] >= int(final[0]):
                         break
-                    request = _Done()  # the count came: wait for the messages it counts
                 time.sleep(1e-3)
             if self.lost(i):
                 continue  # its requests are left to MPI: the peer is gone
             self.streams[i].cancel()
             self.posted[i] = False
-
-
-class _Done:
-    """A request that has completed (for a FINAL count already received)."""
-
-    @staticmethod
-    def Test() -> bool:  # noqa: N802 (mpi4py's name)
-        """Always done."""
-        return True

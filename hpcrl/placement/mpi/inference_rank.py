@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.comm import Poll, irecv, wait
+from hpcrl.comm import Poll
 from hpcrl.comm.faults import DEAD, LOST, request_failed
 from hpcrl.core.acting import make_engine
 from hpcrl.placement.mpi.job import MpiJob
@@ -50,7 +50,7 @@ class InferenceRank:
     """Serves its collectors' requests with the newest weights of its gradient worker."""
 
     def __init__(self, job: MpiJob) -> None:
-        self.job, self.world = job, job.world
+        self.job, self.channel = job, job.channel
         self.worker = job.workers[job.role.group]
         self.collectors = list(job.role.feeds)
         self.actor, self.engine = serving_engine(job)
@@ -66,7 +66,7 @@ class InferenceRank:
         self.requests = [request for request, _ in records]
         self.replies = [reply for _, reply in records]
         # each collector's records: in shared memory when it shares this node
-        self.carriers = [Carrier(self.world, c, memory if region is not None else None)
+        self.carriers = [Carrier(self.channel, c, memory if region is not None else None)
                          for c, region in zip(self.collectors, regions, strict=True)]
         self.receives = [carrier.receive(r, TAG_ACT)
                          for carrier, r in zip(self.carriers, self.requests, strict=True)]
@@ -74,9 +74,9 @@ class InferenceRank:
         self.sends: list[Any] = [None] * len(self.collectors)
         self.left: set[int] = set()
         self.weights = Weights.empty_like(self.actor)
-        self.params = ParamsReceiver(self.world, self.weights, self.worker, job.codec)
+        self.params = ParamsReceiver(self.channel, self.weights, self.worker, job.codec)
         self.weight_receives: list[Any] = [
-            irecv(self.world, self.weights.header.data, self.worker, TAG_WEIGHTS), None]
+            self.channel.irecv(self.weights.header.data, self.worker, TAG_WEIGHTS), None]
         self.version = -1  # no weights yet: nothing is served before the first ones
         self.stopped = False
         self.preempted = False
@@ -95,7 +95,7 @@ class InferenceRank:
             delay = min(delay * IDLE_POLL.growth, IDLE_POLL.max_s)
         for i, request in enumerate(self.sends):
             if request is not None and self.collectors[i] not in LOST:
-                wait(request)
+                self.channel.wait(request)
 
     # -- weights -----------------------------------------------------------------------------
     def _take_weights(self) -> bool:
@@ -104,10 +104,10 @@ class InferenceRank:
         w = self.weights
         while not self.stopped:
             if self.weight_receives[1] is None:
-                if not self.weight_receives[0].Test():
+                if not self.channel.test(self.weight_receives[0]):
                     break
                 self.weight_receives[1] = self.params.post()
-            wait(self.weight_receives[1])
+            self.channel.wait(self.weight_receives[1])
             self.params.unpack()
             took = True
             # STOP carries the newest weights too: load them, since a collector may already
@@ -119,7 +119,7 @@ class InferenceRank:
             if w.command & STOP:
                 self.stopped, self.preempted = True, bool(w.command & PREEMPTED)
                 break
-            self.weight_receives = [irecv(self.world, w.header.data, self.worker, TAG_WEIGHTS),
+            self.weight_receives = [self.channel.irecv(w.header.data, self.worker, TAG_WEIGHTS),
                                     None]
         return took
 
@@ -134,7 +134,7 @@ class InferenceRank:
                 self.arrived[i] = True
                 if self.sends[i] is not None:  # the collector took the last reply
                     if not self._done(i, self.sends[i]):
-                        wait(self.sends[i])
+                        self.channel.wait(self.sends[i])
                     self.sends[i] = None
         steps: list[int] = []
         values: list[int] = []
@@ -165,7 +165,7 @@ class InferenceRank:
 
     def _done(self, i: int, request: Any) -> bool:
         """One ``Test`` of a request with collector ``i``; a dead collector is lost."""
-        done, dead = request_failed(request)
+        done, dead = request_failed(self.channel, request)
         if dead:
             LOST.mark(self.collectors[i], DEAD)
             self._lost(i)

@@ -16,6 +16,7 @@ import torch
 
 from hpcrl.build import env_spaces, make_actor, rollout_layout
 from hpcrl.comm import split_by_role, world_comm
+from hpcrl.comm.channel import Channel, channel_for
 from hpcrl.comm.compression import PlainCodec, make_codec
 from hpcrl.comm.faults import PeerInfo
 from hpcrl.comm.node_memory import NodeMemory
@@ -76,6 +77,12 @@ class MpiJob:
     def rank(self) -> int:
         """This process's rank in the world."""
         return self.role.rank
+
+    @cached_property
+    def channel(self) -> Channel:
+        """This rank's point-to-point traffic with the job's other ranks (rank numbers of
+        the world): every message of the roles goes through it."""
+        return channel_for(self.world)
 
     @property
     def is_leader(self) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcrl.comm import irecv, isend, wait
+from hpcrl.comm.channel import Channel
 from hpcrl.comm.compression import PlainCodec
 from hpcrl.placement.mpi.protocol import TAG_WEIGHTS
 from hpcrl.roles.messages import Weights
@@ -22,14 +22,14 @@ from hpcrl.roles.messages import Weights
 PLAIN = PlainCodec()  # the default: parameters cross as they are
 
 
-def send_weights(world: Any, weights: Weights, rank: int, params: bool = True,
+def send_weights(channel: Channel, weights: Weights, rank: int, params: bool = True,
                  codec: PlainCodec = PLAIN) -> list[Any]:
     """Start sending ``weights`` to ``rank``: the header (command, version, normaliser
     buffers), then the parameters (packed by ``codec``) unless ``params`` is False (a
     collector whose inference rank acts for it); returns the requests."""
-    sends = [isend(world, weights.header.data, rank, TAG_WEIGHTS)]
+    sends = [channel.isend(weights.header.data, rank, TAG_WEIGHTS)]
     if params:
-        sends.append(isend(world, codec.pack(weights.params), rank, TAG_WEIGHTS))
+        sends.append(channel.isend(codec.pack(weights.params), rank, TAG_WEIGHTS))
     return sends
 
 
@@ -37,13 +37,14 @@ class ParamsReceiver:
     """Where a subscriber receives the parameters of a weights message, and their unpacking
     (in place, without compression)."""
 
-    def __init__(self, world: Any, weights: Weights, source: int, codec: PlainCodec) -> None:
-        self.world, self.weights, self.source, self.codec = world, weights, source, codec
+    def __init__(self, channel: Channel, weights: Weights, source: int,
+                 codec: PlainCodec) -> None:
+        self.channel, self.weights, self.source, self.codec = channel, weights, source, codec
         self.wire = codec.wire(weights.params)
 
     def post(self) -> Any:
         """The receive of the parameters that follow a header; :meth:`unpack` once done."""
-        return irecv(self.world, self.wire, self.source, TAG_WEIGHTS)
+        return self.channel.irecv(self.wire, self.source, TAG_WEIGHTS)
 
     def unpack(self) -> None:
         """Decode the received parameters into the weights (nothing to do without compression)."""
@@ -53,10 +54,10 @@ class ParamsReceiver:
 class LatestWeights:
     """Per-collector outboxes fed with the newest weights, never overwriting one in flight."""
 
-    def __init__(self, world: Any, ranks: list[int],
+    def __init__(self, channel: Channel, ranks: list[int],
                  header_only: frozenset[int] = frozenset(), codec: PlainCodec = PLAIN,
                  watch: Any = None) -> None:
-        self.world, self.ranks, self.header_only = world, list(ranks), header_only
+        self.channel, self.ranks, self.header_only = channel, list(ranks), header_only
         self.codec = codec
         # the learner's CollectorWatch: a lost collector gets nothing more, and a message
         # it never takes is given up instead of waited for
@@ -98,8 +99,8 @@ class LatestWeights:
                 box = self.boxes[rank] = self.latest.copy()
             else:
                 box.copy_from(self.latest)
-            self.sends[rank] = send_weights(self.world, box, rank, rank not in self.header_only,
-                                            self.codec)
+            self.sends[rank] = send_weights(self.channel, box, rank,
+                                            rank not in self.header_only, self.codec)
             self.behind.discard(rank)
 
     def drain(self) -> None:
@@ -116,13 +117,13 @@ class LatestWeights:
     def _taken(self, rank: int, pending: list[Any]) -> bool:
         """Whether ``rank`` took every message of ``pending`` (False once it is lost)."""
         if not self._watched(rank):
-            return all(r.Test() for r in pending)
+            return all(self.channel.test(r) for r in pending)
         return all(self.watch.done(rank, r) for r in pending)
 
     def _wait(self, rank: int, pending: list[Any]) -> bool:
         """Wait until ``rank`` took ``pending``; False when it was lost meanwhile."""
         if not self._watched(rank):
             for r in pending:
-                wait(r)
+                self.channel.wait(r)
             return True
         return all(self.watch.wait(rank, r) for r in pending)

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from hpcrl.build import make_storage
-from hpcrl.comm import irecv, isend, probe_any, wait
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.placement.mpi.job import MpiJob
@@ -46,7 +45,7 @@ class AsyncWorkerRank:
 
     def __init__(self, job: MpiJob, resume: dict[str, Any] | None) -> None:
         cfg = job.config
-        self.job, self.world = job, job.world
+        self.job, self.channel = job, job.channel
         self.actor = job.new_actor(job.device)
         self.algorithm = make_algorithm(self.actor, cfg.algo,
                                         on_nonfinite=cfg.train.on_nonfinite)
@@ -54,7 +53,7 @@ class AsyncWorkerRank:
         self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
                                      minibatches_per_epoch(cfg))
         self.weights = Weights.empty_like(self.actor)
-        self.params = ParamsReceiver(self.world, self.weights, UPDATER_RANK, job.codec)
+        self.params = ParamsReceiver(self.channel, self.weights, UPDATER_RANK, job.codec)
         self.version = 0
         if resume is not None:
             self.actor.load_state_dict(resume["policy"]["state_dict"])
@@ -73,15 +72,15 @@ class AsyncWorkerRank:
     def _exchange(self, gradient: Gradient, times: dict[str, float]) -> int:
         """Send one gradient (with the last report), receive the weights it made."""
         t = time.perf_counter()
-        sends = [isend(self.world, gradient.host(), UPDATER_RANK, TAG_GRAD),
-                 isend(self.world, gradient.info.data, UPDATER_RANK, TAG_GRAD_INFO),
-                 isend(self.world, self.report.data, UPDATER_RANK, TAG_REPORT)]
+        sends = [self.channel.isend(gradient.host(), UPDATER_RANK, TAG_GRAD),
+                 self.channel.isend(gradient.info.data, UPDATER_RANK, TAG_GRAD_INFO),
+                 self.channel.isend(self.report.data, UPDATER_RANK, TAG_REPORT)]
         for request in sends:
-            wait(request)
+            self.channel.wait(request)
         self.report.data[:] = 0.0
         w = self.weights
-        wait(irecv(self.world, w.header.data, UPDATER_RANK, TAG_WEIGHTS))
-        wait(self.params.post())
+        self.channel.wait(self.channel.irecv(w.header.data, UPDATER_RANK, TAG_WEIGHTS))
+        self.channel.wait(self.params.post())
         self.params.unpack()
         self.worker.load_weights(w)
         self.version = w.version
@@ -119,7 +118,7 @@ class AsyncWorkerRank:
             update += 1
             if command & CHECKPOINT:
                 for state in self.source.states():
-                    self.world.send(state, dest=UPDATER_RANK, tag=TAG_STATE)
+                    self.channel.send_object(state, UPDATER_RANK, TAG_STATE)
             weights = self.weights.capture(self.actor, self.version, command)
             if command & STOP:
                 self.source.close(weights)
@@ -138,7 +137,7 @@ class AsyncUpdaterRank:
     """Applies gradients in arrival order; each reply goes to the worker that sent it."""
 
     def __init__(self, job: MpiJob, resume: dict[str, Any] | None, leader: Leader) -> None:
-        self.job, self.world, self.leader = job, job.world, leader
+        self.job, self.channel, self.leader = job, job.channel, leader
         self.updater = make_updater(job, resume)
         self.algorithm, self.actor = self.updater.algorithm, self.updater.algorithm.actor
         stats = len(self.algorithm.stat_names)
@@ -161,16 +160,16 @@ class AsyncUpdaterRank:
 
     def _post(self, i: int) -> list:
         w = self.workers[i]
-        return [irecv(self.world, self.inbox[i].host(), w, TAG_GRAD),
-                irecv(self.world, self.inbox[i].info.data, w, TAG_GRAD_INFO),
-                irecv(self.world, self.reports[i].data, w, TAG_REPORT)]
+        return [self.channel.irecv(self.inbox[i].host(), w, TAG_GRAD),
+                self.channel.irecv(self.inbox[i].info.data, w, TAG_GRAD_INFO),
+                self.channel.irecv(self.reports[i].data, w, TAG_REPORT)]
 
     def _next(self, active: set[int]) -> int:
         """Index of a worker whose gradient arrived; keeps collecting states meanwhile."""
         delay = 50e-6
         while True:
             for i in active:
-                if all(r.Test() for r in self.requests[i]):
+                if all(self.channel.test(r) for r in self.requests[i]):
                     return i
             if self._take_states():
                 continue
@@ -178,12 +177,12 @@ class AsyncUpdaterRank:
             delay = min(delay * 2, 2e-3)
 
     def _take_states(self) -> bool:
-        envelope = probe_any(self.world, tag=TAG_STATE)
+        envelope = self.channel.probe(tag=TAG_STATE)
         if envelope is None:
             if self.round_open:
                 self._round_complete()  # a collector lost meanwhile is not waited for
             return False
-        state = self.world.recv(source=envelope.source, tag=TAG_STATE)
+        state = self.channel.recv_object(envelope.source, TAG_STATE)
         self.states[int(state["env_offset"])] = state
         self.state_watch.arrived(envelope.source, "state")
         self._round_complete()
@@ -252,8 +251,8 @@ class AsyncUpdaterRank:
                 self.checkpoint_for.discard(i)
             weights = self.updater.weights().set_command(command)
             worker = self.workers[i]
-            for request in send_weights(self.world, weights, worker, True, self.job.codec):
-                wait(request)
+            for request in send_weights(self.channel, weights, worker, True, self.job.codec):
+                self.channel.wait(request)
             if command & STOP:
                 active.discard(i)
             else:

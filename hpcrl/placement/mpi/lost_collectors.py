@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from hpcrl.comm import poll_until, probe_any
+from hpcrl.comm import poll_until
 from hpcrl.comm.faults import DEAD, LOST, is_peer_failure, stop_hung_rank
 from hpcrl.errors import ExplainedError
 
@@ -37,6 +37,7 @@ class CollectorWatch:
 
     def __init__(self, job: Any, ranks: list[int]) -> None:
         self.job, self.ranks = job, list(ranks)
+        self.channel = job.channel
         self.timeout = float(job.config.scheme.collector_timeout_s)
         # (rank, what) -> when the learner began waiting for it: its next rollout
         # ("stream"), its taking of a weights message, its checkpoint state, its final count
@@ -79,12 +80,12 @@ class CollectorWatch:
 
     # -- requests ----------------------------------------------------------------------
     def done(self, rank: int, request: Any) -> bool:
-        """One ``Test`` of ``request`` (to or from ``rank``); a dead peer is lost, and its
+        """One test of ``request`` (to or from ``rank``); a dead peer is lost, and its
         request counts as not done."""
         if rank in LOST:
             return False
         try:
-            return bool(request.Test())
+            return self.channel.test(request)
         except Exception as exc:
             if not is_peer_failure(exc):
                 raise
@@ -145,14 +146,14 @@ def receive_state(watch: CollectorWatch, rank: int, tag: int) -> dict[str, Any] 
     """Wait for collector ``rank``'s checkpoint state (a pickled message with ``tag``);
     None when it was lost before it sent one (the checkpoint then goes without it, and the
     resumed job starts that collector afresh)."""
-    world = watch.job.world
+    channel = watch.channel
     watch.waiting(rank, "state")
 
     def outcome() -> bool | None:  # True: its state is there; False: lost; None: waiting
         if rank in LOST:
             return False
         try:
-            if probe_any(world, tag=tag, source=rank) is not None:
+            if channel.probe(rank, tag) is not None:
                 return True
         except Exception as exc:
             if not is_peer_failure(exc):
@@ -163,4 +164,4 @@ def receive_state(watch: CollectorWatch, rank: int, tag: int) -> dict[str, Any] 
 
     there = poll_until(outcome, what=f"rank {rank}'s checkpoint state")
     watch.arrived(rank, "state")
-    return world.recv(source=rank, tag=tag) if there else None
+    return channel.recv_object(rank, tag) if there else None

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.comm import Poll, irecv, isend, wait
+from hpcrl.comm import Poll
+from hpcrl.comm.channel import Channel
 from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.records import Record, RecordLayout
@@ -164,22 +165,22 @@ class Carrier:
     bytes as a message, or, when it lies in the node's window (``memory`` given), a one-word
     notice that the other side may read it now."""
 
-    def __init__(self, world: Any, peer: int, memory: NodeMemory | None) -> None:
-        self.world, self.peer, self.memory = world, peer, memory
+    def __init__(self, channel: Channel, peer: int, memory: NodeMemory | None) -> None:
+        self.channel, self.peer, self.memory = channel, peer, memory
         self.notice_out = np.zeros(1, np.int64)
         self.notice_in = np.zeros(1, np.int64)
 
     def send(self, record: Record, tag: int) -> Any:
         """Start handing ``record`` over (the request to wait for)."""
         if self.memory is None:
-            return isend(self.world, record.data, self.peer, tag)
+            return self.channel.isend(record.data, self.peer, tag)
         self.memory.fence()  # the record is in the window before the notice says so
-        return isend(self.world, self.notice_out, self.peer, tag)
+        return self.channel.isend(self.notice_out, self.peer, tag)
 
     def receive(self, record: Record, tag: int) -> Any:
         """Start taking ``record`` over (the request to wait for; then :meth:`arrived`)."""
-        return irecv(self.world, record.data if self.memory is None else self.notice_in,
-                     self.peer, tag)
+        return self.channel.irecv(record.data if self.memory is None else self.notice_in,
+                                  self.peer, tag)
 
     def arrived(self) -> None:
         """After the receive completed: the other side's stores to the record are seen."""
@@ -192,27 +193,27 @@ class RemoteLink:
     buffers or (``memory`` and ``region`` given: the rank's ``acting`` region) in shared
     memory."""
 
-    def __init__(self, world: Any, server: int, spec: ActingSpec, envs: int,
+    def __init__(self, channel: Channel, server: int, spec: ActingSpec, envs: int,
                  version: Callable[[], int], memory: NodeMemory | None = None,
                  region: np.ndarray | None = None) -> None:
-        self.world, self.server, self.version = world, server, version
+        self.channel, self.server, self.version = channel, server, version
         self.request, self.reply = acting_records(spec, envs, region)
-        self.carrier = Carrier(world, server, memory if region is not None else None)
+        self.carrier = Carrier(channel, server, memory if region is not None else None)
         self.envs = envs
 
     def call(self, method: int, count: int) -> ActReply:
         """Send the request (its fields filled by the caller) and wait for the reply."""
         self.request.set(method=method, version=self.version(), count=count)
         reply = self.carrier.receive(self.reply, TAG_ACTED)
-        wait(self.carrier.send(self.request, TAG_ACT), REPLY_POLL)
-        wait(reply, REPLY_POLL)
+        self.channel.wait(self.carrier.send(self.request, TAG_ACT), REPLY_POLL)
+        self.channel.wait(reply, REPLY_POLL)
         self.carrier.arrived()
         return self.reply
 
     def close(self) -> None:
         """Tell the inference rank this collector will ask nothing more."""
         self.request.set(method=BYE, version=self.version(), count=0)
-        wait(self.carrier.send(self.request, TAG_ACT))
+        self.channel.wait(self.carrier.send(self.request, TAG_ACT))
 
 
 class RemoteEngine:

@@ -20,7 +20,6 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from hpcrl.comm import probe_any
 from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm
 from hpcrl.placement.mpi.inbox import CollectorInbox
 from hpcrl.placement.mpi.job import MpiJob
@@ -37,7 +36,7 @@ class ReplayLearnerRank:
 
     def __init__(self, job: MpiJob, resume: dict[str, Any] | None, leader: Leader) -> None:
         cfg, spaces = job.config, job.spaces
-        self.job, self.world, self.leader = job, job.world, leader
+        self.job, self.channel, self.leader = job, job.channel, leader
         retain_freed_memory()
         algorithm = make_offpolicy_algorithm(cfg, spaces, job.device)
         replay = make_replay(cfg, spaces.obs_shape, spaces.action_shape, spaces.discrete,
@@ -48,7 +47,7 @@ class ReplayLearnerRank:
         self.collectors = job.my_collectors
         # a collector whose receive is not posted is held back (parked)
         self.inbox = CollectorInbox(job, self.collectors, job.stream_layout())
-        self.weights = LatestWeights(self.world, job.my_subscribers, job.header_only,
+        self.weights = LatestWeights(self.channel, job.my_subscribers, job.header_only,
                                      job.codec, self.inbox.watch)
         self.loop = ReplayLoop(self.learner, cfg, job.total_envs, self.inbox, self.weights,
                                cfg.replay.ratio_tolerance, lambda: leader.env_steps)
@@ -100,13 +99,13 @@ class ReplayLearnerRank:
         for rank in watch.live:
             watch.waiting(rank, "state")
         while any(rank not in states for rank in watch.live):  # a lost one is not waited for
-            envelope = probe_any(self.world, tag=TAG_STATE)
+            envelope = self.channel.probe(tag=TAG_STATE)
             if envelope is None:
                 watch.check_overdue()
                 if not loop.take_chunks(whole=True):
                     time.sleep(1e-3)
                 continue
-            states[envelope.source] = self.world.recv(source=envelope.source, tag=TAG_STATE)
+            states[envelope.source] = self.channel.recv_object(envelope.source, TAG_STATE)
             watch.arrived(envelope.source, "state")
         for rank in self.collectors:
             watch.arrived(rank, "state")

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.comm import irecv, isend, wait, wait_any
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.core.rollout import Rollout
@@ -76,23 +75,23 @@ class OwnEnvs:
         if not self.preempt:
             self.collector.collect(self.rollout)
             return [self.rollout], self.rollout.collect_seconds, 0.0
-        world = self.job.world
-        requests = [irecv(world, box, peer, TAG_DONE)
+        channel = self.job.channel
+        requests = [channel.irecv(box, peer, TAG_DONE)
                     for box, peer in zip(self.inbox, self.peers, strict=True)]
         finished = [False] * len(requests)
 
         def should_stop(steps_done: int) -> bool:
             for i, request in enumerate(requests):
-                if not finished[i] and request.Test():
+                if not finished[i] and channel.test(request):
                     finished[i] = True
             return steps_done >= self.min_steps and sum(finished) >= self.needed
 
         self.collector.collect(self.rollout, should_stop=should_stop)
         self.notice[0] = update
-        sends = [isend(world, self.notice, peer, TAG_DONE) for peer in self.peers]
+        sends = [channel.isend(self.notice, peer, TAG_DONE) for peer in self.peers]
         started = time.perf_counter()
         for request in requests + sends:
-            wait(request)
+            channel.wait(request)
         return [self.rollout], self.rollout.collect_seconds, time.perf_counter() - started
 
     def states(self) -> list[dict[str, Any]]:
@@ -108,7 +107,7 @@ class SyncCollectors:
     """One rollout per update from each collector rank, with straggler preemption."""
 
     def __init__(self, job: MpiJob) -> None:
-        self.job, self.world = job, job.world
+        self.job, self.channel = job, job.channel
         self.collectors = job.my_collectors
         self.subscribers = job.my_subscribers  # inference ranks, then the collectors
         layout = job.layout()
@@ -125,9 +124,9 @@ class SyncCollectors:
         """Send ``weights`` to every subscriber (header only where an inference rank acts for it)
         and wait for the sends."""
         for rank in self.subscribers:
-            for request in send_weights(self.world, weights, rank,
+            for request in send_weights(self.channel, weights, rank,
                                         rank not in self.job.header_only, self.job.codec):
-                wait(request)
+                self.channel.wait(request)
 
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
         """One rollout from each collector, in collector order; with preemption, the stragglers
@@ -146,7 +145,8 @@ class SyncCollectors:
             if self.preempt and not told and waiting and arrived >= self.needed:
                 self.notice[0] = version
                 for j in waiting:
-                    wait(isend(self.world, self.notice, self.collectors[j], TAG_PREEMPT))
+                    self.channel.wait(self.channel.isend(self.notice, self.collectors[j],
+                                                         TAG_PREEMPT))
                 told = True
         rollouts = [stream.buffer for stream in self.streams]  # in collector order
         seconds = float(np.mean([r.collect_seconds for r in rollouts]))
@@ -157,7 +157,8 @@ class SyncCollectors:
         ``scheme.collector_timeout_s`` ends the job naming the collectors still waited for
         (a synchronous learner cannot go on without them)."""
         try:
-            index, _ = wait_any(heads, timeout=self.timeout if self.timeout > 0 else None)
+            index, _ = self.channel.wait_any(
+                heads, timeout=self.timeout if self.timeout > 0 else None)
         except TimeoutError:
             names = ", ".join(f"rank {r} on {self._host(r)}" for r in ranks)
             raise LostCollectorError(
@@ -184,13 +185,13 @@ class AsyncCollectors:
     """Rollouts as they arrive from any collector, within the policy-lag bound."""
 
     def __init__(self, job: MpiJob) -> None:
-        self.job, self.world = job, job.world
+        self.job, self.channel = job, job.channel
         self.collectors = job.my_collectors
         layout = job.layout()
         self.watch = CollectorWatch(job, self.collectors)
         self.inbox = CollectorInbox(job, self.collectors, layout, self.watch)
         self.batch = [layout.new() for _ in self.collectors]
-        self.weights = LatestWeights(self.world, job.my_subscribers, job.header_only,
+        self.weights = LatestWeights(self.channel, job.my_subscribers, job.header_only,
                                      job.codec, self.watch)
         self.max_lag = job.config.scheme.max_policy_lag
         self.dropped = 0

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.comm import irecv, isend, wait
 from hpcrl.placement.mpi.node_transport import STREAM, STREAM_SLOTS
 from hpcrl.placement.mpi.protocol import TAG_ROLLOUT
 
@@ -47,7 +46,7 @@ class StreamOut:
     """
 
     def __init__(self, job: Any, layout: Any, synchronous: bool = False) -> None:
-        self.world, self.dest = job.world, job.workers[job.role.group]
+        self.channel, self.dest = job.channel, job.workers[job.role.group]
         region = None if job.memory is None else job.memory.region(job.rank, STREAM)
         self.memory = job.memory if region is not None else None
         self.buffers = ([layout.new(), layout.new()] if region is None
@@ -73,18 +72,18 @@ class StreamOut:
         self.count += 1
         if self.memory is not None:
             self.memory.fence()  # the data is in the window before the header says so
-            return [isend(self.world, buffer.header, self.dest, TAG_ROLLOUT, True)]
+            return [self.channel.isend(buffer.header, self.dest, TAG_ROLLOUT, True)]
         # (the request keeps a compressed payload alive until it completes)
-        return [isend(self.world, buffer.header, self.dest, TAG_ROLLOUT, self.synchronous),
-                isend(self.world, self.codec.pack(buffer.data), self.dest, TAG_ROLLOUT,
-                      self.synchronous)]
+        return [self.channel.isend(buffer.header, self.dest, TAG_ROLLOUT, self.synchronous),
+                self.channel.isend(self.codec.pack(buffer.data), self.dest, TAG_ROLLOUT,
+                                   self.synchronous)]
 
 
 class StreamIn:
     """The learner's end of one collector's stream: the buffer the next message lands in."""
 
     def __init__(self, job: Any, source: int, layout: Any) -> None:
-        self.world, self.source = job.world, source
+        self.channel, self.source = job.channel, source
         region = None if job.memory is None else job.memory.region(source, STREAM)
         self.memory = job.memory if region is not None else None
         self.slots = [layout.new()] if region is None else _slots(layout, region, source)
@@ -99,16 +98,16 @@ class StreamIn:
         returns the header's request: once it completed, :meth:`take` the message."""
         self.buffer = self.slots[self.count % len(self.slots)]
         self.count += 1
-        self.requests = [irecv(self.world, self.buffer.header, self.source, TAG_ROLLOUT)]
+        self.requests = [self.channel.irecv(self.buffer.header, self.source, TAG_ROLLOUT)]
         if self.wire is not None:
-            self.requests.append(irecv(self.world, self.wire, self.source, TAG_ROLLOUT))
+            self.requests.append(self.channel.irecv(self.wire, self.source, TAG_ROLLOUT))
         return self.requests[0]
 
     def take(self) -> Any:
         """The message whose header arrived (its buffer): its data received and unpacked, or
         the collector's stores to its slot made visible."""
         for request in self.requests[1:]:
-            wait(request)
+            self.channel.wait(request)
         if self.memory is not None:
             self.memory.fence()
         else:
@@ -118,8 +117,7 @@ class StreamIn:
     def cancel(self) -> None:
         """Withdraw the posted receive (at the end of the job)."""
         for request in self.requests:
-            request.Cancel()
-            request.Wait()
+            self.channel.cancel(request)
         self.requests = []
 
 
