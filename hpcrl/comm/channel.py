@@ -36,42 +36,53 @@ class Channel(Protocol):
               ) -> Request:
         """Start sending ``buf`` (untouched until the send completes) to ``dest``;
         ``synchronous``: complete only once ``dest`` posted the matching receive."""
+        ...
 
     def irecv(self, buf: np.ndarray, source: int | None = None, tag: int | None = None
               ) -> Request:
         """Start receiving into ``buf``; ``None`` source or tag matches any."""
+        ...
 
     def send(self, buf: np.ndarray, dest: int, tag: int) -> None:
         """Send ``buf`` to ``dest`` and return once it may be reused."""
+        ...
 
     def isend_object(self, obj: Any, dest: int, tag: int) -> Request:
         """Start sending a picklable object (a state sent once, not a stream)."""
+        ...
 
     def send_object(self, obj: Any, dest: int, tag: int) -> None:
         """Send a picklable object and return once it is on its way."""
+        ...
 
     def recv_object(self, source: int, tag: int) -> Any:
         """Receive the object ``source`` sent with ``tag`` (it must be pending or coming)."""
+        ...
 
     def probe(self, source: int | None = None, tag: int | None = None) -> Envelope | None:
         """The envelope of a pending message that matches, or None; receives nothing."""
+        ...
 
     def test(self, request: Request) -> bool:
         """Whether ``request`` completed (a completed receive's buffer is filled)."""
+        ...
 
     def cancel(self, request: Request) -> None:
         """Withdraw a pending receive and wait until it is withdrawn (or completed)."""
+        ...
 
     def wait(self, request: Request, poll: Poll = DEFAULT_POLL,
              timeout: float | None = None) -> Envelope:
         """Wait for ``request`` without spinning; its envelope. TimeoutError after
         ``timeout`` seconds, the request left active."""
+        ...
 
     def wait_any(self, requests: Sequence[Request], poll: Poll = DEFAULT_POLL,
                  timeout: float | None = None, idle: Callable[[], Any] | None = None
                  ) -> tuple[int, Envelope]:
         """Wait until one of ``requests`` completes (``idle`` called between polls); its
         index and envelope. A completed request is not reported again."""
+        ...
 
 
 def channel_for(comm: Any) -> Channel:

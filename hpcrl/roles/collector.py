@@ -54,33 +54,42 @@ class Filler(Protocol[BufferT]):
     @property
     def module(self) -> nn.Module:
         """The policy that new weights load into."""
+        ...
 
     def sync(self) -> None:
         """Act with the module's current weights from now on."""
+        ...
 
     def begin(self, buffer: BufferT, steps: int | None, job_env_steps: int
               ) -> tuple[int, np.ndarray, np.ndarray]:
         """Start filling ``buffer``: returns the steps to take (``steps``, or the buffer's
         own count) and the buffers for the raw observations and rewards."""
+        ...
 
     def act(self, t: int, obs: np.ndarray) -> np.ndarray:
         """Step ``t``'s actions on the raw observations ``obs``, as the envs take them."""
+        ...
 
     def record(self, step: StepFacts) -> None:
         """Write what the envs returned for one step."""
+        ...
 
     def end_episodes(self, t: int, done: np.ndarray, returns: np.ndarray,
                      lengths: np.ndarray) -> None:
         """The episodes ``done`` ended at step ``t`` with these game returns and lengths."""
+        ...
 
     def finish(self, steps: int, raw_obs: np.ndarray, facts: CollectionFacts) -> BufferT:
         """Close the buffer after ``steps`` steps and write its header."""
+        ...
 
     def state_dict(self) -> dict[str, Any]:
         """The filler's part of a checkpoint."""
+        ...
 
     def load_state_dict(self, state: dict[str, Any], envs_restored: bool) -> None:
         """Restore :meth:`state_dict` (``envs_restored``: whether the envs were too)."""
+        ...
 
 
 class Collector(Generic[BufferT]):

@@ -75,13 +75,13 @@ class RolloutFiller:
         self.normalizing.sync(self.actor)
 
     # -- one collection ----------------------------------------------------------------------
-    def begin(self, rollout: Rollout, steps: int | None, job_env_steps: int
+    def begin(self, buffer: Rollout, steps: int | None, job_env_steps: int
               ) -> tuple[int, np.ndarray, np.ndarray]:
-        """Start filling ``rollout`` (all its ``num_steps`` unless ``steps`` says fewer): draw
+        """Start filling ``buffer`` (all its ``num_steps`` unless ``steps`` says fewer): draw
         every env's action noise for it, and give the loop the buffers for the raw
         observations and rewards (the rollout's own where nothing is normalised)."""
-        steps = rollout.layout.num_steps if steps is None else steps
-        self.rollout = rollout
+        steps = buffer.layout.num_steps if steps is None else steps
+        self.rollout = buffer
         dist = self.actor.distribution
         shape = (steps,) + dist.noise_shape()
         rngs = self.core.rngs
@@ -92,13 +92,13 @@ class RolloutFiller:
         self._noise = np.stack(cols, axis=1)
         self.normalizing.begin()
         self._final_values.clear()
-        self._length = rollout.layout.sequence_length or steps
+        self._length = buffer.layout.sequence_length or steps
         norm = self.normalizing
-        raw_obs = (self.core.raw_buffer("obs", rollout.obs.shape, rollout.obs.dtype)
-                   if norm.normalizes_obs else rollout.obs)
-        raw_rewards = (self.core.raw_buffer("rewards", rollout.rewards.shape,
-                                            rollout.rewards.dtype)
-                       if norm.normalizes_reward else rollout.rewards)
+        raw_obs = (self.core.raw_buffer("obs", buffer.obs.shape, buffer.obs.dtype)
+                   if norm.normalizes_obs else buffer.obs)
+        raw_rewards = (self.core.raw_buffer("rewards", buffer.rewards.shape,
+                                            buffer.rewards.dtype)
+                       if norm.normalizes_reward else buffer.rewards)
         return steps, raw_obs, raw_rewards
 
     def act(self, t: int, obs: np.ndarray) -> np.ndarray:

@@ -126,16 +126,16 @@ class TransitionFiller:
         """Nothing to re-take: the engine acts through views of the policy's weights."""
 
     # -- one collection ----------------------------------------------------------------------
-    def begin(self, chunk: Transitions, steps: int | None, job_env_steps: int
+    def begin(self, buffer: Transitions, steps: int | None, job_env_steps: int
               ) -> tuple[int, np.ndarray, np.ndarray]:
-        """Start filling ``chunk`` (emptied first) with ``steps`` steps of every env (as
+        """Start filling ``buffer`` (emptied first) with ``steps`` steps of every env (as
         many as it holds unless given); ``job_env_steps`` counts the job's env steps before
         it. Every random number the chunk may use is drawn here, per env in a fixed order;
         the loop gets reused buffers for the raw observations and rewards."""
         if steps is None:
-            steps = chunk.layout.capacity // self.core.num_envs - (self.window.n - 1)
-        chunk.reset()
-        self.chunk = chunk
+            steps = buffer.layout.capacity // self.core.num_envs - (self.window.n - 1)
+        buffer.reset()
+        self.chunk = buffer
         self._job_env_steps = job_env_steps
         self._draws = self._draw(steps, job_env_steps < self.replay.learning_starts)
         core = self.core
