@@ -211,11 +211,10 @@ class LocalChannel:
         self._check_peer(dest)
         if tag < 0:
             raise ValueError(f"a send tag must be >= 0, got {tag}")
-        data = np.ascontiguousarray(buf).copy()
-        request = LocalRequest(tag, envelope=Envelope(0, tag, data.nbytes))
+        request = LocalRequest(tag, envelope=Envelope(0, tag, buf.nbytes))
         sender = request if synchronous else None
-        if not self._deliver(tag, data, sender):
-            self._pending.append((tag, data, sender))
+        if not self._deliver(tag, buf, sender):  # kept: a copy, the sender may reuse buf
+            self._pending.append((tag, np.ascontiguousarray(buf).copy(), sender))
         if not synchronous:
             request.done = True
         return request

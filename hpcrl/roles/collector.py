@@ -97,13 +97,20 @@ class Collector(Generic[BufferT]):
     it in each buffer's header (its rank)."""
 
     def __init__(self, core: EnvCore, filler: Filler[BufferT], collector_id: int = 0) -> None:
-        self.core, self.filler = core, filler
-        self.envs = core.envs
-        self.env_offset, self.collector_id = core.env_offset, collector_id
-        self.num_envs, self.total_envs = core.num_envs, core.total_envs
+        self.core, self.filler, self.collector_id = core, filler, collector_id
         self.weights_version = 0
         # (step, envs, final observations) of the episodes that ended during a collection
         self._finals: list[tuple[int, np.ndarray, np.ndarray]] = []
+
+    @property
+    def envs(self) -> gym.vector.VectorEnv:
+        """The vector env this collector steps."""
+        return self.core.envs
+
+    @property
+    def env_offset(self) -> int:
+        """The global index of its first env."""
+        return self.core.env_offset
 
     @property
     def vector_steps(self) -> int:
@@ -175,7 +182,7 @@ class Collector(Generic[BufferT]):
         """Stop on a non-finite observation or reward of this collection, the next
         observation, or a final observation the filler took (``raw_obs[t]`` came from
         vector step ``vector_steps + t``)."""
-        first, total = self.core.vector_steps, self.total_envs
+        first, total = self.core.vector_steps, self.core.total_envs
         check_env_steps("observation", raw_obs, self.env_offset, first, total)
         check_env_steps("reward", raw_rewards, self.env_offset, first + 1, total)
         check_env_steps("observation", self.core.obs[None], self.env_offset,

@@ -36,11 +36,12 @@ class RolloutFiller:
     ``env`` section) and ``gamma`` set the normalising transform between the envs and the
     rollout."""
 
+    # a terminated episode's value is 0: only truncated ones bootstrap from a final obs
+    finals_of_terminated = False
+
     def __init__(self, core: EnvCore, actor: ActorCritic, config: EnvConfig, gamma: float,
                  engine: PolicyEngine | None = None) -> None:
         self.core, self.actor = core, actor
-        # a terminated episode's value is 0: only truncated ones bootstrap from a final obs
-        self.finals_of_terminated = False
         n = core.num_envs
         space = core.envs.single_action_space
         self.clip_low = None if actor.integer_actions else as_box(space).low.astype(np.float32)

@@ -79,12 +79,13 @@ class TransitionFiller:
     pass per chunk.
     """
 
+    # every row's next observation is its episode's true final one, terminated or not
+    finals_of_terminated = True
+
     def __init__(self, core: EnvCore, policy: nn.Module, config: Config,
                  collector_index: int = 0, collector_count: int = 1,
                  acting: Any = None) -> None:
         self.core, self.policy, self.config = core, policy, config
-        # every row's next observation is its episode's true final one, terminated or not
-        self.finals_of_terminated = True
         self.replay = config.replay
         n = core.num_envs
         self.env_ids = core.env_offset + np.arange(n)  # global indices of the envs
