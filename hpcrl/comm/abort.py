@@ -23,6 +23,10 @@ from hpcrl.errors import ExplainedError
 
 _report_lock = threading.Lock()
 ABORT_GRACE_S = 0.5
+# how long MPI_Abort may take before this rank ends itself: under Open MPI's ULFM an Abort
+# issued after a rank died was seen to leave the job running (twice in about 40 kills of a
+# learner under load), and a job that must end may not wait on the launcher
+ABORT_TIMEOUT_S = 10.0
 
 
 class _Expendable:
@@ -127,6 +131,10 @@ def _say_and_abort(comm: Comm, text: str) -> NoReturn:
     # The launcher forwards a rank's output through a proxy; give it a moment to pass the
     # report on before Abort makes it kill every rank.
     time.sleep(ABORT_GRACE_S)
+    # if Abort hangs, this rank still ends (status 1), and so does every rank that aborts
+    watchdog = threading.Timer(ABORT_TIMEOUT_S, os._exit, (1,))
+    watchdog.daemon = True
+    watchdog.start()
     try:
         comm.Abort(1)
     finally:

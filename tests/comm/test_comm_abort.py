@@ -99,3 +99,33 @@ def test_install_returns_a_restorer() -> None:
     assert (sys.excepthook, threading.excepthook) != before
     restore()
     assert (sys.excepthook, threading.excepthook) == before
+
+
+HANGING_ABORT = textwrap.dedent(
+    """
+    import threading, time
+    import hpcrl.comm.abort as abort
+
+    abort.ABORT_TIMEOUT_S = 1.0
+
+    class StuckComm:  # an MPI whose Abort never returns (seen under ULFM after a loss)
+        def Abort(self, code):
+            while True:
+                time.sleep(1)
+
+    # from a daemon thread, as the failure watch ends a job
+    threading.Thread(target=abort.abort_job, args=(StuckComm(), "the learner was lost"),
+                     daemon=True).start()
+    time.sleep(60)  # the main thread goes on working meanwhile
+    """
+)
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_whose_abort_hangs_still_ends_with_status_1() -> None:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", HANGING_ABORT], capture_output=True,
+                          text=True, timeout=30, cwd=REPO_ROOT)
+    assert done.returncode == 1, done.stderr
+    assert "hpcrl: the learner was lost" in done.stderr
+    assert time.monotonic() - started < 20  # the 1 s bound, not the main thread's 60 s
