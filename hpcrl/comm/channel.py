@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from hpcrl.comm import buffers
+import hpcrl.comm.buffers as buffers
 from hpcrl.comm.buffers import DEFAULT_POLL, Envelope, Poll, poll_until
 from hpcrl.comm.world import SelfComm
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from hpcrl.config.schema import doc
+from hpcrl.config.fields import doc
 
 
 @dataclass

@@ -19,6 +19,8 @@ from hpcrl.config.algo_sections import (
     Td3Config,
 )
 from hpcrl.config.fields import doc
+from hpcrl.config.offpolicy import ReplayConfig
+from hpcrl.config.rnd import RndConfig
 
 if TYPE_CHECKING:  # the algorithms import this schema
     from hpcrl.core.algorithms.capabilities import Capabilities
@@ -378,10 +380,6 @@ class SchemeConfig:
         "core's lz4 (pixel rollouts compress well, float weights hardly); shared memory "
         "within a node is never compressed. Needs the lz4 package (pip install "
         "'hpcrl[lz4]').", "none")
-
-
-from hpcrl.config.offpolicy import ReplayConfig  # noqa: E402 (it needs doc() above)
-from hpcrl.config.rnd import RndConfig  # noqa: E402 (it needs doc() above)
 
 
 @dataclass
