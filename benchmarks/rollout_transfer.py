@@ -39,7 +39,7 @@ from hpcrl.comm.compression import Lz4Codec, PlainCodec
 from hpcrl.comm.node_memory import NodeMemory, node_peers
 from hpcrl.core.rollout import RolloutLayout
 from hpcrl.placement.mpi.node_transport import ACTING, STREAM, STREAM_SLOTS
-from hpcrl.placement.mpi.protocol import TAG_ACT, TAG_ACTED
+from hpcrl.roles.protocol import TAG_ACT, TAG_ACTED
 from hpcrl.placement.mpi.remote_acting import (STEP, Carrier, RemoteLink, acting_records,
                                                actor_critic_spec)
 from hpcrl.placement.mpi.streams import StreamIn, StreamOut

@@ -16,9 +16,10 @@ from typing import IO, Any
 from hpcrl.build import env_spaces
 from hpcrl.config.loader import ConfigError, from_dict, read_yaml
 from hpcrl.config.schema import Config
+from hpcrl.learning.loop import RecorderControl, run_learner
+from hpcrl.learning.recorder import RunRecorder
 from hpcrl.placement import make_placement
-from hpcrl.placement.recorder import RunRecorder
-from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP
+from hpcrl.roles.protocol import CHECKPOINT, Control, Report
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.cpu import set_compute_threads, startup_objects_frozen
 from hpcrl.runtime.finite import naming_last_good
@@ -100,24 +101,30 @@ class Trainer:
         return None if self.preempted else self.final_eval()
 
     def _loop(self) -> None:
-        """Updates until the budget is spent or a stop signal came (checkpointing then)."""
+        """Updates until the budget is spent or a stop signal came (checkpointing then): the
+        learner loop every placement runs, deciding with this run's recorder."""
+        if self.recorder.done:  # resumed with its budget spent: no update is left to learn
+            return
+        placement = self.placement
+        run_learner(self, RecorderControl(self.recorder, placement.layout,
+                                          placement.master_actor))
+
+    # -- the learner the loop drives (hpcrl.learning.loop.Learner) -------------------------
+    def start(self) -> None:
+        """Nothing to publish: the placement's collector holds the weights already."""
+
+    def learn_update(self) -> Report:
+        """One update of the placement; returns its report."""
         rec = self.recorder
-        while not rec.done:
-            result = self.placement.run_update(rec.updates, rec.env_steps)
-            scheme = {"policy_lag": result.policy_lag,
-                      "gradient_asynchrony": result.gradient_asynchrony,
-                      "live_collectors": 1, **result.times}  # one process collects
-            rec.add_update(result.env_steps,
-                           (len(result.episode_returns), float(result.episode_returns.sum()),
-                            float(result.episode_lengths.sum())), result.stats, scheme)
-            rec.after_update(self.placement.master_actor)
-            command = rec.command()  # the MPI leader's decision, made the same way
-            if command & CHECKPOINT:
-                self.checkpoint()
-            if command & PREEMPTED:  # the scheduler wants the job gone: saved, now stop
-                self.preempted = True
-            if command & STOP:
-                break
+        return self.placement.run_update(rec.updates, rec.env_steps)
+
+    def end_update(self, control: Control) -> None:
+        """Write the checkpoint when the recorder asks for one."""
+        if control.command & CHECKPOINT:
+            self.checkpoint()
+
+    def finish(self) -> None:
+        """Nothing to close here: :meth:`train` closes the recorder and the placement."""
 
     def final_eval(self) -> dict[str, float] | None:
         """Evaluate the trained policy for ``train.eval_episodes`` episodes (none: None) and

@@ -149,7 +149,7 @@ def test_a_resumed_curve_written_before_the_truncated_column_gets_it(tmp_path: P
     resume keeps are written again under today's header, so the rows it appends line up."""
     import csv
 
-    from hpcrl.placement.periodic_eval import COLUMNS, _kept_rows
+    from hpcrl.learning.periodic_eval import COLUMNS, _kept_rows
 
     path = tmp_path / "eval.csv"
     path.write_text("env_steps,updates,wall_time_s,mean_return,std_return,episodes\n"

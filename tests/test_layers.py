@@ -15,15 +15,18 @@ import ast
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "hpcrl"
 # what core may not import: the layers above it
-ABOVE_CORE = ("config", "runtime", "placement", "roles", "scheme", "slurm", "comm", "experiments",
-              "cli")
+ABOVE_CORE = ("config", "runtime", "placement", "learning", "roles", "scheme", "slurm", "comm",
+              "experiments", "cli")
 # the top layers, and the subpackages below them that may import neither
 TOP = ("experiments", "cli")
-BELOW_TOP = ("core", "comm", "roles", "placement", "runtime", "scheme", "config")
+BELOW_TOP = ("core", "comm", "roles", "learning", "placement", "runtime", "scheme", "config")
+# what the learner (its loop, replay rule and records) may not import: a transport
+TRANSPORTS = ("hpcrl.placement", "hpcrl.comm._mpi", "mpi4py")
 
 
 def _unit(module: str) -> str:
@@ -34,8 +37,14 @@ def _unit(module: str) -> str:
     return module
 
 
-def import_edges() -> dict[tuple[str, str], str]:
-    """(unit, unit it imports) -> one import that makes the edge, as 'module -> module'."""
+def _module(module: str) -> str:
+    """A module as its own unit."""
+    return module
+
+
+def import_edges(unit: Callable[[str], str] = _unit) -> dict[tuple[str, str], str]:
+    """(unit, unit it imports) -> one import that makes the edge, as 'module -> module';
+    ``unit`` names the unit a module belongs to (its subpackage, or the module itself)."""
     edges: dict[tuple[str, str], str] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -50,7 +59,7 @@ def import_edges() -> dict[tuple[str, str], str]:
             for name in names:
                 if name.split(".")[0] != "hpcrl" or name == "hpcrl":
                     continue
-                a, b = _unit(module), _unit(name)
+                a, b = unit(module), unit(name)
                 if a != b:
                     edges.setdefault((a, b), f"{module} -> {name}")
     return edges
@@ -97,6 +106,32 @@ def test_no_import_cycle_between_subpackages():
     closing = [edges[(a, b)] for group in found for a in group for b in group
                if (a, b) in edges]
     assert not found, f"import cycles between {found}: {closing}"
+
+
+def test_no_import_cycle_between_modules():
+    # finer than the subpackages: a cycle inside one (config's schema and its sections,
+    # comm's package and its channel) fails here
+    edges = import_edges(_module)
+    found = cycles(edges)
+    closing = [edges[(a, b)] for group in found for a in group for b in group
+               if (a, b) in edges]
+    assert not found, f"import cycles between {found}: {closing}"
+
+
+def test_the_learner_imports_no_transport():
+    # every import, those inside functions included: the learner loop, the replay rule and
+    # the recorder run the same in one process and on MPI ranks
+    found = []
+    for path in sorted((PACKAGE / "learning").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            found += [f"{path.name}: {name}" for name in names if name.startswith(TRANSPORTS)]
+    assert not found, found
 
 
 def test_core_imports_nothing_of_the_layers_above_it():

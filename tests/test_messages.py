@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from hpcrl.core.normalization import Moments, merge_moments
-from hpcrl.placement.mpi.protocol import ReportLayout
+from hpcrl.roles.protocol import ReportLayout
 from hpcrl.placement.mpi.reducers import combine_infos
 from hpcrl.core.records import RecordLayout
 from hpcrl.roles.messages import CHECKPOINT, STOP, Gradient, Weights

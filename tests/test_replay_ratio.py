@@ -1,4 +1,4 @@
-"""One replay-ratio rule for every off-policy placement (hpcrl.placement.replay_loop): a
+"""One replay-ratio rule for every off-policy placement (hpcrl.learning.replay_loop): a
 round of ``replay.gradient_steps`` steps for every multiple of ``replay.train_freq`` steps
 of ``env.num_envs`` envs past ``replay.learning_starts``, counted in steps taken."""
 from __future__ import annotations

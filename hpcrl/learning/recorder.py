@@ -2,7 +2,7 @@
 
 :class:`RunRecorder` writes ``config.yaml``, one ``progress.csv`` row per update (mirrored to
 TensorBoard, W&B and the console), the checkpoint dict, the evaluations during training
-(:mod:`~hpcrl.placement.periodic_eval`) and the final evaluation. The serial
+(:mod:`~hpcrl.learning.periodic_eval`) and the final evaluation. The serial
 :class:`~hpcrl.training.Trainer` and the MPI :class:`~hpcrl.placement.mpi.leader.Leader`
 both record through it, so a column, a checkpoint key or the evaluation line means the same
 thing whatever ran the updates.
@@ -23,7 +23,7 @@ from hpcrl.config.loader import dump_yaml, to_dict
 from hpcrl.config.schema import Config
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.evaluation import evaluate, success_note, truncation_note
-from hpcrl.placement.periodic_eval import PeriodicEvaluator
+from hpcrl.learning.periodic_eval import PeriodicEvaluator
 from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP
 from hpcrl.runtime.checkpoint import keep_recent
 from hpcrl.runtime.finite import save_finite_checkpoint

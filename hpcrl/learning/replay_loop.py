@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hpcrl.config.schema import Config
-from hpcrl.placement.mpi.protocol import Report, ReportLayout
 from hpcrl.roles.messages import Weights
+from hpcrl.roles.protocol import Report, ReportLayout
 from hpcrl.roles.replay_learner import ReplayLearner
 
 

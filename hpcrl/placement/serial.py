@@ -2,20 +2,17 @@
 
 A serial run is a job of one rank: a gradient worker that collects with its own envs, over
 a communicator of size one (:class:`~hpcrl.comm.world.SelfComm`, whose collectives return
-at once and never touch MPI). It runs :meth:`WorkerRank.learn
-<hpcrl.placement.mpi.learners.WorkerRank.learn>`, the code every synchronous MPI gradient
+at once and never touch MPI). It runs :meth:`WorkerRank.learn_update
+<hpcrl.placement.mpi.learners.WorkerRank.learn_update>`, the code every synchronous MPI gradient
 worker runs, with one actor that collects, computes gradients and is updated in place (no
 weights are copied between roles), and it reports its figures through the same
-:class:`~hpcrl.placement.mpi.protocol.ReportLayout`, so ``progress.csv`` means the same in
+:class:`~hpcrl.roles.protocol.ReportLayout`, so ``progress.csv`` means the same in
 both. It is the default for a workstation run, the debugging path, and the reference the
 MPI placements are tested against.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from hpcrl.comm.world import SelfComm
 from hpcrl.config.schema import Config
@@ -23,34 +20,10 @@ from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.learners import WorkerRank
-from hpcrl.placement.mpi.protocol import update_row
+from hpcrl.roles.protocol import Report, ReportLayout
 from hpcrl.roles.updater import Updater
 from hpcrl.runtime.devices import pick_device
 from hpcrl.scheme import assign_roles
-
-
-@dataclass
-class UpdateResult:
-    """What one update did: env steps, finished episodes, loss terms and time split."""
-
-    env_steps: int
-    episode_returns: np.ndarray
-    episode_lengths: np.ndarray
-    stats: dict[str, float]
-    times: dict[str, float] = field(default_factory=dict)
-    policy_lag: float = 0.0
-    gradient_asynchrony: float = 0.0
-
-
-def update_result(row: tuple[int, Any, dict[str, float], dict[str, float]],
-                  returns: np.ndarray, lengths: np.ndarray) -> UpdateResult:
-    """One serial update's result from its progress figures (what
-    :func:`~hpcrl.placement.mpi.protocol.update_row` makes of the update's report, as an MPI
-    leader records it) and the returns and lengths of the episodes it finished."""
-    steps, _, stats, scheme = row
-    lag = scheme.pop("policy_lag")
-    return UpdateResult(steps, returns, lengths, stats, scheme, policy_lag=lag,
-                        gradient_asynchrony=scheme.pop("gradient_asynchrony"))
 
 
 def local_job(config: Config, spaces: EnvSpaces) -> MpiJob:
@@ -84,16 +57,19 @@ class SerialPlacement:
         """The loss terms of the progress rows."""
         return self.learner.algorithm.stat_names
 
-    def run_update(self, update: int, env_steps: int) -> UpdateResult:
-        """Collect one rollout, compute and apply every gradient of the update."""
+    @property
+    def layout(self) -> ReportLayout:
+        """The layout of the update reports (:meth:`run_update`'s)."""
+        return self.learner.layout
+
+    def run_update(self, update: int, env_steps: int) -> Report:
+        """Collect one rollout, compute and apply every gradient of the update (the run's
+        ``update``-th, after ``env_steps`` env steps); returns the update's report."""
         learner = self.learner
         learner.update, learner.env_steps = update, env_steps
-        report = learner.learn()
+        report = learner.learn_update()
         self._publish()
-        (rollout,) = learner.rollouts
-        returns, lengths = rollout.finished_episodes()
-        return update_result(update_row(learner.layout.combine(report.data[None, :]),
-                                        self.stat_names), returns.copy(), lengths.copy())
+        return report
 
     def _updater(self) -> Updater:
         """The learner's own updater (one process updates itself: never a central one)."""

@@ -1,7 +1,7 @@
 """Serial placement of an off-policy agent: collector and learner in one process.
 
 It runs the learner loop of the MPI placement's learner rank
-(:class:`~hpcrl.placement.replay_loop.ReplayLoop`) with the collector of this very process
+(:class:`~hpcrl.learning.replay_loop.ReplayLoop`) with the collector of this very process
 as its source of chunks (:class:`CollectorInProcess`) and as the place its weights go
 (:class:`WeightsInProcess`), with a tolerance of 0: the collector collects a chunk only when
 no gradient step is due, and each chunk ends where the next training round falls due
@@ -17,18 +17,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from torch import nn
 
 from hpcrl.config.schema import Config
 from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm, make_policy
 from hpcrl.core.envs import EnvSpaces, make_vector_env
 from hpcrl.core.replay.transitions import Transitions
-from hpcrl.placement.mpi.protocol import update_row
-from hpcrl.placement.replay_loop import ReplayLoop
-from hpcrl.placement.serial import UpdateResult, update_result
+from hpcrl.learning.replay_loop import ReplayLoop
 from hpcrl.roles.collector import Collector, transition_collector
 from hpcrl.roles.messages import Weights
+from hpcrl.roles.protocol import Report, ReportLayout
 from hpcrl.roles.replay_learner import ReplayLearner, make_replay
 from hpcrl.roles.transition_filler import chunk_layout
 from hpcrl.runtime.cpu import retain_freed_memory
@@ -36,10 +34,9 @@ from hpcrl.runtime.devices import pick_device
 
 
 class CollectorInProcess:
-    """A :class:`~hpcrl.placement.replay_loop.ChunkSource` of one collector in this process:
+    """A :class:`~hpcrl.learning.replay_loop.ChunkSource` of one collector in this process:
     when the loop asks whether a chunk arrived, the collector collects it then, ``steps()``
-    steps of every env from the job's ``job_env_steps()``; it keeps the episodes the chunks
-    finished for the update's row."""
+    steps of every env from the job's ``job_env_steps()``."""
 
     def __init__(self, collector: Collector[Transitions], chunk: Transitions,
                  steps: Callable[[], int], job_env_steps: Callable[[], int]) -> None:
@@ -47,8 +44,6 @@ class CollectorInProcess:
         self.steps, self.job_env_steps = steps, job_env_steps
         self.posted = [True]
         self.local_seconds = 0.0  # collecting, inside arrived()
-        self.returns: list[np.ndarray] = []
-        self.lengths: list[np.ndarray] = []
 
     @property
     def buffers(self) -> list[Any]:
@@ -67,9 +62,6 @@ class CollectorInProcess:
         started = time.perf_counter()
         self.collector.collect(self.chunk, self.steps(), job_env_steps=self.job_env_steps())
         self.local_seconds += time.perf_counter() - started
-        returns, lengths = self.chunk.finished_episodes()
-        self.returns.append(returns.astype(np.float64))
-        self.lengths.append(lengths.astype(np.float64))
         self.posted[i] = False
         return True
 
@@ -77,19 +69,12 @@ class CollectorInProcess:
         """Let the collector collect again."""
         self.posted[i] = True
 
-    def take_episodes(self) -> tuple[np.ndarray, np.ndarray]:
-        """The returns and lengths of the episodes finished since the last call."""
-        returns, lengths = np.concatenate(self.returns), np.concatenate(self.lengths)
-        self.returns.clear()
-        self.lengths.clear()
-        return returns, lengths
-
     def drain(self) -> None:
         """Nothing is in flight in one process."""
 
 
 class WeightsInProcess:
-    """A :class:`~hpcrl.placement.replay_loop.WeightsSink` that loads each new policy into
+    """A :class:`~hpcrl.learning.replay_loop.WeightsSink` that loads each new policy into
     the collector of this process at once."""
 
     def __init__(self, collector: Collector[Transitions]) -> None:
@@ -149,13 +134,16 @@ class SerialOffPolicyPlacement:
         """The loss terms of the progress rows (the learner's)."""
         return self.learner.stat_names
 
-    def run_update(self, update: int, env_steps: int) -> UpdateResult:
-        """Collect ``algo.num_steps`` steps per env, training whenever a round is due."""
+    @property
+    def layout(self) -> ReportLayout:
+        """The layout of the update reports (:meth:`run_update`'s)."""
+        return self.loop.layout
+
+    def run_update(self, update: int, env_steps: int) -> Report:
+        """Collect ``algo.num_steps`` steps per env, training whenever a round is due (the
+        run's ``update``-th update, after ``env_steps`` env steps); returns its report."""
         self.update_env_steps = env_steps
-        report = self.loop.learn_update()
-        figures = self.loop.layout.combine(report.data[None, :])
-        returns, lengths = self.source.take_episodes()
-        return update_result(update_row(figures, self.stat_names), returns, lengths)
+        return self.loop.learn_update()
 
     def state_dict(self) -> dict[str, Any]:
         """The learner's state (replay included) and the collector's, for a checkpoint (taken

@@ -15,7 +15,7 @@ from hpcrl.comm.compression import make_codec
 from hpcrl.config import from_dict
 from hpcrl.core.envs import make_vector_env
 from hpcrl.placement.mpi.latest_weights import LatestWeights, ParamsReceiver
-from hpcrl.placement.mpi.protocol import TAG_WEIGHTS
+from hpcrl.roles.protocol import TAG_WEIGHTS
 from hpcrl.placement.mpi.streams import StreamIn, StreamOut
 from hpcrl.roles.collector import rollout_collector
 from hpcrl.roles.messages import CHECKPOINT, Weights

@@ -10,7 +10,7 @@ import pytest
 from hpcrl.comm import irecv, wait, world_comm
 from hpcrl.comm.channel import MpiChannel
 from hpcrl.placement.mpi.latest_weights import LatestWeights
-from hpcrl.placement.mpi.protocol import TAG_WEIGHTS
+from hpcrl.roles.protocol import TAG_WEIGHTS
 from hpcrl.roles.messages import CHECKPOINT, Weights
 
 NUM = 1 << 20  # 4 MB of float32: far above the eager limit, so a send waits for its receive

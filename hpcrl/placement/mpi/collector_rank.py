@@ -21,7 +21,6 @@ from hpcrl.core.demo_replay import collector_envs
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING
-from hpcrl.placement.mpi.protocol import TAG_FINAL, TAG_PREEMPT, TAG_STATE, TAG_WEIGHTS
 from hpcrl.placement.mpi.remote_acting import (
     RemoteEngine,
     RemoteLink,
@@ -31,6 +30,7 @@ from hpcrl.placement.mpi.remote_acting import (
 from hpcrl.placement.mpi.streams import StreamOut
 from hpcrl.roles.collector import Collector, rollout_collector, transition_collector
 from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP, Weights
+from hpcrl.roles.protocol import TAG_FINAL, TAG_PREEMPT, TAG_STATE, TAG_WEIGHTS
 from hpcrl.scheme import collecting_ranks
 
 

@@ -18,8 +18,8 @@ import numpy as np
 from hpcrl.comm import poll_until
 from hpcrl.comm.faults import is_peer_failure
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch
-from hpcrl.placement.mpi.protocol import TAG_FINAL
 from hpcrl.placement.mpi.streams import StreamIn
+from hpcrl.roles.protocol import TAG_FINAL
 
 
 class CollectorInbox:

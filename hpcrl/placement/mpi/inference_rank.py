@@ -27,9 +27,9 @@ from hpcrl.core.acting import make_engine
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING
-from hpcrl.placement.mpi.protocol import TAG_ACT, TAG_ACTED, TAG_WEIGHTS
 from hpcrl.placement.mpi.remote_acting import BYE, VALUE, Carrier, acting_records, acting_spec
 from hpcrl.roles.messages import PREEMPTED, STOP, Weights
+from hpcrl.roles.protocol import TAG_ACT, TAG_ACTED, TAG_WEIGHTS
 
 IDLE_POLL = Poll(initial_s=5e-6, max_s=2e-4, growth=1.5)  # a request waits at most ~0.2 ms
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from hpcrl.comm.channel import Channel
 from hpcrl.comm.compression import PlainCodec
-from hpcrl.placement.mpi.protocol import TAG_WEIGHTS
 from hpcrl.roles.messages import Weights
+from hpcrl.roles.protocol import TAG_WEIGHTS
 
 PLAIN = PlainCodec()  # the default: parameters cross as they are
 

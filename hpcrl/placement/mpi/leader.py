@@ -17,9 +17,10 @@ from hpcrl.comm import report_and_abort
 from hpcrl.comm.faults import LOST
 from hpcrl.core.actor import ActorCritic
 from hpcrl.errors import ExplainedError
+from hpcrl.learning.loop import RecorderControl
+from hpcrl.learning.recorder import RunRecorder
 from hpcrl.placement.mpi.job import MpiJob
-from hpcrl.placement.mpi.protocol import ReportLayout, update_row
-from hpcrl.placement.recorder import RunRecorder
+from hpcrl.roles.protocol import Control, ReportLayout
 from hpcrl.runtime.run_dir import RunDir
 
 Method = TypeVar("Method", bound=Callable[..., Any])
@@ -40,7 +41,7 @@ def _ends_the_job(method: Method) -> Method:
 
 class Leader:
     """Counters and records of the job; lives on rank 0 only. What it writes goes through
-    the :class:`~hpcrl.placement.recorder.RunRecorder` every placement uses."""
+    the :class:`~hpcrl.learning.recorder.RunRecorder` every placement uses."""
 
     @_ends_the_job
     def __init__(self, job: MpiJob, run: RunDir, stat_names: tuple[str, ...],
@@ -51,7 +52,18 @@ class Leader:
                                     console)
         self.evaluation: dict[str, Any] | None = None  # the final one, once run
         self.live_collectors = self.collector_ranks  # as the last update counted them
-        self.actor: nn.Module | None = None  # this rank's policy, for train.eval_every
+        # the decision every placement takes (the actor, once set: for train.eval_every)
+        self.decision = RecorderControl(self.recorder, self.layout)
+
+    @property
+    def actor(self) -> nn.Module | None:
+        """This rank's policy, which the evaluations during training copy."""
+        return self.decision.actor
+
+    @actor.setter
+    def actor(self, actor: nn.Module | None) -> None:
+        """Set the policy the evaluations during training copy."""
+        self.decision.actor = actor
 
     @property
     def updates(self) -> int:
@@ -73,20 +85,17 @@ class Leader:
         """A stop signal arrived before the budget was spent."""
         return self.recorder.preempted
 
-    def control(self) -> int:
-        """The command after an update: go on, or checkpoint and/or stop (and why), as the
-        recorder decides it for every placement (:meth:`RunRecorder.command`)."""
-        return self.recorder.command()
+    def control(self) -> Control:
+        """The decision after an update: go on, or checkpoint and/or stop (and why), as the
+        recorder decides it for every placement (:meth:`RecorderControl.command`)."""
+        return self.decision.command()
 
     @_ends_the_job
     def record(self, reports: Any, gradient_asynchrony: float = 0.0) -> None:
         """Add one update made of the reports' rows (one per gradient worker)."""
         figures = self.layout.combine(reports)
         self._count_live(int(figures["live_collectors"]))
-        self.recorder.add_update(*update_row(figures, self.layout.stat_names,
-                                             gradient_asynchrony))
-        if self.actor is not None:
-            self.recorder.after_update(self.actor)
+        self.decision.record(figures, gradient_asynchrony)
 
     @property
     def collector_ranks(self) -> int:

@@ -1,18 +1,19 @@
 """Gradient-worker and updater ranks for every synchronous topology, and the serial run.
 
-One loop, read top to bottom, per update (the serial placement runs the same
-:meth:`WorkerRank.learn` over a communicator of one process):
+Both are learners of the one learner loop (:func:`~hpcrl.learning.loop.run_learner`); the
+serial placement runs the same :meth:`WorkerRank.learn_update` over a communicator of one
+process. Per update:
 
 1. rollouts come from the worker's own envs or its collectors (``rollout_source``);
 2. each gradient step is combined over the gradient workers: all-reduced and applied by
    every worker (decentralised), or summed onto the updater, applied there and broadcast
    back (central);
-3. the workers' reports are gathered on rank 0, which records the update and broadcasts
-   whether to go on, to checkpoint, or to stop;
+3. the learners' reports are gathered on rank 0, whose leader records the update and
+   decides whether to go on, to checkpoint, or to stop (:class:`JobControl`);
 4. the new weights (carrying that command) go out to the collectors.
 
-The updater of a central synchronous scheme runs :func:`run_sync_updater`, which takes
-part in exactly the same collectives in the same order.
+The updater of a central synchronous scheme (:class:`SyncUpdaterRank`) takes part in exactly
+the same collectives in the same order.
 """
 from __future__ import annotations
 
@@ -26,23 +27,23 @@ from hpcrl.comm import MpiAllreducer, make_allreducer, sum_host_array_
 from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.core.algorithms import make_algorithm
+from hpcrl.learning.loop import run_learner
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch, receive_state
-from hpcrl.placement.mpi.protocol import (
+from hpcrl.placement.mpi.reducers import combine_infos
+from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
+from hpcrl.roles.gradient_worker import GradientWorker
+from hpcrl.roles.messages import Gradient, Weights
+from hpcrl.roles.protocol import (
     CHECKPOINT,
     CONTROL_LAYOUT,
-    PREEMPTED,
     STOP,
     TAG_STATE,
     Control,
     Report,
     ReportLayout,
 )
-from hpcrl.placement.mpi.reducers import combine_infos
-from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
-from hpcrl.roles.gradient_worker import GradientWorker
-from hpcrl.roles.messages import Gradient, Weights
 from hpcrl.roles.updater import Updater
 
 
@@ -97,7 +98,6 @@ class WorkerRank:
         self.layout = ReportLayout(self.algorithm.stat_names)
         counters = resume["counters"] if resume is not None else {"updates": 0, "env_steps": 0}
         self.update, self.env_steps = int(counters["updates"]), int(counters["env_steps"])
-        self.rollouts: list[Any] = []
         self.preempted = False
         self.normalizing = (cfg.env.normalize_obs or cfg.env.normalize_reward
                             or cfg.rnd.enabled)  # gradients carry moments to sum
@@ -138,13 +138,12 @@ class WorkerRank:
         self.layout.add_applied(report, self.updater.last_stats["grad_norm"])
 
     # -- the loop ----------------------------------------------------------------------------
-    def learn(self) -> Report:
+    def learn_update(self) -> Report:
         """One update's learning: gather its rollouts, compute each gradient step, combine it
         over the workers and apply it; returns this rank's report of the update."""
         cfg = self.job.config
         per_update = cfg.algo.num_steps * self.job.total_envs
         rollouts, t_collect, t_wait = self.source.gather(self.update, self.version)
-        self.rollouts = rollouts
         progress = (self.env_steps + per_update) / cfg.train.total_env_steps
         report = self.layout.new()
         times = {"compute": 0.0, "comm": 0.0}
@@ -168,49 +167,58 @@ class WorkerRank:
         self.source.dropped = 0
         return report
 
-    def run(self) -> None:
-        """Update until STOP: learn from the source's rollouts, agree on the command with the
-        leader, publish the weights and write the checkpoint when asked; the leader finishes
-        the run at the end."""
+    def start(self) -> None:
+        """Publish the first weights to the rollout source."""
         self.source.publish(self.current_weights())
-        while True:
-            report = self.learn()
-            control = end_of_update(self.job, self.leader, report, self.layout)
-            self.update += 1
-            self.env_steps = int(control.env_steps)
-            command = int(control.command)
-            self.preempted = bool(command & PREEMPTED)
-            # every learner's collector states, on rank 0 (None elsewhere), when checkpointing
-            gathered = (self.job.learners.gather(self.source.states(), root=0)
-                        if command & CHECKPOINT else None)
-            weights = self.current_weights(command)
-            if command & STOP:
-                self.source.close(weights)
-            if not command & STOP or isinstance(self.source, SyncCollectors):
-                self.source.publish(weights)
-            if gathered is not None and self.leader is not None:
-                learner_state = (self.updater.state_dict() if self.updater is not None
-                                 else None)
-                write_checkpoint(self.job, self.leader, self.actor, learner_state, gathered)
-            if command & STOP:
-                break
+
+    def end_update(self, control: Control) -> None:
+        """Count the update, publish the weights carrying the command (closing the source on
+        STOP) and, when asked, write the checkpoint with every learner's collector states."""
+        self.update += 1
+        self.env_steps = int(control.env_steps)
+        command = int(control.command)
+        # every learner's collector states, on rank 0 (None elsewhere), when checkpointing
+        gathered = (self.job.learners.gather(self.source.states(), root=0)
+                    if command & CHECKPOINT else None)
+        weights = self.current_weights(command)
+        if command & STOP:
+            self.source.close(weights)
+        if not command & STOP or isinstance(self.source, SyncCollectors):
+            self.source.publish(weights)
+        if gathered is not None and self.leader is not None:
+            learner_state = self.updater.state_dict() if self.updater is not None else None
+            write_checkpoint(self.job, self.leader, self.actor, learner_state, gathered)
+
+    def finish(self) -> None:
+        """The leader's final evaluation (rank 0); release the all-reducer."""
         if self.leader is not None:
             self.leader.finish(self.actor)
         if self.allreducer is not None:
             self.allreducer.close()
 
+    def run(self) -> None:
+        """Update until STOP (:func:`~hpcrl.learning.loop.run_learner`), agreeing on each
+        command with the job's leader."""
+        run_learner(self, JobControl(self.job, self.leader))
 
-def end_of_update(job: MpiJob, leader: Leader | None, report: Report,
-                  layout: ReportLayout) -> Control:
-    """Gather the reports on rank 0, which records them and decides the update's
-    :class:`Control`; every learner rank returns it."""
-    rows = gather_rows(job.learners, report.data, root=0)
-    control = CONTROL_LAYOUT.new()
-    if leader is not None:
-        leader.record(rows)
-        control.set(command=leader.control(), env_steps=leader.env_steps)
-    bcast_(job.learners, control.data, root=0)
-    return control
+
+class JobControl:
+    """The decision of a job's learner ranks (:class:`~hpcrl.learning.loop.UpdateControl`):
+    every learner's report gathered on rank 0, whose leader records the update and decides;
+    the decision broadcast to every learner rank."""
+
+    def __init__(self, job: MpiJob, leader: Leader | None) -> None:
+        self.job, self.leader = job, leader
+
+    def decide(self, report: Report) -> Control:
+        """Gather the reports on rank 0, record them there and share its decision."""
+        rows = gather_rows(self.job.learners, report.data, root=0)
+        control = CONTROL_LAYOUT.new()
+        if self.leader is not None:
+            self.leader.record(rows)
+            control = self.leader.control()
+        bcast_(self.job.learners, control.data, root=0)
+        return control
 
 
 def write_checkpoint(job: MpiJob, leader: Leader, actor: Any, learner_state: Any,
@@ -251,32 +259,41 @@ class SyncUpdaterRank:
         self.steps = self.algorithm.steps_per_update(minibatches_per_epoch(cfg))
         self.preempted = False
 
-    def run(self) -> None:
-        """Each gradient step: sum the workers' gradients (their mean applied), broadcast the new
-        weights; after each update, the leader's command decides checkpoint and stop."""
+    def start(self) -> None:
+        """Nothing to publish: the workers start from the same weights."""
+
+    def learn_update(self) -> Report:
+        """Each gradient step of an update: sum the workers' gradients (their mean applied),
+        broadcast the new weights; returns the updater's report (its applied steps)."""
         learners, g = self.job.learners, self.gradient
         n_workers = len(self.job.workers)
-        while True:
-            report = self.layout.new()
-            for _ in range(self.steps):
-                g.grads.zero_()
-                reduce_sum_(learners, g.host(), root=0)
-                infos = gather_rows(learners, g.info.data, root=0)
-                assert infos is not None  # the updater is the learners' rank 0, the root
-                g.grads.div_(n_workers)
-                combine_infos(infos[1:], g.info)
-                self.updater.step(g)
-                self.layout.add_applied(report, self.updater.last_stats["grad_norm"])
-                weights = self.updater.weights()
-                bcast_(learners, weights.header.data, root=0)
-                bcast_(learners, weights.params, root=0)
-            control = end_of_update(self.job, self.leader, report, self.layout)
-            command = int(control.command)
-            self.preempted = bool(command & PREEMPTED)
-            if command & CHECKPOINT:
-                gathered = learners.gather([], root=0)
-                write_checkpoint(self.job, self.leader, self.actor, self.updater.state_dict(),
-                                 gathered)
-            if command & STOP:
-                break
+        report = self.layout.new()
+        for _ in range(self.steps):
+            g.grads.zero_()
+            reduce_sum_(learners, g.host(), root=0)
+            infos = gather_rows(learners, g.info.data, root=0)
+            assert infos is not None  # the updater is the learners' rank 0, the root
+            g.grads.div_(n_workers)
+            combine_infos(infos[1:], g.info)
+            self.updater.step(g)
+            self.layout.add_applied(report, self.updater.last_stats["grad_norm"])
+            weights = self.updater.weights()
+            bcast_(learners, weights.header.data, root=0)
+            bcast_(learners, weights.params, root=0)
+        return report
+
+    def end_update(self, control: Control) -> None:
+        """Write the checkpoint when asked, with the workers' collector states."""
+        if control.command & CHECKPOINT:
+            gathered = self.job.learners.gather([], root=0)
+            write_checkpoint(self.job, self.leader, self.actor, self.updater.state_dict(),
+                             gathered)
+
+    def finish(self) -> None:
+        """The final evaluation."""
         self.leader.finish(self.actor)
+
+    def run(self) -> None:
+        """Update until STOP (:func:`~hpcrl.learning.loop.run_learner`), deciding each command
+        as the job's leader."""
+        run_learner(self, JobControl(self.job, self.leader))

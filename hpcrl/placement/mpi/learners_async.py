@@ -21,7 +21,10 @@ from hpcrl.placement.mpi.latest_weights import ParamsReceiver, send_weights
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.learners import collector_state_for, make_updater
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch
-from hpcrl.placement.mpi.protocol import (
+from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
+from hpcrl.roles.gradient_worker import GradientWorker
+from hpcrl.roles.messages import Gradient, Weights
+from hpcrl.roles.protocol import (
     CHECKPOINT,
     PREEMPTED,
     STOP,
@@ -32,9 +35,6 @@ from hpcrl.placement.mpi.protocol import (
     TAG_WEIGHTS,
     ReportLayout,
 )
-from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
-from hpcrl.roles.gradient_worker import GradientWorker
-from hpcrl.roles.messages import Gradient, Weights
 from hpcrl.scheme import COLLECTOR
 
 UPDATER_RANK = 0

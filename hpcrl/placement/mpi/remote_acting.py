@@ -30,7 +30,7 @@ from hpcrl.comm.channel import Channel
 from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.records import Record, RecordLayout
-from hpcrl.placement.mpi.protocol import TAG_ACT, TAG_ACTED
+from hpcrl.roles.protocol import TAG_ACT, TAG_ACTED
 
 STEP, VALUE, ACT, BYE = 1, 2, 3, 4  # what a request asks for (BYE: the collector has left)
 

@@ -1,12 +1,13 @@
 """The learner rank of an off-policy scheme (Ape-X, asynchronous SAC): replay and updates.
 
-It runs the loop every off-policy placement shares (:class:`~hpcrl.placement.replay_loop.
+It runs the loop every off-policy placement shares (:class:`~hpcrl.learning.replay_loop.
 ReplayLoop`: chunks into the replay, gradient steps by the replay-ratio rule, one progress row
 per update's worth of env steps) over the collector ranks' streams
 (:class:`~hpcrl.placement.mpi.inbox.CollectorInbox`) and newest-weights delivery
-(:class:`~hpcrl.placement.mpi.latest_weights.LatestWeights`). What is its own: after each
-update it records the row and acts on the leader's command (checkpoint: every collector's
-state and every chunk sent before it; stop: drain what is still arriving).
+(:class:`~hpcrl.placement.mpi.latest_weights.LatestWeights`), as a learner of the one learner
+loop (:func:`~hpcrl.learning.loop.run_learner`). What is its own: how it acts on the leader's
+command (checkpoint: every collector's state and every chunk sent before it; stop: drain what
+is still arriving).
 
 When the learner falls more than ``replay.ratio_tolerance`` gradient steps behind that
 ratio, it stops re-posting the receives of the collectors whose chunk it just took; their
@@ -21,12 +22,14 @@ from dataclasses import asdict
 from typing import Any
 
 from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm
+from hpcrl.learning.loop import run_learner
+from hpcrl.learning.replay_loop import ReplayLoop, UpdateFigures
 from hpcrl.placement.mpi.inbox import CollectorInbox
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import LatestWeights
 from hpcrl.placement.mpi.leader import Leader
-from hpcrl.placement.mpi.protocol import CHECKPOINT, PREEMPTED, STOP, TAG_STATE
-from hpcrl.placement.replay_loop import ReplayLoop, UpdateFigures
+from hpcrl.placement.mpi.learners import JobControl
+from hpcrl.roles.protocol import CHECKPOINT, TAG_STATE, Control, Report
 from hpcrl.roles.replay_learner import ReplayLearner, make_replay
 from hpcrl.runtime.cpu import retain_freed_memory
 
@@ -62,17 +65,20 @@ class ReplayLearnerRank:
         """Env steps of the job that reached the replay."""
         return self.loop.env_steps
 
-    # -- the loop ----------------------------------------------------------------------------
+    # -- the learner loop --------------------------------------------------------------------
     def run(self) -> None:
-        """Until STOP: one update of the shared loop at a time (it ends early when too few
-        collectors are live), then the leader's command; drains what is still arriving."""
+        """Until STOP: one update of the replay loop at a time (it ends early when too few
+        collectors are live), then the leader's command
+        (:func:`~hpcrl.learning.loop.run_learner`)."""
+        run_learner(self, JobControl(self.job, self.leader))
+
+    def start(self) -> None:
+        """Offer the first weights to the collectors."""
         self.weights.offer(self.learner.weights(), block=False)
-        while True:
-            report = self.loop.learn_update(self._too_few_live)
-            if self._end_update(report) & STOP:
-                break
-        self._drain()
-        self.leader.finish(self.actor)
+
+    def learn_update(self) -> Report:
+        """Take chunks and train until an update's worth of env steps arrived."""
+        return self.loop.learn_update(self._too_few_live)
 
     def _too_few_live(self) -> bool:
         """Fewer collectors live than ``scheme.min_collectors``: the update ends now (the
@@ -80,16 +86,20 @@ class ReplayLearnerRank:
         come."""
         return self.job.survives and self.inbox.live < self.job.config.scheme.min_collectors
 
-    def _end_update(self, report: Any) -> int:
-        self.leader.record(report[None, :])
-        command = self.leader.control()
-        self.preempted = bool(command & PREEMPTED)
+    def end_update(self, control: Control) -> None:
+        """Deliver any command to every collector with the newest weights; on CHECKPOINT,
+        take their states and write."""
+        command = int(control.command)
         if command:
             message = self.learner.weights()
             self.weights.offer(message.set_command(command), block=True)
         if command & CHECKPOINT:
             self._checkpoint()
-        return command
+
+    def finish(self) -> None:
+        """Drain what is still arriving, then the final evaluation."""
+        self._drain()
+        self.leader.finish(self.actor)
 
     def _checkpoint(self) -> None:
         """Take each collector's state and every chunk sent before it, then write."""

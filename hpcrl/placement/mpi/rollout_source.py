@@ -23,10 +23,10 @@ from hpcrl.placement.mpi.inbox import CollectorInbox
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import LatestWeights, send_weights
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch, LostCollectorError
-from hpcrl.placement.mpi.protocol import TAG_DONE, TAG_PREEMPT
 from hpcrl.placement.mpi.streams import StreamIn
 from hpcrl.roles.collector import rollout_collector
 from hpcrl.roles.messages import STOP, Weights
+from hpcrl.roles.protocol import TAG_DONE, TAG_PREEMPT
 
 
 def _preempting(job: MpiJob) -> bool:

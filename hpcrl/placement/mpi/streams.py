@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from hpcrl.placement.mpi.node_transport import STREAM, STREAM_SLOTS
-from hpcrl.placement.mpi.protocol import TAG_ROLLOUT
+from hpcrl.roles.protocol import TAG_ROLLOUT
 
 
 def _slots(layout: Any, region: np.ndarray, owner: int) -> list[Any]:
