@@ -5,6 +5,11 @@ waits for the weights the updater made with it: only that worker gets them. The 
 never waits for a particular worker; it records a row whenever a report arrives, and answers
 the next gradient of each worker with STOP once the budget is spent, or CHECKPOINT to have
 the worker (and its collectors) send their states.
+
+A worker is a learner of the one learner loop (:func:`~hpcrl.learning.loop.run_learner`)
+whose decision is the updater's (:class:`UpdaterDecision`). The updater is the one rank that
+does not run that loop: it answers gradients as they arrive and records a row per report,
+so its unit of work is one worker's gradient, not an update.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import numpy as np
 from hpcrl.build import make_storage
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.core.algorithms import make_algorithm
+from hpcrl.learning.loop import run_learner
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver, send_weights
 from hpcrl.placement.mpi.leader import Leader
@@ -26,6 +32,7 @@ from hpcrl.roles.gradient_worker import GradientWorker
 from hpcrl.roles.messages import Gradient, Weights
 from hpcrl.roles.protocol import (
     CHECKPOINT,
+    CONTROL_LAYOUT,
     PREEMPTED,
     STOP,
     TAG_GRAD,
@@ -33,6 +40,8 @@ from hpcrl.roles.protocol import (
     TAG_REPORT,
     TAG_STATE,
     TAG_WEIGHTS,
+    Control,
+    Report,
     ReportLayout,
 )
 from hpcrl.scheme import COLLECTOR
@@ -68,6 +77,9 @@ class AsyncWorkerRank:
         self.report = self.layout.new()
         counters = resume["counters"] if resume is not None else {"env_steps": 0}
         self.job_steps = int(counters["env_steps"])
+        self.update = 0
+        self.command = 0  # what the updater's weights said during the current update
+        self.preempted = False
 
     def _exchange(self, gradient: Gradient, times: dict[str, float]) -> int:
         """Send one gradient (with the last report), receive the weights it made."""
@@ -87,50 +99,80 @@ class AsyncWorkerRank:
         times["comm"] += time.perf_counter() - t
         return w.command
 
-    def run(self) -> None:
-        """Until STOP: gather rollouts, send each gradient to the updater and take the weights it
-        made, report the update, send the collectors' states on CHECKPOINT and publish."""
+    def start(self) -> None:
+        """Publish the first weights to the rollout source."""
+        self.source.publish(self.weights.capture(self.actor, self.version))
+
+    def learn_update(self) -> Report:
+        """Gather rollouts, send each gradient to the updater and take the weights it made
+        (with the command they carry: the updater decides); returns the update's report."""
         cfg = self.job.config
         per_update = cfg.algo.num_steps * self.source_envs * len(self.job.workers)
-        self.source.publish(self.weights.capture(self.actor, self.version))
-        update, command = 0, 0
-        self.preempted = False
-        while not command & STOP:
-            rollouts, t_collect, t_wait = self.source.gather(update, self.version)
-            progress = (self.job_steps + per_update) / cfg.train.total_env_steps
-            times = {"compute": 0.0, "comm": 0.0}
-            report = self.layout.new()
-            lag = float(np.mean([self.version - r.weights_version for r in rollouts]))
+        rollouts, t_collect, t_wait = self.source.gather(self.update, self.version)
+        progress = (self.job_steps + per_update) / cfg.train.total_env_steps
+        times = {"compute": 0.0, "comm": 0.0}
+        report = self.layout.new()
+        lag = float(np.mean([self.version - r.weights_version for r in rollouts]))
+        self.command = 0
+        t = time.perf_counter()
+        for gradient in self.worker.gradients(rollouts, self.update, progress):
+            times["compute"] += time.perf_counter() - t
+            self.layout.add_stats(report, gradient.stats())
+            self.command |= self._exchange(gradient, times)
+            if self.command & STOP:
+                break
             t = time.perf_counter()
-            for gradient in self.worker.gradients(rollouts, update, progress):
-                times["compute"] += time.perf_counter() - t
-                self.layout.add_stats(report, gradient.stats())
-                command |= self._exchange(gradient, times)
-                if command & STOP:
-                    break
-                t = time.perf_counter()
-            self.job_steps += per_update
-            self.layout.fill_update(report, rollouts, lag, t_collect, t_wait, times,
-                                    self.source.dropped, self.algorithm.learning_rate,
-                                    self.source.live_collectors)
-            self.source.dropped = 0
-            self.report.copy_from(report)
-            update += 1
-            if command & CHECKPOINT:
-                for state in self.source.states():
-                    self.channel.send_object(state, UPDATER_RANK, TAG_STATE)
-            weights = self.weights.capture(self.actor, self.version, command)
-            if command & STOP:
-                self.source.close(weights)
-            if not command & STOP or isinstance(self.source, SyncCollectors):
-                self.source.publish(weights)
-            self.preempted = bool(command & PREEMPTED)
-            command &= STOP
+        self.job_steps += per_update
+        self.layout.fill_update(report, rollouts, lag, t_collect, t_wait, times,
+                                self.source.dropped, self.algorithm.learning_rate,
+                                self.source.live_collectors)
+        self.source.dropped = 0
+        self.update += 1
+        return report
+
+    def end_update(self, control: Control) -> None:
+        """Send the collectors' states on CHECKPOINT, then publish the weights carrying the
+        command (closing the source on STOP)."""
+        command = int(control.command)
+        if command & CHECKPOINT:
+            for state in self.source.states():
+                self.channel.send_object(state, UPDATER_RANK, TAG_STATE)
+        weights = self.weights.capture(self.actor, self.version, command)
+        if command & STOP:
+            self.source.close(weights)
+        if not command & STOP or isinstance(self.source, SyncCollectors):
+            self.source.publish(weights)
+
+    def finish(self) -> None:
+        """Nothing to close: the updater ends the run."""
+
+    def run(self) -> None:
+        """Until STOP: the learner loop (:func:`~hpcrl.learning.loop.run_learner`), deciding as
+        the updater said (:class:`UpdaterDecision`)."""
+        run_learner(self, UpdaterDecision(self))
 
     @property
     def source_envs(self) -> int:
         """Envs of this worker's rollout source: its own, or its collectors'."""
         return self.job.config.env.num_envs * max(self.job.config.scheme.collectors_per_worker, 1)
+
+
+class UpdaterDecision:
+    """The decision of an asynchronous gradient worker (an
+    :class:`~hpcrl.learning.loop.UpdateControl`): the updater's, which came with the weights
+    of the worker's gradients during the update. The worker's report goes to the updater,
+    which records it, with its next gradient."""
+
+    def __init__(self, worker: AsyncWorkerRank) -> None:
+        self.worker = worker
+
+    def decide(self, report: Report) -> Control:
+        """Keep ``report`` for the next gradient; the command is the updater's."""
+        worker = self.worker
+        worker.report.copy_from(report)
+        control = CONTROL_LAYOUT.new()
+        control.set(command=worker.command, env_steps=worker.job_steps)
+        return control
 
 
 class AsyncUpdaterRank:
