@@ -1,11 +1,12 @@
 """hpcrl: reinforcement learning on HPC clusters, from one process to many MPI ranks.
 
 The Python API (:mod:`hpcrl.api`): :func:`make_config`, :func:`train`, :func:`resume`,
-:func:`load_policy`; the bases of your own algorithms, on-policy (:class:`Algorithm`,
-:class:`PPO`, :class:`A2C`, :class:`IMPALA`) and off-policy (:class:`OffPolicyAlgorithm`,
-:class:`DQN`, :class:`SAC`, :class:`TD3`, :class:`DDPG`, :class:`MPO`), with the
-:class:`Capabilities` each declares; and the contracts of components (:mod:`hpcrl.contracts`).
-Names are imported on first use, so ``import hpcrl`` stays cheap.
+:func:`load_policy`; :class:`Algorithm`, the contract every algorithm implements, and the
+bases of your own, on-policy (:class:`OnPolicyAlgorithm`, :class:`PPO`, :class:`A2C`,
+:class:`IMPALA`) and off-policy (:class:`OffPolicyAlgorithm`, :class:`DQN`, :class:`SAC`,
+:class:`TD3`, :class:`DDPG`, :class:`MPO`), with the :class:`Capabilities` each declares;
+and the contracts of components (:mod:`hpcrl.contracts`). Names are imported on first use,
+so ``import hpcrl`` stays cheap.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ _LAZY = {"make_config": "hpcrl.api", "train": "hpcrl.api", "resume": "hpcrl.api"
          "RecurrentBatch": "hpcrl.core.storage", "SequenceBatch": "hpcrl.core.vtrace_storage",
          "Network": "hpcrl.contracts", "Capabilities": "hpcrl.core.algorithms",
          "OffPolicyAlgorithm": "hpcrl.core.algorithms.offpolicy",
+         "OnPolicyAlgorithm": "hpcrl.core.algorithms",
          "DQN": "hpcrl.core.algorithms.offpolicy", "SAC": "hpcrl.core.algorithms.offpolicy",
          "TD3": "hpcrl.core.algorithms.offpolicy", "DDPG": "hpcrl.core.algorithms.offpolicy",
          "MPO": "hpcrl.core.algorithms.offpolicy", "ReplayBatch": "hpcrl.core.replay.buffer"}

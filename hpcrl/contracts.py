@@ -5,12 +5,15 @@ config (``module:Name``) is checked against them before any rank starts work:
 
 - :class:`Network` (``actor.network``): an encoder of observations into features. The actor
   puts the memory core (``actor.memory``), the MLP trunk and the heads after it.
-- :class:`~hpcrl.core.algorithms.base.Algorithm` (``algo.name``): an on-policy learning
-  rule, derived from ``hpcrl.PPO``, ``hpcrl.A2C``, ``hpcrl.IMPALA`` or ``hpcrl.Algorithm``.
-  It turns batches into gradients (``compute_gradients``, through its ``loss``) and applies
-  them (``apply_gradients``): the split that lets gradient workers and updaters live on
-  different ranks. ``storage`` says what batches it trains on: ``"gae"`` (rollouts with GAE
-  advantages and returns, :class:`~hpcrl.core.storage.RolloutBatch`, or
+- :class:`~hpcrl.core.algorithms.contract.Algorithm` (``algo.name``): a learning rule of
+  either family. It turns batches into gradients (``compute_gradients``, through its
+  ``loss``) and applies them (``apply_gradients``): the split that lets gradient workers and
+  updaters live on different ranks; it declares its ``capabilities`` and publishes its
+  ``policy``. An on-policy one derives from ``hpcrl.PPO``, ``hpcrl.A2C``, ``hpcrl.IMPALA``
+  or ``hpcrl.OnPolicyAlgorithm``; an off-policy one from ``hpcrl.DQN``, ``hpcrl.SAC``,
+  ``hpcrl.TD3``, ``hpcrl.DDPG``, ``hpcrl.MPO`` or ``hpcrl.OffPolicyAlgorithm``.
+  An on-policy algorithm's ``storage`` says what batches it trains on: ``"gae"``
+  (rollouts with GAE advantages and returns, :class:`~hpcrl.core.storage.RolloutBatch`, or
   :class:`~hpcrl.core.storage.RecurrentBatch` for a recurrent actor) or ``"vtrace"`` (whole
   sequences for V-trace, :class:`~hpcrl.core.vtrace_storage.SequenceBatch`).
   ``stat_names`` names the loss terms ``loss`` reports; ``state_dict``/``load_state_dict``

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from hpcrl import PPO, Algorithm
+from hpcrl import PPO, OnPolicyAlgorithm
 from hpcrl.config import ConfigError, load_config
 from hpcrl.core.algorithms import BUILT_IN_ALGOS, algorithm_capabilities, algorithms_with
 from hpcrl.core.algorithms.offpolicy import action_space_problem
@@ -41,7 +41,7 @@ class MyPPO(PPO):
     """A plug-in subclass: it inherits PPO's capabilities."""
 
 
-class MyVtrace(Algorithm):
+class MyVtrace(OnPolicyAlgorithm):
     """A direct subclass wanting V-trace batches: its storage attribute decides."""
 
     storage = "vtrace"

@@ -96,7 +96,11 @@ def test_classes_given_in_python_are_recorded_by_import_path(tmp_path, tiny_over
      "failed: ModuleNotFoundError: No module named 'hpcrl_no_such_dependency'"),
     (["algo.name=hpcrl_testplugins:Missing"],
      "module 'hpcrl_testplugins' has no attribute 'Missing'"),
-    (["algo.name=hpcrl_testplugins:NotAnAlgorithm"], "is not a subclass of hpcrl.Algorithm"),
+    (["algo.name=hpcrl_testplugins:NotAnAlgorithm"],
+     "is not a subclass of hpcrl.OnPolicyAlgorithm"),
+    (["algo.name=hpcrl_testplugins:ContractOnly"],
+     "ContractOnly derives from hpcrl.Algorithm, the contract both families implement, but "
+     "from neither family's base; derive an on-policy algorithm from hpcrl.OnPolicyAlgorithm"),
     (["algo.name=hpcrl_testplugins:NoLoss"], "NoLoss does not define loss"),
     (["algo.name=pop"], "must be one of ['ppo', 'a2c', 'impala', 'dqn', 'sac', 'td3', "
                         "'ddpg', 'mpo'] or the import path 'module:Class'"),

@@ -5,7 +5,7 @@ import csv
 import numpy as np
 
 from hpcrl.config import from_dict
-from hpcrl.core.algorithms.base import Algorithm
+from hpcrl.core.algorithms.base import OnPolicyAlgorithm
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
 
@@ -29,7 +29,7 @@ def test_grad_norm_is_the_mean_norm_before_clipping_of_the_update_steps(tmp_path
         norms.append(float(flat_grads.norm()))
         return original(self, flat_grads, step)
 
-    monkeypatch.setattr(Algorithm, "apply_gradients", recording)
+    monkeypatch.setattr(OnPolicyAlgorithm, "apply_gradients", recording)
     # a clip far below the norms: the column must still show the norms before clipping
     Trainer(from_dict({}, FAST + ["algo.max_grad_norm=0.01"]), RunDir(tmp_path),
             console=None).train()
@@ -53,6 +53,6 @@ def test_each_gradient_is_applied_where_backward_wrote_it(tmp_path, monkeypatch)
                        self.actor.__dict__["_hpcrl_flat_grads"].data_ptr()))
         return original(self, flat_grads, step)
 
-    monkeypatch.setattr(Algorithm, "apply_gradients", recording)
+    monkeypatch.setattr(OnPolicyAlgorithm, "apply_gradients", recording)
     Trainer(from_dict({}, FAST), RunDir(tmp_path), console=None).train()
     assert handed and all(given == backward for given, backward in handed)

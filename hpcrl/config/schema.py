@@ -177,12 +177,12 @@ class AlgoConfig:
 
     name: str = doc(
         "Algorithm: 'ppo' (clipped surrogate), 'a2c', 'impala' (actor-critic with V-trace "
-        "targets, see algo.vtrace_*), or the off-policy 'dqn', 'sac', 'td3', 'ddpg', 'mpo' "
+        "targets, see algo.impala.*), or the off-policy 'dqn', 'sac', 'td3', 'ddpg', 'mpo' "
         "(replay.*); or your own as 'module:Class', a subclass of hpcrl.PPO, hpcrl.A2C, "
-        "hpcrl.IMPALA or hpcrl.Algorithm, or of hpcrl.DQN, hpcrl.SAC, hpcrl.TD3, hpcrl.DDPG, "
-        "hpcrl.MPO or hpcrl.OffPolicyAlgorithm (it runs wherever its base runs, with its "
-        "base's defaults; docs/components.md: Writing your own components). Keys you leave "
-        "unset whose good value depends on the algorithm take its standard values "
+        "hpcrl.IMPALA or hpcrl.OnPolicyAlgorithm, or of hpcrl.DQN, hpcrl.SAC, hpcrl.TD3, "
+        "hpcrl.DDPG, hpcrl.MPO or hpcrl.OffPolicyAlgorithm (it runs wherever its base runs, "
+        "with its base's defaults; docs/components.md: Writing your own components). Keys "
+        "you leave unset whose good value depends on the algorithm take its standard values "
         "(hpcrl/config/algo_defaults.py); the defaults shown here are PPO's.",
         "ppo")
     kwargs: dict = doc("Keyword arguments of a plug-in algorithm's constructor (algo.name="

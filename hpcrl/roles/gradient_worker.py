@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from hpcrl.core.algorithms.base import Algorithm
+from hpcrl.core.algorithms.base import OnPolicyAlgorithm
 from hpcrl.core.demo_replay import demo_slots, replayed_log_probs
 from hpcrl.core.normalization import Moments, merge_moments
 from hpcrl.core.rollout import Rollout
@@ -26,8 +26,8 @@ def rollout_moments(rollouts: Sequence[Rollout]) -> tuple[Moments, Moments]:
 class GradientWorker:
     """Computes the gradients of one update, one :class:`Gradient` per optimiser step."""
 
-    def __init__(self, algorithm: Algorithm, storage: RolloutStorage | VTraceStorage, seed: int,
-                 total_envs: int, minibatches: int) -> None:
+    def __init__(self, algorithm: OnPolicyAlgorithm, storage: RolloutStorage | VTraceStorage,
+                 seed: int, total_envs: int, minibatches: int) -> None:
         self.algorithm, self.storage = algorithm, storage
         self.seed, self.total_envs, self.num_minibatches = seed, total_envs, minibatches
         self.weights_version = 0

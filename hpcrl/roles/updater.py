@@ -3,22 +3,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcrl.core.algorithms.base import Algorithm
+from hpcrl.core.algorithms.base import OnPolicyAlgorithm
 from hpcrl.roles.messages import Gradient, Weights
 
 
 class Updater:
     """Owns the optimiser; every applied gradient makes a new weights version."""
 
-    def __init__(self, algorithm: Algorithm) -> None:
+    def __init__(self, algorithm: OnPolicyAlgorithm) -> None:
         self.algorithm = algorithm
         self.version = 0
-        self.message = Weights.empty_like(algorithm.actor)
+        self.message = Weights.empty_like(algorithm.policy)
         self.last_stats: dict[str, float] = {}
 
     def weights(self) -> Weights:
         """The current master weights as a message (valid until the next apply)."""
-        return self.message.capture(self.algorithm.actor, self.version)
+        return self.message.capture(self.algorithm.policy, self.version)
 
     def step(self, gradient: Gradient) -> None:
         """One optimiser step with ``gradient``.

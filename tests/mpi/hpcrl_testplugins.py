@@ -15,7 +15,13 @@ class NotAnAlgorithm:
     pass
 
 
-class NoLoss(hpcrl.Algorithm):
+class ContractOnly(hpcrl.Algorithm):
+    """Derives from the contract both families implement, but from neither family's base."""
+
+    stat_names = ("x",)
+
+
+class NoLoss(hpcrl.OnPolicyAlgorithm):
     stat_names = ("x",)
 
     def minibatches(self, storage, update, seed, total_envs, count):

@@ -1,4 +1,9 @@
-"""Learning algorithms: each turns batches into gradients and applies gradients."""
+"""Learning algorithms: each turns batches into gradients and applies gradients.
+
+Every algorithm implements :class:`Algorithm` (``hpcrl.Algorithm``); the on-policy ones
+derive from :class:`OnPolicyAlgorithm` and are registered in :data:`ALGORITHMS`, the
+off-policy ones from :class:`OffPolicyAlgorithm` in ``OFF_POLICY_ALGORITHMS``.
+:func:`algorithm_type` resolves any ``algo.name``, a plug-in's import path included."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -7,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.algorithms.a2c import A2C
-from hpcrl.core.algorithms.base import Algorithm
+from hpcrl.core.algorithms.base import OnPolicyAlgorithm
 from hpcrl.core.algorithms.capabilities import Capabilities
+from hpcrl.core.algorithms.contract import Algorithm
 from hpcrl.core.algorithms.impala import IMPALA
 from hpcrl.core.algorithms.offpolicy import (
     OFF_POLICY_ALGORITHMS,
@@ -25,7 +31,7 @@ from hpcrl.plugins import PluginError, check_kwargs, is_import_path, load
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.schema import AlgoConfig
 
-ALGORITHMS: dict[str, type[Algorithm]] = {"ppo": PPO, "a2c": A2C, "impala": IMPALA}
+ALGORITHMS: dict[str, type[OnPolicyAlgorithm]] = {"ppo": PPO, "a2c": A2C, "impala": IMPALA}
 # every name algo.name takes as it is
 BUILT_IN_ALGOS = tuple(ALGORITHMS) + tuple(OFF_POLICY_ALGORITHMS)
 _CONSTRUCTOR_ARGS = 4  # actor, config, reducer, on_nonfinite: what hpcrl passes itself
@@ -41,14 +47,29 @@ def is_off_policy(name: str) -> bool:
     return isinstance(cls, type) and issubclass(cls, OffPolicyAlgorithm)
 
 
-def algorithm_class(name: str) -> type[Algorithm]:
+def algorithm_type(name: str) -> type[Algorithm]:
+    """The class of ``algo.name``, of either family: a built-in, or a plug-in's
+    ``module:Class`` checked against its family's contract."""
+    return offpolicy_class(name) if is_off_policy(name) else algorithm_class(name)
+
+
+def algorithm_class(name: str) -> type[OnPolicyAlgorithm]:
     """The on-policy algorithm ``name``: a built-in, or a plug-in's ``module:Class`` (a
-    subclass of :class:`Algorithm`, refused otherwise with the contract it breaks; an
-    off-policy plug-in is :func:`~hpcrl.core.algorithms.offpolicy.offpolicy_class`'s)."""
+    subclass of :class:`OnPolicyAlgorithm`, refused otherwise with the contract it breaks;
+    an off-policy plug-in is :func:`~hpcrl.core.algorithms.offpolicy.offpolicy_class`'s)."""
     if not is_import_path(name):
         return ALGORITHMS[name]
-    cls = load_algorithm_class(name, Algorithm,
-                               "hpcrl.PPO, hpcrl.A2C, hpcrl.IMPALA or hpcrl.Algorithm "
+    cls = load(name, "algo.name")
+    if (isinstance(cls, type) and issubclass(cls, Algorithm)
+            and not issubclass(cls, (OnPolicyAlgorithm, OffPolicyAlgorithm))):
+        raise PluginError(f"config key 'algo.name' ({name}): {cls.__name__} derives from "
+                          f"hpcrl.Algorithm, the contract both families implement, but from "
+                          f"neither family's base; derive an on-policy algorithm from "
+                          f"hpcrl.OnPolicyAlgorithm (or hpcrl.PPO, hpcrl.A2C, hpcrl.IMPALA) "
+                          f"and an off-policy one from hpcrl.OffPolicyAlgorithm (or hpcrl.DQN, "
+                          f"hpcrl.SAC, hpcrl.TD3, hpcrl.DDPG, hpcrl.MPO)")
+    cls = load_algorithm_class(name, OnPolicyAlgorithm,
+                               "hpcrl.PPO, hpcrl.A2C, hpcrl.IMPALA or hpcrl.OnPolicyAlgorithm "
                                "(on-policy; for an off-policy one, from hpcrl.DQN, hpcrl.SAC, "
                                "hpcrl.TD3, hpcrl.DDPG, hpcrl.MPO or hpcrl.OffPolicyAlgorithm)",
                                "policy_loss")
@@ -61,7 +82,7 @@ def algorithm_class(name: str) -> type[Algorithm]:
 def algorithm_kind(name: str) -> str:
     """The built-in that ``name`` is run as: itself, or the plug-in's nearest built-in base
     (its minibatches, defaults and schemes are that one's; a direct subclass of
-    :class:`Algorithm` runs as ``impala`` when it wants V-trace batches, else ``a2c``; an
+    :class:`OnPolicyAlgorithm` runs as ``impala`` when it wants V-trace batches, else ``a2c``; an
     off-policy plug-in as :func:`~hpcrl.core.algorithms.offpolicy.offpolicy_base` says)."""
     if not is_import_path(name):
         return name
@@ -78,11 +99,10 @@ def algorithm_capabilities(name: str) -> Capabilities:
     """What ``algo.name`` declares it learns from and supports: its class's
     :class:`~hpcrl.core.algorithms.capabilities.Capabilities` (a plug-in's ``storage``
     attribute decides its storage)."""
-    if is_off_policy(name):
-        return offpolicy_class(name).capabilities
-    cls = algorithm_class(name)
+    cls = algorithm_type(name)
     caps = cls.capabilities
-    return caps if caps.storage == cls.storage else replace(caps, storage=cls.storage)
+    storage = getattr(cls, "storage", caps.storage)  # an on-policy class picks its batches
+    return caps if caps.storage == storage else replace(caps, storage=storage)
 
 
 def algorithms_with(test: Callable[[Capabilities], bool]) -> tuple[str, ...]:
@@ -106,7 +126,7 @@ def check_algorithm_kwargs(config: AlgoConfig) -> None:
 
 
 def make_algorithm(actor: ActorCritic, config: AlgoConfig, reducer: Reducer | None = None,
-                   on_nonfinite: str = "stop") -> Algorithm:
+                   on_nonfinite: str = "stop") -> OnPolicyAlgorithm:
     """The algorithm named by ``config.name`` over ``actor`` (a plug-in gets
     ``config.kwargs`` as keyword arguments); ``on_nonfinite`` is ``train.on_nonfinite``
     (what a NaN/inf loss term or gradient does)."""
@@ -115,5 +135,6 @@ def make_algorithm(actor: ActorCritic, config: AlgoConfig, reducer: Reducer | No
                            "actor, config, reducer, on_nonfinite", config.kwargs)
 
 __all__ = ["A2C", "ALGORITHMS", "Algorithm", "BUILT_IN_ALGOS", "Capabilities", "IMPALA", "PPO",
-           "OffPolicyAlgorithm", "algorithm_capabilities", "algorithm_class", "algorithm_kind",
+           "OffPolicyAlgorithm", "OnPolicyAlgorithm", "algorithm_capabilities",
+           "algorithm_class", "algorithm_kind", "algorithm_type",
            "algorithms_with", "check_algorithm_kwargs", "is_off_policy", "make_algorithm"]

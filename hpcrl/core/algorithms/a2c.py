@@ -5,11 +5,11 @@ from collections.abc import Iterator
 
 import torch
 
-from hpcrl.core.algorithms.base import Algorithm, entropy_bonus, value_error
+from hpcrl.core.algorithms.base import OnPolicyAlgorithm, entropy_bonus, value_error
 from hpcrl.core.storage import GaeBatch, RolloutStorage
 
 
-class A2C(Algorithm[RolloutStorage, GaeBatch]):
+class A2C(OnPolicyAlgorithm[RolloutStorage, GaeBatch]):
     """Advantage actor-critic (Mnih et al. 2016, synchronous form): policy gradient with GAE
     advantages, a squared-error value loss and an entropy bonus, one step per rollout."""
 

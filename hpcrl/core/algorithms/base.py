@@ -1,11 +1,11 @@
-"""What every algorithm offers: gradients from a batch, and the application of gradients.
+"""The on-policy family's base: one actor-critic, batches cut from the rollouts just collected.
 
-The split is what lets a gradient rank and an update rank live in different processes:
+It implements :class:`~hpcrl.core.algorithms.contract.Algorithm` over the actor:
 ``compute_gradients`` needs only the actor's weights, ``apply_gradients`` owns the optimiser.
 """
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.algorithms.capabilities import ON_POLICY_GAE, Capabilities, Storage
+from hpcrl.core.algorithms.contract import Algorithm
 from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
 from hpcrl.core.gradient_guard import STOP, GradientGuard
 from hpcrl.core.intrinsic import IntrinsicTargets
@@ -52,25 +53,16 @@ def value_error(values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
     return (values - returns).pow(2).mean(dim=0).sum()
 
 
-def linear_schedule(initial: float, kind: str, progress: float) -> float:
-    """``initial`` (constant) or ``initial * (1 - progress)`` (linear decay to 0)."""
-    return initial * (1.0 - progress) if kind == "linear" else initial
-
-
-class Algorithm(ABC, Generic[StorageT, BatchT]):
-    """An on-policy learning rule over an actor.
+class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
+    """An on-policy learning rule over an actor-critic.
 
     Generic in the storage it cuts batches from and the batches it trains on
-    (``Algorithm[RolloutStorage, GaeBatch]`` for ``storage = "gae"``,
-    ``Algorithm[VTraceStorage, SequenceBatch]`` for ``"vtrace"``), so that each algorithm's
-    :meth:`minibatches` and :meth:`loss` keep the base's signatures.
-
-    ``stat_names`` lists the loss terms each gradient reports, in a fixed order so they can
-    travel as a plain float vector beside the gradient. ``guard`` applies
-    ``train.on_nonfinite`` to the loss terms and to each gradient applied.
+    (``OnPolicyAlgorithm[RolloutStorage, GaeBatch]`` for ``storage = "gae"``,
+    ``OnPolicyAlgorithm[VTraceStorage, SequenceBatch]`` for ``"vtrace"``), so that each
+    algorithm's :meth:`minibatches` and :meth:`loss` keep the base's signatures. ``config``
+    is the run's ``algo`` section (the contract's ``algo``).
     """
 
-    stat_names: tuple[str, ...] = ()
     # the batches it trains on: "gae" (RolloutStorage), "vtrace" (VTraceStorage)
     storage: Storage = "gae"
     # what it learns from and supports (a plug-in's storage above overrides the storage here)
@@ -80,7 +72,7 @@ class Algorithm(ABC, Generic[StorageT, BatchT]):
     def __init__(self, actor: ActorCritic, config: AlgoConfig,
                  reducer: Reducer | None = None, on_nonfinite: str = STOP) -> None:
         self.actor = actor
-        self.config = config
+        self.config = self.algo = config
         self.reducer: Reducer = reducer or LocalReducer()
         self.guard = GradientGuard(on_nonfinite)
         self.progress = 0.0
@@ -97,15 +89,10 @@ class Algorithm(ABC, Generic[StorageT, BatchT]):
         """The loss terms an instance reports: :attr:`stat_names`, and RND's with ``rnd``."""
         return cls.stat_names + (cls.RND_STATS if rnd else ())
 
-    # -- schedules ---------------------------------------------------------------------------
-    def set_progress(self, fraction: float) -> None:
-        """Tell the schedules how far training is (0 at the start, 1 at the end)."""
-        self.progress = min(max(fraction, 0.0), 1.0)
-
     @property
-    def learning_rate(self) -> float:
-        """``algo.lr`` under ``algo.lr_schedule`` at the current progress."""
-        return linear_schedule(self.config.lr, self.config.lr_schedule, self.progress)
+    def policy(self) -> ActorCritic:
+        """The actor-critic: collectors act with it, checkpoints save it."""
+        return self.actor
 
     # -- gradients ---------------------------------------------------------------------------
     @abstractmethod

@@ -19,14 +19,14 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 
-from hpcrl.core.algorithms.base import Algorithm, entropy_bonus
+from hpcrl.core.algorithms.base import OnPolicyAlgorithm, entropy_bonus
 from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.memory import evaluate_rollouts
 from hpcrl.core.vtrace_storage import SequenceBatch, VTraceStorage
 from hpcrl.returns import vtrace
 
 
-class IMPALA(Algorithm[VTraceStorage, SequenceBatch]):
+class IMPALA(OnPolicyAlgorithm[VTraceStorage, SequenceBatch]):
     """Actor-critic with V-trace off-policy correction, on a :class:`VTraceStorage`."""
 
     stat_names = ("policy_loss", "value_loss", "entropy", "rho_mean")

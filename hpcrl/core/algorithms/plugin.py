@@ -1,7 +1,7 @@
 """Loading a user's algorithm class by import path, and the contract every family shares.
 
 ``algo.name: module:Class`` names an on-policy class (a subclass of
-:class:`~hpcrl.core.algorithms.base.Algorithm`) or an off-policy one (of
+:class:`~hpcrl.core.algorithms.base.OnPolicyAlgorithm`) or an off-policy one (of
 :class:`~hpcrl.core.algorithms.offpolicy.base.OffPolicyAlgorithm`); each family's resolver
 checks its own extra terms after :func:`load_algorithm_class`.
 """

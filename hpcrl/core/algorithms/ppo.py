@@ -6,8 +6,9 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from hpcrl.core.algorithms.base import Algorithm, entropy_bonus, linear_schedule, value_error
+from hpcrl.core.algorithms.base import OnPolicyAlgorithm, entropy_bonus, value_error
 from hpcrl.core.algorithms.capabilities import Capabilities
+from hpcrl.core.algorithms.contract import linear_schedule
 from hpcrl.core.storage import GaeBatch, RolloutStorage
 
 
@@ -16,7 +17,7 @@ def epoch_seed(seed: int, update: int, epoch: int) -> int:
     return int(np.random.SeedSequence([seed, update, epoch]).generate_state(1)[0])
 
 
-class PPO(Algorithm[RolloutStorage, GaeBatch]):
+class PPO(OnPolicyAlgorithm[RolloutStorage, GaeBatch]):
     """Proximal policy optimisation (Schulman et al. 2017) with the usual refinements.
 
     The value loss is the mean squared error to the GAE returns; with ``clip_range_vf`` the

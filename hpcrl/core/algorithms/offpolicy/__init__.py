@@ -34,7 +34,7 @@ def offpolicy_class(name: str) -> type[OffPolicyAlgorithm]:
     cls = load_algorithm_class(name, OffPolicyAlgorithm,
                                "hpcrl.DQN, hpcrl.SAC, hpcrl.TD3, hpcrl.DDPG or hpcrl.MPO "
                                "(off-policy; for an on-policy one, from hpcrl.PPO, hpcrl.A2C, "
-                               "hpcrl.IMPALA or hpcrl.Algorithm)", "q_loss")
+                               "hpcrl.IMPALA or hpcrl.OnPolicyAlgorithm)", "q_loss")
     if getattr(cls, "capabilities", None) is None:
         raise PluginError(f"config key 'algo.name' ({name}): {cls.__name__} declares no "
                           f"capabilities; set the class attribute (hpcrl.Capabilities) or "

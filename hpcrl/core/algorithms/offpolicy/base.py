@@ -11,16 +11,16 @@ step on the steps it skips), then updates the target networks due at ``k``.
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.core.algorithms.base import linear_schedule
 from hpcrl.core.algorithms.capabilities import Capabilities
+from hpcrl.core.algorithms.contract import Algorithm
 from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.flat import contiguous_parameters, share_flat_parameters, zero_flat_gradients
 from hpcrl.core.gradient_guard import GradientGuard
@@ -80,8 +80,9 @@ def squashed_gaussian(spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
                                   spaces.obs_format)
 
 
-class OffPolicyAlgorithm(ABC):
-    """Networks, per-segment optimisers and target networks of one off-policy learner.
+class OffPolicyAlgorithm(Algorithm):
+    """Networks, per-segment optimisers and target networks of one off-policy learner: the
+    off-policy family's base of :class:`~hpcrl.core.algorithms.contract.Algorithm`.
 
     Subclasses build their networks in :meth:`build` (returning them in segment order) and
     define :meth:`loss`, :meth:`stepping` and :meth:`update_targets`. ``steps`` counts the
@@ -93,9 +94,6 @@ class OffPolicyAlgorithm(ABC):
     stays in host memory and each sampled batch is copied to the device
     (:meth:`ReplayBatch.to <hpcrl.core.replay.buffer.ReplayBatch.to>`).
     """
-
-    stat_names: tuple[str, ...] = ()
-    capabilities: ClassVar[Capabilities]  # each algorithm declares its own
 
     def __init__(self, spaces: EnvSpaces, config: Config,
                  device: torch.device | str = "cpu") -> None:
@@ -160,16 +158,6 @@ class OffPolicyAlgorithm(ABC):
         """The learning rate segment ``name`` steps with when the schedule gives ``lr``: the
         same for every segment, unless an algorithm's duals have their own (MPO)."""
         return lr
-
-    # -- schedules ---------------------------------------------------------------------------
-    def set_progress(self, fraction: float) -> None:
-        """Tell the schedules how far training is (0 at the start, 1 at the end)."""
-        self.progress = min(max(fraction, 0.0), 1.0)
-
-    @property
-    def learning_rate(self) -> float:
-        """``algo.lr`` under ``algo.lr_schedule`` at the current progress."""
-        return linear_schedule(self.algo.lr, self.algo.lr_schedule, self.progress)
 
     # -- gradients ---------------------------------------------------------------------------
     def compute_gradients(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:

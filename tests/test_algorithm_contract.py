@@ -1,0 +1,94 @@
+"""Both families implement one contract, ``hpcrl.Algorithm``: a driver that knows only the
+contract trains a PPO and a DQN alike (a class that derives from the contract but from
+neither family's base is refused in tests/test_plugins.py, naming the bases to use)."""
+from __future__ import annotations
+
+import inspect
+import numpy as np
+import pytest
+import torch
+
+import hpcrl
+from hpcrl.build import env_spaces, make_actor
+from hpcrl.config import from_dict
+from hpcrl.core.algorithms import (
+    ALGORITHMS,
+    BUILT_IN_ALGOS,
+    algorithm_capabilities,
+    algorithm_type,
+    make_algorithm,
+)
+from hpcrl.core.algorithms.offpolicy import OFF_POLICY_ALGORITHMS, make_offpolicy_algorithm
+from hpcrl.core.flat import contiguous_parameters
+
+
+def drive(algo: hpcrl.Algorithm, batch: object, steps: int) -> list[float]:
+    """Train through the contract alone, as a placement does: progress, gradient, step."""
+    losses = []
+    for step in range(steps):
+        algo.set_progress(step / steps)
+        grads, stats = algo.compute_gradients(batch)
+        assert set(stats) >= set(algo.stat_names)
+        figures = algo.apply_gradients(grads.clone())
+        assert figures["learning_rate"] == pytest.approx(algo.learning_rate)
+        losses.append(sum(abs(stats[name]) for name in algo.stat_names[:1]))
+    return losses
+
+
+def ppo_and_batch() -> tuple[hpcrl.Algorithm, object]:
+    config = from_dict({}, ["algo.lr_schedule=linear"])
+    spaces = env_spaces(config)
+    algo = make_algorithm(make_actor(config, spaces), config.algo)
+    rng = np.random.default_rng(0)
+    size = 64
+    obs = torch.as_tensor(rng.normal(size=(size, *spaces.obs_shape)), dtype=torch.float32)
+    actions = torch.as_tensor(rng.integers(0, 2, size))
+    with torch.no_grad():
+        log_probs, _, values = algo.actor.evaluate(obs, actions)
+    advantages = torch.as_tensor(rng.normal(size=size), dtype=torch.float32)
+    return algo, hpcrl.RolloutBatch(obs, actions, log_probs, values, advantages,
+                                    values + advantages)
+
+
+def dqn_and_batch() -> tuple[hpcrl.Algorithm, object]:
+    config = from_dict({}, ["algo.name=dqn", "algo.lr_schedule=linear"])
+    spaces = env_spaces(config)
+    algo = make_offpolicy_algorithm(config, spaces)
+    rng = np.random.default_rng(0)
+    size = 64
+    obs = torch.as_tensor(rng.normal(size=(size, *spaces.obs_shape)), dtype=torch.float32)
+    return algo, hpcrl.ReplayBatch(
+        obs=obs, actions=torch.as_tensor(rng.integers(0, 2, size)),
+        rewards=torch.ones(size), discounts=torch.full((size,), 0.99),
+        next_obs=obs + 0.1, weights=None, indices=np.arange(size))
+
+
+def test_every_built_in_algorithm_implements_the_one_contract():
+    assert set(BUILT_IN_ALGOS) == set(ALGORITHMS) | set(OFF_POLICY_ALGORITHMS)
+    for name in BUILT_IN_ALGOS:
+        cls = algorithm_type(name)
+        assert issubclass(cls, hpcrl.Algorithm) and not inspect.isabstract(cls), name
+        assert cls.stat_names, name
+        assert algorithm_capabilities(name).learns_from == (
+            "replay" if name in OFF_POLICY_ALGORITHMS else "rollouts")
+    assert issubclass(hpcrl.OnPolicyAlgorithm, hpcrl.Algorithm)
+    assert issubclass(hpcrl.OffPolicyAlgorithm, hpcrl.Algorithm)
+
+
+@pytest.mark.parametrize("make", [ppo_and_batch, dqn_and_batch], ids=["ppo", "dqn"])
+def test_a_driver_that_knows_only_the_contract_trains_either_family(make):
+    algo, batch = make()
+    policy = contiguous_parameters(algo.policy).detach().clone()
+    state = algo.state_dict()
+    first_rate = algo.learning_rate
+    drive(algo, batch, steps=4)
+    # the policy that acts moved, and the linear schedule followed the progress given
+    assert not torch.equal(contiguous_parameters(algo.policy), policy)
+    assert algo.learning_rate == pytest.approx(first_rate * (1 - 3 / 4))
+    # a fresh algorithm of the same seed, restored from the state before training, takes
+    # the same steps again: the contract's state is the whole of the learner's state
+    again, _ = make()
+    again.load_state_dict(state)
+    drive(again, batch, steps=4)
+    assert torch.equal(contiguous_parameters(again.policy), contiguous_parameters(algo.policy))
+
