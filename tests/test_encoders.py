@@ -95,3 +95,24 @@ def test_dqn_takes_an_image_encoder():
     frames = np.stack([FRAMES.sample() for _ in range(3)])
     engine = make_engine(q)
     assert np.array_equal(engine.act(frames), q(frames).numpy())
+
+
+def test_the_config_offers_every_registered_encoder_and_init_and_nothing_else():
+    """Adding an encoder is its class, its IMAGE_ENCODERS entry and the config's Literal:
+    the three agree, and make_encoder builds each one from the registry."""
+    import typing
+
+    from hpcrl.config.schema import ActorConfig
+    from hpcrl.core.encoders import ENCODER_INITS, ENCODERS, IMAGE_ENCODERS
+
+    hints = typing.get_type_hints(ActorConfig)
+    assert typing.get_args(hints["encoder"]) == ENCODERS
+    assert typing.get_args(hints["encoder_init"]) == ENCODER_INITS
+    fmt = obs_format(FRAMES)
+    for name, cls in IMAGE_ENCODERS.items():
+        for init in ENCODER_INITS:
+            if init in cls.inits:
+                assert type(make_encoder(name, fmt, 32, init=init)) is cls
+            else:
+                with pytest.raises(ConfigError, match=f"encoder_init' \\({init}\\)"):
+                    make_encoder(name, fmt, 32, init=init)

@@ -26,7 +26,7 @@ saved policy takes raw frames.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 import torch
@@ -36,7 +36,6 @@ from hpcrl.core.obs_format import ObsFormat
 from hpcrl.core.precision import DTYPE_NAMES, autocast
 from hpcrl.errors import ConfigError, ExplainedError
 
-ENCODERS = ("mlp", "nature_cnn", "impala_resnet")
 Channels = Literal["auto", "first", "last"]
 
 
@@ -97,8 +96,14 @@ def _conv_out(module: nn.Module, chw: tuple[int, int, int], name: str) -> int:
 
 class _ConvTorso(nn.Module):
     """Image input, a convolution stack ending flat, and a linear layer to ``features``
-    ReLU units: what both image encoders share. With a ``compute_dtype`` (bfloat16) the
-    stack and the linear layer run under autocast and the features come out float32."""
+    ReLU units: what every image encoder shares. With a ``compute_dtype`` (bfloat16) the
+    stack and the linear layer run under autocast and the features come out float32.
+
+    An image encoder is built as ``Class(fmt, features, channels, compute_dtype, init)``
+    and registered in :data:`IMAGE_ENCODERS`; ``inits`` lists the ``actor.encoder_init``
+    values it implements (:func:`make_encoder` refuses the others)."""
+
+    inits: ClassVar[tuple[str, ...]] = ("default",)
 
     def __init__(self, image: ImageInput, convs: nn.Sequential, features: int,
                  name: str, compute_dtype: torch.dtype | None = None) -> None:
@@ -126,7 +131,7 @@ class NatureCNN(_ConvTorso):
     """Mnih et al. (2015)'s torso, ending in ``features`` ReLU units."""
 
     def __init__(self, fmt: ObsFormat, features: int, channels: str = "auto",
-                 compute_dtype: torch.dtype | None = None) -> None:
+                 compute_dtype: torch.dtype | None = None, init: str = "default") -> None:
         image = ImageInput(fmt, channels)
         c = image.chw[0]
         convs = nn.Sequential(
@@ -211,9 +216,11 @@ class ImpalaResNet(_ConvTorso):
     """Espeholt et al. (2018)'s 16-32-32 residual torso, ending in ``features`` ReLU units;
     ``init="fixup"`` makes its residual blocks :class:`FixupResidual` ones."""
 
+    inits = ENCODER_INITS
+
     def __init__(self, fmt: ObsFormat, features: int, channels: str = "auto",
-                 compute_dtype: torch.dtype | None = None,
-                 depths: tuple[int, ...] = (16, 32, 32), init: str = "default") -> None:
+                 compute_dtype: torch.dtype | None = None, init: str = "default",
+                 depths: tuple[int, ...] = (16, 32, 32)) -> None:
         image = ImageInput(fmt, channels)
         layers: list[nn.Module] = []
         c = image.chw[0]
@@ -235,6 +242,27 @@ class ImpalaResNet(_ConvTorso):
         # against 2.40 s (bfloat16 0.80 against 1.25 s), acting on 8 frames 14 against
         # 26 ms (bfloat16 11 against 25 ms): channels-last always
         return True
+
+
+class ImageEncoderClass(Protocol):
+    """What :data:`IMAGE_ENCODERS` holds: a class built as
+    ``Class(fmt, features, channels, compute_dtype, init)``, with the ``inits`` it
+    implements."""
+
+    @property
+    def inits(self) -> tuple[str, ...]:
+        """The ``actor.encoder_init`` values the class implements."""
+
+    def __call__(self, fmt: ObsFormat, features: int, channels: str = "auto",
+                 compute_dtype: torch.dtype | None = None, init: str = "default"
+                 ) -> nn.Module: ...
+
+
+#: The image encoders ``actor.encoder`` names, each a :class:`_ConvTorso`; with ``mlp``
+#: (:class:`FormatEncoder`, no parameters) they are :data:`ENCODERS`.
+IMAGE_ENCODERS: dict[str, ImageEncoderClass] = {"nature_cnn": NatureCNN,
+                                                "impala_resnet": ImpalaResNet}
+ENCODERS: tuple[str, ...] = ("mlp", *IMAGE_ENCODERS)
 
 
 class FormatEncoder(nn.Module):
@@ -287,10 +315,14 @@ def make_encoder(name: str, fmt: ObsFormat, features: int, channels: str = "auto
     ``compute_dtype`` (``actor.compute_dtype``, None for float32) is the format its image
     torsos compute in; an encoder with none refuses one rather than ignore it. ``init``
     (``actor.encoder_init``): ``fixup`` gives the IMPALA ResNet Fixup residual blocks."""
-    if init == "fixup" and name != "impala_resnet":
-        raise ConfigError(f"config key 'actor.encoder_init' (fixup) initialises the residual "
-                          f"blocks of actor.encoder=impala_resnet, and {name} has none; set "
-                          f"actor.encoder=impala_resnet or actor.encoder_init=default")
+    if name not in ENCODERS:
+        raise ValueError(f"unknown encoder {name!r}; use one of {ENCODERS}")
+    torso = IMAGE_ENCODERS.get(name)
+    if init not in (torso.inits if torso is not None else _ConvTorso.inits):
+        having = [n for n, cls in IMAGE_ENCODERS.items() if init in cls.inits]
+        raise ConfigError(f"config key 'actor.encoder_init' ({init}) initialises the residual "
+                          f"blocks of actor.encoder={' or '.join(having)}, and {name} has "
+                          f"none; set actor.encoder={having[0]} or actor.encoder_init=default")
     images = fmt.image or any(sub.image for _, sub, _ in fmt.keys)
     if name != "mlp" and not images:
         raise ConfigError(f"config key 'actor.encoder' ({name}) takes image observations "
@@ -301,12 +333,8 @@ def make_encoder(name: str, fmt: ObsFormat, features: int, channels: str = "auto
                           f"applies to image encoders, and these observations (shape "
                           f"{fmt.shape}) go through none with actor.encoder=mlp; set "
                           f"actor.compute_dtype=float32")
-    if fmt.packed and name != "mlp":
-        return DictEncoder(fmt, name, features, channels, compute_dtype, init)
-    if name == "mlp":
+    if torso is None:
         return FormatEncoder(fmt)
-    if name == "nature_cnn":
-        return NatureCNN(fmt, features, channels, compute_dtype)
-    if name == "impala_resnet":
-        return ImpalaResNet(fmt, features, channels, compute_dtype, init=init)
-    raise ValueError(f"unknown encoder {name!r}; use one of {ENCODERS}")
+    if fmt.packed:
+        return DictEncoder(fmt, name, features, channels, compute_dtype, init)
+    return torso(fmt, features, channels, compute_dtype, init)
