@@ -26,7 +26,8 @@ saved policy takes raw frames.
 """
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Protocol
+from abc import ABC, abstractmethod
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
@@ -94,25 +95,33 @@ def _conv_out(module: nn.Module, chw: tuple[int, int, int], name: str) -> int:
                          f"use actor.encoder=impala_resnet") from None
 
 
-class _ConvTorso(nn.Module):
+class _ConvTorso(nn.Module, ABC):
     """Image input, a convolution stack ending flat, and a linear layer to ``features``
     ReLU units: what every image encoder shares. With a ``compute_dtype`` (bfloat16) the
     stack and the linear layer run under autocast and the features come out float32.
 
-    An image encoder is built as ``Class(fmt, features, channels, compute_dtype, init)``
-    and registered in :data:`IMAGE_ENCODERS`; ``inits`` lists the ``actor.encoder_init``
-    values it implements (:func:`make_encoder` refuses the others)."""
+    Every image encoder is built as ``Class(fmt, features, channels, compute_dtype, init)``
+    and registered in :data:`IMAGE_ENCODERS` under its ``name``: a subclass gives its
+    convolution stack in :meth:`conv_stack` and lists in ``inits`` the
+    ``actor.encoder_init`` values it implements (:func:`make_encoder` refuses the others)."""
 
+    name: ClassVar[str]
     inits: ClassVar[tuple[str, ...]] = ("default",)
 
-    def __init__(self, image: ImageInput, convs: nn.Sequential, features: int,
-                 name: str, compute_dtype: torch.dtype | None = None) -> None:
+    def __init__(self, fmt: ObsFormat, features: int, channels: str = "auto",
+                 compute_dtype: torch.dtype | None = None, init: str = "default") -> None:
         super().__init__()
-        self.input, self.convs = image, convs
+        self.input = ImageInput(fmt, channels)
+        self.convs = self.conv_stack(self.input.chw[0], init)
         self.out = nn.Sequential(
-            nn.Linear(_conv_out(convs, image.chw, name), features), nn.ReLU())
+            nn.Linear(_conv_out(self.convs, self.input.chw, self.name), features), nn.ReLU())
         self.features = features
         self.compute_dtype = compute_dtype  # not state: a checkpoint loads either way
+
+    @abstractmethod
+    def conv_stack(self, channels: int, init: str) -> nn.Sequential:
+        """The convolutions from ``channels`` input planes to a flat output, initialised as
+        ``init`` says (one of ``inits``)."""
 
     def _channels_last(self, training: bool) -> bool:
         """Whether the CPU runs this stack faster on channels-last batches (oneDNN's own
@@ -130,15 +139,14 @@ class _ConvTorso(nn.Module):
 class NatureCNN(_ConvTorso):
     """Mnih et al. (2015)'s torso, ending in ``features`` ReLU units."""
 
-    def __init__(self, fmt: ObsFormat, features: int, channels: str = "auto",
-                 compute_dtype: torch.dtype | None = None, init: str = "default") -> None:
-        image = ImageInput(fmt, channels)
-        c = image.chw[0]
-        convs = nn.Sequential(
-            nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(),
+    name = "nature_cnn"
+
+    def conv_stack(self, channels: int, init: str) -> nn.Sequential:
+        """Three strided convolutions (8x8/4, 4x4/2, 3x3/1), flattened."""
+        return nn.Sequential(
+            nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(),
             nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
             nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
-        super().__init__(image, convs, features, "nature_cnn", compute_dtype)
 
     def _channels_last(self, training: bool) -> bool:
         # one core, 84x84x4 frames: float32 forward+backward of 256 frames 186 ms
@@ -216,26 +224,25 @@ class ImpalaResNet(_ConvTorso):
     """Espeholt et al. (2018)'s 16-32-32 residual torso, ending in ``features`` ReLU units;
     ``init="fixup"`` makes its residual blocks :class:`FixupResidual` ones."""
 
+    name = "impala_resnet"
     inits = ENCODER_INITS
+    depths = (16, 32, 32)
 
-    def __init__(self, fmt: ObsFormat, features: int, channels: str = "auto",
-                 compute_dtype: torch.dtype | None = None, init: str = "default",
-                 depths: tuple[int, ...] = (16, 32, 32)) -> None:
-        image = ImageInput(fmt, channels)
+    def conv_stack(self, channels: int, init: str) -> nn.Sequential:
+        """Per depth: a 3x3 convolution, a 3x3/2 max-pool and two residual blocks; flattened
+        after a ReLU."""
         layers: list[nn.Module] = []
-        c = image.chw[0]
-        blocks = 2 * len(depths)
+        blocks = 2 * len(self.depths)
 
         def residual(depth: int) -> nn.Module:
             return FixupResidual(depth, blocks) if init == "fixup" else _Residual(depth)
 
-        for depth in depths:
-            layers += [nn.Conv2d(c, depth, 3, padding=1),
+        for depth in self.depths:
+            layers += [nn.Conv2d(channels, depth, 3, padding=1),
                        nn.MaxPool2d(3, stride=2, padding=1), residual(depth), residual(depth)]
-            c = depth
+            channels = depth
         layers += [nn.ReLU(), nn.Flatten()]
-        super().__init__(image, nn.Sequential(*layers), features, "impala_resnet",
-                         compute_dtype)
+        return nn.Sequential(*layers)
 
     def _channels_last(self, training: bool) -> bool:
         # one core, 84x84x4 frames: forward+backward of 256 frames 1.41 s channels-last
@@ -244,24 +251,10 @@ class ImpalaResNet(_ConvTorso):
         return True
 
 
-class ImageEncoderClass(Protocol):
-    """What :data:`IMAGE_ENCODERS` holds: a class built as
-    ``Class(fmt, features, channels, compute_dtype, init)``, with the ``inits`` it
-    implements."""
-
-    @property
-    def inits(self) -> tuple[str, ...]:
-        """The ``actor.encoder_init`` values the class implements."""
-
-    def __call__(self, fmt: ObsFormat, features: int, channels: str = "auto",
-                 compute_dtype: torch.dtype | None = None, init: str = "default"
-                 ) -> nn.Module: ...
-
-
 #: The image encoders ``actor.encoder`` names, each a :class:`_ConvTorso`; with ``mlp``
 #: (:class:`FormatEncoder`, no parameters) they are :data:`ENCODERS`.
-IMAGE_ENCODERS: dict[str, ImageEncoderClass] = {"nature_cnn": NatureCNN,
-                                                "impala_resnet": ImpalaResNet}
+IMAGE_ENCODERS: dict[str, type[_ConvTorso]] = {
+    cls.name: cls for cls in (NatureCNN, ImpalaResNet)}
 ENCODERS: tuple[str, ...] = ("mlp", *IMAGE_ENCODERS)
 
 
