@@ -24,23 +24,23 @@ class ActionDistribution(Protocol):
         """Shape of the per-sample noise :meth:`sample` consumes."""
         ...
 
-    def sample(self, params: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    def sample(self, params: torch.Tensor, noise: torch.Tensor, /) -> torch.Tensor:
         """Actions ``[B, ...]`` drawn by ``noise`` (``[B, *noise_shape()]``) from ``params``."""
         ...
 
-    def mode(self, params: torch.Tensor) -> torch.Tensor:
+    def mode(self, params: torch.Tensor, /) -> torch.Tensor:
         """The most probable actions ``[B, ...]`` (what deterministic evaluation takes)."""
         ...
 
-    def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    def log_prob(self, params: torch.Tensor, actions: torch.Tensor, /) -> torch.Tensor:
         """Log-probabilities (or densities) ``[B]`` of ``actions``."""
         ...
 
-    def entropy(self, params: torch.Tensor) -> torch.Tensor:
+    def entropy(self, params: torch.Tensor, /) -> torch.Tensor:
         """Entropies ``[B]`` of the distributions ``params`` give."""
         ...
 
-    def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor
+    def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor, /
                          ) -> tuple[torch.Tensor, torch.Tensor]:
         """:meth:`log_prob` and :meth:`entropy` together (what a loss needs), sharing
         their intermediate results."""

@@ -14,7 +14,7 @@ import torch
 class Reducer(Protocol):
     """Sums tensors in place over a group of processes."""
 
-    def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
+    def sum_(self, tensor: torch.Tensor, /) -> torch.Tensor:
         """Replace ``tensor`` by its sum over the group and return it."""
         ...
 

@@ -32,8 +32,8 @@ from hpcrl.runtime.progress import rewrite_rows, truncate_rows
 from hpcrl.runtime.run_dir import RunDir, writing
 
 # ``truncated``: the episodes of the row cut at train.eval_max_episode_steps
-COLUMNS = ("env_steps", "updates", "wall_time_s", "mean_return", "std_return", "episodes",
-           "truncated")
+COLUMNS: tuple[str, ...] = ("env_steps", "updates", "wall_time_s", "mean_return",
+                             "std_return", "episodes", "truncated")
 LAG_WARNING = 3  # snapshots waiting before the run says the evaluations fall behind
 
 
