@@ -23,7 +23,7 @@ def test_one_actor_collects_learns_and_is_saved(tmp_path):
 
 def test_grad_norm_is_the_mean_norm_before_clipping_of_the_update_steps(tmp_path, monkeypatch):
     norms: list[float] = []
-    original = Algorithm.apply_gradients
+    original = OnPolicyAlgorithm.apply_gradients
 
     def recording(self, flat_grads, step=0):
         norms.append(float(flat_grads.norm()))
@@ -46,7 +46,7 @@ def test_each_gradient_is_applied_where_backward_wrote_it(tmp_path, monkeypatch)
     """No copy between computing and applying a gradient: the optimiser is handed the very
     tensor backward accumulated into (on a GPU, no host round trip per minibatch)."""
     handed: list[tuple[int, int]] = []
-    original = Algorithm.apply_gradients
+    original = OnPolicyAlgorithm.apply_gradients
 
     def recording(self, flat_grads, step=0):
         handed.append((flat_grads.data_ptr(),
