@@ -4,6 +4,7 @@ neither family's base is refused in tests/test_plugins.py, naming the bases to u
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 import numpy as np
 import pytest
 import torch
@@ -69,6 +70,9 @@ def test_every_built_in_algorithm_implements_the_one_contract():
         cls = algorithm_type(name)
         assert issubclass(cls, hpcrl.Algorithm) and not inspect.isabstract(cls), name
         assert cls.stat_names, name
+        # the arguments hpcrl passes, named as the constructor names them
+        params = list(inspect.signature(cls.__init__).parameters)[1:]
+        assert params[:len(cls.constructor_args)] == list(cls.constructor_args), name
         assert algorithm_capabilities(name).learns_from == (
             "replay" if name in OFF_POLICY_ALGORITHMS else "rollouts")
     assert issubclass(hpcrl.OnPolicyAlgorithm, hpcrl.Algorithm)
@@ -92,3 +96,24 @@ def test_a_driver_that_knows_only_the_contract_trains_either_family(make):
     drive(again, batch, steps=4)
     assert torch.equal(contiguous_parameters(again.policy), contiguous_parameters(algo.policy))
 
+
+
+@pytest.mark.parametrize("name,call", [
+    ("FailingPPO", "FailingPPO(actor, config, reducer, on_nonfinite, **algo.kwargs)"),
+    ("FailingDQN", "FailingDQN(spaces, config, device, **algo.kwargs)")])
+def test_a_plugin_whose_constructor_fails_is_named_with_its_familys_call(name, call,
+                                                                           monkeypatch):
+    from hpcrl.plugins import PluginError
+
+    tests = Path(__file__).parent
+    monkeypatch.syspath_prepend(str(tests / "mpi"))  # the broken components
+    monkeypatch.syspath_prepend(str(tests.parent / "examples"))  # what they import
+    config = from_dict({}, [f"algo.name=hpcrl_testplugins:{name}"])
+    spaces = env_spaces(config)
+    with pytest.raises(PluginError) as err:
+        if name == "FailingPPO":
+            make_algorithm(make_actor(config, spaces), config.algo)
+        else:
+            make_offpolicy_algorithm(config, spaces)
+    assert (f"building it as {call} failed: RuntimeError: lab cluster license not found"
+            in str(err.value))

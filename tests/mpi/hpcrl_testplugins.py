@@ -83,3 +83,17 @@ class Helpless(gym.Wrapper):
 
 class ImportsAMissingModule:
     pass
+
+
+class FailingPPO(hpcrl.PPO):
+    """A PPO whose constructor fails, as a user's may."""
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("lab cluster license not found")
+
+
+class FailingDQN(hpcrl.DQN):
+    """A DQN whose constructor fails, as a user's may."""
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("lab cluster license not found")

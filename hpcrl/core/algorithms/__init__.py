@@ -18,7 +18,6 @@ from hpcrl.core.algorithms.contract import Algorithm
 from hpcrl.core.algorithms.impala import IMPALA
 from hpcrl.core.algorithms.offpolicy import (
     OFF_POLICY_ALGORITHMS,
-    OFF_POLICY_CONSTRUCTOR_ARGS,
     OffPolicyAlgorithm,
     offpolicy_base,
     offpolicy_class,
@@ -34,7 +33,6 @@ if TYPE_CHECKING:  # annotations only: core does not import config at run time
 ALGORITHMS: dict[str, type[OnPolicyAlgorithm]] = {"ppo": PPO, "a2c": A2C, "impala": IMPALA}
 # every name algo.name takes as it is
 BUILT_IN_ALGOS = tuple(ALGORITHMS) + tuple(OFF_POLICY_ALGORITHMS)
-_CONSTRUCTOR_ARGS = 4  # actor, config, reducer, on_nonfinite: what hpcrl passes itself
 
 
 def is_off_policy(name: str) -> bool:
@@ -117,12 +115,9 @@ def check_algorithm_kwargs(config: AlgoConfig) -> None:
     if not is_import_path(config.name):
         raise PluginError(f"config key 'algo.kwargs' is for plug-in algorithms (algo.name="
                           f"'module:Class'); {config.name} reads its own algo.* keys")
-    if is_off_policy(config.name):
-        check_kwargs(offpolicy_class(config.name).__init__, config.kwargs, "algo.kwargs",
-                     config.name, fixed=1 + OFF_POLICY_CONSTRUCTOR_ARGS)
-        return
-    check_kwargs(algorithm_class(config.name).__init__, config.kwargs, "algo.kwargs",
-                 config.name, fixed=1 + _CONSTRUCTOR_ARGS)
+    cls = algorithm_type(config.name)  # self and the family's arguments come first
+    check_kwargs(cls.__init__, config.kwargs, "algo.kwargs", config.name,
+                 fixed=1 + len(cls.constructor_args))
 
 
 def make_algorithm(actor: ActorCritic, config: AlgoConfig, reducer: Reducer | None = None,
@@ -131,8 +126,7 @@ def make_algorithm(actor: ActorCritic, config: AlgoConfig, reducer: Reducer | No
     ``config.kwargs`` as keyword arguments); ``on_nonfinite`` is ``train.on_nonfinite``
     (what a NaN/inf loss term or gradient does)."""
     return build_algorithm(algorithm_class(config.name), config.name,
-                           (actor, config, reducer, on_nonfinite),
-                           "actor, config, reducer, on_nonfinite", config.kwargs)
+                           (actor, config, reducer, on_nonfinite), config.kwargs)
 
 __all__ = ["A2C", "ALGORITHMS", "Algorithm", "BUILT_IN_ALGOS", "Capabilities", "IMPALA", "PPO",
            "OffPolicyAlgorithm", "OnPolicyAlgorithm", "algorithm_capabilities",

@@ -68,6 +68,7 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
     # what it learns from and supports (a plug-in's storage above overrides the storage here)
     capabilities: ClassVar[Capabilities] = ON_POLICY_GAE
     RND_STATS = ("rnd_loss",)  # what an actor with RND adds to stat_names
+    constructor_args = ("actor", "config", "reducer", "on_nonfinite")
 
     def __init__(self, actor: ActorCritic, config: AlgoConfig,
                  reducer: Reducer | None = None, on_nonfinite: str = STOP) -> None:

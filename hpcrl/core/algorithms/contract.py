@@ -43,11 +43,15 @@ class Algorithm(ABC):
     gradient reports, in a fixed order, so they travel as a plain float vector beside the
     gradient and become ``progress.csv`` columns. ``guard`` applies ``train.on_nonfinite``
     to the loss terms and to each gradient applied; ``algo`` is the run's ``algo`` section,
-    whose ``lr`` and ``lr_schedule`` give :attr:`learning_rate`.
+    whose ``lr`` and ``lr_schedule`` give :attr:`learning_rate`. ``constructor_args`` names
+    the arguments hpcrl passes the family's constructor, before a plug-in's ``algo.kwargs``.
     """
 
     stat_names: tuple[str, ...] = ()
     capabilities: ClassVar[Capabilities]  # each family's base or algorithm declares its own
+    # the positional arguments hpcrl builds an algorithm of the family with (a plug-in's
+    # algo.kwargs come after them): each family's base names its own
+    constructor_args: ClassVar[tuple[str, ...]]
     algo: AlgoConfig
     guard: GradientGuard
     progress: float = 0.0

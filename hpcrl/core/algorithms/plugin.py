@@ -34,11 +34,13 @@ def load_algorithm_class(name: str, base: type[Any], derive_from: str, stat_exam
     return cls
 
 
-def build_algorithm(cls: type[Any], name: str, args: tuple[Any, ...], signature: str,
+def build_algorithm(cls: type[Any], name: str, args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any:
     """``cls(*args)`` for the built-in ``name``; for a plug-in ``cls(*args, **kwargs)``
     (``algo.kwargs``), where any failure of the user's constructor becomes a
-    :class:`PluginError` naming the call (``signature``: how ``args`` read) and the cause."""
+    :class:`PluginError` naming the call (``args`` as its family's ``constructor_args``)
+    and the cause."""
+    signature = ", ".join(cls.constructor_args)
     if not is_import_path(name):
         return cls(*args)
     try:

@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # annotations only: core does not import config at run time
 
 OFF_POLICY_ALGORITHMS: dict[str, type[OffPolicyAlgorithm]] = {
     "dqn": DQN, "sac": SAC, "td3": TD3, "ddpg": DDPG, "mpo": MPO}
-OFF_POLICY_CONSTRUCTOR_ARGS = 3  # spaces, config, device: what hpcrl passes itself
 
 
 def offpolicy_class(name: str) -> type[OffPolicyAlgorithm]:
@@ -100,9 +99,9 @@ def make_offpolicy_algorithm(config: Config, spaces: EnvSpaces,
     if problem:
         raise ValueError(problem)
     return build_algorithm(offpolicy_class(name), name, (spaces, config, device),
-                           "spaces, config, device", config.algo.kwargs)
+                           config.algo.kwargs)
 
-__all__ = ["DDPG", "DQN", "MPO", "OFF_POLICY_ALGORITHMS", "OFF_POLICY_CONSTRUCTOR_ARGS",
+__all__ = ["DDPG", "DQN", "MPO", "OFF_POLICY_ALGORITHMS",
            "OffPolicyAlgorithm", "SAC", "Segment", "TD3", "action_space_problem",
            "make_offpolicy_algorithm", "make_policy", "offpolicy_base", "offpolicy_class",
            "policy_module"]

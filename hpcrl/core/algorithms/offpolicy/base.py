@@ -95,6 +95,8 @@ class OffPolicyAlgorithm(Algorithm):
     (:meth:`ReplayBatch.to <hpcrl.core.replay.buffer.ReplayBatch.to>`).
     """
 
+    constructor_args = ("spaces", "config", "device")
+
     def __init__(self, spaces: EnvSpaces, config: Config,
                  device: torch.device | str = "cpu") -> None:
         self.spaces, self.config = spaces, config
