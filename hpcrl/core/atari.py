@@ -128,7 +128,7 @@ def atari_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
     (``whole_games=True``) play whole games with the game's own rewards.
     """
     a = config.atari
-    kwargs = dict(config.kwargs, frameskip=1)
+    kwargs: dict[str, Any] = {**config.kwargs, "frameskip": 1}
     if a.repeat_action_probability is not None:
         kwargs["repeat_action_probability"] = a.repeat_action_probability
     env = gym.make(config.id, **kwargs)

@@ -12,7 +12,8 @@ from torch import nn
 def _params(module: nn.Module) -> list[torch.Tensor]:
     cached = module.__dict__.get("_hpcrl_params")
     if cached is None:  # parameter objects never change, only their storage
-        cached = module.__dict__["_hpcrl_params"] = list(module.parameters())
+        params: list[torch.Tensor] = list(module.parameters())
+        cached = module.__dict__["_hpcrl_params"] = params
     return cached
 
 

@@ -19,8 +19,8 @@ class Moments(NamedTuple):
     # the field shadows tuple.count, a method: typeshed's tuple declares it, so mypy
     # refuses any NamedTuple field of that name; renaming it would change the public API
     count: float  # type: ignore[assignment]
-    mean: np.ndarray
-    m2: np.ndarray
+    mean: np.ndarray | np.float64  # a scalar quantity's (returns') are numpy scalars
+    m2: np.ndarray | np.float64
 
     @staticmethod
     def of(samples: np.ndarray) -> Moments:
