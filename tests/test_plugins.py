@@ -100,7 +100,9 @@ def test_classes_given_in_python_are_recorded_by_import_path(tmp_path, tiny_over
      "is not a subclass of hpcrl.OnPolicyAlgorithm"),
     (["algo.name=hpcrl_testplugins:ContractOnly"],
      "ContractOnly derives from hpcrl.Algorithm, the contract both families implement, but "
-     "from neither family's base; derive an on-policy algorithm from hpcrl.OnPolicyAlgorithm"),
+     "from neither family's base; derive it from hpcrl.PPO, hpcrl.A2C, hpcrl.IMPALA or "
+     "hpcrl.OnPolicyAlgorithm (on-policy; for an off-policy one, from hpcrl.DQN, hpcrl.SAC, "
+     "hpcrl.TD3, hpcrl.DDPG, hpcrl.MPO or hpcrl.OffPolicyAlgorithm)"),
     (["algo.name=hpcrl_testplugins:NoLoss"], "NoLoss does not define loss"),
     (["algo.name=pop"], "must be one of ['ppo', 'a2c', 'impala', 'dqn', 'sac', 'td3', "
                         "'ddpg', 'mpo'] or the import path 'module:Class'"),

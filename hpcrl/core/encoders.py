@@ -308,14 +308,15 @@ def make_encoder(name: str, fmt: ObsFormat, features: int, channels: str = "auto
     ``compute_dtype`` (``actor.compute_dtype``, None for float32) is the format its image
     torsos compute in; an encoder with none refuses one rather than ignore it. ``init``
     (``actor.encoder_init``): ``fixup`` gives the IMPALA ResNet Fixup residual blocks."""
-    if name not in ENCODERS:
-        raise ValueError(f"unknown encoder {name!r}; use one of {ENCODERS}")
+    if name not in ENCODERS or init not in ENCODER_INITS:
+        raise ValueError(f"unknown encoder {name!r} or init {init!r}; use one of {ENCODERS} "
+                         f"and of {ENCODER_INITS}")
     torso = IMAGE_ENCODERS.get(name)
-    if init not in (torso.inits if torso is not None else _ConvTorso.inits):
+    if init not in (torso.inits if torso is not None else ("default",)):
         having = [n for n, cls in IMAGE_ENCODERS.items() if init in cls.inits]
-        raise ConfigError(f"config key 'actor.encoder_init' ({init}) initialises the residual "
-                          f"blocks of actor.encoder={' or '.join(having)}, and {name} has "
-                          f"none; set actor.encoder={having[0]} or actor.encoder_init=default")
+        raise ConfigError(f"config key 'actor.encoder_init' ({init}) is an initialisation of "
+                          f"actor.encoder={' or '.join(having)} only, and {name} has none "
+                          f"such; set actor.encoder={having[0]} or actor.encoder_init=default")
     images = fmt.image or any(sub.image for _, sub, _ in fmt.keys)
     if name != "mlp" and not images:
         raise ConfigError(f"config key 'actor.encoder' ({name}) takes image observations "

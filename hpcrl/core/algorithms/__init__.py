@@ -57,15 +57,6 @@ def algorithm_class(name: str) -> type[OnPolicyAlgorithm]:
     an off-policy plug-in is :func:`~hpcrl.core.algorithms.offpolicy.offpolicy_class`'s)."""
     if not is_import_path(name):
         return ALGORITHMS[name]
-    cls = load(name, "algo.name")
-    if (isinstance(cls, type) and issubclass(cls, Algorithm)
-            and not issubclass(cls, (OnPolicyAlgorithm, OffPolicyAlgorithm))):
-        raise PluginError(f"config key 'algo.name' ({name}): {cls.__name__} derives from "
-                          f"hpcrl.Algorithm, the contract both families implement, but from "
-                          f"neither family's base; derive an on-policy algorithm from "
-                          f"hpcrl.OnPolicyAlgorithm (or hpcrl.PPO, hpcrl.A2C, hpcrl.IMPALA) "
-                          f"and an off-policy one from hpcrl.OffPolicyAlgorithm (or hpcrl.DQN, "
-                          f"hpcrl.SAC, hpcrl.TD3, hpcrl.DDPG, hpcrl.MPO)")
     cls = load_algorithm_class(name, OnPolicyAlgorithm,
                                "hpcrl.PPO, hpcrl.A2C, hpcrl.IMPALA or hpcrl.OnPolicyAlgorithm "
                                "(on-policy; for an off-policy one, from hpcrl.DQN, hpcrl.SAC, "

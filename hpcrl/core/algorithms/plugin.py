@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hpcrl.core.algorithms.contract import Algorithm
 from hpcrl.errors import ExplainedError
 from hpcrl.plugins import CONTRACTS, PluginError, failure, is_import_path, load
 
@@ -21,6 +22,11 @@ def load_algorithm_class(name: str, base: type[Any], derive_from: str, stat_exam
     term of the family, for the message)."""
     cls = load(name, "algo.name")
     if not (isinstance(cls, type) and issubclass(cls, base)):
+        if isinstance(cls, type) and issubclass(cls, Algorithm):
+            raise PluginError(f"config key 'algo.name' ({name}): {cls.__name__} derives from "
+                              f"hpcrl.Algorithm, the contract both families implement, but "
+                              f"from neither family's base; derive it from {derive_from} "
+                              f"({CONTRACTS})")
         raise PluginError(f"config key 'algo.name' ({name}): {cls!r} is not a subclass of "
                           f"hpcrl.{base.__name__}; derive it from {derive_from} ({CONTRACTS})")
     missing = sorted(getattr(cls, "__abstractmethods__", ()))
