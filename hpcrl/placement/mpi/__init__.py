@@ -19,7 +19,7 @@ from hpcrl.comm import (
     install_abort_handler,
     set_expendable,
 )
-from hpcrl.comm.faults import FailureWatch
+from hpcrl.comm.faults import FailureWatch, watches_for_revocation
 from hpcrl.config.schema import Config
 from hpcrl.placement.mpi.job import MpiJob, build_job, exit_if_any_rank_refuses, wants_mpi
 from hpcrl.placement.mpi.launcher import resume_command
@@ -116,7 +116,7 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
     run = agree_run_dir(job, None if run_dir is None else Path(run_dir), resume)
     _action_space_check(job)
     install_abort_handler(job.world, job.describe)
-    watch = _watch_failures(job) if job.survives else None
+    watch = _watch_failures(job) if job.survives or watches_for_revocation() else None
     STOP_REQUEST.announce = job.is_leader  # every rank gets the signal; one says so
     STOP_REQUEST.install()
     state = _resume_state(job, run) if resume else None
@@ -176,13 +176,15 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
 
 
 def _watch_failures(job: MpiJob) -> FailureWatch:
-    """Start this rank's watch for dead ranks (a job that survives lost collectors): a
-    collector's own failure ends it alone, any other rank's loss ends the job; rank 0 says
-    one line per lost collector."""
-    from hpcrl.comm.faults import failed_ranks
+    """Start this rank's watch for dead ranks. In a job that survives lost collectors a
+    collector's own failure ends it alone, any other rank's loss ends the job, and rank 0
+    says one line per lost collector. In any other job under Open MPI's ULFM, where a dead
+    rank does not end the job by itself, any loss ends the job, and a job another rank
+    ended (:mod:`hpcrl.comm.job_end`) ends this rank with status 1."""
+    from hpcrl.comm.faults import failed_ranks, lost_rank_message
 
     def expendable(rank: int) -> bool:
-        return job.table[rank].role == COLLECTOR
+        return job.survives and job.table[rank].role == COLLECTOR
 
     def describe(rank: int) -> str:
         host = job.peers[rank].host if job.peers is not None else "?"
@@ -192,17 +194,17 @@ def _watch_failures(job: MpiJob) -> FailureWatch:
         dead = sorted(r for r in failed_ranks(job.world) if not expendable(r))
         if not dead:
             return None
-        return (f"rank {dead[0]} ({describe(dead[0])}) was lost: a job goes on only without "
-                f"collectors; resume it from its last checkpoint")
+        return lost_rank_message(dead[0], describe(dead[0]), job.survives)
 
     def tell(line: str) -> None:
         job.say(f"hpcrl: {line}")
 
     say = tell if job.is_leader else None  # rank 0 alone says what was lost
 
-    set_expendable(job.role.role == COLLECTOR, essential_lost)
+    set_expendable(expendable(job.rank), essential_lost)
     return FailureWatch(job.world, expendable, describe,
-                        lambda message: abort_job(job.world, message), say).start()
+                        lambda message: abort_job(job.world, message), say,
+                        survives=job.survives).start()
 
 
 def _stat_names(config: Config) -> tuple[str, ...]:
