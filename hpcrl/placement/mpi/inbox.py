@@ -93,15 +93,15 @@ class CollectorInbox:
             return False
         return self._take(i)
 
-    def next(self, idle: Callable[[], Any] | None = None) -> int:
-        """Wait for a message from any live collector (all posted); returns its index."""
-        def first() -> int | None:
+    def next(self, idle: Callable[[], Any] | None = None) -> int | None:
+        """Wait for a message from any live collector (all posted); returns its index, or
+        None once no collector is live (nothing can arrive any more)."""
+        def first() -> int | None:  # -1: none is live
             found = next((i for i in range(len(self.ranks)) if self.arrived(i)), None)
-            if found is None:
-                self.watch.require_live()
-            return found
+            return -1 if found is None and not self.watch.live else found
 
-        return poll_until(first, what="a collector's message", idle=idle)
+        found = poll_until(first, what="a collector's message", idle=idle)
+        return None if found < 0 else found
 
     def drain(self) -> None:
         """After STOP: drop every message until each live collector's FINAL count arrived,

@@ -24,7 +24,7 @@ import numpy as np
 
 from hpcrl.build import make_storage
 from hpcrl.comm import MpiAllreducer, make_allreducer, sum_host_array_
-from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
+from hpcrl.comm.collectives import any_rank, bcast_, gather_rows, reduce_sum_
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.learning.loop import run_learner
@@ -146,6 +146,8 @@ class WorkerRank:
         rollouts, t_collect, t_wait = self.source.gather(self.update, self.version)
         progress = (self.env_steps + per_update) / cfg.train.total_env_steps
         report = self.layout.new()
+        if starved_learners(self.job, self.source.starved):
+            return self._without_update(report, rollouts, t_wait)
         times = {"compute": 0.0, "comm": 0.0}
         lag = float(np.mean([self.version - r.weights_version for r in rollouts]))
         t = time.perf_counter()
@@ -164,6 +166,16 @@ class WorkerRank:
         self.layout.fill_update(report, rollouts, lag, t_collect, t_wait, times,
                                 self.source.dropped, self.algorithm.learning_rate,
                                 self.source.live_collectors)
+        self.source.dropped = 0
+        return report
+
+    def _without_update(self, report: Report, rollouts: list[Any], t_wait: float) -> Report:
+        """The report of an update no learner trained: a learner lost every collector, so
+        the job checkpoints and stops (this worker's rollouts are dropped with it)."""
+        self.source.dropped += len(rollouts)
+        self.layout.fill_update(report, [], 0.0, 0.0, t_wait, {"compute": 0.0, "comm": 0.0},
+                                self.source.dropped, self.algorithm.learning_rate,
+                                self.source.live_collectors, self.source.starved)
         self.source.dropped = 0
         return report
 
@@ -200,6 +212,14 @@ class WorkerRank:
         """Update until STOP (:func:`~hpcrl.learning.loop.run_learner`), agreeing on each
         command with the job's leader."""
         run_learner(self, JobControl(self.job, self.leader))
+
+
+def starved_learners(job: MpiJob, starved: bool) -> bool:
+    """Whether a learner of ``job`` lost every collector (``starved``: this one did), agreed
+    by all learner ranks, which then skip the update's gradient steps together (they take
+    them in lock step). Only a job that survives lost collectors can starve; elsewhere a
+    lost collector ends the job, and nothing is exchanged."""
+    return job.survives and any_rank(job.learners, starved)
 
 
 class JobControl:
@@ -268,6 +288,8 @@ class SyncUpdaterRank:
         learners, g = self.job.learners, self.gradient
         n_workers = len(self.job.workers)
         report = self.layout.new()
+        if starved_learners(self.job, False):  # the workers skip the update's steps
+            return report
         for _ in range(self.steps):
             g.grads.zero_()
             reduce_sum_(learners, g.host(), root=0)

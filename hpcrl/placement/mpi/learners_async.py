@@ -112,8 +112,10 @@ class AsyncWorkerRank:
         progress = (self.job_steps + per_update) / cfg.train.total_env_steps
         times = {"compute": 0.0, "comm": 0.0}
         report = self.layout.new()
-        lag = float(np.mean([self.version - r.weights_version for r in rollouts]))
         self.command = 0
+        if self.source.starved:
+            return self._starved(report, t_wait, times)
+        lag = float(np.mean([self.version - r.weights_version for r in rollouts]))
         t = time.perf_counter()
         for gradient in self.worker.gradients(rollouts, self.update, progress):
             times["compute"] += time.perf_counter() - t
@@ -126,6 +128,18 @@ class AsyncWorkerRank:
         self.layout.fill_update(report, rollouts, lag, t_collect, t_wait, times,
                                 self.source.dropped, self.algorithm.learning_rate,
                                 self.source.live_collectors)
+        self.source.dropped = 0
+        self.update += 1
+        return report
+
+    def _starved(self, report: Report, t_wait: float, times: dict[str, float]) -> Report:
+        """Every collector of this worker was lost: tell the updater, with the report that
+        waits for the next gradient marked starved (the gradient it carries is never
+        applied), and take its command: the job checkpoints and stops."""
+        self.report.set(starved_learners=1.0, live_collectors=0.0)
+        self.command |= self._exchange(self.worker.message, times)
+        self.layout.fill_update(report, [], 0.0, 0.0, t_wait, times, self.source.dropped,
+                                self.algorithm.learning_rate, 0, starved=True)
         self.source.dropped = 0
         self.update += 1
         return report
@@ -263,7 +277,8 @@ class AsyncUpdaterRank:
         while active:
             i = self._next(active)
             report = self.reports[i]
-            if report.gradients > 0 and not self.leader.done:
+            starved = report.starved_learners > 0  # its gradient is none: never applied
+            if (report.gradients > 0 or starved) and not self.leader.done:
                 async_mean = float(np.mean(self.asynchrony)) if self.asynchrony else 0.0
                 self.asynchrony = []
                 # the steps this updater dropped for a non-finite gradient (skip_update)
@@ -279,7 +294,7 @@ class AsyncUpdaterRank:
             if self.leader.preempted:
                 command = STOP | PREEMPTED
                 self.preempted = True
-            if not command:
+            if not command and not starved:
                 self.asynchrony.append(float(self.updater.version - gradient.weights_version))
                 gradient.info.set(progress=min(self.leader.env_steps / cfg.train.total_env_steps,
                                                1.0))

@@ -6,7 +6,11 @@
   each, telling the stragglers to stop once enough have arrived.
 - :class:`AsyncCollectors` never waits for a particular collector: it takes rollouts as
   they arrive, drops those older than the policy-lag bound and hands out the newest
-  weights without ever blocking on a slow collector.
+  weights without ever blocking on a slow collector. Once every one of its collectors is
+  lost it is *starved*: its update ends without a batch, and the job checkpoints and stops.
+
+Every source says whether it is starved (only the asynchronous one can be: the others end
+the job when they lose a collector).
 """
 from __future__ import annotations
 
@@ -61,6 +65,7 @@ class OwnEnvs:
         self.inbox = [np.zeros(1, np.int64) for _ in self.peers]
         self.dropped = 0
         self.live_collectors = 1  # this worker itself
+        self.starved = False
 
     def publish(self, weights: Weights) -> None:
         """Give the collector ``weights``: their version alone when it acts with the learner's
@@ -118,6 +123,7 @@ class SyncCollectors:
         self.notice = np.zeros(1, np.int64)
         self.dropped = 0
         self.live_collectors = len(self.collectors)  # a lost one ends the job
+        self.starved = False
         self.timeout = job.config.scheme.collector_timeout_s
 
     def publish(self, weights: Weights) -> None:
@@ -195,6 +201,7 @@ class AsyncCollectors:
                                      job.codec, self.watch)
         self.max_lag = job.config.scheme.max_policy_lag
         self.dropped = 0
+        self.starved = False  # every collector was lost: no batch can be filled any more
 
     @property
     def live_collectors(self) -> int:
@@ -215,11 +222,17 @@ class AsyncCollectors:
         """As many rollouts as there are collectors, from whichever arrive first, dropping (and
         counting) those more than ``scheme.max_policy_lag`` versions old; pushes weights while
         waiting. Returns them, the mean collect time and the wait. With collectors lost, the
-        live ones fill the batch (one may give two rollouts of an update)."""
+        live ones fill the batch (one may give two rollouts of an update); once none is live
+        the source is :attr:`starved` and returns no rollout (those of the unfilled batch are
+        dropped: an update trains on a whole batch or none)."""
         started = time.perf_counter()
         taken = 0
         while taken < len(self.batch):
             i = self.inbox.next(idle=self.weights.push)
+            if i is None:
+                self.starved = True
+                self.dropped += taken
+                return [], 0.0, time.perf_counter() - started
             rollout = self.inbox.buffers[i]
             if version - rollout.weights_version > self.max_lag:
                 self.dropped += 1
