@@ -55,6 +55,19 @@ def test_resume_gives_the_same_next_update(tmp_path, tiny_overrides):
         assert torch.equal(value, weights(tmp_path / "b")[key]), key
 
 
+@pytest.mark.parametrize("every_s, written", [(0.0, 1), (1e-9, 16)])
+def test_checkpoints_come_by_the_clock_too(tmp_path, tiny_overrides, every_s, written):
+    """train.checkpoint_every_s bounds what a crash costs when updates are long: with it due
+    at every update, each of the 16 updates checkpoints (kept as steps-<n>.pt); with the
+    clock off and train.checkpoint_every beyond the run, only the last one is written."""
+    cfg = from_dict({}, tiny_overrides + ["train.checkpoint_every=1000",
+                                          f"train.checkpoint_every_s={every_s}",
+                                          "train.keep_checkpoints=100"])
+    Trainer(cfg, RunDir(tmp_path / "run"), console=None).train()
+    kept = sorted((tmp_path / "run" / "checkpoints").glob("steps-*.pt"))
+    assert len(kept) == written, kept
+
+
 def test_checkpoint_is_weights_only_and_atomic(tmp_path):
     path = save_atomic({"x": torch.ones(3), "n": 5}, tmp_path / "c.pt")
     assert load_checkpoint(path)["n"] == 5

@@ -267,6 +267,10 @@ class TrainConfig:
         "4). hpcrl eval --max-episode-steps overrides it.", 0)
     checkpoint_every: int = doc("Write a checkpoint every this many updates (and at the end).",
                                 50)
+    checkpoint_every_s: float = doc(
+        "Also write a checkpoint once this many seconds of training passed since the last "
+        "one (0: by updates alone). It bounds what a crash, a kill of the learner or a lost "
+        "node can cost when updates are long, whatever train.checkpoint_every says.", 600.0)
     log_interval_s: float = doc("Seconds between progress lines on the console.", 5.0)
     device: str = doc("Device of the learner: 'auto', 'cpu', 'cuda' or 'cuda:N'.", "cpu")
     torch_threads: int = doc("Threads of torch's intra-op work and of numpy's BLAS per process "

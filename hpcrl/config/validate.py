@@ -136,6 +136,7 @@ def _check_numbers(c: Config) -> list[str]:
         positive("train.eval_episodes", c.train.eval_episodes, strict=False),
         positive("train.eval_max_episode_steps", c.train.eval_max_episode_steps, strict=False),
         positive("train.checkpoint_every", c.train.checkpoint_every),
+        positive("train.checkpoint_every_s", c.train.checkpoint_every_s, strict=False),
         positive("train.eval_every", c.train.eval_every, strict=False),
         positive("train.keep_checkpoints", c.train.keep_checkpoints),
         positive("train.log_interval_s", c.train.log_interval_s),
