@@ -16,6 +16,13 @@ import numpy as np
 TAG_ROLLOUT, TAG_WEIGHTS, TAG_GRAD, TAG_GRAD_INFO, TAG_PREEMPT, TAG_DONE = 1, 2, 3, 4, 5, 6
 TAG_FINAL, TAG_STATE, TAG_REPORT = 7, 8, 9
 TAG_ACT, TAG_ACTED = 10, 11  # a collector's request to its inference rank, and the reply
+ACTING_TAGS_FROM = 100  # a group's acting request and reply: tags 100 + 2g and 101 + 2g
+
+
+def acting_tags(group: int) -> tuple[int, int]:
+    """The tags of group ``group``'s acting request and reply (messages across nodes)."""
+    return ACTING_TAGS_FROM + 2 * group, ACTING_TAGS_FROM + 2 * group + 1
+
 
 # control decided by the leader after each update: the collectors' command bits
 from hpcrl.core.records import Record, RecordLayout, scalar_fields  # noqa: E402
