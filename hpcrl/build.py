@@ -13,6 +13,7 @@ from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.config.validate import sequence_length
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.algorithms import algorithm_capabilities
+from hpcrl.core.env_groups import resolve_groups
 from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, as_box, probe_spaces
 from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.memory import memory_state_size
@@ -53,6 +54,17 @@ def make_storage(config: Config, spaces: EnvSpaces, device: torch.device | str =
         return VTraceStorage(config.algo.gamma, device, discrete_actions=spaces.integer_actions)
     return RolloutStorage(config.algo.gamma, config.algo.gae_lambda, device,
                           discrete_actions=spaces.integer_actions)
+
+
+def env_groups(config: Config, remote: bool) -> int:
+    """How many groups a collecting process of ``config`` cuts its envs into
+    (``scheme.env_groups``, 0 resolved): ``remote`` when an inference rank acts for it."""
+    from hpcrl.core.envpool_envs import uses_envpool
+
+    if config.algo.ppo.demos:  # PPO+D's slots replay in one batch of envs
+        return 1
+    elsewhere = config.env.vectorization == "async" or uses_envpool(config.env)
+    return resolve_groups(config.scheme.env_groups, config.env.num_envs, remote or elsewhere)
 
 
 def env_spaces(config: Config) -> EnvSpaces:

@@ -98,7 +98,7 @@ def test_a_replay_slot_plays_the_file_row_by_row_and_its_episodes_are_not_the_ag
                                       [1.0 if t == 38 else 0.0 for t in range(50)])
         assert rollout.terminated[38, slot] == 1 and rollout.terminated[:38, slot].sum() == 0
         assert rollout.episode_lengths[:, slot].sum() == 0  # no episode of the agent's
-    real = collector.envs.real
+    real = collector.envs.only.real
     assert real.num_envs == 2  # the replay slots step no env
     returns, _ = rollout.finished_episodes()
     assert len(returns) == 0  # 50 steps: the replays' two walks are not counted

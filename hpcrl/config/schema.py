@@ -370,6 +370,15 @@ class SchemeConfig:
     inference_device: str = doc(
         "Device of the inference ranks: 'auto' (the node's GPU where there is one, else the "
         "CPU), 'cpu', 'cuda' or 'cuda:N' (refused where there is no GPU).", "auto")
+    env_groups: int = doc(
+        "Groups each collecting rank's envs are cut into, taking turns (Sample Factory's "
+        "double-buffered sampling): while one group's actions are computed (on an inference "
+        "rank, or here while the other group's envs step in subprocesses or EnvPool's "
+        "threads), another group steps, so neither the envs nor the acting wait for each "
+        "other. 1: every env steps together, as one batch. 0 (auto): 2 where acting and "
+        "stepping can overlap (scheme.inference_ranks > 0, env.vectorization=async, or "
+        "EnvPool) and env.num_envs is even, else 1. A number must divide env.num_envs; the "
+        "rollouts, and a synchronous job's weights, are the same whatever the grouping.", 0)
     transport: Literal["auto", "shared", "messages"] = doc(
         "How a collector's rollouts (or transition chunks) reach its learner and its "
         "observations and actions reach its inference rank: 'auto' through a shared-memory "

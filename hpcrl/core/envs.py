@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -258,24 +258,41 @@ def reset_seeded(envs: gym.vector.VectorEnv, seeds: list[Any], options: Any = No
     return envs.reset(seed=seeds, options=options)  # type: ignore[arg-type]
 
 
-def vector_call(envs: gym.vector.VectorEnv, name: str) -> tuple[Any, ...]:
+def vector_call(envs: gym.vector.VectorEnv | EnvStates, name: str) -> tuple[Any, ...]:
     """``envs.call(name)``: each env's ``name`` (called when it is a method)."""
-    return envs.call(name)  # type: ignore[attr-defined]
+    return envs.call(name)  # type: ignore[union-attr]
 
 
-def vector_set_attr(envs: gym.vector.VectorEnv, name: str, values: Any) -> None:
+def vector_set_attr(envs: gym.vector.VectorEnv | EnvStates, name: str, values: Any) -> None:
     """``envs.set_attr(name, values)``: one value per env."""
-    envs.set_attr(name, values)  # type: ignore[attr-defined]
+    envs.set_attr(name, values)  # type: ignore[union-attr]
 
 
-def vector_env_state(envs: gym.vector.VectorEnv) -> tuple[list[dict], list[str]]:
+class EnvStates(Protocol):
+    """What capturing and restoring env states asks of a vector env (or of a collector's
+    groups of them, :class:`~hpcrl.core.env_groups.EnvGroups`): its env count, and ``call``
+    and ``set_attr`` over its envs."""
+
+    num_envs: int
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """``name`` of every env, called when it is a method."""
+        ...
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set ``name`` on every env, one value each."""
+        ...
+
+
+def vector_env_state(envs: gym.vector.VectorEnv | EnvStates) -> tuple[list[dict], list[str]]:
     """Per-env plain states and the attributes that could not be captured."""
     states = list(vector_call(envs, "hpcrl_state"))
     missing = sorted({m for s in states for m in s["missing"]})
     return states, missing
 
 
-def restore_vector_env_state(envs: gym.vector.VectorEnv, states: list[dict]) -> None:
+def restore_vector_env_state(envs: gym.vector.VectorEnv | EnvStates,
+                             states: list[dict]) -> None:
     """Restore per-env states saved by :func:`vector_env_state`."""
     if len(states) != envs.num_envs:
         raise ValueError(f"checkpoint holds the state of {len(states)} envs but this process "

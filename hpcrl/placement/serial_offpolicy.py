@@ -19,9 +19,11 @@ from typing import Any
 
 from torch import nn
 
+from hpcrl.build import env_groups
 from hpcrl.config.schema import Config
 from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm, make_policy
-from hpcrl.core.envs import EnvSpaces, make_vector_env
+from hpcrl.core.demo_replay import collector_envs
+from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.replay.transitions import Transitions
 from hpcrl.learning.replay_loop import ReplayLoop
 from hpcrl.roles.collector import Collector, transition_collector
@@ -104,7 +106,7 @@ class SerialOffPolicyPlacement:
         replay = make_replay(config, spaces.obs_shape, spaces.action_shape, spaces.discrete,
                              spaces.obs_format.dtype, spaces.obs_format, streams=n)
         self.learner = ReplayLearner(algorithm, replay, config)
-        self.envs = make_vector_env(config.env, n)
+        self.envs = collector_envs(config, 0, n, env_groups(config, remote=False))
         self.collector = transition_collector(self.envs, make_policy(config, spaces), config)
         chunk = chunk_layout(config, spaces.obs_shape, spaces.action_shape, n,
                              spaces.obs_format.dtype).new()

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from hpcrl.build import env_spaces, make_actor, rollout_layout
+from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout
 from hpcrl.comm import split_by_role, world_comm
 from hpcrl.comm.channel import Channel, channel_for
 from hpcrl.comm.compression import PlainCodec, make_codec
@@ -131,6 +131,14 @@ class MpiJob:
         if self.off_policy:
             return frozenset()
         return frozenset(r.rank for r in self.table if r.role == COLLECTOR and r.inference >= 0)
+
+    @cached_property
+    def env_groups(self) -> int:
+        """The groups every collecting rank of the job cuts its envs into
+        (``scheme.env_groups``, resolved alike on every rank: an inference rank serves one
+        slot per group of each of its collectors)."""
+        remote = any(r.role == INFERENCE for r in self.table)
+        return env_groups(self.config, remote)
 
     @property
     def total_envs(self) -> int:
