@@ -40,7 +40,8 @@ def rollout_layout(config: Config, spaces: EnvSpaces, num_envs: int) -> RolloutL
     state = memory_state_size(config.actor)
     return RolloutLayout(config.algo.num_steps, num_envs, spaces.obs_shape, spaces.action_shape,
                          spaces.obs_format.dtype, state,
-                         sequence_length(config) if state else 0, config.rnd.enabled)
+                         sequence_length(config) if state else 0, config.rnd.enabled,
+                         "int64" if spaces.integer_actions else "float32")
 
 
 

@@ -106,7 +106,7 @@ def test_intrinsic_targets_match_a_reference_computed_by_hand():
     adv_ext, ret_ext = gae(*(torch.from_numpy(a) for a in (
         rollout.rewards, rollout.values, rollout.terminated, rollout.truncated,
         rollout.next_values)), cfg.algo.gamma, cfg.algo.gae_lambda)
-    batch = storage.batch
+    (batch,) = storage.parts  # the one rollout, held where it lies
     torch.testing.assert_close(batch.advantages, 2.0 * adv_ext + adv_int, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(batch.returns[..., 0], ret_ext)
     assert batch.values.shape == batch.returns.shape == (64, 8, 2)

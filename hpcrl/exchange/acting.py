@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+
 from hpcrl.comm.buffers import Poll
 from hpcrl.comm.channel import Channel
 from hpcrl.core.records import Record, RecordLayout

@@ -44,8 +44,8 @@ class SerialPlacement:
         self._publish()
 
     def _publish(self) -> None:
-        learner = self.learner
-        learner.source.publish(learner.current_weights())
+        """The collector acts with the learner's own actor: its new version, no copy."""
+        self.learner.publish()
 
     @property
     def master_actor(self) -> ActorCritic:
@@ -95,4 +95,5 @@ class SerialPlacement:
 
     def close(self) -> None:
         """Close the rollout source (its envs), handing it the current weights."""
-        self.learner.source.close(self.learner.current_weights())
+        learner = self.learner
+        learner.source.close(learner.actor, learner.version, 0)

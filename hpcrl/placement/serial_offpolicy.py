@@ -1,16 +1,15 @@
 """Serial placement of an off-policy agent: collector and learner in one process.
 
 It runs the learner loop of the MPI placement's learner rank
-(:class:`~hpcrl.learning.replay_loop.ReplayLoop`) with the collector of this very process
-as its source of chunks (:class:`CollectorInProcess`) and as the place its weights go
-(:class:`WeightsInProcess`), with a tolerance of 0: the collector collects a chunk only when
-no gradient step is due, and each chunk ends where the next training round falls due
-(every ``replay.train_freq`` steps per env) or where the update ends. So one update collects
-``algo.num_steps`` steps of every env and trains a round of ``replay.gradient_steps`` steps
-at every such point past ``replay.learning_starts``, by the rule an Ape-X job follows.
-Collector and learner hold separate copies of the policy and exchange only flat buffers
-(transition chunks and weights), as they would on two ranks.
-"""
+(:class:`~hpcrl.learning.replay_loop.ReplayLoop`) with the collector of this very process as
+its source of chunks (:class:`CollectorInProcess`) and as the place its weights go
+(:class:`~hpcrl.exchange.weights.WeightsSync`), with a tolerance of 0: the collector
+collects a chunk only when no gradient step is due, and each chunk ends where the next
+training round falls due (every ``replay.train_freq`` steps per env) or where the update
+ends. So one update collects ``algo.num_steps`` steps of every env and trains a round of
+``replay.gradient_steps`` steps at every such point past ``replay.learning_starts``, by the
+rule an Ape-X job follows. Collector and learner hold separate copies of the policy and
+exchange only flat buffers (transition chunks and weights), as they would on two ranks."""
 from __future__ import annotations
 
 import time
@@ -24,10 +23,11 @@ from hpcrl.config.schema import Config
 from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm, make_policy
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.core.envs import EnvSpaces
+from hpcrl.core.flat import has_flat_parameters
 from hpcrl.core.replay.transitions import Transitions
+from hpcrl.exchange.weights import CopyInProcess, SharedInPlace, WeightsSync
 from hpcrl.learning.replay_loop import ReplayLoop
 from hpcrl.roles.collector import Collector, transition_collector
-from hpcrl.roles.messages import Weights
 from hpcrl.roles.protocol import Report, ReportLayout
 from hpcrl.roles.replay_learner import ReplayLearner, make_replay
 from hpcrl.roles.transition_filler import chunk_layout
@@ -75,24 +75,6 @@ class CollectorInProcess:
         """Nothing is in flight in one process."""
 
 
-class WeightsInProcess:
-    """A :class:`~hpcrl.learning.replay_loop.WeightsSink` that loads each new policy into
-    the collector of this process at once."""
-
-    def __init__(self, collector: Collector[Transitions]) -> None:
-        self.collector = collector
-
-    def offer(self, weights: Weights, block: bool) -> None:
-        """Load ``weights`` into the collector."""
-        self.collector.load_weights(weights)
-
-    def push(self, block: bool = False) -> None:
-        """Nothing left to deliver: :meth:`offer` loaded the weights."""
-
-    def drain(self) -> None:
-        """Nothing is in flight in one process."""
-
-
 class SerialOffPolicyPlacement:
     """The collector and the learner of one off-policy agent in this process."""
 
@@ -101,22 +83,31 @@ class SerialOffPolicyPlacement:
         retain_freed_memory()  # the learner's activations are reused, not re-faulted
         n = config.env.num_envs
         self.num_envs = n
-        algorithm = make_offpolicy_algorithm(config, spaces,
-                                             pick_device(config.train.device, None))
+        device = pick_device(config.train.device, None)
+        algorithm = make_offpolicy_algorithm(config, spaces, device)
         replay = make_replay(config, spaces.obs_shape, spaces.action_shape, spaces.discrete,
                              spaces.obs_format.dtype, spaces.obs_format, streams=n)
         self.learner = ReplayLearner(algorithm, replay, config)
         self.envs = collector_envs(config, 0, n, env_groups(config, remote=False))
-        self.collector = transition_collector(self.envs, make_policy(config, spaces), config)
+        # on the CPU the collector acts with the learner's very policy (its parameters one
+        # flat slice of the learner's): a new version copies nothing; elsewhere its own copy
+        shared = device.type == "cpu" and has_flat_parameters(algorithm.policy)
+        policy = algorithm.policy if shared else make_policy(config, spaces)
+        self.collector = transition_collector(self.envs, policy, config)
+        self.sync: WeightsSync = (SharedInPlace(self.collector.follow) if shared else
+                                  CopyInProcess(policy, self.collector.load_weights))
         chunk = chunk_layout(config, spaces.obs_shape, spaces.action_shape, n,
                              spaces.obs_format.dtype).new()
         self.update_env_steps = 0  # the job's env steps before the current update
         self.source = CollectorInProcess(self.collector, chunk, self._chunk_steps,
                                          lambda: self.loop.env_steps)
-        self.loop = ReplayLoop(self.learner, config, n, self.source,
-                               WeightsInProcess(self.collector), tolerance=0,
+        self.loop = ReplayLoop(self.learner, config, n, self.source, self.sync, tolerance=0,
                                base_env_steps=lambda: self.update_env_steps)
-        self.collector.load_weights(self.learner.weights())
+        self._publish()
+
+    def _publish(self) -> None:
+        """The collector acts with the learner's current policy from now on."""
+        self.sync.publish(self.learner.algorithm.policy, self.learner.version)
 
     def _chunk_steps(self) -> int:
         """Steps per env of the next chunk: up to where the next training round falls due,
@@ -158,7 +149,7 @@ class SerialOffPolicyPlacement:
         of an older version also holds the steps since the last training round: they follow
         from the env steps.)"""
         self.learner.load_state_dict(state["learner"])
-        self.collector.load_weights(self.learner.weights())
+        self._publish()
         (collector_state,) = state["collectors"]
         return self.collector.load_state_dict(collector_state)
 

@@ -102,13 +102,6 @@ class WorkerRank:
         self.normalizing = (cfg.env.normalize_obs or cfg.env.normalize_reward
                             or cfg.rnd.enabled)  # gradients carry moments to sum
 
-    # -- weights -----------------------------------------------------------------------------
-    def current_weights(self, command: int = 0) -> Weights:
-        """This rank's weights as a message carrying ``command``."""
-        if self.updater is not None:
-            return self.updater.weights().set_command(command)
-        return self.weights.capture(self.actor, self.version, command)
-
     # -- one gradient step -------------------------------------------------------------------
     def _step(self, gradient: Gradient, times: dict[str, float], report: Report) -> None:
         """Combine ``gradient`` over the workers and apply it (here, or on the updater)."""
@@ -181,7 +174,15 @@ class WorkerRank:
 
     def start(self) -> None:
         """Publish the first weights to the rollout source."""
-        self.source.publish(self.current_weights())
+        self.publish()
+
+    def publish(self, command: int = 0) -> None:
+        """Hand the rollout source this rank's actor at its version, carrying ``command``
+        (closing the source on STOP); the source's weights sync copies what it must."""
+        if command & STOP:
+            self.source.close(self.actor, self.version, command)
+        else:
+            self.source.publish(self.actor, self.version, command)
 
     def end_update(self, control: Control) -> None:
         """Count the update, publish the weights carrying the command (closing the source on
@@ -192,11 +193,7 @@ class WorkerRank:
         # every learner's collector states, on rank 0 (None elsewhere), when checkpointing
         gathered = (self.job.learners.gather(self.source.states(), root=0)
                     if command & CHECKPOINT else None)
-        weights = self.current_weights(command)
-        if command & STOP:
-            self.source.close(weights)
-        if not command & STOP or isinstance(self.source, SyncCollectors):
-            self.source.publish(weights)
+        self.publish(command)
         if gathered is not None and self.leader is not None:
             learner_state = self.updater.state_dict() if self.updater is not None else None
             write_checkpoint(self.job, self.leader, self.actor, learner_state, gathered)

@@ -101,7 +101,7 @@ class AsyncWorkerRank:
 
     def start(self) -> None:
         """Publish the first weights to the rollout source."""
-        self.source.publish(self.weights.capture(self.actor, self.version))
+        self.source.publish(self.actor, self.version)
 
     def learn_update(self) -> Report:
         """Gather rollouts, send each gradient to the updater and take the weights it made
@@ -151,11 +151,10 @@ class AsyncWorkerRank:
         if command & CHECKPOINT:
             for state in self.source.states():
                 self.channel.send_object(state, UPDATER_RANK, TAG_STATE)
-        weights = self.weights.capture(self.actor, self.version, command)
         if command & STOP:
-            self.source.close(weights)
-        if not command & STOP or isinstance(self.source, SyncCollectors):
-            self.source.publish(weights)
+            self.source.close(self.actor, self.version, command)
+        else:
+            self.source.publish(self.actor, self.version, command)
 
     def finish(self) -> None:
         """Nothing to close: the updater ends the run."""

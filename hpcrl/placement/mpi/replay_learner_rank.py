@@ -74,7 +74,7 @@ class ReplayLearnerRank:
 
     def start(self) -> None:
         """Offer the first weights to the collectors."""
-        self.weights.offer(self.learner.weights(), block=False)
+        self.weights.publish(self.learner.algorithm.policy, self.learner.version)
 
     def learn_update(self) -> Report:
         """Take chunks and train until an update's worth of env steps arrived."""
@@ -91,8 +91,8 @@ class ReplayLearnerRank:
         take their states and write."""
         command = int(control.command)
         if command:
-            message = self.learner.weights()
-            self.weights.offer(message.set_command(command), block=True)
+            self.weights.publish(self.learner.algorithm.policy, self.learner.version, command,
+                                 block=True)
         if command & CHECKPOINT:
             self._checkpoint()
 
