@@ -9,11 +9,17 @@
   when an env renders, and on a headless node prints ``error: XDG_RUNTIME_DIR is invalid``
   though ``rgb_array`` frames need no display at all. Rendering without a display uses its
   dummy video driver (and MuJoCo EGL); a user who set either variable keeps theirs.
+- dm_control, when imported on a node without a display and no ``MUJOCO_GL`` chosen, tries
+  GLFW first and warns ``X11: The DISPLAY environment variable is missing`` before it falls
+  back to EGL or OSMesa by itself; :func:`no_display_probe_warning` keeps that warning off.
 """
 from __future__ import annotations
 
 import os
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 NOT_THE_USERS = ("compiler attribute 'settotalmass' is deprecated",)
 _mujoco_filtered = False
@@ -46,3 +52,12 @@ def headless_rendering(environ: dict[str, str] | None = None) -> None:
         return
     env.setdefault("MUJOCO_GL", "egl")
     env.setdefault("SDL_VIDEODRIVER", "dummy")
+
+
+@contextmanager
+def no_display_probe_warning() -> Iterator[None]:
+    """Run the body (an import of dm_control) without GLFW's warning that there is no
+    display; every other warning still shows."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*DISPLAY environment variable is missing")
+        yield
