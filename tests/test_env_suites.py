@@ -293,3 +293,22 @@ def test_a_suites_env_state_is_plain_and_names_what_a_resume_resets(env_id):
     torch.save(states, buffer)
     buffer.seek(0)
     restore_env_state(fresh, torch.load(buffer, weights_only=True))
+
+
+@pytest.mark.parametrize("libraries, chosen", [({"EGL", "OSMesa"}, "egl"), ({"OSMesa"}, "osmesa"),
+                                               (set(), None)])
+def test_dm_control_is_given_an_off_screen_renderer_on_a_node_without_a_display(
+        libraries, chosen, monkeypatch):
+    import ctypes.util
+
+    from hpcrl.core.env_noise import headless_gl
+
+    monkeypatch.setattr(ctypes.util, "find_library",
+                        lambda name: f"lib{name}.so" if name in libraries else None)
+    bare: dict[str, str] = {}
+    headless_gl(bare)
+    assert bare.get("MUJOCO_GL") == chosen
+    for kept in ({"DISPLAY": ":0"}, {"MUJOCO_GL": "glfw"}):  # a display, or the user's choice
+        environ = dict(kept)
+        headless_gl(environ)
+        assert environ == kept

@@ -9,9 +9,12 @@
   when an env renders, and on a headless node prints ``error: XDG_RUNTIME_DIR is invalid``
   though ``rgb_array`` frames need no display at all. Rendering without a display uses its
   dummy video driver (and MuJoCo EGL); a user who set either variable keeps theirs.
-- dm_control, when imported on a node without a display and no ``MUJOCO_GL`` chosen, tries
-  GLFW first and warns ``X11: The DISPLAY environment variable is missing`` before it falls
-  back to EGL or OSMesa by itself; :func:`no_display_probe_warning` keeps that warning off.
+- dm_control chooses its OpenGL backend once, when it is imported, from ``MUJOCO_GL``; with
+  none chosen it takes GLFW whenever the ``glfw`` module loads, display or not, warns ``X11:
+  The DISPLAY environment variable is missing``, and fails at its first frame (a video).
+  :func:`headless_gl` chooses for it on a node without a display (EGL, else OSMesa, where the
+  library is there) before it is imported, and :func:`no_display_probe_warning` keeps the
+  warning off where neither is.
 """
 from __future__ import annotations
 
@@ -44,11 +47,31 @@ def quiet_mujoco() -> None:
     _mujoco_filtered = True
 
 
+def _has_display(environ: dict[str, str] | os._Environ[str]) -> bool:
+    """Whether the process has a display to render on (X11 or Wayland)."""
+    return bool(environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY"))
+
+
+def headless_gl(environ: dict[str, str] | None = None) -> None:
+    """On a node without a display, ``MUJOCO_GL`` set to a backend that renders off-screen
+    and whose library is installed (EGL, else OSMesa), unless the user chose one; left alone
+    where neither library is found (what needs no frames still runs)."""
+    env = os.environ if environ is None else environ
+    if _has_display(env) or env.get("MUJOCO_GL"):
+        return
+    from ctypes.util import find_library
+
+    backend = next((name for name, lib in (("egl", "EGL"), ("osmesa", "OSMesa"))
+                    if find_library(lib)), None)
+    if backend is not None:
+        env["MUJOCO_GL"] = backend
+
+
 def headless_rendering(environ: dict[str, str] | None = None) -> None:
     """Off-screen rendering on a node without a display (MuJoCo through EGL, SDL through
     its dummy driver), unless the user chose otherwise."""
     env = os.environ if environ is None else environ
-    if env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"):
+    if _has_display(env):
         return
     env.setdefault("MUJOCO_GL", "egl")
     env.setdefault("SDL_VIDEODRIVER", "dummy")
