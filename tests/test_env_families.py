@@ -69,6 +69,9 @@ def test_family_trains_evaluates_resumes_and_loads(env_id, tmp_path):
     # CarRacing renders every step (about 10 ms): shorter episodes and runs keep it to seconds
     racing = env_id == "CarRacing-v3"
     short = ["env.kwargs={max_episode_steps: 100}"] if racing else []
+    if env_id.startswith("Crafter"):  # a 32x32 world: 4x less to generate at each reset
+        short = ["env.kwargs={max_episode_steps: 300, area: [32, 32]}"]  # (1.6 s at 64x64
+        # in pure Python, without the [crafter] extra's numba, which [test] leaves out)
     steps = 512 if racing else 1024  # two updates, then two more on resume
     out = invoke("train", "--run-dir", run,
                  *sets(QUICK + short + [f"env.id={env_id}", f"train.total_env_steps={steps}"]))

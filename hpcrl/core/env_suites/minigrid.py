@@ -37,8 +37,11 @@ def _symbol_counts() -> tuple[int, int, int]:
 
 
 def _fixed_mission(space: gym.Space) -> bool:
-    """Whether a mission space holds one sentence (its function takes no placeholders)."""
-    return getattr(space, "ordered_placeholders", None) is None
+    """Whether a mission space holds one sentence: MiniGrid's ``MissionSpace`` whose
+    function takes no placeholders (any other text may change)."""
+    from minigrid.core.mission import MissionSpace
+
+    return isinstance(space, MissionSpace) and space.ordered_placeholders is None
 
 
 class GridSymbols(gym.ObservationWrapper):
