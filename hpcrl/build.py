@@ -149,7 +149,8 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
     elif action["type"] == "multi_binary":
         space = gym.spaces.MultiBinary(action["n"])
     else:
-        low, high = action["low"].numpy(), action["high"].numpy()
+        # (float64 bounds, as DeepMind Control's, cast here: Box warns when it casts them)
+        low, high = (action[key].numpy().astype(np.float32) for key in ("low", "high"))
         space = gym.spaces.Box(low, high, dtype=np.float32)
     # without a stored format: a plain Box, as EnvSpaces makes when given none
     fmt = (format_from_record(record["obs_format"]) if "obs_format" in record

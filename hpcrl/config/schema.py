@@ -77,7 +77,12 @@ class EnvConfig:
     """Which environment is vectorised, and how."""
 
     id: str = doc("Gymnasium id of the environment: a registered id such as 'CartPole-v1', or "
-                  "'module:EnvId' to import the module that registers it first.", "CartPole-v1")
+                  "'module:EnvId' to import the module that registers it first. The ids of "
+                  "hpcrl's env suites need no module (their extra installed): Atari "
+                  "('ALE/Pong-v5'), MinAtar, ViZDoom, MiniGrid ('MiniGrid-DoorKey-5x5-v0'), "
+                  "Crafter ('CrafterReward-v1'), DeepMind Control "
+                  "('dm_control/cartpole-swingup-v0'), PyBullet ('HalfCheetahBulletEnv-v0').",
+                  "CartPole-v1")
     num_envs: int = doc("Environments stepped together by each collecting process.", 8)
     vectorization: Literal["sync", "async"] = doc(
         "'sync' steps the envs in the collector's process (best for cheap envs such as "

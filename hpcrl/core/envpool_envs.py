@@ -91,7 +91,8 @@ def _atari_options(config: EnvConfig) -> dict[str, Any]:
 def envpool_problem(config: EnvConfig) -> str | None:
     """Why EnvPool cannot step ``config``'s envs (a sentence naming the key and the fix), or
     None when it can."""
-    from hpcrl.core.suites import is_atari, register_suite
+    from hpcrl.core.env_suites.registry import register_suite
+    from hpcrl.core.suites import is_atari
 
     if not installed():
         return f"EnvPool is not installed; fix: {ENVPOOL_INSTALL}"

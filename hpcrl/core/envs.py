@@ -17,14 +17,9 @@ import gymnasium as gym
 import numpy as np
 
 from hpcrl.core.env_state import capture_env_state, restore_env_state
+from hpcrl.core.env_suites.registry import install_of_module, register_suite
 from hpcrl.core.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
-from hpcrl.core.suites import (
-    ATARI_INSTALL,
-    MINATAR_INSTALL,
-    make_env,
-    preset_problem,
-    register_suite,
-)
+from hpcrl.core.suites import make_env, preset_problem
 from hpcrl.errors import ConfigError
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
@@ -35,19 +30,18 @@ class UnsupportedEnv(ConfigError):
     """An env hpcrl cannot train on as it is; the message names the env and the fix."""
 
 
-# Gymnasium env families whose packages are optional, and the install that brings them.
+# Gymnasium's own env families whose packages are optional, and the install that brings
+# them (the suites' are in their records: install_of_module).
 _FAMILY_INSTALLS = {
     "gymnasium.envs.box2d": 'pip install "hpcrl[box2d]"  (or "gymnasium[box2d]")',
     "gymnasium.envs.mujoco": 'pip install "hpcrl[mujoco]"  (or "gymnasium[mujoco]")',
-    "ale_py": ATARI_INSTALL,
-    "minatar": MINATAR_INSTALL,
 }
 
 
 def _missing_package_problem(env_id: str, entry_point: str, err: Exception) -> str:
     missing = getattr(err, "name", None) or str(err).split("\n")[0]
     fix = next((cmd for prefix, cmd in _FAMILY_INSTALLS.items()
-                if entry_point.startswith(prefix)), None)
+                if entry_point.startswith(prefix)), None) or install_of_module(entry_point)
     if fix is None:
         fix = f"install the package that provides '{missing}'"
     return (f"config key 'env.id': env '{env_id}' needs the module '{missing}', which is not "
@@ -55,9 +49,9 @@ def _missing_package_problem(env_id: str, entry_point: str, err: Exception) -> s
 
 
 def env_id_problem(env_id: str) -> str | None:
-    """Why ``env_id`` cannot be made, or None: checks the module import, the registry (after
-    registering the id's suite: Atari, MinAtar) and that the packages of the env's family
-    (Box2D, MuJoCo, Atari...) are installed."""
+    """Why ``env_id`` cannot be made, or None: checks the module import, the registry
+    (after registering the id's suite: :mod:`hpcrl.core.env_suites`) and that the packages
+    of the env's family (Box2D, MuJoCo, Atari...) are installed."""
     suite = register_suite(env_id)
     if suite is not None:
         return suite
