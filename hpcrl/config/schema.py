@@ -281,6 +281,13 @@ class TrainConfig:
     torch_threads: int = doc("Threads of torch's intra-op work and of numpy's BLAS per process "
                              "(0 keeps the libraries' defaults).", 1)
     tensorboard: bool = doc("Write TensorBoard event files when tensorboard is installed.", True)
+    compile: bool = doc(
+        "Compile the learner's loss (forward and backward) and the inference ranks' forward "
+        "with torch.compile, with CUDA graphs on a GPU (mode reduce-overhead). It pays where "
+        "a network's many small kernels cost more to launch than to run (small batches on a "
+        "GPU); the first updates wait for the compilation. Collectors that act in numpy (a "
+        "feedforward MLP on the CPU) are not compiled: numpy is faster there. On a CPU it "
+        "needs a C++ compiler (torch's inductor builds its kernels with one).", False)
     eval_every: int = doc(
         "Env steps between deterministic evaluations of train.eval_episodes episodes during "
         "training (0: the final one only). Each adds a row to eval.csv and the best policy so "

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.compiling import compiled
 from hpcrl.core.distributions import MultiCategoricalActions
 from hpcrl.core.encoders import FormatEncoder
 from hpcrl.core.mlp_kernel import forward, layer_views
@@ -182,11 +183,16 @@ def categorical_sample(logits: np.ndarray, uniforms: np.ndarray
 
 
 class TorchEngine(StepsAtOnce):
-    """The actor itself, for collectors whose actor lives on an accelerator."""
+    """The actor itself, for collectors whose actor lives on an accelerator, image encoders
+    and memory cores; ``compile``: its step and value under torch.compile (``train.compile``:
+    an inference rank's forward, whose batch size varies with the requests it batches)."""
 
-    def __init__(self, actor: ActorCritic) -> None:
+    def __init__(self, actor: ActorCritic, compile: bool = False) -> None:
         self.actor = actor
         self.device = next(actor.parameters()).device
+        self._step = compiled(actor.step, self.device, dynamic=True) if compile else actor.step
+        self._value = (compiled(actor.value, self.device, dynamic=True) if compile
+                       else actor.value)
 
     def sync(self) -> None:
         """Nothing to do: the engine evaluates the actor itself."""
@@ -199,9 +205,9 @@ class TorchEngine(StepsAtOnce):
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """The actor's step on its device under inference mode, results back as numpy arrays."""
         with torch.inference_mode():
-            a, logp, v, new = self.actor.step(torch.from_numpy(obs).to(self.device),
-                                              torch.from_numpy(noise).to(self.device),
-                                              self._state(state))
+            a, logp, v, new = self._step(torch.from_numpy(obs).to(self.device),
+                                         torch.from_numpy(noise).to(self.device),
+                                         self._state(state))
         return (a.cpu().numpy(), logp.cpu().numpy(), v.cpu().numpy(),
                 None if new is None else new.cpu().numpy())
 
@@ -209,8 +215,8 @@ class TorchEngine(StepsAtOnce):
               group: int = 0) -> np.ndarray:
         """The actor's values ``[B]`` on its device, back as a numpy array."""
         with torch.inference_mode():
-            return self.actor.value(torch.from_numpy(obs).to(self.device),
-                                    self._state(state)).cpu().numpy()
+            return self._value(torch.from_numpy(obs).to(self.device),
+                               self._state(state)).cpu().numpy()
 
 
 class GreedyQEngine(ActsAtOnce):
@@ -294,25 +300,27 @@ OffPolicyEngine = GreedyQEngine | DeterministicEngine | SquashedGaussianEngine
 
 # an ActorCritic is an nn.Module too: the first overload is the more specific, as at run time
 @overload
-def make_engine(module: ActorCritic) -> PolicyEngine:  # type: ignore[overload-overlap]
+def make_engine(module: ActorCritic,  # type: ignore[overload-overlap]
+                compile: bool = False) -> PolicyEngine:
     """An actor-critic's engine: rollouts' actions, log-probs, values and states."""
 
 
 @overload
-def make_engine(module: nn.Module) -> OffPolicyEngine:
+def make_engine(module: nn.Module, compile: bool = False) -> OffPolicyEngine:
     """An off-policy acting policy's engine: actions for transition chunks."""
 
 
-def make_engine(module: nn.Module) -> PolicyEngine | OffPolicyEngine:
+def make_engine(module: nn.Module, compile: bool = False) -> PolicyEngine | OffPolicyEngine:
     """The engine that evaluates ``module``: an actor-critic in numpy when it is a
-    feedforward MLP on the CPU, else by torch; an off-policy acting policy (Q-network,
-    squashed Gaussian or deterministic policy) in numpy, a Q-network with an image encoder
-    by torch."""
+    feedforward MLP on the CPU, else by torch (compiled when ``compile``: an inference
+    rank's under ``train.compile``); an off-policy acting policy (Q-network, squashed
+    Gaussian or deterministic policy) in numpy, a Q-network with an image encoder by
+    torch."""
     if isinstance(module, ActorCritic):
         on_cpu = next(module.parameters()).device.type == "cpu"
         if on_cpu and isinstance(module.pi_encoder, FormatEncoder) and not module.recurrent:
             return NumpyEngine(module)
-        return TorchEngine(module)
+        return TorchEngine(module, compile)
     if isinstance(module, QNetwork):
         if isinstance(module.encoder, FormatEncoder):
             return GreedyQEngine(module)

@@ -21,6 +21,7 @@ from torch import nn
 from hpcrl.build import env_groups
 from hpcrl.config.schema import Config
 from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm, make_policy
+from hpcrl.core.compiling import compile_loss
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.flat import has_flat_parameters
@@ -85,6 +86,8 @@ class SerialOffPolicyPlacement:
         self.num_envs = n
         device = pick_device(config.train.device, None)
         algorithm = make_offpolicy_algorithm(config, spaces, device)
+        if config.train.compile:
+            compile_loss(algorithm, device)
         replay = make_replay(config, spaces.obs_shape, spaces.action_shape, spaces.discrete,
                              spaces.obs_format.dtype, spaces.obs_format, streams=n)
         self.learner = ReplayLearner(algorithm, replay, config)

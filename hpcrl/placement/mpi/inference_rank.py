@@ -46,7 +46,7 @@ def serving_engine(job: MpiJob) -> tuple[Any, Any]:
         policy = make_policy(job.config, job.spaces)
         return policy, make_engine(policy)
     actor = job.new_actor(job.device)
-    return actor, make_engine(actor)
+    return actor, make_engine(actor, compile=job.config.train.compile)
 
 
 class InferenceRank:

@@ -27,6 +27,7 @@ from hpcrl.comm import MpiAllreducer, make_allreducer, sum_host_array_
 from hpcrl.comm.collectives import any_rank, bcast_, gather_rows, reduce_sum_
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.core.algorithms import make_algorithm
+from hpcrl.core.compiling import compile_loss
 from hpcrl.learning.loop import run_learner
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
@@ -76,6 +77,8 @@ class WorkerRank:
             reducer = self.allreducer if on_gpu else MpiAllreducer(job.gradient)
         self.algorithm = make_algorithm(self.actor, cfg.algo, reducer,
                                         on_nonfinite=cfg.train.on_nonfinite)
+        if cfg.train.compile:
+            compile_loss(self.algorithm, job.device)
         storage = make_storage(cfg, job.spaces, job.device)
         self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
                                      minibatches_per_epoch(cfg))

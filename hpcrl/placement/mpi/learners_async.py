@@ -21,6 +21,7 @@ import numpy as np
 from hpcrl.build import make_storage
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.core.algorithms import make_algorithm
+from hpcrl.core.compiling import compile_loss
 from hpcrl.learning.loop import run_learner
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver, send_weights
@@ -58,6 +59,8 @@ class AsyncWorkerRank:
         self.actor = job.new_actor(job.device)
         self.algorithm = make_algorithm(self.actor, cfg.algo,
                                         on_nonfinite=cfg.train.on_nonfinite)
+        if cfg.train.compile:
+            compile_loss(self.algorithm, job.device)
         storage = make_storage(cfg, job.spaces, job.device)
         self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
                                      minibatches_per_epoch(cfg))

@@ -22,6 +22,7 @@ from dataclasses import asdict
 from typing import Any
 
 from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm
+from hpcrl.core.compiling import compile_loss
 from hpcrl.learning.loop import run_learner
 from hpcrl.learning.replay_loop import ReplayLoop, UpdateFigures
 from hpcrl.placement.mpi.inbox import CollectorInbox
@@ -42,6 +43,8 @@ class ReplayLearnerRank:
         self.job, self.channel, self.leader = job, job.channel, leader
         retain_freed_memory()
         algorithm = make_offpolicy_algorithm(cfg, spaces, job.device)
+        if cfg.train.compile:
+            compile_loss(algorithm, job.device)
         replay = make_replay(cfg, spaces.obs_shape, spaces.action_shape, spaces.discrete,
                              spaces.obs_format.dtype, spaces.obs_format,
                              streams=job.total_envs)
