@@ -8,7 +8,7 @@ With the objects a job uses:
 
 * **an Atari rollout** (``examples/atari-ppo.yaml``: 8 envs x 128 steps of uint8 ``[4, 84,
   84]`` frames plus the float fields): rank 1 sends it with a
-  :class:`~hpcrl.placement.mpi.streams.StreamOut`, rank 0 takes it with a ``StreamIn``. As
+  :class:`~hpcrl.exchange.streams.StreamOut`, rank 0 takes it with a ``StreamIn``. As
   messages, header and data cross (MPICH copies the data through its shared-memory channel,
   twice); through the window, rank 1 collected into its slot and only the header crosses,
   rank 0 reading the data in place; compressed, rank 1 packs the data with lz4 and rank 0
@@ -24,20 +24,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from types import SimpleNamespace
-from typing import Optional
 
 import numpy as np
-from mpi4py import MPI
-
 from hpcrl.comm import wait
 from hpcrl.comm.channel import MpiChannel
 from hpcrl.comm.compression import Lz4Codec, PlainCodec
 from hpcrl.comm.node_memory import NodeMemory, node_peers
 from hpcrl.core.rollout import RolloutLayout
+from hpcrl.exchange.streams import StreamIn, StreamOut
 from hpcrl.placement.mpi.node_transport import STREAM, STREAM_SLOTS
-from hpcrl.placement.mpi.streams import StreamIn, StreamOut
 from machine import machine_line
+from mpi4py import MPI
 
 ENVS, STEPS, FRAMES = 8, 128, (4, 84, 84)
 
@@ -46,7 +43,7 @@ def rollout_layout() -> RolloutLayout:
     return RolloutLayout(STEPS, ENVS, FRAMES, (), "uint8")
 
 
-def open_memory(comm: MPI.Comm, shared: bool) -> Optional[NodeMemory]:
+def open_memory(comm: MPI.Comm, shared: bool) -> NodeMemory | None:
     """The node window with rank 1's regions (as a collector of rank 0 owns them), or None
     for messages."""
     if not shared:
@@ -86,24 +83,24 @@ def nature_cnn_params() -> np.ndarray:
     return params_to_flat(make_actor(cfg, env_spaces(cfg))).numpy()
 
 
-def stream_rollouts(comm: MPI.Comm, memory: Optional[NodeMemory], codec: PlainCodec,
-                    data: Optional[np.ndarray], repeats: int) -> list[float]:
+def stream_rollouts(comm: MPI.Comm, memory: NodeMemory | None, codec: PlainCodec,
+                    data: np.ndarray | None, repeats: int) -> list[float]:
     """Seconds rank 0 took to receive each rollout (``data``, rank 1's) of rank 1's stream."""
-    job = SimpleNamespace(world=comm, channel=MpiChannel(comm), workers=[0],
-                          role=SimpleNamespace(group=0), rank=comm.rank, memory=memory,
-                          codec=codec)
+    channel = MpiChannel(comm)
     layout = rollout_layout()
     times = []
     if comm.rank == 1:
-        out = StreamOut(job, layout)
-        for i in range(repeats):
+        region = None if memory is None else memory.region(1, STREAM)
+        out = StreamOut(channel, 0, layout, codec, region, memory, owner=1)
+        for _ in range(repeats):
             buffer = out.next_buffer()
             buffer.data[:] = data  # collected into the buffer: not timed
             comm.Barrier()
             for request in out.send(buffer):
                 wait(request)
     else:
-        stream = StreamIn(job, 1, layout)
+        region = None if memory is None else memory.region(1, STREAM)
+        stream = StreamIn(channel, 1, layout, codec, region, memory)
         for _ in range(repeats):
             head = stream.post()
             comm.Barrier()

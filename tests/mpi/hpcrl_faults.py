@@ -63,7 +63,7 @@ def _patch(when: str) -> None:
         return
     _PATCHED = True
     if when == "send":
-        from hpcrl.placement.mpi import streams
+        from hpcrl.exchange import streams
 
         original_send = streams.StreamOut.send
 

@@ -20,7 +20,7 @@ from hpcrl.comm.channel import Channel
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
-from hpcrl.placement.mpi.node_transport import ACTING
+from hpcrl.placement.mpi.node_transport import ACTING, stream_out
 from hpcrl.placement.mpi.remote_acting import (
     RemoteEngine,
     RemoteLinks,
@@ -28,7 +28,6 @@ from hpcrl.placement.mpi.remote_acting import (
     acting_spec,
     client_ends,
 )
-from hpcrl.placement.mpi.streams import StreamOut
 from hpcrl.roles.collector import Collector, rollout_collector, transition_collector
 from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP, Weights
 from hpcrl.roles.protocol import TAG_FINAL, TAG_PREEMPT, TAG_STATE, TAG_WEIGHTS
@@ -92,7 +91,7 @@ class CollectorRank:
                                                total_envs=job.total_envs, engine=engine)
             self.weights = Weights.empty_like(self.actor)
         self.params = ParamsReceiver(self.channel, self.weights, self.worker, job.codec)
-        self.stream = StreamOut(job, job.stream_layout(), synchronous=self.held)
+        self.stream = stream_out(job, job.stream_layout(), synchronous=self.held)
         if resume_state is not None:
             self.collector.load_state_dict(resume_state)
         p = cfg.scheme.preemption

@@ -1,7 +1,7 @@
 """Standing receives for what asynchronous collector ranks stream to their learner.
 
 Each collector streams step buffers (rollouts, or chunks of transitions) through a
-:class:`~hpcrl.placement.mpi.streams.StreamIn`: shared memory within a node, messages across.
+:class:`~hpcrl.exchange.streams.StreamIn`: shared memory within a node, messages across.
 :class:`CollectorInbox` keeps one standing receive per collector, counts what arrived, and
 at the end drains every message still in flight until the collector's FINAL count. A
 learner may leave a collector's receive unposted for a while to hold it back (its sends are
@@ -18,7 +18,7 @@ import numpy as np
 from hpcrl.comm import poll_until
 from hpcrl.comm.faults import is_peer_failure
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch
-from hpcrl.placement.mpi.streams import StreamIn
+from hpcrl.placement.mpi.node_transport import stream_in
 from hpcrl.roles.protocol import TAG_FINAL
 
 
@@ -37,7 +37,7 @@ class CollectorInbox:
                  watch: CollectorWatch | None = None) -> None:
         self.channel, self.ranks = job.channel, list(ranks)
         self.watch = watch if watch is not None else CollectorWatch(job, self.ranks)
-        self.streams = [StreamIn(job, rank, layout) for rank in self.ranks]
+        self.streams = [stream_in(job, rank, layout) for rank in self.ranks]
         self.heads: list[Any] = [None] * len(self.ranks)  # each posted receive's header
         self.posted = [False] * len(self.ranks)
         self.received = [0] * len(self.ranks)

@@ -24,15 +24,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from hpcrl.comm.node_memory import NodeMemory, NodePeers, aligned, node_peers, shm_free_bytes
+from hpcrl.exchange.streams import STREAM_SLOTS, StreamIn, StreamOut
 from hpcrl.scheme import COLLECTOR
 
 if TYPE_CHECKING:
     from hpcrl.placement.mpi.job import MpiJob
 
 STREAM, ACTING = "stream", "acting"
-# a collector fills the next slot while its learner reads the last one and another waits:
-# a slot is written again only once the learner posted the receive after it (see streams)
-STREAM_SLOTS = 3
 
 
 def stream_bytes(job: MpiJob) -> int:
@@ -86,6 +84,25 @@ def straddling(job: MpiJob, peers: NodePeers) -> str | None:
                     f"which shared memory cannot reach; set scheme.transport=auto (shared "
                     f"memory within a node, messages across) or place the ranks on one node")
     return None
+
+
+def _region(job: MpiJob, owner: int, name: str) -> Any:
+    """``owner``'s region ``name`` of the node's window, or None (messages carry it)."""
+    return None if job.memory is None else job.memory.region(owner, name)
+
+
+def stream_out(job: MpiJob, layout: Any, synchronous: bool = False) -> StreamOut:
+    """A collector's end of its stream to its learner: in its region of the node's window
+    where it has one, else as messages through the job's channel and codec."""
+    return StreamOut(job.channel, job.workers[job.role.group], layout, job.codec,
+                     _region(job, job.rank, STREAM), job.memory, synchronous, job.rank)
+
+
+def stream_in(job: MpiJob, source: int, layout: Any) -> StreamIn:
+    """A learner's end of collector ``source``'s stream (in that collector's region of the
+    node's window where it has one, else as messages)."""
+    return StreamIn(job.channel, source, layout, job.codec, _region(job, source, STREAM),
+                    job.memory)
 
 
 def uses_exchanges(job: MpiJob) -> bool:

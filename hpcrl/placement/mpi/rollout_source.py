@@ -30,7 +30,7 @@ from hpcrl.placement.mpi.inbox import CollectorInbox
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import BroadcastWeights, LatestWeights
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch, LostCollectorError
-from hpcrl.placement.mpi.streams import StreamIn
+from hpcrl.placement.mpi.node_transport import stream_in
 from hpcrl.roles.collector import rollout_collector
 from hpcrl.roles.messages import STOP
 from hpcrl.roles.protocol import TAG_DONE, TAG_PREEMPT
@@ -123,7 +123,7 @@ class SyncCollectors:
         self.collectors = job.my_collectors
         self.subscribers = job.my_subscribers  # inference ranks, then the collectors
         layout = job.layout()
-        self.streams = [StreamIn(job, rank, layout) for rank in self.collectors]
+        self.streams = [stream_in(job, rank, layout) for rank in self.collectors]
         p = job.config.scheme.preemption
         self.preempt = _preempting(job)
         self.needed = math.ceil(p.fraction_workers * len(self.collectors))
