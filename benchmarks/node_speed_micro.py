@@ -3,7 +3,9 @@ classes:
 
 * **acting round trip**: a collector's request and its reply through one slot
   (:mod:`hpcrl.exchange.acting`) as MPI messages and in the node's shared window, the
-  server answering at once: median microseconds per round trip, and their ratio;
+  server waiting for requests as an inference rank does
+  (:func:`~hpcrl.exchange.acting.serve_until`): median microseconds per round trip, and
+  their ratio;
 * **env groups**: a collector (rank 1, hpcrl's :class:`~hpcrl.roles.collector.Collector`
   and rollout filler) acting through rank 0, whose every forward costs about as long as
   one step of the collector's envs (both busy-wait ``--cost-us``): env steps per second
@@ -35,7 +37,7 @@ from hpcrl.core.acting import make_engine
 from hpcrl.core.env_groups import EnvGroups
 from hpcrl.core.storage import RolloutStorage
 from hpcrl.core.vtrace_storage import VTraceStorage
-from hpcrl.exchange.acting import BYE, STEP, actor_critic_spec
+from hpcrl.exchange.acting import BYE, STEP, actor_critic_spec, serve_until
 from hpcrl.placement.mpi.remote_acting import (RemoteEngine, RemoteLinks, client_ends,
                                                server_ends)
 from hpcrl.roles.collector import rollout_collector
@@ -99,14 +101,20 @@ def round_trips(comm: Any, shared: bool, repeats: int) -> list[float]:
         end.leave()
     else:
         (server,) = server_ends(channel, 1, spec, ENVS, 1, memory, region)
-        while True:
-            while not server.ready():
-                pass
+        left = []
+
+        def answer() -> bool:
+            if not server.ready():
+                return False
             if int(server.request.method) == BYE:
                 server.consume()
-                break
-            server.reply.actions[:] = server.request.obs[:, 0, 0, 0]
-            server.answer()
+                left.append(1)
+            else:
+                server.reply.actions[:] = server.request.obs[:, 0, 0, 0]
+                server.answer()
+            return True
+
+        serve_until(answer, lambda: bool(left))  # as an inference rank waits for requests
         server.close()
     comm.Barrier()
     if memory is not None:
@@ -153,15 +161,18 @@ def collection_rate(comm: Any, groups: int, cost: float, seconds: float) -> floa
     else:
         engine = make_engine(actor)
         ends = server_ends(channel, 1, spec, per, groups, memory, region)
-        left: set[int] = set()
-        while len(left) < groups:
+        gone: set[int] = set()
+
+        def serve() -> bool:
+            served = False
             for g, end in enumerate(ends):
-                if g in left or not end.ready():
+                if g in gone or not end.ready():
                     continue
+                served = True
                 request = end.request
                 if int(request.method) == BYE:
                     end.consume()
-                    left.add(g)
+                    gone.add(g)
                     continue
                 busy(cost * per / COLLECT_ENVS)  # a forward of this many envs
                 count = int(request.count)
@@ -171,6 +182,9 @@ def collection_rate(comm: Any, groups: int, cost: float, seconds: float) -> floa
                 else:
                     end.reply.values[:count] = engine.value(request.obs[:count])
                 end.answer()
+            return served
+
+        serve_until(serve, lambda: len(gone) == groups)
     comm.Barrier()
     memory.close()
     return rate

@@ -159,6 +159,29 @@ def spin_wait(ready: Any, spin_s: float = REPLY_SPIN_S, poll: Poll = REPLY_POLL)
         delay = min(delay * poll.growth, poll.max_s)
 
 
+
+def serve_until(work: Any, done: Any, spin_s: float = REPLY_SPIN_S,
+                poll: Poll = REPLY_POLL) -> None:
+    """Call ``work()`` (True when it found something to do) until ``done()``: at once again
+    while it finds work; once it found none, in a loop that yields the core for ``spin_s``
+    seconds, then with sleeps that grow as ``poll`` says. A server in a steady stream of
+    requests answers within microseconds (a sleep of any length would cost ~50 us of timer
+    slack), and an idle one costs next to nothing."""
+    delay, idle_since = poll.initial_s, None
+    while not done():
+        if work():
+            delay, idle_since = poll.initial_s, None
+            continue
+        now = time.perf_counter()
+        if idle_since is None:
+            idle_since = now
+        if now - idle_since < spin_s:
+            os.sched_yield()
+            continue
+        time.sleep(delay)
+        delay = min(delay * poll.growth, poll.max_s)
+
+
 class ClientEnd(Protocol):
     """The collector's end of a slot: fill :attr:`request`, :meth:`post` it, then wait for
     :attr:`reply` (:meth:`wait` or :meth:`ready`). One request is in flight at a time."""

@@ -18,23 +18,19 @@ leaves once the worker said STOP and every collector said it has left.
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 
-from hpcrl.comm import Poll
 from hpcrl.comm.faults import DEAD, LOST, is_peer_failure
 from hpcrl.core.acting import make_engine
-from hpcrl.exchange.acting import BYE, VALUE, ServerEnd
+from hpcrl.exchange.acting import BYE, VALUE, ServerEnd, serve_until
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING
 from hpcrl.placement.mpi.remote_acting import acting_spec, server_ends
 from hpcrl.roles.messages import PREEMPTED, STOP, Weights
 from hpcrl.roles.protocol import TAG_WEIGHTS
-
-IDLE_POLL = Poll(initial_s=5e-6, max_s=2e-4, growth=1.5)  # a request waits at most ~0.2 ms
 
 
 def serving_engine(job: MpiJob) -> tuple[Any, Any]:
@@ -84,14 +80,10 @@ class InferenceRank:
 
     def run(self) -> None:
         """Serve the collectors' requests, taking new weights between them, until STOP came and
-        every collector said goodbye; backs off while idle, then closes the slots."""
-        delay = IDLE_POLL.initial_s
-        while not (self.stopped and len(self.left) == len(self.ends)):
-            if self._take_weights() | self._serve():
-                delay = IDLE_POLL.initial_s
-                continue
-            time.sleep(delay)
-            delay = min(delay * IDLE_POLL.growth, IDLE_POLL.max_s)
+        every collector said goodbye (spinning a moment after each, then backing off while
+        idle), then close the slots."""
+        serve_until(lambda: self._take_weights() | self._serve(),
+                    lambda: self.stopped and len(self.left) == len(self.ends))
         for i, end in enumerate(self.ends):
             if self.owner[i] not in LOST:
                 end.close()
