@@ -1,6 +1,11 @@
 """Stop signals: checkpoint at the end of the update, stop, and resume exactly."""
 import os
+import shutil
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -67,3 +72,43 @@ def test_only_an_announcing_process_says_it_received_the_signal(capsys):
         STOP_REQUEST.clear()
         STOP_REQUEST.announce = True
         restore()
+
+
+
+@pytest.mark.timeout(150)
+def test_a_signal_to_every_process_of_the_job_still_checkpoints(tmp_path, tiny_overrides):
+    """Slurm and mpiexec signal every process of a job step, the processes the envs started
+    included (ViZDoom's engine, async envs' subprocesses); those must not die of it, or the
+    collector, which steps on while its learner finishes the update, fails instead of the
+    job checkpointing."""
+    run = tmp_path / "run"
+    sets = [*tiny_overrides, "train.total_env_steps=10000000", "train.log_interval_s=0.01",
+            "scheme.preset=async-ppo", "scheme.collectors_per_worker=1",
+            "env.id=hpcrl_testenvs:ProcessCartPole-v0"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).parent / "mpi"), os.environ.get("PYTHONPATH", "")])}
+    cmd = [shutil.which("mpiexec") or "mpiexec", "-n", "2", sys.executable, "-m", "hpcrl.cli",
+           "train", "--run-dir", str(run)]
+    for s in sets:
+        cmd += ["--set", s]
+    job = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 100
+        while not _has_row(run / "progress.csv") and job.poll() is None:
+            assert time.monotonic() < deadline, "no progress row within 100 s"
+            time.sleep(0.2)
+        time.sleep(0.5)  # the collector steps on
+        os.killpg(job.pid, signal.SIGUSR1)  # mpiexec passes it on to every process
+        output, _ = job.communicate(timeout=40)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    assert job.returncode == 3, output
+    assert "stopped by SIGUSR1 after a checkpoint" in output
+    assert load_checkpoint(RunDir(run).checkpoint_path)["counters"]["updates"] >= 1
+
+
+def _has_row(progress: Path) -> bool:
+    """Whether ``progress`` holds a row after its header."""
+    return progress.exists() and len(progress.read_text().splitlines()) > 1

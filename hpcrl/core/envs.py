@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import gymnasium as gym
 import numpy as np
 
+from hpcrl.core.child_signals import stop_signals_held
 from hpcrl.core.env_state import capture_env_state, restore_env_state
 from hpcrl.core.env_suites.registry import install_of_module, register_suite
 from hpcrl.core.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
@@ -232,9 +233,10 @@ def make_vector_env(config: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
         return EnvPoolVectorEnv(config, num_envs)
     fns = [_env_factory(config) for _ in range(num_envs)]
     mode = gym.vector.AutoresetMode.SAME_STEP
-    if config.vectorization == "async":
-        return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
-    return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+    with stop_signals_held():  # env processes leave the stop signals to their rank
+        if config.vectorization == "async":
+            return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
+        return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
 
 
 def env_seeds(seed: int, first_index: int, count: int) -> list[int]:

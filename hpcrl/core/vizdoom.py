@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
+from hpcrl.core.child_signals import stop_signals_held
 from hpcrl.core.env_suites.record import install_line
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
@@ -88,14 +89,15 @@ def in_engine_dir() -> Iterator[Path]:
 class EngineDirectory(gym.Wrapper):
     """Starts the game's engine (at its first reset) in :func:`engine_dir` instead of the
     working directory (see the module docstring: engines that start together in one
-    directory race for its ``_vizdoom`` folder)."""
+    directory race for its ``_vizdoom`` folder), deaf to the scheduler's stop signals (its
+    rank checkpoints on them: :mod:`hpcrl.core.child_signals`)."""
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         """Reset the game; the first reset starts its engine in this process's directory."""
         game = getattr(self.env.unwrapped, "game", None)
         if game is not None and game.is_running():
             return self.env.reset(**kwargs)
-        with in_engine_dir():
+        with in_engine_dir(), stop_signals_held():  # the engine is a process of its own
             return self.env.reset(**kwargs)
 
 

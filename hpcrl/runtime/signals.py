@@ -12,8 +12,9 @@ import signal
 import sys
 from collections.abc import Callable
 
+from hpcrl.core.child_signals import STOP_SIGNALS
+
 EXIT_PREEMPTED = 3
-STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 
 
 class StopRequest:

@@ -6,6 +6,7 @@ envs of one rank slow (a straggler) or crash, and leave every other rank alone.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import gymnasium as gym
@@ -46,8 +47,28 @@ class CrashingCartPole(CartPoleEnv):
         return super().step(action)
 
 
+class ProcessCartPole(CartPoleEnv):
+    """CartPole with a process of its own (as ViZDoom's engine is one), started with the
+    env; its step raises once that process died."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.process = subprocess.Popen(["sleep", "3600"])
+
+    def step(self, action):
+        if self.process.poll() is not None:
+            raise RuntimeError(f"the env's process died ({self.process.returncode})")
+        return super().step(action)
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        super().close()
+
+
 gym.register("SlowCartPole-v0", entry_point=SlowCartPole, max_episode_steps=500)
 gym.register("CrashingCartPole-v0", entry_point=CrashingCartPole, max_episode_steps=500)
+gym.register("ProcessCartPole-v0", entry_point=ProcessCartPole, max_episode_steps=500)
 
 
 def _seeds(var: str) -> set[int]:
