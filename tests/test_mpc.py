@@ -1,0 +1,145 @@
+"""MPC as a user meets it: `hpcrl train --set algo.name=mpc` learns Pendulum-v1 with each
+planner, the run evaluates and loads, the reward comes from where algo.mpc.reward_fn says,
+and what it cannot do is refused before any work, naming the fix."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import hpcrl
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from hpcrl.build import env_spaces
+from hpcrl.cli import main
+from hpcrl.config import ConfigError, from_dict
+from hpcrl.core.algorithms.offpolicy import make_policy
+from hpcrl.core.model_based import rewards
+from hpcrl.runtime.run_dir import RunDir
+from hpcrl.training import Trainer
+
+# a small model and planner: about 20 ms a step on one core, where the defaults take 100
+SMALL = ["algo.mpc.ensemble_size=3", "actor.hidden_sizes=[32,32]", "algo.mpc.candidates=100",
+         "algo.mpc.horizon=15", "replay.gradient_steps=8", "algo.num_steps=200"]
+PLANNERS = {"cem": ["algo.mpc.iterations=3"],
+            "pddm": ["algo.mpc.planner=pddm", "algo.mpc.iterations=2"],
+            "rs": ["algo.mpc.planner=rs"]}
+RANDOM_PLAY = -1200.0  # Pendulum-v1's return under uniformly random torques, about
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def sets(*items: str) -> list[str]:
+    return [x for item in items for x in ("--set", item)]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("planner", list(PLANNERS))
+def test_mpc_learns_pendulum_with_each_planner_in_1000_steps(tmp_path, planner):
+    """From 200 random steps, five episodes of planning over the model learnt so far: the
+    evaluation swings the pendulum up (random play scores about -1200; a swing-up from
+    hanging down costs about -300, the best policies -150 on average)."""
+    run = tmp_path / "run"
+    out = invoke("train", "--run-dir", run,
+                 *sets("algo.name=mpc", "env.id=Pendulum-v1", "train.total_env_steps=1000",
+                       "train.eval_episodes=3", "train.tensorboard=false", *SMALL,
+                       *PLANNERS[planner]))
+    assert out.exit_code == 0, out.output
+    rows = (run / "progress.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    assert {"model_loss", "dynamics_mse"} <= set(header)
+    returns = [float(r.split(",")[header.index("episode_return_mean")]) for r in rows[1:]]
+    assert returns[-1] > returns[0] + 300, returns  # the training episodes improve
+    assert json.loads((run / "eval.json").read_text())["mean_return"] > -600
+
+
+def test_a_trained_mpc_run_evaluates_and_loads_as_a_policy(tmp_path):
+    run = tmp_path / "run"
+    out = invoke("train", "--run-dir", run,
+                 *sets("algo.name=mpc", "env.id=Pendulum-v1", "train.total_env_steps=400",
+                       "train.eval_episodes=1", "train.tensorboard=false",
+                       "replay.learning_starts=100", "algo.mpc.horizon=5",
+                       "algo.mpc.candidates=32", "algo.mpc.elites=4", "algo.num_steps=200",
+                       *SMALL[:2]))
+    assert out.exit_code == 0, out.output
+    result = json.loads(invoke("eval", run, "--episodes", 2, "--json").output)
+    assert result["episodes"] == 2 and len(result["returns"]) == 2
+    again = json.loads(invoke("eval", run, "--episodes", 2, "--json").output)
+    assert again["returns"] == result["returns"]  # planning noise comes from the steps' seeds
+    policy = hpcrl.load_policy(run)
+    action = policy(torch.zeros(3))
+    assert action.shape == (1,) and -2.0 <= float(action) <= 2.0
+    assert policy(torch.zeros(5, 3)).shape == (5, 1)
+    # the model it plans with is the trained one, with the replay's statistics
+    assert float(policy.model.inputs.count) > 300
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("auto", "HookedPoint.planning_reward"),  # the env's own method
+    ("hpcrl_model_envs:point_reward", "point_reward"),
+    ("learned", None),
+])
+def test_the_planning_reward_comes_from_where_reward_fn_says(spec, expected):
+    config = from_dict({}, ["algo.name=mpc", "env.id=hpcrl_model_envs:HookedPoint-v0",
+                            f"algo.mpc.reward_fn={spec}"])
+    policy = make_policy(config, env_spaces(config))
+    assert getattr(policy.reward, "__qualname__", None) == expected
+    assert policy.model.learned_reward == (expected is None)  # the reward head, only then
+    pendulum = from_dict({}, ["algo.name=mpc", "env.id=Pendulum-v1"])
+    assert make_policy(pendulum, env_spaces(pendulum)).reward is rewards.pendulum
+
+
+def test_pendulums_built_in_reward_is_the_envs_own():
+    import gymnasium as gym
+
+    env = gym.make("Pendulum-v1")
+    obs, _ = env.reset(seed=3)
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        action = rng.uniform(-2.5, 2.5, 1).astype(np.float32)  # beyond the bound: clipped
+        next_obs, reward, *_ = env.step(action)
+        mine = rewards.pendulum(torch.tensor(obs[None]), torch.tensor(action[None]),
+                                torch.tensor(next_obs[None]))
+        assert float(mine) == pytest.approx(reward, abs=1e-4)
+        obs = next_obs
+
+
+def refused(tmp_path: Path, *items: str) -> str:
+    with pytest.raises(ConfigError) as err:
+        config = from_dict({}, ["algo.name=mpc", *items])
+        Trainer(config, RunDir(tmp_path / "run"), console=None)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("items, words", [
+    (["env.id=CartPole-v1"], ["mpc needs a Box action space", "use dqn for discrete"]),
+    (["env.id=hpcrl_model_envs:PixelPoint-v0"],
+     ["predicts the next observation", "observes images", "one of ppo, a2c, impala, dqn"]),
+    (["env.id=Pendulum-v1", "actor.encoder=nature_cnn", "actor.hidden_sizes=[]"],
+     ["'actor.encoder' (nature_cnn)", "use actor.encoder=mlp"]),
+    (["env.id=Pendulum-v1", "replay.n_step=3"], ["replay.n_step=1"]),
+    (["env.id=Pendulum-v1", "replay.prioritized=true"], ["replay.prioritized=false"]),
+    (["env.id=Pendulum-v1", "replay.tau=0.1"],
+     ["'replay.tau' is read by the target networks of", "mpc keeps none"]),
+    (["env.id=Pendulum-v1", "algo.mpc.elites=10", "algo.mpc.planner=pddm"],
+     ["'algo.mpc.elites' is read by algo.mpc.planner=cem only"]),
+    (["env.id=Pendulum-v1", "algo.mpc.planner=rs", "algo.mpc.iterations=3"],
+     ["'algo.mpc.iterations' is read by algo.mpc.planner=cem or pddm only"]),
+    (["env.id=Pendulum-v1", "algo.mpc.elites=500"], ["must not exceed algo.mpc.candidates"]),
+    (["env.id=Pendulum-v1", "algo.mpc.reward_fn=nowhere"], ["'auto', 'learned' or"]),
+    (["env.id=Pendulum-v1", "algo.mpc.reward_fn=hpcrl_model_envs:absent"],
+     ["has no attribute 'absent'"]),
+    (["env.id=hpcrl_model_envs:HookedPoint-v0",
+      "algo.mpc.reward_fn=hpcrl_model_envs:wrong_shape_reward"],
+     ["returned (2, 2) for a batch of 2", "one reward per row"]),
+    (["env.id=Pendulum-v1", "scheme.preset=async-sac", "scheme.inference_ranks=1"],
+     ["'scheme.inference_ranks' (1)", "set scheme.inference_ranks=0"]),
+])
+def test_what_mpc_cannot_do_is_refused_before_any_work(tmp_path, items, words):
+    message = refused(tmp_path, *items)
+    for word in words:
+        assert word in message, message
+    assert not (tmp_path / "run" / "progress.csv").exists()
