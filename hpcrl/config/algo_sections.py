@@ -166,7 +166,7 @@ class MpcConfig:
     candidates: int = doc("Action sequences evaluated per planning iteration, each under "
                           "every ensemble member, in one batched pass per horizon step.", 200)
     iterations: int = doc("Planning iterations per env step (cem, pddm): each samples "
-                          "algo.mpc.candidates sequences around the current mean.", 4)
+                          "algo.mpc.candidates sequences around the current mean.", 3)
     elites: int = doc("cem: the best candidates the Gaussian is refitted to.", 20)
     cem_alpha: float = doc("cem: weight of the previous mean and std in each refit (0 takes "
                            "the elites' own).", 0.1)

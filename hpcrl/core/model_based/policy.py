@@ -15,7 +15,8 @@ each env's own stream (:class:`~hpcrl.core.model_based.acting.PlanningEngine`).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import copy
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -64,6 +65,16 @@ class PlanningPolicy(nn.Module):
         self.discount, self.reward = discount, reward
         self.plan_size = self.horizon * self.action_dim
         self.state_size = self.plan_size + 1  # the plan, then the episode's steps
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PlanningPolicy:
+        """A copy with copies of the model and planner that shares the reward function (an
+        env's ``planning_reward`` keeps its env, which a snapshot must not copy)."""
+        memo[id(self.reward)] = self.reward
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        for key, value in self.__dict__.items():
+            clone.__dict__[key] = copy.deepcopy(value, memo)
+        return clone
 
     @property
     def device(self) -> torch.device:
