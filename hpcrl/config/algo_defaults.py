@@ -86,9 +86,11 @@ ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
     "ddpg": {**_CONTINUOUS, "actor.hidden_sizes": [400, 300], "algo.lr": 1e-3},
     # MPO: SAC's network and rhythm (Acme's MPO also takes lr 3e-4 with 256-wide nets)
     "mpo": {**_CONTINUOUS, "actor.hidden_sizes": [256, 256], "algo.lr": 3e-4},
-    # MPC: the world model's network and rhythm; undiscounted planning, as PETS
+    # MPC: the world model's network and rhythm (model-based agents train their model
+    # several steps per env step); undiscounted planning, as PETS
     "mpc": {**_CONTINUOUS, "actor.hidden_sizes": [64, 64], "actor.activation": "relu",
-            "algo.lr": 1e-3, "algo.gamma": 1.0, "replay.learning_starts": 200},
+            "algo.lr": 1e-3, "algo.gamma": 1.0, "replay.learning_starts": 200,
+            "replay.gradient_steps": 4},
 }
 
 

@@ -162,7 +162,8 @@ class MpcConfig:
                              "a Gaussian over the change of the observation (and the reward, "
                              "where it is learned) and trains on its own bootstrap of every "
                              "batch; a candidate's return is the mean over the members.", 5)
-    horizon: int = doc("Env steps each candidate action sequence plans ahead.", 15)
+    horizon: int = doc("Env steps each candidate action sequence plans ahead (PETS's 25: "
+                       "a pendulum swing-up needs about that many).", 25)
     candidates: int = doc("Action sequences evaluated per planning iteration, each under "
                           "every ensemble member, in one batched pass per horizon step.", 200)
     iterations: int = doc("Planning iterations per env step (cem, pddm): each samples "
