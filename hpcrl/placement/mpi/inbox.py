@@ -93,15 +93,19 @@ class CollectorInbox:
             return False
         return self._take(i)
 
-    def next(self, idle: Callable[[], Any] | None = None) -> int:
-        """Wait for a message from any live collector (all posted); returns its index."""
-        def first() -> int | None:
+    def next(self, idle: Callable[[], Any] | None = None) -> int | None:
+        """Wait for a message from any live collector whose receive is posted; returns its
+        index, or None once none is (no collector is live, or the caller holds the last
+        message of every live one: nothing can arrive before it posts again)."""
+        def first() -> int | None:  # -1: nothing can arrive
             found = next((i for i in range(len(self.ranks)) if self.arrived(i)), None)
-            if found is None:
-                self.watch.require_live()
+            if found is None and not any(self.posted[i] and not self.lost(i)
+                                         for i in range(len(self.ranks))):
+                return -1
             return found
 
-        return poll_until(first, what="a collector's message", idle=idle)
+        found = poll_until(first, what="a collector's message", idle=idle)
+        return None if found < 0 else found
 
     def drain(self) -> None:
         """After STOP: drop every message until each live collector's FINAL count arrived,

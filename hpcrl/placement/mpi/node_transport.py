@@ -8,8 +8,9 @@ node's shared window for it (:class:`~hpcrl.comm.node_memory.NodeMemory`):
 
 * ``stream``: :data:`STREAM_SLOTS` step buffers the collector fills in turn and its learner
   reads in place, the rollout's small header travelling as the "ready" message;
-* ``acting``: the request and the reply record of :mod:`~hpcrl.placement.mpi.remote_acting`,
-  a one-word message saying which side may read.
+* ``acting``: one slot per group of its envs (:mod:`hpcrl.exchange.acting`): the request
+  and reply records and the sequence numbers that say which side may read, so that no
+  message crosses at all.
 
 Every rank derives every region's size from the config, so the readers find them without
 being told; the plan is made once, in :func:`open_node_memory`, collectively at job set-up.
@@ -39,13 +40,13 @@ def stream_bytes(job: MpiJob) -> int:
     return job.stream_layout().data_size * 4
 
 
-def acting_bytes(job: MpiJob) -> tuple[int, int]:
-    """Bytes of a collector's request record and of its reply record."""
+def acting_bytes(job: MpiJob) -> int:
+    """Bytes of a collector's acting slots, one per group of its envs."""
     from hpcrl.placement.mpi.remote_acting import acting_spec
 
     spec = acting_spec(job, acting_module(job))
-    envs = job.config.env.num_envs
-    return spec.request_layout(envs).words * 4, spec.reply_layout(envs).words * 4
+    groups = job.env_groups
+    return groups * spec.slot_words(job.config.env.num_envs // groups) * 4
 
 
 def acting_module(job: MpiJob) -> Any:
@@ -68,8 +69,7 @@ def collector_regions(job: MpiJob, peers: NodePeers) -> dict[str, int]:
     if peers.shares(job.workers[role.group]):
         regions[STREAM] = STREAM_SLOTS * stream_bytes(job)
     if role.inference >= 0 and peers.shares(role.inference):
-        request, reply = acting_bytes(job)
-        regions[ACTING] = request + reply
+        regions[ACTING] = acting_bytes(job)
     return regions
 
 

@@ -114,6 +114,11 @@ class StreamIn:
             self.codec.unpack(self.wire, self.buffer.data)
         return self.buffer
 
+    def next_waiting(self) -> bool:
+        """Whether the collector has sent its next message already, while this end holds
+        the last one (its receive not posted): a header waits to be received."""
+        return self.channel.probe(self.source, TAG_ROLLOUT) is not None
+
     def cancel(self) -> None:
         """Withdraw the posted receive (at the end of the job)."""
         for request in self.requests:
