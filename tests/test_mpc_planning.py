@@ -12,6 +12,7 @@ import torch
 from hpcrl.config.algo_sections import MpcConfig
 from hpcrl.config.schema import ActorConfig
 from hpcrl.core.envs import spaces_of
+from hpcrl.core.model_based.acting import PlanningEngine
 from hpcrl.core.model_based.planners import Pddm, make_planner
 from hpcrl.core.model_based.policy import PlanningPolicy, draw
 
@@ -113,6 +114,27 @@ def test_a_policy_over_a_perfect_model_steers_each_env_to_the_goal(planner, keys
     alone = policy(obs[1:2], policy.initial_state(1))[0]
     assert torch.equal(alone, actions[1:2])
 
+
+
+def test_a_collectors_envs_plan_the_same_in_groups_as_all_at_once():
+    """scheme.env_groups cuts a collector's envs into groups that plan in turn: each env keeps
+    its own plan and noise stream, so its actions, and its reset, do not depend on the
+    grouping."""
+    policy = point_policy("cem", horizon=4, candidates=50, iterations=2, elites=5)
+    obs = np.array([[0.4], [-0.3], [2.0], [1.0]], np.float32)
+    whole = PlanningEngine(policy, 7, 10, 4)
+    halves = PlanningEngine(policy, 7, 10, 4, [slice(0, 2), slice(2, 4)])
+    for step in range(3):
+        at_once = whole.act(obs)
+        for group, cols in enumerate(halves.groups):
+            halves.submit_act(group, obs[cols])
+        in_groups = np.concatenate([halves.act_result(g) for g in range(2)])
+        np.testing.assert_array_equal(at_once, in_groups)
+        if step == 0:  # env 3's episode ends: its plan starts afresh, in either form
+            whole.reset(np.array([False, False, False, True]))
+            halves.reset(np.array([False, True]), halves.groups[1])
+            assert torch.equal(whole.state, halves.state)
+            assert not halves.state[3].any() and halves.state[2].any()
 
 def random_pendulum(steps: int, seed: int) -> dict[str, np.ndarray]:
     """Transitions of Pendulum-v1 under uniformly random torques."""
