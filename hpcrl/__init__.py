@@ -4,9 +4,9 @@ The Python API (:mod:`hpcrl.api`): :func:`make_config`, :func:`train`, :func:`re
 :func:`load_policy`; :class:`Algorithm`, the contract every algorithm implements, and the
 bases of your own, on-policy (:class:`OnPolicyAlgorithm`, :class:`PPO`, :class:`A2C`,
 :class:`IMPALA`) and off-policy (:class:`OffPolicyAlgorithm`, :class:`DQN`, :class:`SAC`,
-:class:`TD3`, :class:`DDPG`, :class:`MPO`), with the :class:`Capabilities` each declares;
-and the contracts of components (:mod:`hpcrl.contracts`). Names are imported on first use,
-so ``import hpcrl`` stays cheap.
+:class:`TD3`, :class:`DDPG`, :class:`MPO`, :class:`MPC`), with the :class:`Capabilities`
+each declares; and the contracts of components (:mod:`hpcrl.contracts`). Names are imported
+on first use, so ``import hpcrl`` stays cheap.
 """
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ _LAZY = {"make_config": "hpcrl.api", "train": "hpcrl.api", "resume": "hpcrl.api"
          "OnPolicyAlgorithm": "hpcrl.core.algorithms",
          "DQN": "hpcrl.core.algorithms.offpolicy", "SAC": "hpcrl.core.algorithms.offpolicy",
          "TD3": "hpcrl.core.algorithms.offpolicy", "DDPG": "hpcrl.core.algorithms.offpolicy",
-         "MPO": "hpcrl.core.algorithms.offpolicy", "ReplayBatch": "hpcrl.core.replay.buffer"}
+         "MPO": "hpcrl.core.algorithms.offpolicy", "MPC": "hpcrl.core.algorithms.offpolicy",
+         "ReplayBatch": "hpcrl.core.replay.buffer"}
 
 
 def load_policy(path: Any, device: Any = "cpu", best: bool = False) -> torch.nn.Module:

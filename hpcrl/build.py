@@ -82,6 +82,12 @@ def env_spaces(config: Config) -> EnvSpaces:
         problem = goal_env_problem(config.env, spaces.observation_space)
         if problem:
             raise UnsupportedEnv(problem)
+    if config.algo.capabilities.predicts_observations:  # a world model of the env
+        from hpcrl.core.model_based.checks import model_env_problem
+
+        problem = model_env_problem(config, spaces)
+        if problem:
+            raise UnsupportedEnv(problem)
     if config.algo.ppo.demos and config.algo.capabilities.demonstrations:  # the file fits the env
         from hpcrl.core.demo_replay import demos_problem
 
@@ -168,7 +174,7 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
     if own_policy:
         from hpcrl.core.algorithms.offpolicy import policy_module
 
-        policy = policy_module(name, spaces, ActorConfig(**cfg["actor"]))
+        policy = policy_module(spaces, config_from_record(record))
         policy.load_state_dict(record["state_dict"])
         return policy.eval()
     actor = ActorCritic(spaces, ActorConfig(**cfg["actor"]), cfg["env"]["normalize_obs"],

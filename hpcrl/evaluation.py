@@ -126,8 +126,8 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
     playing: dict[int, tuple[int, Any]] = {}  # env slot -> (episode, its last observation)
     lengths = [0] * len(envs)  # steps of the episode each slot plays
     recurrent = bool(getattr(actor, "recurrent", False))
-    # one row per env slot (an actor is recurrent when it has a memory core: an attribute
-    # of ActorCritic, which the off-policy policies evaluated here do not derive from)
+    # one row per env slot (an actor is recurrent when it carries a state from step to
+    # step: an ActorCritic with a memory core, or MPC's planning policy with its plans)
     initial_state = getattr(actor, "initial_state", None) if recurrent else None
     states = initial_state(len(envs)) if initial_state is not None else None
     successes: dict[int, bool] = {}  # episode -> is_success at its last step

@@ -21,7 +21,7 @@ HPCRL = Path(__file__).resolve().parents[1] / "hpcrl"
 REGISTRIES = {"core/algorithms/__init__.py", "core/algorithms/offpolicy/__init__.py",
               "config/algo_defaults.py", "scheme/presets.py"}
 NAME_BRANCH = re.compile(r"algo\.(name|kind)\s*(==|!=|in\b|not in\b)|"
-                         r"""\bname\s*(==|!=)\s*["'](ppo|a2c|impala|dqn|sac|td3|ddpg|mpo)["']""")
+                         r"""\bname\s*(==|!=)\s*["'](ppo|a2c|impala|dqn|sac|td3|ddpg|mpo|mpc)["']""")
 
 
 def test_every_built_in_declares_its_family():
@@ -33,8 +33,10 @@ def test_every_built_in_declares_its_family():
     assert algorithm_capabilities("ppo").minibatched_epochs
     assert not algorithm_capabilities("a2c").minibatched_epochs
     assert algorithm_capabilities("dqn").actions == ("discrete",)
-    assert algorithms_with(lambda c: c.replay) == ("dqn", "sac", "td3", "ddpg", "mpo")
+    assert algorithms_with(lambda c: c.replay) == ("dqn", "sac", "td3", "ddpg", "mpo", "mpc")
     assert algorithms_with(lambda c: c.goal_relabelling) == ("sac", "td3", "ddpg", "mpo")
+    assert algorithms_with(lambda c: c.predicts_observations) == ("mpc",)
+    assert algorithms_with(lambda c: not c.remote_acting) == ("mpc",)
 
 
 class MyPPO(PPO):
@@ -73,7 +75,7 @@ def test_action_space_refusals_follow_the_declared_spaces():
     unbounded = spaces_of(gym.spaces.Box(-1, 1, (3,)),
                           gym.spaces.Box(-np.inf, np.inf, (2,), np.float32), "e")
     assert ("dqn needs a Discrete action space" in action_space_problem("dqn", box, "e")
-            and "use sac, td3, ddpg or mpo for continuous actions"
+            and "use sac, td3, ddpg, mpo or mpc for continuous actions"
             in action_space_problem("dqn", box, "e"))
     assert "use ppo, which acts in any action space" in action_space_problem("sac", multi, "e")
     assert "unbounded actions" in action_space_problem("td3", unbounded, "e")

@@ -91,7 +91,7 @@ def test_dqn_takes_an_image_encoder():
     from hpcrl.core.acting import make_engine
 
     spaces = spaces_of(FRAMES, gym.spaces.Discrete(6), "frames")
-    q = policy_module("dqn", spaces, cfg.actor)
+    q = policy_module(spaces, cfg)
     frames = np.stack([FRAMES.sample() for _ in range(3)])
     engine = make_engine(q)
     assert np.array_equal(engine.act(frames), q(frames).numpy())

@@ -28,6 +28,11 @@ CASES = {
                "algo.td3.action_noise=ornstein_uhlenbeck"],
     "mpo": ["algo.name=mpo", "env.id=Pendulum-v1", "env.num_envs=1",
             "algo.mpo.action_samples=4"],
+    # planning: each env's plan and noise stream, and the model's replay statistics (the
+    # checkpoint at update 8 falls 240 steps into each env's run: mid-episode, mid-plan)
+    "mpc-pddm": ["algo.name=mpc", "env.id=Pendulum-v1", "env.num_envs=2", "algo.num_steps=30",
+                 "algo.mpc.planner=pddm", "algo.mpc.ensemble_size=2", "algo.mpc.horizon=4",
+                 "algo.mpc.candidates=16", "algo.mpc.iterations=2"],
     # hindsight replay: 50-step episodes, running ones and finished ones at the checkpoint
     "sac-her-future": ["algo.name=sac", "env.id=hpcrl.tasks:PointReach-v0", "env.num_envs=2",
                        "replay.her_strategy=future"],

@@ -167,7 +167,7 @@ def test_dqn_q_network_takes_bfloat16_and_its_collectors_act_with_it():
 
     cfg = from_dict({}, ["algo.name=dqn", "actor.encoder=nature_cnn", "actor.hidden_sizes=[]",
                          "actor.compute_dtype=bfloat16"])
-    q = policy_module("dqn", spaces_of(FRAMES, gym.spaces.Discrete(6), "frames"), cfg.actor)
+    q = policy_module(spaces_of(FRAMES, gym.spaces.Discrete(6), "frames"), cfg)
     assert q.encoder.compute_dtype == BF16
     batch = frames(FRAMES, 3).numpy()
     values = q.q_values(torch.from_numpy(batch))

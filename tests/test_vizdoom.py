@@ -103,7 +103,7 @@ def test_a_q_network_takes_fixup_too():
     cfg = from_dict({}, ["env.id=MinAtar/Breakout-v1", "algo.name=dqn",
                          "actor.encoder=impala_resnet", "actor.encoder_init=fixup",
                          "actor.features=32", "actor.hidden_sizes=[]"])
-    q = policy_module("dqn", env_spaces(cfg), cfg.actor)
+    q = policy_module(env_spaces(cfg), cfg)
     blocks = [m for m in q.modules() if isinstance(m, FixupResidual)]
     assert len(blocks) == 6 and all(not b.conv1.weight.any() for b in blocks)
 

@@ -14,7 +14,7 @@ The table holds, for each algorithm:
 - :data:`SHARED_KEYS`, read by every algorithm (so every algorithm names its own value);
 - ``algo.ent_coef`` and ``algo.vf_coef`` (PPO, A2C, IMPALA), ``algo.gae_lambda`` and
   ``algo.normalize_advantage`` (PPO, A2C);
-- :data:`REPLAY_KEYS` for the replay agents (DQN, SAC, TD3, DDPG, MPO).
+- :data:`REPLAY_KEYS` for the replay agents (DQN, SAC, TD3, DDPG, MPO, MPC).
 
 A key read by one algorithm only (PPO's clip range, TD3's policy delay, SAC's temperature)
 lives in that algorithm's section (:mod:`hpcrl.config.algo_sections`), whose field default
@@ -86,6 +86,11 @@ ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
     "ddpg": {**_CONTINUOUS, "actor.hidden_sizes": [400, 300], "algo.lr": 1e-3},
     # MPO: SAC's network and rhythm (Acme's MPO also takes lr 3e-4 with 256-wide nets)
     "mpo": {**_CONTINUOUS, "actor.hidden_sizes": [256, 256], "algo.lr": 3e-4},
+    # MPC: the world model's network and rhythm (model-based agents train their model
+    # several steps per env step); undiscounted planning, as PETS
+    "mpc": {**_CONTINUOUS, "actor.hidden_sizes": [64, 64], "actor.activation": "relu",
+            "algo.lr": 1e-3, "algo.gamma": 1.0, "replay.learning_starts": 200,
+            "replay.gradient_steps": 4},
 }
 
 

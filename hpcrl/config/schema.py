@@ -13,6 +13,7 @@ from hpcrl.config.algo_sections import (
     DdpgConfig,
     DqnConfig,
     ImpalaConfig,
+    MpcConfig,
     MpoConfig,
     PpoConfig,
     SacConfig,
@@ -183,10 +184,12 @@ class AlgoConfig:
     name: str = doc(
         "Algorithm: 'ppo' (clipped surrogate), 'a2c', 'impala' (actor-critic with V-trace "
         "targets, see algo.impala.*), or the off-policy 'dqn', 'sac', 'td3', 'ddpg', 'mpo' "
-        "(replay.*); or your own as 'module:Class', a subclass of hpcrl.PPO, hpcrl.A2C, "
+        "(replay.*) and 'mpc' (model-predictive control over a learned world model, "
+        "algo.mpc.*); or your own as 'module:Class', a subclass of hpcrl.PPO, hpcrl.A2C, "
         "hpcrl.IMPALA or hpcrl.OnPolicyAlgorithm, or of hpcrl.DQN, hpcrl.SAC, hpcrl.TD3, "
-        "hpcrl.DDPG, hpcrl.MPO or hpcrl.OffPolicyAlgorithm (it runs wherever its base runs, "
-        "with its base's defaults; docs/components.md: Writing your own components). Keys "
+        "hpcrl.DDPG, hpcrl.MPO, hpcrl.MPC or hpcrl.OffPolicyAlgorithm (it runs wherever its "
+        "base runs, with its base's defaults; docs/components.md: Writing your own "
+        "components). Keys "
         "you leave unset whose good value depends on the algorithm take its standard values "
         "(hpcrl/config/algo_defaults.py); the defaults shown here are PPO's.",
         "ppo")
@@ -217,6 +220,7 @@ class AlgoConfig:
     td3: Td3Config = doc("TD3's own keys.", factory=Td3Config)
     sac: SacConfig = doc("SAC's own keys.", factory=SacConfig)
     mpo: MpoConfig = doc("MPO's own keys.", factory=MpoConfig)
+    mpc: MpcConfig = doc("MPC's own keys (its world model and planner).", factory=MpcConfig)
 
     @property
     def kind(self) -> str:

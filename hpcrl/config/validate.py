@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 
 from hpcrl.config.algo_sections import unread_section_problem
-from hpcrl.config.checks import algorithms_with, in_unit, positive
+from hpcrl.config.checks import algorithms_with, in_unit, positive, unread
 from hpcrl.config.schema import Config
 from hpcrl.config.validate_addons import check_demos, check_her, check_rnd
 from hpcrl.config.validate_collection import check_compile, check_env_groups
@@ -298,6 +298,11 @@ def _offpolicy_scheme_problem(c: Config) -> str | None:
     s, name = c.scheme, c.algo.name
     if not c.algo.capabilities.replay or required_world_size(s) == 1:
         return None
+    if s.inference_ranks > 0 and not c.algo.capabilities.remote_acting:
+        return (f"config key 'scheme.inference_ranks' ({s.inference_ranks}): algo.name={name} "
+                f"plans every action on its collector, which keeps each env's plan and "
+                f"planning noise from step to step, and an inference rank holds no such "
+                f"state; set scheme.inference_ranks=0")
     fix = "(scheme.preset=apex and async-sac are such schemes)"
     if s.gradient_workers != 1:
         return (f"algo.name={name} on MPI runs one learner rank that holds the replay: set "
@@ -354,6 +359,12 @@ def _check_replay(c: Config) -> list[str]:
     if r.ratio_tolerance < -1:
         checks.append(f"config key 'replay.ratio_tolerance' must be >= 0, or -1 for "
                       f"collectors that are never held back, got {r.ratio_tolerance}")
+    caps = c.algo.capabilities
+    if caps.replay and not caps.target_networks:
+        checks += unread("replay", r, ["tau", "target_update_interval"],
+                         f"the target networks of "
+                         f"{algorithms_with(lambda caps: caps.target_networks and caps.replay)}",
+                         f"algo.name={c.algo.name} keeps none")
     if r.batch_size > r.buffer_size:
         checks.append(f"config key 'replay.batch_size' ({r.batch_size}) must not exceed "
                       f"replay.buffer_size ({r.buffer_size})")

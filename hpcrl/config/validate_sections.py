@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hpcrl.config.checks import algorithms_with, in_unit, positive
+from hpcrl.config.checks import algorithms_with, in_unit, positive, unread
 from hpcrl.config.schema import Config
 
 # each check: (the key's leaf in the section, the test of its value given the key's full name)
@@ -21,6 +21,12 @@ def _not_negative(key: str, value: float) -> str | None:
 def _clip(key: str, value: float | None) -> str | None:
     if value is not None and value <= 0:
         return f"config key '{key}' must be > 0 (or null for no clipping), got {value}"
+    return None
+
+
+def _below_one(key: str, value: float) -> str | None:
+    if not 0.0 <= value < 1.0:
+        return f"config key '{key}' must lie in [0, 1) (1 would never move), got {value}"
     return None
 
 
@@ -40,6 +46,10 @@ RULES: dict[str, list[Rule]] = {
     "mpo": [(key, positive) for key in ("epsilon", "epsilon_mean", "epsilon_std",
                                         "action_samples", "dual_lr", "init_temperature",
                                         "init_alpha", "n_critics")],
+    "mpc": [*[(key, positive) for key in ("ensemble_size", "horizon", "candidates",
+                                          "iterations", "elites", "sample_std")],
+            ("cem_alpha", _below_one), ("beta", lambda key, value: in_unit(key, value, True)),
+            ("gamma", _not_negative), ("weight_decay", _not_negative)],
 }
 
 
@@ -75,5 +85,42 @@ def _dqn_problems(c: Config) -> list[str]:
     return problems
 
 
+#: The MPC planners that read each planner-specific key of ``algo.mpc``.
+PLANNER_KEYS: dict[str, tuple[str, ...]] = {
+    "elites": ("cem",), "cem_alpha": ("cem",), "beta": ("pddm",), "gamma": ("pddm",),
+    "iterations": ("cem", "pddm"), "sample_std": ("cem", "pddm")}
+
+
+def _mpc_problems(c: Config) -> list[str]:
+    """A planner's keys set for another planner (they would be ignored), more elites than
+    candidates, a reward function that cannot be loaded; the world model learns from
+    one-step transitions sampled uniformly."""
+    own, r = c.algo.mpc, c.replay
+    problems: list[str] = []
+    for key, readers in PLANNER_KEYS.items():
+        if own.planner not in readers:
+            planners = " or ".join(readers)
+            problems += unread("algo.mpc", own, [key], f"algo.mpc.planner={planners}",
+                               f"set algo.mpc.planner={planners}")
+    if own.planner == "cem" and own.elites > own.candidates:
+        problems.append(f"config key 'algo.mpc.elites' ({own.elites}) must not exceed "
+                        f"algo.mpc.candidates ({own.candidates})")
+    from hpcrl.core.model_based.rewards import reward_spec_problem
+
+    problem = reward_spec_problem(own.reward_fn)
+    if problem:
+        problems.append(problem)
+    if r.n_step != 1:
+        problems.append(f"config key 'replay.n_step' ({r.n_step}): algo.name={c.algo.name}'s "
+                        f"world model predicts one step ahead from single transitions; set "
+                        f"replay.n_step=1")
+    if r.prioritized:
+        problems.append(f"config key 'replay.prioritized': algo.name={c.algo.name} fits its "
+                        f"world model to uniform samples of the replay (priorities follow TD "
+                        f"errors, which it has none of); set replay.prioritized=false")
+    return problems
+
+
 #: Checks of a section against the rest of the config, by section.
-WHOLE_CONFIG_RULES: dict[str, Callable[[Config], list[str]]] = {"dqn": _dqn_problems}
+WHOLE_CONFIG_RULES: dict[str, Callable[[Config], list[str]]] = {"dqn": _dqn_problems,
+                                                                "mpc": _mpc_problems}

@@ -71,9 +71,13 @@ class RunningMoments(nn.Module):
         if moments.count <= 0:
             return
         n_a, n_b = float(self.count), moments.count
-        # messages carry moments flat; the statistics keep the observation's shape
-        mean_b = torch.as_tensor(moments.mean, dtype=torch.float64).reshape(self.mean.shape)
-        m2_b = torch.as_tensor(moments.m2, dtype=torch.float64).reshape(self.mean.shape)
+        # messages carry moments flat; the statistics keep the observation's shape, and their
+        # device (a GPU learner's model keeps them there)
+        device = self.mean.device
+        mean_b = torch.as_tensor(moments.mean, dtype=torch.float64,
+                                 device=device).reshape(self.mean.shape)
+        m2_b = torch.as_tensor(moments.m2, dtype=torch.float64,
+                               device=device).reshape(self.mean.shape)
         total = n_a + n_b
         delta = mean_b - self.mean
         m2 = self.var * n_a + m2_b + delta * delta * n_a * n_b / total

@@ -68,7 +68,8 @@ class ReplayLearner:
         return self.algorithm.steps
 
     def add(self, chunk: Transitions) -> None:
-        """Store the valid rows of a collector's chunk."""
+        """Store the valid rows of a collector's chunk (the algorithm sees them first)."""
+        self.algorithm.observe(chunk)
         self.replay.add(chunk)
 
     def ready(self, job_env_steps: int) -> bool:

@@ -3,9 +3,11 @@
 The one collection loop (:class:`hpcrl.roles.collector.Collector`) steps the envs; this
 filler explores as its algorithm does: uniformly random actions while the job has collected
 fewer than ``replay.learning_starts`` env steps; then epsilon-greedy (DQN), sampling from the
-squashed Gaussian (SAC) or the deterministic action plus exploration noise (TD3, DDPG).
-Every random draw of env ``i`` of the job comes from its own generator seeded by
-``(seed, i)``, so the transitions do not depend on how envs are spread over processes.
+squashed Gaussian (SAC), the deterministic action plus exploration noise (TD3, DDPG) or
+planning over the newest world model (MPC, whose plans and planning noise each env keeps:
+:class:`~hpcrl.core.model_based.acting.PlanningEngine`). Every random draw of env ``i`` of
+the job comes from its own generators seeded by ``(seed, i)``, so the transitions do not
+depend on how envs are spread over processes.
 Steps pass through an n-step window; finished windows become the chunk's rows.
 
 Under Ape-X's settings a DQN collector acts with its own fixed epsilon
@@ -21,12 +23,14 @@ from torch import nn
 
 from hpcrl.config.algo_sections import DdpgConfig
 from hpcrl.config.schema import Config
-from hpcrl.core.acting import GreedyQEngine, SquashedGaussianEngine, make_engine
+from hpcrl.core.acting import GreedyQEngine, OffPolicyEngine, SquashedGaussianEngine, make_engine
 from hpcrl.core.env_groups import EnvGroup
 from hpcrl.core.envs import as_discrete
 from hpcrl.core.epsilon import collector_epsilon, linear_epsilon
 from hpcrl.core.exploration import make_noise, standard_normal
 from hpcrl.core.flat import contiguous_parameters
+from hpcrl.core.model_based.acting import PlanningEngine
+from hpcrl.core.model_based.policy import PlanningPolicy
 from hpcrl.core.replay.nstep import NStepWindow
 from hpcrl.core.replay.transitions import TransitionLayout, Transitions
 from hpcrl.roles.env_core import CollectionFacts, EnvCore, StepFacts
@@ -91,17 +95,21 @@ class TransitionFiller:
         n = core.num_envs
         self.env_ids = core.env_offset + np.arange(n)  # global indices of the envs
         contiguous_parameters(policy)  # new weights arrive as one copy
-        self.engine = make_engine(policy)
+        self.engine: OffPolicyEngine | PlanningEngine = (
+            PlanningEngine(policy, config.seed, core.env_offset, n,
+                           [group.cols for group in core.groups])
+            if isinstance(policy, PlanningPolicy) else make_engine(policy))
         self.acting = acting if acting is not None else self.engine
         self.discrete = isinstance(self.engine, GreedyQEngine)
         self.sampling = isinstance(self.engine, SquashedGaussianEngine)
+        self.planning = isinstance(self.engine, PlanningEngine)
         space = core.envs.single_action_space
         self.num_actions = int(as_discrete(space).n) if self.discrete else 0
         self.action_dim = 0 if self.discrete else int(np.prod(space.shape or ()))
         engine = self.engine  # its policy is ``policy``, typed by the engine's kind
         self.scale = None if isinstance(engine, GreedyQEngine) else engine.policy.scale
         noise = exploration_noise_keys(config)
-        self.noise = None if self.discrete or self.sampling else make_noise(
+        self.noise = None if self.discrete or self.sampling or self.planning else make_noise(
             noise.action_noise, n, self.action_dim, noise.noise_std, noise.ou_theta,
             noise.ou_dt)
         fmt = core.obs_format
@@ -211,7 +219,7 @@ class TransitionFiller:
                                      self.epsilon.exploration_fraction,
                                      job_steps / self.config.train.total_env_steps)
             return np.where(draws["explore"][t, cols] < eps, draws["random"][t, cols], policy)
-        if self.sampling:
+        if self.sampling or self.planning:
             return draws["random"][t, cols] if policy is None else policy
         actions = draws["random"][t, cols] if policy is None else policy
         if self.noise is not None:
@@ -251,14 +259,16 @@ class TransitionFiller:
     def end_episodes(self, t: int, group: EnvGroup, done: np.ndarray, returns: np.ndarray,
                      lengths: np.ndarray) -> None:
         """The episodes ``done`` of ``group`` ended: the chunk keeps the game's ones (a lost
-        life is no episode of the game's statistics); their exploration noise starts
-        again."""
+        life is no episode of the game's statistics); their exploration noise and plans
+        start again."""
         chunk = self.chunk
         assert chunk is not None
         counted = lengths > 0
         chunk.add_episodes(returns[counted], lengths[counted])
         if self.noise is not None:
             self.noise.reset(done, group.cols)
+        if isinstance(self.engine, PlanningEngine):
+            self.engine.reset(done, group.cols)
 
     def finish(self, steps: int, raw_obs: np.ndarray, facts: CollectionFacts) -> Transitions:
         """Close the chunk after ``steps`` steps: Ape-X's initial priorities when its layout
@@ -299,15 +309,19 @@ class TransitionFiller:
 
     # -- checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The pending n-step windows and the exploration noise, beside the env core's part
-        of the checkpoint."""
+        """The pending n-step windows, the exploration noise and a planner's plans, beside
+        the env core's part of the checkpoint."""
+        engine = self.engine
         return {"window": self.window.state_dict(),
-                "noise": self.noise.state_dict() if self.noise is not None else {}}
+                "noise": self.noise.state_dict() if self.noise is not None else {},
+                "plans": engine.state_dict() if isinstance(engine, PlanningEngine) else {}}
 
     def load_state_dict(self, state: dict[str, Any], envs_restored: bool) -> None:
         """Restore :meth:`state_dict`: the noise always, the pending windows only when the
         envs were restored too (else they are dropped: every env starts afresh)."""
         if self.noise is not None:
             self.noise.load_state_dict(state["noise"])
+        if isinstance(self.engine, PlanningEngine):
+            self.engine.load_state_dict(state["plans"], envs_restored)
         if envs_restored:
             self.window.load_state_dict(state["window"])

@@ -49,11 +49,16 @@ class Capabilities:
     whose values let its collectors compute TD errors (``algo.dqn.initial_priorities``).
     ``demonstrations``: it learns from a demonstration file (``algo.ppo.demos``, PPO+D).
     ``goal_relabelling``: its replay can relabel goals (``replay.her_strategy``).
+    ``predicts_observations``: its learner fits a model that predicts the next observation
+    from the replay (MPC's world model), so its observations must be vectors, whatever
+    ``actor.encoder``: image observations are refused. An algorithm that explores by
+    ``"planning"`` keeps each env's plan between steps where it acts (see
+    :attr:`remote_acting`).
     """
 
     learns_from: Literal["rollouts", "replay"]
     storage: Storage
-    exploration: Literal["sampled policy", "epsilon-greedy", "action noise"]
+    exploration: Literal["sampled policy", "epsilon-greedy", "action noise", "planning"]
     minibatched_epochs: bool = False
     actions: tuple[ActionKind, ...] = EVERY_ACTION_KIND
     image_observations: bool = True
@@ -62,6 +67,7 @@ class Capabilities:
     acting_q_values: bool = False
     demonstrations: bool = False
     goal_relabelling: bool = False
+    predicts_observations: bool = False
 
     @property
     def replay(self) -> bool:
@@ -81,6 +87,13 @@ class Capabilities:
         """It trains a user's actor-critic network (``actor.network``); a replay agent builds
         its Q-networks and policies from ``actor.hidden_sizes`` and ``actor.encoder``."""
         return self.learns_from == "rollouts"
+
+    @property
+    def remote_acting(self) -> bool:
+        """It can act on an inference rank: its acting is one forward of the step's
+        observations (and recurrent state). A planner keeps each env's plan and its noise
+        streams on the collector between steps, which an inference rank does not hold."""
+        return self.exploration != "planning"
 
     @property
     def intrinsic_rewards(self) -> bool:

@@ -1,4 +1,4 @@
-"""Off-policy algorithms (DQN, SAC, TD3, DDPG, MPO), the policies they publish, and the
+"""Off-policy algorithms (DQN, SAC, TD3, DDPG, MPO, MPC), the policies they publish, and the
 plug-ins users derive from them (``algo.name: module:Class``)."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from torch import nn
 from hpcrl.core.algorithms.capabilities import ACTION_WORDS, SPACE_NAMES, action_kind
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm, Segment
 from hpcrl.core.algorithms.offpolicy.dqn import DQN
+from hpcrl.core.algorithms.offpolicy.mpc import MPC
 from hpcrl.core.algorithms.offpolicy.mpo import MPO
 from hpcrl.core.algorithms.offpolicy.sac import SAC
 from hpcrl.core.algorithms.offpolicy.td3 import DDPG, TD3
@@ -19,10 +20,10 @@ from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.plugins import PluginError, is_import_path
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig, Config
+    from hpcrl.config.schema import Config
 
 OFF_POLICY_ALGORITHMS: dict[str, type[OffPolicyAlgorithm]] = {
-    "dqn": DQN, "sac": SAC, "td3": TD3, "ddpg": DDPG, "mpo": MPO}
+    "dqn": DQN, "sac": SAC, "td3": TD3, "ddpg": DDPG, "mpo": MPO, "mpc": MPC}
 
 
 def offpolicy_class(name: str) -> type[OffPolicyAlgorithm]:
@@ -31,7 +32,8 @@ def offpolicy_class(name: str) -> type[OffPolicyAlgorithm]:
     if not is_import_path(name):
         return OFF_POLICY_ALGORITHMS[name]
     cls = load_algorithm_class(name, OffPolicyAlgorithm,
-                               "hpcrl.DQN, hpcrl.SAC, hpcrl.TD3, hpcrl.DDPG or hpcrl.MPO "
+                               "hpcrl.DQN, hpcrl.SAC, hpcrl.TD3, hpcrl.DDPG, hpcrl.MPO, "
+                               "hpcrl.MPC "
                                "(off-policy; for an on-policy one, from hpcrl.PPO, hpcrl.A2C, "
                                "hpcrl.IMPALA or hpcrl.OnPolicyAlgorithm)", "q_loss")
     if getattr(cls, "capabilities", None) is None:
@@ -77,17 +79,17 @@ def _listed(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-def policy_module(name: str, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
-    """A fresh policy of algorithm ``name``: what its collectors run and ``load_policy``
-    returns (its class's :meth:`~OffPolicyAlgorithm.acting_policy`)."""
-    return offpolicy_class(name).acting_policy(spaces, actor)
+def policy_module(spaces: EnvSpaces, config: Config) -> nn.Module:
+    """A fresh policy of ``config.algo.name``: what its collectors run and ``load_policy``
+    returns (its class's :meth:`~OffPolicyAlgorithm.policy_for`)."""
+    return offpolicy_class(config.algo.name).policy_for(spaces, config)
 
 
 def make_policy(config: Config, spaces: EnvSpaces) -> nn.Module:
     """The policy of ``config.algo.name``, initialised from ``config.seed``."""
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
-        return policy_module(config.algo.name, spaces, config.actor)
+        return policy_module(spaces, config)
 
 
 def make_offpolicy_algorithm(config: Config, spaces: EnvSpaces,
@@ -101,7 +103,7 @@ def make_offpolicy_algorithm(config: Config, spaces: EnvSpaces,
     return build_algorithm(offpolicy_class(name), name, (spaces, config, device),
                            config.algo.kwargs)
 
-__all__ = ["DDPG", "DQN", "MPO", "OFF_POLICY_ALGORITHMS",
+__all__ = ["DDPG", "DQN", "MPC", "MPO", "OFF_POLICY_ALGORITHMS",
            "OffPolicyAlgorithm", "SAC", "Segment", "TD3", "action_space_problem",
            "make_offpolicy_algorithm", "make_policy", "offpolicy_base", "offpolicy_class",
            "policy_module"]

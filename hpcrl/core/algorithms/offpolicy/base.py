@@ -26,6 +26,7 @@ from hpcrl.core.flat import contiguous_parameters, share_flat_parameters, zero_f
 from hpcrl.core.gradient_guard import GradientGuard
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.replay.buffer import ReplayBatch
+from hpcrl.core.replay.transitions import Transitions
 from hpcrl.core.target import TargetNetwork
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
@@ -139,6 +140,13 @@ class OffPolicyAlgorithm(Algorithm):
         """A fresh policy of this algorithm for ``spaces``: what its collectors act with and
         ``load_policy`` returns (the same class as :attr:`policy`)."""
 
+    @classmethod
+    def policy_for(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
+        """The fresh policy a run of ``config`` acts with: :meth:`acting_policy` of
+        ``config.actor``. An algorithm whose policy needs more of the config (MPC's planner
+        reads its own section) overrides this; hpcrl builds every policy through it."""
+        return cls.acting_policy(spaces, config.actor)
+
     @property
     @abstractmethod
     def policy(self) -> nn.Module:
@@ -155,6 +163,10 @@ class OffPolicyAlgorithm(Algorithm):
     @abstractmethod
     def update_targets(self, step: int) -> None:
         """Move the target networks due after applied step ``step``."""
+
+    def observe(self, chunk: Transitions) -> None:
+        """See the rows of a chunk as the replay takes them (before any batch of them is
+        sampled): nothing by default; a model-based learner keeps statistics of them."""
 
     def segment_learning_rate(self, name: str, lr: float) -> float:
         """The learning rate segment ``name`` steps with when the schedule gives ``lr``: the
