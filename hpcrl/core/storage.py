@@ -31,7 +31,9 @@ class RolloutBatch(NamedTuple):
 
     With RND (:mod:`hpcrl.core.intrinsic`) ``values`` and ``returns`` are ``[..., 2]``
     (extrinsic, intrinsic), ``advantages`` their weighted sum, and ``rnd_mask`` marks the
-    samples that train the predictor; without it ``rnd_mask`` is None.
+    samples that train the predictor; without it ``rnd_mask`` is None. ``rewards`` (the
+    steps' rewards as the rollout stores them) is there for a reward predictor
+    (``algo.addons.reward_predictor_coef``), None otherwise.
     """
 
     obs: torch.Tensor
@@ -41,22 +43,26 @@ class RolloutBatch(NamedTuple):
     advantages: torch.Tensor
     returns: torch.Tensor
     rnd_mask: torch.Tensor | None = None
+    rewards: torch.Tensor | None = None
 
     def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> RolloutBatch:
         """``fn`` applied to every field that is there."""
         return RolloutBatch(fn(self.obs), fn(self.actions), fn(self.log_probs), fn(self.values),
                             fn(self.advantages), fn(self.returns),
-                            None if self.rnd_mask is None else fn(self.rnd_mask))
+                            None if self.rnd_mask is None else fn(self.rnd_mask),
+                            None if self.rewards is None else fn(self.rewards))
 
     @staticmethod
     def joined(parts: Sequence[RolloutBatch], join: Callable[[list[torch.Tensor]],
                                                                  torch.Tensor]) -> RolloutBatch:
         """One batch of ``parts``, each field ``join``-ed (a field none has stays None)."""
         masks = [p.rnd_mask for p in parts if p.rnd_mask is not None]  # all parts or none
+        rewards = [p.rewards for p in parts if p.rewards is not None]  # all parts or none
         return RolloutBatch(join([p.obs for p in parts]), join([p.actions for p in parts]),
                             join([p.log_probs for p in parts]), join([p.values for p in parts]),
                             join([p.advantages for p in parts]), join([p.returns for p in parts]),
-                            None if parts[0].rnd_mask is None else join(masks))
+                            None if parts[0].rnd_mask is None else join(masks),
+                            None if parts[0].rewards is None else join(rewards))
 
     def flatten(self) -> RolloutBatch:
         """Every field ``[T, N, ...]`` reshaped to ``[T x N, ...]``."""
@@ -104,8 +110,9 @@ class RecurrentBatch(NamedTuple):
         return self.steps.map(lambda t: t[self.valid])
 
     def real(self, x: torch.Tensor) -> torch.Tensor:
-        """``x [L, B]`` (an output of the sequences) at the real steps, flattened."""
-        return x.flatten() if self.valid is None else x[self.valid]
+        """``x [L, B, ...]`` (an output of the sequences) at the real steps, flattened to
+        ``[samples, ...]``."""
+        return x.flatten(0, 1) if self.valid is None else x[self.valid]
 
 
 def _side_by_side(rollouts: Sequence[Rollout]) -> bool:
@@ -136,10 +143,11 @@ class RolloutStorage:
     """Holds the rollouts of one update as ``[T, N, ...]`` tensors with GAE targets."""
 
     def __init__(self, gamma: float, gae_lambda: float, device: torch.device | str = "cpu",
-                 discrete_actions: bool = True) -> None:
+                 discrete_actions: bool = True, keep_rewards: bool = False) -> None:
         self.gamma, self.gae_lambda = gamma, gae_lambda
         self.device = torch.device(device)
         self.discrete_actions = discrete_actions
+        self.keep_rewards = keep_rewards  # batches carry the rewards (a reward predictor)
         self.batch: RolloutBatch | None = None
         self.flat: RolloutBatch | None = None
         self.sequences: RecurrentBatch | None = None  # a recurrent actor's rollouts
@@ -218,9 +226,10 @@ class RolloutStorage:
         """GAE targets of ``r`` (with RND: beside its intrinsic ones, advantages summed)."""
         t, dev = r.valid_steps, self.device
         values = _tensor(r.values[:t], dev)
-        advantages, returns = gae(_tensor(r.rewards[:t], dev), values,
-                                  _tensor(r.terminated[:t], dev), _tensor(r.truncated[:t], dev),
-                                  _tensor(r.next_values[:t], dev), self.gamma, self.gae_lambda)
+        rewards = _tensor(r.rewards[:t], dev)
+        advantages, returns = gae(rewards, values, _tensor(r.terminated[:t], dev),
+                                  _tensor(r.truncated[:t], dev), _tensor(r.next_values[:t], dev),
+                                  self.gamma, self.gae_lambda)
         actions = _tensor(r.actions[:t], dev)
         if self.discrete_actions:
             actions = actions.long()
@@ -231,7 +240,8 @@ class RolloutStorage:
             returns = torch.stack([returns, intrinsic.returns.to(returns)], dim=-1)
             mask = intrinsic.mask
         return RolloutBatch(_tensor(r.obs[:t], dev), actions, _tensor(r.log_probs[:t], dev),
-                            values, advantages, returns, mask)
+                            values, advantages, returns, mask,
+                            rewards if self.keep_rewards else None)
 
     @property
     def num_steps(self) -> int:

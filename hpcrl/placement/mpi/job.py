@@ -22,7 +22,9 @@ from hpcrl.comm.faults import PeerInfo
 from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.algorithms import OnPolicyAlgorithm, make_algorithm
 from hpcrl.core.envs import EnvSpaces
+from hpcrl.core.reducer import Reducer
 from hpcrl.core.rollout import RolloutLayout
 from hpcrl.placement.mpi.launcher import (
     in_slurm_step,
@@ -31,6 +33,7 @@ from hpcrl.placement.mpi.launcher import (
     lone_rank_problem,
     srun_command,
 )
+from hpcrl.reference_policies import attach_references
 from hpcrl.runtime.devices import DeviceError, node_local_rank, pick_device
 from hpcrl.scheme import (
     COLLECTOR,
@@ -141,6 +144,16 @@ class MpiJob:
         """A freshly built actor of the job's config, moved to ``device`` unless that is the CPU."""
         actor = make_actor(self.config, self.spaces)
         return actor if device is None or device.type == "cpu" else _to_device(actor, device)
+
+    def new_algorithm(self, actor: ActorCritic, reducer: Reducer | None = None
+                      ) -> OnPolicyAlgorithm:
+        """The job's on-policy algorithm over ``actor`` (``reducer``: how its minibatch
+        statistics cross the gradient workers), with the policies of its KL add-ons loaded
+        on the job's device."""
+        algorithm = make_algorithm(actor, self.config.algo, reducer,
+                                   on_nonfinite=self.config.train.on_nonfinite)
+        attach_references(algorithm, self.config, self.spaces, self.device)
+        return algorithm
 
     def layout(self) -> RolloutLayout:
         """The rollout layout of one collector's ``env.num_envs`` envs (what every rank that

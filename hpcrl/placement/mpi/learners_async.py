@@ -20,7 +20,6 @@ import numpy as np
 
 from hpcrl.build import make_storage
 from hpcrl.config.validate import minibatches_per_epoch
-from hpcrl.core.algorithms import make_algorithm
 from hpcrl.learning.loop import run_learner
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver, send_weights
@@ -56,8 +55,7 @@ class AsyncWorkerRank:
         cfg = job.config
         self.job, self.channel = job, job.channel
         self.actor = job.new_actor(job.device)
-        self.algorithm = make_algorithm(self.actor, cfg.algo,
-                                        on_nonfinite=cfg.train.on_nonfinite)
+        self.algorithm = job.new_algorithm(self.actor)
         storage = make_storage(cfg, job.spaces, job.device)
         self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
                                      minibatches_per_epoch(cfg))
