@@ -1,9 +1,11 @@
 """The policy-loss add-ons (algo.addons): KL attraction lowers the KL to the named policy
 against training without it and repulsion raises it, on PPO, A2C and IMPALA; the reward
 and return predictors' losses fall and their predictions reach their targets; a run with
-add-ons resumes exactly and evaluates; what cannot work is refused before training."""
+add-ons resumes exactly and evaluates; a plug-in loss that evaluates the actor itself gets
+the same terms; what cannot work is refused before training."""
 import csv
 
+import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
@@ -12,9 +14,12 @@ from torch.distributions import Categorical, Normal, kl_divergence
 from kill_resume import rows as exact_rows, whole_then_killed_and_resumed
 from quiet_training import train_quietly
 
+from hpcrl.build import env_spaces, make_actor
 from hpcrl.cli import main
 from hpcrl.config import ConfigError, from_dict
+from hpcrl.core.algorithms import PPO
 from hpcrl.core.distributions import make_distribution
+from hpcrl.core.storage import RolloutBatch
 from hpcrl.evaluation import run_episodes
 from hpcrl.placement.serial import SerialPlacement
 from hpcrl.policy import load_policy_and_config
@@ -186,3 +191,36 @@ def test_what_cannot_work_is_refused_before_training(tmp_path, other_policy):
     train_quietly(recurrent, ["actor.memory=gru", "actor.memory_size=8",
                               "train.total_env_steps=256"])
     assert "is recurrent" in refusal([kl_entry(recurrent, "attract")])
+
+
+class OwnEvaluationPPO(PPO):
+    """A plug-in whose loss evaluates the actor its own way, leaving the add-ons nothing."""
+
+    def evaluate(self, batch):
+        return (*self.actor.evaluate(batch.obs, batch.actions), batch)
+
+
+def test_a_loss_that_evaluates_the_actor_itself_gets_the_same_terms():
+    """The add-ons read what PPO's own evaluation of the minibatch left them; a plug-in's
+    loss that evaluates the actor otherwise gets them from one more evaluation: the same
+    gradient."""
+    sets = ["algo.addons.kl_policies=[{policy: unread, mode: repel, max_kl: 5}]", *PREDICTORS]
+    config = from_dict({}, sets)
+    spaces = env_spaces(from_dict({}, []))  # (env_spaces would read the policy's file)
+    other = make_actor(from_dict({}, ["seed=1"]), spaces)
+    rng = np.random.default_rng(0)
+    obs = torch.as_tensor(rng.normal(size=(64, 4)), dtype=torch.float32)
+    actions = torch.as_tensor(rng.integers(0, 2, 64))
+    returns = torch.as_tensor(rng.normal(size=64), dtype=torch.float32)
+    grads = []
+    for cls in (PPO, OwnEvaluationPPO):
+        algo = cls(make_actor(config, spaces), config.algo)
+        algo.addons.attach([other])
+        with torch.no_grad():
+            log_probs, _, values = algo.actor.evaluate(obs, actions)
+        batch = RolloutBatch(obs, actions, log_probs + 0.1, values, returns - values, returns,
+                             None, torch.ones(64))
+        flat, stats = algo.compute_gradients(batch)
+        assert stats["kl_repel_0"] > 0 and stats["reward_target"] == 1.0
+        grads.append(flat.clone())
+    torch.testing.assert_close(grads[0], grads[1])

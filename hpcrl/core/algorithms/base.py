@@ -159,11 +159,11 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
 
     def addon_outputs(self, batch: BatchT) -> PolicyOutputs:
         """What the add-ons read of ``batch`` when the loss left them nothing (a plug-in's
-        loss that evaluates the actor its own way): one more evaluation of it, by
-        :meth:`evaluate` (GAE batches; :class:`~hpcrl.core.algorithms.impala.IMPALA`
-        evaluates its sequences)."""
+        loss that evaluates the actor its own way): one more evaluation of it, by this
+        base's :meth:`evaluate` whatever a subclass made of it (GAE batches;
+        :class:`~hpcrl.core.algorithms.impala.IMPALA` evaluates its sequences)."""
         assert isinstance(batch, (RolloutBatch, RecurrentBatch))  # storage "gae"
-        self.evaluate(batch)
+        OnPolicyAlgorithm.evaluate(self, batch)
         assert self._outputs is not None  # evaluate() keeps them when there are add-ons
         return self._outputs
 
