@@ -224,6 +224,22 @@ def checks(steps: int, device: str, tmp: Path) -> list[tuple[str, Callable[[], s
                                       "env.num_envs=4"] + OWN_COMPONENTS, tmp / "own")),
         ("hpcrl eval --device of a GPU run",
          lambda: eval_check(steps, device, tmp / "eval")),
+        # issue 43: two env groups taking turns with a GPU inference rank, a GPU learner
+        # training from rollouts where they landed, and train.compile (CUDA graphs)
+        ("env groups 2 + GPU inference rank, MinAtar ResNet",
+         lambda: train_check(4, on + ["scheme.preset=async-ppo", "scheme.inference_ranks=1",
+                                      f"scheme.inference_device={device}",
+                                      "scheme.env_groups=2", "env.id=MinAtar/Breakout-v1",
+                                      "actor.encoder=impala_resnet", "actor.hidden_sizes=[]"],
+                             tmp / "groups")),
+        ("train.compile: serial PPO (GPU learner, CUDA graphs)",
+         lambda: train_check(1, on + ["train.compile=true"], tmp / "compile")),
+        ("train.compile: GPU inference rank, impala",
+         lambda: train_check(4, on + ["scheme.preset=impala", "scheme.inference_ranks=1",
+                                      f"scheme.inference_device={device}",
+                                      "train.compile=true", "env.id=MinAtar/Breakout-v1",
+                                      "actor.encoder=nature_cnn", "actor.hidden_sizes=[]"],
+                             tmp / "compile-inference")),
     ]
     if not cpu_only:
         table[3:3] = [

@@ -1,24 +1,20 @@
-"""What a collector's exchanges cost between two ranks of one node, through hpcrl's own
+"""What a collector's rollout stream costs between two ranks of one node, through hpcrl's own
 transport: MPI messages (``scheme.transport=messages``), lz4-compressed messages
 (``scheme.compress=lz4``) and the node's shared window (``scheme.transport=auto``, the
-default within a node).
+default within a node). (An env step's acting round trip is measured by
+``benchmarks/node_speed_micro.py``.)
 
-Two exchanges, each with the objects a job uses:
+With the objects a job uses:
 
 * **an Atari rollout** (``examples/atari-ppo.yaml``: 8 envs x 128 steps of uint8 ``[4, 84,
   84]`` frames plus the float fields): rank 1 sends it with a
-  :class:`~hpcrl.placement.mpi.streams.StreamOut`, rank 0 takes it with a ``StreamIn``. As
+  :class:`~hpcrl.exchange.streams.StreamOut`, rank 0 takes it with a ``StreamIn``. As
   messages, header and data cross (MPICH copies the data through its shared-memory channel,
   twice); through the window, rank 1 collected into its slot and only the header crosses,
   rank 0 reading the data in place; compressed, rank 1 packs the data with lz4 and rank 0
   unpacks it. The rollout holds real Pong frames (random actions), what lz4 meets. Timed on
   rank 0, from both ranks ready to the rollout taken (the collector's fill of the buffer is
   not counted, its compression is);
-* **one env step's acting** with an inference rank: the collector's request (8 frame stacks
-  and their noise) and the reply (actions, log-probs, values) through a
-  :class:`~hpcrl.placement.mpi.remote_acting.RemoteLink`, the server answering at once.
-  Timed on the collector, the round trip per env step.
-
 Per exchange it prints the bytes, the median time both ways and their ratio.
 
     mpiexec -n 2 python benchmarks/rollout_transfer.py [--repeats 30]
@@ -28,22 +24,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from types import SimpleNamespace
-from typing import Any, Optional
 
 import numpy as np
-from mpi4py import MPI
-
 from hpcrl.comm import wait
+from hpcrl.comm.channel import MpiChannel
 from hpcrl.comm.compression import Lz4Codec, PlainCodec
 from hpcrl.comm.node_memory import NodeMemory, node_peers
 from hpcrl.core.rollout import RolloutLayout
-from hpcrl.placement.mpi.node_transport import ACTING, STREAM, STREAM_SLOTS
-from hpcrl.roles.protocol import TAG_ACT, TAG_ACTED
-from hpcrl.placement.mpi.remote_acting import (STEP, Carrier, RemoteLink, acting_records,
-                                               actor_critic_spec)
-from hpcrl.placement.mpi.streams import StreamIn, StreamOut
+from hpcrl.exchange.streams import StreamIn, StreamOut
+from hpcrl.placement.mpi.node_transport import STREAM, STREAM_SLOTS
 from machine import machine_line
+from mpi4py import MPI
 
 ENVS, STEPS, FRAMES = 8, 128, (4, 84, 84)
 
@@ -52,20 +43,12 @@ def rollout_layout() -> RolloutLayout:
     return RolloutLayout(STEPS, ENVS, FRAMES, (), "uint8")
 
 
-def acting_spec() -> Any:
-    actor = SimpleNamespace(distribution=SimpleNamespace(noise_shape=lambda: ()),
-                            recurrent=False, state_size=0, integer_actions=True)
-    return actor_critic_spec(actor, FRAMES, "uint8", ())
-
-
-def open_memory(comm: MPI.Comm, shared: bool) -> Optional[NodeMemory]:
+def open_memory(comm: MPI.Comm, shared: bool) -> NodeMemory | None:
     """The node window with rank 1's regions (as a collector of rank 0 owns them), or None
     for messages."""
     if not shared:
         return None
-    spec = acting_spec()
-    regions = {STREAM: STREAM_SLOTS * rollout_layout().data_size * 4,
-               ACTING: (spec.request_layout(ENVS).words + spec.reply_layout(ENVS).words) * 4}
+    regions = {STREAM: STREAM_SLOTS * rollout_layout().data_size * 4}
     return NodeMemory(node_peers(comm), comm.rank, regions if comm.rank == 1 else {})
 
 
@@ -100,23 +83,24 @@ def nature_cnn_params() -> np.ndarray:
     return params_to_flat(make_actor(cfg, env_spaces(cfg))).numpy()
 
 
-def stream_rollouts(comm: MPI.Comm, memory: Optional[NodeMemory], codec: PlainCodec,
-                    data: Optional[np.ndarray], repeats: int) -> list[float]:
+def stream_rollouts(comm: MPI.Comm, memory: NodeMemory | None, codec: PlainCodec,
+                    data: np.ndarray | None, repeats: int) -> list[float]:
     """Seconds rank 0 took to receive each rollout (``data``, rank 1's) of rank 1's stream."""
-    job = SimpleNamespace(world=comm, workers=[0], role=SimpleNamespace(group=0),
-                          rank=comm.rank, memory=memory, codec=codec)
+    channel = MpiChannel(comm)
     layout = rollout_layout()
     times = []
     if comm.rank == 1:
-        out = StreamOut(job, layout)
-        for i in range(repeats):
+        region = None if memory is None else memory.region(1, STREAM)
+        out = StreamOut(channel, 0, layout, codec, region, memory, owner=1)
+        for _ in range(repeats):
             buffer = out.next_buffer()
             buffer.data[:] = data  # collected into the buffer: not timed
             comm.Barrier()
             for request in out.send(buffer):
                 wait(request)
     else:
-        stream = StreamIn(job, 1, layout)
+        region = None if memory is None else memory.region(1, STREAM)
+        stream = StreamIn(channel, 1, layout, codec, region, memory)
         for _ in range(repeats):
             head = stream.post()
             comm.Barrier()
@@ -125,33 +109,6 @@ def stream_rollouts(comm: MPI.Comm, memory: Optional[NodeMemory], codec: PlainCo
             rollout = stream.take()
             times.append(time.perf_counter() - start)
             float(rollout.data[::4096].sum())  # the learner reads it (not timed)
-    return times
-
-
-def acting_round_trips(comm: MPI.Comm, memory: Optional[NodeMemory], repeats: int
-                       ) -> list[float]:
-    """Seconds of each env step's request and reply, on the collector (rank 1)."""
-    spec = acting_spec()
-    region = None if memory is None else memory.region(1, ACTING)
-    times = []
-    comm.Barrier()
-    if comm.rank == 1:
-        link = RemoteLink(comm, 0, spec, ENVS, lambda: 0, memory, region)
-        frames = np.ones((ENVS,) + FRAMES, np.uint8)
-        for _ in range(repeats):
-            start = time.perf_counter()
-            link.request.obs[...] = frames
-            link.call(STEP, ENVS)
-            times.append(time.perf_counter() - start)
-    else:
-        request, reply = acting_records(spec, ENVS, region)
-        carrier = Carrier(comm, 1, memory)
-        for _ in range(repeats):
-            wait(carrier.receive(request, TAG_ACT))
-            carrier.arrived()
-            reply.actions[:] = request.obs[:, 0, 0, 0]
-            wait(carrier.send(reply, TAG_ACTED))
-    comm.Barrier()
     return times
 
 
@@ -169,27 +126,23 @@ def main() -> None:
                                 ("lz4 messages", False, Lz4Codec()),
                                 ("shared window", True, PlainCodec())):
         memory = open_memory(comm, shared)
-        results[name] = (stream_rollouts(comm, memory, codec, data, args.repeats),
-                         acting_round_trips(comm, memory, args.repeats * 20)
-                         if codec.name == "none" else [])
+        results[name] = stream_rollouts(comm, memory, codec, data, args.repeats)
         if memory is not None:
             memory.close()
-    # rank 0 timed the rollouts, rank 1 the acting and knows the bytes: bring both to rank 0
-    acting = comm.gather({k: v[1] for k, v in results.items()}, root=0)
+    # rank 0 timed the rollouts, rank 1 knows the bytes
     packed = comm.bcast(Lz4Codec().pack(data).nbytes if comm.rank == 1 else None, root=1)
     if comm.rank != 0:
         return
     print(machine_line())
-    layout, spec = rollout_layout(), acting_spec()
+    layout = rollout_layout()
     mb = layout.data_size * 4 / 1e6
-    request_kb = spec.request_layout(ENVS).words * 4 / 1e3
-    print(f"2 ranks of one node, hpcrl's StreamOut/StreamIn and RemoteLink, median of "
-          f"{args.repeats} rollouts and {args.repeats * 20} acting steps")
+    print(f"2 ranks of one node, hpcrl's StreamOut/StreamIn, median of {args.repeats} "
+          f"rollouts")
     print(f"an Atari rollout of Pong frames ({ENVS} envs x {STEPS} steps of uint8 "
           f"{list(FRAMES)}): {mb:.2f} MB of step fields, {packed / 1e6:.2f} MB lz4-compressed "
           f"({mb * 1e6 / packed:.1f}x)")
-    base = statistics.median(results["messages"][0])
-    for name, (times, _) in results.items():
+    base = statistics.median(results["messages"])
+    for name, times in results.items():
         t = statistics.median(times)
         print(f"{name:>14}: {t * 1e3:7.3f} ms per rollout ({base / t:5.2f}x messages), "
               f"{t / (ENVS * STEPS) * 1e6:.3f} us per env step")
@@ -204,9 +157,6 @@ def main() -> None:
     print(f"the Nature CNN's weights ({params.size:,} float32, {params.nbytes / 1e6:.2f} MB): "
           f"{payload.nbytes / 1e6:.2f} MB lz4-compressed ({params.nbytes / payload.nbytes:.2f}x) "
           f"in {seconds * 1e3:.1f} ms: float weights hardly compress")
-    m, w = (statistics.median(acting[1][s]) for s in ("messages", "shared window"))
-    print(f"one env step's acting ({request_kb:.0f} kB request of {ENVS} frame stacks, its "
-          f"reply): messages {m * 1e6:.0f} us, shared window {w * 1e6:.0f} us: {m / w:.2f}x")
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import yaml
 
@@ -160,12 +160,14 @@ class Job:
 
 def run_for(cmd: list[str], seconds: float, log: Path, stop: signal.Signals, *,
             to_group: bool, env: dict[str, str], cwd: Optional[Path] = None,
-            watch: Optional[Path] = None, grace_s: float = 180.0) -> tuple[int, float, float]:
+            watch: Optional[Path] = None, grace_s: float = 180.0,
+            tick: Optional[Callable[[int], None]] = None) -> tuple[int, float, float]:
     """Run ``cmd`` in a session of its own, output to ``log``; after ``seconds`` send it
     ``stop`` (to its whole process group with ``to_group``), wait ``grace_s`` for it to
     finish, then kill the group. Returns its exit code, wall seconds and the seconds from
     launch to when the file ``watch`` first held a line after its header (polled every
-    0.5 s; nan if never)."""
+    0.5 s; nan if never). ``tick(pid)`` is called at every poll while it runs (a sampler
+    of its memory, say)."""
     start = time.monotonic()
     seen = math.nan
     with open(log, "w") as out:
@@ -177,6 +179,8 @@ def run_for(cmd: list[str], seconds: float, log: Path, stop: signal.Signals, *,
                 now = time.monotonic() - start
                 if watch is not None and math.isnan(seen) and has_row(watch):
                     seen = now
+                if tick is not None:
+                    tick(job.pid)
                 if not stopped and now >= seconds:
                     (os.killpg if to_group else os.kill)(job.pid, stop)
                     stopped = True

@@ -14,6 +14,7 @@ from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.config.validate import sequence_length
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.algorithms import algorithm_capabilities
+from hpcrl.core.env_groups import resolve_groups
 from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, as_box, probe_spaces
 from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.memory import memory_state_size
@@ -40,7 +41,8 @@ def rollout_layout(config: Config, spaces: EnvSpaces, num_envs: int) -> RolloutL
     state = memory_state_size(config.actor)
     return RolloutLayout(config.algo.num_steps, num_envs, spaces.obs_shape, spaces.action_shape,
                          spaces.obs_format.dtype, state,
-                         sequence_length(config) if state else 0, config.rnd.enabled)
+                         sequence_length(config) if state else 0, config.rnd.enabled,
+                         "int64" if spaces.integer_actions else "float32")
 
 
 
@@ -56,6 +58,17 @@ def make_storage(config: Config, spaces: EnvSpaces, device: torch.device | str =
                              keep_rewards=rewards)
     return RolloutStorage(config.algo.gamma, config.algo.gae_lambda, device,
                           discrete_actions=spaces.integer_actions, keep_rewards=rewards)
+
+
+def env_groups(config: Config, remote: bool) -> int:
+    """How many groups a collecting process of ``config`` cuts its envs into
+    (``scheme.env_groups``, 0 resolved): ``remote`` when an inference rank acts for it."""
+    from hpcrl.core.envpool_envs import uses_envpool
+
+    if config.algo.ppo.demos:  # PPO+D's slots replay in one batch of envs
+        return 1
+    elsewhere = config.env.vectorization == "async" or uses_envpool(config.env)
+    return resolve_groups(config.scheme.env_groups, config.env.num_envs, remote or elsewhere)
 
 
 def env_spaces(config: Config) -> EnvSpaces:
@@ -146,7 +159,8 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
     elif action["type"] == "multi_binary":
         space = gym.spaces.MultiBinary(action["n"])
     else:
-        low, high = action["low"].numpy(), action["high"].numpy()
+        # (float64 bounds, as DeepMind Control's, cast here: Box warns when it casts them)
+        low, high = (action[key].numpy().astype(np.float32) for key in ("low", "high"))
         space = gym.spaces.Box(low, high, dtype=np.float32)
     # without a stored format: a plain Box, as EnvSpaces makes when given none
     fmt = (format_from_record(record["obs_format"]) if "obs_format" in record

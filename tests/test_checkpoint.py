@@ -6,7 +6,6 @@ import torch
 from kill_resume import rows, whole_then_killed_and_resumed
 
 from hpcrl.config import from_dict
-from hpcrl.placement.serial import SerialPlacement
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer, resume_config
@@ -30,7 +29,7 @@ def test_killed_and_resumed_run_ends_with_the_uninterrupted_weights(tmp_path, ti
     def cut_after_the_checkpoint_at_8_and_two_more_rows(cut):
         assert len(rows(cut)) == 10
 
-    whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, SerialPlacement, 10,
+    whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, 10,
                                   cut_after_the_checkpoint_at_8_and_two_more_rows)
     whole, cut = weights(tmp_path / "whole"), weights(tmp_path / "cut")
     assert whole.keys() == cut.keys()
@@ -53,6 +52,19 @@ def test_resume_gives_the_same_next_update(tmp_path, tiny_overrides):
     assert a == b
     for key, value in weights(tmp_path / "a").items():
         assert torch.equal(value, weights(tmp_path / "b")[key]), key
+
+
+@pytest.mark.parametrize("every_s, written", [(0.0, 1), (1e-9, 16)])
+def test_checkpoints_come_by_the_clock_too(tmp_path, tiny_overrides, every_s, written):
+    """train.checkpoint_every_s bounds what a crash costs when updates are long: with it due
+    at every update, each of the 16 updates checkpoints (kept as steps-<n>.pt); with the
+    clock off and train.checkpoint_every beyond the run, only the last one is written."""
+    cfg = from_dict({}, tiny_overrides + ["train.checkpoint_every=1000",
+                                          f"train.checkpoint_every_s={every_s}",
+                                          "train.keep_checkpoints=100"])
+    Trainer(cfg, RunDir(tmp_path / "run"), console=None).train()
+    kept = sorted((tmp_path / "run" / "checkpoints").glob("steps-*.pt"))
+    assert len(kept) == written, kept
 
 
 def test_checkpoint_is_weights_only_and_atomic(tmp_path):

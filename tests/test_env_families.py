@@ -1,13 +1,17 @@
-"""Every env family Gymnasium ships trains, evaluates, resumes and loads, as a user runs it.
+"""Every env family Gymnasium ships, and every suite hpcrl registers, trains, evaluates,
+resumes and loads, as a user runs it.
 
 For each env: ``hpcrl train`` (the CLI, with the default algorithm) for a few thousand
 steps, then ``hpcrl eval``, ``hpcrl train --resume`` and ``hpcrl.load_policy`` on the run,
 and the loaded policy acts on the env's raw observation. Box2D and MuJoCo come with the
-``[test]`` extra, and so do MinAtar (here) and Atari (its preprocessing chain makes its own
-test, ``tests/test_atari.py``).
+``[test]`` extra, and so do MinAtar, MiniGrid and Crafter (here) and Atari (its preprocessing
+chain makes its own test, ``tests/test_atari.py``); DeepMind Control and PyBullet run where
+their extras are installed (``[dmc]``, ``[pybullet]``) and are skipped, naming the extra,
+where they are not.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import gymnasium as gym
@@ -18,6 +22,7 @@ from click.testing import CliRunner
 
 import hpcrl
 from hpcrl.cli import main
+from hpcrl.core.env_suites.registry import suite_of
 
 FAMILIES = {
     "classic control": ["CartPole-v1", "Acrobot-v1", "MountainCar-v0",
@@ -27,8 +32,22 @@ FAMILIES = {
               "CarRacing-v3"],
     "mujoco": ["HalfCheetah-v5", "Hopper-v5", "InvertedPendulum-v5"],
     "minatar": ["MinAtar/Breakout-v1"],  # Atari (env.preset=atari): tests/test_atari.py
+    "minigrid": ["MiniGrid-DoorKey-5x5-v0"],
+    "crafter": ["CrafterReward-v1"],
+    "dmc": ["dm_control/cartpole-swingup-v0"],
+    "pybullet": ["HopperBulletEnv-v0"],
 }
-CASES = [pytest.param(env_id, id=f"{family}:{env_id}")
+
+
+def installed(env_id: str) -> list[pytest.MarkDecorator]:
+    """A skip naming the extra, for an id of a suite whose package is not installed."""
+    found = suite_of(env_id)
+    if found is None or all(importlib.util.find_spec(m) for m in found[0].modules):
+        return []
+    return [pytest.mark.skip(reason=f"needs {found[0].install}")]
+
+
+CASES = [pytest.param(env_id, id=f"{family}:{env_id}", marks=installed(env_id))
          for family, ids in FAMILIES.items() for env_id in ids]
 QUICK = ["env.num_envs=4", "algo.num_steps=64", "algo.ppo.minibatch_size=64", "algo.ppo.num_epochs=2",
          "train.eval_episodes=1", "train.tensorboard=false", "train.log_interval_s=60",
@@ -50,6 +69,9 @@ def test_family_trains_evaluates_resumes_and_loads(env_id, tmp_path):
     # CarRacing renders every step (about 10 ms): shorter episodes and runs keep it to seconds
     racing = env_id == "CarRacing-v3"
     short = ["env.kwargs={max_episode_steps: 100}"] if racing else []
+    if env_id.startswith("Crafter"):  # a 32x32 world: 4x less to generate at each reset
+        short = ["env.kwargs={max_episode_steps: 300, area: [32, 32]}"]  # (1.6 s at 64x64
+        # in pure Python, without the [crafter] extra's numba, which [test] leaves out)
     steps = 512 if racing else 1024  # two updates, then two more on resume
     out = invoke("train", "--run-dir", run,
                  *sets(QUICK + short + [f"env.id={env_id}", f"train.total_env_steps={steps}"]))

@@ -21,7 +21,6 @@ from hpcrl.core.algorithms import PPO
 from hpcrl.core.distributions import make_distribution
 from hpcrl.core.storage import RolloutBatch
 from hpcrl.evaluation import run_episodes
-from hpcrl.placement.serial import SerialPlacement
 from hpcrl.policy import load_policy_and_config
 from hpcrl.runtime.checkpoint import load_checkpoint, save_atomic
 from hpcrl.runtime.run_dir import RunDir
@@ -94,7 +93,7 @@ def test_ppo_attraction_lowers_and_repulsion_raises_the_kl_to_the_other_policy(
     for mode in ("none", "attract", "repel"):
         sets = budget + ([] if mode == "none" else [kl_entry(other_run, mode)])
         runs[mode] = train_quietly(tmp_path / mode, sets)
-        measured[mode] = kl_to(other, runs[mode].placement.master_actor, obs)
+        measured[mode] = kl_to(other, runs[mode].actor, obs)
     assert measured["attract"] < 0.5 * measured["none"], measured
     assert measured["repel"] > 2 * measured["none"] and measured["repel"] > 0.5, measured
     attract = [float(r["kl_attract_0"]) for r in progress(tmp_path / "attract")]
@@ -113,7 +112,7 @@ def test_a2c_and_impala_take_the_kl_terms_and_the_predictors(tmp_path, other_pol
     plain = train_quietly(tmp_path / "plain", sets)
     added = train_quietly(tmp_path / "added", sets + [kl_entry(other_run, "attract")]
                           + PREDICTORS)
-    ours, theirs = (kl_to(other, t.placement.master_actor, obs) for t in (added, plain))
+    ours, theirs = (kl_to(other, t.actor, obs) for t in (added, plain))
     assert ours < 0.5 * theirs, (ours, theirs)
     table = progress(tmp_path / "added")
     first, last = table[:3], table[-3:]
@@ -148,7 +147,7 @@ def test_a_run_with_add_ons_resumes_exactly_and_refuses_a_changed_policy(
     other_run, _, _ = other_policy
     cfg = from_dict({}, tiny_overrides + [kl_entry(other_run, "repel", max_kl=0.5)]
                     + PREDICTORS)
-    whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, SerialPlacement, 10)
+    whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, 10)
     whole, cut = (load_checkpoint(RunDir(tmp_path / r).checkpoint_path)["policy"]["state_dict"]
                   for r in ("whole", "cut"))
     assert "predictor_head.weight" in whole

@@ -106,7 +106,7 @@ def test_intrinsic_targets_match_a_reference_computed_by_hand():
     adv_ext, ret_ext = gae(*(torch.from_numpy(a) for a in (
         rollout.rewards, rollout.values, rollout.terminated, rollout.truncated,
         rollout.next_values)), cfg.algo.gamma, cfg.algo.gae_lambda)
-    batch = storage.batch
+    (batch,) = storage.parts  # the one rollout, held where it lies
     torch.testing.assert_close(batch.advantages, 2.0 * adv_ext + adv_int, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(batch.returns[..., 0], ret_ext)
     assert batch.values.shape == batch.returns.shape == (64, 8, 2)
@@ -168,7 +168,7 @@ def test_training_moves_the_predictor_and_statistics_but_never_the_target(tmp_pa
     cfg, spaces, fresh = _corridor_job()
     trainer, _ = _train(tmp_path, "short", ["rnd.enabled=true", "train.total_env_steps=2048",
                                          "train.eval_episodes=0"])
-    trained = trainer.placement.master_actor.rnd
+    trained = trainer.actor.rnd
     for name, before in fresh.rnd.target.state_dict().items():
         assert torch.equal(before, trained.target.state_dict()[name]), name
     moved = [not torch.equal(before, trained.predictor.state_dict()[name])
@@ -177,7 +177,7 @@ def test_training_moves_the_predictor_and_statistics_but_never_the_target(tmp_pa
     # every collected step's next observation went into the input statistics
     assert float(trained.obs_rms.count) == pytest.approx(2048, abs=1e-3)
     assert float(trained.ret_rms.count) == pytest.approx(2048, abs=1e-3)
-    assert "rnd_loss" in trainer.placement.stat_names
+    assert "rnd_loss" in trainer.learner.leader.layout.stat_names
 
 
 @pytest.mark.parametrize("sets, words", [

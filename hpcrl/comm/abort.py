@@ -1,9 +1,10 @@
-"""Turn an uncaught exception on one rank into a prompt abort of the whole job.
+"""Turn an uncaught exception on one rank into a prompt end of the whole job.
 
 Without this, a rank that dies leaves its peers blocked in a receive or a
 collective until the scheduler's wall-clock limit. Here the failing rank
-prints who it was and why, then calls ``comm.Abort(1)``, which makes the
-launcher (mpiexec, srun) kill every rank and exit non-zero within seconds.
+prints who it was and why, then ends the job (:func:`~hpcrl.comm.job_end.end_job_now`:
+``MPI_Abort``, or under Open MPI's ULFM a revocation and an exit), which makes the
+launcher (mpiexec, srun) end every rank and exit non-zero within seconds.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from types import TracebackType
 from typing import NoReturn
 
 from hpcrl.comm._mpi import Comm
+from hpcrl.comm.job_end import FAILED, end_job_now, is_revocation, leave_revoked
 from hpcrl.errors import ExplainedError
 
 _report_lock = threading.Lock()
@@ -109,6 +111,8 @@ def report_and_abort(
 ) -> NoReturn:
     """Print ``hpcrl: rank R (role) failed:`` and the traceback, then abort."""
     with _report_lock:  # a second failing thread waits here for the abort
+        if exc is not None and is_revocation(exc):
+            leave_revoked()  # another rank ended the job and said why
         message = _failure_message(comm, describe, exc, tb, thread)
         if EXPENDABLE.enabled:
             _leave_alone(comm, message, exc)
@@ -132,13 +136,10 @@ def _say_and_abort(comm: Comm, text: str) -> NoReturn:
     # report on before Abort makes it kill every rank.
     time.sleep(ABORT_GRACE_S)
     # if Abort hangs, this rank still ends (status 1), and so does every rank that aborts
-    watchdog = threading.Timer(ABORT_TIMEOUT_S, os._exit, (1,))
+    watchdog = threading.Timer(ABORT_TIMEOUT_S, os._exit, (FAILED,))
     watchdog.daemon = True
     watchdog.start()
-    try:
-        comm.Abort(1)
-    finally:
-        os._exit(1)  # only reached if Abort itself failed or returned
+    end_job_now(comm, FAILED)
 
 
 def abort_job(comm: Comm, message: str) -> NoReturn:

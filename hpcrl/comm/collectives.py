@@ -46,3 +46,14 @@ def bcast_(comm: Comm, buf: np.ndarray, root: int = 0) -> np.ndarray:
         return buf
     wait(comm.Ibcast(buf, root=root), COLLECTIVE_POLL)
     return buf
+
+
+def any_rank(comm: Comm, flag: bool) -> bool:
+    """Whether ``flag`` is true on any rank of ``comm`` (collective): how ranks that take
+    the same collectives in lock step agree to skip some of them together."""
+    if comm.Get_size() == 1:
+        return bool(flag)
+    MPI = mpi()
+    box = np.array([1 if flag else 0], np.int64)
+    wait(comm.Iallreduce(MPI.IN_PLACE, box, op=MPI.MAX), COLLECTIVE_POLL)
+    return bool(box[0])

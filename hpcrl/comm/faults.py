@@ -21,7 +21,6 @@ import atexit
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,15 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcrl.comm._mpi import Comm, try_mpi
+from hpcrl.comm.job_end import flush_output, is_revocation, leave_revoked, ulfm_enabled
 
 DEAD = "dead"  # why a rank MPI counts dead was lost (a hung one's why says more)
 TAG_LOST = 40  # a collector's last words to rank 0 (why it is leaving), pickled
 WATCH_PERIOD_S = 0.25  # how often the watch asks the library which ranks died
 NOTICE_GRACE_S = 1.0  # how long rank 0 waits for a dead rank's last words before its line
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on", "enabled")
 
 
 def survival_problem() -> str | None:
@@ -48,7 +44,7 @@ def survival_problem() -> str | None:
         return "MPI is not available"
     library = " ".join(MPI.Get_library_version().strip().splitlines()[0].split())
     if "Open MPI" in library:
-        if _truthy(os.environ.get("OMPI_MCA_mpi_ft_enable")):
+        if ulfm_enabled():
             if MPI.Query_thread() < MPI.THREAD_MULTIPLE:  # the failure watch is a thread
                 return (f"{library} runs without MPI_THREAD_MULTIPLE, which hpcrl's watch "
                         f"for lost ranks needs (mpi4py.rc.thread_level = 'multiple')")
@@ -59,19 +55,31 @@ def survival_problem() -> str | None:
             f"started with `mpiexec --with-ft ulfm` survives a lost collector")
 
 
+def watches_for_revocation() -> bool:
+    """Whether every rank of a job needs a :class:`FailureWatch`, whatever its scheme: under
+    Open MPI's ULFM a dead rank does not end the job by itself, and a rank that ends it
+    revokes the world instead of aborting (:mod:`hpcrl.comm.job_end`), which the others
+    learn through their watch (a thread: MPI_THREAD_MULTIPLE is needed)."""
+    MPI = try_mpi()
+    return (MPI is not None and ulfm_enabled()
+            and MPI.Query_thread() >= MPI.THREAD_MULTIPLE)
+
+
 def failure_classes() -> frozenset[int]:
     """The MPI error classes that mean a peer is dead (empty where MPI lacks them)."""
     MPI = try_mpi()
     if MPI is None:
         return frozenset()
-    names = ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING", "ERR_REVOKED")
+    names = ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING")
     return frozenset(int(getattr(MPI, n)) for n in names if hasattr(MPI, n))
 
 
 def is_peer_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` is an MPI error saying a peer of the operation is dead."""
+    """Whether ``exc`` is an MPI error saying a peer of the operation is dead. A revoked
+    communicator is not: another rank ended the job, and this rank leaves too (the abort
+    handler and the failure watch see to it)."""
     MPI = try_mpi()
-    if MPI is None or not isinstance(exc, MPI.Exception):
+    if MPI is None or not isinstance(exc, MPI.Exception) or is_revocation(exc):
         return False
     return exc.Get_error_class() in failure_classes()
 
@@ -187,6 +195,15 @@ def live_agreement(world: Comm, lost: set[int]) -> None:
             # which all try again with that death acknowledged
 
 
+def lost_rank_message(rank: int, description: str, survives: bool) -> str:
+    """What ends a job that lost ``rank`` (``description``: its role and host), a rank it
+    cannot go on without; ``survives``: whether the job goes on without lost collectors."""
+    why = ("a job goes on only without collectors" if survives else
+           "this job cannot go on without it (only an asynchronous job under `mpiexec "
+           "--with-ft ulfm` goes on without a lost collector)")
+    return f"rank {rank} ({description}) was lost: {why}; resume it from its last checkpoint"
+
+
 def stop_hung_rank(peer: PeerInfo) -> bool:
     """SIGKILL a hung rank when it runs on this host (then MPI counts it dead and the job's
     end does not wait for it); False where it runs elsewhere."""
@@ -205,13 +222,15 @@ class FailureWatch:
     ``expendable(rank)``: whether the job goes on without that rank (a collector); a lost
     rank that is not ends the job at once through ``end_job(message)``. On rank 0,
     ``say(line)`` reports each lost rank once, with the last words it sent (an exception's
-    message) or, where it sent none, that it was killed without a word.
+    message) or, where it sent none, that it was killed without a word. ``survives``: the
+    job goes on without lost collectors (else the watch is there to end it on any loss).
     """
 
     def __init__(self, world: Comm, expendable: Callable[[int], bool],
                  describe: Callable[[int], str], end_job: Callable[[str], None],
-                 say: Callable[[str], None] | None) -> None:
+                 say: Callable[[str], None] | None, survives: bool = True) -> None:
         self.world, self.expendable, self.describe = world, expendable, describe
+        self.survives = survives
         self.end_job, self.say = end_job, say
         self.notices: dict[int, str] = {}
         # whose last words this rank takes (rank 0: every expendable rank), and whose
@@ -256,12 +275,32 @@ class FailureWatch:
                 while self.world.Iprobe(source, TAG_LOST, status):
                     self.notices[source] = str(self.world.recv(source=source, tag=TAG_LOST))
             except Exception as exc:  # that source is dead: its words came or never will
+                if is_revocation(exc):
+                    leave_revoked()  # another rank ended the job and said why
                 if not is_peer_failure(exc):
                     raise
 
+    def _ended_elsewhere(self) -> bool:
+        """Whether another rank ended the job by revoking the world (under ULFM: see
+        :mod:`hpcrl.comm.job_end`). A probe of this rank's own messages drives MPI's
+        progress, which is how a revocation reaches a rank that listens to no one, and
+        fails with ``ERR_REVOKED`` once it has."""
+        MPI = try_mpi()
+        assert MPI is not None
+        try:
+            self.world.Iprobe(self.world.Get_rank(), TAG_LOST)
+        except Exception as exc:
+            if is_revocation(exc):
+                return True
+            if not is_peer_failure(exc):
+                raise
+        return False
+
     def check(self, final: bool = False) -> None:
         """One look: new dead ranks recorded (or the job ended), rank 0's lines said (at
-        once when ``final``)."""
+        once when ``final``). A job another rank ended leaves this rank with status 1."""
+        if self._ended_elsewhere():
+            leave_revoked()
         self._take_notices()  # also drives MPI's progress, which learns of deaths
         dead = failed_ranks(self.world)
         now = time.monotonic()
@@ -270,9 +309,8 @@ class FailureWatch:
             if not self.expendable(rank):
                 live = sorted(set(range(self.world.Get_size())) - dead)
                 says = bool(live) and live[0] == self.world.Get_rank()  # one line, not all
-                self.end_job(f"rank {rank} ({self.describe(rank)}) was lost: a job goes "
-                             f"on only without collectors; resume it from its last "
-                             f"checkpoint" if says else "")
+                self.end_job(lost_rank_message(rank, self.describe(rank), self.survives)
+                             if says else "")
                 return
             LOST.mark(rank, DEAD)
         for rank in sorted(set(self.seen) - self.reported):
@@ -343,12 +381,7 @@ def leave_without_finalize() -> None:
     process there, its output flushed.
     """
     def leave() -> None:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                if stream is not None:
-                    stream.flush()
-            except Exception:
-                pass
+        flush_output()
         os._exit(EXIT_CODE.code)
 
     atexit.register(leave)

@@ -99,6 +99,11 @@ class NodeMemory:
             if size:
                 memory, _ = self.win.Shared_query(index)
                 self.bases[rank] = np.frombuffer(memory, np.uint8, size)
+        own = self.bases.get(world_rank)
+        if own is not None:  # every region starts at zero (its sequence numbers, say)
+            own[:] = 0
+        self.fence()
+        peers.comm.Barrier()  # no rank reads a region before its owner zeroed it
         self.closed = False
 
     def region(self, owner: int, name: str) -> np.ndarray | None:

@@ -78,7 +78,12 @@ class EnvConfig:
     """Which environment is vectorised, and how."""
 
     id: str = doc("Gymnasium id of the environment: a registered id such as 'CartPole-v1', or "
-                  "'module:EnvId' to import the module that registers it first.", "CartPole-v1")
+                  "'module:EnvId' to import the module that registers it first. The ids of "
+                  "hpcrl's env suites need no module (their extra installed): Atari "
+                  "('ALE/Pong-v5'), MinAtar, ViZDoom, MiniGrid ('MiniGrid-DoorKey-5x5-v0'), "
+                  "Crafter ('CrafterReward-v1'), DeepMind Control "
+                  "('dm_control/cartpole-swingup-v0'), PyBullet ('HalfCheetahBulletEnv-v0').",
+                  "CartPole-v1")
     num_envs: int = doc("Environments stepped together by each collecting process.", 8)
     vectorization: Literal["sync", "async"] = doc(
         "'sync' steps the envs in the collector's process (best for cheap envs such as "
@@ -272,11 +277,22 @@ class TrainConfig:
         "4). hpcrl eval --max-episode-steps overrides it.", 0)
     checkpoint_every: int = doc("Write a checkpoint every this many updates (and at the end).",
                                 50)
+    checkpoint_every_s: float = doc(
+        "Also write a checkpoint once this many seconds of training passed since the last "
+        "one (0: by updates alone). It bounds what a crash, a kill of the learner or a lost "
+        "node can cost when updates are long, whatever train.checkpoint_every says.", 600.0)
     log_interval_s: float = doc("Seconds between progress lines on the console.", 5.0)
     device: str = doc("Device of the learner: 'auto', 'cpu', 'cuda' or 'cuda:N'.", "cpu")
     torch_threads: int = doc("Threads of torch's intra-op work and of numpy's BLAS per process "
                              "(0 keeps the libraries' defaults).", 1)
     tensorboard: bool = doc("Write TensorBoard event files when tensorboard is installed.", True)
+    compile: bool = doc(
+        "Compile the learner's loss (forward and backward) and the inference ranks' forward "
+        "with torch.compile, with CUDA graphs on a GPU (mode reduce-overhead). It pays where "
+        "a network's many small kernels cost more to launch than to run (small batches on a "
+        "GPU); the first updates wait for the compilation. Collectors that act in numpy (a "
+        "feedforward MLP on the CPU) are not compiled: numpy is faster there. On a CPU it "
+        "needs a C++ compiler (torch's inductor builds its kernels with one).", False)
     eval_every: int = doc(
         "Env steps between deterministic evaluations of train.eval_episodes episodes during "
         "training (0: the final one only). Each adds a row to eval.csv and the best policy so "
@@ -371,6 +387,15 @@ class SchemeConfig:
     inference_device: str = doc(
         "Device of the inference ranks: 'auto' (the node's GPU where there is one, else the "
         "CPU), 'cpu', 'cuda' or 'cuda:N' (refused where there is no GPU).", "auto")
+    env_groups: int = doc(
+        "Groups each collecting rank's envs are cut into, taking turns (Sample Factory's "
+        "double-buffered sampling): while one group's actions are computed (on an inference "
+        "rank, or here while the other group's envs step in subprocesses or EnvPool's "
+        "threads), another group steps, so neither the envs nor the acting wait for each "
+        "other. 1: every env steps together, as one batch. 0 (auto): 2 where acting and "
+        "stepping can overlap (scheme.inference_ranks > 0, env.vectorization=async, or "
+        "EnvPool) and env.num_envs is even, else 1. A number must divide env.num_envs; the "
+        "rollouts, and a synchronous job's weights, are the same whatever the grouping.", 0)
     transport: Literal["auto", "shared", "messages"] = doc(
         "How a collector's rollouts (or transition chunks) reach its learner and its "
         "observations and actions reach its inference rank: 'auto' through a shared-memory "

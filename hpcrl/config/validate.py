@@ -18,6 +18,7 @@ from hpcrl.config.validate_addons import (
     check_policy_addons,
     check_rnd,
 )
+from hpcrl.config.validate_collection import check_compile, check_env_groups
 from hpcrl.config.validate_sections import section_problems
 
 # a check gives the problem it found (None: none), or a list of them for a group of keys
@@ -141,6 +142,7 @@ def _check_numbers(c: Config) -> list[str]:
         positive("train.eval_episodes", c.train.eval_episodes, strict=False),
         positive("train.eval_max_episode_steps", c.train.eval_max_episode_steps, strict=False),
         positive("train.checkpoint_every", c.train.checkpoint_every),
+        positive("train.checkpoint_every_s", c.train.checkpoint_every_s, strict=False),
         positive("train.eval_every", c.train.eval_every, strict=False),
         positive("train.keep_checkpoints", c.train.keep_checkpoints),
         positive("train.log_interval_s", c.train.log_interval_s),
@@ -382,7 +384,9 @@ def _check_sections(c: Config) -> list[str]:
 
 
 CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, check_rnd, check_demos,
-                       _check_scheme, _check_batch, _check_memory, _check_budget, _check_device,
+                       _check_scheme, check_env_groups, check_compile, _check_batch,
+                       _check_memory,
+                       _check_budget, _check_device,
                        _check_replay, _check_offpolicy_env, check_her, _check_sections,
                        _check_atari, _check_env_id, check_policy_addons]
 

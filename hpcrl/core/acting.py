@@ -15,10 +15,16 @@ One factory, :func:`make_engine`, picks the engine of any policy module: an acto
 state, for rollouts) or an off-policy algorithm's acting policy (:data:`OffPolicyEngine`:
 greedy Q actions, deterministic actions, or squashed Gaussian samples, for transition
 chunks).
+
+A collector asks for a group's actions (``submit`` / ``submit_act``) before it takes them
+(``result`` / ``act_result``), so that an engine whose forward runs elsewhere (an inference
+rank's) computes one group's actions while the collector steps another group. The engines
+here compute at once and hand the answer over when it is taken.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Protocol, overload
 
 import numpy as np
@@ -26,6 +32,7 @@ import torch
 from torch import nn
 
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.compiling import compiled
 from hpcrl.core.distributions import MultiCategoricalActions
 from hpcrl.core.encoders import FormatEncoder
 from hpcrl.core.mlp_kernel import forward, layer_views
@@ -40,27 +47,79 @@ from hpcrl.core.qnetwork import QNetwork
 _LOG_SQRT_2PI = np.float32(0.5 * math.log(2.0 * math.pi))
 
 
+Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]
+
+
 class PolicyEngine(Protocol):
     """What the collector needs: sampled actions with log-probs, values and the next
     recurrent state (None for a feedforward actor), and values. ``state`` is the flat
-    ``[B, state_size]`` float32 state of a recurrent actor, None otherwise."""
+    ``[B, state_size]`` float32 state of a recurrent actor, None otherwise; ``group`` is
+    the collector's group of envs the rows belong to."""
 
     def sync(self) -> None:
         """Pick up the actor's current weights."""
         ...
 
     def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+             ) -> Step:
         """Actions drawn with ``noise``, their log-probs ``[B]``, values ``[B]`` and the next
         recurrent state, for observations ``obs`` ``[B, ...]``."""
         ...
 
-    def value(self, obs: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
+    def submit(self, group: int, obs: np.ndarray, noise: np.ndarray,
+               state: np.ndarray | None = None) -> None:
+        """Ask for :meth:`step` of ``group``'s rows (one request of a group at a time)."""
+        ...
+
+    def result(self, group: int) -> Step:
+        """The answer to ``group``'s request (valid until its next request)."""
+        ...
+
+    def value(self, obs: np.ndarray, state: np.ndarray | None = None,
+              group: int = 0) -> np.ndarray:
         """Values ``[B]`` of ``obs`` (what bootstraps a rollout cut short)."""
         ...
 
 
-class NumpyEngine:
+class StepsAtOnce:
+    """:meth:`PolicyEngine.submit` and :meth:`~PolicyEngine.result` of an engine that
+    computes in this process: the step is taken when asked for, kept until taken."""
+
+    _answers: dict[int, Step]
+    step: Callable[..., Step]  # the engine's own
+
+    def submit(self, group: int, obs: np.ndarray, noise: np.ndarray,
+               state: np.ndarray | None = None) -> None:
+        """Take the step of ``group``'s rows now."""
+        if not hasattr(self, "_answers"):
+            self._answers = {}
+        self._answers[group] = self.step(obs, noise, state)
+
+    def result(self, group: int) -> Step:
+        """The step :meth:`submit` took for ``group``."""
+        return self._answers.pop(group)
+
+
+class ActsAtOnce:
+    """``submit_act`` / ``act_result`` of an off-policy engine that computes in this
+    process: the actions are chosen when asked for, kept until taken."""
+
+    _acted: dict[int, np.ndarray]
+    act: Callable[..., np.ndarray]  # the engine's own
+
+    def submit_act(self, group: int, obs: np.ndarray, noise: np.ndarray | None = None
+                   ) -> None:
+        """Choose the actions of ``group``'s rows now."""
+        if not hasattr(self, "_acted"):
+            self._acted = {}
+        self._acted[group] = self.act(obs, noise)
+
+    def act_result(self, group: int) -> np.ndarray:
+        """The actions :meth:`submit_act` chose for ``group``."""
+        return self._acted.pop(group)
+
+
+class NumpyEngine(StepsAtOnce):
     """The actor's networks evaluated in numpy on the CPU."""
 
     def __init__(self, actor: ActorCritic) -> None:
@@ -86,7 +145,8 @@ class NumpyEngine:
         w, b, _ = self.vf_head
         return (features @ w + b)[:, 0]
 
-    def value(self, obs: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
+    def value(self, obs: np.ndarray, state: np.ndarray | None = None,
+              group: int = 0) -> np.ndarray:
         """Values ``[B]`` of ``obs`` (a feedforward actor: ``state`` unused)."""
         return self._value(self._features(obs)[1])
 
@@ -122,12 +182,17 @@ def categorical_sample(logits: np.ndarray, uniforms: np.ndarray
     return actions, z[np.arange(z.shape[0]), actions] - np.log(total[:, 0])
 
 
-class TorchEngine:
-    """The actor itself, for collectors whose actor lives on an accelerator."""
+class TorchEngine(StepsAtOnce):
+    """The actor itself, for collectors whose actor lives on an accelerator, image encoders
+    and memory cores; ``compile``: its step and value under torch.compile (``train.compile``:
+    an inference rank's forward, whose batch size varies with the requests it batches)."""
 
-    def __init__(self, actor: ActorCritic) -> None:
+    def __init__(self, actor: ActorCritic, compile: bool = False) -> None:
         self.actor = actor
         self.device = next(actor.parameters()).device
+        self._step = compiled(actor.step, self.device, dynamic=True) if compile else actor.step
+        self._value = (compiled(actor.value, self.device, dynamic=True) if compile
+                       else actor.value)
 
     def sync(self) -> None:
         """Nothing to do: the engine evaluates the actor itself."""
@@ -140,20 +205,21 @@ class TorchEngine:
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """The actor's step on its device under inference mode, results back as numpy arrays."""
         with torch.inference_mode():
-            a, logp, v, new = self.actor.step(torch.from_numpy(obs).to(self.device),
-                                              torch.from_numpy(noise).to(self.device),
-                                              self._state(state))
+            a, logp, v, new = self._step(torch.from_numpy(obs).to(self.device),
+                                         torch.from_numpy(noise).to(self.device),
+                                         self._state(state))
         return (a.cpu().numpy(), logp.cpu().numpy(), v.cpu().numpy(),
                 None if new is None else new.cpu().numpy())
 
-    def value(self, obs: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
+    def value(self, obs: np.ndarray, state: np.ndarray | None = None,
+              group: int = 0) -> np.ndarray:
         """The actor's values ``[B]`` on its device, back as a numpy array."""
         with torch.inference_mode():
-            return self.actor.value(torch.from_numpy(obs).to(self.device),
-                                    self._state(state)).cpu().numpy()
+            return self._value(torch.from_numpy(obs).to(self.device),
+                               self._state(state)).cpu().numpy()
 
 
-class GreedyQEngine:
+class GreedyQEngine(ActsAtOnce):
     """Argmax-Q actions of a :class:`QNetwork`."""
 
     def __init__(self, network: QNetwork) -> None:
@@ -187,7 +253,7 @@ class TorchGreedyQEngine(GreedyQEngine):
             return self.network.q_values(torch.from_numpy(obs).to(self.device)).cpu().numpy()
 
 
-class DeterministicEngine:
+class DeterministicEngine(ActsAtOnce):
     """``tanh(MLP(s))`` of a :class:`~hpcrl.core.policies.DeterministicPolicy`."""
 
     def __init__(self, policy: DeterministicPolicy) -> None:
@@ -204,7 +270,7 @@ class DeterministicEngine:
         return np.tanh(forward(self.layers, self.policy.obs_format.encode_numpy(obs)))
 
 
-class SquashedGaussianEngine:
+class SquashedGaussianEngine(ActsAtOnce):
     """Samples ``tanh(mean + std * noise)`` of a :class:`SquashedGaussianPolicy`."""
 
     def __init__(self, policy: SquashedGaussianPolicy) -> None:
@@ -234,25 +300,27 @@ OffPolicyEngine = GreedyQEngine | DeterministicEngine | SquashedGaussianEngine
 
 # an ActorCritic is an nn.Module too: the first overload is the more specific, as at run time
 @overload
-def make_engine(module: ActorCritic) -> PolicyEngine:  # type: ignore[overload-overlap]
+def make_engine(module: ActorCritic,  # type: ignore[overload-overlap]
+                compile: bool = False) -> PolicyEngine:
     """An actor-critic's engine: rollouts' actions, log-probs, values and states."""
 
 
 @overload
-def make_engine(module: nn.Module) -> OffPolicyEngine:
+def make_engine(module: nn.Module, compile: bool = False) -> OffPolicyEngine:
     """An off-policy acting policy's engine: actions for transition chunks."""
 
 
-def make_engine(module: nn.Module) -> PolicyEngine | OffPolicyEngine:
+def make_engine(module: nn.Module, compile: bool = False) -> PolicyEngine | OffPolicyEngine:
     """The engine that evaluates ``module``: an actor-critic in numpy when it is a
-    feedforward MLP on the CPU, else by torch; an off-policy acting policy (Q-network,
-    squashed Gaussian or deterministic policy) in numpy, a Q-network with an image encoder
-    by torch."""
+    feedforward MLP on the CPU, else by torch (compiled when ``compile``: an inference
+    rank's under ``train.compile``); an off-policy acting policy (Q-network, squashed
+    Gaussian or deterministic policy) in numpy, a Q-network with an image encoder by
+    torch."""
     if isinstance(module, ActorCritic):
         on_cpu = next(module.parameters()).device.type == "cpu"
         if on_cpu and isinstance(module.pi_encoder, FormatEncoder) and not module.recurrent:
             return NumpyEngine(module)
-        return TorchEngine(module)
+        return TorchEngine(module, compile)
     if isinstance(module, QNetwork):
         if isinstance(module.encoder, FormatEncoder):
             return GreedyQEngine(module)

@@ -36,6 +36,7 @@ from hpcrl.core.demo_buffer import (
     stack_rows,
     take,
 )
+from hpcrl.core.env_groups import EnvGroups
 from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import make_vector_env, reset_seeded, vector_call, vector_set_attr
 from hpcrl.core.rollout import Rollout
@@ -329,13 +330,17 @@ def demos_problem(path: str, observation_space: gym.Space, action_space: gym.Spa
     return None
 
 
-def collector_envs(config: Config, env_offset: int, total_envs: int) -> gym.vector.VectorEnv:
-    """A collector's ``env.num_envs`` envs from global index ``env_offset``: the vector env
-    of :func:`~hpcrl.core.envs.make_vector_env`, or, with ``algo.ppo.demos``, one of
-    :class:`DemoSlots` whose replay slots play the demonstrations."""
+def collector_envs(config: Config, env_offset: int, total_envs: int,
+                   groups: int = 1) -> EnvGroups:
+    """A collector's ``env.num_envs`` envs from global index ``env_offset``, in ``groups``
+    groups (``scheme.env_groups``, resolved): each a vector env of
+    :func:`~hpcrl.core.envs.make_vector_env`, or, with ``algo.ppo.demos`` (one group, as
+    the config checks), one of :class:`DemoSlots` whose replay slots play the
+    demonstrations."""
     own, n = config.algo.ppo, config.env.num_envs
     if not own.demos:
-        return make_vector_env(config.env, n)
+        return EnvGroups.of(lambda first, count: make_vector_env(config.env, count), n, groups)
     slots = slots_of_collector(total_envs, own.demos_fraction, env_offset, n)
     buffer = DemoBuffer.from_file(own.demos, own.demos_own)
-    return DemoSlots(make_vector_env(config.env, int((~slots).sum())), slots, buffer)
+    return EnvGroups([DemoSlots(make_vector_env(config.env, int((~slots).sum())), slots,
+                                buffer)])

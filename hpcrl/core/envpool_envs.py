@@ -91,7 +91,8 @@ def _atari_options(config: EnvConfig) -> dict[str, Any]:
 def envpool_problem(config: EnvConfig) -> str | None:
     """Why EnvPool cannot step ``config``'s envs (a sentence naming the key and the fix), or
     None when it can."""
-    from hpcrl.core.suites import is_atari, register_suite
+    from hpcrl.core.env_suites.registry import register_suite
+    from hpcrl.core.suites import is_atari
 
     if not installed():
         return f"EnvPool is not installed; fix: {ENVPOOL_INSTALL}"
@@ -187,10 +188,28 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                          dict[str, Any]]:
-        """Step the pool; envs whose episode ended are stepped once more at once (EnvPool's
-        reset), so the observations are the new episodes' first ones, the last ones in
-        ``info['final_obs']`` (and, for Atari, the finished games in ``final_info``)."""
-        obs, rewards, terminated, truncated, info = self.pool.step(np.asarray(actions))
+        """Step the pool (:meth:`step_async`, then :meth:`step_wait`)."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: Any) -> None:
+        """Hand the pool every env's action; its threads step them while this one goes on
+        (``scheme.env_groups``: another group's actions are computed meanwhile)."""
+        self.pool.send(np.asarray(actions))
+
+    def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                 dict[str, Any]]:
+        """What the step :meth:`step_async` started returned, in env order; envs whose
+        episode ended are stepped once more at once (EnvPool's reset), so the observations
+        are the new episodes' first ones, the last ones in ``info['final_obs']`` (and, for
+        Atari, the finished games in ``final_info``)."""
+        obs, rewards, terminated, truncated, info = self.pool.recv()
+        order = np.asarray(info["env_id"])
+        if (order != np.arange(self.num_envs)).any():  # a whole batch, in any order
+            back = np.argsort(order)
+            obs, rewards = obs[back], rewards[back]
+            terminated, truncated = terminated[back], truncated[back]
+            info = {k: (np.asarray(v)[back] if np.ndim(v) else v) for k, v in info.items()}
         done = terminated | truncated
         out: dict[str, Any] = {}
         if self.atari:

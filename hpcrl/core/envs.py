@@ -11,20 +11,15 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gymnasium as gym
 import numpy as np
 
 from hpcrl.core.env_state import capture_env_state, restore_env_state
+from hpcrl.core.env_suites.registry import install_of_module, register_suite
 from hpcrl.core.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
-from hpcrl.core.suites import (
-    ATARI_INSTALL,
-    MINATAR_INSTALL,
-    make_env,
-    preset_problem,
-    register_suite,
-)
+from hpcrl.core.suites import make_env, preset_problem
 from hpcrl.errors import ConfigError
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
@@ -35,19 +30,18 @@ class UnsupportedEnv(ConfigError):
     """An env hpcrl cannot train on as it is; the message names the env and the fix."""
 
 
-# Gymnasium env families whose packages are optional, and the install that brings them.
+# Gymnasium's own env families whose packages are optional, and the install that brings
+# them (the suites' are in their records: install_of_module).
 _FAMILY_INSTALLS = {
     "gymnasium.envs.box2d": 'pip install "hpcrl[box2d]"  (or "gymnasium[box2d]")',
     "gymnasium.envs.mujoco": 'pip install "hpcrl[mujoco]"  (or "gymnasium[mujoco]")',
-    "ale_py": ATARI_INSTALL,
-    "minatar": MINATAR_INSTALL,
 }
 
 
 def _missing_package_problem(env_id: str, entry_point: str, err: Exception) -> str:
     missing = getattr(err, "name", None) or str(err).split("\n")[0]
     fix = next((cmd for prefix, cmd in _FAMILY_INSTALLS.items()
-                if entry_point.startswith(prefix)), None)
+                if entry_point.startswith(prefix)), None) or install_of_module(entry_point)
     if fix is None:
         fix = f"install the package that provides '{missing}'"
     return (f"config key 'env.id': env '{env_id}' needs the module '{missing}', which is not "
@@ -55,9 +49,9 @@ def _missing_package_problem(env_id: str, entry_point: str, err: Exception) -> s
 
 
 def env_id_problem(env_id: str) -> str | None:
-    """Why ``env_id`` cannot be made, or None: checks the module import, the registry (after
-    registering the id's suite: Atari, MinAtar) and that the packages of the env's family
-    (Box2D, MuJoCo, Atari...) are installed."""
+    """Why ``env_id`` cannot be made, or None: checks the module import, the registry
+    (after registering the id's suite: :mod:`hpcrl.core.env_suites`) and that the packages
+    of the env's family (Box2D, MuJoCo, Atari...) are installed."""
     suite = register_suite(env_id)
     if suite is not None:
         return suite
@@ -258,24 +252,41 @@ def reset_seeded(envs: gym.vector.VectorEnv, seeds: list[Any], options: Any = No
     return envs.reset(seed=seeds, options=options)  # type: ignore[arg-type]
 
 
-def vector_call(envs: gym.vector.VectorEnv, name: str) -> tuple[Any, ...]:
+def vector_call(envs: gym.vector.VectorEnv | EnvStates, name: str) -> tuple[Any, ...]:
     """``envs.call(name)``: each env's ``name`` (called when it is a method)."""
-    return envs.call(name)  # type: ignore[attr-defined]
+    return envs.call(name)  # type: ignore[union-attr]
 
 
-def vector_set_attr(envs: gym.vector.VectorEnv, name: str, values: Any) -> None:
+def vector_set_attr(envs: gym.vector.VectorEnv | EnvStates, name: str, values: Any) -> None:
     """``envs.set_attr(name, values)``: one value per env."""
-    envs.set_attr(name, values)  # type: ignore[attr-defined]
+    envs.set_attr(name, values)  # type: ignore[union-attr]
 
 
-def vector_env_state(envs: gym.vector.VectorEnv) -> tuple[list[dict], list[str]]:
+class EnvStates(Protocol):
+    """What capturing and restoring env states asks of a vector env (or of a collector's
+    groups of them, :class:`~hpcrl.core.env_groups.EnvGroups`): its env count, and ``call``
+    and ``set_attr`` over its envs."""
+
+    num_envs: int
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """``name`` of every env, called when it is a method."""
+        ...
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set ``name`` on every env, one value each."""
+        ...
+
+
+def vector_env_state(envs: gym.vector.VectorEnv | EnvStates) -> tuple[list[dict], list[str]]:
     """Per-env plain states and the attributes that could not be captured."""
     states = list(vector_call(envs, "hpcrl_state"))
     missing = sorted({m for s in states for m in s["missing"]})
     return states, missing
 
 
-def restore_vector_env_state(envs: gym.vector.VectorEnv, states: list[dict]) -> None:
+def restore_vector_env_state(envs: gym.vector.VectorEnv | EnvStates,
+                             states: list[dict]) -> None:
     """Restore per-env states saved by :func:`vector_env_state`."""
     if len(states) != envs.num_envs:
         raise ValueError(f"checkpoint holds the state of {len(states)} envs but this process "

@@ -25,11 +25,12 @@ class GaussianNoise:
     def __init__(self, num_envs: int, action_dim: int, std: float) -> None:
         self.std = np.float32(std)
 
-    def step(self, innovation: np.ndarray) -> np.ndarray:
-        """The noise of one step from standard normals ``[num_envs, action_dim]``."""
+    def step(self, innovation: np.ndarray, cols: slice = slice(None)) -> np.ndarray:
+        """The noise of one step of the envs ``cols`` from their standard normals
+        ``[envs, action_dim]``."""
         return self.std * innovation
 
-    def reset(self, done: np.ndarray) -> None:
+    def reset(self, done: np.ndarray, cols: slice = slice(None)) -> None:
         """Gaussian noise has no state to reset."""
 
     def state_dict(self) -> dict[str, Any]:
@@ -50,15 +51,17 @@ class OrnsteinUhlenbeckNoise:
         self.scale = np.float32(std * math.sqrt(dt))
         self.x = np.zeros((num_envs, action_dim), np.float32)
 
-    def step(self, innovation: np.ndarray) -> np.ndarray:
-        """Advance every env's process one step with standard normals ``innovation``
-        ``[num_envs, action_dim]``; returns a copy of the new noise."""
-        self.x += np.float32(-self.theta * self.dt) * self.x + self.scale * innovation
-        return self.x.copy()
+    def step(self, innovation: np.ndarray, cols: slice = slice(None)) -> np.ndarray:
+        """Advance the processes of the envs ``cols`` one step with their standard normals
+        ``innovation`` ``[envs, action_dim]``; returns a copy of their new noise."""
+        x = self.x[cols]
+        x += np.float32(-self.theta * self.dt) * x + self.scale * innovation
+        return x.copy()
 
-    def reset(self, done: np.ndarray) -> None:
-        """Zero the process of the envs ``done`` marks (their episode ended)."""
-        self.x[done] = 0.0
+    def reset(self, done: np.ndarray, cols: slice = slice(None)) -> None:
+        """Zero the processes of the envs ``cols`` that ``done`` marks (their episode
+        ended)."""
+        self.x[cols][done] = 0.0
 
     def state_dict(self) -> dict[str, Any]:
         """The processes' values ``x`` ``[num_envs, action_dim]``, for a checkpoint."""

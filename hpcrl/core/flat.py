@@ -26,6 +26,12 @@ def _flat_of(module: nn.Module) -> torch.Tensor | None:
     return flat if flat is not None and _aliases(_params(module), flat) else None
 
 
+def has_flat_parameters(module: nn.Module) -> bool:
+    """Whether every parameter of ``module`` already is, in order, a view of one flat tensor
+    (so :func:`contiguous_parameters` would move nothing)."""
+    return _flat_of(module) is not None
+
+
 def num_params(module: nn.Module) -> int:
     """The number of parameter values of ``module``."""
     return sum(p.numel() for p in _params(module))

@@ -66,6 +66,9 @@ class RolloutLayout:
     state_size: int = 0  # floats of a recurrent actor's state per env (0: feedforward)
     sequence_length: int = 0  # steps of the loss's sequences (recurrent; 0: num_steps)
     last_obs: bool = False  # holds the observation after the last step (RND's learner needs it)
+    # integer actions (discrete, multi-discrete) as the learner indexes with them: int64, so
+    # that it reads them in place
+    action_dtype: str = "float32"
 
     @property
     def num_sequences(self) -> int:
@@ -76,7 +79,7 @@ class RolloutLayout:
         """Name, shape (and dtype, when not float32) of each step field, in buffer order."""
         tn = (self.num_steps, self.num_envs)
         yield "obs", tn + self.obs_shape, self.obs_dtype
-        yield "actions", tn + self.action_shape
+        yield "actions", tn + self.action_shape, self.action_dtype
         for name in ("log_probs", "values", "rewards", "terminated", "truncated",
                      "next_values", "episode_returns", "episode_lengths"):
             yield name, tn

@@ -1,5 +1,12 @@
 """The gradient worker's rollout storage: GAE targets and a layout-independent batch order.
 
+Rollouts are trained on where they landed: a rollout of a feedforward actor is held as views
+of its own buffers (a collector's slot of the node's window, the buffer its message arrived
+in, the worker's own rollout), one copy made only to a GPU learner's device; the first copy
+of its samples on a CPU is the minibatch gathered from them. :attr:`RolloutStorage.copied_bytes`
+counts what :meth:`RolloutStorage.load` copied (a recurrent actor's sequences and rollouts
+of unequal lengths are still joined into one batch there).
+
 Minibatches are stratified by env: every minibatch holds the same number of time steps
 from every env, and which steps is decided by a generator seeded with the update and epoch
 over the *global* env columns. A process that holds envs ``[a, b)`` of the job therefore
@@ -132,7 +139,29 @@ def _padded(x: torch.Tensor, steps: int) -> torch.Tensor:
 
 
 def _tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``array`` as a tensor on ``device``: a view of its memory on the CPU (a step field
+    of a rollout is contiguous), a copy on an accelerator."""
     return torch.from_numpy(np.ascontiguousarray(array)).to(device)
+
+
+def batch_bytes(batch: RolloutBatch) -> int:
+    """Bytes of a batch's fields."""
+    return sum(t.numel() * t.element_size() for t in batch if t is not None)
+
+
+def gather_rows(sources: Sequence[torch.Tensor], indices: Sequence[torch.Tensor]
+                ) -> torch.Tensor:
+    """Rows ``indices[k]`` of each ``sources[k]`` (flat ``[rows, ...]``, alike but for their
+    row count), one after the other, copied once straight into the result."""
+    first = sources[0]
+    total = sum(int(i.numel()) for i in indices)
+    out = first.new_empty((total,) + tuple(first.shape[1:]))
+    start = 0
+    for source, index in zip(sources, indices, strict=True):
+        end = start + int(index.numel())
+        torch.index_select(source, 0, index, out=out[start:end])
+        start = end
+    return out
 
 
 # What a GAE algorithm trains on: flat samples, or a recurrent actor's sequences
@@ -140,7 +169,9 @@ GaeBatch = RolloutBatch | RecurrentBatch
 
 
 class RolloutStorage:
-    """Holds the rollouts of one update as ``[T, N, ...]`` tensors with GAE targets."""
+    """Holds the rollouts of one update as ``[T, N, ...]`` tensors with GAE targets: side by
+    side in place (:attr:`parts`, one per rollout), or joined (:attr:`batch` for a recurrent
+    actor's sequences, :attr:`flat` for rollouts of unequal lengths)."""
 
     def __init__(self, gamma: float, gae_lambda: float, device: torch.device | str = "cpu",
                  discrete_actions: bool = True, keep_rewards: bool = False) -> None:
@@ -148,11 +179,13 @@ class RolloutStorage:
         self.device = torch.device(device)
         self.discrete_actions = discrete_actions
         self.keep_rewards = keep_rewards  # batches carry the rewards (a reward predictor)
+        self.parts: list[RolloutBatch] | None = None  # side by side, where they landed
         self.batch: RolloutBatch | None = None
         self.flat: RolloutBatch | None = None
         self.sequences: RecurrentBatch | None = None  # a recurrent actor's rollouts
         self._flattened: RolloutBatch | None = None  # the batch as one minibatch, per load
         self.env_offset = 0
+        self.copied_bytes = 0  # what the last load copied of its rollouts' step fields
 
     def load(self, rollouts: Sequence[Rollout],
              intrinsic: Sequence[IntrinsicPart] | None = None) -> None:
@@ -172,15 +205,27 @@ class RolloutStorage:
         parts = [self._targets(rollouts[k], extra[i]) for k, i in enumerate(order)]
         self.env_offset = rollouts[0].env_offset
         self._flattened = None
-        if _side_by_side(rollouts):
+        self.parts = self.batch = self.flat = None
+        moved = self.device.type != "cpu"  # each step field copied to the device once
+        self.copied_bytes = sum(self._copied(r) for r in rollouts) if moved else 0
+        recurrent = rollouts[0].layout.state_size > 0
+        if _side_by_side(rollouts) and not recurrent:
+            self.parts = parts  # read in place
+        elif _side_by_side(rollouts):
             self.batch = RolloutBatch.joined(parts, lambda ts: torch.cat(ts, dim=1))
-            self.flat = None
+            self.copied_bytes += batch_bytes(self.batch)
         else:
-            self.batch = None
             self.flat = RolloutBatch.joined([p.flatten() for p in parts],
                                             lambda ts: torch.cat(ts, dim=0))
-        self.sequences = (self._load_sequences(rollouts, parts)
-                          if rollouts[0].layout.state_size else None)
+            self.copied_bytes += batch_bytes(self.flat)
+        self.sequences = self._load_sequences(rollouts, parts) if recurrent else None
+
+    @staticmethod
+    def _copied(r: Rollout) -> int:
+        """Bytes of the step fields :meth:`_targets` takes of ``r`` (to a device)."""
+        t = r.valid_steps
+        return sum(x[:t].nbytes for x in (r.obs, r.actions, r.log_probs, r.values, r.rewards,
+                                          r.terminated, r.truncated, r.next_values))
 
     def _load_sequences(self, rollouts: Sequence[Rollout], parts: list[RolloutBatch]
                         ) -> RecurrentBatch:
@@ -245,12 +290,17 @@ class RolloutStorage:
 
     @property
     def num_steps(self) -> int:
-        """Steps ``T`` of the loaded rollouts (0 before any)."""
+        """Steps ``T`` of the loaded rollouts side by side (0 before any, or in a pool)."""
+        if self.parts is not None:
+            return self.parts[0].log_probs.shape[0]
         return 0 if self.batch is None else self.batch.log_probs.shape[0]
 
     @property
     def num_envs(self) -> int:
-        """Env columns ``N`` of the loaded rollouts (0 before any)."""
+        """Env columns ``N`` of the loaded rollouts side by side (0 before any, or in a
+        pool)."""
+        if self.parts is not None:
+            return sum(p.log_probs.shape[1] for p in self.parts)
         return 0 if self.batch is None else self.batch.log_probs.shape[1]
 
     @property
@@ -262,18 +312,24 @@ class RolloutStorage:
 
     def release(self) -> None:
         """Let go of the update's samples once its gradients are done (what is held between
-        updates is then the same whichever way the rollouts arrived)."""
-        self.batch = self.flat = self._flattened = self.sequences = None
+        updates is then the same whichever way the rollouts arrived; rollouts held in place
+        may be written again)."""
+        self.parts = self.batch = self.flat = self._flattened = self.sequences = None
 
     def full_batch(self) -> RolloutBatch | RecurrentBatch:
-        """Every sample of the update, flattened (every sequence, for a recurrent actor)."""
+        """Every sample of the update, flattened (every sequence, for a recurrent actor):
+        rollouts held in place are joined here, once for every epoch."""
         if self.sequences is not None:
             return self.sequences
         if self.flat is not None:
             return self.flat
-        assert self.batch is not None, "load() a rollout first"
-        if self._flattened is None:  # views of the batch, made once for every epoch
-            self._flattened = self.batch.flatten()
+        if self._flattened is None:
+            if self.parts is not None:
+                self._flattened = RolloutBatch.joined([p.flatten() for p in self.parts],
+                                                      lambda ts: torch.cat(ts, dim=0))
+            else:
+                assert self.batch is not None, "load() a rollout first"
+                self._flattened = self.batch.flatten()  # views of the joined batch
         return self._flattened
 
     def minibatches(self, num_minibatches: int, seed: int, total_envs: int
@@ -296,7 +352,7 @@ class RolloutStorage:
             for index in torch.tensor_split(order, num_minibatches):
                 yield self.flat.map(itemgetter(index))
             return
-        assert self.batch is not None, "load() a rollout first"
+        assert self.parts is not None, "load() a rollout first"
         steps, envs = self.num_steps, self.num_envs
         if steps % num_minibatches:
             raise ValueError(f"{steps} steps per env cannot be split into {num_minibatches} "
@@ -304,10 +360,32 @@ class RolloutStorage:
         gen = torch.Generator().manual_seed(seed)
         keys = torch.rand(steps, total_envs, generator=gen)
         order = keys.argsort(dim=0)[:, self.env_offset:self.env_offset + envs].to(self.device)
-        env_index = torch.arange(envs, device=self.device).expand(steps // num_minibatches, envs)
         per = steps // num_minibatches
         for j in range(num_minibatches):
-            yield self.batch.gather(order[j * per:(j + 1) * per], env_index)
+            yield self._gather(order[j * per:(j + 1) * per])
+
+    def _gather(self, times: torch.Tensor) -> RolloutBatch:
+        """The samples at steps ``times[i, j]`` of env column ``j`` (of the rollouts side by
+        side), rollout by rollout, each field copied once from where it lies."""
+        assert self.parts is not None
+        indices, first = [], 0
+        for part in self.parts:
+            width = part.log_probs.shape[1]
+            columns = torch.arange(width, device=times.device)
+            indices.append((times[:, first:first + width] * width + columns).flatten())
+            first += width
+        flat = [p.flatten() for p in self.parts]  # views: each part is contiguous
+
+        def field(pick: Callable[[RolloutBatch], torch.Tensor | None]) -> torch.Tensor:
+            sources = [pick(f) for f in flat]
+            return gather_rows([x for x in sources if x is not None], indices)
+
+        masks, rewards = flat[0].rnd_mask is not None, flat[0].rewards is not None
+        return RolloutBatch(field(lambda b: b.obs), field(lambda b: b.actions),
+                            field(lambda b: b.log_probs), field(lambda b: b.values),
+                            field(lambda b: b.advantages), field(lambda b: b.returns),
+                            field(lambda b: b.rnd_mask) if masks else None,
+                            field(lambda b: b.rewards) if rewards else None)
 
     def _sequence_minibatches(self, num_minibatches: int, seed: int, total_envs: int
                               ) -> Iterator[RecurrentBatch]:

@@ -1,15 +1,11 @@
-"""Env suites whose ids need a package to register them (Atari, MinAtar), and the one function
-that builds every env hpcrl steps: :func:`make_env` (with the user's ``env.wrappers``).
+"""The one function that builds every env hpcrl steps, :func:`make_env` (its suite
+registered, its preprocessing chain, its suite's own wrapper, the user's ``env.wrappers``),
+and the checks of ``env.preset`` and ``env.wrappers``.
 
-``ALE/Pong-v5`` and ``PongNoFrameskip-v4`` are registered by ``ale_py`` and
-``MinAtar/Breakout-v1`` by ``minatar.gym.register_envs()``; :func:`register_suite` imports
-and registers the suite an id belongs to, so both work as ``env.id`` with no module prefix,
-in every process that makes envs (collector ranks, async env subprocesses, evaluation).
+Which suites there are, and how an id finds its own, is :mod:`hpcrl.core.env_suites`.
 """
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
@@ -17,13 +13,9 @@ import numpy as np
 
 from hpcrl.core.atari import LIFE_LOST, atari_env
 from hpcrl.core.env_noise import quiet_mujoco
-from hpcrl.core.vizdoom import (
-    VIZDOOM_INSTALL,
-    EngineDirectory,
-    is_vizdoom,
-    vizdoom_env,
-    vizdoom_problem,
-)
+from hpcrl.core.env_suites.atari import ATARI
+from hpcrl.core.env_suites.registry import adapt_env, register_suite
+from hpcrl.core.vizdoom import vizdoom_env, vizdoom_problem
 from hpcrl.errors import ConfigError, ExplainedError
 from hpcrl.plugins import CONTRACTS, PluginError, component_factory, failure
 
@@ -31,65 +23,6 @@ if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.schema import EnvConfig
 
 WRAPPER_CALL = "Class(env, **kwargs)"
-
-ATARI_INSTALL = ('pip install "hpcrl[atari]"  (or "gymnasium[atari]" and '
-                 '"opencv-python-headless")')
-MINATAR_INSTALL = 'pip install "hpcrl[minatar]"  (or "minatar")'
-
-# Ids that only ale-py registers: ALE/Game-v5, GameNoFrameskip-v4, GameDeterministic-v4.
-_ATARI_ID = re.compile(r"^ALE/|^[A-Z]\w*(NoFrameskip|Deterministic)-v[04]$")
-# Plain Game-v0 / Game-v4 ids are ALE's too, but the pattern also fits unknown ids of
-# others: ale-py is tried for them only when it is installed.
-_MAYBE_ATARI_ID = re.compile(r"^[A-Z]\w*-v[04]$")
-
-
-def _register_atari() -> None:
-    import ale_py
-
-    gym.register_envs(ale_py)
-
-
-def _register_minatar() -> None:
-    import minatar.gym
-
-    if "MinAtar/Breakout-v1" not in gym.registry:
-        minatar.gym.register_envs()
-
-
-def _register_vizdoom() -> None:
-    import vizdoom.gymnasium_wrapper  # noqa: F401  (registers the Vizdoom... ids)
-
-
-def _suite_of(env_id: str) -> tuple[str, Callable[[], None], str, bool] | None:
-    """(name, registration, install command, sure) of the suite ``env_id`` belongs to."""
-    if env_id.startswith("MinAtar/"):
-        return "MinAtar", _register_minatar, MINATAR_INSTALL, True
-    if is_vizdoom(env_id):
-        return "ViZDoom", _register_vizdoom, VIZDOOM_INSTALL, True
-    if _ATARI_ID.search(env_id):
-        return "Atari", _register_atari, ATARI_INSTALL, True
-    if _MAYBE_ATARI_ID.search(env_id):
-        return "Atari", _register_atari, ATARI_INSTALL, False
-    return None
-
-
-def register_suite(env_id: str) -> str | None:
-    """Register the suite of ``env_id`` when it is not registered yet; returns why that
-    failed (a missing package, with its install command) or None."""
-    if ":" in env_id or env_id in gym.registry:
-        return None
-    suite = _suite_of(env_id)
-    if suite is None:
-        return None
-    name, register, install, sure = suite
-    try:
-        register()
-    except ImportError as err:
-        if not sure:
-            return None
-        return (f"config key 'env.id': '{env_id}' is a {name} id, and the {name} package is "
-                f"not installed ({err}); fix: {install}")
-    return None
 
 
 def _entry_point_starts(env_id: str, prefix: str) -> bool:
@@ -128,9 +61,7 @@ def make_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
         elif config.preset == "vizdoom":
             env = vizdoom_env(config)
         else:
-            env = gym.make(config.id, **config.kwargs)
-            if is_vizdoom(config.id):  # without the preset: the raw game, started apart
-                env = EngineDirectory(env)
+            env = adapt_env(gym.make(config.id, **config.kwargs), config.id)
     except TypeError as err:
         if not config.kwargs:
             raise
@@ -206,7 +137,7 @@ def preset_problem(config: EnvConfig) -> str | None:
         import cv2  # noqa: F401  (AtariPreprocessing resizes frames with it)
     except ImportError:
         return (f"config key 'env.preset': the atari chain resizes frames with OpenCV, "
-                f"which is not installed; fix: {ATARI_INSTALL}")
+                f"which is not installed; fix: {ATARI.install}")
     if "frameskip" in config.kwargs:
         return ("config key 'env.kwargs.frameskip': env.preset=atari skips frames itself "
                 "(env.atari.frame_skip, max-pooling the last two); remove env.kwargs.frameskip")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import tempfile
 from collections import deque
@@ -39,18 +40,24 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
+from hpcrl.core.env_suites.record import install_line
+
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.schema import EnvConfig
 
 
-VIZDOOM_INSTALL = 'pip install "hpcrl[vizdoom]"  (or "vizdoom" and "opencv-python-headless")'
+VIZDOOM_PACKAGES = ("vizdoom", "opencv-python-headless")  # what the vizdoom extra installs
+VIZDOOM_INSTALL = install_line("vizdoom", VIZDOOM_PACKAGES)
 RESOLUTIONS = ("160x120", "200x150", "256x144", "320x240", "640x480")
 SCREEN, VARIABLES = "screen", "gamevariables"
 
 
+VIZDOOM_IDS = re.compile(r"^Vizdoom")  # ViZDoom's Gymnasium ids: VizdoomBasic-v1, ...
+
+
 def is_vizdoom(env_id: str) -> bool:
     """Whether ``env_id`` is one of ViZDoom's Gymnasium ids."""
-    return env_id.startswith("Vizdoom")
+    return bool(VIZDOOM_IDS.search(env_id))
 
 
 _ENGINE_DIRS: dict[int, Path] = {}  # process id -> its engines' working directory

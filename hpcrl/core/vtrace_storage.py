@@ -15,7 +15,7 @@ step per rollout they equal the learner's values.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -65,7 +65,9 @@ def _tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
 
 
 class VTraceStorage:
-    """Holds the rollouts of one update side by side as :class:`SequenceBatch` columns.
+    """Holds the rollouts of one update side by side as :class:`SequenceBatch` columns, each
+    where it landed (:attr:`parts`: views of its buffers on a CPU, one copy to a GPU); they
+    are joined into one batch when the first minibatch is asked for.
 
     Rollouts of unequal length are cut to the shortest; the cut keeps a valid bootstrap
     (``next_values`` at the last kept step is the value of the next observation).
@@ -77,39 +79,45 @@ class VTraceStorage:
         self.device = torch.device(device)
         self.discrete_actions = discrete_actions
         self.keep_rewards = keep_rewards  # batches carry step_rewards (a reward predictor)
-        self.batch: SequenceBatch | None = None
+        self.parts: list[SequenceBatch] | None = None
+        self._batch: SequenceBatch | None = None  # the parts joined, once per load
         self.env_offset = 0
+        self.copied_bytes = 0  # what the last load copied of its rollouts' step fields
 
     def load(self, rollouts: Sequence[Rollout]) -> None:
-        """Hold ``rollouts`` side by side in env order as one :class:`SequenceBatch`, each cut to
-        the shortest one's valid steps; a rollout with no steps raises ValueError."""
+        """Hold ``rollouts`` side by side in env order, each cut to the shortest one's valid
+        steps; a rollout with no steps raises ValueError."""
         rollouts = sorted(rollouts, key=lambda r: r.env_offset)
         steps = min(r.valid_steps for r in rollouts)
         if steps <= 0:
             raise ValueError("a rollout with no collected steps cannot be trained on")
-        parts = [self._sequences(r, steps) for r in rollouts]
-        recurrent = rollouts[0].layout.state_size > 0
-        # a recurrent actor's parts all have memory and starts (_sequences), others none
-        memories = [p.memory for p in parts if p.memory is not None]
-        starts = [p.starts for p in parts if p.starts is not None]
-
-        def side_by_side(tensors: list[torch.Tensor]) -> torch.Tensor:
-            return torch.cat(tensors, dim=1)
-
-        self.batch = SequenceBatch(side_by_side([p.obs for p in parts]),
-                                   side_by_side([p.actions for p in parts]),
-                                   side_by_side([p.log_probs for p in parts]),
-                                   side_by_side([p.values for p in parts]),
-                                   side_by_side([p.rewards for p in parts]),
-                                   side_by_side([p.discounts for p in parts]),
-                                   torch.cat([p.bootstrap for p in parts]),
-                                   side_by_side(memories) if recurrent else None,
-                                   side_by_side(starts) if recurrent else None,
-                                   parts[0].sequence_length,
-                                   side_by_side([p.step_rewards for p in parts
-                                                 if p.step_rewards is not None])
-                                   if self.keep_rewards else None)
+        self.parts = [self._sequences(r, steps) for r in rollouts]
+        self._batch = self.parts[0] if len(self.parts) == 1 else None
         self.env_offset = rollouts[0].env_offset
+        self.copied_bytes = 0 if self.device.type == "cpu" else sum(
+            x[:steps].nbytes for r in rollouts for x in (r.obs, r.actions, r.log_probs,
+                                                          r.values))
+
+    @property
+    def batch(self) -> SequenceBatch | None:
+        """Every loaded sequence side by side (the rollouts joined when there are several),
+        or None before a load."""
+        if self._batch is None and self.parts is not None:
+            parts = self.parts
+
+            def side_by_side(tensors: list[Any]) -> Any:
+                return None if tensors[0] is None else torch.cat(tensors, dim=1)
+
+            self._batch = SequenceBatch(
+                side_by_side([p.obs for p in parts]), side_by_side([p.actions for p in parts]),
+                side_by_side([p.log_probs for p in parts]),
+                side_by_side([p.values for p in parts]),
+                side_by_side([p.rewards for p in parts]),
+                side_by_side([p.discounts for p in parts]),
+                torch.cat([p.bootstrap for p in parts]),
+                side_by_side([p.memory for p in parts]), side_by_side([p.starts for p in parts]),
+                parts[0].sequence_length, side_by_side([p.step_rewards for p in parts]))
+        return self._batch
 
     def _sequences(self, r: Rollout, t: int) -> SequenceBatch:
         dev, gamma = self.device, self.gamma
@@ -137,13 +145,13 @@ class VTraceStorage:
 
     @property
     def num_steps(self) -> int:
-        """Steps ``T`` of the loaded batch (0 before any)."""
-        return 0 if self.batch is None else self.batch.values.shape[0]
+        """Steps ``T`` of the loaded rollouts (0 before any)."""
+        return 0 if self.parts is None else self.parts[0].values.shape[0]
 
     @property
     def num_envs(self) -> int:
-        """Env columns ``N`` of the loaded batch (0 before any)."""
-        return 0 if self.batch is None else self.batch.values.shape[1]
+        """Env columns ``N`` of the loaded rollouts (0 before any)."""
+        return 0 if self.parts is None else sum(p.values.shape[1] for p in self.parts)
 
     @property
     def num_samples(self) -> int:
@@ -151,22 +159,24 @@ class VTraceStorage:
         return self.num_steps * self.num_envs
 
     def release(self) -> None:
-        """Let go of the update's sequences once its gradients are done."""
-        self.batch = None
+        """Let go of the update's sequences once its gradients are done (rollouts held in
+        place may be written again)."""
+        self.parts = self._batch = None
 
     def full_batch(self) -> SequenceBatch:
         """Every loaded sequence, ``[T, N, ...]``."""
-        assert self.batch is not None, "load() a rollout first"
-        return self.batch
+        batch = self.batch
+        assert batch is not None, "load() a rollout first"
+        return batch
 
     def minibatches(self, num_minibatches: int, seed: int, total_envs: int
                     ) -> Iterator[SequenceBatch]:
         """Whole sequences of disjoint env-column groups, in an order seeded over the job's
         ``total_envs`` columns (so a process holding a slice takes its share)."""
-        assert self.batch is not None, "load() a rollout first"
+        batch = self.full_batch()
         gen = torch.Generator().manual_seed(seed)
         order = torch.randperm(total_envs, generator=gen)
         local = order[(order >= self.env_offset) & (order < self.env_offset + self.num_envs)]
         for group in torch.tensor_split(local - self.env_offset, num_minibatches):
             if group.numel():
-                yield self.batch.columns(group.to(self.device))
+                yield batch.columns(group.to(self.device))

@@ -63,6 +63,7 @@ class RunRecorder:
                         if console is not None else None)
         self.wandb = WandbLog(config, run) if config.train.wandb.project else None
         self.started = time.perf_counter()
+        self.last_checkpoint_at = time.monotonic()  # train.checkpoint_every_s counts from it
         self.start_steps = self.env_steps
         # why the job stops early for lost collectors (scheme.min_collectors), once it does
         self.lost_note: str | None = None
@@ -92,8 +93,12 @@ class RunRecorder:
         return (STOP_REQUEST.requested or self.lost_note is not None) and not self.done
 
     def checkpoint_due(self) -> bool:
-        """The budget is spent, or ``train.checkpoint_every`` updates passed."""
-        return self.done or self.updates % self.config.train.checkpoint_every == 0
+        """The budget is spent, ``train.checkpoint_every`` updates passed, or
+        ``train.checkpoint_every_s`` seconds since the last checkpoint (or the start)."""
+        train = self.config.train
+        overdue = (train.checkpoint_every_s > 0
+                   and time.monotonic() - self.last_checkpoint_at >= train.checkpoint_every_s)
+        return self.done or overdue or self.updates % train.checkpoint_every == 0
 
     def command(self) -> int:
         """What the run does after the update just recorded, as the command bits every
@@ -145,6 +150,7 @@ class RunRecorder:
             **extra,
         }, self.run.checkpoint_path)
         keep_recent(path, self.env_steps, self.config.train.keep_checkpoints)
+        self.last_checkpoint_at = time.monotonic()
         if self.preempted:
             if self.lost_note is not None:
                 name = f"{LOST_MARKER} {self.lost_note}"

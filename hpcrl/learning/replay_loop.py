@@ -4,9 +4,10 @@ replay-ratio rule, one progress row per update's worth of env steps.
 The loop does not know where its chunks come from or where its weights go. A
 :class:`ChunkSource` hands it chunks (the collector ranks' streams under MPI,
 :class:`~hpcrl.placement.mpi.inbox.CollectorInbox`; the collector in this very process in a
-serial run, :class:`~hpcrl.placement.serial_offpolicy.CollectorInProcess`) and a
-:class:`WeightsSink` takes each new policy (newest-weights delivery to those ranks, or a load
-into that collector). So a one-process run and an Ape-X job train by the same rule:
+serial run, :class:`~hpcrl.exchange.chunks_in_process.ChunksInProcess`) and a
+:class:`~hpcrl.exchange.weights.WeightsSync` takes each new policy (newest-weights delivery
+to those ranks, or that collector's own policy, unchanged or loaded). So a one-process run
+and an Ape-X job train by the same rule:
 
 * **the replay ratio.** Training starts once the job collected more than
   ``replay.learning_starts`` env steps; from then on a round of ``replay.gradient_steps``
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hpcrl.config.schema import Config
-from hpcrl.roles.messages import Weights
+from hpcrl.exchange.weights import WeightsSync
 from hpcrl.roles.protocol import Report, ReportLayout
 from hpcrl.roles.replay_learner import ReplayLearner
 
@@ -62,22 +63,6 @@ class ChunkSource(Protocol):
 
     def drain(self) -> None:
         """At the end of the job: drop what is still arriving."""
-        ...
-
-
-class WeightsSink(Protocol):
-    """Where a replay learner's new policies go."""
-
-    def offer(self, weights: Weights, block: bool) -> None:
-        """Make ``weights`` the newest (``block``: delivered to every collector now)."""
-        ...
-
-    def push(self, block: bool = False) -> None:
-        """Deliver the newest weights to the collectors free to take them."""
-        ...
-
-    def drain(self) -> None:
-        """Wait until every message sent was taken."""
         ...
 
 
@@ -119,7 +104,7 @@ class ReplayLoop:
     (the leader's, or the serial trainer's, count)."""
 
     def __init__(self, learner: ReplayLearner, config: Config, total_envs: int,
-                 source: ChunkSource, sink: WeightsSink, tolerance: int,
+                 source: ChunkSource, sink: WeightsSync, tolerance: int,
                  base_env_steps: Callable[[], int]) -> None:
         self.learner, self.source, self.sink = learner, source, sink
         self.tolerance = tolerance
@@ -203,7 +188,7 @@ class ReplayLoop:
             row.stats[name] = row.stats.get(name, 0.0) + value
         t = time.perf_counter()
         row.compute_s += t - started
-        self.sink.offer(self.learner.weights(), block=False)
+        self.sink.publish(self.learner.algorithm.policy, self.learner.version)
         row.comm_s += time.perf_counter() - t
         return True
 

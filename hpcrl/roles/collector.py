@@ -2,8 +2,16 @@
 
 The loop (:meth:`Collector.collect`) is the same for every algorithm: show the policy the
 observations, step the envs with the actions it chose, note final observations and
-episode ends, check what the envs returned, count the steps. What the steps become is the
-:class:`Filler`'s: a :class:`~hpcrl.roles.rollout_filler.RolloutFiller` chooses actions
+episode ends, check what the envs returned, count the steps. The envs come in groups that
+take turns (``scheme.env_groups``, :mod:`hpcrl.core.env_groups`): each group's actions are
+asked for (:meth:`Filler.request`) as soon as its observations are there and taken
+(:meth:`Filler.take`) only when the group steps next, so that where acting runs elsewhere
+(an inference rank) one group's actions are computed while another group steps, and where
+the envs step elsewhere (subprocesses, EnvPool's threads) one group's actions are computed
+here while the other group's envs step. With one group the loop is the plain one. Every env
+sees the same observations, noise and actions whatever the grouping, and what the steps
+become is written in the same order. What the steps become is the :class:`Filler`'s: a
+:class:`~hpcrl.roles.rollout_filler.RolloutFiller` chooses actions
 with an actor-critic and writes rollouts (normalising through a transform on the way in),
 a :class:`~hpcrl.roles.transition_filler.TransitionFiller` explores and writes n-step
 transition chunks for a replay. Both stand on one :class:`~hpcrl.roles.env_core.EnvCore`:
@@ -24,6 +32,7 @@ import gymnasium as gym
 import numpy as np
 from torch import nn
 
+from hpcrl.core.env_groups import EnvGroup, EnvGroups
 from hpcrl.core.obs_format import obs_format
 from hpcrl.roles.env_core import CollectionFacts, EnvCore, StepFacts
 from hpcrl.roles.messages import Weights
@@ -44,8 +53,9 @@ BufferT = TypeVar("BufferT")
 
 class Filler(Protocol[BufferT]):
     """What one family makes of a collection's steps, and how it acts: the collector calls
-    :meth:`begin`, then per step :meth:`act`, :meth:`record` and (where episodes ended)
-    :meth:`end_episodes`, then :meth:`finish`."""
+    :meth:`begin`, then per step and group :meth:`request` and :meth:`take` (the actions),
+    :meth:`record` and (where episodes ended) :meth:`end_episodes`, then :meth:`finish`;
+    :meth:`drop` when a collection ends with a request unanswered (preemption)."""
 
     #: whether a terminated episode's final observation is wanted too (a transition's next
     #: observation), or only a truncated one's (a rollout bootstraps from it alone)
@@ -66,17 +76,28 @@ class Filler(Protocol[BufferT]):
         own count) and the buffers for the raw observations and rewards."""
         ...
 
-    def act(self, t: int, obs: np.ndarray) -> np.ndarray:
-        """Step ``t``'s actions on the raw observations ``obs``, as the envs take them."""
+    def request(self, t: int, group: EnvGroup, obs: np.ndarray) -> None:
+        """Ask for step ``t``'s actions of ``group`` on its raw observations ``obs``."""
+        ...
+
+    def take(self, t: int, group: EnvGroup) -> np.ndarray:
+        """The actions :meth:`request` asked for, as ``group``'s envs take them (waiting
+        for them where another process computes them)."""
+        ...
+
+    def drop(self, group: EnvGroup) -> None:
+        """Wait for and discard the answer to ``group``'s last request."""
         ...
 
     def record(self, step: StepFacts) -> None:
-        """Write what the envs returned for one step."""
+        """Write what one group's envs returned for one step (the groups of a step are
+        recorded in order)."""
         ...
 
-    def end_episodes(self, t: int, done: np.ndarray, returns: np.ndarray,
+    def end_episodes(self, t: int, group: EnvGroup, done: np.ndarray, returns: np.ndarray,
                      lengths: np.ndarray) -> None:
-        """The episodes ``done`` ended at step ``t`` with these game returns and lengths."""
+        """The episodes ``done`` of ``group`` ended at step ``t`` with these game returns
+        and lengths (the group's own rows)."""
         ...
 
     def finish(self, steps: int, raw_obs: np.ndarray, facts: CollectionFacts) -> BufferT:
@@ -103,8 +124,8 @@ class Collector(Generic[BufferT]):
         self._finals: list[tuple[int, np.ndarray, np.ndarray]] = []
 
     @property
-    def envs(self) -> gym.vector.VectorEnv:
-        """The vector env this collector steps."""
+    def envs(self) -> EnvGroups:
+        """The groups of envs this collector steps."""
         return self.core.envs
 
     @property
@@ -145,38 +166,65 @@ class Collector(Generic[BufferT]):
         if job_env_steps is None:
             job_env_steps = core.vector_steps * core.total_envs
         steps, raw_obs, raw_rewards = filler.begin(buffer, steps, job_env_steps)
-        finals = self._finals
-        finals.clear()
-        obs = core.obs
-        done_steps = 0
+        self._finals.clear()
+        groups = core.groups
+        # where the envs step outside this thread, a group's next step starts as soon as it
+        # has its actions, and the others' acting overlaps it; with preemption a step must
+        # not start before the collection knows it goes on
+        split = core.envs.asynchronous and len(groups) > 1 and should_stop is None
+        raw_obs[0] = core.obs
+        for group in groups:
+            filler.request(0, group, core.obs[group.cols])
+        if split:
+            for group in groups:
+                core.begin(group, filler.take(0, group))
+        done_steps = steps
         for t in range(steps):
-            raw_obs[t] = obs
-            env_actions = filler.act(t, obs)
-            next_obs, rewards, terminated, truncated, info = core.step(env_actions)
-            raw_rewards[t] = rewards
-            done = terminated | truncated
-            ended = np.flatnonzero(done)
-            wanted, final = ended, None
-            if ended.size:
-                if not filler.finals_of_terminated:
-                    wanted = np.flatnonzero(truncated & ~terminated)
-                if wanted.size:
-                    final = core.final_observations(wanted, info)
-                    finals.append((t, wanted, final))
-            filler.record(StepFacts(t, obs, next_obs, rewards, terminated, truncated, done,
-                                    ended, wanted, final))
-            if ended.size:
-                filler.end_episodes(t, done, *core.end_episodes(done, info))
-            obs = next_obs
-            done_steps = t + 1
-            if should_stop is not None and done_steps < steps and should_stop(done_steps):
+            more = t + 1 < steps
+            for group in groups:
+                if not split:
+                    core.begin(group, filler.take(t, group))
+                self._end_step(t, group, raw_rewards)
+                if more:
+                    obs = core.next_obs[group.cols]
+                    raw_obs[t + 1, group.cols] = obs
+                    filler.request(t + 1, group, obs)
+                    if split:
+                        core.begin(group, filler.take(t + 1, group))
+            core.advance()
+            if more and should_stop is not None and should_stop(t + 1):
+                for group in groups:
+                    filler.drop(group)
+                done_steps = t + 1
                 break
-        core.obs = obs
         self._check(raw_obs[:done_steps], raw_rewards[:done_steps])
         core.vector_steps += done_steps
         return filler.finish(done_steps, raw_obs[:done_steps],
                              CollectionFacts(self.weights_version, self.env_offset,
                                              self.collector_id, time.perf_counter() - started))
+
+    def _end_step(self, t: int, group: EnvGroup, raw_rewards: np.ndarray) -> None:
+        """Group ``group``'s step ``t`` returned: note its final observations and episode
+        ends, hand the filler what it needs, and keep its next observations (current once
+        every group has taken the step: :meth:`EnvCore.advance`)."""
+        core, filler = self.core, self.filler
+        obs = core.obs[group.cols]
+        next_obs, rewards, terminated, truncated, info = core.end(group)
+        core.next_obs[group.cols] = next_obs
+        raw_rewards[t, group.cols] = rewards
+        done = terminated | truncated
+        ended = np.flatnonzero(done)
+        wanted, final = ended, None
+        if ended.size:
+            if not filler.finals_of_terminated:
+                wanted = np.flatnonzero(truncated & ~terminated)
+            if wanted.size:
+                final = core.final_observations(wanted, info)
+                self._finals.append((t, wanted + group.cols.start, final))
+        filler.record(StepFacts(t, group, obs, next_obs, rewards, terminated, truncated,
+                                done, ended, wanted, final))
+        if ended.size:
+            filler.end_episodes(t, group, done, *core.end_episodes(group, done, info))
 
     def _check(self, raw_obs: np.ndarray, raw_rewards: np.ndarray) -> None:
         """Stop on a non-finite observation or reward of this collection, the next
@@ -206,7 +254,7 @@ class Collector(Generic[BufferT]):
         return []
 
 
-def rollout_collector(envs: gym.vector.VectorEnv, actor: ActorCritic, config: EnvConfig,
+def rollout_collector(envs: gym.vector.VectorEnv | EnvGroups, actor: ActorCritic, config: EnvConfig,
                       gamma: float, seed: int, env_offset: int = 0, collector_id: int = 0,
                       total_envs: int | None = None,
                       engine: PolicyEngine | None = None) -> Collector[Rollout]:
@@ -217,7 +265,7 @@ def rollout_collector(envs: gym.vector.VectorEnv, actor: ActorCritic, config: En
     return Collector(core, RolloutFiller(core, actor, config, gamma, engine), collector_id)
 
 
-def transition_collector(envs: gym.vector.VectorEnv, policy: nn.Module, config: Config,
+def transition_collector(envs: gym.vector.VectorEnv | EnvGroups, policy: nn.Module, config: Config,
                          env_offset: int = 0, collector_id: int = 0,
                          total_envs: int | None = None, collector_index: int = 0,
                          collector_count: int = 1, acting: Any = None

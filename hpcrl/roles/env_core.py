@@ -1,7 +1,9 @@
 """The env-state core every collector stands on: where each env is, and how it got there.
 
 Both collectors (rollouts for the on-policy learners, transition chunks for the replay ones)
-step a vector of envs that are global indices ``env_offset ..`` of the job's ``total_envs``.
+step envs that are global indices ``env_offset ..`` of the job's ``total_envs``, in groups
+that take turns (:class:`~hpcrl.core.env_groups.EnvGroups`: one group unless
+``scheme.env_groups`` asks for more).
 What they share lives here, once: the seeded first reset, each env's own random generator
 (seeded by the job's seed, a stream of the collector's kind and the env's global index, so
 draws do not depend on how envs are spread over processes), the current observations in
@@ -19,21 +21,25 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from hpcrl.core.env_groups import EnvGroup, EnvGroups
 from hpcrl.core.env_state import from_plain, to_plain
-from hpcrl.core.envs import env_seeds, reset_seeded, restore_vector_env_state, vector_env_state
+from hpcrl.core.envs import env_seeds, restore_vector_env_state, vector_env_state
 from hpcrl.core.obs_format import ObsFormat
 from hpcrl.core.suites import game_episodes
 
 
 @dataclass
 class StepFacts:
-    """What vector step ``t`` of a collection gave: the observations the actions were chosen
-    on (as the envs returned them), the next ones (a new episode's first where one ended),
-    rewards and episode ends per env, the indices of the envs whose episode ``ended``, and
-    of those the ones whose final observations the filler asked for (``final_envs``) with
-    those observations carried (``final_obs``, ``None`` when there are none)."""
+    """What vector step ``t`` of a collection gave one ``group`` of envs (every array below
+    is the group's, indexed by its own envs; :attr:`cols` are its columns):
+    the observations the actions were chosen on (as the envs returned them), the next ones
+    (a new episode's first where one ended), rewards and episode ends per env, the indices
+    of the envs whose episode ``ended``, and of those the ones whose final observations the
+    filler asked for (``final_envs``) with those observations carried (``final_obs``,
+    ``None`` when there are none)."""
 
     t: int
+    group: EnvGroup
     obs: np.ndarray
     next_obs: np.ndarray
     rewards: np.ndarray
@@ -43,6 +49,11 @@ class StepFacts:
     ended: np.ndarray
     final_envs: np.ndarray
     final_obs: np.ndarray | None
+
+    @property
+    def cols(self) -> slice:
+        """The group's columns among the collector's envs."""
+        return self.group.cols
 
 
 @dataclass
@@ -57,13 +68,15 @@ class CollectionFacts:
 
 
 class EnvCore:
-    """``envs`` at global indices ``env_offset ..`` of a job of ``total_envs`` envs
-    (default: its own), reset with the job's seeds; ``stream`` sets the generators apart
-    from other collectors' (a collector kind's own constant)."""
+    """``envs`` (a vector env, or groups of them) at global indices ``env_offset ..`` of a
+    job of ``total_envs`` envs (default: its own), reset with the job's seeds; ``stream``
+    sets the generators apart from other collectors' (a collector kind's own constant)."""
 
-    def __init__(self, envs: gym.vector.VectorEnv, obs_format: ObsFormat, seed: int,
-                 env_offset: int = 0, total_envs: int | None = None,
+    def __init__(self, envs: gym.vector.VectorEnv | EnvGroups, obs_format: ObsFormat,
+                 seed: int, env_offset: int = 0, total_envs: int | None = None,
                  stream: tuple[int, ...] = ()) -> None:
+        if not isinstance(envs, EnvGroups):
+            envs = EnvGroups([envs])
         n = envs.num_envs
         self.envs, self.obs_format = envs, obs_format
         self.num_envs, self.env_offset = n, env_offset
@@ -72,32 +85,61 @@ class EnvCore:
         self.vector_steps = 0  # steps of this vector env so far
         self.episode_return = np.zeros(n, np.float64)
         self.episode_length = np.zeros(n, np.int64)
-        self.obs = obs_format.carry(reset_seeded(envs, env_seeds(seed, env_offset, n))[0])
+        self.obs = np.concatenate([obs_format.carry(part) for part in
+                                   envs.reset(seed=env_seeds(seed, env_offset, n))])
+        self._next: np.ndarray | None = None  # the step's next observations, group by group
         self._raw: dict[str, np.ndarray] = {}
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                 np.ndarray, dict[str, Any]]:
-        """Step every env with ``actions`` (as the env takes them); the next observations
-        carried, and the episodes' running return and length advanced. ``obs`` is left to
-        the caller, which may still need the observations the actions were chosen on."""
-        obs, rewards, terminated, truncated, info = self.envs.step(actions)
-        self.episode_return += rewards
-        self.episode_length += 1
+    @property
+    def next_obs(self) -> np.ndarray:
+        """Where each group's next observations go as its step ends (a buffer the size of
+        :attr:`obs`): :attr:`obs` stays the step's own until every group has stepped."""
+        if self._next is None or self._next.shape != self.obs.shape \
+                or self._next.dtype != self.obs.dtype:
+            self._next = np.empty_like(self.obs)
+        return self._next
+
+    def advance(self) -> None:
+        """Every group has taken the step: its next observations become the current ones
+        (the two buffers swap, so what a filler was shown stays valid one step more)."""
+        self.obs, self._next = self.next_obs, self.obs
+
+    @property
+    def groups(self) -> tuple[EnvGroup, ...]:
+        """The groups of envs that take turns, in column order."""
+        return self.envs.groups
+
+    def begin(self, group: EnvGroup, actions: np.ndarray) -> None:
+        """Start ``group``'s step with ``actions`` (its envs' rows, as the env takes them)."""
+        self.envs.begin(group.index, actions)
+
+    def end(self, group: EnvGroup) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                            dict[str, Any]]:
+        """What ``group``'s step returned, indexed by its own envs: the next observations
+        carried, rewards, episode ends and info; its episodes' running return and length
+        advanced. ``obs`` is left to the caller, which may still need the observations the
+        actions were chosen on."""
+        obs, rewards, terminated, truncated, info = self.envs.end(group.index)
+        self.episode_return[group.cols] += rewards
+        self.episode_length[group.cols] += 1
         return self.obs_format.carry(obs), rewards, terminated, truncated, info
 
-    def end_episodes(self, done: np.ndarray, info: dict[str, Any]
+    def end_episodes(self, group: EnvGroup, done: np.ndarray, info: dict[str, Any]
                      ) -> tuple[np.ndarray, np.ndarray]:
-        """The game's return and length of every env (0 where none ended: see
+        """The game's return and length of every env of ``group`` (0 where none ended: see
         :func:`~hpcrl.core.suites.game_episodes`) for the episodes ``done`` ended; their
         trackers start again."""
-        returns, lengths = game_episodes(info, done, self.episode_return, self.episode_length)
-        self.episode_return[done] = 0.0
-        self.episode_length[done] = 0
+        cols = group.cols
+        returns, lengths = game_episodes(info, done, self.episode_return[cols],
+                                         self.episode_length[cols])
+        self.episode_return[cols][done] = 0.0
+        self.episode_length[cols][done] = 0
         return returns, lengths
 
     def final_observations(self, envs: np.ndarray, info: dict[str, Any]) -> np.ndarray:
-        """The carried final observations of the episodes of ``envs`` that just ended (the
-        vector env has already reset them)."""
+        """The carried final observations of the episodes of ``envs`` (a group's own
+        indices, ``info`` its step's) that just ended (the vector env has already reset
+        them)."""
         return self.obs_format.carry_each([info["final_obs"][i] for i in envs])
 
     def raw_buffer(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:

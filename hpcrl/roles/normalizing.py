@@ -47,19 +47,22 @@ class NormalizingTransform:
         """``obs`` as the policy sees it: ``clip((obs - mean) / std)``, or as it is."""
         return self.obs_norm.observation(obs) if self.normalizes_obs else obs
 
-    def reward(self, rewards: np.ndarray) -> np.ndarray:
-        """``rewards`` as the rollout stores them: scaled by the return's std and clipped,
-        or as they are; the discounted return each env has run up is advanced either way
-        that it is tracked."""
+    def reward(self, rewards: np.ndarray, cols: slice = slice(None)) -> np.ndarray:
+        """``rewards`` of the envs ``cols`` as the rollout stores them: scaled by the
+        return's std and clipped, or as they are; the discounted return each env has run up
+        is advanced either way that it is tracked."""
         if not self.normalizes_reward:
             return rewards
-        self.discounted_return = self.discounted_return * self.gamma + rewards
-        self._returns.append(self.discounted_return.copy())
+        returns = self.discounted_return[cols]
+        returns *= self.gamma
+        returns += rewards
+        self._returns.append(returns.copy())
         return self.rew_norm.scale(rewards)
 
-    def end_episodes(self, done: np.ndarray) -> None:
-        """The episodes ``done`` ended: their discounted returns start again."""
-        self.discounted_return[done] = 0.0
+    def end_episodes(self, done: np.ndarray, cols: slice = slice(None)) -> None:
+        """The episodes ``done`` of the envs ``cols`` ended: their discounted returns start
+        again."""
+        self.discounted_return[cols][done] = 0.0
 
     def moments(self, raw_obs: np.ndarray) -> tuple[Moments, Moments]:
         """The moments of this rollout's raw observations (``[steps, envs, ...]``) and of

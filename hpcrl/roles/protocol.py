@@ -16,6 +16,13 @@ import numpy as np
 TAG_ROLLOUT, TAG_WEIGHTS, TAG_GRAD, TAG_GRAD_INFO, TAG_PREEMPT, TAG_DONE = 1, 2, 3, 4, 5, 6
 TAG_FINAL, TAG_STATE, TAG_REPORT = 7, 8, 9
 TAG_ACT, TAG_ACTED = 10, 11  # a collector's request to its inference rank, and the reply
+ACTING_TAGS_FROM = 100  # a group's acting request and reply: tags 100 + 2g and 101 + 2g
+
+
+def acting_tags(group: int) -> tuple[int, int]:
+    """The tags of group ``group``'s acting request and reply (messages across nodes)."""
+    return ACTING_TAGS_FROM + 2 * group, ACTING_TAGS_FROM + 2 * group + 1
+
 
 # control decided by the leader after each update: the collectors' command bits
 from hpcrl.core.records import Record, RecordLayout, scalar_fields  # noqa: E402
@@ -24,7 +31,7 @@ from hpcrl.roles.messages import CHECKPOINT, COLLECT, PREEMPTED, STOP  # noqa: E
 REPORT_FIELDS = ("env_steps", "episodes", "return_sum", "length_sum", "policy_lag",
                  "time_collect_s", "time_wait_s", "time_compute_s", "time_communicate_s",
                  "dropped_rollouts", "gradients", "applied", "grad_norm_sum", "learning_rate",
-                 "skipped_updates", "live_collectors")
+                 "skipped_updates", "live_collectors", "starved_learners")
 
 
 class Report(Record):
@@ -49,6 +56,7 @@ class Report(Record):
     learning_rate: np.ndarray
     skipped_updates: np.ndarray
     live_collectors: np.ndarray
+    starved_learners: np.ndarray
 
 
 class ReportLayout(RecordLayout[Report]):
@@ -71,9 +79,11 @@ class ReportLayout(RecordLayout[Report]):
 
     def fill_update(self, report: Report, rollouts: Sequence[Any], policy_lag: float,
                     t_collect: float, t_wait: float, times: dict[str, float], dropped: int,
-                    learning_rate: float, live_collectors: int = 1) -> Report:
-        """The figures of one finished update: env steps, episodes, lag, time split, and how
-        many of the ranks that collect for this worker are live."""
+                    learning_rate: float, live_collectors: int = 1,
+                    starved: bool = False) -> Report:
+        """The figures of one finished update: env steps, episodes, lag, time split, how
+        many of the ranks that collect for this worker are live, and whether it lost every
+        one of them (``starved``: the job then checkpoints and stops)."""
         finished = [r.finished_episodes() for r in rollouts]
         return report.set(env_steps=sum(r.valid_steps * r.layout.num_envs for r in rollouts),
                           episodes=sum(len(f[0]) for f in finished),
@@ -82,7 +92,7 @@ class ReportLayout(RecordLayout[Report]):
                           policy_lag=policy_lag, time_collect_s=t_collect, time_wait_s=t_wait,
                           time_compute_s=times["compute"], time_communicate_s=times["comm"],
                           dropped_rollouts=dropped, learning_rate=learning_rate,
-                          live_collectors=live_collectors)
+                          live_collectors=live_collectors, starved_learners=float(starved))
 
     def add_stats(self, report: Report, sums: Sequence[float] | np.ndarray,
                   count: int = 1) -> None:
@@ -118,7 +128,7 @@ class ReportLayout(RecordLayout[Report]):
         grads = np.maximum(col_g["gradients"], 1)
         out = {name: float(col[name].sum()) for name in
                ("env_steps", "episodes", "return_sum", "length_sum", "dropped_rollouts",
-                "live_collectors")}
+                "live_collectors", "starved_learners")}
         out.update(policy_lag=float(col_g["policy_lag"].mean()),
                    grad_norm=float(col["grad_norm_sum"].sum() / max(col["applied"].sum(), 1)),
                    learning_rate=float(col_g["learning_rate"].mean()),

@@ -21,6 +21,7 @@ from hpcrl.config.schema import EnvConfig
 from hpcrl.core.acting import PolicyEngine, make_engine
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.demo_replay import DemoSlots
+from hpcrl.core.env_groups import EnvGroup
 from hpcrl.core.envs import as_box
 from hpcrl.core.rollout import Rollout
 from hpcrl.roles.env_core import CollectionFacts, EnvCore, StepFacts
@@ -50,9 +51,10 @@ class RolloutFiller:
         # integer components go to the env as the integers its space holds
         self.env_dtype = space.dtype if actor.integer_actions and not actor.discrete else None
         self.engine = engine if engine is not None else make_engine(actor)
-        # PPO+D's replay slots (hpcrl.core.demo_replay), when the envs have them
-        self.replay: DemoSlots | None = (core.envs if isinstance(core.envs, DemoSlots)
-                                         else None)
+        # PPO+D's replay slots (hpcrl.core.demo_replay), when the envs have them (one group:
+        # the config refuses demonstrations with several)
+        only = core.envs.only
+        self.replay: DemoSlots | None = only if isinstance(only, DemoSlots) else None
         # env.normalize_obs / normalize_reward between the envs and the rollout
         self.normalizing = NormalizingTransform(config, gamma, n)
         # a recurrent actor's state per env: zero at an episode's start, carried across
@@ -62,8 +64,9 @@ class RolloutFiller:
         self.rollout: Rollout | None = None  # the one being filled
         self._noise = np.empty(0, np.float32)
         self._length = 0  # steps per recurrent sequence (the rollout's, when not cut)
-        # bootstrap values of the episodes truncated during the rollout: step -> (envs, values)
-        self._final_values: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # bootstrap values of the episodes truncated during the rollout: step -> a list of
+        # (envs, values), one per group whose episodes were cut there
+        self._final_values: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
 
     @property
     def module(self) -> ActorCritic:
@@ -102,60 +105,77 @@ class RolloutFiller:
                        if norm.normalizes_reward else buffer.rewards)
         return steps, raw_obs, raw_rewards
 
-    def act(self, t: int, obs: np.ndarray) -> np.ndarray:
-        """Step ``t``'s actions on ``obs`` (as the envs returned it), the rollout's
-        observation, action, log-prob and value written; returns the actions as the env
-        takes them (clipped to its bounds, or its integer type)."""
+    def request(self, t: int, group: EnvGroup, obs: np.ndarray) -> None:
+        """Ask for step ``t``'s actions of ``group`` on ``obs`` (as its envs returned them):
+        the rollout's observation written (normalised when asked), a sequence's first
+        recurrent state stored, and the engine handed the rows with their noise."""
         rollout = self.rollout
         assert rollout is not None
+        cols = group.cols
         if self.normalizing.normalizes_obs:
-            rollout.obs[t] = self.normalizing.observation(obs)
-        if self.memory is not None and t % self._length == 0:  # where a sequence starts
-            rollout.memory[t // self._length] = self.memory
-        actions, log_probs, values, memory = self.engine.step(rollout.obs[t], self._noise[t],
-                                                              self.memory)
+            rollout.obs[t, cols] = self.normalizing.observation(obs)
+        memory = None if self.memory is None else self.memory[cols]
+        if memory is not None and t % self._length == 0:  # where a sequence starts
+            rollout.memory[t // self._length, cols] = memory
+        self.engine.submit(group.index, rollout.obs[t, cols], self._noise[t, cols], memory)
+
+    def take(self, t: int, group: EnvGroup) -> np.ndarray:
+        """Step ``t``'s actions of ``group``: the rollout's action, log-prob and value
+        written, the recurrent state advanced; returns the actions as the env takes them
+        (clipped to its bounds, or its integer type)."""
+        rollout = self.rollout
+        assert rollout is not None
+        cols = group.cols
+        actions, log_probs, values, memory = self.engine.result(group.index)
         if memory is not None:
-            self.memory = memory
+            assert self.memory is not None
+            self.memory[cols] = memory
         if self.replay is not None:  # PPO+D: replay slots take the demonstrated action
             slots, replayed = self.replay.replayed_actions()
             actions = actions.copy()
             actions[slots] = replayed
-        rollout.actions[t] = actions
-        rollout.log_probs[t] = log_probs
-        rollout.values[t] = values
+        rollout.actions[t, cols] = actions
+        rollout.log_probs[t, cols] = log_probs
+        rollout.values[t, cols] = values
         if self.clip_low is not None:
             return np.clip(actions, self.clip_low, self.clip_high)
         if self.env_dtype is not None:
             return actions.astype(self.env_dtype)
         return actions
 
+    def drop(self, group: EnvGroup) -> None:
+        """Discard the answer to ``group``'s last request (a collection cut short)."""
+        self.engine.result(group.index)
+
     def record(self, step: StepFacts) -> None:
-        """Write step ``t``'s rewards (normalised when asked) and episode ends; a truncated
-        episode's value is taken on its final observation, to bootstrap from."""
-        rollout, t = self.rollout, step.t
+        """Write one group's step ``t`` rewards (normalised when asked) and episode ends; a
+        truncated episode's value is taken on its final observation, to bootstrap from."""
+        rollout, t, cols = self.rollout, step.t, step.cols
         assert rollout is not None
-        rollout.rewards[t] = self.normalizing.reward(step.rewards)
-        rollout.terminated[t] = step.terminated
-        rollout.truncated[t] = step.truncated
+        rollout.rewards[t, cols] = self.normalizing.reward(step.rewards, cols)
+        rollout.terminated[t, cols] = step.terminated
+        rollout.truncated[t, cols] = step.truncated
         if step.final_obs is not None:  # of the truncated episodes alone
-            envs = step.final_envs
+            envs = step.final_envs + cols.start
             final = self.normalizing.observation(step.final_obs)
             state = None if self.memory is None else self.memory[envs]
-            self._final_values[t] = (envs, self.engine.value(final, state))
+            self._final_values.setdefault(t, []).append(
+                (envs, self.engine.value(final, state, step.group.index)))
 
-    def end_episodes(self, t: int, done: np.ndarray, returns: np.ndarray,
+    def end_episodes(self, t: int, group: EnvGroup, done: np.ndarray, returns: np.ndarray,
                      lengths: np.ndarray) -> None:
-        """The episodes ``done`` ended at step ``t``: their game return and length go into
-        the rollout (a PPO+D replay slot's none: a replayed episode is no episode of the
-        agent's), their discounted returns and recurrent states start again."""
-        rollout = self.rollout
+        """The episodes ``done`` of ``group`` ended at step ``t``: their game return and
+        length go into the rollout (a PPO+D replay slot's none: a replayed episode is no
+        episode of the agent's), their discounted returns and recurrent states start
+        again."""
+        rollout, cols = self.rollout, group.cols
         assert rollout is not None
-        rollout.episode_returns[t], rollout.episode_lengths[t] = returns, lengths
+        rollout.episode_returns[t, cols], rollout.episode_lengths[t, cols] = returns, lengths
         if self.replay is not None:
             rollout.episode_lengths[t, self.replay.replay_index] = 0
-        self.normalizing.end_episodes(done)
+        self.normalizing.end_episodes(done, cols)
         if self.memory is not None:
-            self.memory[done] = 0.0  # the next observation starts an episode
+            self.memory[cols][done] = 0.0  # the next observation starts an episode
 
     def finish(self, steps: int, raw_obs: np.ndarray, facts: CollectionFacts) -> Rollout:
         """Close the rollout after ``steps`` steps: ``next_values`` per
@@ -165,12 +185,16 @@ class RolloutFiller:
         assert rollout is not None
         last = self.normalizing.observation(self.core.obs)
         rollout.next_values[:steps - 1] = rollout.values[1:steps]
-        rollout.next_values[steps - 1] = self.engine.value(last, self.memory)
+        for group in self.core.groups:  # each group's own link where another process acts
+            cols = group.cols
+            rollout.next_values[steps - 1, cols] = self.engine.value(
+                last[cols], None if self.memory is None else self.memory[cols], group.index)
         if rollout.layout.last_obs:
             rollout.last_obs[:] = last
         rollout.next_values[:steps][rollout.terminated[:steps] > 0] = 0.0
-        for t, (envs, values) in self._final_values.items():
-            rollout.next_values[t, envs] = values
+        for t, parts in self._final_values.items():
+            for envs, values in parts:
+                rollout.next_values[t, envs] = values
         rollout.set_moments(*self.normalizing.moments(raw_obs))
         rollout.set_facts(steps, facts.weights_version, facts.env_offset, facts.source,
                           facts.seconds)

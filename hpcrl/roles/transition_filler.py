@@ -22,6 +22,7 @@ from torch import nn
 from hpcrl.config.algo_sections import DdpgConfig
 from hpcrl.config.schema import Config
 from hpcrl.core.acting import GreedyQEngine, SquashedGaussianEngine, make_engine
+from hpcrl.core.env_groups import EnvGroup
 from hpcrl.core.envs import as_discrete
 from hpcrl.core.epsilon import collector_epsilon, linear_epsilon
 from hpcrl.core.exploration import make_noise, standard_normal
@@ -116,7 +117,14 @@ class TransitionFiller:
         self.chunk: Transitions | None = None  # the one being filled
         self._draws: dict[str, np.ndarray] = {}
         self._job_env_steps = 0  # the job's env steps before the chunk
-        self._actions = np.empty(0)  # the last step's actions, as the policy chose them
+        # each group's actions of its last step, as the policy chose them, and the step's
+        # rows gathered group by group: the window takes a step whole, in env order, so
+        # the chunk's rows do not depend on the grouping
+        self._actions = np.zeros((n,) + action_shape, np.int64 if self.discrete
+                                 else np.float32)
+        self._step: dict[str, np.ndarray] = {}
+        self._recorded = 0  # groups of the current step recorded
+        self._pending: dict[int, tuple[int, np.ndarray, np.ndarray | None]] = {}
 
     @property
     def module(self) -> nn.Module:
@@ -160,58 +168,97 @@ class TransitionFiller:
             draws["normal"] = standard_normal(rngs, steps, self.action_dim)
         return draws
 
-    def act(self, t: int, obs: np.ndarray) -> np.ndarray:
-        """Step ``t``'s actions on ``obs``: the policy's (env indices, or ``[-1, 1]`` Box
-        actions) are kept for the transition; returned as the env takes them."""
-        actions = self._choose(obs, t, self._job_env_steps + t * self.core.total_envs)
-        self._actions = actions
+    def request(self, t: int, group: EnvGroup, obs: np.ndarray) -> None:
+        """Ask for step ``t``'s policy actions of ``group`` on ``obs``, unless the step
+        explores at random (the warm-up before ``replay.learning_starts``)."""
+        job_steps = self._job_env_steps + t * self.core.total_envs
+        random_phase = job_steps < self.replay.learning_starts
+        asked = not random_phase
+        if asked:
+            noise = self._draws["normal"][t, group.cols] if self.sampling else None
+            self.acting.submit_act(group.index, obs, noise)
+        self._pending[group.index] = (job_steps, obs, None) if asked else (job_steps, obs,
+                                                                           np.empty(0))
+
+    def take(self, t: int, group: EnvGroup) -> np.ndarray:
+        """Step ``t``'s exploring actions of ``group``: the policy's (env indices, or
+        ``[-1, 1]`` Box actions) are kept for the transition; returned as the env takes
+        them."""
+        job_steps, _, random = self._pending.pop(group.index)
+        greedy = None if random is not None else self.acting.act_result(group.index)
+        actions = self._choose(t, group.cols, job_steps, greedy)
+        self._actions[group.cols] = actions
         return actions if self.scale is None else self.scale.to_env(actions)
 
-    def _choose(self, obs: np.ndarray, t: int, job_steps: int) -> np.ndarray:
-        """The exploring actions of step ``t`` of the chunk, ``job_steps`` into the job."""
+    def drop(self, group: EnvGroup) -> None:
+        """Discard the answer to ``group``'s last request."""
+        _, _, random = self._pending.pop(group.index)
+        if random is None:
+            self.acting.act_result(group.index)
+
+    def _choose(self, t: int, cols: slice, job_steps: int, policy: np.ndarray | None
+                ) -> np.ndarray:
+        """The exploring actions of step ``t`` of the chunk for envs ``cols``, ``job_steps``
+        into the job, given the ``policy``'s actions (None: the random warm-up)."""
         draws = self._draws
-        random_phase = job_steps < self.replay.learning_starts
         if self.discrete:
-            if random_phase:
-                return draws["random"][t]
+            if policy is None:
+                return draws["random"][t, cols]
             eps = self.fixed_eps
             if eps is None:
                 eps = linear_epsilon(self.epsilon.exploration_initial_eps,
                                      self.epsilon.exploration_final_eps,
                                      self.epsilon.exploration_fraction,
                                      job_steps / self.config.train.total_env_steps)
-            greedy = self.acting.act(obs)
-            return np.where(draws["explore"][t] < eps, draws["random"][t], greedy)
+            return np.where(draws["explore"][t, cols] < eps, draws["random"][t, cols], policy)
         if self.sampling:
-            return draws["random"][t] if random_phase else self.acting.act(obs, draws["normal"][t])
-        actions = draws["random"][t] if random_phase else self.acting.act(obs)
+            return draws["random"][t, cols] if policy is None else policy
+        actions = draws["random"][t, cols] if policy is None else policy
         if self.noise is not None:
-            actions = np.clip(actions + self.noise.step(draws["normal"][t]), -1.0, 1.0)
+            actions = np.clip(actions + self.noise.step(draws["normal"][t, cols], cols),
+                              -1.0, 1.0)
         return actions.astype(np.float32)
 
     def record(self, step: StepFacts) -> None:
-        """Push step ``t`` through the n-step window; the windows it finishes become rows
-        that bootstrap from each episode's true final observation."""
+        """Keep one group's step ``t``; once every group's is there, push the whole step
+        through the n-step window: the windows it finishes become rows that bootstrap from
+        each episode's true final observation."""
         chunk = self.chunk
         assert chunk is not None
-        final = step.next_obs
+        cols, whole = step.cols, self._step
+        if not whole:
+            n = self.core.num_envs
+            whole.update(obs=np.empty((n,) + step.obs.shape[1:], step.obs.dtype),
+                         final=np.empty((n,) + step.next_obs.shape[1:], step.next_obs.dtype),
+                         rewards=np.empty(n, step.rewards.dtype),
+                         terminated=np.empty(n, bool), truncated=np.empty(n, bool),
+                         done=np.empty(n, bool))
+        whole["obs"][cols] = step.obs
+        whole["final"][cols] = step.next_obs
         if step.final_obs is not None:
-            final = step.next_obs.copy()
-            final[step.ended] = step.final_obs
-        rows = self.window.push(step.obs, self._actions, step.rewards, step.terminated,
-                                step.truncated, final)
-        chunk.append(*rows, *self._streams(chunk, step.done))
+            whole["final"][cols][step.ended] = step.final_obs
+        whole["rewards"][cols] = step.rewards
+        whole["terminated"][cols], whole["truncated"][cols] = step.terminated, step.truncated
+        whole["done"][cols] = step.done
+        self._recorded += 1
+        if self._recorded < len(self.core.groups):
+            return
+        self._recorded = 0
+        rows = self.window.push(whole["obs"], self._actions, whole["rewards"],
+                                whole["terminated"], whole["truncated"], whole["final"])
+        chunk.append(*rows, *self._streams(chunk, whole["done"]))
 
-    def end_episodes(self, t: int, done: np.ndarray, returns: np.ndarray,
+    def end_episodes(self, t: int, group: EnvGroup, done: np.ndarray, returns: np.ndarray,
                      lengths: np.ndarray) -> None:
-        """The episodes ``done`` ended: the chunk keeps the game's ones (a lost life is no
-        episode of the game's statistics); their exploration noise starts again."""
+        """The episodes ``done`` of ``group`` ended: the chunk keeps the game's ones (a lost
+        life is no episode of the game's statistics); their exploration noise starts
+        again."""
         chunk = self.chunk
         assert chunk is not None
         counted = lengths > 0
         chunk.add_episodes(returns[counted], lengths[counted])
         if self.noise is not None:
-            self.noise.reset(done)
+            self.noise.reset(done, group.cols)
 
     def finish(self, steps: int, raw_obs: np.ndarray, facts: CollectionFacts) -> Transitions:
         """Close the chunk after ``steps`` steps: Ape-X's initial priorities when its layout

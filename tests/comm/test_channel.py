@@ -3,22 +3,19 @@ it unchanged: a collector's stream of rollouts and newest-weights delivery, in o
 end with the bytes that were sent (what the MPI tests check across ranks)."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
-
 from hpcrl.build import env_spaces, make_actor, rollout_layout
 from hpcrl.comm import SelfComm
 from hpcrl.comm.channel import LocalChannel, MpiChannel, channel_for
 from hpcrl.comm.compression import make_codec
 from hpcrl.config import from_dict
 from hpcrl.core.envs import make_vector_env
+from hpcrl.exchange.streams import StreamIn, StreamOut
 from hpcrl.placement.mpi.latest_weights import LatestWeights, ParamsReceiver
-from hpcrl.roles.protocol import TAG_WEIGHTS
-from hpcrl.placement.mpi.streams import StreamIn, StreamOut
 from hpcrl.roles.collector import rollout_collector
 from hpcrl.roles.messages import CHECKPOINT, Weights
+from hpcrl.roles.protocol import TAG_WEIGHTS
 
 
 def test_messages_of_a_tag_arrive_in_order_whichever_side_comes_first() -> None:
@@ -109,9 +106,8 @@ def test_a_collectors_stream_of_rollouts_runs_over_the_in_process_channel(compre
                                   "env.normalize_obs=true"])
     spaces = env_spaces(config)
     layout = rollout_layout(config, spaces, 2)
-    job = SimpleNamespace(channel=LocalChannel(), workers=[0], role=SimpleNamespace(group=0),
-                          memory=None, rank=0, codec=make_codec(compress))
-    out, into = StreamOut(job, layout), StreamIn(job, 0, layout)
+    channel, codec = LocalChannel(), make_codec(compress)
+    out, into = StreamOut(channel, 0, layout, codec), StreamIn(channel, 0, layout, codec)
     envs = make_vector_env(config.env, 2)
     collector = rollout_collector(envs, make_actor(config, spaces), config.env,
                                   config.algo.gamma, config.seed)
@@ -121,10 +117,10 @@ def test_a_collectors_stream_of_rollouts_runs_over_the_in_process_channel(compre
         rollout = collector.collect(out.next_buffer())
         sent.append((rollout.data.copy(), rollout.header.copy()))
         requests = out.send(rollout)
-        job.channel.wait(head)
+        channel.wait(head)
         got = into.take()
         for request in requests:
-            job.channel.wait(request)
+            channel.wait(request)
         np.testing.assert_array_equal(got.data, sent[-1][0])
         np.testing.assert_array_equal(got.header, sent[-1][1])
     envs.close()

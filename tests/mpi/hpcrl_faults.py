@@ -2,13 +2,16 @@
 
 ``HPCRL_FAULT`` says what happens to which ranks, as
 ``WHEN:RANKS`` with ``RANKS`` like ``2`` or ``2,3`` (``OMPI_COMM_WORLD_RANK`` under Open MPI,
-``PMI_RANK`` under MPICH):
+``PMI_RANK`` under MPICH, ``SLURM_PROCID`` under srun):
 
 * ``rollout:R``  SIGKILL in the middle of a rollout (``HPCRL_FAULT_STEP`` env steps in);
 * ``send:R``     SIGKILL right after a rollout's send started (its data still in flight);
 * ``weights:R``  SIGKILL right after a weights message's header arrived, its parameters
   still on their way;
 * ``raise:R``    the env raises ``RuntimeError`` in a rollout;
+* ``flaky:R``    the env raises ``RuntimeError`` at random, with probability
+  ``HPCRL_FAULT_P`` (default 0.001) at each step from ``HPCRL_FAULT_STEP`` on (each env
+  draws from its own stream: the rank, its pid and its count of envs built);
 * ``hang:R``     SIGSTOP in a rollout (the learner's ``scheme.collector_timeout_s`` kills it).
 
 The patches are made when the env is built on a faulty rank, before its loop starts; every
@@ -17,7 +20,9 @@ seconds after the env was built (so that the job has checkpointed first).
 """
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import signal
 import time
 
@@ -33,7 +38,8 @@ def _fault() -> tuple[str, set[str]]:
 
 def _faulty() -> str | None:
     when, ranks = _fault()
-    rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", ""))
+    rank = next((os.environ[v] for v in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+                 if v in os.environ), "")
     return when if rank in ranks else None
 
 
@@ -43,6 +49,7 @@ def _kill() -> None:
 
 _PATCHED = False
 _BUILT = time.monotonic()
+_ENVS_BUILT = itertools.count()
 
 
 def _armed() -> bool:
@@ -56,7 +63,7 @@ def _patch(when: str) -> None:
         return
     _PATCHED = True
     if when == "send":
-        from hpcrl.placement.mpi import streams
+        from hpcrl.exchange import streams
 
         original_send = streams.StreamOut.send
 
@@ -88,17 +95,24 @@ class _Faulty:
         self.when = _faulty()
         self.steps = 0
         self.at = int(os.environ.get("HPCRL_FAULT_STEP", "200"))
+        self.p = float(os.environ.get("HPCRL_FAULT_P", "0.001"))
+        self.draws = random.Random(f"{os.getpid()}-{next(_ENVS_BUILT)}")
         if self.when in ("send", "weights"):
             _patch(self.when)
 
     def step(self, action):
         self.steps += 1
-        if self.when in ("rollout", "raise", "hang") and self.steps >= self.at and _armed():
+        if self.when in ("rollout", "raise", "hang", "flaky") and self.steps >= self.at \
+                and _armed():
             if self.when == "rollout":
                 _kill()
             if self.when == "raise":
                 raise RuntimeError("the env broke (injected fault)")
-            os.kill(os.getpid(), signal.SIGSTOP)
+            if self.when == "flaky":
+                if self.draws.random() < self.p:
+                    raise RuntimeError("the env broke at random (injected fault)")
+            else:
+                os.kill(os.getpid(), signal.SIGSTOP)
         return super().step(action)
 
 

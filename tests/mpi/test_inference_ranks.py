@@ -10,7 +10,7 @@ import torch
 
 from mpirun import FAST, ROOT, ROUNDING_SAFE_ADAM, column, run, shared_dir, train
 from hpcrl.config import from_dict
-from hpcrl.placement.mpi import train_mpi
+from hpcrl.placement.job_run import train_mpi
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 
@@ -28,18 +28,21 @@ def eval_return(run_dir: Path) -> float:
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("actor", [["env.normalize_obs=true"],
-                                   # checkpoints every 2 updates: mid-run ones gather
-                                   # the collectors' GRU states too (checked below)
-                                   ["actor.memory=gru", "actor.memory_size=16",
-                                    "train.checkpoint_every=2"]],
-                         ids=["mlp-normalised", "gru"])
+@pytest.mark.parametrize("actor, acting", [
+    # the default: two groups of envs per collector, each with its slot in shared memory
+    (["env.normalize_obs=true"], []),
+    # checkpoints every 2 updates: mid-run ones gather the collectors' GRU states too
+    # (checked below); one group per collector, its slot carried as messages
+    (["actor.memory=gru", "actor.memory_size=16", "train.checkpoint_every=2"],
+     ["scheme.env_groups=1", "scheme.transport=messages"])],
+    ids=["mlp-normalised-2-groups-shared", "gru-1-group-messages"])
 def test_acting_on_an_inference_rank_reaches_the_weights_of_acting_on_the_collectors(
-        actor, tmp_path):
-    # a2c: 1 gradient worker + 2 collectors; the inference rank batches both collectors'
-    # envs into one forward, with the noise each collector drew for its own envs
+        actor, acting, tmp_path):
+    # a2c: 1 gradient worker + 2 collectors (one group each); the inference rank batches the
+    # collectors' groups into one forward, with the noise each collector drew for its envs
     train(3, tmp_path / "local", SYNC + actor, timeout=140)
-    train(4, tmp_path / "remote", SYNC + actor + ["scheme.inference_ranks=1"], timeout=140)
+    train(4, tmp_path / "remote", SYNC + actor + ["scheme.inference_ranks=1"] + acting,
+          timeout=140)
     local, remote = weights(tmp_path / "local"), weights(tmp_path / "remote")
     assert local.keys() == remote.keys()
     for name in local:

@@ -18,7 +18,8 @@ from hpcrl.config import from_dict
 from hpcrl.placement.mpi.inference_rank import InferenceRank
 from hpcrl.placement.mpi.job import build_job
 from hpcrl.placement.mpi.latest_weights import send_weights
-from hpcrl.placement.mpi.remote_acting import RemoteEngine, RemoteLink, acting_spec
+from hpcrl.placement.mpi.remote_acting import (RemoteEngine, RemoteLinks, acting_spec,
+                                               client_ends)
 from hpcrl.roles.messages import STOP, Weights
 
 TAG_ASKED = 98  # the collector's request is on its way: only then does STOP go out
@@ -47,12 +48,14 @@ def test_a_request_for_a_skipped_version_is_served_with_the_weights_stop_brought
         assert serving.stopped and serving.version == 3 and serving.batches == 1
     else:  # the collector was told to collect with version 2
         actor = job.new_actor()
-        link = RemoteLink(job.channel, 1, acting_spec(job, actor), 2, lambda: 2)
+        assert job.env_groups == 2  # an inference rank acts: two groups of one env each
+        ends = client_ends(job.channel, 1, acting_spec(job, actor), 1, 2)
+        link = RemoteLinks(ends, lambda: 2)
         world.send(None, dest=0, tag=TAG_ASKED)
-        obs = np.zeros((2, *job.spaces.obs_shape), np.float32)
-        noise = np.zeros((2, *actor.distribution.noise_shape()), np.float32)
+        obs = np.zeros((1, *job.spaces.obs_shape), np.float32)
+        noise = np.zeros((1, *actor.distribution.noise_shape()), np.float32)
         actions, _, values, _ = RemoteEngine(link).step(obs, noise)
-        assert link.reply.version == 3 and actions.shape == (2,)
+        assert ends[0].reply.version == 3 and actions.shape == (1,)
         assert np.isfinite(values).all()
         link.close()
     world.Barrier()

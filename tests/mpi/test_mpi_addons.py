@@ -41,7 +41,7 @@ def test_two_ddppo_ranks_with_add_ons_reach_the_weights_of_one():
     comm.barrier()
     role, mine, trainer = two_ranks_then_one(comm, addons(other))
     if comm.rank == 0:
-        torch.testing.assert_close(mine, params_to_flat(trainer.placement.master_actor),
+        torch.testing.assert_close(mine, params_to_flat(trainer.actor),
                                    rtol=1e-4, atol=1e-6)
         stats = role.algorithm.stat_names
         assert {"kl_attract_0", "kl_away", "return_prediction"} <= set(stats)

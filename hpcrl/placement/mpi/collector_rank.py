@@ -20,14 +20,14 @@ from hpcrl.comm.channel import Channel
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
-from hpcrl.placement.mpi.node_transport import ACTING
+from hpcrl.placement.mpi.node_transport import ACTING, stream_out
 from hpcrl.placement.mpi.remote_acting import (
     RemoteEngine,
-    RemoteLink,
+    RemoteLinks,
     RemotePolicyEngine,
     acting_spec,
+    client_ends,
 )
-from hpcrl.placement.mpi.streams import StreamOut
 from hpcrl.roles.collector import Collector, rollout_collector, transition_collector
 from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP, Weights
 from hpcrl.roles.protocol import TAG_FINAL, TAG_PREEMPT, TAG_STATE, TAG_WEIGHTS
@@ -73,10 +73,10 @@ class CollectorRank:
         cfg = job.config
         self.job, self.channel = job, job.channel
         self.worker = job.workers[job.role.group]
-        self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs)
+        self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs, job.env_groups)
         # a replay learner may hold this rank back (rate limit): chunks go out synchronously
         self.held = job.off_policy
-        self.link: RemoteLink | None = None  # to the inference rank that acts for it
+        self.link: RemoteLinks | None = None  # to the inference rank that acts for it
         # steps per env of each buffer: a chunk's algo.num_steps, a rollout's own count
         self.chunk_steps = cfg.algo.num_steps if self.held else None
         if self.held:
@@ -91,7 +91,7 @@ class CollectorRank:
                                                total_envs=job.total_envs, engine=engine)
             self.weights = Weights.empty_like(self.actor)
         self.params = ParamsReceiver(self.channel, self.weights, self.worker, job.codec)
-        self.stream = StreamOut(job, job.stream_layout(), synchronous=self.held)
+        self.stream = stream_out(job, job.stream_layout(), synchronous=self.held)
         if resume_state is not None:
             self.collector.load_state_dict(resume_state)
         p = cfg.scheme.preemption
@@ -106,14 +106,16 @@ class CollectorRank:
         self.preempted = False
         self.requests: list = []
 
-    def _link(self, module: Any) -> RemoteLink:
-        """The request/reply buffers to this rank's inference rank, for ``module``'s acting;
-        each request carries the weights version this rank was told to collect with."""
+    def _link(self, module: Any) -> RemoteLinks:
+        """The slots to this rank's inference rank, one per group of its envs, for
+        ``module``'s acting; each request carries the weights version this rank was told to
+        collect with."""
         job = self.job
         region = None if job.memory is None else job.memory.region(job.rank, ACTING)
-        self.link = RemoteLink(job.channel, job.role.inference, acting_spec(job, module),
-                               job.config.env.num_envs, lambda: self.collector.weights_version,
-                               job.memory, region)
+        groups = job.env_groups
+        ends = client_ends(job.channel, job.role.inference, acting_spec(job, module),
+                           job.config.env.num_envs // groups, groups, job.memory, region)
+        self.link = RemoteLinks(ends, lambda: self.collector.weights_version)
         return self.link
 
     def _transition_collector(self) -> Collector[Any]:

@@ -1,7 +1,7 @@
 """Standing receives for what asynchronous collector ranks stream to their learner.
 
 Each collector streams step buffers (rollouts, or chunks of transitions) through a
-:class:`~hpcrl.placement.mpi.streams.StreamIn`: shared memory within a node, messages across.
+:class:`~hpcrl.exchange.streams.StreamIn`: shared memory within a node, messages across.
 :class:`CollectorInbox` keeps one standing receive per collector, counts what arrived, and
 at the end drains every message still in flight until the collector's FINAL count. A
 learner may leave a collector's receive unposted for a while to hold it back (its sends are
@@ -18,7 +18,7 @@ import numpy as np
 from hpcrl.comm import poll_until
 from hpcrl.comm.faults import is_peer_failure
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch
-from hpcrl.placement.mpi.streams import StreamIn
+from hpcrl.placement.mpi.node_transport import stream_in
 from hpcrl.roles.protocol import TAG_FINAL
 
 
@@ -37,7 +37,7 @@ class CollectorInbox:
                  watch: CollectorWatch | None = None) -> None:
         self.channel, self.ranks = job.channel, list(ranks)
         self.watch = watch if watch is not None else CollectorWatch(job, self.ranks)
-        self.streams = [StreamIn(job, rank, layout) for rank in self.ranks]
+        self.streams = [stream_in(job, rank, layout) for rank in self.ranks]
         self.heads: list[Any] = [None] * len(self.ranks)  # each posted receive's header
         self.posted = [False] * len(self.ranks)
         self.received = [0] * len(self.ranks)
@@ -93,15 +93,19 @@ class CollectorInbox:
             return False
         return self._take(i)
 
-    def next(self, idle: Callable[[], Any] | None = None) -> int:
-        """Wait for a message from any live collector (all posted); returns its index."""
-        def first() -> int | None:
+    def next(self, idle: Callable[[], Any] | None = None) -> int | None:
+        """Wait for a message from any live collector whose receive is posted; returns its
+        index, or None once none is (no collector is live, or the caller holds the last
+        message of every live one: nothing can arrive before it posts again)."""
+        def first() -> int | None:  # -1: nothing can arrive
             found = next((i for i in range(len(self.ranks)) if self.arrived(i)), None)
-            if found is None:
-                self.watch.require_live()
+            if found is None and not any(self.posted[i] and not self.lost(i)
+                                         for i in range(len(self.ranks))):
+                return -1
             return found
 
-        return poll_until(first, what="a collector's message", idle=idle)
+        found = poll_until(first, what="a collector's message", idle=idle)
+        return None if found < 0 else found
 
     def drain(self) -> None:
         """After STOP: drop every message until each live collector's FINAL count arrived,

@@ -1,10 +1,12 @@
 """The loop of an inference rank: one batched forward for the requests of many collectors.
 
 An inference rank holds the policy of its gradient worker (on ``scheme.inference_device``)
-and serves a fixed group of that worker's collectors (the rank table's ``feeds``). Each
-turn it takes every request that has arrived, runs the step requests of all of them as one
-forward over the concatenated envs, and answers each collector with its rows; a value
-request (a truncated episode's final observation, a rollout's bootstrap) is answered alone.
+and serves a fixed set of that worker's collectors (the rank table's ``feeds``), each
+through one slot per group of its envs (:mod:`hpcrl.exchange.acting`: the node's shared
+window, or messages from another node). Each turn it takes every request that has arrived,
+runs the step requests of all of them as one forward over the concatenated envs, and writes
+each slot its rows; a value request (a truncated episode's final observation, a rollout's
+bootstrap) is answered alone. Sample Factory's policy workers batch alike.
 
 Weights reach it from the worker the way they reach collectors (the same messages, commands
 included), and it serves a request only once it holds the weights version the collector
@@ -16,22 +18,19 @@ leaves once the worker said STOP and every collector said it has left.
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 
-from hpcrl.comm import Poll
-from hpcrl.comm.faults import DEAD, LOST, request_failed
+from hpcrl.comm.faults import DEAD, LOST, is_peer_failure
 from hpcrl.core.acting import make_engine
+from hpcrl.exchange.acting import BYE, VALUE, ServerEnd, serve_until
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING
-from hpcrl.placement.mpi.remote_acting import BYE, VALUE, Carrier, acting_records, acting_spec
+from hpcrl.placement.mpi.remote_acting import acting_spec, server_ends
 from hpcrl.roles.messages import PREEMPTED, STOP, Weights
-from hpcrl.roles.protocol import TAG_ACT, TAG_ACTED, TAG_WEIGHTS
-
-IDLE_POLL = Poll(initial_s=5e-6, max_s=2e-4, growth=1.5)  # a request waits at most ~0.2 ms
+from hpcrl.roles.protocol import TAG_WEIGHTS
 
 
 def serving_engine(job: MpiJob) -> tuple[Any, Any]:
@@ -43,7 +42,7 @@ def serving_engine(job: MpiJob) -> tuple[Any, Any]:
         policy = make_policy(job.config, job.spaces)
         return policy, make_engine(policy)
     actor = job.new_actor(job.device)
-    return actor, make_engine(actor)
+    return actor, make_engine(actor, compile=job.config.train.compile)
 
 
 class InferenceRank:
@@ -58,21 +57,17 @@ class InferenceRank:
         self.on_policy = spec.on_policy
         self.noisy = spec.noise_shape is not None  # requests carry noise / recurrent state
         self.stateful = spec.state_size > 0
-        envs = job.config.env.num_envs
-        self.envs = envs
+        groups = job.env_groups
+        self.envs = job.config.env.num_envs // groups  # the rows of one slot
         memory = job.memory
-        regions = [None if memory is None else memory.region(c, ACTING) for c in self.collectors]
-        records = [acting_records(spec, envs, region) for region in regions]
-        self.requests = [request for request, _ in records]
-        self.replies = [reply for _, reply in records]
-        # each collector's records: in shared memory when it shares this node
-        self.carriers = [Carrier(self.channel, c, memory if region is not None else None)
-                         for c, region in zip(self.collectors, regions, strict=True)]
-        self.receives = [carrier.receive(r, TAG_ACT)
-                         for carrier, r in zip(self.carriers, self.requests, strict=True)]
-        self.arrived = [False] * len(self.collectors)
-        self.sends: list[Any] = [None] * len(self.collectors)
-        self.left: set[int] = set()
+        # each collector's slots, one per group: in shared memory when it shares this node
+        self.ends: list[ServerEnd] = []
+        self.owner: list[int] = []  # the collector of each slot
+        for c in self.collectors:
+            region = None if memory is None else memory.region(c, ACTING)
+            self.ends += server_ends(self.channel, c, spec, self.envs, groups, memory, region)
+            self.owner += [c] * groups
+        self.left: set[int] = set()  # slots whose collector said goodbye (or was lost)
         self.weights = Weights.empty_like(self.actor)
         self.params = ParamsReceiver(self.channel, self.weights, self.worker, job.codec)
         self.weight_receives: list[Any] = [
@@ -85,17 +80,13 @@ class InferenceRank:
 
     def run(self) -> None:
         """Serve the collectors' requests, taking new weights between them, until STOP came and
-        every collector said goodbye; backs off while idle, then waits for the last replies."""
-        delay = IDLE_POLL.initial_s
-        while not (self.stopped and len(self.left) == len(self.collectors)):
-            if self._take_weights() | self._serve():
-                delay = IDLE_POLL.initial_s
-                continue
-            time.sleep(delay)
-            delay = min(delay * IDLE_POLL.growth, IDLE_POLL.max_s)
-        for i, request in enumerate(self.sends):
-            if request is not None and self.collectors[i] not in LOST:
-                self.channel.wait(request)
+        every collector said goodbye (spinning a moment after each, then backing off while
+        idle), then close the slots."""
+        serve_until(lambda: self._take_weights() | self._serve(),
+                    lambda: self.stopped and len(self.left) == len(self.ends))
+        for i, end in enumerate(self.ends):
+            if self.owner[i] not in LOST:
+                end.close()
 
     # -- weights -----------------------------------------------------------------------------
     def _take_weights(self) -> bool:
@@ -126,26 +117,16 @@ class InferenceRank:
     # -- requests ----------------------------------------------------------------------------
     def _serve(self) -> bool:
         """Answer every request that arrived and can be served now; True when any was."""
-        for i, receive in enumerate(self.receives):
-            if i not in self.left and self._lost(i):
-                continue
-            if not self.arrived[i] and i not in self.left and self._done(i, receive):
-                self.carriers[i].arrived()
-                self.arrived[i] = True
-                if self.sends[i] is not None:  # the collector took the last reply
-                    if not self._done(i, self.sends[i]):
-                        self.channel.wait(self.sends[i])
-                    self.sends[i] = None
         steps: list[int] = []
         values: list[int] = []
-        for i, here in enumerate(self.arrived):
-            if not here:
+        for i, end in enumerate(self.ends):
+            if i in self.left or not self._ready(i, end):
                 continue
-            request = self.requests[i]
+            request = end.request
             method = int(request.method)
             if method == BYE:
+                end.consume()
                 self.left.add(i)
-                self.arrived[i] = False
             elif int(request.version) <= self.version:
                 (values if method == VALUE else steps).append(i)
         if steps:
@@ -154,26 +135,24 @@ class InferenceRank:
             self._value(i)
         return bool(steps or values)
 
-    def _lost(self, i: int) -> bool:
-        """Whether collector ``i`` is lost (a job that survives it): it has left for good,
-        and what it had asked for is dropped."""
-        if self.collectors[i] not in LOST:
+    def _ready(self, i: int, end: ServerEnd) -> bool:
+        """Whether slot ``i`` holds a request; a slot whose collector is lost (a job that
+        survives it) has left for good, and what it had asked for is dropped."""
+        if self.owner[i] in LOST:
+            self.left.add(i)
             return False
-        self.left.add(i)
-        self.arrived[i] = False
-        return True
-
-    def _done(self, i: int, request: Any) -> bool:
-        """One ``Test`` of a request with collector ``i``; a dead collector is lost."""
-        done, dead = request_failed(self.channel, request)
-        if dead:
-            LOST.mark(self.collectors[i], DEAD)
-            self._lost(i)
-        return done
+        try:
+            return end.ready()
+        except Exception as exc:
+            if not is_peer_failure(exc):
+                raise
+            LOST.mark(self.owner[i], DEAD)
+            self.left.add(i)
+            return False
 
     def _step(self, ids: list[int]) -> None:
-        """One forward over the envs of every collector in ``ids``."""
-        requests = [self.requests[i] for i in ids]
+        """One forward over the envs of every slot in ``ids``."""
+        requests = [self.ends[i].request for i in ids]
         obs = np.concatenate([r.obs for r in requests])
         noise = np.concatenate([r.noise for r in requests]) if self.noisy else None
         if self.on_policy:
@@ -191,17 +170,14 @@ class InferenceRank:
         self.rows += len(obs)
 
     def _value(self, i: int) -> None:
-        request, reply = self.requests[i], self.replies[i]
+        request, reply = self.ends[i].request, self.ends[i].reply
         count = int(request.count)
         state = request.state[:count] if self.stateful else None
         reply.values[:count] = self.engine.value(request.obs[:count], state)
         self._reply(i)
 
     def _reply(self, i: int, **fields: np.ndarray) -> None:
-        """Send collector ``i`` its reply (``fields`` written into it first) and wait for
-        its next request."""
-        reply = self.replies[i]
-        reply.set(version=self.version, **fields)
-        self.sends[i] = self.carriers[i].send(reply, TAG_ACTED)
-        self.arrived[i] = False
-        self.receives[i] = self.carriers[i].receive(self.requests[i], TAG_ACT)
+        """Write slot ``i`` its reply (``fields`` first) and hand it back."""
+        end = self.ends[i]
+        end.reply.set(version=self.version, **fields)
+        end.answer()

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from hpcrl.build import env_spaces, make_actor, rollout_layout
+from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout
 from hpcrl.comm import split_by_role, world_comm
 from hpcrl.comm.channel import Channel, channel_for
 from hpcrl.comm.compression import PlainCodec, make_codec
@@ -26,6 +26,7 @@ from hpcrl.core.algorithms import OnPolicyAlgorithm, make_algorithm
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.reducer import Reducer
 from hpcrl.core.rollout import RolloutLayout
+from hpcrl.errors import ConfigError
 from hpcrl.placement.mpi.launcher import (
     in_slurm_step,
     launched_rank,
@@ -135,6 +136,14 @@ class MpiJob:
             return frozenset()
         return frozenset(r.rank for r in self.table if r.role == COLLECTOR and r.inference >= 0)
 
+    @cached_property
+    def env_groups(self) -> int:
+        """The groups every collecting rank of the job cuts its envs into
+        (``scheme.env_groups``, resolved alike on every rank: an inference rank serves one
+        slot per group of each of its collectors)."""
+        remote = any(r.role == INFERENCE for r in self.table)
+        return env_groups(self.config, remote)
+
     @property
     def total_envs(self) -> int:
         """The envs of the whole job, over every rank."""
@@ -235,7 +244,12 @@ def exit_if_any_rank_refuses(world: Any, problem: str | None, who: str) -> None:
     key and the fix), rank 0 printing the first with the rank, its role ``who`` and host;
     else returns. Collective: each rank calls it at the same point, so a problem that only
     some ranks meet (a GPU missing on one node) stops the whole job before any work, said
-    once, instead of a silent exit of the rank that met it."""
+    once, instead of a silent exit of the rank that met it. A job of one process raises the
+    problem as a :class:`~hpcrl.errors.ConfigError` instead."""
+    if world.Get_size() == 1:
+        if problem is not None:
+            raise ConfigError(problem)
+        return
     found = world.allgather(None if problem is None else (who, socket.gethostname(), problem))
     first = next(((rank, *item) for rank, item in enumerate(found) if item is not None), None)
     if first is None:
@@ -257,10 +271,11 @@ def _role_device(config: Config, role: RankRole) -> tuple[torch.device | None,
         return None, str(err)
 
 
-def build_job(config: Config) -> MpiJob:
-    """This rank's job; exits every rank with status 2 when the world size is wrong or a
-    rank cannot have its device."""
-    world = world_comm()
+def build_job(config: Config, world: Any = None) -> MpiJob:
+    """This rank's job over ``world`` (default: MPI's; a one-process
+    :class:`~hpcrl.comm.world.SelfComm` for a run in this process alone); exits every rank
+    with status 2 when the world size is wrong or a rank cannot have its device."""
+    world = world if world is not None else world_comm()
     table = rank_table(world, config)
     rank = world.Get_rank()
     role = table[rank]

@@ -1,4 +1,5 @@
-"""Newest-weights delivery to asynchronous collectors.
+"""Weights delivery as messages: newest-weights to asynchronous collectors, every version
+to synchronous ones (both :class:`~hpcrl.exchange.weights.WeightsSync`).
 
 An asynchronous learner must never wait for a slow collector, yet every collector must
 end up with the newest weights, and a command (checkpoint, stop) must reach each one
@@ -13,6 +14,8 @@ sends meanwhile is older than the policy-lag bound, the learner waits forever.
 from __future__ import annotations
 
 from typing import Any
+
+from torch import nn
 
 from hpcrl.comm.channel import Channel
 from hpcrl.comm.compression import PlainCodec
@@ -67,9 +70,19 @@ class LatestWeights:
         self.sends: dict[int, list] = {}
         self.behind: set[int] = set()
 
+    def publish(self, policy: nn.Module, version: int, command: int = 0,
+                block: bool = False) -> None:
+        """Make ``policy`` at ``version`` the newest (its parameters copied once, into the
+        newest message); ``block``: deliver it to every collector now, waiting for earlier
+        messages to be taken (for a message carrying a command)."""
+        if self.latest is None:
+            self.latest = Weights.empty_like(policy)
+        self.latest.capture(policy, version, command)
+        self.behind = set(self.ranks)
+        self.push(block)
+
     def offer(self, weights: Weights, block: bool) -> None:
-        """Make ``weights`` the newest; ``block``: deliver them to every collector now,
-        waiting for earlier messages to be taken (for a message carrying a command)."""
+        """Make the message ``weights`` the newest (copied: the caller may reuse it)."""
         if self.latest is None:
             self.latest = weights.copy()
         else:
@@ -127,3 +140,36 @@ class LatestWeights:
                 self.channel.wait(r)
             return True
         return all(self.watch.wait(rank, r) for r in pending)
+
+
+class BroadcastWeights:
+    """Every version to every one of ``ranks`` (synchronous collectors and their inference
+    ranks), each taking it before the learner goes on: a synchronous collector waits for
+    the weights of each update, with their command. ``header_only``: ranks that take the
+    header alone (their inference rank acts for them)."""
+
+    def __init__(self, channel: Channel, ranks: list[int],
+                 header_only: frozenset[int] = frozenset(), codec: PlainCodec = PLAIN) -> None:
+        self.channel, self.ranks, self.header_only, self.codec = channel, ranks, header_only, codec
+        self.message: Weights | None = None
+
+    def publish(self, policy: nn.Module, version: int, command: int = 0,
+                block: bool = False) -> None:
+        """Send ``policy`` at ``version`` (with ``command``) to every rank, and wait until
+        each took it."""
+        if self.message is None:
+            self.message = Weights.empty_like(policy)
+        self.send(self.message.capture(policy, version, command))
+
+    def send(self, weights: Weights) -> None:
+        """Send the message ``weights`` to every rank, and wait until each took it."""
+        for rank in self.ranks:
+            for request in send_weights(self.channel, weights, rank,
+                                        rank not in self.header_only, self.codec):
+                self.channel.wait(request)
+
+    def push(self, block: bool = False) -> None:
+        """Nothing waits: every publish is delivered whole."""
+
+    def drain(self) -> None:
+        """Nothing is in flight."""

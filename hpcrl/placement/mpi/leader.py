@@ -28,13 +28,16 @@ Method = TypeVar("Method", bound=Callable[..., Any])
 
 def _ends_the_job(method: Method) -> Method:
     """A failure of the leader that explains itself (a run file that cannot be written, a
-    checkpoint refused) aborts every rank with its message; left to propagate, the CLI would
-    report it on rank 0 alone and the other ranks would wait for rank 0 forever."""
+    checkpoint refused) aborts every rank of a job with its message; left to propagate, the
+    CLI would report it on rank 0 alone and the other ranks would wait for rank 0 forever.
+    In a job of one process it propagates to the caller."""
     @functools.wraps(method)
     def guarded(self: Leader, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except ExplainedError as err:
+            if self.job.world.Get_size() == 1:
+                raise
             report_and_abort(self.job.world, self.job.describe, err, err.__traceback__)
     return guarded  # type: ignore[return-value]
 
@@ -94,7 +97,7 @@ class Leader:
     def record(self, reports: Any, gradient_asynchrony: float = 0.0) -> None:
         """Add one update made of the reports' rows (one per gradient worker)."""
         figures = self.layout.combine(reports)
-        self._count_live(int(figures["live_collectors"]))
+        self._count_live(int(figures["live_collectors"]), int(figures["starved_learners"]))
         self.decision.record(figures, gradient_asynchrony)
 
     @property
@@ -102,16 +105,21 @@ class Leader:
         """The ranks that collect in the job at its full size."""
         return sum(1 for r in self.job.table if r.collects)
 
-    def _count_live(self, live: int) -> None:
-        """Note how many collecting ranks are live; below ``scheme.min_collectors`` the job
+    def _count_live(self, live: int, starved: int = 0) -> None:
+        """Note how many collecting ranks are live; below ``scheme.min_collectors``, or once
+        a learner lost every one of its collectors (``starved``: how many did), the job
         checkpoints and stops (exit status 3, the Slurm templates requeue it whole)."""
         self.live_collectors = live
         bound = self.job.config.scheme.min_collectors
-        if not self.job.survives or live >= bound or self.recorder.lost_note is not None:
+        if (not self.job.survives or (live >= bound and not starved)
+                or self.recorder.lost_note is not None):
             return
         lost = ", ".join(str(r) for r in sorted(LOST.ranks()))
+        why = (f"fewer than scheme.min_collectors={bound}" if live < bound else
+               f"and {starved} of the job's {len(self.job.workers)} learners lost every "
+               f"collector of theirs")
         note = (f"{live} of the job's {self.collector_ranks} collector ranks live (lost: "
-                f"{lost or 'see above'}), fewer than scheme.min_collectors={bound}")
+                f"{lost or 'see above'}), {why}")
         self.recorder.lost_note = note
         self.job.say(f"hpcrl: {note}: checkpointing and stopping with exit status 3; the job "
                      f"resumes at its full size")

@@ -24,8 +24,9 @@ import numpy as np
 
 from hpcrl.build import make_storage
 from hpcrl.comm import MpiAllreducer, make_allreducer, sum_host_array_
-from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
+from hpcrl.comm.collectives import any_rank, bcast_, gather_rows, reduce_sum_
 from hpcrl.config.validate import minibatches_per_epoch
+from hpcrl.core.compiling import compile_loss
 from hpcrl.learning.loop import run_learner
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
@@ -74,6 +75,8 @@ class WorkerRank:
             on_gpu = job.device.type == "cuda" and self.allreducer is not None
             reducer = self.allreducer if on_gpu else MpiAllreducer(job.gradient)
         self.algorithm = job.new_algorithm(self.actor, reducer)
+        if cfg.train.compile:
+            compile_loss(self.algorithm, job.device)
         storage = make_storage(cfg, job.spaces, job.device)
         self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
                                      minibatches_per_epoch(cfg))
@@ -99,13 +102,6 @@ class WorkerRank:
         self.preempted = False
         self.normalizing = (cfg.env.normalize_obs or cfg.env.normalize_reward
                             or cfg.rnd.enabled)  # gradients carry moments to sum
-
-    # -- weights -----------------------------------------------------------------------------
-    def current_weights(self, command: int = 0) -> Weights:
-        """This rank's weights as a message carrying ``command``."""
-        if self.updater is not None:
-            return self.updater.weights().set_command(command)
-        return self.weights.capture(self.actor, self.version, command)
 
     # -- one gradient step -------------------------------------------------------------------
     def _step(self, gradient: Gradient, times: dict[str, float], report: Report) -> None:
@@ -144,6 +140,8 @@ class WorkerRank:
         rollouts, t_collect, t_wait = self.source.gather(self.update, self.version)
         progress = (self.env_steps + per_update) / cfg.train.total_env_steps
         report = self.layout.new()
+        if starved_learners(self.job, self.source.starved):
+            return self._without_update(report, rollouts, t_wait)
         times = {"compute": 0.0, "comm": 0.0}
         lag = float(np.mean([self.version - r.weights_version for r in rollouts]))
         t = time.perf_counter()
@@ -165,9 +163,27 @@ class WorkerRank:
         self.source.dropped = 0
         return report
 
+    def _without_update(self, report: Report, rollouts: list[Any], t_wait: float) -> Report:
+        """The report of an update no learner trained: a learner lost every collector, so
+        the job checkpoints and stops (this worker's rollouts are dropped with it)."""
+        self.source.dropped += len(rollouts)
+        self.layout.fill_update(report, [], 0.0, 0.0, t_wait, {"compute": 0.0, "comm": 0.0},
+                                self.source.dropped, self.algorithm.learning_rate,
+                                self.source.live_collectors, self.source.starved)
+        self.source.dropped = 0
+        return report
+
     def start(self) -> None:
         """Publish the first weights to the rollout source."""
-        self.source.publish(self.current_weights())
+        self.publish()
+
+    def publish(self, command: int = 0) -> None:
+        """Hand the rollout source this rank's actor at its version, carrying ``command``
+        (closing the source on STOP); the source's weights sync copies what it must."""
+        if command & STOP:
+            self.source.close(self.actor, self.version, command)
+        else:
+            self.source.publish(self.actor, self.version, command)
 
     def end_update(self, control: Control) -> None:
         """Count the update, publish the weights carrying the command (closing the source on
@@ -178,14 +194,15 @@ class WorkerRank:
         # every learner's collector states, on rank 0 (None elsewhere), when checkpointing
         gathered = (self.job.learners.gather(self.source.states(), root=0)
                     if command & CHECKPOINT else None)
-        weights = self.current_weights(command)
-        if command & STOP:
-            self.source.close(weights)
-        if not command & STOP or isinstance(self.source, SyncCollectors):
-            self.source.publish(weights)
+        self.publish(command)
         if gathered is not None and self.leader is not None:
             learner_state = self.updater.state_dict() if self.updater is not None else None
             write_checkpoint(self.job, self.leader, self.actor, learner_state, gathered)
+
+    def release(self) -> None:
+        """After an error in one process: close the envs it collects with itself."""
+        if isinstance(self.source, OwnEnvs):
+            self.source.envs.close()
 
     def finish(self) -> None:
         """The leader's final evaluation (rank 0); release the all-reducer."""
@@ -198,6 +215,14 @@ class WorkerRank:
         """Update until STOP (:func:`~hpcrl.learning.loop.run_learner`), agreeing on each
         command with the job's leader."""
         run_learner(self, JobControl(self.job, self.leader))
+
+
+def starved_learners(job: MpiJob, starved: bool) -> bool:
+    """Whether a learner of ``job`` lost every collector (``starved``: this one did), agreed
+    by all learner ranks, which then skip the update's gradient steps together (they take
+    them in lock step). Only a job that survives lost collectors can starve; elsewhere a
+    lost collector ends the job, and nothing is exchanged."""
+    return job.survives and any_rank(job.learners, starved)
 
 
 class JobControl:
@@ -265,6 +290,8 @@ class SyncUpdaterRank:
         learners, g = self.job.learners, self.gradient
         n_workers = len(self.job.workers)
         report = self.layout.new()
+        if starved_learners(self.job, False):  # the workers skip the update's steps
+            return report
         for _ in range(self.steps):
             g.grads.zero_()
             reduce_sum_(learners, g.host(), root=0)

@@ -20,6 +20,7 @@ import numpy as np
 
 from hpcrl.build import make_storage
 from hpcrl.config.validate import minibatches_per_epoch
+from hpcrl.core.compiling import compile_loss
 from hpcrl.learning.loop import run_learner
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver, send_weights
@@ -56,6 +57,8 @@ class AsyncWorkerRank:
         self.job, self.channel = job, job.channel
         self.actor = job.new_actor(job.device)
         self.algorithm = job.new_algorithm(self.actor)
+        if cfg.train.compile:
+            compile_loss(self.algorithm, job.device)
         storage = make_storage(cfg, job.spaces, job.device)
         self.worker = GradientWorker(self.algorithm, storage, cfg.seed, job.total_envs,
                                      minibatches_per_epoch(cfg))
@@ -99,7 +102,7 @@ class AsyncWorkerRank:
 
     def start(self) -> None:
         """Publish the first weights to the rollout source."""
-        self.source.publish(self.weights.capture(self.actor, self.version))
+        self.source.publish(self.actor, self.version)
 
     def learn_update(self) -> Report:
         """Gather rollouts, send each gradient to the updater and take the weights it made
@@ -110,8 +113,10 @@ class AsyncWorkerRank:
         progress = (self.job_steps + per_update) / cfg.train.total_env_steps
         times = {"compute": 0.0, "comm": 0.0}
         report = self.layout.new()
-        lag = float(np.mean([self.version - r.weights_version for r in rollouts]))
         self.command = 0
+        if self.source.starved:
+            return self._starved(report, t_wait, times)
+        lag = float(np.mean([self.version - r.weights_version for r in rollouts]))
         t = time.perf_counter()
         for gradient in self.worker.gradients(rollouts, self.update, progress):
             times["compute"] += time.perf_counter() - t
@@ -128,6 +133,18 @@ class AsyncWorkerRank:
         self.update += 1
         return report
 
+    def _starved(self, report: Report, t_wait: float, times: dict[str, float]) -> Report:
+        """Every collector of this worker was lost: tell the updater, with the report that
+        waits for the next gradient marked starved (the gradient it carries is never
+        applied), and take its command: the job checkpoints and stops."""
+        self.report.set(starved_learners=1.0, live_collectors=0.0)
+        self.command |= self._exchange(self.worker.message, times)
+        self.layout.fill_update(report, [], 0.0, 0.0, t_wait, times, self.source.dropped,
+                                self.algorithm.learning_rate, 0, starved=True)
+        self.source.dropped = 0
+        self.update += 1
+        return report
+
     def end_update(self, control: Control) -> None:
         """Send the collectors' states on CHECKPOINT, then publish the weights carrying the
         command (closing the source on STOP)."""
@@ -135,11 +152,10 @@ class AsyncWorkerRank:
         if command & CHECKPOINT:
             for state in self.source.states():
                 self.channel.send_object(state, UPDATER_RANK, TAG_STATE)
-        weights = self.weights.capture(self.actor, self.version, command)
         if command & STOP:
-            self.source.close(weights)
-        if not command & STOP or isinstance(self.source, SyncCollectors):
-            self.source.publish(weights)
+            self.source.close(self.actor, self.version, command)
+        else:
+            self.source.publish(self.actor, self.version, command)
 
     def finish(self) -> None:
         """Nothing to close: the updater ends the run."""
@@ -261,7 +277,8 @@ class AsyncUpdaterRank:
         while active:
             i = self._next(active)
             report = self.reports[i]
-            if report.gradients > 0 and not self.leader.done:
+            starved = report.starved_learners > 0  # its gradient is none: never applied
+            if (report.gradients > 0 or starved) and not self.leader.done:
                 async_mean = float(np.mean(self.asynchrony)) if self.asynchrony else 0.0
                 self.asynchrony = []
                 # the steps this updater dropped for a non-finite gradient (skip_update)
@@ -277,7 +294,7 @@ class AsyncUpdaterRank:
             if self.leader.preempted:
                 command = STOP | PREEMPTED
                 self.preempted = True
-            if not command:
+            if not command and not starved:
                 self.asynchrony.append(float(self.updater.version - gradient.weights_version))
                 gradient.info.set(progress=min(self.leader.env_steps / cfg.train.total_env_steps,
                                                1.0))

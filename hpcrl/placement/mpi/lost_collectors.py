@@ -27,11 +27,6 @@ class LostCollectorError(ExplainedError):
     """A collector was lost where the job cannot go on without it."""
 
 
-class NoLiveCollectors(ExplainedError):
-    """Every collector of a learner was lost before the leader's ``scheme.min_collectors``
-    check stopped the job (a learner whose collectors died between two updates)."""
-
-
 class CollectorWatch:
     """Liveness and overdue timers of one learner's collectors (``ranks``: world ranks)."""
 
@@ -133,13 +128,6 @@ class CollectorWatch:
         """Lose every collector waited for past the timeout."""
         for rank, what in list(self.since):
             self.overdue(rank, what)
-
-    def require_live(self) -> None:
-        """Raise when no collector of this learner is live (nothing could arrive)."""
-        if not self.live:
-            raise NoLiveCollectors(
-                "every collector of this learner was lost; the job checkpoints and stops "
-                "once fewer than scheme.min_collectors are live, which was not in time")
 
 
 def receive_state(watch: CollectorWatch, rank: int, tag: int) -> dict[str, Any] | None:

@@ -8,8 +8,9 @@ node's shared window for it (:class:`~hpcrl.comm.node_memory.NodeMemory`):
 
 * ``stream``: :data:`STREAM_SLOTS` step buffers the collector fills in turn and its learner
   reads in place, the rollout's small header travelling as the "ready" message;
-* ``acting``: the request and the reply record of :mod:`~hpcrl.placement.mpi.remote_acting`,
-  a one-word message saying which side may read.
+* ``acting``: one slot per group of its envs (:mod:`hpcrl.exchange.acting`): the request
+  and reply records and the sequence numbers that say which side may read, so that no
+  message crosses at all.
 
 Every rank derives every region's size from the config, so the readers find them without
 being told; the plan is made once, in :func:`open_node_memory`, collectively at job set-up.
@@ -23,15 +24,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from hpcrl.comm.node_memory import NodeMemory, NodePeers, aligned, node_peers, shm_free_bytes
+from hpcrl.exchange.streams import STREAM_SLOTS, StreamIn, StreamOut
 from hpcrl.scheme import COLLECTOR
 
 if TYPE_CHECKING:
     from hpcrl.placement.mpi.job import MpiJob
 
 STREAM, ACTING = "stream", "acting"
-# a collector fills the next slot while its learner reads the last one and another waits:
-# a slot is written again only once the learner posted the receive after it (see streams)
-STREAM_SLOTS = 3
 
 
 def stream_bytes(job: MpiJob) -> int:
@@ -39,13 +38,13 @@ def stream_bytes(job: MpiJob) -> int:
     return job.stream_layout().data_size * 4
 
 
-def acting_bytes(job: MpiJob) -> tuple[int, int]:
-    """Bytes of a collector's request record and of its reply record."""
+def acting_bytes(job: MpiJob) -> int:
+    """Bytes of a collector's acting slots, one per group of its envs."""
     from hpcrl.placement.mpi.remote_acting import acting_spec
 
     spec = acting_spec(job, acting_module(job))
-    envs = job.config.env.num_envs
-    return spec.request_layout(envs).words * 4, spec.reply_layout(envs).words * 4
+    groups = job.env_groups
+    return groups * spec.slot_words(job.config.env.num_envs // groups) * 4
 
 
 def acting_module(job: MpiJob) -> Any:
@@ -68,8 +67,7 @@ def collector_regions(job: MpiJob, peers: NodePeers) -> dict[str, int]:
     if peers.shares(job.workers[role.group]):
         regions[STREAM] = STREAM_SLOTS * stream_bytes(job)
     if role.inference >= 0 and peers.shares(role.inference):
-        request, reply = acting_bytes(job)
-        regions[ACTING] = request + reply
+        regions[ACTING] = acting_bytes(job)
     return regions
 
 
@@ -86,6 +84,25 @@ def straddling(job: MpiJob, peers: NodePeers) -> str | None:
                     f"which shared memory cannot reach; set scheme.transport=auto (shared "
                     f"memory within a node, messages across) or place the ranks on one node")
     return None
+
+
+def _region(job: MpiJob, owner: int, name: str) -> Any:
+    """``owner``'s region ``name`` of the node's window, or None (messages carry it)."""
+    return None if job.memory is None else job.memory.region(owner, name)
+
+
+def stream_out(job: MpiJob, layout: Any, synchronous: bool = False) -> StreamOut:
+    """A collector's end of its stream to its learner: in its region of the node's window
+    where it has one, else as messages through the job's channel and codec."""
+    return StreamOut(job.channel, job.workers[job.role.group], layout, job.codec,
+                     _region(job, job.rank, STREAM), job.memory, synchronous, job.rank)
+
+
+def stream_in(job: MpiJob, source: int, layout: Any) -> StreamIn:
+    """A learner's end of collector ``source``'s stream (in that collector's region of the
+    node's window where it has one, else as messages)."""
+    return StreamIn(job.channel, source, layout, job.codec, _region(job, source, STREAM),
+                    job.memory)
 
 
 def uses_exchanges(job: MpiJob) -> bool:

@@ -6,7 +6,11 @@
   each, telling the stragglers to stop once enough have arrived.
 - :class:`AsyncCollectors` never waits for a particular collector: it takes rollouts as
   they arrive, drops those older than the policy-lag bound and hands out the newest
-  weights without ever blocking on a slow collector.
+  weights without ever blocking on a slow collector. Once every one of its collectors is
+  lost it is *starved*: its update ends without a batch, and the job checkpoints and stops.
+
+Every source says whether it is starved (only the asynchronous one can be: the others end
+the job when they lose a collector).
 """
 from __future__ import annotations
 
@@ -15,17 +19,20 @@ import time
 from typing import Any
 
 import numpy as np
+from torch import nn
 
+from hpcrl.comm.faults import is_peer_failure
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.core.rollout import Rollout
+from hpcrl.exchange.weights import CopyInProcess, SharedInPlace, WeightsSync
 from hpcrl.placement.mpi.inbox import CollectorInbox
 from hpcrl.placement.mpi.job import MpiJob
-from hpcrl.placement.mpi.latest_weights import LatestWeights, send_weights
+from hpcrl.placement.mpi.latest_weights import BroadcastWeights, LatestWeights
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch, LostCollectorError
-from hpcrl.placement.mpi.streams import StreamIn
+from hpcrl.placement.mpi.node_transport import stream_in
 from hpcrl.roles.collector import rollout_collector
-from hpcrl.roles.messages import STOP, Weights
+from hpcrl.roles.messages import STOP
 from hpcrl.roles.protocol import TAG_DONE, TAG_PREEMPT
 
 
@@ -42,7 +49,7 @@ class OwnEnvs:
                  actor: ActorCritic | None = None) -> None:
         cfg = job.config
         self.job = job
-        self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs)
+        self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs, job.env_groups)
         self.shared = actor is not None  # the learner's own actor: nothing to copy
         self.collector = rollout_collector(self.envs,
                                            actor if actor is not None else job.new_actor(),
@@ -50,7 +57,15 @@ class OwnEnvs:
                                            job.role.env_offset, collector_id=job.rank,
                                            total_envs=job.total_envs)
         if resume_state is not None:
-            self.collector.load_state_dict(resume_state)
+            inexact = self.collector.load_state_dict(resume_state)
+            if inexact and job.is_leader:
+                job.say(f"hpcrl: resumed envs were reset: their state could not be saved "
+                        f"({', '.join(inexact)})")
+        # the learner's new versions: noted where the collector acts with its very actor,
+        # else copied into the collector's own
+        self.sync: WeightsSync = (SharedInPlace(self.collector.follow) if self.shared else
+                                  CopyInProcess(self.collector.filler.module,
+                                                self.collector.load_weights))
         self.rollout = job.layout().new()
         self.peers = [r for r in job.workers if r != job.rank]
         p = cfg.scheme.preemption
@@ -61,14 +76,11 @@ class OwnEnvs:
         self.inbox = [np.zeros(1, np.int64) for _ in self.peers]
         self.dropped = 0
         self.live_collectors = 1  # this worker itself
+        self.starved = False
 
-    def publish(self, weights: Weights) -> None:
-        """Give the collector ``weights``: their version alone when it acts with the learner's
-        own actor, a load into its copy otherwise."""
-        if self.shared:
-            self.collector.follow(weights.version)
-        else:
-            self.collector.load_weights(weights)
+    def publish(self, policy: nn.Module, version: int, command: int = 0) -> None:
+        """The collector acts with ``policy`` at ``version`` from now on."""
+        self.sync.publish(policy, version, command)
 
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
         """One rollout of the own envs; returns it with collect and wait seconds."""
@@ -98,7 +110,7 @@ class OwnEnvs:
         """The collector's state, for a checkpoint."""
         return [self.collector.state_dict()]
 
-    def close(self, weights: Weights) -> None:
+    def close(self, policy: nn.Module, version: int, command: int) -> None:
         """Close the envs."""
         self.envs.close()
 
@@ -111,22 +123,24 @@ class SyncCollectors:
         self.collectors = job.my_collectors
         self.subscribers = job.my_subscribers  # inference ranks, then the collectors
         layout = job.layout()
-        self.streams = [StreamIn(job, rank, layout) for rank in self.collectors]
+        self.streams = [stream_in(job, rank, layout) for rank in self.collectors]
         p = job.config.scheme.preemption
         self.preempt = _preempting(job)
         self.needed = math.ceil(p.fraction_workers * len(self.collectors))
         self.notice = np.zeros(1, np.int64)
         self.dropped = 0
         self.live_collectors = len(self.collectors)  # a lost one ends the job
+        self.starved = False
+        # every version to every subscriber: its inference ranks first (a collector's first
+        # request waits for them), then its collectors
+        self.sync = BroadcastWeights(self.channel, self.subscribers, job.header_only,
+                                     job.codec)
         self.timeout = job.config.scheme.collector_timeout_s
 
-    def publish(self, weights: Weights) -> None:
-        """Send ``weights`` to every subscriber (header only where an inference rank acts for it)
-        and wait for the sends."""
-        for rank in self.subscribers:
-            for request in send_weights(self.channel, weights, rank,
-                                        rank not in self.job.header_only, self.job.codec):
-                self.channel.wait(request)
+    def publish(self, policy: nn.Module, version: int, command: int = 0) -> None:
+        """Send ``policy`` at ``version`` to every subscriber (header only where an inference
+        rank acts for it) and wait for the sends."""
+        self.sync.publish(policy, version, command)
 
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
         """One rollout from each collector, in collector order; with preemption, the stragglers
@@ -176,32 +190,39 @@ class SyncCollectors:
         """``[]``: collector ranks send their states to the leader themselves."""
         return []  # collectors send their own to the leader
 
-    def close(self, weights: Weights) -> None:
-        """Nothing: collectors leave on the STOP command of the last publish."""
-        pass  # collectors leave on the STOP command of the last publish
+    def close(self, policy: nn.Module, version: int, command: int) -> None:
+        """Send the last version with STOP: the collectors leave on it."""
+        self.sync.publish(policy, version, command | STOP)
 
 
 class AsyncCollectors:
-    """Rollouts as they arrive from any collector, within the policy-lag bound."""
+    """Rollouts as they arrive from any collector, within the policy-lag bound, trained on
+    where they landed: a collector's rollout is held (its next receive not posted) until the
+    update that trains on it is done."""
 
     def __init__(self, job: MpiJob) -> None:
         self.job, self.channel = job, job.channel
         self.collectors = job.my_collectors
-        layout = job.layout()
+        self.layout = job.layout()
         self.watch = CollectorWatch(job, self.collectors)
-        self.inbox = CollectorInbox(job, self.collectors, layout, self.watch)
-        self.batch = [layout.new() for _ in self.collectors]
-        self.weights = LatestWeights(self.channel, job.my_subscribers, job.header_only,
-                                     job.codec, self.watch)
+        self.inbox = CollectorInbox(job, self.collectors, self.layout, self.watch)
+        self.size = len(self.collectors)  # rollouts per update
+        self.held: list[int] = []  # collectors whose rollout the current update reads
+        self.taken: list[Rollout] = []  # the current update's rollouts
+        self.spares: list[Rollout] = []  # copies, where a collector gives two in an update
+        self.sync = LatestWeights(self.channel, job.my_subscribers, job.header_only,
+                                  job.codec, self.watch)
         self.max_lag = job.config.scheme.max_policy_lag
         self.dropped = 0
+        self.starved = False  # every collector was lost: no batch can be filled any more
+        self.copied_bytes = 0  # rollout bytes copied here (only to take two of a collector)
 
     @property
     def live_collectors(self) -> int:
         """This worker's collectors not lost: the batch of an update is filled by them."""
         return self.inbox.live
 
-    def publish(self, weights: Weights) -> None:
+    def publish(self, policy: nn.Module, version: int, command: int = 0) -> None:
         """Offer the newest weights; a collector still reading older ones gets these as
         soon as it is free (see :mod:`~hpcrl.placement.mpi.latest_weights`).
 
@@ -209,36 +230,87 @@ class AsyncCollectors:
         for the previous one to be taken if need be (collectors take messages between and
         during rollouts, so that wait is short).
         """
-        self.weights.offer(weights, block=weights.command != 0)
+        self.sync.publish(policy, version, command, block=command != 0)
 
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
         """As many rollouts as there are collectors, from whichever arrive first, dropping (and
         counting) those more than ``scheme.max_policy_lag`` versions old; pushes weights while
         waiting. Returns them, the mean collect time and the wait. With collectors lost, the
-        live ones fill the batch (one may give two rollouts of an update)."""
+        live ones fill the batch (one may give two rollouts of an update); once none is live
+        the source is :attr:`starved` and returns no rollout (those of the unfilled batch are
+        dropped: an update trains on a whole batch or none)."""
         started = time.perf_counter()
-        taken = 0
-        while taken < len(self.batch):
-            i = self.inbox.next(idle=self.weights.push)
+        self._release()
+        taken = self.taken = []
+        while len(taken) < self.size:
+            i = self.inbox.next(idle=self._idle)
+            if i is None:
+                if not self.held:  # nothing held, nothing can arrive: no collector is live
+                    self.starved = True
+                    self.dropped += len(taken)
+                    return [], 0.0, time.perf_counter() - started
+                # every live collector's rollout is held: copy one out so that its
+                # collector can give another (collectors were lost)
+                self._copy_out(self.held[-1])
+                continue
             rollout = self.inbox.buffers[i]
             if version - rollout.weights_version > self.max_lag:
                 self.dropped += 1
+                self.inbox.post(i)
             else:
-                self.batch[taken].data[:] = rollout.data
-                self.batch[taken].header[:] = rollout.header
-                taken += 1
+                taken.append(rollout)  # read in place: its collector's receive waits
+                self.held.append(i)
+            self.sync.push()
+        seconds = float(np.mean([r.collect_seconds for r in taken]))
+        return taken, seconds, time.perf_counter() - started
+
+    def _idle(self) -> None:
+        """While the batch waits: deliver weights, and never let a slow collector hold the
+        update back while a fast one, whose last rollout the batch holds, has sent its
+        next (that held rollout is copied out, the fast collector's next received)."""
+        self.sync.push()
+        for i in list(self.held):
+            if self.inbox.lost(i):
+                continue
+            try:
+                waiting = self.inbox.streams[i].next_waiting()
+            except Exception as exc:  # (a job that survives lost collectors)
+                if not is_peer_failure(exc):
+                    raise
+                self.watch.lose(self.collectors[i])
+                continue
+            if waiting:
+                self._copy_out(i)
+
+    def _copy_out(self, i: int) -> None:
+        """Copy collector ``i``'s rollout the batch holds into a spare buffer and post its
+        next receive: the one copy asynchronous collection makes, where a collector gives
+        two rollouts of one update."""
+        rollout = self.inbox.buffers[i]
+        spare = sum(1 for r in self.taken if any(r is s for s in self.spares))
+        if spare == len(self.spares):
+            self.spares.append(self.layout.new())
+        copy = self.spares[spare]
+        copy.data[:], copy.header[:] = rollout.data, rollout.header
+        self.copied_bytes += rollout.data.nbytes
+        self.taken[next(k for k, r in enumerate(self.taken) if r is rollout)] = copy
+        self.held.remove(i)
+        self.inbox.post(i)
+
+    def _release(self) -> None:
+        """The last update's rollouts are no longer read: post their collectors' next
+        receives."""
+        for i in self.held:
             self.inbox.post(i)
-            self.weights.push()
-        seconds = float(np.mean([r.collect_seconds for r in self.batch]))
-        return list(self.batch), seconds, time.perf_counter() - started
+        self.held = []
 
     def states(self) -> list[dict[str, Any]]:
         """``[]``: collector ranks send their states to the leader themselves."""
         return []
 
-    def close(self, weights: Weights) -> None:
+    def close(self, policy: nn.Module, version: int, command: int) -> None:
         """Deliver STOP, then drain every rollout still in flight until each FINAL count."""
-        last = weights.copy()
-        self.weights.offer(last.set_command(weights.command | STOP), block=True)
-        self.weights.drain()
+        self.sync.publish(policy, version, command | STOP, block=True)
+        self.sync.drain()
+        self.held = []  # the drain posts and takes every collector's last messages
         self.inbox.drain()

@@ -1,0 +1,36 @@
+"""``train.compile``: the learner's loss and the inference ranks' forward under torch.compile.
+
+A learner spends its update in many small kernels whose launches cost more than their work
+where batches are small; torch.compile fuses them (inductor), and on a GPU the
+``reduce-overhead`` mode replays the whole step as one CUDA graph. Both families' learners
+compute their gradients through the algorithm's ``loss`` (:meth:`compute_gradients
+<hpcrl.core.algorithms.contract.Algorithm.compute_gradients>`), so compiling that one method
+compiles the forward and, through AOTAutograd, the backward of every algorithm, a plug-in's
+included.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import torch
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def compile_mode(device: torch.device | str) -> str | None:
+    """torch.compile's mode on ``device``: CUDA graphs on a GPU, the default elsewhere."""
+    return "reduce-overhead" if torch.device(device).type == "cuda" else None
+
+
+def compiled(fn: F, device: torch.device | str, dynamic: bool = False) -> F:
+    """``fn`` compiled for ``device`` (``dynamic``: its batch size varies, as an inference
+    rank's does with the requests it batches)."""
+    out: Any = torch.compile(fn, mode=compile_mode(device), dynamic=dynamic)
+    return out
+
+
+def compile_loss(algorithm: Any, device: torch.device | str) -> None:
+    """Compile ``algorithm``'s loss for ``device`` (its gradients, forward and backward,
+    from now on come from the compiled graph)."""
+    algorithm.loss = compiled(algorithm.loss, device)

@@ -1,0 +1,9 @@
+"""Env suites: families of envs whose package registers their ids with Gymnasium.
+
+Each suite is one module here holding its :class:`~hpcrl.core.env_suites.record.Suite`
+record (how its ids are recognised and registered, its extra, what hpcrl does to its envs),
+and one line of :data:`~hpcrl.core.env_suites.registry.SUITES` lists it: adding a suite is
+one module plus that line. This package's own module imports nothing, so a suite module may
+import the chain it adapts (``hpcrl.core.vizdoom``) while that chain reads the record's
+helpers.
+"""
