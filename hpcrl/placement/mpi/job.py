@@ -20,6 +20,7 @@ from hpcrl.comm.channel import Channel, channel_for
 from hpcrl.comm.compression import PlainCodec, make_codec
 from hpcrl.comm.faults import PeerInfo
 from hpcrl.comm.node_memory import NodeMemory
+from hpcrl.comm.world import SelfComm
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.algorithms import OnPolicyAlgorithm, make_algorithm
@@ -218,7 +219,8 @@ def rank_table(world: Any, config: Config) -> list[RankRole]:
     has the wrong size. Rank 0 says why (the launcher's task 0 when the ranks are alone in
     worlds of size 1). Checked before anything the ranks must agree on."""
     size, rank = world.Get_size(), world.Get_rank()
-    lone = lone_rank_problem(size)
+    # a world of one given in-process (a Trainer inside an MPI rank) is no lone launched rank
+    lone = None if isinstance(world, SelfComm) else lone_rank_problem(size)
     if lone is not None:
         if launched_rank() == 0:
             print(f"hpcrl: {lone}", file=sys.stderr, flush=True)
