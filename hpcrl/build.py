@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from hpcrl.config.loader import from_dict
+from hpcrl.config.policy_addons import PolicyAddonsConfig
 from hpcrl.config.rnd import RndConfig
 from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.config.validate import sequence_length
@@ -29,7 +30,7 @@ def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
     with torch.random.fork_rng():
         torch.manual_seed(config.seed)
         actor = ActorCritic(spaces, config.actor, config.env.normalize_obs, config.env.clip_obs,
-                            config.rnd)
+                            config.rnd, config.algo.addons.predictors)
     contiguous_parameters(actor)
     return actor
 
@@ -51,10 +52,12 @@ def make_storage(config: Config, spaces: EnvSpaces, device: torch.device | str =
     """The gradient worker's rollout storage: GAE targets, or V-trace sequences (impala)."""
     from hpcrl.core.algorithms import algorithm_class
 
+    rewards = "reward" in config.algo.addons.predictors  # a reward predictor's targets
     if algorithm_class(config.algo.name).storage == "vtrace":
-        return VTraceStorage(config.algo.gamma, device, discrete_actions=spaces.integer_actions)
+        return VTraceStorage(config.algo.gamma, device, discrete_actions=spaces.integer_actions,
+                             keep_rewards=rewards)
     return RolloutStorage(config.algo.gamma, config.algo.gae_lambda, device,
-                          discrete_actions=spaces.integer_actions)
+                          discrete_actions=spaces.integer_actions, keep_rewards=rewards)
 
 
 def env_groups(config: Config, remote: bool) -> int:
@@ -97,6 +100,12 @@ def env_spaces(config: Config) -> EnvSpaces:
                                 spaces.action_space)
         if problem:
             raise UnsupportedEnv(problem)
+    if config.algo.addons.kl_policies:  # the other policies exist and fit the env
+        from hpcrl.reference_policies import reference_problem
+
+        problem = reference_problem(config, spaces)
+        if problem:
+            raise UnsupportedEnv(problem)
     return spaces
 
 
@@ -110,22 +119,8 @@ def policy_record(config: Config, spaces: EnvSpaces, actor: torch.nn.Module,
     holding about 0.75 kB more per checkpoint for the first few thousand (bounded, but a
     soak of a default run read it as growth), and the config does not change during a run.
     """
-    space = spaces.action_space
-    if isinstance(space, gym.spaces.Discrete):
-        action = {"type": "discrete", "n": int(space.n)}
-    elif isinstance(space, gym.spaces.MultiDiscrete):
-        action = {"type": "multi_discrete", "nvec": torch.from_numpy(
-            np.asarray(space.nvec, np.int64).copy())}
-    elif isinstance(space, gym.spaces.MultiBinary):
-        # n: an int, or the shape of a multi-dimensional space (a tuple: int() refused it)
-        action = {"type": "multi_binary",
-                  "n": space.n if isinstance(space.n, int) else list(space.n)}
-    else:
-        box_space = as_box(space)
-        action = {"type": "box", "low": torch.from_numpy(box_space.low.copy()),
-                  "high": torch.from_numpy(box_space.high.copy())}
     record = {"obs_shape": list(spaces.obs_shape), "obs_format": spaces.obs_format.record(),
-              "action": action,
+              "action": action_record(spaces.action_space),
               "config": config_dict if config_dict is not None else _config_dict(config),
               "state_dict": actor.state_dict(),
               # what the state dict fits: an actor-critic, or an off-policy algorithm's own
@@ -137,6 +132,21 @@ def policy_record(config: Config, spaces: EnvSpaces, actor: torch.nn.Module,
                                        "high": torch.from_numpy(np.asarray(box.high).copy()),
                                        "dtype": str(box.dtype)}
     return record
+
+
+def action_record(space: gym.Space) -> dict[str, Any]:
+    """The action space as a policy record keeps it (plain data and tensors)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "discrete", "n": int(space.n)}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "multi_discrete", "nvec": torch.from_numpy(
+            np.asarray(space.nvec, np.int64).copy())}
+    if isinstance(space, gym.spaces.MultiBinary):
+        # n: an int, or the shape of a multi-dimensional space (a tuple: int() refused it)
+        return {"type": "multi_binary", "n": space.n if isinstance(space.n, int) else list(space.n)}
+    box_space = as_box(space)
+    return {"type": "box", "low": torch.from_numpy(box_space.low.copy()),
+            "high": torch.from_numpy(box_space.high.copy())}
 
 
 def _config_dict(config: Config) -> dict[str, Any]:
@@ -177,8 +187,10 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
         policy = policy_module(spaces, config_from_record(record))
         policy.load_state_dict(record["state_dict"])
         return policy.eval()
+    addons = PolicyAddonsConfig(**cfg["algo"].get("addons", {}))
     actor = ActorCritic(spaces, ActorConfig(**cfg["actor"]), cfg["env"]["normalize_obs"],
-                        cfg["env"]["clip_obs"], RndConfig(**cfg.get("rnd", {})))
+                        cfg["env"]["clip_obs"], RndConfig(**cfg.get("rnd", {})),
+                        addons.predictors)
     actor.load_state_dict(record["state_dict"])
     return actor.eval()
 

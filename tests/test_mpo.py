@@ -1,6 +1,8 @@
 """MPO: the E-step's dual keeps the improved policy at its KL bound, the decoupled trust
-regions are the Gaussians' KLs, each segment gets only its own loss's gradient, and the duals
-step with their own learning rate."""
+regions are the Gaussians' KLs, each segment gets only its own loss's gradient (one draw of
+target-policy actions at the next states serving the TD targets and both steps), the duals
+step with their own learning rate, and the critics value many sampled actions as they value
+one."""
 import math
 
 import pytest
@@ -57,13 +59,11 @@ def test_each_segment_gets_only_its_own_losss_gradient():
         rows = obs.unsqueeze(0).expand(n, *obs.shape).reshape(n * 8, -1)
         return critic_t(rows, actions.reshape(n * 8, -1)).min(0).values.reshape(n, 8)
 
-    with torch.no_grad():  # the same draws, in the same order, as the algorithm
-        m, ls = pi_t.mean_log_std(batch.next_obs)
-        next_a = torch.tanh(m + ls.exp() * torch.randn((n, 8, 1), generator=gen))
-        y = batch.rewards + batch.discounts * target_q(batch.next_obs, next_a).mean(0)
-        mean_t, log_std_t = pi_t.mean_log_std(batch.obs)
+    with torch.no_grad():  # the same draw as the algorithm's, at the next states, valued
+        mean_t, log_std_t = pi_t.mean_log_std(batch.next_obs)  # once for both steps
         u = mean_t + log_std_t.exp() * torch.randn((n, 8, 1), generator=gen)
-        q = target_q(batch.obs, torch.tanh(u))
+        q = target_q(batch.next_obs, torch.tanh(u))
+        y = batch.rewards + batch.discounts * q.mean(0)
     critic_loss = 0.5 * (alg.critic(batch.obs, batch.actions) - y).pow(2).mean(1).sum()
     expected_critic = torch.autograd.grad(critic_loss, list(alg.critic.parameters()))
     flat = lambda gs: torch.cat([g.reshape(-1) for g in gs])
@@ -81,7 +81,7 @@ def test_each_segment_gets_only_its_own_losss_gradient():
     torch.testing.assert_close(g[0], d_eta[0] * sig(duals.raw_temperature)[0])
     # the policy: the weighted fits under their trust regions, no critic in its gradient
     weights = torch.softmax(q / eta.detach(), 0)
-    mean, log_std = alg.pi.mean_log_std(batch.obs)
+    mean, log_std = alg.pi.mean_log_std(batch.next_obs)
     std, std_t = log_std.exp(), log_std_t.exp()
     fit = (weights * (Normal(mean, std_t).log_prob(u).sum(-1)
                       + Normal(mean_t, std).log_prob(u).sum(-1))).sum(0).mean()
@@ -115,3 +115,16 @@ def test_mpo_acts_with_a_squashed_gaussian_and_refuses_what_it_cannot_take():
     cartpole = load_config(None, ["algo.name=mpo", "env.id=CartPole-v1"])
     problem = action_space_problem("mpo", env_spaces(cartpole), "CartPole-v1")
     assert "mpo needs a Box action space" in problem and "use dqn" in problem
+
+
+def test_the_critics_value_sampled_actions_as_their_forward_does():
+    """EnsembleCritic.sampled (the E-step's matrix-product output layer, no gradient) against
+    the forward pass on the same rows, repeated per sample."""
+    _, alg, _ = setup()
+    torch.manual_seed(3)
+    obs, actions = torch.randn(5, 3), torch.rand(6, 5, 1) * 2 - 1
+    rows = obs.unsqueeze(0).expand(6, 5, 3).reshape(30, 3)
+    expected = alg.critic(rows, actions.reshape(30, 1)).reshape(2, 6, 5)
+    sampled = alg.critic.sampled(obs, actions)
+    torch.testing.assert_close(sampled, expected)
+    assert not sampled.requires_grad

@@ -133,8 +133,10 @@ class MpoConfig:
                               "dimension (decoupled trust region).", 0.01)
     epsilon_std: float = doc("KL bound of the policy std's move per step, per action "
                              "dimension.", 1e-5)
-    action_samples: int = doc("Actions sampled from the target policy per state, for the "
-                              "E-step and the critics' targets.", 20)
+    action_samples: int = doc("Actions sampled from the target policy per next state of "
+                              "the batch, valued once by the target critics for the critics' "
+                              "TD targets, the E-step and the M-step (the learner's main "
+                              "cost: batch_size x action_samples critic rows a step).", 20)
     dual_lr: float = doc("Learning rate of the dual variables (temperature and the two "
                          "Lagrange multipliers).", 1e-2)
     init_temperature: float = doc("Initial temperature.", 1.0)

@@ -21,6 +21,7 @@ from hpcrl.config.algo_sections import (
 )
 from hpcrl.config.fields import doc
 from hpcrl.config.offpolicy import ReplayConfig
+from hpcrl.config.policy_addons import PolicyAddonsConfig
 from hpcrl.config.rnd import RndConfig
 
 if TYPE_CHECKING:  # the algorithms import this schema
@@ -213,6 +214,10 @@ class AlgoConfig:
         "num_steps / minibatches per epoch (whole rollouts for a2c and impala).", 0)
     optimizer: Literal["adam", "rmsprop"] = doc("Optimiser of the update.", "adam")
     optimizer_eps: float = doc("Epsilon of the optimiser's denominator.", 1e-5)
+    addons: PolicyAddonsConfig = doc(
+        "Policy-loss add-ons of the on-policy algorithms (ppo, a2c, impala): KL attraction "
+        "to or repulsion from other trained policies, reward and return predictors.",
+        factory=PolicyAddonsConfig)
     ppo: PpoConfig = doc("PPO's own keys.", factory=PpoConfig)
     impala: ImpalaConfig = doc("IMPALA's own keys.", factory=ImpalaConfig)
     dqn: DqnConfig = doc("DQN's own keys.", factory=DqnConfig)

@@ -12,7 +12,12 @@ from collections.abc import Callable
 from hpcrl.config.algo_sections import unread_section_problem
 from hpcrl.config.checks import algorithms_with, in_unit, positive, unread
 from hpcrl.config.schema import Config
-from hpcrl.config.validate_addons import check_demos, check_her, check_rnd
+from hpcrl.config.validate_addons import (
+    check_demos,
+    check_her,
+    check_policy_addons,
+    check_rnd,
+)
 from hpcrl.config.validate_collection import check_compile, check_env_groups
 from hpcrl.config.validate_sections import section_problems
 
@@ -394,7 +399,7 @@ CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, check_rnd, 
                        _check_memory,
                        _check_budget, _check_device,
                        _check_replay, _check_offpolicy_env, check_her, _check_sections,
-                       _check_atari, _check_env_id]
+                       _check_atari, _check_env_id, check_policy_addons]
 
 
 def problems_message(problems: list[str]) -> str | None:

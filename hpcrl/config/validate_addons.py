@@ -1,8 +1,12 @@
 """The config checks of the add-ons an agent takes beside its algorithm: Random Network
-Distillation (``rnd.*``), PPO+D's demonstrations (``algo.ppo.demos*``) and hindsight replay
-(``replay.her_*``). Each returns the problems it finds, as :mod:`hpcrl.config.validate`'s
-checks do, which run them in their list."""
+Distillation (``rnd.*``), PPO+D's demonstrations (``algo.ppo.demos*``), hindsight replay
+(``replay.her_*``) and the policy-loss add-ons (``algo.addons.*``). Each returns the
+problems it finds, as :mod:`hpcrl.config.validate`'s checks do, which run them in their
+list."""
 from __future__ import annotations
+
+import re
+from collections.abc import Mapping
 
 from hpcrl.config.checks import (
     algorithms_with,
@@ -11,6 +15,7 @@ from hpcrl.config.checks import (
     recomputed_from_observations,
     unread,
 )
+from hpcrl.config.policy_addons import KL_MODES, KL_POLICY_KEYS
 from hpcrl.config.schema import Config
 
 
@@ -116,3 +121,75 @@ def check_her(c: Config) -> str | list[str] | None:
                 f"rows long; set replay.buffer_size to at least {streams} (a whole episode "
                 f"per env, or more, is what relabelling needs)")
     return None
+
+
+def check_policy_addons(c: Config) -> list[str]:
+    """The policy-loss add-ons (``algo.addons.*``): an on-policy algorithm, weights >= 0, and
+    well-formed ``kl_policies`` entries (the policies themselves are loaded and matched to
+    the env where training starts, :func:`hpcrl.build.env_spaces`, so a run whose
+    references have moved still evaluates)."""
+    a = c.algo.addons
+    if not a.enabled:
+        return []
+    if c.algo.capabilities.learns_from != "rollouts":
+        key = "kl_policies" if a.kl_policies else (
+            "reward_predictor_coef" if a.reward_predictor_coef else "return_predictor_coef")
+        return [f"config key 'algo.addons.{key}' adds a term to the loss of an on-policy "
+                f"algorithm ({algorithms_with(lambda caps: not caps.replay)}); algo.name="
+                f"{c.algo.name} learns from a replay; use one of those, or drop the key"]
+    problems = [positive("algo.addons.reward_predictor_coef", a.reward_predictor_coef,
+                         strict=False),
+                positive("algo.addons.return_predictor_coef", a.return_predictor_coef,
+                         strict=False)]
+    problems += kl_policy_problems(a.kl_policies)
+    if a.kl_policies and c.env.normalize_obs:
+        problems.append("config key 'algo.addons.kl_policies': the rollouts hold observations "
+                        "normalised by this run's running statistics, and the other policies "
+                        "take them as the env gives them (each normalises with its own); set "
+                        "env.normalize_obs=false to compare them on the same observations")
+    return [p for p in problems if p]
+
+
+def kl_policy_problems(entries: list) -> list[str]:
+    """What is wrong with the entries of ``algo.addons.kl_policies`` (completed by
+    :func:`~hpcrl.config.policy_addons.completed_entry`)."""
+    problems: list[str] = []
+    names: set[str] = set()
+    for i, entry in enumerate(entries):
+        key = f"algo.addons.kl_policies[{i}]"
+        if not isinstance(entry, Mapping):
+            problems.append(f"config key '{key}' must be a mapping such as {{policy: "
+                            f"runs/teacher, mode: attract, coef: 1.0}}, got {entry!r}")
+            continue
+        unknown = sorted(set(entry) - set(KL_POLICY_KEYS))
+        if unknown:
+            problems.append(f"config key '{key}.{unknown[0]}' is unknown; an entry takes "
+                            f"{', '.join(KL_POLICY_KEYS)}")
+        if not isinstance(entry.get("policy"), str) or not entry["policy"]:
+            problems.append(f"config key '{key}.policy' must name a run directory or a "
+                            f"checkpoint file, got {entry.get('policy')!r}")
+        mode = entry.get("mode")
+        if mode not in KL_MODES:
+            problems.append(f"config key '{key}.mode' must be 'attract' (stay near the "
+                            f"policy) or 'repel' (move away from it), got {mode!r}")
+        for leaf in ("coef", "max_kl"):
+            if leaf not in entry:
+                continue
+            value = entry[leaf]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                fix = (" (mode: repel, not a negative coef, pushes away)"
+                       if leaf == "coef" and isinstance(value, (int, float)) else "")
+                problems.append(f"config key '{key}.{leaf}' must be a number > 0, got "
+                                f"{value!r}{fix}")
+        if "max_kl" in entry and mode == "attract":
+            problems.append(f"config key '{key}.max_kl' is where repulsion stops pushing; "
+                            f"an attracting entry has none; drop it, or set mode: repel")
+        name = entry.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_]+", name):
+            problems.append(f"config key '{key}.name' names the progress.csv column kl_NAME "
+                            f"and must be letters, digits and underscores, got {name!r}")
+        elif name in names:
+            problems.append(f"config key '{key}.name' ({name}) is taken by an earlier entry; "
+                            f"give each entry its own name")
+        names.add(name if isinstance(name, str) else "")
+    return problems

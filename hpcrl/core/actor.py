@@ -9,8 +9,8 @@ for a recurrent actor, over whole sequences from their stored start states).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, overload
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
@@ -42,6 +42,24 @@ def mlp(sizes: list[int], activation: str) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+class ActorOutputs(NamedTuple):
+    """What the loss reads of an actor's evaluation of stored samples: log-probs of their
+    actions, entropies, values (of every head), the distribution parameters and the
+    predictor heads' outputs ``[..., k]`` (None when not asked for, or there are none)."""
+
+    log_probs: torch.Tensor
+    entropy: torch.Tensor
+    values: torch.Tensor
+    params: torch.Tensor
+    predictions: torch.Tensor | None
+
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> ActorOutputs:
+        """``fn`` applied to every field that is there (reshaping them all alike)."""
+        return ActorOutputs(fn(self.log_probs), fn(self.entropy), fn(self.values),
+                            fn(self.params),
+                            None if self.predictions is None else fn(self.predictions))
+
+
 class ActorCritic(nn.Module):
     """Policy and value networks over observations encoded by the env's ``ObsFormat``.
 
@@ -53,16 +71,20 @@ class ActorCritic(nn.Module):
     per component), Box spaces a diagonal Gaussian with
     a state-independent learned log std. Observation statistics (``obs_rms``) and return
     statistics (``ret_rms``, for reward scaling) are buffers, so they are saved and published
-    with the weights.
+    with the weights. ``predictors`` (the policy-loss add-ons' ``reward``, ``return``) get
+    one output column each of a linear head on the policy trunk's features, which only the
+    loss evaluates (:meth:`evaluate_outputs`).
     """
 
     # declared so that torch's ``Module.__getattr__`` (Tensor | Module) does not type them
     pi_core: MemoryCore | None
     vf_core: MemoryCore | None
     rnd: RandomNetworkDistillation | None
+    predictor_head: nn.Linear | None
 
     def __init__(self, spaces: EnvSpaces, config: ActorConfig, normalize_obs: bool = False,
-                 clip_obs: float = 10.0, rnd: RndConfig | None = None) -> None:
+                 clip_obs: float = 10.0, rnd: RndConfig | None = None,
+                 predictors: Sequence[str] = ()) -> None:
         super().__init__()
         self.obs_format = spaces.obs_format
         hidden = list(config.hidden_sizes)
@@ -123,36 +145,41 @@ class ActorCritic(nn.Module):
         # value_heads is 2 exactly when rnd is given and enabled
         self.rnd = (RandomNetworkDistillation(self.obs_format, rnd)
                     if rnd is not None and self.value_heads == 2 else None)
+        # the policy-loss add-ons' predictors (algo.addons): one output column each, on the
+        # policy trunk's features; made last, so that every other weight is what it is
+        # without them
+        self.predictors = tuple(predictors)
+        self.predictor_head = nn.Linear(width, len(self.predictors)) if predictors else None
+        if self.predictor_head is not None and config.ortho_init:
+            orthogonal_init(self.predictor_head, 1.0)
 
-    @overload
-    def _heads(self, pi: torch.Tensor, vf: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        ...
-
-    @overload
-    def _heads(self, pi: torch.Tensor, vf: None) -> tuple[torch.Tensor, None]:
-        ...
-
-    def _heads(self, pi: torch.Tensor, vf: torch.Tensor | None
-               ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Distribution parameters and values ``[B]`` (``[B, 2]`` with an intrinsic head;
-        None when ``vf`` is) from the features that enter the trunks (encoded, through the
-        memory cores). Trunk and head run as chains of
+    def _heads(self, pi: torch.Tensor, vf: torch.Tensor | None, predict: bool = False
+               ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Distribution parameters, values ``[B]`` (``[B, 2]`` with an intrinsic head; None
+        when ``vf`` is) and, with ``predict``, the predictor heads' outputs ``[B, k]`` (None
+        otherwise, or without predictors) from the features that enter the trunks (encoded,
+        through the memory cores). Trunks and heads run as chains of
         :func:`~hpcrl.core.mlp_kernel.run_mlps` (numpy on the CPU)."""
+        predictor = self.predictor_head if predict else None
         chains: list[tuple[torch.Tensor, Sequence[nn.Module]]]
-        if self.shared:
+        if self.shared or predictor is not None:  # the policy's features are needed apart
             trunk = run_mlp(pi, self.pi_trunk)
             chains = [(trunk, (self.pi_head,))]
             if vf is not None:
-                chains.append((trunk, (self.vf_head,)))
+                chains.append((trunk, (self.vf_head,)) if self.shared
+                              else (vf, (self.vf_trunk, self.vf_head)))
+            if predictor is not None:
+                chains.append((trunk, (predictor,)))
         else:
             chains = [(pi, (self.pi_trunk, self.pi_head))]
             if vf is not None:
                 chains.append((vf, (self.vf_trunk, self.vf_head)))
         out, *rest = run_mlps(*chains)
-        values = rest[0] if rest else None
+        values = rest[0] if vf is not None else None
+        predictions = rest[-1] if predictor is not None else None
         if not self.integer_actions:
             out = torch.stack([out, self.log_std.expand_as(out)], dim=1)
-        return out, (None if values is None else self._columns(values))
+        return out, (None if values is None else self._columns(values)), predictions
 
     def _columns(self, values: torch.Tensor) -> torch.Tensor:
         """Head outputs ``[B, heads]`` as values: ``[B]`` for one head, else as they are."""
@@ -211,11 +238,19 @@ class ActorCritic(nn.Module):
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Distribution parameters, values ``[B]`` and the next recurrent state (None without
         memory) for normalised observations ``[B, ...]`` seen from ``state``."""
+        params, values, state, _ = self._outputs(obs, state, predict=False)
+        return params, values, state
+
+    def _outputs(self, obs: torch.Tensor, state: torch.Tensor | None, predict: bool
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None,
+                            torch.Tensor | None]:
+        """:meth:`dist_and_value`'s outputs and, with ``predict``, the predictors'."""
         pi = self.pi_encoder(obs)
         vf = pi if self.shared else self.vf_encoder(obs)
         pi, vf, state = self._cores(pi, vf, state)
-        params, values = self._heads(pi, vf)
-        return params, values, state
+        params, values, predictions = self._heads(pi, vf, predict)
+        assert values is not None  # vf was given
+        return params, values, state, predictions
 
     def value(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
         """Values ``[B]`` of normalised observations (seen from ``state``, when recurrent)."""
@@ -240,9 +275,21 @@ class ActorCritic(nn.Module):
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Log-probs of ``actions``, entropies and values (of every head), for the loss
         (feedforward)."""
-        params, values, _ = self.dist_and_value(obs)
-        log_probs, entropy = self.distribution.log_prob_entropy(params, actions)
+        log_probs, entropy, values, _, _ = self.evaluate_outputs(obs, actions, predict=False)
         return log_probs, entropy, values
+
+    def evaluate_outputs(self, obs: torch.Tensor, actions: torch.Tensor,
+                         predict: bool = True) -> ActorOutputs:
+        """:meth:`evaluate`'s outputs with the distribution parameters and (``predict``)
+        the predictor heads' outputs (feedforward)."""
+        params, values, _, predictions = self._outputs(obs, None, predict)
+        log_probs, entropy = self.distribution.log_prob_entropy(params, actions)
+        return ActorOutputs(log_probs, entropy, values, params, predictions)
+
+    def policy_params(self, obs: torch.Tensor) -> torch.Tensor:
+        """Distribution parameters of normalised observations ``[B, ...]`` (feedforward):
+        what another run's policy gives a KL add-on."""
+        return self._heads(self.pi_encoder(obs), None)[0]
 
     # -- sequences ----------------------------------------------------------------------------
     def evaluate_sequences(self, obs: torch.Tensor, actions: torch.Tensor,
@@ -251,6 +298,14 @@ class ActorCritic(nn.Module):
         """Log-probs, entropies and values ``[T, B]`` of sequences ``[T, B, ...]`` recomputed
         from their start states ``[B, state_size]``, the state zeroed where ``starts [T, B]``
         says an episode begins inside a sequence."""
+        out = self.evaluate_sequence_outputs(obs, actions, state, starts, predict=False)
+        return out.log_probs, out.entropy, out.values
+
+    def evaluate_sequence_outputs(self, obs: torch.Tensor, actions: torch.Tensor,
+                                  state: torch.Tensor, starts: torch.Tensor,
+                                  predict: bool = True) -> ActorOutputs:
+        """:meth:`evaluate_sequences`'s outputs with the distribution parameters and
+        (``predict``) the predictor heads' outputs, each ``[T, B, ...]``."""
         steps, batch = starts.shape
         flat_obs = obs.reshape((steps * batch,) + obs.shape[2:])
         pi = self.pi_encoder(flat_obs)
@@ -262,11 +317,16 @@ class ActorCritic(nn.Module):
             vf = pi
         else:
             vf = vf_core.sequence(vf.view(steps, batch, -1), vf_state, starts).flatten(0, 1)
-        params, values = self._heads(pi, vf)
+        params, values, predictions = self._heads(pi, vf, predict)
+        assert values is not None  # vf was given
         flat_actions = actions.reshape((steps * batch,) + actions.shape[2:])
         log_probs, entropy = self.distribution.log_prob_entropy(params, flat_actions)
-        return (log_probs.view(steps, batch), entropy.view(steps, batch),
-                values.view((steps, batch) + values.shape[1:]))
+
+        def unflat(x: torch.Tensor) -> torch.Tensor:
+            return x.view((steps, batch) + x.shape[1:])
+
+        return ActorOutputs(unflat(log_probs), unflat(entropy), unflat(values), unflat(params),
+                            None if predictions is None else unflat(predictions))
 
     def normalize(self, obs: torch.Tensor) -> torch.Tensor:
         """Carried observations as the networks take them (normalised when the run does;
@@ -298,7 +358,7 @@ class ActorCritic(nn.Module):
         device = self.pi_head.weight.device  # the actor may live on an accelerator
         obs = obs.to(device)
         if not self.recurrent:
-            params, _ = self._heads(self.pi_encoder(self.normalize(obs)), None)
+            params = self.policy_params(self.normalize(obs))
             actions = self.distribution.mode(params)
             return actions[0] if single else actions
         if state is not None:

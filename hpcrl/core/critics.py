@@ -80,13 +80,32 @@ class EnsembleCritic(nn.Module):
         critics (TD3's policy loss needs ``Q_1`` alone).
         """
         k = self.num_critics if members is None else members
-        x = torch.cat([obs, actions], dim=-1)
+        x = self._hidden(torch.cat([obs, actions], dim=-1), k, frozen)
+        w, b = self._member_params(self.out_weight, self.out_bias, k, frozen)
+        return (x * w).sum(dim=-1) + b
+
+    def sampled(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``[K, n, B]`` values of ``n`` actions per state, ``actions [n, B, action_dim]`` at
+        ``obs [B, obs_dim]``, without gradients (a target's values of sampled actions).
+
+        The output layer is one matrix product here: over the thousands of rows of many
+        samples a product-and-sum costs about three times as much (its ``[K, rows, width]``
+        product is written out and read back)."""
+        n, batch = actions.shape[:2]
+        with torch.no_grad():
+            rows = torch.cat([obs.unsqueeze(0).expand(n, *obs.shape), actions], dim=-1)
+            x = self._hidden(rows.reshape(n * batch, -1), self.num_critics, frozen=True)
+            out = torch.baddbmm(self.out_bias.unsqueeze(-1), x, self.out_weight.transpose(1, 2))
+        return out.view(self.num_critics, n, batch)
+
+    def _hidden(self, x: torch.Tensor, k: int, frozen: bool) -> torch.Tensor:
+        """The last hidden layer ``[k, B, width]`` of the first ``k`` critics for inputs
+        ``x [B, obs_dim + action_dim]``."""
         x = x.unsqueeze(0).expand(k, *x.shape)
         for w, b in zip(self.weights, self.biases, strict=True):
             w, b = self._member_params(w, b, k, frozen)
             x = self.activation(torch.baddbmm(b, x, w), inplace=True)
-        w, b = self._member_params(self.out_weight, self.out_bias, k, frozen)
-        return (x * w).sum(dim=-1) + b
+        return x
 
     def _member_params(self, w: torch.Tensor, b: torch.Tensor, k: int,
                        frozen: bool) -> tuple[torch.Tensor, torch.Tensor]:

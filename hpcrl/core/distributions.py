@@ -46,6 +46,11 @@ class ActionDistribution(Protocol):
         their intermediate results."""
         ...
 
+    def kl(self, p: torch.Tensor, q: torch.Tensor, /) -> torch.Tensor:
+        """``KL(P || Q)`` ``[B]`` between the distributions of the parameters ``p`` and
+        ``q`` (a policy-loss add-on's distance to another policy)."""
+        ...
+
 
 class CategoricalActions:
     """Discrete actions from logits ``[B, K]``; inverse-CDF sampling from uniforms ``[B]``."""
@@ -87,6 +92,11 @@ class CategoricalActions:
         return (logp.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1),
                 -(logp.exp() * logp).sum(dim=-1))
 
+    def kl(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """``sum_a P(a) (log P(a) - log Q(a))`` ``[B]`` from the logits ``p`` and ``q``."""
+        logp, logq = F.log_softmax(p, dim=-1), F.log_softmax(q, dim=-1)
+        return (logp.exp() * (logp - logq)).sum(dim=-1)
+
 
 class DiagGaussianActions:
     """Continuous actions from ``params = [mean, log_std]`` stacked on the last axis.
@@ -127,6 +137,14 @@ class DiagGaussianActions:
                          ) -> tuple[torch.Tensor, torch.Tensor]:
         """:meth:`log_prob` and :meth:`entropy` (they share nothing worth reusing)."""
         return self.log_prob(params, actions), self.entropy(params)
+
+    def kl(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """The Gaussians' KL ``[B]``, summed over the action dimensions: ``log s_q - log s_p
+        + (s_p^2 + (m_p - m_q)^2) / (2 s_q^2) - 1/2`` each."""
+        (mean_p, log_std_p), (mean_q, log_std_q) = p.unbind(1), q.unbind(1)
+        ratio = torch.exp(2 * (log_std_p - log_std_q))  # s_p^2 / s_q^2
+        gap = (mean_p - mean_q) * torch.exp(-log_std_q)
+        return (log_std_q - log_std_p + 0.5 * (ratio + gap * gap) - 0.5).sum(dim=-1)
 
 
 class MultiCategoricalActions:
@@ -173,6 +191,11 @@ class MultiCategoricalActions:
         pairs = [part.log_prob_entropy(logits, actions[..., j]) for j, (part, logits) in
                  enumerate(zip(self.parts, self._split(params), strict=True))]
         return sum(p[0] for p in pairs), sum(p[1] for p in pairs)  # type: ignore[return-value]
+
+    def kl(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """The sum of the components' KLs ``[B]``."""
+        return sum(part.kl(a, b) for part, a, b in zip(self.parts, self._split(p),
+                                                      self._split(q), strict=True))  # type: ignore[return-value]
 
 
 def make_distribution(categories: tuple[int, ...] | None, discrete: bool,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # annotations only: core does not import config at run time
 
 
 if TYPE_CHECKING:  # actor.py imports this module
-    from hpcrl.core.actor import ActorCritic
+    from hpcrl.core.actor import ActorCritic, ActorOutputs
 
 MEMORY_KINDS = ("none", "gru", "lstm")
 
@@ -143,6 +143,15 @@ def evaluate_rollouts(actor: ActorCritic, obs: torch.Tensor, actions: torch.Tens
     the start of each sequence of ``length`` steps. ``T`` may fall short of ``C`` whole
     sequences (rollouts cut to the shortest): the last one is padded and the padding
     dropped, which changes nothing before it."""
+    out = rollout_outputs(actor, obs, actions, memory, starts, length, predict=False)
+    return out.log_probs, out.entropy, out.values
+
+
+def rollout_outputs(actor: ActorCritic, obs: torch.Tensor, actions: torch.Tensor,
+                    memory: torch.Tensor, starts: torch.Tensor, length: int,
+                    predict: bool = True) -> ActorOutputs:
+    """:func:`evaluate_rollouts` with the distribution parameters and (``predict``) the
+    predictor heads' outputs, every field ``[T, N, ...]``."""
     steps, envs = starts.shape
     chunks = -(-steps // length)
     padded = chunks * length
@@ -152,8 +161,7 @@ def evaluate_rollouts(actor: ActorCritic, obs: torch.Tensor, actions: torch.Tens
             x = torch.cat([x, x.new_zeros((padded - steps,) + x.shape[1:])])
         return to_sequences(x, length)
 
-    log_probs, entropy, values = actor.evaluate_sequences(
-        cut(obs), cut(actions), memory[:chunks].reshape(chunks * envs, -1), cut(starts))
-    return (from_sequences(log_probs, envs)[:steps], from_sequences(entropy, envs)[:steps],
-            from_sequences(values, envs)[:steps])
-
+    out = actor.evaluate_sequence_outputs(cut(obs), cut(actions),
+                                          memory[:chunks].reshape(chunks * envs, -1),
+                                          cut(starts), predict)
+    return out.map(lambda x: from_sequences(x, envs)[:steps])

@@ -38,7 +38,9 @@ class RolloutBatch(NamedTuple):
 
     With RND (:mod:`hpcrl.core.intrinsic`) ``values`` and ``returns`` are ``[..., 2]``
     (extrinsic, intrinsic), ``advantages`` their weighted sum, and ``rnd_mask`` marks the
-    samples that train the predictor; without it ``rnd_mask`` is None.
+    samples that train the predictor; without it ``rnd_mask`` is None. ``rewards`` (the
+    steps' rewards as the rollout stores them) is there for a reward predictor
+    (``algo.addons.reward_predictor_coef``), None otherwise.
     """
 
     obs: torch.Tensor
@@ -48,22 +50,26 @@ class RolloutBatch(NamedTuple):
     advantages: torch.Tensor
     returns: torch.Tensor
     rnd_mask: torch.Tensor | None = None
+    rewards: torch.Tensor | None = None
 
     def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> RolloutBatch:
         """``fn`` applied to every field that is there."""
         return RolloutBatch(fn(self.obs), fn(self.actions), fn(self.log_probs), fn(self.values),
                             fn(self.advantages), fn(self.returns),
-                            None if self.rnd_mask is None else fn(self.rnd_mask))
+                            None if self.rnd_mask is None else fn(self.rnd_mask),
+                            None if self.rewards is None else fn(self.rewards))
 
     @staticmethod
     def joined(parts: Sequence[RolloutBatch], join: Callable[[list[torch.Tensor]],
                                                                  torch.Tensor]) -> RolloutBatch:
         """One batch of ``parts``, each field ``join``-ed (a field none has stays None)."""
         masks = [p.rnd_mask for p in parts if p.rnd_mask is not None]  # all parts or none
+        rewards = [p.rewards for p in parts if p.rewards is not None]  # all parts or none
         return RolloutBatch(join([p.obs for p in parts]), join([p.actions for p in parts]),
                             join([p.log_probs for p in parts]), join([p.values for p in parts]),
                             join([p.advantages for p in parts]), join([p.returns for p in parts]),
-                            None if parts[0].rnd_mask is None else join(masks))
+                            None if parts[0].rnd_mask is None else join(masks),
+                            None if parts[0].rewards is None else join(rewards))
 
     def flatten(self) -> RolloutBatch:
         """Every field ``[T, N, ...]`` reshaped to ``[T x N, ...]``."""
@@ -111,8 +117,9 @@ class RecurrentBatch(NamedTuple):
         return self.steps.map(lambda t: t[self.valid])
 
     def real(self, x: torch.Tensor) -> torch.Tensor:
-        """``x [L, B]`` (an output of the sequences) at the real steps, flattened."""
-        return x.flatten() if self.valid is None else x[self.valid]
+        """``x [L, B, ...]`` (an output of the sequences) at the real steps, flattened to
+        ``[samples, ...]``."""
+        return x.flatten(0, 1) if self.valid is None else x[self.valid]
 
 
 def _side_by_side(rollouts: Sequence[Rollout]) -> bool:
@@ -167,10 +174,11 @@ class RolloutStorage:
     actor's sequences, :attr:`flat` for rollouts of unequal lengths)."""
 
     def __init__(self, gamma: float, gae_lambda: float, device: torch.device | str = "cpu",
-                 discrete_actions: bool = True) -> None:
+                 discrete_actions: bool = True, keep_rewards: bool = False) -> None:
         self.gamma, self.gae_lambda = gamma, gae_lambda
         self.device = torch.device(device)
         self.discrete_actions = discrete_actions
+        self.keep_rewards = keep_rewards  # batches carry the rewards (a reward predictor)
         self.parts: list[RolloutBatch] | None = None  # side by side, where they landed
         self.batch: RolloutBatch | None = None
         self.flat: RolloutBatch | None = None
@@ -263,9 +271,10 @@ class RolloutStorage:
         """GAE targets of ``r`` (with RND: beside its intrinsic ones, advantages summed)."""
         t, dev = r.valid_steps, self.device
         values = _tensor(r.values[:t], dev)
-        advantages, returns = gae(_tensor(r.rewards[:t], dev), values,
-                                  _tensor(r.terminated[:t], dev), _tensor(r.truncated[:t], dev),
-                                  _tensor(r.next_values[:t], dev), self.gamma, self.gae_lambda)
+        rewards = _tensor(r.rewards[:t], dev)
+        advantages, returns = gae(rewards, values, _tensor(r.terminated[:t], dev),
+                                  _tensor(r.truncated[:t], dev), _tensor(r.next_values[:t], dev),
+                                  self.gamma, self.gae_lambda)
         actions = _tensor(r.actions[:t], dev)
         if self.discrete_actions:
             actions = actions.long()
@@ -276,7 +285,8 @@ class RolloutStorage:
             returns = torch.stack([returns, intrinsic.returns.to(returns)], dim=-1)
             mask = intrinsic.mask
         return RolloutBatch(_tensor(r.obs[:t], dev), actions, _tensor(r.log_probs[:t], dev),
-                            values, advantages, returns, mask)
+                            values, advantages, returns, mask,
+                            rewards if self.keep_rewards else None)
 
     @property
     def num_steps(self) -> int:
@@ -370,11 +380,12 @@ class RolloutStorage:
             sources = [pick(f) for f in flat]
             return gather_rows([x for x in sources if x is not None], indices)
 
-        masks = flat[0].rnd_mask is not None
+        masks, rewards = flat[0].rnd_mask is not None, flat[0].rewards is not None
         return RolloutBatch(field(lambda b: b.obs), field(lambda b: b.actions),
                             field(lambda b: b.log_probs), field(lambda b: b.values),
                             field(lambda b: b.advantages), field(lambda b: b.returns),
-                            field(lambda b: b.rnd_mask) if masks else None)
+                            field(lambda b: b.rnd_mask) if masks else None,
+                            field(lambda b: b.rewards) if rewards else None)
 
     def _sequence_minibatches(self, num_minibatches: int, seed: int, total_envs: int
                               ) -> Iterator[RecurrentBatch]:

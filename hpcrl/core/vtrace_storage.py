@@ -27,7 +27,9 @@ class SequenceBatch(NamedTuple):
     """Time-major sequences ``[T, N, ...]`` of the behaviour policy, and ``bootstrap [N]``;
     for a recurrent actor also the collector's states at the start of each of its
     sequences of ``sequence_length`` steps, ``memory [C, N, state_size]``, and
-    ``starts [T, N]`` (an episode begins)."""
+    ``starts [T, N]`` (an episode begins). ``step_rewards [T, N]``: the steps' rewards as
+    the rollout stores them (``rewards`` holds a truncated episode's bootstrap too), for a
+    reward predictor (``algo.addons.reward_predictor_coef``); None otherwise."""
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -39,6 +41,7 @@ class SequenceBatch(NamedTuple):
     memory: torch.Tensor | None = None
     starts: torch.Tensor | None = None
     sequence_length: int = 0
+    step_rewards: torch.Tensor | None = None
 
     @property
     def num_samples(self) -> int:
@@ -53,7 +56,8 @@ class SequenceBatch(NamedTuple):
                              self.bootstrap[index],
                              None if self.memory is None else self.memory[:, index],
                              None if self.starts is None else self.starts[:, index],
-                             self.sequence_length)
+                             self.sequence_length,
+                             None if self.step_rewards is None else self.step_rewards[:, index])
 
 
 def _tensor(array: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -70,10 +74,11 @@ class VTraceStorage:
     """
 
     def __init__(self, gamma: float, device: torch.device | str = "cpu",
-                 discrete_actions: bool = True) -> None:
+                 discrete_actions: bool = True, keep_rewards: bool = False) -> None:
         self.gamma = gamma
         self.device = torch.device(device)
         self.discrete_actions = discrete_actions
+        self.keep_rewards = keep_rewards  # batches carry step_rewards (a reward predictor)
         self.parts: list[SequenceBatch] | None = None
         self._batch: SequenceBatch | None = None  # the parts joined, once per load
         self.env_offset = 0
@@ -111,7 +116,7 @@ class VTraceStorage:
                 side_by_side([p.discounts for p in parts]),
                 torch.cat([p.bootstrap for p in parts]),
                 side_by_side([p.memory for p in parts]), side_by_side([p.starts for p in parts]),
-                parts[0].sequence_length)
+                parts[0].sequence_length, side_by_side([p.step_rewards for p in parts]))
         return self._batch
 
     def _sequences(self, r: Rollout, t: int) -> SequenceBatch:
@@ -135,7 +140,8 @@ class VTraceStorage:
         return SequenceBatch(_tensor(r.obs[:t], dev), actions, _tensor(r.log_probs[:t], dev),
                              _tensor(r.values[:t], dev), _tensor(rewards.astype(np.float32), dev),
                              _tensor(discounts, dev), _tensor(bootstrap.astype(np.float32), dev),
-                             memory, starts, length)
+                             memory, starts, length,
+                             _tensor(r.rewards[:t], dev) if self.keep_rewards else None)
 
     @property
     def num_steps(self) -> int:

@@ -305,7 +305,8 @@ def stat_names(config: Config) -> tuple[str, ...]:
         return offpolicy_class(config.algo.name).stat_names + ("replay_ratio",)
     from hpcrl.core.algorithms import algorithm_class
 
-    return algorithm_class(config.algo.name).reported_stats(config.rnd.enabled)
+    return algorithm_class(config.algo.name).reported_stats(config.rnd.enabled,
+                                                            config.algo.addons)
 
 
 def _action_space_check(job: MpiJob) -> None:

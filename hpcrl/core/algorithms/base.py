@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 import torch
 import torch.nn.functional as F
 
-from hpcrl.core.actor import ActorCritic
+from hpcrl.core.actor import ActorCritic, ActorOutputs
+from hpcrl.core.algorithms.addons import PolicyLossAddons, PolicyOutputs, addon_stat_names
 from hpcrl.core.algorithms.capabilities import ON_POLICY_GAE, Capabilities, Storage
 from hpcrl.core.algorithms.contract import Algorithm
 from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
@@ -23,6 +24,7 @@ from hpcrl.core.reducer import LocalReducer, Reducer, global_mean_std
 from hpcrl.core.storage import RecurrentBatch, RolloutBatch
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.policy_addons import PolicyAddonsConfig
     from hpcrl.config.schema import AlgoConfig
 
 # What an algorithm trains from and on: RolloutStorage and its GaeBatch (PPO, A2C), or
@@ -83,12 +85,21 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
         self.intrinsic: IntrinsicTargets | None = None
         if getattr(actor, "rnd", None) is not None:
             self.intrinsic = IntrinsicTargets(actor, self.reducer)
-            self.stat_names = type(self).reported_stats(rnd=True)
+        # the policy-loss add-ons (algo.addons), and what the loss's evaluation of the
+        # minibatch left them (set by evaluate(), read by compute_gradients)
+        section: PolicyAddonsConfig | None = getattr(config, "addons", None)
+        self.addons = (PolicyLossAddons(section, actor.distribution)
+                       if section is not None and section.enabled else None)
+        self._outputs: PolicyOutputs | None = None
+        if self.intrinsic is not None or self.addons is not None:
+            self.stat_names = type(self).reported_stats(self.intrinsic is not None, section)
 
     @classmethod
-    def reported_stats(cls, rnd: bool) -> tuple[str, ...]:
-        """The loss terms an instance reports: :attr:`stat_names`, and RND's with ``rnd``."""
-        return cls.stat_names + (cls.RND_STATS if rnd else ())
+    def reported_stats(cls, rnd: bool, addons: PolicyAddonsConfig | None = None
+                       ) -> tuple[str, ...]:
+        """The loss terms an instance reports: :attr:`stat_names`, RND's with ``rnd``, and
+        those of the policy-loss add-ons of ``addons`` (``algo.addons``)."""
+        return cls.stat_names + (cls.RND_STATS if rnd else ()) + addon_stat_names(addons)
 
     @property
     def policy(self) -> ActorCritic:
@@ -127,14 +138,34 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, RolloutBatch]:
         """Log-probs of the batch's actions, entropies and values under the current weights,
         and the batch's samples flattened in the same order. A recurrent batch is recomputed
-        sequence by sequence from its stored start states; its padding is left out."""
+        sequence by sequence from its stored start states; its padding is left out. With
+        policy-loss add-ons, what they read of the evaluation is kept for
+        :meth:`compute_gradients`."""
+        predict = self.addons is not None
+        out: ActorOutputs
         if isinstance(batch, RecurrentBatch):
-            out = self.actor.evaluate_sequences(batch.steps.obs, batch.steps.actions,
-                                                batch.memory, batch.starts)
-            log_probs, entropy, values = (batch.real(x) for x in out)
-            return log_probs, entropy, values, batch.samples()
-        log_probs, entropy, values = self.actor.evaluate(batch.obs, batch.actions)
-        return log_probs, entropy, values, batch
+            out = self.actor.evaluate_sequence_outputs(batch.steps.obs, batch.steps.actions,
+                                                       batch.memory, batch.starts, predict)
+            out = out.map(batch.real)
+            samples = batch.samples()
+        else:
+            out = self.actor.evaluate_outputs(batch.obs, batch.actions, predict)
+            samples = batch
+        if predict:
+            returns = samples.returns if samples.returns.dim() == 1 else samples.returns[:, 0]
+            self._outputs = PolicyOutputs(samples.obs, out.params, out.predictions,
+                                          samples.rewards, returns)  # RND's: the extrinsic
+        return out.log_probs, out.entropy, out.values, samples
+
+    def addon_outputs(self, batch: BatchT) -> PolicyOutputs:
+        """What the add-ons read of ``batch`` when the loss left them nothing (a plug-in's
+        loss that evaluates the actor its own way): one more evaluation of it, by this
+        base's :meth:`evaluate` whatever a subclass made of it (GAE batches;
+        :class:`~hpcrl.core.algorithms.impala.IMPALA` evaluates its sequences)."""
+        assert isinstance(batch, (RolloutBatch, RecurrentBatch))  # storage "gae"
+        OnPolicyAlgorithm.evaluate(self, batch)
+        assert self._outputs is not None  # evaluate() keeps them when there are add-ons
+        return self._outputs
 
     def predictor_loss(self, batch: RolloutBatch | RecurrentBatch) -> torch.Tensor:
         """RND's predictor loss on ``batch``: the mean squared error over the samples its
@@ -149,8 +180,10 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
 
     def compute_gradients(self, batch: BatchT) -> tuple[torch.Tensor, dict[str, float]]:
         """The flat gradient of the loss on ``batch`` (the actor's weights are not changed);
-        with RND, of the loss plus ``rnd.loss_coef`` x the predictor's."""
+        with RND, of the loss plus ``rnd.loss_coef`` x the predictor's; with policy-loss
+        add-ons, plus their terms (:mod:`~hpcrl.core.algorithms.addons`)."""
         zero_flat_gradients(self.actor)
+        self._outputs = None
         loss, stats = self.loss(batch)
         if self.intrinsic is not None:
             # RND runs on GAE batches only (config's check_rnd refuses other algorithms)
@@ -158,6 +191,12 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
             rnd_loss = self.predictor_loss(batch)
             loss = loss + self.intrinsic.config.loss_coef * rnd_loss
             stats = {**stats, "rnd_loss": float(rnd_loss.detach())}
+        if self.addons is not None:
+            outputs = self._outputs if self._outputs is not None else self.addon_outputs(batch)
+            self._outputs = None  # the graph goes with the backward below
+            extra, extra_stats = self.addons.loss(outputs)
+            loss = loss + extra
+            stats = {**stats, **extra_stats}
         self.guard.check_loss(stats)
         loss.backward()
         return grads_to_flat(self.actor), stats
@@ -192,10 +231,17 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
         return {"grad_norm": norm, "learning_rate": self.learning_rate}
 
     def state_dict(self) -> dict[str, Any]:
-        """What a checkpoint keeps: the optimiser's state and the schedules' progress."""
-        return {"optimizer": self.optimizer.state_dict(), "progress": self.progress}
+        """What a checkpoint keeps: the optimiser's state and the schedules' progress (and
+        the fingerprints of the KL add-ons' policies)."""
+        state = {"optimizer": self.optimizer.state_dict(), "progress": self.progress}
+        if self.addons is not None and self.addons.fingerprints:
+            state["kl_policies"] = list(self.addons.fingerprints)
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` saved."""
+        """Restore what :meth:`state_dict` saved; refuse KL add-on policies other than the
+        ones the run started with."""
+        if self.addons is not None and "kl_policies" in state:
+            self.addons.check_fingerprints(state["kl_policies"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.progress = float(state["progress"])

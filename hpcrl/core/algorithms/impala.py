@@ -19,9 +19,11 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 
+from hpcrl.core.actor import ActorOutputs
+from hpcrl.core.algorithms.addons import PolicyOutputs
 from hpcrl.core.algorithms.base import OnPolicyAlgorithm, entropy_bonus
 from hpcrl.core.algorithms.capabilities import Capabilities
-from hpcrl.core.memory import evaluate_rollouts
+from hpcrl.core.memory import rollout_outputs
 from hpcrl.core.vtrace_storage import SequenceBatch, VTraceStorage
 from hpcrl.returns import vtrace
 
@@ -47,24 +49,58 @@ class IMPALA(OnPolicyAlgorithm[VTraceStorage, SequenceBatch]):
         ``[T, N]`` batch (a recurrent actor replayed from its stored start states); ``rho_mean``
         reports the mean unclipped importance weight."""
         cfg = self.config
-        steps, envs = batch.rewards.shape
-        # a recurrent actor (memory and starts are set together): sequences from their
-        # start states
-        if batch.memory is not None and batch.starts is not None:
-            log_probs, entropy, values = evaluate_rollouts(self.actor, batch.obs, batch.actions,
-                                                           batch.memory, batch.starts,
-                                                           batch.sequence_length)
-        else:
-            log_probs, entropy, values = self.actor.evaluate(batch.obs.flatten(0, 1),
-                                                             batch.actions.flatten(0, 1))
-            log_probs = log_probs.view(steps, envs)
-            values = values.view(steps, envs)
-        log_rhos = log_probs.detach() - batch.log_probs
-        vs, pg_advantages = vtrace(log_rhos, batch.discounts, batch.rewards, values.detach(),
-                                   batch.bootstrap, cfg.impala.clip_rho, cfg.impala.clip_c)
+        out = self.evaluate_sequences(batch)
+        log_probs, entropy, values = out.log_probs, out.entropy, out.values
+        log_rhos, vs, pg_advantages = self.targets(batch, log_probs, values)
+        if self.addons is not None:
+            self._outputs = self.outputs_for_addons(batch, out, vs)
         policy_loss = -(pg_advantages * log_probs).mean()
         value_loss = F.mse_loss(values, vs)
         bonus, entropy_mean = entropy_bonus(entropy, cfg.ent_coef)
         loss = policy_loss + cfg.vf_coef * value_loss - bonus
         return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
                       "entropy": entropy_mean.item(), "rho_mean": log_rhos.exp().mean().item()}
+
+    def evaluate_sequences(self, batch: SequenceBatch) -> ActorOutputs:
+        """The actor's outputs ``[T, N, ...]`` on the batch's sequences (a recurrent actor's
+        recomputed from their stored start states), with the predictors' when there are
+        policy-loss add-ons."""
+        steps, envs = batch.rewards.shape
+        predict = self.addons is not None
+        # a recurrent actor (memory and starts are set together): sequences from their
+        # start states
+        if batch.memory is not None and batch.starts is not None:
+            return rollout_outputs(self.actor, batch.obs, batch.actions, batch.memory,
+                                   batch.starts, batch.sequence_length, predict)
+        out = self.actor.evaluate_outputs(batch.obs.flatten(0, 1), batch.actions.flatten(0, 1),
+                                          predict)
+        return out.map(lambda x: x.view((steps, envs) + x.shape[1:]))
+
+    def targets(self, batch: SequenceBatch, log_probs: torch.Tensor, values: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The log importance weights, V-trace targets ``vs`` and policy-gradient advantages
+        ``[T, N]`` of the learner's log-probs and values (both taken as constants)."""
+        log_rhos = log_probs.detach() - batch.log_probs
+        vs, pg_advantages = vtrace(log_rhos, batch.discounts, batch.rewards, values.detach(),
+                                   batch.bootstrap, self.config.impala.clip_rho,
+                                   self.config.impala.clip_c)
+        return log_rhos, vs, pg_advantages
+
+    @staticmethod
+    def outputs_for_addons(batch: SequenceBatch, out: ActorOutputs, vs: torch.Tensor
+                           ) -> PolicyOutputs:
+        """What the policy-loss add-ons read of the sequences, flattened: the V-trace
+        targets are the returns a return predictor learns."""
+        def flat(x: torch.Tensor | None) -> torch.Tensor | None:
+            return None if x is None else x.flatten(0, 1)
+
+        params = out.params.flatten(0, 1)
+        return PolicyOutputs(batch.obs.flatten(0, 1), params, flat(out.predictions),
+                             flat(batch.step_rewards), vs.flatten())
+
+    def addon_outputs(self, batch: SequenceBatch) -> PolicyOutputs:
+        """One more evaluation of the sequences and their V-trace targets, for a plug-in
+        whose loss left the add-ons nothing."""
+        out = self.evaluate_sequences(batch)
+        _, vs, _ = self.targets(batch, out.log_probs, out.values)
+        return self.outputs_for_addons(batch, out, vs)

@@ -20,9 +20,12 @@ from hpcrl.comm.channel import Channel, channel_for
 from hpcrl.comm.compression import PlainCodec, make_codec
 from hpcrl.comm.faults import PeerInfo
 from hpcrl.comm.node_memory import NodeMemory
+from hpcrl.comm.world import SelfComm
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.algorithms import OnPolicyAlgorithm, make_algorithm
 from hpcrl.core.envs import EnvSpaces
+from hpcrl.core.reducer import Reducer
 from hpcrl.core.rollout import RolloutLayout
 from hpcrl.errors import ConfigError
 from hpcrl.placement.mpi.launcher import (
@@ -32,6 +35,7 @@ from hpcrl.placement.mpi.launcher import (
     lone_rank_problem,
     srun_command,
 )
+from hpcrl.reference_policies import attach_references
 from hpcrl.runtime.devices import DeviceError, node_local_rank, pick_device
 from hpcrl.scheme import (
     COLLECTOR,
@@ -151,6 +155,16 @@ class MpiJob:
         actor = make_actor(self.config, self.spaces)
         return actor if device is None or device.type == "cpu" else _to_device(actor, device)
 
+    def new_algorithm(self, actor: ActorCritic, reducer: Reducer | None = None
+                      ) -> OnPolicyAlgorithm:
+        """The job's on-policy algorithm over ``actor`` (``reducer``: how its minibatch
+        statistics cross the gradient workers), with the policies of its KL add-ons loaded
+        on the job's device."""
+        algorithm = make_algorithm(actor, self.config.algo, reducer,
+                                   on_nonfinite=self.config.train.on_nonfinite)
+        attach_references(algorithm, self.config, self.spaces, self.device)
+        return algorithm
+
     def layout(self) -> RolloutLayout:
         """The rollout layout of one collector's ``env.num_envs`` envs (what every rank that
         exchanges rollouts builds alike)."""
@@ -205,7 +219,8 @@ def rank_table(world: Any, config: Config) -> list[RankRole]:
     has the wrong size. Rank 0 says why (the launcher's task 0 when the ranks are alone in
     worlds of size 1). Checked before anything the ranks must agree on."""
     size, rank = world.Get_size(), world.Get_rank()
-    lone = lone_rank_problem(size)
+    # a world of one given in-process (a Trainer inside an MPI rank) is no lone launched rank
+    lone = None if isinstance(world, SelfComm) else lone_rank_problem(size)
     if lone is not None:
         if launched_rank() == 0:
             print(f"hpcrl: {lone}", file=sys.stderr, flush=True)

@@ -26,7 +26,6 @@ from hpcrl.build import make_storage
 from hpcrl.comm import MpiAllreducer, make_allreducer, sum_host_array_
 from hpcrl.comm.collectives import any_rank, bcast_, gather_rows, reduce_sum_
 from hpcrl.config.validate import minibatches_per_epoch
-from hpcrl.core.algorithms import make_algorithm
 from hpcrl.core.compiling import compile_loss
 from hpcrl.learning.loop import run_learner
 from hpcrl.placement.mpi.job import MpiJob
@@ -75,8 +74,7 @@ class WorkerRank:
         if n_workers > 1:  # ...on the GPU through the gradients' all-reducer (NCCL), else MPI
             on_gpu = job.device.type == "cuda" and self.allreducer is not None
             reducer = self.allreducer if on_gpu else MpiAllreducer(job.gradient)
-        self.algorithm = make_algorithm(self.actor, cfg.algo, reducer,
-                                        on_nonfinite=cfg.train.on_nonfinite)
+        self.algorithm = job.new_algorithm(self.actor, reducer)
         if cfg.train.compile:
             compile_loss(self.algorithm, job.device)
         storage = make_storage(cfg, job.spaces, job.device)
@@ -262,8 +260,7 @@ def write_checkpoint(job: MpiJob, leader: Leader, actor: Any, learner_state: Any
 def make_updater(job: MpiJob, resume: dict[str, Any] | None) -> Updater:
     """The updater of a central scheme, with its master actor (restored on resume)."""
     actor = job.new_actor(job.device)
-    updater = Updater(make_algorithm(actor, job.config.algo,
-                                     on_nonfinite=job.config.train.on_nonfinite))
+    updater = Updater(job.new_algorithm(actor))
     if resume is not None:
         actor.load_state_dict(resume["policy"]["state_dict"])
         updater.load_state_dict(resume["placement"]["updater"])

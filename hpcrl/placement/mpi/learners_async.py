@@ -20,7 +20,6 @@ import numpy as np
 
 from hpcrl.build import make_storage
 from hpcrl.config.validate import minibatches_per_epoch
-from hpcrl.core.algorithms import make_algorithm
 from hpcrl.core.compiling import compile_loss
 from hpcrl.learning.loop import run_learner
 from hpcrl.placement.mpi.job import MpiJob
@@ -57,8 +56,7 @@ class AsyncWorkerRank:
         cfg = job.config
         self.job, self.channel = job, job.channel
         self.actor = job.new_actor(job.device)
-        self.algorithm = make_algorithm(self.actor, cfg.algo,
-                                        on_nonfinite=cfg.train.on_nonfinite)
+        self.algorithm = job.new_algorithm(self.actor)
         if cfg.train.compile:
             compile_loss(self.algorithm, job.device)
         storage = make_storage(cfg, job.spaces, job.device)

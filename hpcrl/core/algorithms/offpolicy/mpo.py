@@ -1,8 +1,10 @@
 """MPO (Abdolmaleki et al. 2018): maximum a posteriori policy optimisation, continuous actions.
 
-Each gradient step, for every state ``s`` of the batch, ``N`` actions ``a_j = tanh(u_j)`` are
-drawn from the *target* policy (``algo.mpo.action_samples``) and valued by the target
-critics:
+Each gradient step, for every next state ``s`` of the batch, ``N`` actions ``a_j = tanh(u_j)``
+are drawn from the *target* policy (``algo.mpo.action_samples``) and valued once by the
+target critics; those values serve both the critics' TD targets and the policy's two steps
+(as Acme's MPO does: the next states are replay states like the others, and valuing one draw
+instead of one at the states and one at the next states halves the learner's largest cost):
 
 - **E-step** (a non-parametric improved policy): weights ``w_j = softmax_j(Q(s, a_j) /
   eta)``; the temperature ``eta`` minimises the dual ``eta * epsilon + eta * mean_s log
@@ -17,7 +19,7 @@ critics:
 
 KL divergence does not change under the tanh bijection, so the trust regions and the
 log-likelihoods are taken on the Gaussian over ``u``. The critics learn TD targets
-``r + discount * mean_j min_k Q_target_k(s', a'_j)`` with ``a'_j`` from the target policy.
+``r + discount * mean_j min_k Q_target_k(s', a_j)`` over the same samples.
 Policy, critics and the dual variables (``eta``, ``alpha_mean``, ``alpha_std``, each
 positive through a softplus) are segments of their own; the duals step with
 ``algo.mpo.dual_lr``. Target policy and critics move by ``replay.tau`` every
@@ -118,7 +120,8 @@ class MPO(OffPolicyAlgorithm):
         self.action_dim = self.pi.action_dim
         self.critic = EnsembleCritic(self.pi.obs_format.features, self.action_dim, cfg.actor,
                                      r.n_critics)
-        self.targets["critic"] = TargetNetwork(self.critic)
+        self.target_critic = TargetNetwork(self.critic)  # typed: an EnsembleCritic's
+        self.targets["critic"] = self.target_critic
         self.target_pi = TargetNetwork(self.pi)  # typed: its module is the policy's class
         self.targets["policy"] = self.target_pi
         self.duals = MpoDuals(self.action_dim, r.init_temperature, r.init_alpha,
@@ -146,37 +149,33 @@ class MPO(OffPolicyAlgorithm):
 
     def _target_q(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """``min_k Q_target_k`` of ``actions [n, B, A]`` at ``obs [B, D]``: ``[n, B]``."""
-        n, b = actions.shape[:2]
-        repeated = obs.unsqueeze(0).expand(n, *obs.shape).reshape(n * b, -1)
-        q = self.targets["critic"].module(repeated, actions.reshape(n * b, -1))
-        return q.min(dim=0).values.reshape(n, b)
+        return self.target_critic.module.sampled(obs, actions).min(dim=0).values
 
     def loss(self, batch: ReplayBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """Critic TD loss to the target policy's expected next value, the E-step's temperature
         dual, the M-step's decoupled mean and std fits under their KL trust regions, and the
-        multipliers' duals, summed."""
+        multipliers' duals, summed. One draw of target-policy actions at the next states,
+        valued once by the target critics, serves the TD targets and both steps."""
         r = self.algo.mpo
         n = r.action_samples
         obs, next_obs = self.pi.features(batch.obs), self.pi.features(batch.next_obs)
-        # critics: TD targets with the target policy's expected next value
+        u, actions, mean_t, std_t = self._target_samples(next_obs, n)
         with torch.no_grad():
-            _, next_actions, _, _ = self._target_samples(next_obs, n)
-            next_v = self._target_q(next_obs, next_actions).mean(dim=0)
-            target = batch.rewards + batch.discounts * next_v
+            q = self._target_q(next_obs, actions)
+            target = batch.rewards + batch.discounts * q.mean(dim=0)
+        # critics: TD targets with the target policy's expected next value
         td = self.critic(obs, batch.actions) - target
         if batch.weights is None:
             critic_loss = 0.5 * td.pow(2).mean(dim=1).sum()
         else:
             critic_loss = 0.5 * (batch.weights * td.pow(2)).mean(dim=1).sum()
             self.remember_td_errors(td[0])
-        # E-step: weights of the target policy's samples, and the temperature's dual
-        u, actions, mean_t, std_t = self._target_samples(obs, n)
-        with torch.no_grad():
-            q = self._target_q(obs, actions)
+        # E-step at the next states: weights of the target policy's samples, and the
+        # temperature's dual
         temperature, alpha_mean, alpha_std = self.duals.values()
         temperature_dual, weights = temperature_loss(q, temperature, r.epsilon)
         # M-step: the decoupled fits, each under its own trust region
-        mean, log_std = self.pi.mean_log_std(obs)
+        mean, log_std = self.pi.mean_log_std(next_obs)
         std = log_std.exp()
         fit_mean = (weights * gaussian_log_prob(u, mean, std_t)).sum(dim=0).mean()
         fit_std = (weights * gaussian_log_prob(u, mean_t, std)).sum(dim=0).mean()
