@@ -343,6 +343,8 @@ def main() -> None:
     parser.add_argument("--sf-wheels", help="a folder of wheels to install Sample Factory from")
     parser.add_argument("--quick", action="store_true",
                         help="short rollouts and budgets: the CPU form CI runs")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 when an hpcrl job failed or trained no update (CI)")
     parser.add_argument("--skip-micro", action="store_true")
     parser.add_argument("--micro-seconds", type=float, default=6.0)
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE for every job")
@@ -377,6 +379,10 @@ def main() -> None:
     print_table(rows)
     if not args.skip_micro:
         print_micro(micro(args))
+    failed = [f"{r.scenario} {r.layout}" for r in rows
+              if r.system == "hpcrl" and math.isnan(r.frames_per_s)]
+    if args.strict and failed:
+        raise SystemExit(f"hpcrl jobs with no figure: {', '.join(failed)}")
 
 
 if __name__ == "__main__":
