@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hpcrl.config.loader import from_dict
-from hpcrl.learning import loop as learner_loop
 from hpcrl.learning.loop import run_learner
+from hpcrl.placement.mpi.learners import JobControl
 from hpcrl.roles.protocol import CHECKPOINT, CONTROL_LAYOUT, PREEMPTED, STOP, ReportLayout
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
@@ -83,17 +83,18 @@ def test_a_failing_update_ends_the_loop_without_finishing():
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_a_serial_run_of_either_family_goes_through_the_loop(algo, tmp_path, monkeypatch):
-    # the serial trainer is a learner of the same loop, deciding with its run's recorder:
-    # one decision per update, a checkpoint with the last, the budget's rows written
+    # the serial trainer is a job of one rank: the same loop and the same control as a
+    # job's learner ranks, its leader deciding with the run's recorder: one decision per
+    # update, a checkpoint with the last, the budget's rows written
     decisions = []
-    real_decide = learner_loop.RecorderControl.decide
+    real_decide = JobControl.decide
 
     def counted(self, report):
         control = real_decide(self, report)
         decisions.append(int(control.command))
         return control
 
-    monkeypatch.setattr(learner_loop.RecorderControl, "decide", counted)
+    monkeypatch.setattr(JobControl, "decide", counted)
     sets = {"ppo": ["algo.num_steps=64", "algo.ppo.minibatch_size=64"],
             "dqn": ["algo.num_steps=64", "replay.learning_starts=128"]}[algo]
     config = from_dict({"algo": {"name": algo}, "env": {"id": "CartPole-v1", "num_envs": 2},

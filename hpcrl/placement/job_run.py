@@ -12,6 +12,7 @@ rank and its role; in one process it is raised, as any error of a Python call is
 """
 from __future__ import annotations
 
+import shutil
 import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -238,7 +239,14 @@ def prepare(config: Config, run_dir: Path | None, resume: bool = False,
         set_rng_state(state["rng"])  # rank 0's generators, saved by it
     if job.is_leader and console is not None:
         _say_start(job, run, console)
-    ranked = make_role(job, state, console, run)
+    fresh = not resume and not run.path.exists()  # (a job of ranks made it already)
+    try:
+        ranked = make_role(job, state, console, run)
+    except BaseException:
+        restore_signals()
+        if fresh and run.path.exists():  # a run of one refused while building: leave no
+            shutil.rmtree(run.path, ignore_errors=True)  # directory of a run never started
+        raise
     return JobRun(ranked, job, run, console, watch, restore_signals=restore_signals)
 
 

@@ -111,7 +111,9 @@ class OwnEnvs:
         return [self.collector.state_dict()]
 
     def close(self, policy: nn.Module, version: int, command: int) -> None:
-        """Close the envs."""
+        """The last version reaches the collector (as STOP carries it to collector ranks),
+        then the envs close."""
+        self.sync.publish(policy, version, command)
         self.envs.close()
 
 
