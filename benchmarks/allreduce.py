@@ -21,6 +21,8 @@ try:
 except ImportError:  # running from a checkout without the package installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from machine import machine_line
+
 from hpcrl.comm import (  # noqa: E402
     MpiAllreducer,
     TorchDistAllreducer,
@@ -28,7 +30,6 @@ from hpcrl.comm import (  # noqa: E402
     time_allreduce,
     world_comm,
 )
-from machine import machine_line
 
 DEFAULT_SIZES = ("1e3", "1e4", "1e5", "1e6")
 

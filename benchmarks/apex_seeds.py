@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from mpi_scaling import command, environment
 from machine import machine_line
+from mpi_scaling import command, environment
 
 TARGET = 400.0
 

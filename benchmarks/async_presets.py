@@ -4,7 +4,8 @@ With the learner's update rate held low (IMPALA: one small gradient step per upd
 a low replay ratio), the learner is not the bottleneck, so env steps per second should grow
 with the collector ranks: target >= 1.5x from 1 to 2 collector ranks on this 2-core
 machine; also for the ResNet agent (IMPALA's network on MinAtar), whose collectors spend
-most of their time acting. Each line also gives the mean policy lag the preset ran with (IMPALA: updates
+most of their time acting. Each line also gives the mean policy lag the preset ran with
+(IMPALA: updates
 between the weights that collected a rollout and the learner's when it trained on it;
 Ape-X: gradient steps between a chunk's weights and the learner's when it reached the
 replay) and, for Ape-X, the replay ratio reached.
@@ -17,8 +18,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from mpi_scaling import LIGHT, command, environment, progress_rows, steps_per_second
 from machine import machine_line
+from mpi_scaling import LIGHT, command, environment, progress_rows, steps_per_second
 
 IMPALA = ["scheme.preset=impala", "train.total_env_steps=196608", "algo.num_steps=256",
           "env.num_envs=8"]
@@ -54,7 +55,7 @@ def figures(rows: list[dict[str, str]], rollout_steps: int = 0) -> dict[str, flo
            "lag": sum(float(r["policy_lag"]) for r in rows[1:]) / max(len(rows) - 1, 1)}
     if "replay_ratio" in first:
         grads = sum(float(r["replay_ratio"]) * (float(r["env_steps"]) - float(p["env_steps"]))
-                    for p, r in zip(rows, rows[1:]))
+                    for p, r in zip(rows, rows[1:], strict=False))
         out["ratio"] = grads / steps
     return out
 

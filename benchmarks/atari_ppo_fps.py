@@ -25,9 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from machine import machine_line
 from measure_process import run_measured
 from mpi_scaling import mpiexec, progress_rows, steps_per_second
-from machine import machine_line
 
 ENV_ID = "PongNoFrameskip-v4"
 BF16 = "hpcrl bfloat16"  # the same recipe with actor.compute_dtype=bfloat16
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The CleanRL-style job: PPO written out in one loop over a gymnasium vector env, the way
 # CleanRL's ppo_atari.py is organised (not its code). argv: steps.
-CLEANRL_JOB = r"""
+CLEANRL_JOB = rf"""
 import json, sys, time
 import gymnasium as gym, numpy as np, torch
 from torch import nn
@@ -45,7 +45,7 @@ gym.register_envs(ale_py)
 torch.set_num_threads(1)
 steps, n_envs, n_steps = int(sys.argv[1]), 8, 128
 def make():
-    frames = gym.wrappers.ReshapeObservation(AtariWrapper(gym.make("%(env)s")), (84, 84))
+    frames = gym.wrappers.ReshapeObservation(AtariWrapper(gym.make("{ENV_ID}")), (84, 84))
     return gym.wrappers.FrameStackObservation(frames, 4)
 envs = gym.vector.SyncVectorEnv([make for _ in range(n_envs)])
 def layer(m, gain):
@@ -111,10 +111,10 @@ for update in range(updates):
             nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
             opt.step()
 train_s = time.perf_counter() - t0
-print(json.dumps({"train_s": train_s, "env_steps": updates * n_envs * n_steps}))
-""" % {"env": ENV_ID}
+print(json.dumps({{"train_s": train_s, "env_steps": updates * n_envs * n_steps}}))
+"""
 
-SB3_JOB = r"""
+SB3_JOB = rf"""
 import json, sys, time
 import ale_py, gymnasium as gym, torch
 from stable_baselines3 import PPO
@@ -123,16 +123,16 @@ from stable_baselines3.common.vec_env import VecFrameStack
 gym.register_envs(ale_py)
 torch.set_num_threads(1)
 steps = int(sys.argv[1])
-env = VecFrameStack(make_atari_env("%(env)s", n_envs=8, seed=0), n_stack=4)
+env = VecFrameStack(make_atari_env("{ENV_ID}", n_envs=8, seed=0), n_stack=4)
 lin = lambda v: (lambda remaining: remaining * v)
 model = PPO("CnnPolicy", env, n_steps=128, batch_size=256, n_epochs=4, learning_rate=lin(2.5e-4),
             clip_range=0.1, clip_range_vf=0.1, ent_coef=0.01, vf_coef=0.5, gamma=0.99,
             gae_lambda=0.95, max_grad_norm=0.5, seed=0, device="cpu", verbose=0,
-            policy_kwargs={"optimizer_kwargs": {"eps": 1e-5}})
+            policy_kwargs={{"optimizer_kwargs": {{"eps": 1e-5}}}})
 t0 = time.perf_counter()
 model.learn(steps)
-print(json.dumps({"train_s": time.perf_counter() - t0, "env_steps": steps}))
-""" % {"env": ENV_ID}
+print(json.dumps({{"train_s": time.perf_counter() - t0, "env_steps": steps}}))
+"""
 
 
 def hpcrl_job(steps: int, env: dict[str, str], ranks: int, preset: str,

@@ -18,7 +18,8 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 class StragglerCartPole(CartPoleEnv):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        slow = os.environ.get("PMI_RANK", "") in os.environ.get("HPCRL_BENCH_SLOW_RANKS", "").split(",")
+        slow_ranks = os.environ.get("HPCRL_BENCH_SLOW_RANKS", "").split(",")
+        slow = os.environ.get("PMI_RANK", "") in slow_ranks
         self.delay = float(os.environ.get("HPCRL_BENCH_SLOW_SECONDS", "0")) if slow else 0.0
 
     def step(self, action):

@@ -19,12 +19,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from machine import machine_line
 
 from hpcrl.build import env_spaces, make_actor, rollout_layout  # noqa: E402
 from hpcrl.config import from_dict  # noqa: E402
 from hpcrl.core.envs import make_vector_env  # noqa: E402
 from hpcrl.roles.collector import rollout_collector  # noqa: E402
-from machine import machine_line
 
 
 def bare_loop(config, actor, steps: int, policy: bool = True) -> float:
@@ -73,7 +73,8 @@ def main() -> None:
     args = parser.parse_args()
     print(machine_line(), flush=True)
     torch.set_num_threads(1)
-    config = from_dict({}, [f"env.num_envs={args.envs}", f"algo.ppo.minibatch_size={args.envs * 32}"])
+    config = from_dict({}, [f"env.num_envs={args.envs}",
+                            f"algo.ppo.minibatch_size={args.envs * 32}"])
     actor = make_actor(config, env_spaces(config))
     bare, ours, envs_only = [], [], []
     for _ in range(args.repeats):  # interleaved, so a load spike hits all

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from machine import machine_line
 
 from hpcrl.build import env_spaces, make_actor
 from hpcrl.config import from_dict
@@ -24,7 +25,6 @@ from hpcrl.core.acting import TorchEngine
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.core.compiling import compile_loss
 from hpcrl.core.storage import RolloutBatch
-from machine import machine_line
 
 NETWORKS = {
     "CartPole MLP 64x64": ["env.id=CartPole-v1"],

@@ -36,9 +36,10 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+
 from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,7 +91,7 @@ def run(cmd: list[str]) -> subprocess.CompletedProcess:
 
 def last_row(run_dir: Path) -> dict[str, str]:
     lines = (run_dir / "progress.csv").read_text().splitlines()
-    return dict(zip(lines[0].split(","), lines[-1].split(",")))
+    return dict(zip(lines[0].split(","), lines[-1].split(","), strict=False))
 
 
 def train_check(ranks: int, sets: list[str], run_dir: Path) -> str:
@@ -259,7 +260,7 @@ def environment_line(device: str) -> str:
             f"{torch.version.cuda}  GPU: {gpu}  CPUs: {os.cpu_count()}")
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=4096,
                         help="env steps of each on-policy training check")

@@ -28,9 +28,10 @@ import sys
 import time
 from pathlib import Path
 
-from hpcrl.runtime.signals import EXIT_PREEMPTED
-from mpi_scaling import mpiexec, progress_rows, steps_per_second
 from machine import machine_line
+from mpi_scaling import mpiexec, progress_rows, steps_per_second
+
+from hpcrl.runtime.signals import EXIT_PREEMPTED
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -26,8 +26,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from machine import machine_line
 from offpolicy_vs_sb3 import run_timed

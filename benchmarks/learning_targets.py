@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
 from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]

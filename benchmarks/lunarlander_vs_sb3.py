@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
 from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]

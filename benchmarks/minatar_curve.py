@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
 from machine import machine_line
 
 MARKS = (100_000, 250_000, 500_000, 750_000, 1_000_000)
@@ -59,7 +60,7 @@ def report(run: Path, env_id: str, png: Path) -> None:
     print(f"PPO on {env_id} (examples/minatar-ppo.yaml), run {run}")
     print(f"{'env steps':>10} {'mean return':>12}")
     for mark in MARKS:
-        seen = [r for s, r in zip(steps, returns) if s <= mark]
+        seen = [r for s, r in zip(steps, returns, strict=False) if s <= mark]
         if seen and steps[-1] >= mark:
             print(f"{mark:>10,} {seen[-1]:12.2f}")
     print(f"{steps[-1]:>10,} {returns[-1]:12.2f}  (last row)")

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
 from machine import machine_line
 
 HERE = Path(__file__).resolve().parent

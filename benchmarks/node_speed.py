@@ -49,14 +49,21 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from machine import machine_line
 from mpi_scaling import descendants, environment, mpiexec, progress_rows, steps_per_second
 from node_throughput import SF_LAUNCHER, SF_STATUS
 from soak import rss_bytes
-from vizdoom_vs_sample_factory import (as_args, has_row, plan, resolved_config, run_for,
-                                       sample_factory_flags, tail)
+from vizdoom_vs_sample_factory import (
+    as_args,
+    has_row,
+    plan,
+    resolved_config,
+    run_for,
+    sample_factory_flags,
+    tail,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXIT_STOPPED = 3
@@ -112,7 +119,7 @@ class Sampler:
 
     def __init__(self, gpu: bool) -> None:
         self.gpu, self.peak, self.busy = gpu, 0, []  # type: ignore[var-annotated]
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
 
     def __call__(self, pid: int) -> None:
         try:

@@ -38,8 +38,7 @@ from hpcrl.core.env_groups import EnvGroups
 from hpcrl.core.storage import RolloutStorage
 from hpcrl.core.vtrace_storage import VTraceStorage
 from hpcrl.exchange.acting import BYE, STEP, actor_critic_spec, serve_until
-from hpcrl.placement.mpi.remote_acting import (RemoteEngine, RemoteLinks, client_ends,
-                                               server_ends)
+from hpcrl.placement.mpi.remote_acting import RemoteEngine, RemoteLinks, client_ends, server_ends
 from hpcrl.roles.collector import rollout_collector
 
 ENVS, FRAMES = 8, (4, 84, 84)  # an Atari collector's request

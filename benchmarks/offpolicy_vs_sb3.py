@@ -29,8 +29,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
 from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +100,7 @@ def sb3_job(algo: str, seed: int, episodes: int) -> None:
 def run_timed(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
     """Run ``cmd`` to completion; return its wall seconds and stdout."""
     start = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    proc = subprocess.run(cmd, capture_output=True, env=env,
                           text=True, check=False)
     wall = time.perf_counter() - start
     if proc.returncode != 0:

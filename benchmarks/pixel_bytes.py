@@ -18,9 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from machine import machine_line
 from mpi_scaling import mpiexec
 from rank_memory import run_sampling_ranks
-from machine import machine_line
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "examples" / "atari-ppo.yaml"

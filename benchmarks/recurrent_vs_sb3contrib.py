@@ -116,7 +116,7 @@ def main() -> None:
                   f"{r['rss_mb']:8.0f} {r['mean_return']:7.2f} {r['update_ms']:10.1f}")
         pairs.append(ours["wall_s"] / theirs["wall_s"])
         costs.append(ours["update_ms"] / mlp["update_ms"])
-    for seed, ratio, cost in zip(args.seeds, pairs, costs):
+    for seed, ratio, cost in zip(args.seeds, pairs, costs, strict=False):
         print(f"seed {seed}: hpcrl wall / sb3-contrib wall = {ratio:.2f}x; "
               f"learner time per update, LSTM / no memory = {cost:.1f}x")
 

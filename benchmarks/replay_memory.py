@@ -16,9 +16,9 @@ import resource
 import time
 
 import numpy as np
+from machine import machine_line
 
 from hpcrl.core.replay.buffer import ReplayBuffer
-from machine import machine_line
 
 K, H, W = 4, 84, 84
 GB = 1024 ** 3

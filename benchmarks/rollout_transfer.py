@@ -26,6 +26,9 @@ import statistics
 import time
 
 import numpy as np
+from machine import machine_line
+from mpi4py import MPI
+
 from hpcrl.comm import wait
 from hpcrl.comm.channel import MpiChannel
 from hpcrl.comm.compression import Lz4Codec, PlainCodec
@@ -33,8 +36,6 @@ from hpcrl.comm.node_memory import NodeMemory, node_peers
 from hpcrl.core.rollout import RolloutLayout
 from hpcrl.exchange.streams import StreamIn, StreamOut
 from hpcrl.placement.mpi.node_transport import STREAM, STREAM_SLOTS
-from machine import machine_line
-from mpi4py import MPI
 
 ENVS, STEPS, FRAMES = 8, 128, (4, 84, 84)
 

@@ -44,12 +44,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
-
-from mpi_scaling import LIGHT, environment, mpiexec, python_ranks
 from machine import machine_line
+from mpi_scaling import LIGHT, environment, mpiexec, python_ranks
 
 PRESETS = {"serial": "CartPole-v1", "a2c": "CartPole-v1", "ddppo": "CartPole-v1",
            "a3c": "CartPole-v1", "async-ppo": "CartPole-v1", "impala": "CartPole-v1",
@@ -77,7 +75,7 @@ class Soak:
     def replay_resident(self, steps: int) -> float:
         return min(steps, self.replay_capacity) * self.replay_bytes_per_step
 
-    def growth(self, rank: int, late: bool = False) -> Optional[tuple[float, float]]:
+    def growth(self, rank: int, late: bool = False) -> tuple[float, float] | None:
         """MB per million env steps after warm-up (least squares) and its resolution (the
         residuals' range over the steps spanned, in the same unit); None with too few
         samples. ``late``: over the second half of those samples only (is it levelling
@@ -163,7 +161,7 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-def rank_of(pid: int) -> Optional[int]:
+def rank_of(pid: int) -> int | None:
     """The MPI rank of a process, from the launcher's environment variables."""
     try:
         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")

@@ -77,18 +77,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 import yaml
-
 from gpu_pong import evaluate
-from hpcrl.runtime.signals import EXIT_PREEMPTED
 from machine import machine_line
 from mpi_scaling import environment, mpiexec, progress_rows, steps_per_second
 from node_throughput import SF_STATUS
+
+from hpcrl.runtime.signals import EXIT_PREEMPTED
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "examples" / "showcase-vizdoom.yaml"
@@ -159,9 +160,9 @@ class Job:
 
 
 def run_for(cmd: list[str], seconds: float, log: Path, stop: signal.Signals, *,
-            to_group: bool, env: dict[str, str], cwd: Optional[Path] = None,
-            watch: Optional[Path] = None, grace_s: float = 180.0,
-            tick: Optional[Callable[[int], None]] = None) -> tuple[int, float, float]:
+            to_group: bool, env: dict[str, str], cwd: Path | None = None,
+            watch: Path | None = None, grace_s: float = 180.0,
+            tick: Callable[[int], None] | None = None) -> tuple[int, float, float]:
     """Run ``cmd`` in a session of its own, output to ``log``; after ``seconds`` send it
     ``stop`` (to its whole process group with ``to_group``), wait ``grace_s`` for it to
     finish, then kill the group. Returns its exit code, wall seconds and the seconds from
@@ -197,7 +198,7 @@ def run_for(cmd: list[str], seconds: float, log: Path, stop: signal.Signals, *,
 
 
 @contextlib.contextmanager
-def job_dir(keep: Optional[Path], name: str) -> Iterator[str]:
+def job_dir(keep: Path | None, name: str) -> Iterator[str]:
     """A folder for one job's run and log: under ``keep`` (kept, for a look afterwards) or a
     temporary one."""
     if keep is None:
@@ -277,7 +278,7 @@ def sample_factory_flags(config: dict[str, Any], total_envs: int, gradient_worke
 
 
 def sample_factory_job(python: str, scenario: str, flags: list[str], seconds: float,
-                       frame_skip: int, keep: Optional[Path] = None) -> Job:
+                       frame_skip: int, keep: Path | None = None) -> Job:
     """Sample Factory's APPO on ``scenario`` for ``seconds`` of wall-clock (its folder kept
     under ``keep`` if given)."""
     spec = SCENARIOS[scenario]
@@ -364,7 +365,7 @@ def resolved_config(recipe: Path, sets: list[str]) -> dict[str, Any]:
 
 
 def hpcrl_job(recipe: Path, scenario: str, layout: str, sets: list[str], seconds: float,
-              eval_episodes: int, keep: Optional[Path] = None) -> Job:
+              eval_episodes: int, keep: Path | None = None) -> Job:
     """hpcrl's ``layout`` of the recipe on ``scenario`` for ``seconds`` of wall-clock (its
     run kept under ``keep`` if given)."""
     sets = hpcrl_sets(scenario, sets)
@@ -483,10 +484,10 @@ def plot(jobs: list[Job], floors: dict[str, float], png: Path, seconds: float,
     colours = {label: f"C{i}" for i, label in enumerate(labels)}  # one per job, every panel
     fig, axes = plt.subplots(1, len(scenarios), figsize=(5.5 * len(scenarios), 3.8), dpi=120,
                              squeeze=False)
-    for ax, scenario in zip(axes[0], scenarios):
+    for ax, scenario in zip(axes[0], scenarios, strict=False):
         for j in (j for j in jobs if j.scenario == scenario):
             if j.curve:
-                xs, ys = zip(*j.curve)
+                xs, ys = zip(*j.curve, strict=False)
                 label = f"{j.system} {j.layout}"
                 ax.plot(xs, ys, lw=1.3, label=label, color=colours[label])
         ax.axhline(floors[scenario], color="grey", ls="--", lw=0.8, label="random play")

@@ -2,7 +2,7 @@
 
     PYTHONPATH=examples hpcrl train examples/munchausen-dqn.yaml              # one process
     PYTHONPATH=examples mpiexec -n 3 hpcrl train examples/munchausen-dqn.yaml \\
-        --set scheme.preset=apex                                            # Ape-X: 1 learner, 2 collectors
+        --set scheme.preset=apex            # Ape-X: 1 learner, 2 collectors
 
 Munchausen DQN (Vieillard, Pietquin and Geist, NeurIPS 2020) changes only DQN's target: it
 bootstraps from the soft value of the target network's Boltzmann policy

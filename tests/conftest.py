@@ -17,17 +17,32 @@ parent then killed ``mpiexec`` and every rank's stack dump was lost with it.
 from __future__ import annotations
 
 import compileall
+import importlib.util
 import json
 import os
 import resource
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from pytest_mpi.plugin import CHILD_PROCESS_FLAG
 
+
+def _quick_lane() -> Any:
+    """tests/quick_lane.py, loaded by its path (a test that loads this file from elsewhere,
+    as tests/mpi/test_child_timeouts.py does, has no tests/ on its path)."""
+    spec = importlib.util.spec_from_file_location("quick_lane",
+                                                  Path(__file__).with_name("quick_lane.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+quick_test = _quick_lane().quick_test
 CHILD_TIMEOUT_MARGIN_S = 5.0
 TEST_DEADLINE_VAR = "HPCRL_TEST_DEADLINE"  # the parent's deadline (epoch seconds), for children
 # Where each test's cost goes, one JSON line per test (nodeid, wall seconds, CPU seconds of
@@ -59,10 +74,15 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.no_summary = False
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Spread the Slurm tests among the multi-rank ones; in MPI children, make each test's
-    timeout fire first and kill the rank."""
+    """Mark the quick lane's tests ``quick`` (tests/quick_lane.py); spread the Slurm tests
+    among the multi-rank ones; in MPI children, make each test's timeout fire first and kill
+    the rank."""
     if CHILD_PROCESS_FLAG not in os.environ:
+        for item in items:
+            if quick_test(item.nodeid):
+                item.add_marker(pytest.mark.quick)
         items[:] = spread_waiting_tests(items)
         return
     deadline = os.environ.get(TEST_DEADLINE_VAR)
@@ -159,7 +179,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 
 torch.set_num_threads(1)
 
-TINY = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=2",
+TINY = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=32",
+        "algo.ppo.num_epochs=2",
         "train.total_env_steps=1024", "train.eval_episodes=0", "train.tensorboard=false",
         "train.checkpoint_every=4"]
 

@@ -23,7 +23,7 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 from types import BuiltinMethodType
-from typing import Any, Optional
+from typing import Any
 
 CONTAINERS = (list, dict, set, collections.deque)
 ABC_CACHE_TYPES = (weakref.ReferenceType, BuiltinMethodType)
@@ -38,7 +38,7 @@ class Census:
     types: collections.Counter = field(repr=False)
 
     @classmethod
-    def take(cls) -> "Census":
+    def take(cls) -> Census:
         """A census after a full collection; the censuses' own objects are not counted."""
         gc.collect()
         with warnings.catch_warnings():  # a warning would fill linecache: items of its own
@@ -46,7 +46,7 @@ class Census:
             return cls._count()
 
     @classmethod
-    def _count(cls) -> "Census":
+    def _count(cls) -> Census:
         own = ({id(_TAKEN)} | {id(census) for census in _TAKEN}
                | {id(census.types) for census in _TAKEN})
         objects = [o for o in gc.get_objects()
@@ -66,8 +66,8 @@ class HeapFigures:
     """The censuses at the two call counts."""
 
     calls: int = 0
-    first: Optional[Census] = None
-    last: Optional[Census] = None
+    first: Census | None = None
+    last: Census | None = None
 
     def growth(self) -> tuple[int, int]:
         """(objects, container items) the heap gained between the two censuses."""

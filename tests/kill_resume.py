@@ -3,8 +3,9 @@ killed at one update, resume the killed run, and compare."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ def rows(run_dir: Path) -> list[dict[str, str]]:
 
 def whole_then_killed_and_resumed(config: Any, tmp_path: Path, monkeypatch: Any,
                                   die_at: int,
-                                  after_kill: Optional[Callable[[Path], None]] = None
+                                  after_kill: Callable[[Path], None] | None = None
                                   ) -> tuple[Path, Path]:
     """Train ``config`` in ``tmp_path/whole``; train it in ``tmp_path/cut`` with its
     learner raising :class:`Killed` as update ``die_at`` begins (the run's updates counted

@@ -13,8 +13,13 @@ from click.testing import CliRunner
 
 from hpcrl.cli import main
 from hpcrl.config import all_keys, from_dict, load_config, to_dict
-from hpcrl.config.algo_defaults import (ACTOR_CRITIC_KEYS, ADVANTAGE_KEYS, ALGO_DEFAULTS,
-                                        REPLAY_KEYS, SHARED_KEYS)
+from hpcrl.config.algo_defaults import (
+    ACTOR_CRITIC_KEYS,
+    ADVANTAGE_KEYS,
+    ALGO_DEFAULTS,
+    REPLAY_KEYS,
+    SHARED_KEYS,
+)
 from hpcrl.config.loader import load_config_sources, resolve
 from hpcrl.config.schema import Config
 from hpcrl.core.algorithms import BUILT_IN_ALGOS, algorithm_capabilities

@@ -22,7 +22,7 @@ def test_every_flat_name_of_before_sections_has_a_home_and_no_section_key_is_lef
     for old, news in FLAT_NAMES.items():
         assert old not in keys, old  # the flat name is gone from the schema
         assert set(news) <= keys, news
-    for kind, cls in SECTIONS.items():
+    for kind, _cls in SECTIONS.items():
         assert any(key.startswith(f"algo.{kind}.") for key in keys), kind
 
 

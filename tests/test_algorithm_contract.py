@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
+
 import numpy as np
 import pytest
 import torch

@@ -171,9 +171,10 @@ def test_pong_trains_evaluates_and_resumes_from_the_cli(tmp_path):
     assert "envs were reset" in resumed.output  # the emulator cannot be saved: its envs start again
     header, *rows = (run / "progress.csv").read_text().strip().splitlines()
     columns = header.split(",")
-    last = dict(zip(columns, rows[-1].split(",")))
+    last = dict(zip(columns, rows[-1].split(","), strict=False))
     assert int(last["env_steps"]) == 1280
-    scores = [float(dict(zip(columns, r.split(",")))["episode_return_mean"]) for r in rows]
+    scores = [float(dict(zip(columns, r.split(","), strict=False))["episode_return_mean"])
+              for r in rows]
     scores = [s for s in scores if not np.isnan(s)]
     assert scores and all(-21 <= s <= 21 for s in scores)  # Pong game scores
 
@@ -226,7 +227,7 @@ def test_a_whole_game_goes_on_after_a_lost_life_without_the_policy_pressing_fire
     cfg = from_dict({}, ["env.id=ALE/Breakout-v5", "env.preset=atari"])
     env = make_env(cfg.env, whole_games=True)
     env.reset(seed=0)
-    for steps in range(1, 3001):
+    for steps in range(1, 3001):  # noqa: B007  (the count is read after the loop)
         _, _, terminated, truncated, _ = env.step(0)  # NOOP, never FIRE
         if terminated or truncated:
             break

@@ -2,13 +2,13 @@
 run ends."""
 import pytest
 import torch
-
 from kill_resume import rows, whole_then_killed_and_resumed
 
 from hpcrl.config import from_dict
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer, resume_config
+
 
 def weights(run_dir):
     return load_checkpoint(RunDir(run_dir).checkpoint_path)["policy"]["state_dict"]

@@ -1,5 +1,6 @@
-"""The code-health gates as tests: ruff and mypy pass on ``hpcrl/`` as ``pyproject.toml``
-configures them, and every public module, class and function there has a docstring.
+"""The code-health gates as tests: ruff passes on ``hpcrl/``, ``tests/``, ``benchmarks/``,
+``examples/`` and ``tools/`` and mypy on ``hpcrl/`` as ``pyproject.toml`` configures them, and
+every public module, class and function of ``hpcrl/`` has a docstring.
 
 They run with the rest of the suite (a worker of ``pytest -n 2`` takes them beside the
 multi-rank tests), so the README's test command checks them and CI does not spend their
@@ -30,8 +31,9 @@ def _tool(name: str) -> str:
 
 
 @pytest.mark.timeout(60)
-def test_ruff_finds_nothing_in_hpcrl():
-    done = _gate([_tool("ruff"), "check", "hpcrl"], timeout=50)
+def test_ruff_finds_nothing_in_the_package_its_tests_benchmarks_examples_and_tools():
+    done = _gate([_tool("ruff"), "check", "hpcrl", "tests", "benchmarks", "examples", "tools"],
+                 timeout=50)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 

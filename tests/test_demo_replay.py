@@ -73,7 +73,8 @@ def test_replay_slots_are_spread_by_global_index_whatever_the_layout():
 
 def _collector(tmp_path, sets=()):
     cfg = from_dict({}, CORRIDOR + _demos(tmp_path) + ["env.num_envs=4", "algo.num_steps=50",
-                                                        "algo.ppo.demos_fraction=0.5", "algo.ppo.minibatch_size=100",
+                                                        "algo.ppo.demos_fraction=0.5",
+                                                        "algo.ppo.minibatch_size=100",
                                                         *sets])
     spaces = env_spaces(cfg)
     slots = slots_of_collector(4, 0.5, 0, 4)

@@ -31,7 +31,7 @@ def test_eval_records_its_episodes_as_a_demonstration_file(tmp_path, tiny_overri
     assert data["obs"].shape[1:] == (4,) and data["actions"].dtype.kind == "i"
     # the rewards of each episode sum to the return the evaluation reported for it
     starts = np.concatenate([[0], ends[:-1] + 1])
-    returns = [float(data["rewards"][a:b + 1].sum()) for a, b in zip(starts, ends)]
+    returns = [float(data["rewards"][a:b + 1].sum()) for a, b in zip(starts, ends, strict=False)]
     assert returns == pytest.approx(result["returns"])
     # the rows are the episodes: the first observation of each is its reset, seeded as
     # the evaluation seeds it, so recording them again gives the same file

@@ -49,7 +49,8 @@ def installed(env_id: str) -> list[pytest.MarkDecorator]:
 
 CASES = [pytest.param(env_id, id=f"{family}:{env_id}", marks=installed(env_id))
          for family, ids in FAMILIES.items() for env_id in ids]
-QUICK = ["env.num_envs=4", "algo.num_steps=64", "algo.ppo.minibatch_size=64", "algo.ppo.num_epochs=2",
+QUICK = ["env.num_envs=4", "algo.num_steps=64", "algo.ppo.minibatch_size=64",
+         "algo.ppo.num_epochs=2",
          "train.eval_episodes=1", "train.tensorboard=false", "train.log_interval_s=60",
          "env.kwargs={max_episode_steps: 300}"]
 

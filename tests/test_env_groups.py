@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from kill_resume import rows, whole_then_killed_and_resumed
+
 from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout
 from hpcrl.config import from_dict
 from hpcrl.core.demo_replay import collector_envs

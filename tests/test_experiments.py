@@ -12,7 +12,8 @@ from PIL import Image
 
 from hpcrl.cli import main
 
-TINY = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=2",
+TINY = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=32",
+        "algo.ppo.num_epochs=2",
         "train.total_env_steps=1024", "train.eval_episodes=2", "train.tensorboard=false"]
 
 

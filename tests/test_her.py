@@ -9,11 +9,11 @@ import torch
 
 from hpcrl.config import from_dict
 from hpcrl.config.schema import EnvConfig
-from hpcrl.errors import ConfigError
-from hpcrl.tasks.point_reach import ENV_ID, PointReach
 from hpcrl.core.obs_format import obs_format
 from hpcrl.core.replay.goals import GoalCodec, GoalRewards, goal_env_problem
 from hpcrl.core.replay.her import HerReplayBuffer
+from hpcrl.errors import ConfigError
+from hpcrl.tasks.point_reach import ENV_ID, PointReach
 
 DIM = 2
 SPACE = PointReach(dim=DIM).observation_space
@@ -231,6 +231,7 @@ def test_envs_that_cannot_be_relabelled_are_refused(env_id, words):
 
 def test_a_non_goal_env_is_refused_in_one_line_from_the_cli(tmp_path):
     from click.testing import CliRunner
+
     from hpcrl.cli import main
 
     out = CliRunner().invoke(main, ["train", "--run-dir", str(tmp_path / "r"), "--set",

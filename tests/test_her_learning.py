@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from quiet_training import train_quietly
+
 from hpcrl.cli import main
 from hpcrl.evaluation import evaluate
 

@@ -2,6 +2,7 @@
 
 import pytest
 from quiet_training import train_quietly
+
 from hpcrl.evaluation import evaluate
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
@@ -29,8 +30,9 @@ def test_a2c_learns_cartpole(tmp_path):
 
 @pytest.mark.slow
 def test_ppo_learns_continuous_pendulum(tmp_path):
-    from hpcrl.config import load_config
     from pathlib import Path
+
+    from hpcrl.config import load_config
     example = Path(__file__).parents[1] / "examples" / "pendulum-ppo.yaml"
     cfg = load_config(example, ["train.total_env_steps=53248", "train.eval_episodes=0",
                                 "train.tensorboard=false"])

@@ -9,8 +9,8 @@ updates, so one kept per checkpoint adds 25 objects.
 from __future__ import annotations
 
 import pytest
-
 from heap_probe import HeapProbe
+
 from hpcrl.config import from_dict
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
@@ -19,7 +19,8 @@ FIRST, LAST = 100, 350
 MAX_OBJECTS, MAX_ITEMS = 5, 150  # a flat run: 0 objects, items within +-60 (episode window)
 
 
-SMALL_PPO = ["env.num_envs=2", "algo.num_steps=16", "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=1"]
+SMALL_PPO = ["env.num_envs=2", "algo.num_steps=16", "algo.ppo.minibatch_size=32",
+             "algo.ppo.num_epochs=1"]
 
 
 def traced_serial_run(tmp_path, overrides: list[str], steps_per_update: int,

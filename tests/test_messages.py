@@ -4,10 +4,10 @@ import numpy as np
 import torch
 
 from hpcrl.core.normalization import Moments, merge_moments
-from hpcrl.roles.protocol import ReportLayout
-from hpcrl.placement.mpi.reducers import combine_infos
 from hpcrl.core.records import RecordLayout
+from hpcrl.placement.mpi.reducers import combine_infos
 from hpcrl.roles.messages import CHECKPOINT, STOP, Gradient, Weights
+from hpcrl.roles.protocol import ReportLayout
 
 
 def moments(rng, count, dim=3):
@@ -29,7 +29,7 @@ def test_gradient_info_round_trip_and_combine_merges_moments_exactly():
     rng = np.random.default_rng(0)
     parts = [moments(rng, 50), moments(rng, 70)]
     grads = [Gradient.empty(4, 2, 3) for _ in parts]
-    for i, (g, m) in enumerate(zip(grads, parts)):
+    for i, (g, m) in enumerate(zip(grads, parts, strict=False)):
         g.fill(torch.ones(4), weights_version=3 + i, num_samples=64, new_env_steps=256,
                progress=0.5, stats=[1.0 + i, 2.0], moments=m)
     rows = np.stack([g.info.data for g in grads])

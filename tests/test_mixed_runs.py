@@ -80,7 +80,7 @@ def test_a_plot_of_mixed_runs_has_a_panel_per_env_and_its_legends_inside_the_fig
     rows = [fig.axes[i:i + columns] for i in range(0, len(fig.axes), columns)]
     assert [row[0].get_title().split(" ")[0] for row in rows] == ENVS
     runs = [summarize(p) for p in find_runs([mixed])]
-    for row, env_id in zip(rows, ENVS):
+    for row, env_id in zip(rows, ENVS, strict=False):
         legend = row[-1].get_legend()
         box = legend.get_window_extent()
         assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, env_id

@@ -45,7 +45,7 @@ def test_kernel_matches_torch_outputs_and_gradients(activation, input_grad, last
     out, params, x_grad = _grads(modules, x, use_kernel=True)
     ref_out, ref_params, ref_x_grad = _grads(modules, x, use_kernel=False)
     torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-6)
-    for got, want in zip(params, ref_params):
+    for got, want in zip(params, ref_params, strict=False):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     if input_grad:
         torch.testing.assert_close(x_grad, ref_x_grad, rtol=1e-4, atol=1e-5)
@@ -81,7 +81,7 @@ def test_chains_run_together_as_torch_would():
 
     for with_value in (True, False):
         got, want = grads(True, with_value), grads(False, with_value)
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=False):
             torch.testing.assert_close(g.to(w.dtype), w, rtol=1e-4, atol=1e-5)
         if not with_value:
             assert all(p.grad is None for m in vf for p in m.parameters())
@@ -173,7 +173,7 @@ def test_second_derivatives_equal_torchs():
         return [torch.zeros_like(p) if p.grad is None else p.grad.clone()  # the last bias
                 for m in modules for p in m.parameters()]  # does not change d out / dx
 
-    for got, want in zip(penalty_grads(True), penalty_grads(False)):
+    for got, want in zip(penalty_grads(True), penalty_grads(False), strict=False):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 

@@ -7,17 +7,18 @@ import copy
 import json
 from pathlib import Path
 
-import hpcrl
 import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
+from test_refusals import refused_in_process
+
+import hpcrl
 from hpcrl.build import env_spaces
 from hpcrl.cli import main
 from hpcrl.config import from_dict
 from hpcrl.core.algorithms.offpolicy import make_policy
 from hpcrl.core.model_based import rewards
-from test_refusals import refused_in_process
 
 RECIPE = Path(__file__).resolve().parents[1] / "examples" / "mpc-pendulum.yaml"
 # the recipe with a smaller model and planner: about 15 ms of CPU an env step, not 70

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+
 from hpcrl.config.algo_sections import MpcConfig
 from hpcrl.config.schema import ActorConfig
 from hpcrl.core.envs import spaces_of

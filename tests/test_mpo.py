@@ -8,14 +8,16 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from test_offpolicy_algorithms import gradients_and_draws
+from test_offpolicy_algorithms import setup as offpolicy_setup
 from torch.distributions import Normal, kl_divergence
 
-from test_offpolicy_algorithms import gradients_and_draws, setup as offpolicy_setup
 from hpcrl.build import env_spaces
 from hpcrl.config import ConfigError, load_config
 from hpcrl.core.algorithms.offpolicy import MPO, action_space_problem, make_policy
 from hpcrl.core.algorithms.offpolicy.mpo import decoupled_kl, temperature_loss
 from hpcrl.core.policies import SquashedGaussianPolicy
+
 
 def test_the_temperature_dual_keeps_the_improved_policy_at_its_kl_bound():
     """At the dual's minimum over the temperature, KL(weights || target's samples) = eps:
@@ -66,7 +68,8 @@ def test_each_segment_gets_only_its_own_losss_gradient():
         y = batch.rewards + batch.discounts * q.mean(0)
     critic_loss = 0.5 * (alg.critic(batch.obs, batch.actions) - y).pow(2).mean(1).sum()
     expected_critic = torch.autograd.grad(critic_loss, list(alg.critic.parameters()))
-    flat = lambda gs: torch.cat([g.reshape(-1) for g in gs])
+    def flat(gs):
+        return torch.cat([g.reshape(-1) for g in gs])
     torch.testing.assert_close(grads[alg.segments["critic"].slice], flat(expected_critic))
     # the duals: d/d raw of softplus(raw) * (eps - KL) is sigmoid(raw) * (eps - KL)
     duals = alg.duals

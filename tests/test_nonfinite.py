@@ -11,14 +11,15 @@ import torch
 from click.testing import CliRunner
 
 from hpcrl.cli import main
-from hpcrl.runtime.checkpoint import load_checkpoint, save_atomic
 from hpcrl.core.gradient_guard import GradientGuard
 from hpcrl.errors import NonFiniteError
+from hpcrl.runtime.checkpoint import load_checkpoint, save_atomic
 from hpcrl.runtime.finite import check_checkpoint_state, check_env_steps, save_finite_checkpoint
 
 TEST_ENVS = Path(__file__).parent / "mpi"
 BAD_ENV = "env.id=hpcrl_testenvs:NonFiniteCartPole-v0"
-SMALL = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=2",
+SMALL = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=32",
+         "algo.ppo.num_epochs=2",
          "train.checkpoint_every=2", "train.total_env_steps=2048", "train.tensorboard=false",
          "train.eval_episodes=0", "train.log_interval_s=60"]
 
@@ -167,7 +168,8 @@ def _state(weight: float, moment: float = 0.0, optim: float = 0.0) -> dict:
                        "action": {"low": torch.tensor([-math.inf]),  # inf by design: allowed
                                   "high": torch.tensor([math.inf])}},
             "placement": {"updater": {"version": 3,
-                                      "algorithm": {"optimizer": {"exp_avg": torch.tensor([optim])}},
+                                      "algorithm": {"optimizer": {
+                                          "exp_avg": torch.tensor([optim])}},
                                       "replay": {"rewards": torch.tensor([math.nan])}},
                           "collectors": []}}
 
@@ -199,7 +201,8 @@ def test_the_raw_observations_the_check_reads_give_the_normaliser_moments():
                              f"env.normalize_obs={str(normalize).lower()}"])
         spaces = env_spaces(cfg)
         envs = make_vector_env(cfg.env, 3)
-        collector = rollout_collector(envs, make_actor(cfg, spaces), cfg.env, cfg.algo.gamma, cfg.seed)
+        collector = rollout_collector(envs, make_actor(cfg, spaces), cfg.env, cfg.algo.gamma,
+                                      cfg.seed)
         r = collector.collect(rollout_layout(cfg, spaces, 3).new())
         envs.close()
         return r

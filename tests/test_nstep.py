@@ -67,7 +67,7 @@ def test_online_window_emits_what_nstep_computes(n):
     for t in range(steps):
         rows = window.push(obs[t], np.full(envs, t, np.float32), rewards[t], term[t], trunc[t],
                            next_obs[t])
-        for o, a, r, d, nxt in zip(*rows):
+        for o, _a, r, d, nxt in zip(*rows, strict=False):
             got[(int(o[0]), int(o[1]))] = (float(r), float(d), tuple(nxt))
     ret, disc, last = nstep(torch.from_numpy(rewards).double(), torch.from_numpy(term),
                             torch.from_numpy(trunc), gamma, n)
@@ -97,5 +97,5 @@ def test_window_state_round_trips():
     for t in range(5, 10):
         ra = a.push(obs + t, np.zeros(2, np.float32), rewards[t], term[t], trunc[t], obs + t + 1)
         rb = b.push(obs + t, np.zeros(2, np.float32), rewards[t], term[t], trunc[t], obs + t + 1)
-        for x, y in zip(ra, rb):
+        for x, y in zip(ra, rb, strict=False):
             np.testing.assert_array_equal(x, y)

@@ -6,9 +6,9 @@ import torch
 
 from hpcrl.build import env_spaces
 from hpcrl.config import from_dict
+from hpcrl.core.acting import make_engine
 from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm, make_policy
 from hpcrl.core.critics import EnsembleCritic
-from hpcrl.core.acting import make_engine
 from hpcrl.core.optim import FlatAdam, FusedFlatAdam
 from hpcrl.roles.replay_learner import make_replay
 
@@ -107,7 +107,8 @@ def test_sac_segments_get_only_their_own_loss_gradient():
     q_pi = torch.stack([critic(batch.obs, a_pi)[k] for k in range(2)]).min(0).values
     policy_loss = (alpha * logp - q_pi).mean()
     expected_policy = torch.autograd.grad(policy_loss, list(pi.parameters()))
-    flat = lambda gs: torch.cat([g.reshape(-1) for g in gs])
+    def flat(gs):
+        return torch.cat([g.reshape(-1) for g in gs])
     torch.testing.assert_close(grads[alg.segments["critic"].slice], flat(expected_critic))
     torch.testing.assert_close(grads[alg.segments["policy"].slice], flat(expected_policy))
     expected_alpha = -(logp.detach() + alg.target_entropy).mean()

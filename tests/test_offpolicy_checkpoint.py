@@ -5,7 +5,6 @@ import json
 import pytest
 import torch
 from click.testing import CliRunner
-
 from kill_resume import rows, whole_then_killed_and_resumed
 
 import hpcrl
@@ -48,7 +47,7 @@ def assert_same_tensors(a, b, where=""):
             assert_same_tensors(a[key], b[key], f"{where}.{key}")
     elif isinstance(a, list):
         assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
             assert_same_tensors(x, y, f"{where}[{i}]")
     else:
         assert a == b, where
@@ -63,7 +62,8 @@ def test_killed_and_resumed_offpolicy_run_ends_exactly_like_a_whole_one(tmp_path
     whole = load_checkpoint(RunDir(tmp_path / "whole").checkpoint_path)
     cut = load_checkpoint(run.checkpoint_path)
     assert_same_tensors(whole["policy"]["state_dict"], cut["policy"]["state_dict"], "policy")
-    learner_whole, learner_cut = whole["placement"]["updater"]["learner"], cut["placement"]["updater"]["learner"]
+    learner_whole = whole["placement"]["updater"]["learner"]
+    learner_cut = cut["placement"]["updater"]["learner"]
     assert_same_tensors(learner_whole["algorithm"], learner_cut["algorithm"], "algorithm")
     assert_same_tensors(learner_whole["replay"], learner_cut["replay"], "replay")
     assert learner_whole["replay"]["size"] > 0

@@ -51,7 +51,7 @@ def test_pendulum_rows_scale_actions_and_bootstrap_through_the_time_limit(algo):
     # row's next_obs is the state that followed, the time-limit row's (199) included
     torques = 2.0 * actions
     np.testing.assert_allclose(rewards, pendulum_reward(obs, torques), rtol=1e-5, atol=1e-5)
-    expected = np.stack([pendulum_next(o, u) for o, u in zip(obs, torques)])
+    expected = np.stack([pendulum_next(o, u) for o, u in zip(obs, torques, strict=False)])
     np.testing.assert_allclose(next_obs, expected, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(next_obs[:199], obs[1:200])
     assert not np.allclose(next_obs[199], obs[200])  # obs[200] starts a new episode

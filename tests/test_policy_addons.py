@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from torch.distributions import Categorical, Normal, kl_divergence
-
-from kill_resume import rows as exact_rows, whole_then_killed_and_resumed
+from kill_resume import rows as exact_rows
+from kill_resume import whole_then_killed_and_resumed
 from quiet_training import train_quietly
+from torch.distributions import Categorical, Normal, kl_divergence
 
 from hpcrl.build import env_spaces, make_actor
 from hpcrl.cli import main

@@ -55,7 +55,7 @@ def test_bfloat16_encoders_give_float32_features_and_gradients_close_to_float32(
         assert half(batch).dtype == torch.float32
     (want ** 2).sum().backward()
     (got ** 2).sum().backward()
-    for (key, a), (_, b) in zip(full.named_parameters(), half.named_parameters()):
+    for (key, a), (_, b) in zip(full.named_parameters(), half.named_parameters(), strict=False):
         assert a.dtype == b.dtype == b.grad.dtype == torch.float32, key
         cosine = torch.nn.functional.cosine_similarity(a.grad.flatten(), b.grad.flatten(), 0)
         assert cosine > 0.98, (key, cosine)
@@ -76,7 +76,8 @@ def test_acting_and_learning_agree_on_log_probs_in_bfloat16():
     batch = frames(FRAMES, 32)
     noise = torch.rand(32)
     with torch.inference_mode():
-        acted = [actor.step(part, n) for part, n in zip(batch.split(8), noise.split(8))]
+        acted = [actor.step(part, n)
+                 for part, n in zip(batch.split(8), noise.split(8), strict=False)]
     actions, logp_acted = (torch.cat([step[i] for step in acted]) for i in (0, 1))
     logp_learned, _, _ = actor.evaluate(batch, actions)
     assert (logp_learned - logp_acted).abs().max() < 0.02
@@ -162,8 +163,8 @@ def _tensors(tree: object):
 
 
 def test_dqn_q_network_takes_bfloat16_and_its_collectors_act_with_it():
-    from hpcrl.core.algorithms.offpolicy import policy_module
     from hpcrl.core.acting import make_engine
+    from hpcrl.core.algorithms.offpolicy import policy_module
 
     cfg = from_dict({}, ["algo.name=dqn", "actor.encoder=nature_cnn", "actor.hidden_sizes=[]",
                          "actor.compute_dtype=bfloat16"])

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from hpcrl.core.replay import (PrioritizedReplayBuffer, ReplayBuffer, SumTree,
-                               TransitionLayout)
+from hpcrl.core.replay import PrioritizedReplayBuffer, ReplayBuffer, SumTree, TransitionLayout
 
 
 def test_sum_tree_prefix_lookup_total_and_min():

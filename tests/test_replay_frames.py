@@ -89,7 +89,7 @@ def test_a_checkpoint_keeps_each_frame_once_and_restores_every_row():
     assert "obs" not in state and len(state["frames"]) == replay.observations.pool.live
     again = ReplayBuffer(40, (K, H, W), (), True, 0, "uint8")
     again.load_state_dict(state)
-    for got, want in zip(all_rows(again), all_rows(replay)):
+    for got, want in zip(all_rows(again), all_rows(replay), strict=False):
         np.testing.assert_array_equal(got, want)
     assert again.observations.pool.live == replay.observations.pool.live
     dense = ReplayBuffer(40, (K * H * W,), (), True, 0, "uint8")
@@ -108,7 +108,7 @@ def test_a_checkpoint_of_whole_stacks_resumes_into_shared_frames():
     assert "obs" in state and "frames" not in state
     new = ReplayBuffer(40, (K, H, W), (), True, 0, "uint8")
     new.load_state_dict(state)
-    for got, want in zip(all_rows(new), all_rows(old)):
+    for got, want in zip(all_rows(new), all_rows(old), strict=False):
         np.testing.assert_array_equal(got, want)
     assert new.observations.pool.live < 2 * len(obs)
 

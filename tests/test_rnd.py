@@ -11,10 +11,10 @@ import torch
 
 from hpcrl.build import env_spaces, make_actor, rollout_layout
 from hpcrl.config import from_dict
-from hpcrl.errors import ConfigError
 from hpcrl.core.algorithms import make_algorithm
 from hpcrl.core.intrinsic import discounted_returns
 from hpcrl.core.storage import RolloutStorage
+from hpcrl.errors import ConfigError
 from hpcrl.returns import gae
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
@@ -159,7 +159,8 @@ def test_intrinsic_targets_do_not_depend_on_how_envs_are_spread():
     for i, part in enumerate(parts):
         torch.testing.assert_close(ranks[i].intrinsic.obs_mean, ref_mean)
         for field in ("values", "returns", "advantages", "mask"):
-            torch.testing.assert_close(getattr(part, field), getattr(ref, field)[:, 4 * i:4 * i + 4],
+            torch.testing.assert_close(getattr(part, field),
+                                       getattr(ref, field)[:, 4 * i:4 * i + 4],
                                        rtol=1e-4, atol=1e-5)
 
 

@@ -42,7 +42,8 @@ def test_learners_come_first_and_collectors_follow_their_worker():
 
 def test_wrong_world_size_names_the_size_needed():
     cfg = load_config(None, ["scheme.preset=ddppo"])
-    with pytest.raises(WorldSizeError, match=r"needs 2 ranks .* has 3; launch it with `mpiexec -n 2`"):
+    with pytest.raises(WorldSizeError,
+                       match=r"needs 2 ranks .* has 3; launch it with `mpiexec -n 2`"):
         assign_roles(3, cfg.scheme, 8)
 
 

@@ -11,11 +11,11 @@ import types
 from pathlib import Path
 
 import pytest
+from user_script import GUARD, TINY, run_script, runs, user_env, write_script
 
 import hpcrl
 from hpcrl.plugins import PluginError, load, path_of
 from hpcrl.scripts import training_call
-from user_script import GUARD, TINY, run_script, runs, user_env, write_script
 
 ASYNC = ["env.vectorization=async", "env.num_envs=2"]
 

@@ -10,7 +10,8 @@ from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
 
 FAST = ["train.tensorboard=false", "train.eval_episodes=0", "train.total_env_steps=1024",
-        "env.num_envs=4", "algo.num_steps=32", "algo.ppo.num_epochs=2", "algo.ppo.minibatch_size=64"]
+        "env.num_envs=4", "algo.num_steps=32", "algo.ppo.num_epochs=2",
+        "algo.ppo.minibatch_size=64"]
 
 
 def test_one_actor_collects_learns_and_is_saved(tmp_path):

@@ -84,7 +84,7 @@ def test_minibatches_of_a_shard_are_the_shards_part_of_the_global_minibatch():
         s = RolloutStorage(0.99, 0.95)
         s.load([rollout])
         return list(s.minibatches(4, seed=11, total_envs=4))
-    for g, a, b in zip(batches(whole), batches(left), batches(right)):
+    for g, a, b in zip(batches(whole), batches(left), batches(right), strict=False):
         # per minibatch: same samples, each shard contributes the same count
         assert a.obs.shape[0] == b.obs.shape[0] == g.obs.shape[0] // 2
         joined = torch.cat([a.log_probs, b.log_probs]).sort().values

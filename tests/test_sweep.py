@@ -16,8 +16,15 @@ import yaml
 from click.testing import CliRunner
 
 from hpcrl.cli import main
-from hpcrl.experiments.sweep import (SweepError, expand, new_sweep, parse_grid, parse_seeds,
-                                     split_values, start_sweep)
+from hpcrl.experiments.sweep import (
+    SweepError,
+    expand,
+    new_sweep,
+    parse_grid,
+    parse_seeds,
+    split_values,
+    start_sweep,
+)
 from hpcrl.runtime.run_dir import RunDir, is_finished
 from hpcrl.slurm.sweep import array_spec
 

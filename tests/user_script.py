@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Optional
 
 README = Path(__file__).parents[1] / "docs" / "components.md"  # where the script is shown
 INTRO = "A script that defines its own components and trains them, `myapi.py`"
@@ -20,7 +19,7 @@ TINY = ["train.total_env_steps=1024", "env.num_envs=4", "algo.num_steps=16",
         "train.tensorboard=false", "train.log_interval_s=60"]
 
 
-def readme_script(guarded: bool = True, sets: Optional[list[str]] = None) -> str:
+def readme_script(guarded: bool = True, sets: list[str] | None = None) -> str:
     """The README's script, trained with ``sets`` (default :data:`TINY`) instead of its 40k
     steps; ``guarded=False``: the training moved out of the guard to the top level."""
     text = README.read_text()
@@ -38,7 +37,7 @@ def readme_script(guarded: bool = True, sets: Optional[list[str]] = None) -> str
 
 
 def write_script(directory: Path, guarded: bool = True,
-                 sets: Optional[list[str]] = None) -> Path:
+                 sets: list[str] | None = None) -> Path:
     """``directory/myapi.py``: :func:`readme_script`."""
     path = directory / "myapi.py"
     path.write_text(readme_script(guarded, sets))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from hpcrl.build import env_spaces, make_actor, rollout_layout
 from hpcrl.comm import SelfComm
 from hpcrl.comm.channel import LocalChannel, MpiChannel, channel_for

@@ -41,13 +41,15 @@ def test_mpi_average_and_sum_match_numpy() -> None:
     out = reducer.average_(flat)
 
     moments = rank_data(comm.rank, dtype=torch.float64)
-    stats = torch.tensor([moments.sum(), (moments**2).sum(), float(moments.numel())], dtype=torch.float64)
+    stats = torch.tensor([moments.sum(), (moments**2).sum(), float(moments.numel())],
+                         dtype=torch.float64)
     reducer.sum_(stats)
 
     assert reducer.size == comm.size
     assert out is flat and flat.data_ptr() == storage  # in place
     np.testing.assert_allclose(flat.numpy(), reference(comm.size, "mean"), rtol=1e-5, atol=1e-6)
-    everything = np.concatenate([rank_data(r, dtype=torch.float64).numpy() for r in range(comm.size)])
+    everything = np.concatenate([rank_data(r, dtype=torch.float64).numpy()
+                                 for r in range(comm.size)])
     np.testing.assert_allclose(
         stats.numpy(), [everything.sum(), (everything**2).sum(), everything.size], rtol=1e-10
     )

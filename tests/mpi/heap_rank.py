@@ -1,6 +1,7 @@
 """``hpcrl`` with a heap census on every rank (see ``tests/heap_probe.py``).
 
-Each rank counts the calls of ``Collector.collect`` (a collector's rollouts or chunks), ``GradientWorker.gradients`` and ``ReplayLearner.train`` (a
+Each rank counts the calls of ``Collector.collect`` (a collector's rollouts or chunks),
+``GradientWorker.gradients`` and ``ReplayLearner.train`` (a
 learner's updates or rounds of gradient steps), takes a census at the calls named by
 ``HPCRL_TEST_HEAP_CALLS`` ("FIRST,LAST") and writes ``rank<N>.json`` into
 ``HPCRL_TEST_HEAP_DIR`` when the job ends.
@@ -13,6 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from heap_probe import HeapProbe  # noqa: E402
+
 from hpcrl.cli import main  # noqa: E402
 from hpcrl.roles.collector import Collector  # noqa: E402
 from hpcrl.roles.gradient_worker import GradientWorker  # noqa: E402

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -30,9 +29,9 @@ def mpiexec() -> str:
     return found
 
 
-def run(n: int, args: list[str], sets: list[str], env: Optional[dict[str, str]] = None,
-        timeout: float = 120, script: Optional[Path] = None,
-        cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+def run(n: int, args: list[str], sets: list[str], env: dict[str, str] | None = None,
+        timeout: float = 120, script: Path | None = None,
+        cwd: Path | None = None) -> subprocess.CompletedProcess:
     """``mpiexec -n N hpcrl ARGS --set ...`` in ``cwd`` (default: the checkout); a hang fails
     the test at ``timeout``."""
     program = ([sys.executable, str(script)] if script is not None
@@ -64,7 +63,7 @@ def column(run_dir: Path, name: str) -> list[float]:
 
 
 def start_training(n: int, run_dir: Path, sets: list[str],
-                   config: Optional[Path] = None) -> subprocess.Popen:
+                   config: Path | None = None) -> subprocess.Popen:
     """``mpiexec -n N hpcrl train [CONFIG]`` in the background (for signal tests)."""
     cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "hpcrl.cli", "train",
            *([str(config)] if config is not None else []), "--run-dir", str(run_dir)]

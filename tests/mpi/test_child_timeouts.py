@@ -21,7 +21,8 @@ CONFTEST = f"""
 import importlib.util, os, time
 from pytest_mpi.plugin import CHILD_PROCESS_FLAG
 
-spec = importlib.util.spec_from_file_location("hpcrl_tests_conftest", {str(TESTS / "conftest.py")!r})
+spec = importlib.util.spec_from_file_location("hpcrl_tests_conftest",
+                                              {str(TESTS / "conftest.py")!r})
 project = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(project)
 globals().update({{k: v for k, v in vars(project).items() if k.startswith("pytest_")}})

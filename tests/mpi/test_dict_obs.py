@@ -4,14 +4,13 @@ per key, learned from serially and on the presets, and taken raw by saved polici
 import json
 
 import gymnasium as gym
+import hpcrl_testenvs  # noqa: F401  registers DictMatch
 import numpy as np
 import pytest
 import torch
-
 from mpirun import column, train
 
 import hpcrl
-import hpcrl_testenvs  # noqa: F401  registers DictMatch
 from hpcrl.config import from_dict
 from hpcrl.core.encoders import DictEncoder, ImpalaResNet, make_encoder
 from hpcrl.core.obs_format import format_from_record, obs_format

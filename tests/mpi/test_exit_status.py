@@ -20,9 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 import openmpi as ompi
+import pytest
 from mpirun import HERE, ROOT, mpiexec
 
 pytestmark = pytest.mark.timeout(300)
@@ -104,7 +103,8 @@ def test_an_error_on_rank_0_of_a_training_job_fails_it(openmpi, tmp_path, launch
                                                  "train.total_env_steps=100000"],
                  openmpi, "raise:0", step=50)
     assert done.returncode != 0, done.stderr[-2000:]
-    assert "hpcrl: rank 0 (gradient worker 0 + collector) failed:" in done.stderr, done.stderr[-2000:]
+    assert "hpcrl: rank 0 (gradient worker 0 + collector) failed:" in done.stderr, \
+        done.stderr[-2000:]
     assert "RuntimeError: the env broke (injected fault)" in done.stderr
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from mpirun import FAST, ROOT, ROUNDING_SAFE_ADAM, column, run, shared_dir, train
+
 from hpcrl.config import from_dict
 from hpcrl.placement.job_run import train_mpi
 from hpcrl.runtime.checkpoint import load_checkpoint

@@ -5,7 +5,6 @@ train on a central updater fed asynchronous gradients (a3c) and on IMPALA's asyn
 collectors, where the updater, which never computes a loss, records their columns."""
 import pytest
 import torch
-
 from mpirun import column, shared_dir, train
 from test_mpi_equivalence import two_ranks_then_one
 

@@ -3,11 +3,10 @@ host round trip: the gradient handed over is the very tensor backward wrote into
 
 import pytest
 import torch
-
 from device_recording import Call, RecordingAllreducer
+from mpirun import shared_dir
 
 import hpcrl.placement.mpi.learners as learners
-from mpirun import shared_dir
 from hpcrl.config import from_dict
 from hpcrl.placement.job_run import train_mpi
 

@@ -1,7 +1,6 @@
 """Layout independence and identical replicas, inside real MPI ranks (mpi-pytest)."""
 import pytest
 import torch
-
 from mpirun import FAST, ROUNDING_SAFE_ADAM, rows, shared_dir, train
 
 from hpcrl.config import from_dict
@@ -139,6 +138,7 @@ def test_evaluations_during_training_run_on_rank_0_of_a_job():
                                                  "train.eval_episodes=2"])
     if comm.rank == 0:
         import csv
+
         from hpcrl.runtime.checkpoint import load_checkpoint
 
         def curve(path):
@@ -169,7 +169,7 @@ def test_serial_and_one_learner_mpi_runs_write_the_same_progress(tmp_path):
     serial, mpi = rows(tmp_path / "serial"), rows(tmp_path / "mpi")
     assert list(serial[0]) == list(mpi[0])
     assert len(serial) == len(mpi) == 8
-    for s, m in zip(serial, mpi):
+    for s, m in zip(serial, mpi, strict=False):
         for name in s:
             if name in TIMING:
                 continue

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from mpirun import FAST, ROOT, ROUNDING_SAFE_ADAM, rows, run, shared_dir
 
 from hpcrl.config import from_dict

@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 import pytest
-
 from mpirun import ROOT, run
+
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from mpirun import FAST, rows, run, signal_after_rows, start_training, train
+
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.runtime.signals import EXIT_PREEMPTED

@@ -23,9 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 import openmpi as ompi
+import pytest
 from mpirun import HERE, ROOT, mpiexec
 
 pytestmark = pytest.mark.timeout(300)

@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from mpirun import HERE, train
 
 FIRST, LAST = 100, 300

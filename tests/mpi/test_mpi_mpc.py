@@ -3,10 +3,11 @@ the collectors' streams, and the collectors plan with each newer model they rece
 import numpy as np
 import pytest
 import torch
+from mpirun import FAST, ROOT, column, run
+
 from hpcrl.core.model_based.acting import plan_generator
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
-from mpirun import FAST, ROOT, column, run
 
 # the recipe's model and planner made smaller: about 15 ms of CPU an env step, not 70
 SMALL = ["algo.mpc.ensemble_size=3", "actor.hidden_sizes=[32,32]", "algo.mpc.candidates=100",

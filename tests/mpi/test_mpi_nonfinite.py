@@ -4,8 +4,8 @@ import re
 
 import pytest
 import torch
-
 from mpirun import column, run
+
 from hpcrl.runtime.checkpoint import load_checkpoint
 
 BAD_ENV = "env.id=hpcrl_testenvs:NonFiniteCartPole-v0"

@@ -3,7 +3,6 @@ carry image observations as their integer dtype (MinAtar bool planes, Atari uint
 
 import pytest
 import torch
-
 from mpirun import ROUNDING_SAFE_ADAM, column, shared_dir, train
 
 from hpcrl.config import from_dict

@@ -11,14 +11,13 @@ import sys
 
 import pytest
 import torch
-
 from mpirun import FAST, ROOT, column, mpiexec, train
 
 sys.path.insert(0, str(ROOT / "examples"))  # the components, for the in-process ranks
 from test_mpi_equivalence import two_ranks_then_one
+from user_script import TINY, run_script, runs, write_script
 
 from hpcrl.core.flat import params_to_flat
-from user_script import TINY, run_script, runs, write_script
 
 LAB = ["algo.name=custom_components:KLPenaltyPPO", "algo.kwargs={target_kl: 0.02}",
        "actor.network=custom_components:SquashEncoder", "actor.hidden_sizes=[64]",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from mpirun import run, train
 
 CUE = ["env.id=hpcrl_testenvs:CueMemory-v0", "train.eval_episodes=100", "seed=1"]

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from mpirun import ROOT, rows, run
 
 pytest.importorskip("vizdoom")

@@ -3,7 +3,6 @@ the job fast; preemption, asynchrony and policy-lag bounds do what they say."""
 import time
 
 import pytest
-
 from mpirun import column, rows, run, train
 
 # 12,288 steps: every variant was past 74 (at least 3x its first row) in the last runs
@@ -86,7 +85,7 @@ def test_ddppo_preemption_really_stops_the_straggler_early(tmp_path):
             "train.total_env_steps=6144"]
     train(2, tmp_path, sets, env={**SLOW, "HPCRL_TEST_SLOW_RANKS": "1"})
     steps = column(tmp_path, "env_steps")
-    added = [b - a for a, b in zip([0.0] + steps, steps)]
+    added = [b - a for a, b in zip([0.0] + steps, steps, strict=False)]
     # the fast rank's 256 steps always count; the slow rank stops after >= 25% of its own
     assert all(256 + 0.25 * 256 <= d < per_update for d in added), added
 
@@ -98,7 +97,7 @@ def test_collector_preemption_with_dedicated_collectors(tmp_path):
             "train.total_env_steps=6144"]
     train(3, tmp_path, sets, env={**SLOW, "HPCRL_TEST_SLOW_RANKS": "2"})
     steps = column(tmp_path, "env_steps")
-    added = [b - a for a, b in zip([0.0] + steps, steps)]
+    added = [b - a for a, b in zip([0.0] + steps, steps, strict=False)]
     assert all(256 + 128 <= d < 512 for d in added), added
 
 

@@ -3,14 +3,13 @@ them, and the MPI presets carry them (tests/mpi/hpcrl_testenvs.py: MatchTarget).
 import json
 
 import gymnasium as gym
+import hpcrl_testenvs  # noqa: F401  registers the MatchTarget envs
 import numpy as np
 import pytest
 import torch
-
 from mpirun import column, train
 
 import hpcrl
-import hpcrl_testenvs  # noqa: F401  registers the MatchTarget envs
 from hpcrl.config import from_dict
 from hpcrl.core.distributions import CategoricalActions, MultiCategoricalActions
 from hpcrl.runtime.run_dir import RunDir
@@ -26,7 +25,8 @@ def test_components_sample_and_score_as_independent_categoricals():
     noise = torch.rand(5, 2)
     actions = dist.sample(logits, noise)
     parts = [CategoricalActions(3), CategoricalActions(2)]
-    want = [parts[0].sample(logits[:, :3], noise[:, 0]), parts[1].sample(logits[:, 3:], noise[:, 1])]
+    want = [parts[0].sample(logits[:, :3], noise[:, 0]),
+            parts[1].sample(logits[:, 3:], noise[:, 1])]
     assert actions.tolist() == torch.stack(want, dim=-1).tolist()
     refs = [torch.distributions.Categorical(logits=logits[:, :3]),
             torch.distributions.Categorical(logits=logits[:, 3:])]

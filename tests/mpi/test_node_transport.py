@@ -4,8 +4,8 @@ arriving, and the refusals and fall-backs."""
 import numpy as np
 import pytest
 import torch
-
 from mpirun import FAST, ROUNDING_SAFE_ADAM, run, shared_dir
+
 from hpcrl.comm.node_memory import NodeMemory, node_peers
 from hpcrl.config import from_dict
 from hpcrl.core.flat import params_to_flat

@@ -19,8 +19,8 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 STATE_DIR = Path(os.environ.get("HPCRL_SLURM_DIR", "/var/tmp/hpcrl-slurm"))
 CLUSTER_CONF = STATE_DIR / "etc" / "slurm.conf"

@@ -14,7 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from hpcrl.cli import main
-from hpcrl.slurm import RenderOptions, Rendered, render
+from hpcrl.slurm import Rendered, RenderOptions, render
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "rank_probe.py"

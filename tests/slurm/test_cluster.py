@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import slurmtools as st
 
 pytestmark = pytest.mark.slurm

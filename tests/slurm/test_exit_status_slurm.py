@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import slurmtools as st
 from template_jobs import job_env, log_text, render_job, write_config
 

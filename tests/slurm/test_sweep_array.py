@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-
 import slurmtools as st
+import yaml
 from template_jobs import TINY, job_env, write_config
 
 pytestmark = pytest.mark.slurm

@@ -16,12 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-
 import slurmtools as st
-from hpcrl.runtime.checkpoint import load_checkpoint
-from hpcrl.runtime.run_dir import RunDir
-from hpcrl.slurm.templates import template_path
+import yaml
 from template_jobs import (
     HERE,
     HPCRL,
@@ -37,6 +33,10 @@ from template_jobs import (
     rows,
     write_config,
 )
+
+from hpcrl.runtime.checkpoint import load_checkpoint
+from hpcrl.runtime.run_dir import RunDir
+from hpcrl.slurm.templates import template_path
 
 pytestmark = pytest.mark.slurm
 
@@ -99,7 +99,7 @@ def test_async_template_puts_learners_on_gpus_and_collectors_on_cpus(tmp_path: P
     assert {r["JobState"] for r in st.job_records(job)} == {"COMPLETED"}
 
     ranks = check_world(tmp_path / "probe", plan)
-    for r, role in zip(ranks, plan["ranks"]):
+    for r, role in zip(ranks, plan["ranks"], strict=False):
         if role["role"] == "collector":
             assert gpus_of(r) == [], f"a collector got a GPU: {r}"
         else:

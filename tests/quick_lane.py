@@ -1,0 +1,73 @@
+"""The quick lane, ``pytest -m quick``: a representative part of the suite for everyday
+feedback, in under 3 minutes on the 2-core development machine (the whole suite takes
+about 25).
+
+It holds the unit tests that take a second or two (whole modules, below), one multi-rank
+job per family of schemes (synchronous, asynchronous, central updater, V-trace, replay),
+the defaults under ``mpiexec`` (no ``--run-dir``), and the Slurm templates' rendering. What
+it leaves out runs in the whole suite (``pytest``), which CI runs: learning curves, every
+env family, fault injection, the Slurm test cluster.
+
+:func:`quick_test` says whether a test belongs to it; ``tests/conftest.py`` marks those
+``quick``. A module or test named here that no longer exists fails
+``tests/test_quick_lane.py``, so the lane cannot shrink unnoticed.
+"""
+from __future__ import annotations
+
+# modules whose every test takes a second or two
+QUICK_MODULES = frozenset({
+    "tests/comm/test_channel.py",
+    "tests/comm/test_comm_devices.py",
+    "tests/test_acting_slots.py",
+    "tests/test_algorithm_contract.py",
+    "tests/test_apex.py",
+    "tests/test_capabilities.py",
+    "tests/test_compression.py",
+    "tests/test_config.py",
+    "tests/test_distributions.py",
+    "tests/test_env_state.py",
+    "tests/test_faults.py",
+    "tests/test_her.py",
+    "tests/test_in_place.py",
+    "tests/test_learner_loop.py",
+    "tests/test_memory.py",
+    "tests/test_messages.py",
+    "tests/test_mlp_kernel.py",
+    "tests/test_mpo.py",
+    "tests/test_nonfinite.py",
+    "tests/test_nstep.py",
+    "tests/test_obs_format.py",
+    "tests/test_offpolicy_algorithms.py",
+    "tests/test_offpolicy_collection.py",
+    "tests/test_optim_inference.py",
+    "tests/test_records.py",
+    "tests/test_refusals.py",
+    "tests/test_replay.py",
+    "tests/test_replay_frames.py",
+    "tests/test_replay_ratio.py",
+    "tests/test_returns.py",
+    "tests/test_scheme.py",
+    "tests/test_serial_placement.py",
+    "tests/test_signals.py",
+    "tests/test_slurm_lifecycle.py",
+    "tests/test_slurm_render.py",
+    "tests/test_slurm_submit.py",
+    "tests/test_storage.py",
+    "tests/test_vtrace.py",
+})
+
+# one multi-rank job per family of schemes, and the defaults under mpiexec
+QUICK_TESTS = frozenset({
+    "tests/mpi/test_mpi_training.py::test_scheme_trains_cartpole[3-a2c]",
+    "tests/mpi/test_mpi_training.py::test_scheme_trains_cartpole[3-async-ppo]",
+    "tests/mpi/test_mpi_training.py::test_scheme_trains_cartpole[3-a3c]",
+    "tests/mpi/test_mpi_offpolicy.py::test_impala_preset_learns_cartpole",
+    "tests/mpi/test_mpi_offpolicy.py::test_async_sac_keeps_the_replay_ratio_of_one_process[sac]",
+    "tests/mpi/test_mpi_lifecycle.py::test_mpiexec_without_run_dir_trains_in_the_default_run_dir",
+})
+
+
+def quick_test(nodeid: str) -> bool:
+    """Whether the test ``nodeid`` (as pytest names it from the repository root) is in the
+    quick lane."""
+    return nodeid in QUICK_TESTS or nodeid.split("::")[0] in QUICK_MODULES
