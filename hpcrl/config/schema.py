@@ -116,6 +116,24 @@ class EnvConfig:
                                  False)
     clip_obs: float = doc("Clip normalised observations to [-clip_obs, clip_obs].", 10.0)
     clip_reward: float = doc("Clip normalised rewards to [-clip_reward, clip_reward].", 10.0)
+    max_restarts: int = doc(
+        "A collector's env that raises in step or reset (or, with env.vectorization=async, "
+        "hangs past env.step_timeout_s or kills its subprocess) is closed and made again "
+        "with a fresh seed, its unfinished episode cut as a truncation its learner treats "
+        "right (docs/reliability.md: Envs that come back); counted in progress.csv's "
+        "env_restarts, said once per env. This many restarts of one env within "
+        "env.restart_window of its steps are allowed; one more fails its collector, naming "
+        "the env and its last error. With EnvPool a failure makes its whole pool again. "
+        "0: an env's error fails its collector at once.", 10)
+    restart_window: int = doc(
+        "Steps of one env within which env.max_restarts restarts are allowed: a flaky env "
+        "(a crash now and then) comes back for ever, a broken one (a crash every few "
+        "steps) fails.", 1000)
+    step_timeout_s: float = doc(
+        "env.vectorization=async: a collector's env whose step (reset included) has not "
+        "returned after this many seconds is hung: its subprocess is killed and started "
+        "again, as env.max_restarts says. Keep it below scheme.collector_timeout_s. 0: wait "
+        "for ever.", 120.0)
 
 
 @dataclass

@@ -211,6 +211,7 @@ class AsyncCollectors:
                                   job.codec, self.watch)
         self.max_lag = job.config.scheme.max_policy_lag
         self.dropped = 0
+        self.restarts_dropped = 0  # env restarts of dropped rollouts, not yet reported
         self.starved = False  # every collector was lost: no batch can be filled any more
         self.copied_bytes = 0  # rollout bytes copied here (only to take two of a collector)
 
@@ -253,8 +254,11 @@ class AsyncCollectors:
             rollout = self.inbox.buffers[i]
             if version - rollout.weights_version > self.max_lag:
                 self.dropped += 1
+                self.restarts_dropped += rollout.env_restarts  # counted with the next taken
                 self.inbox.post(i)
             else:
+                rollout.facts.env_restarts += self.restarts_dropped
+                self.restarts_dropped = 0
                 taken.append(rollout)  # read in place: its collector's receive waits
                 self.held.append(i)
             self.sync.push()
