@@ -389,6 +389,15 @@ class SchemeConfig:
         "kills it if it shares the learner's node and goes on without it; elsewhere the "
         "job ends at once, naming the rank (instead of waiting for it until the time "
         "limit). 0: wait for ever.", 300.0)
+    max_collector_restarts: int = doc(
+        "Asynchronous collection under an MPI that survives a lost rank (Open MPI 5 with "
+        "`mpiexec --with-ft ulfm`): a collector rank that dies or hangs is replaced while the "
+        "job runs, at most this many times. The job starts with this many spare ranks "
+        "(idle, after the collectors: the world grows by it, as `hpcrl plan` shows); a spare "
+        "takes the lost rank's place (its envs, from fresh seeds, and its slot at its "
+        "learner), gets the newest weights and collects within a second or so. Past the "
+        "bound scheme.min_collectors applies (docs/reliability.md: Collectors that come "
+        "back). 0: lost collectors stay lost.", 0)
     collector_device: str = doc("Device of collector ranks' policy copies ('cpu' or 'cuda').",
                                 "cpu")
     inference_ranks: int = doc(

@@ -16,6 +16,9 @@ import numpy as np
 TAG_ROLLOUT, TAG_WEIGHTS, TAG_GRAD, TAG_GRAD_INFO, TAG_PREEMPT, TAG_DONE = 1, 2, 3, 4, 5, 6
 TAG_FINAL, TAG_STATE, TAG_REPORT = 7, 8, 9
 TAG_ACT, TAG_ACTED = 10, 11  # a collector's request to its inference rank, and the reply
+# rank 0 to a spare rank: the lost collector whose place it takes (or None: the job ends);
+# rank 0 to a learner: which spare took the place of which lost collector of its
+TAG_ASSIGN, TAG_REPLACED = 12, 13
 ACTING_TAGS_FROM = 100  # a group's acting request and reply: tags 100 + 2g and 101 + 2g
 
 

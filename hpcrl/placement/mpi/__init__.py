@@ -29,7 +29,7 @@ from hpcrl.runtime.finite import naming_last_good
 from hpcrl.runtime.rng import seed_everything
 from hpcrl.runtime.run_dir import RunDir, default_run_dir
 from hpcrl.runtime.signals import STOP_REQUEST
-from hpcrl.scheme import COLLECTOR, INFERENCE, UPDATER
+from hpcrl.scheme import COLLECTOR, INFERENCE, SPARE, UPDATER, spare_ranks
 
 __all__ = ["MpiRun", "agree_run_dir", "train_mpi", "wants_mpi"]
 
@@ -116,6 +116,10 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
     run = agree_run_dir(job, None if run_dir is None else Path(run_dir), resume)
     _action_space_check(job)
     install_abort_handler(job.world, job.describe)
+    if job.is_leader and job.survives and spare_ranks(config.scheme):
+        from hpcrl.placement.mpi.spares import SparePool
+
+        job.spares = SparePool(job)  # rank 0 gives lost collectors' places to spares
     watch = _watch_failures(job) if job.survives or watches_for_revocation() else None
     STOP_REQUEST.announce = job.is_leader  # every rank gets the signal; one says so
     STOP_REQUEST.install()
@@ -132,6 +136,10 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
         from hpcrl.placement.mpi.learners import collector_state_for
 
         ranked: Any = CollectorRank(job, collector_state_for(state, job.role.env_offset))
+    elif role == SPARE:
+        from hpcrl.placement.mpi.spares import SpareRank
+
+        ranked = SpareRank(job)
     elif role == INFERENCE:
         ranked = InferenceRank(job)
     else:
@@ -159,6 +167,8 @@ def train_mpi(config: Config, run_dir: Path | None, resume: bool = False,
     with abort_on_error(job.world, job.describe), naming_last_good(run.checkpoint_path), \
             startup_objects_frozen():
         ranked.run()
+        if job.spares is not None:  # no more replacements; idle spares leave
+            job.spares.release()
     if job.memory is not None:  # every exchange through it has ended on this node
         job.memory.close()
     if watch is not None:
@@ -184,7 +194,7 @@ def _watch_failures(job: MpiJob) -> FailureWatch:
     from hpcrl.comm.faults import failed_ranks, lost_rank_message
 
     def expendable(rank: int) -> bool:
-        return job.survives and job.table[rank].role == COLLECTOR
+        return job.survives and job.table[rank].role in (COLLECTOR, SPARE)
 
     def describe(rank: int) -> str:
         host = job.peers[rank].host if job.peers is not None else "?"
@@ -204,7 +214,8 @@ def _watch_failures(job: MpiJob) -> FailureWatch:
     set_expendable(expendable(job.rank), essential_lost)
     return FailureWatch(job.world, expendable, describe,
                         lambda message: abort_job(job.world, message), say,
-                        survives=job.survives).start()
+                        survives=job.survives,
+                        on_lost=None if job.spares is None else job.spares.on_lost).start()
 
 
 def _stat_names(config: Config) -> tuple[str, ...]:

@@ -30,6 +30,7 @@ from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import LatestWeights
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.learners import JobControl
+from hpcrl.placement.mpi.takeovers import Takeovers
 from hpcrl.roles.protocol import CHECKPOINT, TAG_STATE, Control, Report
 from hpcrl.roles.replay_learner import ReplayLearner, make_replay
 from hpcrl.runtime.cpu import retain_freed_memory
@@ -57,6 +58,8 @@ class ReplayLearnerRank:
                                      job.codec, self.inbox.watch)
         self.loop = ReplayLoop(self.learner, cfg, job.total_envs, self.inbox, self.weights,
                                cfg.replay.ratio_tolerance, lambda: leader.env_steps)
+        # spares that take lost collectors' places (scheme.max_collector_restarts)
+        self.takeovers = Takeovers(job, self.inbox, self.weights, [self.collectors])
         self.preempted = False
         if resume is not None:
             state = resume["placement"]["updater"]
@@ -86,8 +89,10 @@ class ReplayLearnerRank:
     def _too_few_live(self) -> bool:
         """Fewer collectors live than ``scheme.min_collectors``: the update ends now (the
         leader then checkpoints and stops) instead of waiting for chunks that may never
-        come."""
-        return self.job.survives and self.inbox.live < self.job.config.scheme.min_collectors
+        come; unless a spare may take a lost one's place."""
+        self.takeovers.apply()
+        return (self.job.survives and self.inbox.live < self.job.config.scheme.min_collectors
+                and not self.takeovers.awaiting())
 
     def end_update(self, control: Control) -> None:
         """Deliver any command to every collector with the newest weights; on CHECKPOINT,
@@ -114,12 +119,17 @@ class ReplayLearnerRank:
         while any(rank not in states for rank in watch.live):  # a lost one is not waited for
             envelope = self.channel.probe(tag=TAG_STATE)
             if envelope is None:
+                if self.takeovers.apply():  # a spare that joins answers this checkpoint
+                    for rank in watch.live:
+                        watch.waiting(rank, "state")
                 watch.check_overdue()
                 if not loop.take_chunks(whole=True):
                     time.sleep(1e-3)
                 continue
-            states[envelope.source] = self.channel.recv_object(envelope.source, TAG_STATE)
-            watch.arrived(envelope.source, "state")
+            state = self.channel.recv_object(envelope.source, TAG_STATE)
+            if int(state.get("asked_by", self.learner.version)) == self.learner.version:
+                states[envelope.source] = state  # (not a late answer to an older one)
+                watch.arrived(envelope.source, "state")
         for rank in self.collectors:
             watch.arrived(rank, "state")
         for i, rank in enumerate(self.collectors):
@@ -134,5 +144,6 @@ class ReplayLearnerRank:
 
     def _drain(self) -> None:
         """After STOP: wait for every collector's final count, dropping late chunks."""
+        self.takeovers.apply()  # a spare that took a place gets STOP too
         self.weights.drain()
         self.inbox.drain()
