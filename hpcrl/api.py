@@ -161,9 +161,6 @@ def _run(cfg: Config, run_dir: Path | None, resume: bool,
         raise RunDirTaken(f"'{run.path}' already holds a run; resume it with --resume "
                           f"{run.path} (hpcrl.resume in Python) or pick another --run-dir")
     trainer = Trainer(cfg, run, resume=resume, console=console)
-    if console is not None:
-        print(f"hpcrl: training {cfg.algo.name} on {cfg.env.id} in {run.path}", file=console,
-              flush=True)
     evaluation = trainer.train()
     return TrainResult(run.path, evaluation, trainer.preempted)
 
@@ -172,10 +169,10 @@ def _run_mpi(cfg: Config, run_dir: Path | None, resume: bool,
              console: IO[str] | None) -> TrainResult:
     """This rank's part of an MPI job; MPI is finalised when it ends (as the CLI does)."""
     from hpcrl.comm import finalize_mpi
-    from hpcrl.placement.mpi import train_mpi
+    from hpcrl.placement.job_run import train_mpi
 
     done = train_mpi(cfg, run_dir, resume=resume, console=console)
     size, leader = done.job.world.Get_size(), done.job.is_leader
-    evaluation = getattr(getattr(done.ranked, "leader", None), "evaluation", None)
     finalize_mpi()
-    return TrainResult(done.run.path, evaluation, done.preempted, size, leader, done.stop_told)
+    return TrainResult(done.run.path, done.evaluation, done.preempted, size, leader,
+                       done.stop_told)

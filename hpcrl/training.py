@@ -1,9 +1,11 @@
-"""The training loop of a run: updates, progress rows, checkpoints, resume, final eval.
+"""A run in this process alone: the job of one rank, and what resuming it may change.
 
-The loop is placement-agnostic: it asks a placement for one update at a time and records
-what came back. Checkpoints are taken at update boundaries with the state of every role,
-so a resumed run continues exactly where the checkpoint was taken. A non-finite value (in
-env data, a loss, a gradient, or a state to checkpoint) stops the loop with a
+:class:`Trainer` is a serial run as the Python API and the command line start it: the job of
+:mod:`hpcrl.placement.job_run` over a communicator of one process, which runs the same roles,
+leader and learner loop as every rank of an MPI job, with the in-process forms of the
+exchanges. Checkpoints are taken at update boundaries with the state of every role, so a
+resumed run continues exactly where the checkpoint was taken. A non-finite value (in env
+data, a loss, a gradient, or a state to checkpoint) stops the run with a
 :class:`~hpcrl.errors.NonFiniteError` naming where it came from and the last good
 checkpoint, which is never overwritten.
 """
@@ -13,20 +15,16 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-from hpcrl.build import env_spaces
+from torch import nn
+
+from hpcrl.comm.world import SelfComm
 from hpcrl.config.loader import ConfigError, from_dict, read_yaml
 from hpcrl.config.schema import Config
-from hpcrl.learning.loop import RecorderControl, run_learner
 from hpcrl.learning.recorder import RunRecorder
-from hpcrl.placement import make_placement
-from hpcrl.roles.protocol import CHECKPOINT, Control, Report
-from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
-from hpcrl.runtime.cpu import set_compute_threads, startup_objects_frozen
-from hpcrl.runtime.finite import naming_last_good
+from hpcrl.placement.job_run import JobRun, prepare
+from hpcrl.runtime.checkpoint import CheckpointError
 from hpcrl.runtime.metrics import EpisodeWindow
-from hpcrl.runtime.rng import seed_everything, set_rng_state
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.runtime.signals import STOP_REQUEST
 
 RESUMABLE_SECTIONS = ("train",)
 
@@ -46,90 +44,49 @@ def resume_config(run: RunDir, overrides: list[str]) -> Config:
 
 
 class Trainer:
-    """Runs updates on a placement until ``train.total_env_steps``, recording as it goes."""
+    """Trains ``config`` in ``run`` in this process alone (``resume``: from its checkpoint),
+    recording as it goes: the job of one rank, prepared here and run by :meth:`train`."""
 
     def __init__(self, config: Config, run: RunDir, resume: bool = False,
                  console: IO[str] | None = sys.stderr) -> None:
         self.config, self.run = config, run
-        set_compute_threads(config.train.torch_threads)
-        seed_everything(config.seed)
-        self.spaces = env_spaces(config)
-        self.placement = make_placement(config, self.spaces)
-        self.inexact_envs: list[str] = []
+        self.job_run: JobRun = prepare(config, run.path, resume, console, world=SelfComm())
         self.preempted = False
-        state = self._restore() if resume else None
-        self.recorder = RunRecorder(config, self.spaces, run, self.placement.stat_names,
-                                    state, console)
+
+    @property
+    def learner(self) -> Any:
+        """The run's learner (its one rank's role): its algorithm, rollout source or
+        replay, collector."""
+        return self.job_run.ranked
+
+    @property
+    def actor(self) -> nn.Module:
+        """The one policy of the run: what acts, learns and checkpoints save."""
+        actor: nn.Module = self.learner.actor
+        return actor
+
+    @property
+    def recorder(self) -> RunRecorder:
+        """The run's records (progress rows, checkpoints, evaluation)."""
+        recorder: RunRecorder = self.job_run.leader.recorder
+        return recorder
 
     @property
     def episodes(self) -> EpisodeWindow:
         """The window of finished episodes behind the mean return of the rows."""
         return self.recorder.episodes
 
-    # -- checkpoints -------------------------------------------------------------------------
-    def _restore(self) -> dict[str, Any]:
-        state = load_checkpoint(self.run.checkpoint_path)
-        self.inexact_envs = self.placement.load_state_dict(state["placement"],
-                                                           state["policy"]["state_dict"])
-        set_rng_state(state["rng"])
-        if self.inexact_envs:
-            print(f"hpcrl: resumed envs were reset: their state could not be saved "
-                  f"({', '.join(self.inexact_envs)})", file=sys.stderr)
-        return state
-
-    def checkpoint(self) -> Path:
-        """Write the full state of the run, atomically, and return its path (refused, and the
-        previous checkpoint kept, when its weights or statistics are not all finite)."""
-        return self.recorder.checkpoint(self.placement.master_actor,
-                                        self.placement.state_dict())
-
-    # -- the loop ----------------------------------------------------------------------------
     def train(self) -> dict[str, float] | None:
-        """Train to the budget, checkpoint at the end, then evaluate; returns the eval figures."""
-        restore_signals = STOP_REQUEST.install()
-        rec = self.recorder
-        try:
-            with naming_last_good(self.run.checkpoint_path,
-                                  lambda: f"after {rec.updates} updates "
-                                          f"({rec.env_steps} env steps)"), \
-                    startup_objects_frozen():
-                self._loop()
-        finally:
-            restore_signals()
-            rec.close()
-            self.placement.close()
-        return None if self.preempted else self.final_eval()
-
-    def _loop(self) -> None:
-        """Updates until the budget is spent or a stop signal came (checkpointing then): the
-        learner loop every placement runs, deciding with this run's recorder."""
-        if self.recorder.done:  # resumed with its budget spent: no update is left to learn
-            return
-        placement = self.placement
-        run_learner(self, RecorderControl(self.recorder, placement.layout,
-                                          placement.master_actor))
-
-    # -- the learner the loop drives (hpcrl.learning.loop.Learner) -------------------------
-    def start(self) -> None:
-        """Nothing to publish: the placement's collector holds the weights already."""
-
-    def learn_update(self) -> Report:
-        """One update of the placement; returns its report."""
-        rec = self.recorder
-        return self.placement.run_update(rec.updates, rec.env_steps)
-
-    def end_update(self, control: Control) -> None:
-        """Write the checkpoint when the recorder asks for one."""
-        if control.command & CHECKPOINT:
-            self.checkpoint()
-
-    def finish(self) -> None:
-        """Nothing to close here: :meth:`train` closes the recorder and the placement."""
-
-    def final_eval(self) -> dict[str, float] | None:
-        """Evaluate the trained policy for ``train.eval_episodes`` episodes (none: None) and
-        write ``eval.json``."""
-        return self.recorder.final_eval(self.placement.master_actor)
+        """Train to the budget, checkpoint at the end, then evaluate; returns the evaluation
+        (None when a stop signal ended the run after a checkpoint, or none was asked for).
+        A run resumed with its budget spent trains nothing more and is evaluated."""
+        job_run = self.job_run
+        if self.recorder.done:
+            job_run.finish_spent()
+        else:
+            job_run.train()
+        self.preempted = job_run.preempted
+        return job_run.evaluation
 
 
 def train(config: Config, run_dir: str | Path, resume: bool = False,

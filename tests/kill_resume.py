@@ -27,25 +27,28 @@ def rows(run_dir: Path) -> list[dict[str, str]]:
 
 
 def whole_then_killed_and_resumed(config: Any, tmp_path: Path, monkeypatch: Any,
-                                  placement: type, die_at: int,
+                                  die_at: int,
                                   after_kill: Optional[Callable[[Path], None]] = None
                                   ) -> tuple[Path, Path]:
-    """Train ``config`` in ``tmp_path/whole``; train it in ``tmp_path/cut`` with
-    ``placement.run_update`` raising :class:`Killed` at update ``die_at``, call
-    ``after_kill(cut)``, then resume the cut run to the end. Returns both run paths."""
+    """Train ``config`` in ``tmp_path/whole``; train it in ``tmp_path/cut`` with its
+    learner raising :class:`Killed` as update ``die_at`` begins (the run's updates counted
+    from 0), call ``after_kill(cut)``, then resume the cut run to the end. Returns both run
+    paths."""
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     Trainer(config, RunDir(whole), console=None).train()
-    original = placement.run_update
+    trainer = Trainer(config, RunDir(cut), console=None)
+    learner = type(trainer.learner)
+    original = learner.learn_update
 
-    def dies(self: Any, update: int, env_steps: int) -> Any:
-        if update == die_at:
+    def dies(self: Any) -> Any:
+        if self.leader.updates == die_at:
             raise Killed()
-        return original(self, update, env_steps)
+        return original(self)
 
-    monkeypatch.setattr(placement, "run_update", dies)
+    monkeypatch.setattr(learner, "learn_update", dies)
     with pytest.raises(Killed):
-        Trainer(config, RunDir(cut), console=None).train()
-    monkeypatch.setattr(placement, "run_update", original)
+        trainer.train()
+    monkeypatch.setattr(learner, "learn_update", original)
     if after_kill is not None:
         after_kill(cut)
     run = RunDir(cut)

@@ -6,7 +6,6 @@ import torch
 from kill_resume import rows, whole_then_killed_and_resumed
 
 from hpcrl.config import from_dict
-from hpcrl.placement.serial import SerialPlacement
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer, resume_config
@@ -30,7 +29,7 @@ def test_killed_and_resumed_run_ends_with_the_uninterrupted_weights(tmp_path, ti
     def cut_after_the_checkpoint_at_8_and_two_more_rows(cut):
         assert len(rows(cut)) == 10
 
-    whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, SerialPlacement, 10,
+    whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, 10,
                                   cut_after_the_checkpoint_at_8_and_two_more_rows)
     whole, cut = weights(tmp_path / "whole"), weights(tmp_path / "cut")
     assert whole.keys() == cut.keys()

@@ -17,7 +17,6 @@ from hpcrl.core.demo_buffer import DemoBuffer, Episode
 from hpcrl.core.demo_replay import DemoSlots, demo_slots, replayed_log_probs, slots_of_collector
 from hpcrl.core.envs import make_vector_env
 from hpcrl.errors import ConfigError
-from hpcrl.placement.serial import SerialPlacement
 from hpcrl.roles.collector import rollout_collector
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
@@ -51,7 +50,7 @@ def test_one_demonstration_teaches_ppo_the_corridor_plain_ppo_never_walks(tmp_pa
     print("PPO+D", figures, "plain", plain)
     assert figures["mean_return"] == pytest.approx(1.0)
     assert plain["mean_return"] == pytest.approx(0.0)
-    replay = demos.placement.learner.source.collector.filler.replay
+    replay = demos.learner.source.collector.filler.replay
     assert replay.buffer.added > 0 and replay.buffer.own  # its own walks joined
 
 
@@ -143,7 +142,7 @@ def test_a_killed_ppo_d_run_resumes_to_the_uninterrupted_weights(tmp_path, monke
     cfg = from_dict({}, CORRIDOR + _demos(tmp_path) + [
         "train.total_env_steps=8192", "train.checkpoint_every=6", "train.eval_episodes=0",
         "algo.ppo.demos_own=2"])
-    whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, SerialPlacement, 9)
+    whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, 9)
 
     def weights(name):
         return load_checkpoint(RunDir(tmp_path / name).checkpoint_path)["policy"]["state_dict"]

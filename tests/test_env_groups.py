@@ -15,7 +15,6 @@ from kill_resume import rows, whole_then_killed_and_resumed
 from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout
 from hpcrl.config import from_dict
 from hpcrl.core.demo_replay import collector_envs
-from hpcrl.placement.serial import SerialPlacement
 from hpcrl.roles.collector import rollout_collector
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
@@ -114,7 +113,7 @@ def test_a_run_killed_and_resumed_in_groups_ends_like_a_whole_one(tmp_path, monk
     """Every group's envs, generators and recurrent states go into the checkpoint."""
     cfg = from_dict({}, AGENTS["ppo-gru-normalised"] + ["scheme.env_groups=2",
                                                         "train.checkpoint_every=4"])
-    whole, cut = whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, SerialPlacement, 6)
+    whole, cut = whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, 6)
     a = load_checkpoint(RunDir(whole).checkpoint_path)["policy"]["state_dict"]
     b = load_checkpoint(RunDir(cut).checkpoint_path)["policy"]["state_dict"]
     for key in a:

@@ -5,6 +5,7 @@ The crashing-env jobs (serial, synchronous and asynchronous MPI schemes) are in
 tests/test_crashing_envs.py and tests/mpi/test_mpi_crashing_envs.py."""
 from __future__ import annotations
 
+import csv
 import sys
 from pathlib import Path
 
@@ -15,8 +16,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent / "mpi"))  # the failing envs' module
 import hpcrl_crashing  # noqa: E402,F401  (registers the envs)
-from test_env_groups import assert_same, trained  # noqa: E402
-
 from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout  # noqa: E402
 from hpcrl.config import from_dict  # noqa: E402
 from hpcrl.core.demo_replay import collector_envs  # noqa: E402
@@ -31,6 +30,7 @@ from hpcrl.core.envs import make_vector_env  # noqa: E402
 from hpcrl.returns import gae  # noqa: E402
 from hpcrl.roles.collector import rollout_collector, transition_collector  # noqa: E402
 from hpcrl.roles.transition_filler import chunk_layout  # noqa: E402
+from test_env_groups import assert_same, trained  # noqa: E402
 
 FAIL_ONCE = "hpcrl_crashing:FailOnceCartPole-v0"
 SEED = 7  # env i of a job is first reset with SEED + i
@@ -215,16 +215,14 @@ def test_an_env_that_keeps_failing_fails_its_collector_naming_it():
 
 
 CRASHING = ["env.id=hpcrl_crashing:CrashingCartPole-v0",
-            "env.kwargs={p_crash: 0.005, p_crash_reset: 0.02}", "algo.ppo.num_epochs=2", "train.total_env_steps=1024", "train.checkpoint_every=100",
-            "algo.optimizer_eps=1e-3"]
+            "env.kwargs={p_crash: 0.005, p_crash_reset: 0.02}", "algo.ppo.num_epochs=2",
+            "train.total_env_steps=1024", "train.checkpoint_every=100", "algo.optimizer_eps=1e-3"]
 
 
 def test_restarts_do_not_depend_on_how_the_envs_are_grouped(tmp_path):
     one = trained(tmp_path, "one", SETS + CRASHING + ["scheme.env_groups=1"])
     two = trained(tmp_path, "two", SETS + CRASHING + ["scheme.env_groups=2"])
     assert_same(one, two)
-    import csv
-
     counts = [sum(float(r["env_restarts"]) for r in csv.DictReader(open(tmp_path / n /
                                                                          "progress.csv")))
               for n in ("one", "two")]

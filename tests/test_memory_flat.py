@@ -32,14 +32,14 @@ def traced_serial_run(tmp_path, overrides: list[str], steps_per_update: int,
     trainer = Trainer(config, RunDir(tmp_path), console=None)
     if leak:
         kept: list[list[int]] = []
-        run_update = trainer.placement.run_update
+        learn_update = trainer.learner.learn_update
 
         def leaking(*args, **kwargs):
             kept.append([len(kept)])
-            return run_update(*args, **kwargs)
+            return learn_update(*args, **kwargs)
 
-        trainer.placement.run_update = leaking
-    probe = HeapProbe(trainer.placement, "run_update", FIRST, LAST)
+        trainer.learner.learn_update = leaking
+    probe = HeapProbe(trainer.learner, "learn_update", FIRST, LAST)
     trainer.train()
     return probe
 

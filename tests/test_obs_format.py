@@ -123,7 +123,7 @@ def test_continuous_off_policy_agents_replay_integer_observations_one_hot(tmp_pa
     assert policy.trunk[0].in_features == 5  # Discrete(5), one-hot
     assert policy(3).shape == (1,) and policy(np.array([0, 4])).shape == (2, 1)
     ckpt = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
-    assert ckpt["placement"]["learner"]["replay"]["obs"].dtype == torch.int64
+    assert ckpt["placement"]["updater"]["learner"]["replay"]["obs"].dtype == torch.int64
 
 
 def test_dqn_replays_integer_observations_and_its_policy_takes_them(tmp_path):
@@ -133,7 +133,7 @@ def test_dqn_replays_integer_observations_and_its_policy_takes_them(tmp_path):
                  "train.eval_episodes=1")
     assert out.exit_code == 0, out.output
     ckpt = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
-    replay = ckpt["placement"]["learner"]["replay"]
+    replay = ckpt["placement"]["updater"]["learner"]["replay"]
     assert replay["obs"].dtype == torch.int64 and replay["next_obs"].dtype == torch.int64
     import hpcrl
     policy = hpcrl.load_policy(run)

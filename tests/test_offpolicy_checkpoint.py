@@ -11,8 +11,7 @@ from kill_resume import rows, whole_then_killed_and_resumed
 import hpcrl
 from hpcrl.cli import main
 from hpcrl.config import ConfigError, from_dict
-from hpcrl.placement.serial_offpolicy import SerialOffPolicyPlacement
-from hpcrl.runtime.checkpoint import load_checkpoint
+from hpcrl.runtime.checkpoint import load_checkpoint, save_atomic
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
 
@@ -54,12 +53,12 @@ def assert_same_tensors(a, b, where=""):
 def test_killed_and_resumed_offpolicy_run_ends_exactly_like_a_whole_one(tmp_path, monkeypatch,
                                                                         case):
     cfg = from_dict({}, TINY + CASES[case])
-    whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, SerialOffPolicyPlacement, 10)
+    whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, 10)
     run = RunDir(tmp_path / "cut")  # killed after the checkpoint at update 8 and two more rows
     whole = load_checkpoint(RunDir(tmp_path / "whole").checkpoint_path)
     cut = load_checkpoint(run.checkpoint_path)
     assert_same_tensors(whole["policy"]["state_dict"], cut["policy"]["state_dict"], "policy")
-    learner_whole, learner_cut = whole["placement"]["learner"], cut["placement"]["learner"]
+    learner_whole, learner_cut = whole["placement"]["updater"]["learner"], cut["placement"]["updater"]["learner"]
     assert_same_tensors(learner_whole["algorithm"], learner_cut["algorithm"], "algorithm")
     assert_same_tensors(learner_whole["replay"], learner_cut["replay"], "replay")
     assert learner_whole["replay"]["size"] > 0
@@ -102,3 +101,21 @@ def test_wrong_action_space_and_normalisation_name_the_key(tmp_path):
         from_dict({}, ["algo.name=sac", "replay.gradient_steps=-2"])
     with pytest.raises(ConfigError, match="'replay.tau' must lie in"):
         from_dict({}, ["replay.tau=1.5"])
+
+
+def test_a_checkpoint_of_the_earlier_serial_form_resumes(tmp_path, monkeypatch):
+    """A one-process off-policy run checkpointed before serial runs were jobs of one rank
+    held its learner's state beside its collector's: it resumes as it did, exactly."""
+    def written_then(cut):
+        run = RunDir(cut)
+        state = load_checkpoint(run.checkpoint_path)
+        placement = state["placement"]
+        assert not any(placement["updater"]["row"].values())  # taken between two updates
+        state["placement"] = {"learner": placement["updater"]["learner"],
+                              "collectors": placement["collectors"]}  # the form of then
+        save_atomic(state, run.checkpoint_path)
+
+    cfg = from_dict({}, TINY + CASES["dqn-prioritized-3-step"])
+    whole, cut = whole_then_killed_and_resumed(cfg, tmp_path, monkeypatch, 10, written_then)
+    assert_same_tensors(load_checkpoint(RunDir(whole).checkpoint_path)["policy"],
+                        load_checkpoint(RunDir(cut).checkpoint_path)["policy"], "policy")

@@ -18,7 +18,7 @@ def test_a_serial_run_trains_a_round_at_every_multiple_past_learning_starts(tmp_
     # learning_starts is no multiple of a round's 6 env steps: the first round is at 66
     train(from_dict({}, SETS + ["replay.learning_starts=61", "train.total_env_steps=1000"]),
           tmp_path, console=None)
-    learner = load_checkpoint(tmp_path / "checkpoints" / "last.pt")["placement"]["learner"]
+    learner = load_checkpoint(tmp_path / "checkpoints" / "last.pt")["placement"]["updater"]["learner"]
     rounds = 1000 // 6 - 61 // 6  # the multiples of 6 in (61, 1000]
     assert learner["steps_taken"] == learner["algorithm"]["steps"] == 2 * rounds
     with open(tmp_path / "progress.csv") as f:

@@ -168,7 +168,7 @@ def test_training_moves_the_predictor_and_statistics_but_never_the_target(tmp_pa
     cfg, spaces, fresh = _corridor_job()
     trainer, _ = _train(tmp_path, "short", ["rnd.enabled=true", "train.total_env_steps=2048",
                                          "train.eval_episodes=0"])
-    trained = trainer.placement.master_actor.rnd
+    trained = trainer.actor.rnd
     for name, before in fresh.rnd.target.state_dict().items():
         assert torch.equal(before, trained.target.state_dict()[name]), name
     moved = [not torch.equal(before, trained.predictor.state_dict()[name])
@@ -177,7 +177,7 @@ def test_training_moves_the_predictor_and_statistics_but_never_the_target(tmp_pa
     # every collected step's next observation went into the input statistics
     assert float(trained.obs_rms.count) == pytest.approx(2048, abs=1e-3)
     assert float(trained.ret_rms.count) == pytest.approx(2048, abs=1e-3)
-    assert "rnd_loss" in trainer.placement.stat_names
+    assert "rnd_loss" in trainer.learner.leader.layout.stat_names
 
 
 @pytest.mark.parametrize("sets, words", [

@@ -1,5 +1,5 @@
-"""The serial placement is the MPI learner loop in one process: one actor, and progress
-figures defined as every placement defines them."""
+"""A serial run is the job of one rank: the MPI learner loop in one process, one actor, and
+progress figures defined as every placement defines them."""
 import csv
 
 import numpy as np
@@ -15,9 +15,9 @@ FAST = ["train.tensorboard=false", "train.eval_episodes=0", "train.total_env_ste
 
 def test_one_actor_collects_learns_and_is_saved(tmp_path):
     trainer = Trainer(from_dict({}, FAST), RunDir(tmp_path), console=None)
-    placement = trainer.placement
-    assert placement.learner.source.collector.filler.actor is placement.master_actor
-    assert placement.learner.algorithm.actor is placement.master_actor
+    learner = trainer.learner
+    assert learner.source.collector.filler.actor is trainer.actor
+    assert learner.algorithm.actor is trainer.actor
     trainer.train()
 
 

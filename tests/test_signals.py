@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from hpcrl.config import from_dict
-from hpcrl.placement.serial import SerialPlacement
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.runtime.signals import STOP_REQUEST
@@ -26,13 +25,14 @@ def test_signal_checkpoints_stops_and_resumes_exactly(tmp_path, tiny_overrides, 
     cfg = from_dict({}, tiny_overrides)
     Trainer(cfg, RunDir(tmp_path / "whole"), console=None).train()
 
-    original = SerialPlacement.run_update
-    def signalled(self, update, env_steps):
-        if update == 6:
-            os.kill(os.getpid(), signum)  # arrives mid-update, like the scheduler's
-        return original(self, update, env_steps)
-    monkeypatch.setattr(SerialPlacement, "run_update", signalled)
     cut = Trainer(cfg, RunDir(tmp_path / "cut"), console=None)
+    learner = type(cut.learner)
+    original = learner.learn_update
+    def signalled(self):
+        if self.leader.updates == 6:
+            os.kill(os.getpid(), signum)  # arrives mid-update, like the scheduler's
+        return original(self)
+    monkeypatch.setattr(learner, "learn_update", signalled)
     assert cut.train() is None and cut.preempted
     state = load_checkpoint(RunDir(tmp_path / "cut").checkpoint_path)
     assert state["counters"]["updates"] == 7  # the update in progress finished first
@@ -40,7 +40,7 @@ def test_signal_checkpoints_stops_and_resumes_exactly(tmp_path, tiny_overrides, 
     assert marker.read_text().startswith(f"{signal.Signals(signum).name}: checkpointed after "
                                          f"7 updates")
     assert not RunDir(tmp_path / "whole").stopped_path.exists()
-    monkeypatch.setattr(SerialPlacement, "run_update", original)
+    monkeypatch.setattr(learner, "learn_update", original)
     STOP_REQUEST.clear()
 
     run = RunDir(tmp_path / "cut")

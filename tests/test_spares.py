@@ -7,7 +7,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
 from hpcrl.comm.channel import LocalChannel
 from hpcrl.comm.faults import LOST
 from hpcrl.config import ConfigError, load_config

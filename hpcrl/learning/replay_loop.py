@@ -4,7 +4,7 @@ replay-ratio rule, one progress row per update's worth of env steps.
 The loop does not know where its chunks come from or where its weights go. A
 :class:`ChunkSource` hands it chunks (the collector ranks' streams under MPI,
 :class:`~hpcrl.placement.mpi.inbox.CollectorInbox`; the collector in this very process in a
-serial run, :class:`~hpcrl.placement.serial_offpolicy.CollectorInProcess`) and a
+serial run, :class:`~hpcrl.exchange.chunks_in_process.ChunksInProcess`) and a
 :class:`~hpcrl.exchange.weights.WeightsSync` takes each new policy (newest-weights delivery
 to those ranks, or that collector's own policy, unchanged or loaded). So a one-process run
 and an Ape-X job train by the same rule:

@@ -10,7 +10,7 @@ import torch
 
 from mpirun import FAST, ROOT, ROUNDING_SAFE_ADAM, column, run, shared_dir, train
 from hpcrl.config import from_dict
-from hpcrl.placement.mpi import train_mpi
+from hpcrl.placement.job_run import train_mpi
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 

@@ -9,7 +9,7 @@ from device_recording import Call, RecordingAllreducer
 import hpcrl.placement.mpi.learners as learners
 from mpirun import shared_dir
 from hpcrl.config import from_dict
-from hpcrl.placement.mpi import train_mpi
+from hpcrl.placement.job_run import train_mpi
 
 UPDATES, EPOCHS, MINIBATCHES = 3, 2, 4
 SETS = ["train.tensorboard=false", "train.eval_episodes=0", "scheme.preset=ddppo",

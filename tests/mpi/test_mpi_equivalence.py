@@ -6,7 +6,7 @@ from mpirun import FAST, ROUNDING_SAFE_ADAM, rows, shared_dir, train
 
 from hpcrl.config import from_dict
 from hpcrl.core.flat import params_to_flat
-from hpcrl.placement.mpi import train_mpi
+from hpcrl.placement.job_run import train_mpi
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
 
@@ -58,7 +58,7 @@ def test_two_gradient_ranks_reach_the_weights_of_one_with_mpi_and_gloo():
         serial = from_dict({}, COMMON + ["env.num_envs=8"])
         trainer = Trainer(serial, RunDir(run_dir / "serial"), console=None)
         trainer.train()
-        reference = params_to_flat(trainer.placement.master_actor)
+        reference = params_to_flat(trainer.actor)
         for allreduce, mine in weights.items():
             torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-6,
                                        msg=lambda m, allreduce=allreduce: f"{allreduce}: {m}")
@@ -88,7 +88,7 @@ def test_structured_observations_cross_ranks_in_their_dtype_and_layouts_agree():
             serial = from_dict({}, COMMON + [f"env.id={env_id}", "env.num_envs=8"])
             trainer = Trainer(serial, RunDir(run_dir / f"serial-{i}"), console=None)
             trainer.train()
-            reference = params_to_flat(trainer.placement.master_actor)
+            reference = params_to_flat(trainer.actor)
             torch.testing.assert_close(weights[env_id], reference, rtol=1e-4, atol=1e-6,
                                        msg=lambda m, env_id=env_id: f"{env_id}: {m}")
             ckpt = torch.load(run_dir / f"mpi-{i}" / "checkpoints" / "last.pt",
@@ -121,9 +121,9 @@ def test_recurrent_layouts_agree_with_a_gru_and_an_lstm():
             trainer.train()
             serial = trainer.config
             assert serial.algo.bptt_len == 0  # the length is chosen: 32 steps / 2 minibatches
-            reference = params_to_flat(trainer.placement.master_actor)
+            reference = params_to_flat(trainer.actor)
             fresh = Trainer(serial, RunDir(run_dir / f"fresh-{memory}"), console=None)
-            assert not torch.equal(reference, params_to_flat(fresh.placement.master_actor))
+            assert not torch.equal(reference, params_to_flat(fresh.actor))
             torch.testing.assert_close(weights[memory], reference, rtol=1e-4, atol=1e-6,
                                        msg=lambda m, memory=memory: f"{memory}: {m}")
 

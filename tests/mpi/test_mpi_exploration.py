@@ -12,7 +12,7 @@ from mpirun import FAST, ROOT, ROUNDING_SAFE_ADAM, rows, run, shared_dir
 
 from hpcrl.config import from_dict
 from hpcrl.core.flat import params_to_flat
-from hpcrl.placement.mpi import train_mpi
+from hpcrl.placement.job_run import train_mpi
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
 
@@ -41,7 +41,7 @@ def test_two_rnd_ranks_reach_the_weights_of_one():
         trainer = Trainer(from_dict({}, EXACT + ["env.num_envs=8"]),
                           RunDir(run_dir / "serial"), console=None)
         trainer.train()
-        reference = trainer.placement.master_actor
+        reference = trainer.actor
         torch.testing.assert_close(mine, params_to_flat(reference), rtol=1e-4, atol=1e-6)
         for name in ("obs_rms.mean", "obs_rms.var", "obs_rms.count", "ret_rms.var",
                      "ret_rms.count"):

@@ -8,7 +8,7 @@ from mpirun import ROUNDING_SAFE_ADAM, column, shared_dir, train
 
 from hpcrl.config import from_dict
 from hpcrl.core.flat import params_to_flat
-from hpcrl.placement.mpi import train_mpi
+from hpcrl.placement.job_run import train_mpi
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
@@ -50,7 +50,7 @@ def test_two_gradient_ranks_with_a_resnet_reach_the_weights_of_one():
             trainer = Trainer(from_dict({}, COMMON + MINATAR + agent + ["env.num_envs=8"]),
                               RunDir(run_dir / f"serial-{name}"), console=None)
             trainer.train()
-            reference = params_to_flat(trainer.placement.master_actor)
+            reference = params_to_flat(trainer.actor)
             torch.testing.assert_close(weights[name], reference, rtol=1e-4, atol=1e-6,
                                        msg=lambda m, name=name: f"{name}: {m}")
 

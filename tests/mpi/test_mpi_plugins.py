@@ -32,9 +32,9 @@ def test_plugins_on_two_ddppo_ranks_reach_the_weights_of_one():
     comm = MPI.COMM_WORLD
     role, mine, trainer = two_ranks_then_one(comm, LAB)
     if comm.rank == 0:
-        torch.testing.assert_close(mine, params_to_flat(trainer.placement.master_actor),
+        torch.testing.assert_close(mine, params_to_flat(trainer.actor),
                                    rtol=1e-4, atol=1e-5)
-        assert role.algorithm.beta == trainer.placement.learner.algorithm.beta != 1.0
+        assert role.algorithm.beta == trainer.learner.algorithm.beta != 1.0
 
 
 @pytest.mark.timeout(200)

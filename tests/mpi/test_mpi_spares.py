@@ -12,9 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 import openmpi as ompi
+import pytest
 from mpirun import run
 from test_mpi_lost_collectors import (
     assert_checkpoint_sound,

@@ -10,7 +10,7 @@ from hpcrl.comm.node_memory import NodeMemory, node_peers
 from hpcrl.config import from_dict
 from hpcrl.core.flat import params_to_flat
 from hpcrl.exchange.acting import MessageServerSlot, MessageSlot, SharedServerSlot, SharedSlot
-from hpcrl.placement.mpi import train_mpi
+from hpcrl.placement.job_run import train_mpi
 
 SYNC = [*FAST, ROUNDING_SAFE_ADAM, "scheme.preset=a2c", "env.num_envs=4", "algo.num_steps=16",
         "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=2", "train.total_env_steps=2048",
@@ -88,7 +88,7 @@ def shared_memory_gives_the_weights_of_messages(comm, run_dir, inference: int) -
         assert shared.ranked.rows == messages.ranked.rows == 2048
         # every env step of both collectors (2 x 4 envs, 2048 steps) was acted on there, in
         # forwards that batched both collectors' envs together at least some of the time
-        assert shared.ranked.rows > 4 * shared.ranked.batches
+        assert shared.ranked.batches < shared.ranked.rows // shared.ranked.envs
     if role == "gradient_worker":
         assert all(s.memory is not None for s in shared.ranked.source.streams)
         assert all(s.memory is None for s in messages.ranked.source.streams)

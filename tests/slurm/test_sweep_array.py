@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 import slurmtools as st
-from test_templates import TINY, job_env, write_config
+from template_jobs import TINY, job_env, write_config
 
 pytestmark = pytest.mark.slurm
 HPCRL = str(Path(sys.executable).with_name("hpcrl"))

@@ -24,6 +24,7 @@ from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.rollout import RolloutLayout
+from hpcrl.errors import ConfigError
 from hpcrl.placement.mpi.launcher import (
     in_slurm_step,
     launched_rank,
@@ -237,7 +238,12 @@ def exit_if_any_rank_refuses(world: Any, problem: str | None, who: str) -> None:
     key and the fix), rank 0 printing the first with the rank, its role ``who`` and host;
     else returns. Collective: each rank calls it at the same point, so a problem that only
     some ranks meet (a GPU missing on one node) stops the whole job before any work, said
-    once, instead of a silent exit of the rank that met it."""
+    once, instead of a silent exit of the rank that met it. A job of one process raises the
+    problem as a :class:`~hpcrl.errors.ConfigError` instead."""
+    if world.Get_size() == 1:
+        if problem is not None:
+            raise ConfigError(problem)
+        return
     found = world.allgather(None if problem is None else (who, socket.gethostname(), problem))
     first = next(((rank, *item) for rank, item in enumerate(found) if item is not None), None)
     if first is None:
@@ -259,10 +265,11 @@ def _role_device(config: Config, role: RankRole) -> tuple[torch.device | None,
         return None, str(err)
 
 
-def build_job(config: Config) -> MpiJob:
-    """This rank's job; exits every rank with status 2 when the world size is wrong or a
-    rank cannot have its device."""
-    world = world_comm()
+def build_job(config: Config, world: Any = None) -> MpiJob:
+    """This rank's job over ``world`` (default: MPI's; a one-process
+    :class:`~hpcrl.comm.world.SelfComm` for a run in this process alone); exits every rank
+    with status 2 when the world size is wrong or a rank cannot have its device."""
+    world = world if world is not None else world_comm()
     table = rank_table(world, config)
     rank = world.Get_rank()
     role = table[rank]

@@ -28,13 +28,16 @@ Method = TypeVar("Method", bound=Callable[..., Any])
 
 def _ends_the_job(method: Method) -> Method:
     """A failure of the leader that explains itself (a run file that cannot be written, a
-    checkpoint refused) aborts every rank with its message; left to propagate, the CLI would
-    report it on rank 0 alone and the other ranks would wait for rank 0 forever."""
+    checkpoint refused) aborts every rank of a job with its message; left to propagate, the
+    CLI would report it on rank 0 alone and the other ranks would wait for rank 0 forever.
+    In a job of one process it propagates to the caller."""
     @functools.wraps(method)
     def guarded(self: Leader, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except ExplainedError as err:
+            if self.job.world.Get_size() == 1:
+                raise
             report_and_abort(self.job.world, self.job.describe, err, err.__traceback__)
     return guarded  # type: ignore[return-value]
 

@@ -202,6 +202,11 @@ class WorkerRank:
             write_checkpoint(self.job, self.leader, self.actor, learner_state, gathered,
                              self.version, getattr(self.source, "service", None))
 
+    def release(self) -> None:
+        """After an error in one process: close the envs it collects with itself."""
+        if isinstance(self.source, OwnEnvs):
+            self.source.envs.close()
+
     def finish(self) -> None:
         """The leader's final evaluation (rank 0); release the all-reducer."""
         if self.leader is not None:

@@ -1,13 +1,18 @@
-"""The learner rank of an off-policy scheme (Ape-X, asynchronous SAC): replay and updates.
+"""The learner of an off-policy agent (one process, Ape-X, asynchronous SAC): replay and
+updates.
 
 It runs the loop every off-policy placement shares (:class:`~hpcrl.learning.replay_loop.
 ReplayLoop`: chunks into the replay, gradient steps by the replay-ratio rule, one progress row
-per update's worth of env steps) over the collector ranks' streams
-(:class:`~hpcrl.placement.mpi.inbox.CollectorInbox`) and newest-weights delivery
-(:class:`~hpcrl.placement.mpi.latest_weights.LatestWeights`), as a learner of the one learner
-loop (:func:`~hpcrl.learning.loop.run_learner`). What is its own: how it acts on the leader's
-command (checkpoint: every collector's state and every chunk sent before it; stop: drain what
-is still arriving).
+per update's worth of env steps) as a learner of the one learner loop
+(:func:`~hpcrl.learning.loop.run_learner`), over one of two chunk streams: the collector
+ranks' (:class:`~hpcrl.placement.mpi.inbox.CollectorInbox`, newest-weights delivery by
+:class:`~hpcrl.placement.mpi.latest_weights.LatestWeights`), or, where it collects itself
+(one process), its own collector stepped on demand
+(:class:`~hpcrl.exchange.chunks_in_process.ChunksInProcess`), with a tolerance of 0: it
+collects a chunk only when no gradient step is due, and each chunk ends where the next
+training round falls due (every ``replay.train_freq`` steps per env) or where the update
+ends. What is its own: how it acts on the leader's command (checkpoint: every collector's
+state and every chunk sent before it; stop: drain what is still arriving).
 
 When the learner falls more than ``replay.ratio_tolerance`` gradient steps behind that
 ratio, it stops re-posting the receives of the collectors whose chunk it just took; their
@@ -21,18 +26,24 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm
+from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm, make_policy
 from hpcrl.core.compiling import compile_loss
+from hpcrl.core.demo_replay import collector_envs
+from hpcrl.core.flat import has_flat_parameters
+from hpcrl.exchange.chunks_in_process import ChunksInProcess
+from hpcrl.exchange.weights import CopyInProcess, SharedInPlace, WeightsSync
 from hpcrl.learning.loop import run_learner
-from hpcrl.learning.replay_loop import ReplayLoop, UpdateFigures
+from hpcrl.learning.replay_loop import ChunkSource, ReplayLoop, UpdateFigures
 from hpcrl.placement.mpi.inbox import CollectorInbox
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import LatestWeights
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.learners import JobControl
 from hpcrl.placement.mpi.takeovers import Takeovers
+from hpcrl.roles.collector import transition_collector
 from hpcrl.roles.protocol import CHECKPOINT, TAG_STATE, Control, Report
 from hpcrl.roles.replay_learner import ReplayLearner, make_replay
+from hpcrl.roles.transition_filler import chunk_layout
 from hpcrl.runtime.cpu import retain_freed_memory
 
 
@@ -52,19 +63,63 @@ class ReplayLearnerRank:
         self.learner = ReplayLearner(algorithm, replay, cfg)
         self.actor = algorithm.policy
         self.collectors = job.my_collectors
-        # a collector whose receive is not posted is held back (parked)
-        self.inbox = CollectorInbox(job, self.collectors, job.stream_layout())
-        self.weights = LatestWeights(self.channel, job.my_subscribers, job.header_only,
-                                     job.codec, self.inbox.watch)
-        self.loop = ReplayLoop(self.learner, cfg, job.total_envs, self.inbox, self.weights,
-                               cfg.replay.ratio_tolerance, lambda: leader.env_steps)
-        # spares that take lost collectors' places (scheme.max_collector_restarts)
-        self.takeovers = Takeovers(job, self.inbox, self.weights, [self.collectors])
+        self.local: ChunksInProcess | None = None
+        self.inbox: CollectorInbox | None = None
+        self.takeovers: Takeovers | None = None
+        self.weights: WeightsSync
+        source: ChunkSource
+        if job.role.collects:  # one process: its own collector, stepped on demand
+            self.local = source = self._collect_here(algorithm)
+            tolerance = 0
+        else:  # a collector whose receive is not posted is held back (parked)
+            self.inbox = source = CollectorInbox(job, self.collectors, job.stream_layout())
+            latest = LatestWeights(self.channel, job.my_subscribers, job.header_only,
+                                   job.codec, self.inbox.watch)
+            self.weights = latest
+            # spares that take lost collectors' places (scheme.max_collector_restarts)
+            self.takeovers = Takeovers(job, self.inbox, latest, [self.collectors])
+            tolerance = cfg.replay.ratio_tolerance
+        self.loop = ReplayLoop(self.learner, cfg, job.total_envs, source, self.weights,
+                               tolerance, lambda: leader.env_steps)
         self.preempted = False
         if resume is not None:
             state = resume["placement"]["updater"]
             self.learner.load_state_dict(state["learner"])
             self.loop.row = UpdateFigures(**state["row"])
+            if self.local is not None:
+                self.weights.publish(self.actor, self.learner.version)  # (a copy's own)
+                inexact = self.local.collector.load_state_dict(
+                    resume["placement"]["collectors"][0])
+                if inexact:
+                    job.say(f"hpcrl: resumed envs were reset: their state could not be "
+                            f"saved ({', '.join(inexact)})")
+
+    def _collect_here(self, algorithm: Any) -> ChunksInProcess:
+        """This process's own collector of ``env.num_envs`` envs and its chunk stream; on
+        the CPU it acts with the learner's very policy (whose parameters are one flat slice
+        of the learner's: a new version copies nothing), elsewhere with a copy."""
+        job, cfg, spaces = self.job, self.job.config, self.job.spaces
+        n = cfg.env.num_envs
+        envs = collector_envs(cfg, 0, n, job.env_groups)
+        shared = job.device.type == "cpu" and has_flat_parameters(algorithm.policy)
+        policy = algorithm.policy if shared else make_policy(cfg, spaces)
+        collector = transition_collector(envs, policy, cfg)
+        self.weights = (SharedInPlace(collector.follow) if shared else
+                        CopyInProcess(policy, collector.load_weights))
+        chunk = chunk_layout(cfg, spaces.obs_shape, spaces.action_shape, n,
+                             spaces.obs_format.dtype).new()
+        self.envs = envs
+        return ChunksInProcess(collector, chunk, self._chunk_steps,
+                               lambda: self.loop.env_steps)
+
+    def _chunk_steps(self) -> int:
+        """Steps per env of the next chunk of this process's own collector: up to where the
+        next training round falls due, or where the update ends."""
+        n = self.job.config.env.num_envs
+        freq = self.job.config.replay.train_freq
+        since_round = (self.loop.env_steps // n) % freq
+        left = (self.loop.per_update - self.loop.row.env_steps) // n
+        return min(freq - since_round, left)
 
     @property
     def env_steps(self) -> int:
@@ -90,6 +145,8 @@ class ReplayLearnerRank:
         """Fewer collectors live than ``scheme.min_collectors``: the update ends now (the
         leader then checkpoints and stops) instead of waiting for chunks that may never
         come; unless a spare may take a lost one's place."""
+        if self.inbox is None or self.takeovers is None:  # one process: none is lost
+            return False
         self.takeovers.apply()
         return (self.job.survives and self.inbox.live < self.job.config.scheme.min_collectors
                 and not self.takeovers.awaiting())
@@ -109,8 +166,19 @@ class ReplayLearnerRank:
         self._drain()
         self.leader.finish(self.actor)
 
+    def release(self) -> None:
+        """After an error in one process: close the envs of its own collector."""
+        if self.local is not None:
+            self.envs.close()
+
     def _checkpoint(self) -> None:
         """Take each collector's state and every chunk sent before it, then write."""
+        learner_state = {"learner": self.learner.state_dict(), "row": asdict(self.loop.row)}
+        if self.local is not None:  # its own collector, between two updates
+            self.leader.write_checkpoint(self.actor, learner_state,
+                                         [self.local.state_dict()])
+            return
+        assert self.inbox is not None
         states: dict[int, dict[str, Any]] = {}
         watch = self.inbox.watch
         loop = self.loop
@@ -119,7 +187,8 @@ class ReplayLearnerRank:
         while any(rank not in states for rank in watch.live):  # a lost one is not waited for
             envelope = self.channel.probe(tag=TAG_STATE)
             if envelope is None:
-                if self.takeovers.apply():  # a spare that joins answers this checkpoint
+                # a spare that joins answers this checkpoint
+                if self.takeovers is not None and self.takeovers.apply():
                     for rank in watch.live:
                         watch.waiting(rank, "state")
                 watch.check_overdue()
@@ -139,11 +208,15 @@ class ReplayLearnerRank:
                     self.inbox.post(i)
                 if not loop.take_chunks(whole=True):
                     time.sleep(1e-3)
-        learner_state = {"learner": self.learner.state_dict(), "row": asdict(loop.row)}
         self.leader.write_checkpoint(self.actor, learner_state, list(states.values()))
 
     def _drain(self) -> None:
-        """After STOP: wait for every collector's final count, dropping late chunks."""
-        self.takeovers.apply()  # a spare that took a place gets STOP too
+        """After STOP: wait for every collector's final count, dropping late chunks (its own
+        collector's envs are closed)."""
+        if self.takeovers is not None:
+            self.takeovers.apply()  # a spare that took a place gets STOP too
         self.weights.drain()
-        self.inbox.drain()
+        if self.inbox is not None:
+            self.inbox.drain()
+        else:
+            self.envs.close()

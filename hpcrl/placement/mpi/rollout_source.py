@@ -58,7 +58,10 @@ class OwnEnvs:
                                            job.role.env_offset, collector_id=job.rank,
                                            total_envs=job.total_envs)
         if resume_state is not None:
-            self.collector.load_state_dict(resume_state)
+            inexact = self.collector.load_state_dict(resume_state)
+            if inexact and job.is_leader:
+                job.say(f"hpcrl: resumed envs were reset: their state could not be saved "
+                        f"({', '.join(inexact)})")
         # the learner's new versions: noted where the collector acts with its very actor,
         # else copied into the collector's own
         self.sync: WeightsSync = (SharedInPlace(self.collector.follow) if self.shared else

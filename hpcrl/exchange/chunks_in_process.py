@@ -1,0 +1,62 @@
+"""The chunk stream in one process: the replay learner's own collector, stepped on demand.
+
+A replay learner takes transition chunks from a :class:`~hpcrl.learning.replay_loop.ChunkSource`:
+its collector ranks' streams in a job (:class:`~hpcrl.placement.mpi.inbox.CollectorInbox`),
+or, where it collects itself (one process), :class:`ChunksInProcess`: when the loop asks
+whether a chunk arrived, the collector collects it then. Its weights sync is
+:class:`~hpcrl.exchange.weights.SharedInPlace` where the collector acts with the learner's
+very policy (on the CPU: a new version copies nothing), else
+:class:`~hpcrl.exchange.weights.CopyInProcess`.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hpcrl.core.replay.transitions import Transitions
+from hpcrl.roles.collector import Collector
+
+
+class ChunksInProcess:
+    """A chunk source of one collector in this process: ``steps()`` steps of every env per
+    chunk, counted from the job's ``job_env_steps()``."""
+
+    def __init__(self, collector: Collector[Transitions], chunk: Transitions,
+                 steps: Callable[[], int], job_env_steps: Callable[[], int]) -> None:
+        self.collector, self.chunk = collector, chunk
+        self.steps, self.job_env_steps = steps, job_env_steps
+        self.posted = [True]
+        self.local_seconds = 0.0  # collecting, inside arrived()
+
+    @property
+    def buffers(self) -> list[Any]:
+        """The one chunk buffer."""
+        return [self.chunk]
+
+    @property
+    def live(self) -> int:
+        """One collector, always live."""
+        return 1
+
+    def arrived(self, i: int) -> bool:
+        """Collect the next chunk (unless the loop holds the collector back)."""
+        if not self.posted[i]:
+            return False
+        started = time.perf_counter()
+        self.collector.collect(self.chunk, self.steps(), job_env_steps=self.job_env_steps())
+        self.local_seconds += time.perf_counter() - started
+        self.posted[i] = False
+        return True
+
+    def post(self, i: int) -> None:
+        """Let the collector collect again."""
+        self.posted[i] = True
+
+    def drain(self) -> None:
+        """Nothing is in flight in one process."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """The collector's state, for a checkpoint (taken between updates: nothing of the
+        next one has been collected)."""
+        return self.collector.state_dict()
