@@ -101,3 +101,38 @@ class FailOnceCartPole(CartPoleEnv):
 
 
 gym.register("FailOnceCartPole-v0", entry_point=FailOnceCartPole, max_episode_steps=500)
+
+
+# -- what the crashing-env tests share ------------------------------------------------------
+
+# (per step, per reset): a tenth of RLlib's crash rates in its crashing-env tuned examples,
+# and RLlib's own
+RATES = {"1e-4": (1e-4, 1e-3), "rllib": (5e-4, 5e-3)}
+
+
+def crashing(rate: str) -> list[str]:
+    """The keys of a job whose every env crashes at random at ``rate`` (a key of RATES)."""
+    step, reset = RATES[rate]
+    return ["env.id=hpcrl_crashing:CrashingCartPole-v0",
+            f"env.kwargs={{p_crash: {step}, p_crash_reset: {reset}}}"]
+
+
+def faults_logged(log: str) -> int:
+    """How many faults the envs injected, by the ``HPCRL_CRASH_LOG`` file ``log``."""
+    try:
+        with open(log) as f:
+            return sum(1 for line in f if line.strip())
+    except FileNotFoundError:
+        return 0
+
+
+def restarts_counted(run_dir: str) -> tuple[int, int]:
+    """(envs made again in training by progress.csv, in the final evaluation by eval.json)."""
+    import csv
+    import json
+
+    with open(os.path.join(run_dir, "progress.csv")) as f:
+        trained = sum(int(float(row["env_restarts"] or 0)) for row in csv.DictReader(f))
+    with open(os.path.join(run_dir, "eval.json")) as f:
+        evaluated = int(json.load(f).get("env_restarts", 0))
+    return trained, evaluated
