@@ -15,7 +15,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from hpcrl.config.schema import Config
+from hpcrl.config.schema import Config, EnvConfig
+from hpcrl.core.env_restarts import IN_PLACE, EnvRestartsExhausted, describe_error, fresh_seed
 from hpcrl.core.obs_format import ObsFormat, obs_format
 from hpcrl.core.suites import make_env
 
@@ -51,13 +52,15 @@ class Episodes:
     """What :func:`run_episodes` played: each episode's return, how many were cut at
     ``max_steps`` (``truncated``), and the steps played in all; ``successes``: each
     episode's ``info["is_success"]`` at its last step, for envs that report one (the
-    goal-conditioned convention of Gymnasium-Robotics), else empty."""
+    goal-conditioned convention of Gymnasium-Robotics), else empty; ``restarts``: episodes
+    played again because their env failed (:class:`EpisodesAgain`)."""
 
     returns: list[float]
     truncated: int
     max_steps: int
     steps: int
     successes: list[bool] = field(default_factory=list)
+    restarts: int = 0  # episodes played again after their env failed
 
 
 def episode_cap(config: Config, env: gym.Env) -> int:
@@ -133,14 +136,21 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
     successes: dict[int, bool] = {}  # episode -> is_success at its last step
     next_episode = truncated = steps = 0
     progress = _Progress(console, episodes)
+    again = EpisodesAgain(env_config, envs, episodes)  # an env that fails: played again
     try:
-        while next_episode < episodes or playing:
+        while next_episode < episodes or playing or again.waiting:
             for slot in range(len(envs)):
-                if slot not in playing and next_episode < episodes:
-                    obs, _ = envs[slot].reset(seed=base + next_episode)
-                    playing[slot] = (next_episode, obs)
+                if slot not in playing and (again.waiting or next_episode < episodes):
+                    episode = again.waiting.pop() if again.waiting else next_episode
+                    next_episode += int(episode == next_episode)
+                    try:
+                        obs, _ = envs[slot].reset(seed=again.seed(base, episode))
+                    except Exception as err:
+                        again.failed(slot, episode, err, "reset")
+                        continue
+                    playing[slot] = (episode, obs)
+                    returns[episode] = 0.0
                     lengths[slot] = 0
-                    next_episode += 1
                     if on_frame is not None:
                         on_frame(envs[slot])
                     if states is not None:
@@ -158,7 +168,12 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
             for slot, action in zip(slots, actions, strict=True):
                 episode, seen = playing[slot]
                 env_action = _env_action(action, space)
-                obs, reward, terminated, truncated_here, info = envs[slot].step(env_action)
+                try:
+                    obs, reward, terminated, truncated_here, info = envs[slot].step(env_action)
+                except Exception as err:
+                    del playing[slot]
+                    again.failed(slot, episode, err, "step")
+                    continue
                 returns[episode] += float(reward)
                 lengths[slot] += 1
                 steps += 1
@@ -180,7 +195,44 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
         for env in envs:
             env.close()
     reported = [successes[i] for i in range(episodes)] if len(successes) == episodes else []
-    return Episodes(returns, truncated, cap, steps, reported)
+    return Episodes(returns, truncated, cap, steps, reported, again.restarts)
+
+
+class EpisodesAgain:
+    """Evaluation's side of envs that come back (:mod:`hpcrl.core.env_restarts`): an
+    episode whose env raised in step or reset is played again from its start, in an env
+    made again and reset with a fresh seed, at most ``env.max_restarts`` times in a row
+    (``config``: the env section; 0: the error ends the evaluation)."""
+
+    def __init__(self, config: EnvConfig, envs: list[gym.Env], episodes: int) -> None:
+        self.config, self.envs = config, envs
+        self.tries = [0] * episodes  # each episode's failed plays
+        self.waiting: list[int] = []  # episodes to play again
+        self.restarts = 0
+
+    def seed(self, base: int, episode: int) -> int:
+        """Episode ``episode``'s seed: ``base + episode``, a fresh one when played again."""
+        tries = self.tries[episode]
+        return base + episode if tries == 0 else fresh_seed(base + episode, IN_PLACE, tries)
+
+    def failed(self, slot: int, episode: int, err: Exception, where: str) -> None:
+        """The env of ``slot`` raised ``err`` in ``where`` during ``episode``: make it again
+        and play the episode again, or re-raise past ``env.max_restarts``."""
+        self.tries[episode] += 1
+        if self.config.max_restarts <= 0:
+            raise err
+        if self.tries[episode] > self.config.max_restarts:
+            raise EnvRestartsExhausted(
+                f"evaluation episode {episode}'s env failed {self.tries[episode]} times, made "
+                f"again each time (env.max_restarts={self.config.max_restarts}); its last "
+                f"error: {describe_error(err)} (in {where})") from err
+        try:
+            self.envs[slot].close()
+        except Exception:
+            pass
+        self.envs[slot] = make_env(self.config, whole_games=True)
+        self.waiting.append(episode)
+        self.restarts += 1
 
 
 def evaluate(actor: torch.nn.Module, config: Config, episodes: int,
@@ -204,7 +256,8 @@ def evaluate(actor: torch.nn.Module, config: Config, episodes: int,
             "returns": played.returns, "truncated": played.truncated,
             "max_episode_steps": played.max_steps,
             **({"success_rate": float(np.mean(played.successes))} if played.successes
-               else {})}
+               else {}),
+            **({"env_restarts": played.restarts} if played.restarts else {})}
 
 
 def success_note(result: dict[str, Any]) -> str:

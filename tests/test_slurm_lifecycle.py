@@ -35,7 +35,8 @@ echo "$*" >> "$FAKE_LOG/scontrol"
 """
 # stands in for `hpcrl`: answers `hpcrl slurm launcher` with a fake plugin; records its
 # arguments, runs FAKE_STEPS x 50 ms; on USR1/TERM writes RUN_DIR/stopped and exits 3 like
-# hpcrl does (FAKE_STOP_EXIT: the status srun reports instead, FAKE_NO_MARKER: no checkpoint)
+# hpcrl does (FAKE_STOP_EXIT: the status srun reports instead, FAKE_NO_MARKER: no checkpoint);
+# the first FAKE_FAIL_STARTS starts fail before any work (no RUN_DIR/trained)
 FAKE_HPCRL = r"""#!/bin/bash
 if [[ "$*" == "slurm launcher" ]]; then echo "srun --mpi=fake"; exit 0; fi
 printf '%s\n' "$@" > "$FAKE_LOG/args"
@@ -52,6 +53,9 @@ stop() {
 }
 trap 'stop USR1' USR1
 trap 'stop TERM' TERM
+echo x >> "$FAKE_LOG/starts"  # FAKE_FAIL_STARTS: the first N starts fail at "MPI_Init"
+if (($(wc -l < "$FAKE_LOG/starts") <= ${FAKE_FAIL_STARTS:-0})); then exit 134; fi
+mkdir -p "$run_dir" && touch "$run_dir/trained"  # as rank 0 does at its first update
 touch "$FAKE_LOG/ready"
 if [[ -n "${FAKE_LOST-}" ]]; then  # too few collectors live: checkpointed and stopped
     mkdir -p "$run_dir"
@@ -255,3 +259,24 @@ def test_async_refuses_mpirun(fakes):
                                HPCRL_LAUNCH="mpirun"))
     assert status == 2 and "cannot start a heterogeneous job" in out
     assert not os.path.exists(fakes / "log" / "args")
+
+
+@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+def test_a_step_that_fails_before_its_first_update_is_started_again(fakes, name):
+    status, out = finish(start(fakes, template_path(name).read_text(), FAKE_FAIL_STARTS="1"))
+    assert status == 0, out
+    assert "the step failed (status 134) before its first update: starting it again (1 of " \
+           "HPCRL_START_RETRIES=2)" in out
+    assert len(logged(fakes, "starts")) == 2
+
+
+def test_a_step_that_keeps_failing_at_start_fails_the_job_after_the_retries(fakes):
+    status, out = finish(start(fakes, template_path("sync").read_text(), FAKE_FAIL_STARTS="9",
+                               HPCRL_START_RETRIES="1"))
+    assert status == 134 and len(logged(fakes, "starts")) == 2, out
+
+
+def test_a_step_that_failed_after_it_trained_is_not_started_again(fakes):
+    status, out = finish(start(fakes, template_path("sync").read_text(), FAKE_EXIT="1"))
+    assert status == 1 and len(logged(fakes, "starts")) == 1, out
+    assert "starting it again" not in out

@@ -250,3 +250,32 @@ def test_gpus_that_inference_ranks_leave_no_learner_are_refused_with_the_fix():
     assert "2 GPUs leaves no gradient worker" in message
     assert "scheme.inference_ranks=2 inference ranks (a GPU each)" in message
     assert "scheme.inference_device=cpu" in message
+
+
+def test_the_rendered_script_and_the_plan_say_what_a_lost_collector_does(monkeypatch):
+    import sys
+
+    render_module = sys.modules["hpcrl.slurm.render"]
+
+    openmpi = "Open MPI v5.0.11, package: Open MPI user@localhost Distribution"
+    monkeypatch.setattr(render_module, "mpi_library_version", lambda: (openmpi, ""))
+    text = " ".join(render(RenderOptions("async", launch="srun --mpi=pmix",
+                                         sets=("scheme.max_collector_restarts=1",))).text
+                    .replace("#  ", "").split())
+    assert ("if a collector rank dies, the job ends: srun ends the step when a task dies, and "
+            "Open MPI v5.0.11's fault tolerance works only under its own `mpiexec --with-ft "
+            "ulfm`, which cannot start a heterogeneous job's components (the 1 spare rank of "
+            "scheme.max_collector_restarts stays idle)") in text
+    monkeypatch.setattr(render_module, "mpi_library_version", lambda: ("MPICH Version: 4.2", ""))
+    sync = render(RenderOptions("sync")).text
+    assert "the job ends: a synchronous scheme" not in sync  # its learners collect themselves
+    import hpcrl.slurm.mpi_plugin as plugin
+
+    monkeypatch.setattr(plugin, "mpi_library_version", lambda: (openmpi, ""))
+    out = CliRunner().invoke(main, ["plan", "--set", "scheme.preset=async-ppo"])
+    assert ("if a collector rank dies, under `mpiexec --with-ft ulfm` the job goes on: it runs "
+            "down to scheme.min_collectors=1 live collectors; started any other way the job "
+            "ends") in out.output
+    out = CliRunner().invoke(main, ["plan", "--set", "scheme.preset=a2c"])
+    assert ("if a collector rank dies, the job ends: a synchronous scheme waits for every "
+            "collector") in out.output

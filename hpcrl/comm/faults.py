@@ -220,7 +220,9 @@ class FailureWatch:
     """A daemon thread that turns the library's list of dead ranks into :data:`LOST`.
 
     ``expendable(rank)``: whether the job goes on without that rank (a collector); a lost
-    rank that is not ends the job at once through ``end_job(message)``. On rank 0,
+    rank that is not ends the job at once through ``end_job(message)``; ``on_lost(rank)``
+    hears of each expendable one (rank 0's spares take their places) and may say what
+    becomes of it (the end of its line). On rank 0,
     ``say(line)`` reports each lost rank once, with the last words it sent (an exception's
     message) or, where it sent none, that it was killed without a word. ``survives``: the
     job goes on without lost collectors (else the watch is there to end it on any loss).
@@ -228,9 +230,14 @@ class FailureWatch:
 
     def __init__(self, world: Comm, expendable: Callable[[int], bool],
                  describe: Callable[[int], str], end_job: Callable[[str], None],
-                 say: Callable[[str], None] | None, survives: bool = True) -> None:
+                 say: Callable[[str], None] | None, survives: bool = True,
+                 on_lost: Callable[[int], str | None] | None = None) -> None:
         self.world, self.expendable, self.describe = world, expendable, describe
         self.survives = survives
+        # told of every expendable rank MPI counts dead (once each); what it says becomes
+        # the end of that rank's line (a spare takes its place)
+        self.on_lost = on_lost
+        self.fates: dict[int, str] = {}
         self.end_job, self.say = end_job, say
         self.notices: dict[int, str] = {}
         # whose last words this rank takes (rank 0: every expendable rank), and whose
@@ -313,6 +320,9 @@ class FailureWatch:
                              if says else "")
                 return
             LOST.mark(rank, DEAD)
+            fate = self.on_lost(rank) if self.on_lost is not None else None
+            if fate is not None:
+                self.fates[rank] = fate
         for rank in sorted(set(self.seen) - self.reported):
             words = self.notices.get(rank)
             if words is None and now - self.seen[rank] < NOTICE_GRACE_S and not final:
@@ -324,8 +334,9 @@ class FailureWatch:
                 how = (f"failed: {words}" if words is not None else
                        "died without a word (killed by SIGKILL or the OOM killer, a "
                        "crash such as a segfault, or its node lost)")
+                fate = self.fates.get(rank, "the job goes on without it")
                 self.say(f"rank {rank} ({self.describe(rank)}) {how}"
-                         + ("" if final else "; the job goes on without it"))
+                         + ("" if final else f"; {fate}"))
 
 
 def send_last_words(world: Comm, why: str) -> None:

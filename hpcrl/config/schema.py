@@ -118,6 +118,24 @@ class EnvConfig:
                                  False)
     clip_obs: float = doc("Clip normalised observations to [-clip_obs, clip_obs].", 10.0)
     clip_reward: float = doc("Clip normalised rewards to [-clip_reward, clip_reward].", 10.0)
+    max_restarts: int = doc(
+        "A collector's env that raises in step or reset (or, with env.vectorization=async, "
+        "hangs past env.step_timeout_s or kills its subprocess) is closed and made again "
+        "with a fresh seed, its unfinished episode cut as a truncation its learner treats "
+        "right (docs/reliability.md: Envs that come back); counted in progress.csv's "
+        "env_restarts, said once per env. This many restarts of one env within "
+        "env.restart_window of its steps are allowed; one more fails its collector, naming "
+        "the env and its last error. With EnvPool a failure makes its whole pool again. "
+        "0: an env's error fails its collector at once.", 10)
+    restart_window: int = doc(
+        "Steps of one env within which env.max_restarts restarts are allowed: a flaky env "
+        "(a crash now and then) comes back for ever, a broken one (a crash every few "
+        "steps) fails.", 1000)
+    step_timeout_s: float = doc(
+        "env.vectorization=async: a collector's env whose step (reset included) has not "
+        "returned after this many seconds is hung: its subprocess is killed and started "
+        "again, as env.max_restarts says. Keep it below scheme.collector_timeout_s. 0: wait "
+        "for ever.", 120.0)
 
 
 @dataclass
@@ -380,6 +398,15 @@ class SchemeConfig:
         "kills it if it shares the learner's node and goes on without it; elsewhere the "
         "job ends at once, naming the rank (instead of waiting for it until the time "
         "limit). 0: wait for ever.", 300.0)
+    max_collector_restarts: int = doc(
+        "Asynchronous collection under an MPI that survives a lost rank (Open MPI 5 with "
+        "`mpiexec --with-ft ulfm`): a collector rank that dies or hangs is replaced while the "
+        "job runs, at most this many times. The job starts with this many spare ranks "
+        "(idle, after the collectors: the world grows by it, as `hpcrl plan` shows); a spare "
+        "takes the lost rank's place (its envs, from fresh seeds, and its slot at its "
+        "learner), gets the newest weights and collects within a second or so. Past the "
+        "bound scheme.min_collectors applies (docs/reliability.md: Collectors that come "
+        "back). 0: lost collectors stay lost.", 0)
     collector_device: str = doc("Device of collector ranks' policy copies ('cpu' or 'cuda').",
                                 "cpu")
     inference_ranks: int = doc(

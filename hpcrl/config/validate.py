@@ -19,6 +19,7 @@ from hpcrl.config.validate_addons import (
     check_rnd,
 )
 from hpcrl.config.validate_collection import check_compile, check_env_groups
+from hpcrl.config.validate_restarts import check_env_restarts
 from hpcrl.config.validate_sections import section_problems
 
 # a check gives the problem it found (None: none), or a list of them for a group of keys
@@ -395,7 +396,8 @@ def _check_sections(c: Config) -> list[str]:
 
 
 CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, check_rnd, check_demos,
-                       _check_scheme, check_env_groups, check_compile, _check_batch,
+                       _check_scheme, check_env_groups, check_env_restarts, check_compile,
+                       _check_batch,
                        _check_memory,
                        _check_budget, _check_device,
                        _check_replay, _check_offpolicy_env, check_her, _check_sections,

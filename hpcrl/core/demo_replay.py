@@ -37,6 +37,7 @@ from hpcrl.core.demo_buffer import (
     take,
 )
 from hpcrl.core.env_groups import EnvGroups
+from hpcrl.core.env_restarts import restart_marks
 from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import make_vector_env, reset_seeded, vector_call, vector_set_attr
 from hpcrl.core.rollout import Rollout
@@ -163,9 +164,11 @@ class DemoSlots(gym.vector.VectorEnv):
 
     def _record(self, before: Obs, actions: np.ndarray, rewards: np.ndarray,
                 terminated: np.ndarray, truncated: np.ndarray, info: dict[str, Any]) -> None:
-        """Keep each real slot's episode so far; offer the finished ones to the buffer."""
+        """Keep each real slot's episode so far; offer the finished ones to the buffer (not
+        one a failure cut: its last step is none, :mod:`hpcrl.core.env_restarts`)."""
         if self.buffer.capacity <= 0:
             return
+        cut, _ = restart_marks(info, self.num_envs)
         for k, slot in enumerate(self.real_index):
             self.recording[k].append((copy_row(take(before, slot)), np.array(actions[k]),
                                       float(rewards[k]),
@@ -173,6 +176,8 @@ class DemoSlots(gym.vector.VectorEnv):
             if terminated[k] or truncated[k]:
                 rows = self.recording[k]
                 self.recording[k] = []
+                if cut is not None and cut[slot]:
+                    continue
                 obs = stack_rows([r[0] for r in rows])
                 self.buffer.offer(Episode(obs, np.stack([r[1] for r in rows]),
                                           np.asarray([r[2] for r in rows], np.float32),
@@ -339,8 +344,9 @@ def collector_envs(config: Config, env_offset: int, total_envs: int,
     demonstrations."""
     own, n = config.algo.ppo, config.env.num_envs
     if not own.demos:
-        return EnvGroups.of(lambda first, count: make_vector_env(config.env, count), n, groups)
+        return EnvGroups.of(lambda first, count: make_vector_env(
+            config.env, count, range(env_offset + first, env_offset + first + count)), n, groups)
     slots = slots_of_collector(total_envs, own.demos_fraction, env_offset, n)
     buffer = DemoBuffer.from_file(own.demos, own.demos_own)
-    return EnvGroups([DemoSlots(make_vector_env(config.env, int((~slots).sum())), slots,
-                                buffer)])
+    real = [env_offset + int(i) for i in np.flatnonzero(~slots)]
+    return EnvGroups([DemoSlots(make_vector_env(config.env, len(real), real), slots, buffer)])

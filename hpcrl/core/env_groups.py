@@ -70,6 +70,7 @@ class EnvGroups:
         self.metadata = getattr(first, "metadata", {})
         # each group's step kept between begin() and end() where it is not split
         self._kept: list[StepResult | None] = [None] * len(groups)
+        self.reset_infos: list[dict[str, Any]] = [{} for _ in groups]  # of the last reset
         self.asynchronous = all(splits_async(g.envs) for g in groups)
 
     @staticmethod
@@ -109,9 +110,11 @@ class EnvGroups:
     # -- what collectors ask of any vector env -------------------------------------------
     def reset(self, *, seed: Sequence[Any], options: Any = None) -> list[Any]:
         """Reset every group with its envs' seeds (one per env, in column order); each
-        group's first observations, as its vector env returned them (infos are not
-        kept)."""
-        return [reset_seeded(g.envs, list(seed[g.cols]), options)[0] for g in self.groups]
+        group's first observations, as its vector env returned them (its info in
+        :attr:`reset_infos`)."""
+        done = [reset_seeded(g.envs, list(seed[g.cols]), options) for g in self.groups]
+        self.reset_infos = [info for _, info in done]
+        return [obs for obs, _ in done]
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """``name`` of every env (called when it is a method), in column order."""

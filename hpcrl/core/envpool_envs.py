@@ -152,8 +152,14 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
     The pool is made at the first ``reset(seed=[...])``, with those seeds for its envs
     (collectors reset once, with the job's per-env seeds); its spaces are known before."""
 
-    def __init__(self, config: EnvConfig, num_envs: int) -> None:
+    def __init__(self, config: EnvConfig, num_envs: int, max_restarts: int = 0) -> None:
         self.config, self.num_envs = config, num_envs
+        # a failing pool is made again whole, at most this many times in a row
+        self.max_restarts, self.restarts = max_restarts, 0  # restarts in a row
+        self.pools_made_again = 0  # in all: the count behind each new pool's fresh seeds
+        self.seeds = list(range(num_envs))  # each env's first seed: its fresh seeds' base
+        self._failure: BaseException | None = None  # of the last send
+        self._last: np.ndarray | None = None  # the observations last returned
         self.atari = config.preset == "atari"
         self.task = _atari_task(config.id) if self.atari else config.id
         self.options = _atari_options(config) if self.atari else {}
@@ -177,14 +183,23 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         return its first observations; the games' returns and lengths start at 0."""
         seeds = (list(seed) if isinstance(seed, (list, tuple, np.ndarray))
                  else [int(seed or 0) + i for i in range(self.num_envs)])
+        self.seeds = [int(s) for s in seeds]
+        return self._make(self.seeds), {}
+
+    def _make(self, seeds: list[int]) -> np.ndarray:
+        """A new pool whose env ``i`` is seeded ``seeds[i]``; its first observations."""
         if self.pool is not None:
-            self.pool.close()
+            try:
+                self.pool.close()
+            except Exception:
+                pass  # a pool that failed may not close cleanly
         self.pool = _envpool().make(self.task, env_type="gymnasium", num_envs=self.num_envs,
-                                    env_seed=[int(s) for s in seeds], **self.options)
+                                    env_seed=seeds, **self.options)
         obs, _ = self.pool.reset()
         self.game_return[:] = 0.0
         self.game_length[:] = 0
-        return obs, {}
+        self._last = obs.copy()
+        return obs
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                          dict[str, Any]]:
@@ -195,7 +210,13 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
     def step_async(self, actions: Any) -> None:
         """Hand the pool every env's action; its threads step them while this one goes on
         (``scheme.env_groups``: another group's actions are computed meanwhile)."""
-        self.pool.send(np.asarray(actions))
+        self._failure = None
+        try:
+            self.pool.send(np.asarray(actions))
+        except Exception as err:
+            if self.max_restarts <= 0:
+                raise
+            self._failure = err  # the pool is made again in step_wait
 
     def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                  dict[str, Any]]:
@@ -203,7 +224,15 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         episode ended are stepped once more at once (EnvPool's reset), so the observations
         are the new episodes' first ones, the last ones in ``info['final_obs']`` (and, for
         Atari, the finished games in ``final_info``)."""
-        obs, rewards, terminated, truncated, info = self.pool.recv()
+        try:
+            if self._failure is not None:
+                raise self._failure
+            obs, rewards, terminated, truncated, info = self.pool.recv()
+        except Exception as err:
+            if self.max_restarts <= 0:
+                raise
+            return self._restart(err)
+        self.restarts = 0
         order = np.asarray(info["env_id"])
         if (order != np.arange(self.num_envs)).any():  # a whole batch, in any order
             back = np.argsort(order)
@@ -225,7 +254,42 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
             first, *_ = self.pool.step(self._noop(len(ids)), ids)
             obs = obs.copy()
             obs[ids] = first
+        self._last = obs.copy()
         return obs, rewards.astype(np.float64), terminated, truncated, out
+
+    def _restart(self, err: BaseException) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                    np.ndarray, dict[str, Any]]:
+        """The pool failed: every env of it is made again (EnvPool cannot make one of its
+        envs again alone) with a fresh seed, and every episode is cut (reward 0, truncated,
+        the last observations as the final ones; :mod:`hpcrl.core.env_restarts`' marks)."""
+        from hpcrl.core.env_restarts import (
+            CUT,
+            IN_PLACE,
+            RESTARTED,
+            EnvRestartsExhausted,
+            describe_error,
+            fresh_seed,
+        )
+
+        why = f"{describe_error(err)} in EnvPool's step (its whole pool made again)"
+        self.restarts += 1
+        if self.restarts > self.max_restarts:
+            raise EnvRestartsExhausted(
+                f"EnvPool of {self.num_envs} envs failed {self.restarts} times in a row, "
+                f"made again each time (env.max_restarts={self.max_restarts}); its last "
+                f"error: {why}") from err
+        last = self._last
+        self.pools_made_again += 1
+        first = self._make([fresh_seed(s, IN_PLACE, self.pools_made_again)
+                            for s in self.seeds])
+        everyone = np.ones(self.num_envs, bool)
+        words = np.array([why] * self.num_envs, object)
+        info = {"final_obs": last if last is not None else first.copy(),
+                "_final_obs": everyone,
+                "final_info": {CUT: words, "_" + CUT: everyone},
+                RESTARTED: words, "_" + RESTARTED: everyone}
+        zeros = np.zeros(self.num_envs)
+        return first, zeros, ~everyone, everyone.copy(), info
 
     def _games(self, done: np.ndarray, truncated: np.ndarray, info: dict[str, Any]
                ) -> dict[str, Any]:

@@ -9,7 +9,7 @@ episode returns the first observation of the next one and the final observation 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from hpcrl.core.child_signals import stop_signals_held
+from hpcrl.core.env_restarts import restartable
 from hpcrl.core.env_state import capture_env_state, restore_env_state
 from hpcrl.core.env_suites.registry import install_of_module, register_suite
 from hpcrl.core.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
@@ -223,18 +224,31 @@ def probe_spaces(config: EnvConfig) -> EnvSpaces:
     return spaces
 
 
-def make_vector_env(config: EnvConfig, num_envs: int) -> gym.vector.VectorEnv:
+def make_vector_env(config: EnvConfig, num_envs: int,
+                    global_indices: Sequence[int] | None = None) -> gym.vector.VectorEnv:
     """``num_envs`` envs of ``config``: checkpointable Gymnasium envs stepped in-process
     ('sync') or in subprocesses, or one EnvPool (``env.backend``, see
-    :mod:`hpcrl.core.envpool_envs`)."""
+    :mod:`hpcrl.core.envpool_envs`).
+
+    A collector's envs (``global_indices``: the job's index of each) come back when they
+    fail (:mod:`hpcrl.core.env_restarts`: ``env.max_restarts``; in subprocesses also when
+    one hangs past ``env.step_timeout_s`` or dies); other envs (evaluation's) do not."""
     from hpcrl.core.envpool_envs import EnvPoolVectorEnv, uses_envpool
 
+    collecting = global_indices is not None
     if uses_envpool(config):
-        return EnvPoolVectorEnv(config, num_envs)
-    fns = [_env_factory(config) for _ in range(num_envs)]
+        return EnvPoolVectorEnv(config, num_envs, config.max_restarts if collecting else 0)
+    restarts = config.max_restarts if collecting else 0
+    labels = [f"env {i} (global index)" for i in (global_indices or range(num_envs))]
+    fns = [restartable(_env_factory(config), restarts, label) for label in labels]
     mode = gym.vector.AutoresetMode.SAME_STEP
     with stop_signals_held():  # env processes leave the stop signals to their rank
         if config.vectorization == "async":
+            if collecting:
+                from hpcrl.core.restarting_async import RestartingAsyncVectorEnv
+
+                return RestartingAsyncVectorEnv(fns, config.step_timeout_s,
+                                                labels.__getitem__)
             return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
         return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
 

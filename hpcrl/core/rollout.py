@@ -24,18 +24,20 @@ from hpcrl.core.records import (
     scalar_fields,
 )
 
-FACTS = ("valid_steps", "weights_version", "env_offset", "source", "seconds")
+FACTS = ("valid_steps", "weights_version", "env_offset", "source", "seconds", "env_restarts")
 
 
 class StreamFacts(Record):
     """What every streamed batch of experience (a rollout, a transition chunk) says of
     itself, float64 scalars: the acting weights' version, its first env's global index, the
-    collector's id and the seconds spent on it."""
+    collector's id, the seconds spent on it and how many of its envs were made again
+    after a failure while it was collected (:mod:`hpcrl.core.env_restarts`)."""
 
     weights_version: np.ndarray
     env_offset: np.ndarray
     source: np.ndarray
     seconds: np.ndarray
+    env_restarts: np.ndarray
 
 
 class RolloutHeader(StreamFacts):
@@ -170,12 +172,18 @@ class Rollout:
         """Wall time the collector spent filling it."""
         return float(self.facts.seconds)
 
+    @property
+    def env_restarts(self) -> int:
+        """Envs made again after a failure while it was collected."""
+        return int(self.facts.env_restarts)
+
     def set_facts(self, valid_steps: int, weights_version: int, env_offset: int,
-                  source: int, seconds: float = 0.0) -> None:
+                  source: int, seconds: float = 0.0, env_restarts: int = 0) -> None:
         """Fill the header: the steps collected, the acting weights' version, the first env's
-        global index, the collector's id and the seconds spent."""
+        global index, the collector's id, the seconds spent and the envs made again."""
         self.facts.set(valid_steps=valid_steps, weights_version=weights_version,
-                       env_offset=env_offset, source=source, seconds=seconds)
+                       env_offset=env_offset, source=source, seconds=seconds,
+                       env_restarts=env_restarts)
 
     def set_moments(self, obs: Moments, ret: Moments) -> None:
         """Normaliser moments of the raw observations (``obs_shape`` arrays or flat) and of

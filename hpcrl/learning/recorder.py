@@ -46,6 +46,7 @@ class RunRecorder:
                  stat_names: tuple[str, ...], resume_state: dict[str, Any] | None,
                  console: IO[str] | None) -> None:
         self.config, self.spaces, self.run = config, spaces, run
+        self.trained = False  # an update recorded by this process (RunDir.trained_path)
         self.updates, self.env_steps, self.wall_before = 0, 0, 0.0
         self.episodes = EpisodeWindow()
         if resume_state is not None:
@@ -122,6 +123,9 @@ class RunRecorder:
         row = progress_row(self.env_steps, self.updates, self.wall_time_s, fps, self.episodes,
                            int(episodes[0]), stats, scheme)
         self.log.write(row)
+        if not self.trained:  # the batch scripts' sign that this step did work
+            self.trained = True
+            write_run_file("first-update marker", self.run.trained_path, f"{self.updates}\n")
         if self.wandb is not None:
             self.wandb.log(row)
         if self.console is not None:

@@ -85,6 +85,7 @@ class UpdateFigures:
     skipped_updates: int = 0
     grad_norm_sum: float = 0.0
     rounds: int = 0
+    env_restarts: int = 0  # envs made again while the chunks were collected
     stats: dict[str, float] = field(default_factory=dict)
 
 
@@ -157,6 +158,7 @@ class ReplayLoop:
         row.length_sum += float(lengths.sum())
         row.lag_sum += self.learner.version - chunk.weights_version
         row.collect_s += chunk.collect_seconds
+        row.env_restarts += chunk.env_restarts
 
     # -- training ----------------------------------------------------------------------------
     def due_steps(self) -> int:
@@ -225,7 +227,7 @@ class ReplayLoop:
             gradients=1, applied=row.applied_steps, grad_norm_sum=row.grad_norm_sum,
             skipped_updates=row.skipped_updates,
             learning_rate=self.learner.algorithm.learning_rate,
-            live_collectors=self.source.live,
+            live_collectors=self.source.live, env_restarts=row.env_restarts,
             replay_ratio=row.gradient_steps / max(row.env_steps, 1))
         for name, value in row.stats.items():
             report[self.layout.index(name)] = value / row.rounds

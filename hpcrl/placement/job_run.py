@@ -31,7 +31,7 @@ from hpcrl.runtime.finite import naming_last_good
 from hpcrl.runtime.rng import seed_everything, set_rng_state
 from hpcrl.runtime.run_dir import RunDir, default_run_dir
 from hpcrl.runtime.signals import STOP_REQUEST
-from hpcrl.scheme import COLLECTOR, INFERENCE, UPDATER
+from hpcrl.scheme import COLLECTOR, INFERENCE, SPARE, UPDATER, spare_ranks
 
 
 @dataclass
@@ -80,6 +80,8 @@ class JobRun:
             stack.enter_context(naming_last_good(run.checkpoint_path, self._where()))
             stack.enter_context(startup_objects_frozen())
             self.ranked.run()
+            if job.spares is not None:  # no more replacements; idle spares leave
+                job.spares.release()
             self._done = True
         if self.restore_signals is not None:
             self.restore_signals()
@@ -230,6 +232,12 @@ def prepare(config: Config, run_dir: Path | None, resume: bool = False,
         from hpcrl.placement.mpi.watch import watch_failures
 
         install_abort_handler(job.world, job.describe)
+        if job.is_leader and spare_ranks(config.scheme):
+            from hpcrl.placement.mpi.spares import SparePool
+
+            # rank 0 gives lost collectors' places to spares (where the job survives a loss)
+            # and tells them to leave when it ends (every job)
+            job.spares = SparePool(job)
         if job.survives or watches_for_revocation():
             watch = watch_failures(job)
     STOP_REQUEST.announce = job.is_leader  # every rank gets the signal; one says so
@@ -280,6 +288,10 @@ def make_role(job: MpiJob, state: dict[str, Any] | None, console: IO[str] | None
     role = job.role.role
     if role == COLLECTOR:
         return CollectorRank(job, collector_state_for(state, job.role.env_offset))
+    if role == SPARE:
+        from hpcrl.placement.mpi.spares import SpareRank
+
+        return SpareRank(job)
     if role == INFERENCE:
         return InferenceRank(job)
     config = job.config

@@ -34,7 +34,7 @@ from torch import nn
 
 from hpcrl.core.env_groups import EnvGroup, EnvGroups
 from hpcrl.core.obs_format import obs_format
-from hpcrl.roles.env_core import CollectionFacts, EnvCore, StepFacts
+from hpcrl.roles.env_core import CollectionFacts, EnvCore, StepFacts, restart_ledger
 from hpcrl.roles.messages import Weights
 from hpcrl.roles.rollout_filler import RolloutFiller
 from hpcrl.roles.transition_filler import COLLECT_STREAM, TransitionFiller
@@ -201,7 +201,8 @@ class Collector(Generic[BufferT]):
         core.vector_steps += done_steps
         return filler.finish(done_steps, raw_obs[:done_steps],
                              CollectionFacts(self.weights_version, self.env_offset,
-                                             self.collector_id, time.perf_counter() - started))
+                                             self.collector_id, time.perf_counter() - started,
+                                             core.restarts.take()))
 
     def _end_step(self, t: int, group: EnvGroup, raw_rewards: np.ndarray) -> None:
         """Group ``group``'s step ``t`` returned: note its final observations and episode
@@ -210,6 +211,7 @@ class Collector(Generic[BufferT]):
         core, filler = self.core, self.filler
         obs = core.obs[group.cols]
         next_obs, rewards, terminated, truncated, info = core.end(group)
+        cut = core.note_restarts(group, info, t)  # envs a failure cut (made again)
         core.next_obs[group.cols] = next_obs
         raw_rewards[t, group.cols] = rewards
         done = terminated | truncated
@@ -222,9 +224,9 @@ class Collector(Generic[BufferT]):
                 final = core.final_observations(wanted, info)
                 self._finals.append((t, wanted + group.cols.start, final))
         filler.record(StepFacts(t, group, obs, next_obs, rewards, terminated, truncated,
-                                done, ended, wanted, final))
+                                done, ended, wanted, final, cut))
         if ended.size:
-            filler.end_episodes(t, group, done, *core.end_episodes(group, done, info))
+            filler.end_episodes(t, group, done, *core.end_episodes(group, done, info, cut))
 
     def _check(self, raw_obs: np.ndarray, raw_rewards: np.ndarray) -> None:
         """Stop on a non-finite observation or reward of this collection, the next
@@ -257,22 +259,28 @@ class Collector(Generic[BufferT]):
 def rollout_collector(envs: gym.vector.VectorEnv | EnvGroups, actor: ActorCritic, config: EnvConfig,
                       gamma: float, seed: int, env_offset: int = 0, collector_id: int = 0,
                       total_envs: int | None = None,
-                      engine: PolicyEngine | None = None) -> Collector[Rollout]:
+                      engine: PolicyEngine | None = None,
+                      incarnation: int = 0) -> Collector[Rollout]:
     """An on-policy collector of ``envs`` (global indices ``env_offset ..`` of
     ``total_envs`` in the job, default its own) that fills rollouts with ``actor``'s
-    actions (see :class:`~hpcrl.roles.rollout_filler.RolloutFiller`)."""
-    core = EnvCore(envs, actor.obs_format, seed, env_offset, total_envs)
+    actions (see :class:`~hpcrl.roles.rollout_filler.RolloutFiller`); ``incarnation`` > 0
+    when it takes the place of a lost collector (fresh seeds: :class:`EnvCore`)."""
+    core = EnvCore(envs, actor.obs_format, seed, env_offset, total_envs,
+                   restarts=restart_ledger(config, envs.num_envs, env_offset),
+                   incarnation=incarnation)
     return Collector(core, RolloutFiller(core, actor, config, gamma, engine), collector_id)
 
 
 def transition_collector(envs: gym.vector.VectorEnv | EnvGroups, policy: nn.Module, config: Config,
                          env_offset: int = 0, collector_id: int = 0,
                          total_envs: int | None = None, collector_index: int = 0,
-                         collector_count: int = 1, acting: Any = None
-                         ) -> Collector[Transitions]:
+                         collector_count: int = 1, acting: Any = None,
+                         incarnation: int = 0) -> Collector[Transitions]:
     """An off-policy collector of ``envs`` that fills transition chunks with ``policy``'s
     exploration (see :class:`~hpcrl.roles.transition_filler.TransitionFiller`)."""
     core = EnvCore(envs, obs_format(envs.single_observation_space), config.seed, env_offset,
-                   total_envs, stream=(COLLECT_STREAM,))
+                   total_envs, stream=(COLLECT_STREAM,),
+                   restarts=restart_ledger(config.env, envs.num_envs, env_offset),
+                   incarnation=incarnation)
     filler = TransitionFiller(core, policy, config, collector_index, collector_count, acting)
     return Collector(core, filler, collector_id)

@@ -21,7 +21,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from hpcrl.config.schema import EnvConfig
 from hpcrl.core.env_groups import EnvGroup, EnvGroups
+from hpcrl.core.env_restarts import REPLACED, RestartLedger, fresh_seed, restart_marks
 from hpcrl.core.env_state import from_plain, to_plain
 from hpcrl.core.envs import env_seeds, restore_vector_env_state, vector_env_state
 from hpcrl.core.obs_format import ObsFormat
@@ -49,6 +51,10 @@ class StepFacts:
     ended: np.ndarray
     final_envs: np.ndarray
     final_obs: np.ndarray | None
+    # the envs whose episode a failure cut at this step (None: none): their step is no
+    # transition, their final observation the last one they gave
+    # (:mod:`hpcrl.core.env_restarts`)
+    cut: np.ndarray | None = None
 
     @property
     def cols(self) -> slice:
@@ -65,28 +71,49 @@ class CollectionFacts:
     env_offset: int
     source: int
     seconds: float
+    env_restarts: int = 0  # envs made again during the collection
+
+
+def restart_ledger(config: EnvConfig, num_envs: int, env_offset: int) -> RestartLedger:
+    """The count and bound of a collector's envs made again (``env.max_restarts`` within
+    ``env.restart_window`` steps of each)."""
+    return RestartLedger(num_envs, env_offset, config.max_restarts, config.restart_window)
 
 
 class EnvCore:
     """``envs`` (a vector env, or groups of them) at global indices ``env_offset ..`` of a
     job of ``total_envs`` envs (default: its own), reset with the job's seeds; ``stream``
-    sets the generators apart from other collectors' (a collector kind's own constant)."""
+    sets the generators apart from other collectors' (a collector kind's own constant).
+
+    ``restarts`` counts and bounds the envs made again after a failure (default: the
+    bound of ``env.max_restarts``'s default). ``incarnation`` > 0: this core takes the
+    place of a collector that was lost (the ``incarnation``-th to hold its envs), whose
+    envs and generators start from fresh seeds instead of the job's first ones."""
 
     def __init__(self, envs: gym.vector.VectorEnv | EnvGroups, obs_format: ObsFormat,
                  seed: int, env_offset: int = 0, total_envs: int | None = None,
-                 stream: tuple[int, ...] = ()) -> None:
+                 stream: tuple[int, ...] = (), restarts: RestartLedger | None = None,
+                 incarnation: int = 0) -> None:
         if not isinstance(envs, EnvGroups):
             envs = EnvGroups([envs])
         n = envs.num_envs
         self.envs, self.obs_format = envs, obs_format
         self.num_envs, self.env_offset = n, env_offset
         self.total_envs = total_envs or n
-        self.rngs = [np.random.default_rng([seed, *stream, env_offset + i]) for i in range(n)]
+        again = (incarnation,) if incarnation else ()
+        self.rngs = [np.random.default_rng([seed, *stream, env_offset + i, *again])
+                     for i in range(n)]
         self.vector_steps = 0  # steps of this vector env so far
         self.episode_return = np.zeros(n, np.float64)
         self.episode_length = np.zeros(n, np.int64)
-        self.obs = np.concatenate([obs_format.carry(part) for part in
-                                   envs.reset(seed=env_seeds(seed, env_offset, n))])
+        self.restarts = (restarts if restarts is not None
+                         else restart_ledger(EnvConfig(), n, env_offset))
+        seeds = env_seeds(seed, env_offset, n)
+        if incarnation:
+            seeds = [fresh_seed(s, REPLACED, incarnation) for s in seeds]
+        self.obs = np.concatenate([obs_format.carry(part) for part in envs.reset(seed=seeds)])
+        for group, info in zip(self.groups, envs.reset_infos, strict=True):
+            self.note_restarts(group, info, 0)
         self._next: np.ndarray | None = None  # the step's next observations, group by group
         self._raw: dict[str, np.ndarray] = {}
 
@@ -124,14 +151,28 @@ class EnvCore:
         self.episode_length[group.cols] += 1
         return self.obs_format.carry(obs), rewards, terminated, truncated, info
 
-    def end_episodes(self, group: EnvGroup, done: np.ndarray, info: dict[str, Any]
-                     ) -> tuple[np.ndarray, np.ndarray]:
+    def note_restarts(self, group: EnvGroup, info: dict[str, Any], t: int
+                      ) -> np.ndarray | None:
+        """The envs of ``group`` whose episode a failure cut in its step ``t`` of this
+        collection (a mask of the group's envs, None when none), every env made again
+        counted (:class:`~hpcrl.core.env_restarts.RestartLedger`: past its bound it
+        raises, naming the env)."""
+        cut, made = restart_marks(info, group.size)
+        for env, why in made:
+            self.restarts.note(group.cols.start + env, self.vector_steps + t, why)
+        return cut
+
+    def end_episodes(self, group: EnvGroup, done: np.ndarray, info: dict[str, Any],
+                     cut: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The game's return and length of every env of ``group`` (0 where none ended: see
         :func:`~hpcrl.core.suites.game_episodes`) for the episodes ``done`` ended; their
-        trackers start again."""
+        trackers start again. An episode ``cut`` by a failure is no episode of the game
+        (length 0, as a lost life)."""
         cols = group.cols
         returns, lengths = game_episodes(info, done, self.episode_return[cols],
                                          self.episode_length[cols])
+        if cut is not None:
+            returns, lengths = np.where(cut, 0.0, returns), np.where(cut, 0, lengths)
         self.episode_return[cols][done] = 0.0
         self.episode_length[cols][done] = 0
         return returns, lengths

@@ -16,6 +16,9 @@ import numpy as np
 TAG_ROLLOUT, TAG_WEIGHTS, TAG_GRAD, TAG_GRAD_INFO, TAG_PREEMPT, TAG_DONE = 1, 2, 3, 4, 5, 6
 TAG_FINAL, TAG_STATE, TAG_REPORT = 7, 8, 9
 TAG_ACT, TAG_ACTED = 10, 11  # a collector's request to its inference rank, and the reply
+# rank 0 to a spare rank: the lost collector whose place it takes (or None: the job ends);
+# rank 0 to a learner: which spare took the place of which lost collector of its
+TAG_ASSIGN, TAG_REPLACED = 12, 13
 ACTING_TAGS_FROM = 100  # a group's acting request and reply: tags 100 + 2g and 101 + 2g
 
 
@@ -31,7 +34,7 @@ from hpcrl.roles.messages import CHECKPOINT, COLLECT, PREEMPTED, STOP  # noqa: E
 REPORT_FIELDS = ("env_steps", "episodes", "return_sum", "length_sum", "policy_lag",
                  "time_collect_s", "time_wait_s", "time_compute_s", "time_communicate_s",
                  "dropped_rollouts", "gradients", "applied", "grad_norm_sum", "learning_rate",
-                 "skipped_updates", "live_collectors", "starved_learners")
+                 "skipped_updates", "live_collectors", "starved_learners", "env_restarts")
 
 
 class Report(Record):
@@ -57,6 +60,7 @@ class Report(Record):
     skipped_updates: np.ndarray
     live_collectors: np.ndarray
     starved_learners: np.ndarray
+    env_restarts: np.ndarray
 
 
 class ReportLayout(RecordLayout[Report]):
@@ -82,8 +86,9 @@ class ReportLayout(RecordLayout[Report]):
                     learning_rate: float, live_collectors: int = 1,
                     starved: bool = False) -> Report:
         """The figures of one finished update: env steps, episodes, lag, time split, how
-        many of the ranks that collect for this worker are live, and whether it lost every
-        one of them (``starved``: the job then checkpoints and stops)."""
+        many of the ranks that collect for this worker are live, whether it lost every
+        one of them (``starved``: the job then checkpoints and stops), and the envs made
+        again after a failure while its rollouts were collected."""
         finished = [r.finished_episodes() for r in rollouts]
         return report.set(env_steps=sum(r.valid_steps * r.layout.num_envs for r in rollouts),
                           episodes=sum(len(f[0]) for f in finished),
@@ -92,7 +97,8 @@ class ReportLayout(RecordLayout[Report]):
                           policy_lag=policy_lag, time_collect_s=t_collect, time_wait_s=t_wait,
                           time_compute_s=times["compute"], time_communicate_s=times["comm"],
                           dropped_rollouts=dropped, learning_rate=learning_rate,
-                          live_collectors=live_collectors, starved_learners=float(starved))
+                          live_collectors=live_collectors, starved_learners=float(starved),
+                          env_restarts=sum(r.env_restarts for r in rollouts))
 
     def add_stats(self, report: Report, sums: Sequence[float] | np.ndarray,
                   count: int = 1) -> None:
@@ -128,7 +134,7 @@ class ReportLayout(RecordLayout[Report]):
         grads = np.maximum(col_g["gradients"], 1)
         out = {name: float(col[name].sum()) for name in
                ("env_steps", "episodes", "return_sum", "length_sum", "dropped_rollouts",
-                "live_collectors", "starved_learners")}
+                "live_collectors", "starved_learners", "env_restarts")}
         out.update(policy_lag=float(col_g["policy_lag"].mean()),
                    grad_norm=float(col["grad_norm_sum"].sum() / max(col["applied"].sum(), 1)),
                    learning_rate=float(col_g["learning_rate"].mean()),
@@ -155,7 +161,7 @@ CONTROL_LAYOUT = RecordLayout(scalar_fields(("command", "env_steps"), np.int64),
 
 
 SCHEME_KEYS = ("policy_lag", "dropped_rollouts", "time_collect_s", "time_wait_s", "time_compute_s",
-               "time_communicate_s", "live_collectors")
+               "time_communicate_s", "live_collectors", "env_restarts")
 
 
 def update_row(figures: dict[str, float], stat_names: Sequence[str],

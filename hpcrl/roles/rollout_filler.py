@@ -50,6 +50,7 @@ class RolloutFiller:
                           else as_box(space).high.astype(np.float32))
         # integer components go to the env as the integers its space holds
         self.env_dtype = space.dtype if actor.integer_actions and not actor.discrete else None
+        self.gamma = gamma
         self.engine = engine if engine is not None else make_engine(actor)
         # PPO+D's replay slots (hpcrl.core.demo_replay), when the envs have them (one group:
         # the config refuses demonstrations with several)
@@ -67,6 +68,8 @@ class RolloutFiller:
         # bootstrap values of the episodes truncated during the rollout: step -> a list of
         # (envs, values), one per group whose episodes were cut there
         self._final_values: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        # (step, envs) whose episode a failure cut there (their envs were made again)
+        self._cuts: list[tuple[int, np.ndarray]] = []
 
     @property
     def module(self) -> ActorCritic:
@@ -96,6 +99,7 @@ class RolloutFiller:
         self._noise = np.stack(cols, axis=1)
         self.normalizing.begin()
         self._final_values.clear()
+        self._cuts.clear()
         self._length = buffer.layout.sequence_length or steps
         norm = self.normalizing
         raw_obs = (self.core.raw_buffer("obs", buffer.obs.shape, buffer.obs.dtype)
@@ -155,9 +159,15 @@ class RolloutFiller:
         rollout.rewards[t, cols] = self.normalizing.reward(step.rewards, cols)
         rollout.terminated[t, cols] = step.terminated
         rollout.truncated[t, cols] = step.truncated
-        if step.final_obs is not None:  # of the truncated episodes alone
-            envs = step.final_envs + cols.start
-            final = self.normalizing.observation(step.final_obs)
+        finals, envs = step.final_obs, step.final_envs
+        if step.cut is not None:  # a failure's cut: no bootstrap from its final obs
+            self._cuts.append((t, np.flatnonzero(step.cut) + cols.start))
+            kept = ~step.cut[envs]
+            finals = None if finals is None or not kept.any() else finals[kept]
+            envs = envs[kept]
+        if finals is not None:  # of the truncated episodes alone
+            envs = envs + cols.start
+            final = self.normalizing.observation(finals)
             state = None if self.memory is None else self.memory[envs]
             self._final_values.setdefault(t, []).append(
                 (envs, self.engine.value(final, state, step.group.index)))
@@ -195,9 +205,11 @@ class RolloutFiller:
         for t, parts in self._final_values.items():
             for envs, values in parts:
                 rollout.next_values[t, envs] = values
+        for t, envs in self._cuts:
+            cut_step(rollout, t, envs, self.gamma)
         rollout.set_moments(*self.normalizing.moments(raw_obs))
         rollout.set_facts(steps, facts.weights_version, facts.env_offset, facts.source,
-                          facts.seconds)
+                          facts.seconds, facts.env_restarts)
         self.rollout = None
         return rollout
 
@@ -223,3 +235,15 @@ class RolloutFiller:
                 raise ValueError("the checkpoint holds no recurrent state of this actor's size "
                                  "for its envs: actor.memory changed since it was written")
             self.memory = state["memory"].numpy().copy()
+
+
+def cut_step(rollout: Rollout, t: int, envs: np.ndarray, gamma: float) -> None:
+    """Make step ``t`` of ``envs`` (a step their env failed in, its episode cut there: it
+    is marked truncated) teach nothing: no reward, and a next value whose discounted sum
+    is the step's own value, so that GAE's error there is 0: the step's advantage is 0, its
+    value target its value, and no advantage flows from it into the steps before, which
+    bootstrap from the value of the last observation the env gave (a truncation there).
+    V-trace reads the same next value as that observation's value."""
+    values = rollout.values[t, envs]
+    rollout.rewards[t, envs] = 0.0 if gamma > 0 else values
+    rollout.next_values[t, envs] = values / gamma if gamma > 0 else 0.0

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import torch
 from torch import nn
 
 from hpcrl.config.algo_sections import DdpgConfig
@@ -132,6 +133,9 @@ class TransitionFiller:
                                  else np.float32)
         self._step: dict[str, np.ndarray] = {}
         self._recorded = 0  # groups of the current step recorded
+        # hindsight replay: envs whose next row starts an episode after a failure cut the
+        # one before (that one's last step gave no row to mark its end on)
+        self._after_cut = np.zeros(n, bool)
         self._pending: dict[int, tuple[int, np.ndarray, np.ndarray | None]] = {}
 
     @property
@@ -240,8 +244,9 @@ class TransitionFiller:
                          final=np.empty((n,) + step.next_obs.shape[1:], step.next_obs.dtype),
                          rewards=np.empty(n, step.rewards.dtype),
                          terminated=np.empty(n, bool), truncated=np.empty(n, bool),
-                         done=np.empty(n, bool))
+                         done=np.empty(n, bool), cut=np.zeros(n, bool))
         whole["obs"][cols] = step.obs
+        whole["cut"][cols] = False if step.cut is None else step.cut
         whole["final"][cols] = step.next_obs
         if step.final_obs is not None:
             whole["final"][cols][step.ended] = step.final_obs
@@ -252,9 +257,15 @@ class TransitionFiller:
         if self._recorded < len(self.core.groups):
             return
         self._recorded = 0
+        cut = whole["cut"] if whole["cut"].any() else None
+        if cut is not None:  # a failure cut these envs' episodes: their step is none
+            ended = self.window.cut(cut, whole["obs"])  # truncated at their last obs
+            if len(ended[2]):
+                chunk.append(*ended)  # (n-step windows: no hindsight streams)
+            self._after_cut |= cut
         rows = self.window.push(whole["obs"], self._actions, whole["rewards"],
-                                whole["terminated"], whole["truncated"], whole["final"])
-        chunk.append(*rows, *self._streams(chunk, whole["done"]))
+                                whole["terminated"], whole["truncated"], whole["final"], cut)
+        chunk.append(*rows, *self._streams(chunk, whole["done"], cut))
 
     def end_episodes(self, t: int, group: EnvGroup, done: np.ndarray, returns: np.ndarray,
                      lengths: np.ndarray) -> None:
@@ -278,19 +289,25 @@ class TransitionFiller:
         if chunk.layout.priorities:
             self._priorities(chunk)
         chunk.set_facts(facts.weights_version, facts.env_offset, facts.source,
-                        steps * self.core.num_envs, facts.seconds)
+                        steps * self.core.num_envs, facts.seconds, facts.env_restarts)
         self.chunk = None
         return chunk
 
-    def _streams(self, chunk: Transitions, done: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Each row's global env index and episode end, for a chunk whose layout has
-        streams (hindsight replay; with 1-step windows a step's rows are every env's, in
-        env order), else nothing."""
+    def _streams(self, chunk: Transitions, done: np.ndarray, cut: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, ...]:
+        """Each row's global env index and episode flags, for a chunk whose layout has
+        streams (hindsight replay; with 1-step windows a step's rows are every env's not
+        ``cut``, in env order), else nothing. The flags: 1 where the row's episode ended,
+        2 where it starts an episode after a cut one
+        (:meth:`~hpcrl.core.replay.her.HerReplay.add`)."""
         if not chunk.layout.streams:
             return ()
         if self.window.n != 1:
             raise ValueError("hindsight replay needs 1-step transitions (replay.n_step=1)")
-        return self.env_ids, done
+        keep = np.ones(len(done), bool) if cut is None else ~cut
+        flags = done.astype(np.float32) + np.where(self._after_cut, 2.0, 0.0)
+        self._after_cut &= ~keep
+        return self.env_ids[keep], flags[keep]
 
     def _priorities(self, chunk: Transitions) -> None:
         """Initial priorities of the chunk's rows: ``|r + discount * max_a Q(s', a) -
@@ -314,7 +331,8 @@ class TransitionFiller:
         engine = self.engine
         return {"window": self.window.state_dict(),
                 "noise": self.noise.state_dict() if self.noise is not None else {},
-                "plans": engine.state_dict() if isinstance(engine, PlanningEngine) else {}}
+                "plans": engine.state_dict() if isinstance(engine, PlanningEngine) else {},
+                "after_cut": torch.from_numpy(self._after_cut.copy())}
 
     def load_state_dict(self, state: dict[str, Any], envs_restored: bool) -> None:
         """Restore :meth:`state_dict`: the noise always, the pending windows only when the
@@ -325,3 +343,5 @@ class TransitionFiller:
             self.engine.load_state_dict(state["plans"], envs_restored)
         if envs_restored:
             self.window.load_state_dict(state["window"])
+            if "after_cut" in state:  # (written since envs come back)
+                self._after_cut[:] = state["after_cut"].numpy()

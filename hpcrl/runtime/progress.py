@@ -21,7 +21,8 @@ BASE_COLUMNS = ("env_steps", "updates", "wall_time_s", "fps", "episode_return_me
                 "episode_length_mean", "episodes")
 PROGRESS, TENSORBOARD = "progress log", "TensorBoard event files"
 SCHEME_COLUMNS = ("policy_lag", "gradient_asynchrony", "dropped_rollouts", "time_collect_s",
-                  "time_wait_s", "time_compute_s", "time_communicate_s", "live_collectors")
+                  "time_wait_s", "time_compute_s", "time_communicate_s", "live_collectors",
+                  "env_restarts")
 
 
 def columns_for(stat_names: Sequence[str]) -> list[str]:

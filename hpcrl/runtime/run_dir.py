@@ -108,6 +108,13 @@ class RunDir:
         return self.path / "checkpoints" / "best.pt"
 
     @property
+    def trained_path(self) -> Path:
+        """The marker a run writes once it recorded its first update (rank 0's, in a job):
+        a batch script removes it before each step and starts again a step that failed
+        without it, a launch that failed before any work (``HPCRL_START_RETRIES``)."""
+        return self.path / "trained"
+
+    @property
     def stopped_path(self) -> Path:
         """The marker of a checkpointed stop on a signal. A batch script requeues the job when
         it exists, not on the step's exit status alone: when one rank exits first, srun

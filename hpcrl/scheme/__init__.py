@@ -3,6 +3,7 @@ from hpcrl.scheme.presets import PRESETS, apply_preset
 from hpcrl.scheme.topology import (
                                    COLLECTOR,
                                    INFERENCE,
+                                   SPARE,
                                    UPDATER,
                                    WORKER,
                                    RankRole,
@@ -13,8 +14,9 @@ from hpcrl.scheme.topology import (
                                    envs_per_gradient_step,
                                    required_world_size,
                                    scheme_problem,
+                                   spare_ranks,
 )
 
-__all__ = ["COLLECTOR", "INFERENCE", "PRESETS", "RankRole", "UPDATER", "WORKER", "WorldSizeError",
-           "apply_preset", "assign_roles", "collecting_ranks", "describe",
-           "envs_per_gradient_step", "required_world_size", "scheme_problem"]
+__all__ = ["COLLECTOR", "INFERENCE", "PRESETS", "RankRole", "SPARE", "UPDATER", "WORKER",
+           "WorldSizeError", "apply_preset", "assign_roles", "collecting_ranks", "describe",
+           "envs_per_gradient_step", "required_world_size", "scheme_problem", "spare_ranks"]

@@ -127,6 +127,20 @@ def preset_label(s: SchemeConfig) -> str:
         return s.preset
     return f"custom (preset {s.preset}, {', '.join(changed)} changed)"
 
+def _lost_collector_lines(config: Config) -> list[str]:
+    """What a lost collector does to the job, on the MPI library mpi4py runs on here (read
+    only for a scheme whose answer depends on it)."""
+    from hpcrl.scheme.survival import lost_collector_line
+
+    version = None
+    if config.scheme.collection == "async" and config.scheme.collectors_per_worker > 0:
+        from hpcrl.slurm.mpi_plugin import mpi_library_version
+
+        version = mpi_library_version()[0]
+    line = lost_collector_line(config, version)
+    return [] if line is None else [f"if a collector rank dies, {line}"]
+
+
 def plan_text(config: Config) -> str:
     """The plan as text for people (``hpcrl plan``): the scheme's summary lines, then a table
     of the ranks."""
@@ -141,7 +155,8 @@ def plan_text(config: Config) -> str:
              f"world size: {info['world_size']}   "
              f"(mpiexec -n {info['world_size']} hpcrl train ...)",
              f"envs: {info['total_envs']} in all, {config.env.num_envs} per collecting rank",
-             f"transport: {info['transport']}", "",
+             f"transport: {info['transport']}",
+             *_lost_collector_lines(config), "",
              f"{'rank':>4}  {'role':<16} {'group':>5}  {'feeds':<10} {'fed by':<12} "
              f"{'device':<7} envs"]
     for r in rank_table(config):

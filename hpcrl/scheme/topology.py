@@ -17,6 +17,7 @@ from hpcrl.errors import ExplainedError
 
 UPDATER, WORKER, COLLECTOR = "updater", "gradient_worker", "collector"
 INFERENCE = "inference"
+SPARE = "spare"  # idle until it takes a lost collector's place (scheme.max_collector_restarts)
 
 
 class WorldSizeError(ExplainedError, ValueError):
@@ -57,10 +58,19 @@ def collecting_ranks(scheme: SchemeConfig) -> int:
     return scheme.gradient_workers * max(scheme.collectors_per_worker, 1)
 
 
+def spare_ranks(scheme: SchemeConfig) -> int:
+    """Spare ranks the job starts with: one per lost collector it may replace
+    (``scheme.max_collector_restarts``; only asynchronous collection goes on without one)."""
+    if scheme.collection != "async" or scheme.collectors_per_worker < 1:
+        return 0
+    return max(scheme.max_collector_restarts, 0)
+
+
 def required_world_size(scheme: SchemeConfig) -> int:
-    """Ranks the scheme needs: updater + gradient workers + inference ranks + collectors."""
+    """Ranks the scheme needs: updater + gradient workers + inference ranks + collectors
+    + spares."""
     return (int(has_updater(scheme)) + scheme.gradient_workers + scheme.inference_ranks
-            + scheme.gradient_workers * scheme.collectors_per_worker)
+            + scheme.gradient_workers * scheme.collectors_per_worker + spare_ranks(scheme))
 
 
 def inference_groups(collectors: list[int], per_worker: int) -> list[list[int]]:
@@ -86,7 +96,7 @@ def assign_roles(world_size: int, scheme: SchemeConfig, num_envs: int,
             f"the scheme needs {need} ranks ({describe(scheme)}) but the job has "
             f"{world_size}; launch it with `{launcher} -n {need}` or change "
             f"scheme.gradient_workers / scheme.collectors_per_worker / "
-            f"scheme.inference_ranks / scheme.update")
+            f"scheme.inference_ranks / scheme.update / scheme.max_collector_restarts")
     g, k = scheme.gradient_workers, scheme.collectors_per_worker
     per_worker = scheme.inference_ranks // g if scheme.inference_ranks > 0 else 0
     first_worker = int(has_updater(scheme))
@@ -123,6 +133,9 @@ def assign_roles(world_size: int, scheme: SchemeConfig, num_envs: int,
                                   (workers[i],) + helper, collects=True, learner=False,
                                   env_offset=(i * k + j) * num_envs, num_envs=num_envs,
                                   inference=acts_on.get(rank, -1)))
+    first_spare = first_collector + g * k
+    for rank in range(first_spare, first_spare + spare_ranks(scheme)):
+        table.append(RankRole(rank, SPARE, -1, (), (), collects=False, learner=False))
     return sorted(table, key=lambda r: r.rank)
 
 
@@ -139,6 +152,9 @@ def describe(scheme: SchemeConfig) -> str:
     c = g * scheme.collectors_per_worker
     if c:
         parts.append(f"{c} collector{'s' if c != 1 else ''}")
+    spares = spare_ranks(scheme)
+    if spares:
+        parts.append(f"{spares} spare{'s' if spares != 1 else ''}")
     return " + ".join(parts)
 
 
@@ -154,6 +170,9 @@ def lost_collector_problem(s: SchemeConfig) -> str | None:
     if s.min_collectors < 1:
         return ("config key 'scheme.min_collectors' must be >= 1: a job with no live "
                 "collector has nothing to train on")
+    replaced = collector_restarts_problem(s)
+    if replaced is not None:
+        return replaced
     if s.min_collectors == 1:
         return None
     if s.collection != "async":
@@ -167,6 +186,32 @@ def lost_collector_problem(s: SchemeConfig) -> str | None:
         return (f"scheme.min_collectors={s.min_collectors} exceeds the job's "
                 f"{total} collector ranks (scheme.gradient_workers x "
                 f"scheme.collectors_per_worker); set it to at most {total}")
+    return None
+
+
+def collector_restarts_problem(s: SchemeConfig) -> str | None:
+    """Why ``scheme.max_collector_restarts`` cannot hold, or None: a spare takes a lost
+    collector's place only where the learners go on without it (asynchronous collection),
+    talk to it alone (no inference rank, whose slots are its collectors'), and take each
+    checkpoint in one step with rank 0 (synchronous gradients)."""
+    n = s.max_collector_restarts
+    if n < 0:
+        return "config key 'scheme.max_collector_restarts' must be >= 0 (0: none replaced)"
+    if n == 0:
+        return None
+    if s.collection != "async" or s.collectors_per_worker < 1:
+        return (f"scheme.max_collector_restarts={n} replaces lost collector ranks while an "
+                f"asynchronous job runs (scheme.collection=async with collector ranks: "
+                f"async-ppo, impala, apex, async-sac); a synchronous scheme waits for every "
+                f"collector and ends when one is lost. Drop the key or use such a scheme")
+    if s.inference_ranks > 0:
+        return (f"scheme.max_collector_restarts={n} cannot be used with scheme.inference_ranks:"
+                f" an inference rank serves fixed slots of its collector ranks, which a spare "
+                f"cannot take over; drop one of the two keys")
+    if s.gradients == "async":
+        return (f"scheme.max_collector_restarts={n} needs scheme.gradients=sync: with "
+                f"asynchronous gradients the updater's checkpoints do not wait for a "
+                f"replaced collector's learner; drop the key or use gradients=sync")
     return None
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import textwrap
 from dataclasses import dataclass, field
 
 from hpcrl.config.loader import ConfigError
-from hpcrl.slurm.mpi_plugin import srun_launch
+from hpcrl.scheme.survival import lost_collector_line
+from hpcrl.slurm.mpi_plugin import mpi_library_version, srun_launch
 from hpcrl.slurm.sizing import JobShape, size_job
 from hpcrl.slurm.templates import (
     Template,
@@ -153,12 +155,26 @@ def _variables(lines: list[str], shape: JobShape, opts: RenderOptions,
                                                                 list(opts.sets)))
 
 
-def _header(shape: JobShape, opts: RenderOptions, launch_note: str) -> list[str]:
+def _header(shape: JobShape, opts: RenderOptions, launch_note: str,
+            launch: str | None) -> list[str]:
     plan = ["hpcrl", "plan", *([_abspath(opts.config)] if opts.config else [])]
     for item in (*opts.sets, *shape.scheme_sets):
         plan += ["--set", item]
     return ["# rendered by `hpcrl slurm render`:", f"#   {shape.summary()}",
-            f"#   {launch_note}", f"#   rank table: {shlex.join(plan)}"]
+            f"#   {launch_note}", *_survival(shape, launch),
+            f"#   rank table: {shlex.join(plan)}"]
+
+
+def _survival(shape: JobShape, launch: str | None) -> list[str]:
+    """The comment lines on what a lost collector does to the rendered job (none for a job
+    without collector ranks), wrapped at 96 characters."""
+    words = shlex.split(launch) if launch is not None else ["srun"]  # (the job picks srun)
+    line = lost_collector_line(shape.config, mpi_library_version()[0],
+                               under_srun=words[0].rsplit("/", 1)[-1] == "srun")
+    if line is None:
+        return []
+    return [f"#   {part}" for part in textwrap.wrap(f"if a collector rank dies, {line}", 92,
+                                                    subsequent_indent="  ")]
 
 
 def job_shape(template: Template, opts: RenderOptions) -> JobShape:
@@ -179,7 +195,7 @@ def render(opts: RenderOptions) -> Rendered:
     lines = _sbatch_lines(list(template.lines), shape, opts, time, lead)
     lines = _variables(lines, shape, opts, launch)
     mark = next(i for i, line in enumerate(lines) if line.startswith("# hpcrl-template:"))
-    lines[mark + 1:mark + 1] = _header(shape, opts, launch_note)
+    lines[mark + 1:mark + 1] = _header(shape, opts, launch_note, launch)
     warnings = []
     if shape.config.train.device == "cpu":
         warnings.append("train.device is 'cpu': the job's GPUs stay idle; --set "

@@ -99,7 +99,8 @@ def test_a_failed_job_never_exits_0(openmpi, launcher, case, n):
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_an_error_on_rank_0_of_a_training_job_fails_it(openmpi, tmp_path, launcher):
     # DD-PPO: each rank learns from its own envs, and rank 0's env raises
-    done = train(launcher, 2, tmp_path / "run", ["scheme.preset=ddppo",
+    # (env.max_restarts=0: the env's error is not met by making it again, as before issue 46)
+    done = train(launcher, 2, tmp_path / "run", ["scheme.preset=ddppo", "env.max_restarts=0",
                                                  "train.total_env_steps=100000"],
                  openmpi, "raise:0", step=50)
     assert done.returncode != 0, done.stderr[-2000:]
@@ -112,7 +113,8 @@ def test_collectors_that_all_fail_at_random_leave_a_checkpoint_and_status_3(open
     """The reported case: every collector's env raises now and then, until none is left."""
     run_dir, budget = tmp_path / "run", 20000
     sets = ["scheme.preset=async-ppo", "scheme.collectors_per_worker=3",
-            "algo.ppo.minibatch_size=192", f"train.total_env_steps={budget}"]
+            "algo.ppo.minibatch_size=192", f"train.total_env_steps={budget}",
+            "env.max_restarts=0"]  # (an env that raises ends its collector: no restarts)
     # (armed from each env's 100th step: the job has trained before the first loss)
     done = train("openmpi-ulfm", 4, run_dir, sets, openmpi, "flaky:1,2,3", step=100, p=0.003)
     assert done.returncode == 3, done.stderr[-3000:]
@@ -158,7 +160,8 @@ def test_a_learner_that_lost_every_collector_stops_the_job_with_3(openmpi, tmp_p
 
 def test_under_mpich_losing_every_collector_fails_the_job(openmpi, tmp_path):
     done = train("mpich", 3, tmp_path / "run", ["scheme.preset=async-ppo",
-                                               "train.total_env_steps=100000"],
+                                               "train.total_env_steps=100000",
+                                               "env.max_restarts=0"],
                  openmpi, "raise:1,2", step=50)
     assert done.returncode != 0, done.stderr[-2000:]
     assert "RuntimeError: the env broke (injected fault)" in done.stderr

@@ -155,7 +155,8 @@ def test_a_hung_collector_is_killed_after_the_timeout_and_the_job_goes_on(openmp
 
 def test_an_env_that_raises_ends_its_collector_alone(openmpi, tmp_path):
     run_dir = tmp_path / "run"
-    done = train_ft(openmpi, 4, run_dir, ["scheme.preset=async-ppo",
+    # (env.max_restarts=0: the env is not made again, so its error ends its collector)
+    done = train_ft(openmpi, 4, run_dir, ["scheme.preset=async-ppo", "env.max_restarts=0",
                                           "train.total_env_steps=12000"], "raise:1", step=100)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (f"rank 1 (collector of gradient worker 0 on {socket.gethostname()}) failed: "

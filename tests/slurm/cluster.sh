@@ -57,12 +57,22 @@ pidfile_alive() {
 
 pidfile_pid() { tr -dc '0-9' <"$1" 2>/dev/null || true; }
 
+# The PMIx library srun --mpi=pmix loads (Debian's mpi_pmix plugin dlopens pmix2/lib/libpmix.so,
+# the link libpmix-dev installs): what a site that runs Open MPI has. slurmd reads its MPI
+# plugins when it starts, so one started before the library was there is started again.
+# (Open MPI's pip wheel brings a PMIx 5 client of its own: under srun it needs OPAL_PREFIX,
+# LD_LIBRARY_PATH, PMIX_MCA_psec=native and PMIX_MCA_gds=hash, and steps of 3 tasks or more
+# still fail in MPI_Init, the server's PMIx 4.2.2 unpacking past the end of the client's
+# messages; a site builds Open MPI against Slurm's own PMIx.)
+PMIX_LIB=/usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so
+PACKAGES=(slurm-wlm munge libpmix2 libpmix-dev)
+
 ensure_packages() {
     if command -v slurmctld >/dev/null && command -v slurmd >/dev/null &&
-        command -v sinfo >/dev/null && command -v munged >/dev/null; then
+        command -v sinfo >/dev/null && command -v munged >/dev/null && [[ -e "$PMIX_LIB" ]]; then
         return 0
     fi
-    log "installing slurm-wlm and munge"
+    log "installing ${PACKAGES[*]}"
     export DEBIAN_FRONTEND=noninteractive
     # keep the packages' init scripts from starting daemons during install
     local made_policy=0
@@ -72,15 +82,15 @@ ensure_packages() {
         made_policy=1
     fi
     local ok=0
-    if apt-cache show slurm-wlm >/dev/null 2>&1 &&
-        apt-get install -y --no-install-recommends slurm-wlm munge; then
+    if apt-cache show "${PACKAGES[@]}" >/dev/null 2>&1 &&
+        apt-get install -y --no-install-recommends "${PACKAGES[@]}"; then
         ok=1
     else
         log "package lists missing or stale: apt-get update"
-        apt-get update && apt-get install -y --no-install-recommends slurm-wlm munge && ok=1
+        apt-get update && apt-get install -y --no-install-recommends "${PACKAGES[@]}" && ok=1
     fi
     [[ $made_policy == 1 ]] && rm -f /usr/sbin/policy-rc.d
-    [[ $ok == 1 ]] || die "could not install slurm-wlm and munge"
+    [[ $ok == 1 ]] || die "could not install ${PACKAGES[*]}"
 }
 
 CONFIG_CHANGED=0
@@ -228,11 +238,23 @@ start_ctld() {
     die "slurmctld did not answer within 30 s (logs above, $LOG)"
 }
 
+# started_before_pmix PID: the process started before the PMIx library was installed
+started_before_pmix() {
+    local lib ticks boot
+    lib="$(stat -c %Z "$(readlink -f "$PMIX_LIB")" 2>/dev/null)" || return 1
+    ticks="$(awk '{print $22}' "/proc/$1/stat" 2>/dev/null)" || return 1
+    boot="$(awk '/^btime/ {print $2}' /proc/stat)"
+    ((boot + ticks / $(getconf CLK_TCK) < lib))
+}
+
 start_slurmd() {
-    local n
+    local n pid
     for n in "${NODES[@]}"; do
         if pidfile_alive "$RUN/slurmd-$n.pid" slurmd; then
-            continue
+            pid="$(pidfile_pid "$RUN/slurmd-$n.pid")"
+            started_before_pmix "$pid" || continue
+            log "slurmd $n started before the PMIx library was installed: restarting it"
+            kill_wait TERM 10 "$pid" || kill_wait KILL 5 "$pid" || true
         fi
         log "starting slurmd $n"
         spawn "$LOG/slurmd-$n.out" /usr/sbin/slurmd -D -N "$n" -f "$CONF"

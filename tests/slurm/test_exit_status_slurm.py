@@ -24,7 +24,7 @@ def test_a_template_job_whose_collector_fails_ends_failed(tmp_path: Path,
     monkeypatch.syspath_prepend(str(MPI_TESTS))  # rendering checks the config's env id
     config = write_config(tmp_path, {
         "scheme": {"preset": "async-ppo", "collectors_per_worker": 1},
-        "env": {"id": "hpcrl_faults:FaultyCartPole-v0"},
+        "env": {"id": "hpcrl_faults:FaultyCartPole-v0", "max_restarts": 0},
         "train": {"total_env_steps": 1_000_000}})
     _, script = render_job(tmp_path, "async", "fails", config=str(config), nodes=1,
                            gpus_per_node=1)

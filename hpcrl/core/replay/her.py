@@ -101,13 +101,14 @@ class HerReplayBuffer(ReplayBuffer):
                              "episode end (TransitionLayout.streams)")
         k = chunk.count
         envs = chunk.env_ids[:k].astype(np.int64)
-        ends = chunk.ends[:k] > 0.5
+        flags = np.rint(chunk.ends[:k]).astype(np.int64)  # 1: ended; 2: starts after a cut
+        ends, after_cut = (flags & 1) > 0, (flags & 2) > 0
         rows = np.empty(k, np.int64)
         for stream in np.unique(envs):
             sel = np.flatnonzero(envs == stream)
             rows[sel] = self.add_stream(int(stream), chunk.obs[sel], chunk.actions[sel],
                                         chunk.rewards[sel], chunk.discounts[sel],
-                                        chunk.next_obs[sel], ends[sel])
+                                        chunk.next_obs[sel], ends[sel], after_cut[sel])
         return rows
 
     def add_rows(self, *args: Any, **kwargs: Any) -> np.ndarray:
@@ -117,12 +118,19 @@ class HerReplayBuffer(ReplayBuffer):
 
     def add_stream(self, stream: int, obs: np.ndarray, actions: np.ndarray,
                    rewards: np.ndarray, discounts: np.ndarray, next_obs: np.ndarray,
-                   ends: np.ndarray) -> np.ndarray:
+                   ends: np.ndarray, after_cut: np.ndarray | None = None) -> np.ndarray:
         """Append consecutive steps of env ``stream`` (``ends[i]``: its episode ended at step
-        ``i``, by termination or truncation); returns the rows written."""
+        ``i``, by termination or truncation; ``after_cut[i]``: step ``i`` starts an episode
+        after one a failure cut, whose last step gave no row: that episode ends at the step
+        before); returns the rows written."""
         if not 0 <= stream < self.streams:
             raise ValueError(f"env stream {stream} outside the replay's {self.streams} "
                              f"streams: the job's env count changed")
+        if after_cut is not None and after_cut.any():
+            ends = ends.copy()
+            ends[:-1] |= after_cut[1:]  # the row before a restart ends its episode
+            if after_cut[0]:
+                self._end_running(stream)
         n, c = len(rewards), self.per_stream
         steps = self.written[stream] + np.arange(n)
         starts = np.zeros(n, bool)
@@ -150,6 +158,15 @@ class HerReplayBuffer(ReplayBuffer):
             self.current_first[stream] = steps[np.flatnonzero(ends)[-1]] + 1
         self.size = int(self.held().sum())
         return rows
+
+    def _end_running(self, stream: int) -> None:
+        """The episode ``stream`` was running ended with the last step it stored (a failure
+        cut it): its steps are closed there, and the next step starts an episode."""
+        written = int(self.written[stream])
+        oldest = max(int(self.current_first[stream]), written - self.per_stream)
+        if oldest < written:
+            self.ep_last[self.rows_of(stream, np.arange(oldest, written))] = written - 1
+        self.current_first[stream] = written
 
     # -- sampling ----------------------------------------------------------------------------
     def sample(self, batch_size: int, beta: float = 1.0) -> ReplayBatch:

@@ -34,23 +34,29 @@ class NStepWindow:
         self.head = 0  # every env pushes every step, so one ring position serves all
 
     def push(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
-             terminated: np.ndarray, truncated: np.ndarray, next_obs: np.ndarray) -> Rows:
+             terminated: np.ndarray, truncated: np.ndarray, next_obs: np.ndarray,
+             skip: np.ndarray | None = None) -> Rows:
         """Add one step of every env; returns the finished rows
         ``(obs, actions, rewards, discounts, next_obs)``.
 
         ``next_obs[i]`` is the observation that followed the step in env ``i``'s episode (its
-        final observation when the step ended the episode).
+        final observation when the step ended the episode). ``skip`` marks envs whose step
+        is no transition (an env that failed in it: :meth:`cut` ended its windows first).
         """
         done = terminated | truncated
+        keep = None if skip is None or not skip.any() else ~skip
         if self.n == 1:
             discounts = np.where(terminated, 0.0, self.gamma).astype(np.float32)
-            return obs, actions, rewards.astype(np.float32), discounts, next_obs
+            if keep is None:
+                return obs, actions, rewards.astype(np.float32), discounts, next_obs
+            return (obs[keep], actions[keep], rewards[keep].astype(np.float32),
+                    discounts[keep], next_obs[keep])
         h = self.head
         self.obs[:, h] = obs
         self.actions[:, h] = actions
         self.returns[:, h] = 0.0
         self.age[:, h] = 0
-        self.valid[:, h] = True
+        self.valid[:, h] = True if keep is None else keep
         self.returns += np.where(self.valid, self.powers[self.age] * rewards[:, None], 0.0)
         self.age += self.valid
         emit = self.valid & (done[:, None] | (self.age == self.n))
@@ -62,6 +68,19 @@ class NStepWindow:
         discounts = np.where(terminated[envs], 0.0, self.powers[ages]).astype(np.float32)
         rows = (self.obs[emit], self.actions[emit], self.returns[emit].astype(np.float32),
                 discounts, next_obs[envs])
+        self.valid &= ~emit
+        return rows
+
+    def cut(self, envs: np.ndarray, final_obs: np.ndarray) -> Rows:
+        """End the pending windows of ``envs`` (a mask) as truncated at ``final_obs`` (every
+        env's observation, the row of each cut env read): their episode was cut, so each
+        window bootstraps from the last observation the env gave, ``gamma ** age`` ahead."""
+        emit = self.valid & envs[:, None]
+        if self.n == 1 or not emit.any():
+            return self._empty(self.obs[:, 0], self.actions[:, 0], final_obs)
+        rows = (self.obs[emit], self.actions[emit], self.returns[emit].astype(np.float32),
+                self.powers[self.age[emit]].astype(np.float32),
+                final_obs[np.nonzero(emit)[0]])
         self.valid &= ~emit
         return rows
 

@@ -26,7 +26,7 @@ class ChunkHeader(StreamFacts):
 
 
 HEADER = RecordLayout(scalar_fields(("count", "weights_version", "env_offset", "source",
-                                     "episodes", "env_steps", "seconds")),
+                                     "episodes", "env_steps", "seconds", "env_restarts")),
                       record_type=ChunkHeader)
 _HEADER = HEADER.words // 2  # float64 slots
 
@@ -140,16 +140,22 @@ class Transitions:
         """Wall time the collector spent on the chunk."""
         return float(self.facts.seconds)
 
+    @property
+    def env_restarts(self) -> int:
+        """Envs made again after a failure while the chunk was collected."""
+        return int(self.facts.env_restarts)
+
     def reset(self) -> None:
         """Empty the chunk (before a collector fills it again)."""
         self.header[:] = 0.0
 
     def set_facts(self, weights_version: int, env_offset: int, source: int, env_steps: int,
-                  seconds: float) -> None:
+                  seconds: float, env_restarts: int = 0) -> None:
         """Fill the header: the acting policy's version, the first env's global index, the
-        collector's id, the env steps taken and the seconds spent on the chunk."""
+        collector's id, the env steps taken, the seconds spent on the chunk and the envs
+        made again meanwhile."""
         self.facts.set(weights_version=weights_version, env_offset=env_offset, source=source,
-                       env_steps=env_steps, seconds=seconds)
+                       env_steps=env_steps, seconds=seconds, env_restarts=env_restarts)
 
     def append(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
                discounts: np.ndarray, next_obs: np.ndarray,

@@ -69,9 +69,12 @@ class PreemptListener:
 class CollectorRank:
     """Holds this rank's envs and a policy copy; talks only to its gradient worker."""
 
-    def __init__(self, job: MpiJob, resume_state: dict[str, Any] | None) -> None:
+    def __init__(self, job: MpiJob, resume_state: dict[str, Any] | None,
+                 incarnation: int = 0) -> None:
         cfg = job.config
         self.job, self.channel = job, job.channel
+        # > 0: a spare that took a lost collector's place (its envs from fresh seeds)
+        self.incarnation = incarnation
         self.worker = job.workers[job.role.group]
         self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs, job.env_groups)
         # a replay learner may hold this rank back (rate limit): chunks go out synchronously
@@ -88,7 +91,8 @@ class CollectorRank:
             self.collector = rollout_collector(self.envs, self.actor, cfg.env, cfg.algo.gamma,
                                                cfg.seed, job.role.env_offset,
                                                collector_id=job.rank,
-                                               total_envs=job.total_envs, engine=engine)
+                                               total_envs=job.total_envs, engine=engine,
+                                               incarnation=incarnation)
             self.weights = Weights.empty_like(self.actor)
         self.params = ParamsReceiver(self.channel, self.weights, self.worker, job.codec)
         self.stream = stream_out(job, job.stream_layout(), synchronous=self.held)
@@ -128,7 +132,8 @@ class CollectorRank:
         acting = RemotePolicyEngine(self._link(policy)) if job.role.inference >= 0 else None
         collector = transition_collector(self.envs, policy, cfg, job.role.env_offset, job.rank,
                                          job.total_envs, job.role.env_offset // n,
-                                         collecting_ranks(cfg.scheme), acting)
+                                         collecting_ranks(cfg.scheme), acting,
+                                         self.incarnation)
         self.weights = Weights.empty_like(policy)
         return collector
 
@@ -142,6 +147,9 @@ class CollectorRank:
         """
         state = self.collector.state_dict()
         state["sent_before"] = self.sent + int(self.unsent)
+        # the version of the weights message that asked for it: rank 0 takes the states of
+        # that checkpoint alone (a spare that joined late may answer an older one)
+        state["asked_by"] = int(self.weights.version)
         self.state_sends = [r for r in self.state_sends if not self.channel.test(r)]
         self.state_sends.append(self.channel.isend_object(state, 0, TAG_STATE))
 

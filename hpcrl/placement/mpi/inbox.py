@@ -36,11 +36,13 @@ class CollectorInbox:
     def __init__(self, job: Any, ranks: list[int], layout: Any,
                  watch: CollectorWatch | None = None) -> None:
         self.channel, self.ranks = job.channel, list(ranks)
+        self.job, self.layout = job, layout
         self.watch = watch if watch is not None else CollectorWatch(job, self.ranks)
         self.streams = [stream_in(job, rank, layout) for rank in self.ranks]
         self.heads: list[Any] = [None] * len(self.ranks)  # each posted receive's header
         self.posted = [False] * len(self.ranks)
         self.received = [0] * len(self.ranks)
+        self.first_taken: dict[int, float] = {}  # slot -> when its first message was taken
         for i in range(len(self.ranks)):
             self.post(i)
 
@@ -68,6 +70,15 @@ class CollectorInbox:
         self.posted[i] = True
         self.watch.waiting(self.ranks[i])
 
+    def replace(self, i: int, rank: int) -> None:
+        """Rank ``rank`` (a spare) took the place of collector ``i`` (lost): its stream from
+        now on, its first message received into a buffer of its own."""
+        self.watch.replace(self.ranks[i], rank)
+        self.ranks[i] = rank
+        self.streams[i] = stream_in(self.job, rank, self.layout)
+        self.heads[i], self.posted[i], self.received[i] = None, False, 0
+        self.post(i)
+
     def _take(self, i: int) -> bool:
         rank = self.ranks[i]
         try:
@@ -80,6 +91,8 @@ class CollectorInbox:
             return False
         self.posted[i] = False
         self.received[i] += 1
+        if self.received[i] == 1:
+            self.first_taken[i] = time.time()  # (a spare's first, how long a place was empty)
         self.watch.arrived(rank)
         return True
 

@@ -40,11 +40,13 @@ from hpcrl.runtime.devices import DeviceError, node_local_rank, pick_device
 from hpcrl.scheme import (
     COLLECTOR,
     INFERENCE,
+    SPARE,
     UPDATER,
     WORKER,
     RankRole,
     assign_roles,
     required_world_size,
+    spare_ranks,
 )
 from hpcrl.scheme.plan import role_device_key
 
@@ -77,6 +79,9 @@ class MpiJob:
     survives: bool = False
     survival_note: str | None = None  # the leader's start-up line about lost collectors
     peers: list[PeerInfo] | None = None
+    # rank 0's spares and which rank holds each collector place (scheme.max_collector_restarts;
+    # hpcrl.placement.mpi.spares), None elsewhere
+    spares: Any = None
 
     @property
     def rank(self) -> int:
@@ -201,6 +206,8 @@ def describe_role(role: RankRole) -> str:
         return f"gradient worker {role.group}" + (" + collector" if role.collects else "")
     if role.role == INFERENCE:
         return f"inference rank of gradient worker {role.group}"
+    if role.role == SPARE:
+        return "spare collector"
     return f"collector of gradient worker {role.group}"
 
 
@@ -309,9 +316,16 @@ def _plan_survival(job: MpiJob) -> None:
     job.peers = gather_peers(job.world)  # to name a lost collector's host either way
     problem = survival_problem()
     if problem is not None:
-        job.survival_note = f"a lost collector ends this job: {problem}"
+        idle = spare_ranks(s)
+        job.survival_note = (f"a lost collector ends this job: {problem}"
+                             + (f" (its {idle} spare rank{'s' if idle != 1 else ''} of "
+                                f"scheme.max_collector_restarts stay idle)" if idle else ""))
         return
     job.survives = LOST.enabled = True
-    job.survival_note = (f"a lost collector does not end this job (MPI fault tolerance): it "
-                         f"goes on down to scheme.min_collectors={s.min_collectors} live "
-                         f"collector ranks, then checkpoints and stops with status 3")
+    spares = spare_ranks(s)
+    comes_back = (f"a spare rank takes a lost collector's place, {spares} times at most "
+                  f"(scheme.max_collector_restarts); past that it " if spares else "it ")
+    job.survival_note = (f"a lost collector does not end this job (MPI fault tolerance): "
+                         f"{comes_back}goes on down to scheme.min_collectors="
+                         f"{s.min_collectors} live collector ranks, then checkpoints and "
+                         f"stops with status 3")

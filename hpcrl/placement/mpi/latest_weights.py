@@ -116,6 +116,18 @@ class LatestWeights:
                                             rank not in self.header_only, self.codec)
             self.behind.discard(rank)
 
+    def replace(self, old: int, new: int) -> None:
+        """Rank ``new`` (a spare) took the place of the lost collector ``old``: it gets the
+        newest message from now on (at once, when there is one: its command included, so
+        that a spare that joins while a checkpoint is being taken sends its state too)."""
+        self.ranks[self.ranks.index(old)] = new
+        self.sends.pop(old, None)
+        self.boxes.pop(old, None)
+        self.behind.discard(old)
+        if self.latest is not None:
+            self.behind.add(new)
+            self.push()
+
     def drain(self) -> None:
         """Wait until every message sent was taken (by the collectors still live)."""
         for rank, pending in self.sends.items():

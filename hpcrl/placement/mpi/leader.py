@@ -110,6 +110,8 @@ class Leader:
         a learner lost every one of its collectors (``starved``: how many did), the job
         checkpoints and stops (exit status 3, the Slurm templates requeue it whole)."""
         self.live_collectors = live
+        if self.job.spares is not None:  # a place a spare is taking is not lost
+            live = max(live, self.job.spares.standing())
         bound = self.job.config.scheme.min_collectors
         if (not self.job.survives or (live >= bound and not starved)
                 or self.recorder.lost_note is not None):

@@ -18,6 +18,7 @@ the same collectives in the same order.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,9 +29,9 @@ from hpcrl.comm.collectives import any_rank, bcast_, gather_rows, reduce_sum_
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.core.compiling import compile_loss
 from hpcrl.learning.loop import run_learner
+from hpcrl.placement.mpi.collector_states import collect_states
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.leader import Leader
-from hpcrl.placement.mpi.lost_collectors import CollectorWatch, receive_state
 from hpcrl.placement.mpi.reducers import combine_infos
 from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
 from hpcrl.roles.gradient_worker import GradientWorker
@@ -39,7 +40,6 @@ from hpcrl.roles.protocol import (
     CHECKPOINT,
     CONTROL_LAYOUT,
     STOP,
-    TAG_STATE,
     Control,
     Report,
     ReportLayout,
@@ -197,7 +197,8 @@ class WorkerRank:
         self.publish(command)
         if gathered is not None and self.leader is not None:
             learner_state = self.updater.state_dict() if self.updater is not None else None
-            write_checkpoint(self.job, self.leader, self.actor, learner_state, gathered)
+            write_checkpoint(self.job, self.leader, self.actor, learner_state, gathered,
+                             self.version, getattr(self.source, "service", None))
 
     def release(self) -> None:
         """After an error in one process: close the envs it collects with itself."""
@@ -245,16 +246,20 @@ class JobControl:
 
 
 def write_checkpoint(job: MpiJob, leader: Leader, actor: Any, learner_state: Any,
-                     gathered: list[list[dict[str, Any]]]) -> None:
-    """Rank 0: add the dedicated collectors' states to the gathered ones and write."""
+                     gathered: list[list[dict[str, Any]]], version: int,
+                     idle: Callable[[], Any] | None = None) -> None:
+    """Rank 0: add the dedicated collectors' states (answers to the weights message of
+    ``version``; a lost collector's is not waited for: it resumes afresh) to the gathered
+    ones and write; ``idle`` runs while it waits (rank 0's own collectors' weights)."""
     states = [s for part in gathered for s in part]
-    ranks = [r.rank for r in job.table if r.role == "collector"]
-    watch = CollectorWatch(job, ranks)
-    for rank in ranks:  # a lost collector's is not waited for: it resumes afresh
-        state = receive_state(watch, rank, TAG_STATE)
-        if state is not None:
-            states.append(state)
+    pool = job.spares
+    states += collect_states(job, version, pool.holder if pool is not None else _itself, idle)
     leader.write_checkpoint(actor, learner_state, states)
+
+
+def _itself(slot: int) -> int:
+    """A collector place held by its first rank (no spares)."""
+    return slot
 
 
 def make_updater(job: MpiJob, resume: dict[str, Any] | None) -> Updater:
@@ -311,7 +316,7 @@ class SyncUpdaterRank:
         if control.command & CHECKPOINT:
             gathered = self.job.learners.gather([], root=0)
             write_checkpoint(self.job, self.leader, self.actor, self.updater.state_dict(),
-                             gathered)
+                             gathered, self.updater.version)
 
     def finish(self) -> None:
         """The final evaluation."""

@@ -43,6 +43,13 @@ class CollectorWatch:
         """Whether the job goes on without a lost collector."""
         return bool(getattr(self.job, "survives", False))
 
+    def replace(self, old: int, new: int) -> None:
+        """Rank ``new`` (a spare) took the place of the lost collector ``old``: watched from
+        now on in its stead."""
+        self.ranks[self.ranks.index(old)] = new
+        for key in [k for k in self.since if k[0] == old]:
+            del self.since[key]
+
     def is_lost(self, rank: int) -> bool:
         """Whether ``rank`` was given up on (here or by the job's failure watch)."""
         return rank in LOST
@@ -129,27 +136,3 @@ class CollectorWatch:
         for rank, what in list(self.since):
             self.overdue(rank, what)
 
-
-def receive_state(watch: CollectorWatch, rank: int, tag: int) -> dict[str, Any] | None:
-    """Wait for collector ``rank``'s checkpoint state (a pickled message with ``tag``);
-    None when it was lost before it sent one (the checkpoint then goes without it, and the
-    resumed job starts that collector afresh)."""
-    channel = watch.channel
-    watch.waiting(rank, "state")
-
-    def outcome() -> bool | None:  # True: its state is there; False: lost; None: waiting
-        if rank in LOST:
-            return False
-        try:
-            if channel.probe(rank, tag) is not None:
-                return True
-        except Exception as exc:
-            if not is_peer_failure(exc):
-                raise
-            watch.lose(rank, "is dead (MPI: process failure)")
-            return False
-        return False if watch.overdue(rank, "state") else None
-
-    there = poll_until(outcome, what=f"rank {rank}'s checkpoint state")
-    watch.arrived(rank, "state")
-    return channel.recv_object(rank, tag) if there else None

@@ -39,6 +39,7 @@ from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import LatestWeights
 from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.learners import JobControl
+from hpcrl.placement.mpi.takeovers import Takeovers
 from hpcrl.roles.collector import transition_collector
 from hpcrl.roles.protocol import CHECKPOINT, TAG_STATE, Control, Report
 from hpcrl.roles.replay_learner import ReplayLearner, make_replay
@@ -64,6 +65,7 @@ class ReplayLearnerRank:
         self.collectors = job.my_collectors
         self.local: ChunksInProcess | None = None
         self.inbox: CollectorInbox | None = None
+        self.takeovers: Takeovers | None = None
         self.weights: WeightsSync
         source: ChunkSource
         if job.role.collects:  # one process: its own collector, stepped on demand
@@ -71,8 +73,11 @@ class ReplayLearnerRank:
             tolerance = 0
         else:  # a collector whose receive is not posted is held back (parked)
             self.inbox = source = CollectorInbox(job, self.collectors, job.stream_layout())
-            self.weights = LatestWeights(self.channel, job.my_subscribers, job.header_only,
-                                         job.codec, self.inbox.watch)
+            latest = LatestWeights(self.channel, job.my_subscribers, job.header_only,
+                                   job.codec, self.inbox.watch)
+            self.weights = latest
+            # spares that take lost collectors' places (scheme.max_collector_restarts)
+            self.takeovers = Takeovers(job, self.inbox, latest, [self.collectors])
             tolerance = cfg.replay.ratio_tolerance
         self.loop = ReplayLoop(self.learner, cfg, job.total_envs, source, self.weights,
                                tolerance, lambda: leader.env_steps)
@@ -139,9 +144,12 @@ class ReplayLearnerRank:
     def _too_few_live(self) -> bool:
         """Fewer collectors live than ``scheme.min_collectors``: the update ends now (the
         leader then checkpoints and stops) instead of waiting for chunks that may never
-        come."""
-        return (self.job.survives and self.inbox is not None
-                and self.inbox.live < self.job.config.scheme.min_collectors)
+        come; unless a spare may take a lost one's place."""
+        if self.inbox is None or self.takeovers is None:  # one process: none is lost
+            return False
+        self.takeovers.apply()
+        return (self.job.survives and self.inbox.live < self.job.config.scheme.min_collectors
+                and not self.takeovers.awaiting())
 
     def end_update(self, control: Control) -> None:
         """Deliver any command to every collector with the newest weights; on CHECKPOINT,
@@ -179,12 +187,18 @@ class ReplayLearnerRank:
         while any(rank not in states for rank in watch.live):  # a lost one is not waited for
             envelope = self.channel.probe(tag=TAG_STATE)
             if envelope is None:
+                # a spare that joins answers this checkpoint
+                if self.takeovers is not None and self.takeovers.apply():
+                    for rank in watch.live:
+                        watch.waiting(rank, "state")
                 watch.check_overdue()
                 if not loop.take_chunks(whole=True):
                     time.sleep(1e-3)
                 continue
-            states[envelope.source] = self.channel.recv_object(envelope.source, TAG_STATE)
-            watch.arrived(envelope.source, "state")
+            state = self.channel.recv_object(envelope.source, TAG_STATE)
+            if int(state.get("asked_by", self.learner.version)) == self.learner.version:
+                states[envelope.source] = state  # (not a late answer to an older one)
+                watch.arrived(envelope.source, "state")
         for rank in self.collectors:
             watch.arrived(rank, "state")
         for i, rank in enumerate(self.collectors):
@@ -199,6 +213,8 @@ class ReplayLearnerRank:
     def _drain(self) -> None:
         """After STOP: wait for every collector's final count, dropping late chunks (its own
         collector's envs are closed)."""
+        if self.takeovers is not None:
+            self.takeovers.apply()  # a spare that took a place gets STOP too
         self.weights.drain()
         if self.inbox is not None:
             self.inbox.drain()

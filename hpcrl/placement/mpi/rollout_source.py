@@ -31,6 +31,7 @@ from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import BroadcastWeights, LatestWeights
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch, LostCollectorError
 from hpcrl.placement.mpi.node_transport import stream_in
+from hpcrl.placement.mpi.takeovers import Takeovers
 from hpcrl.roles.collector import rollout_collector
 from hpcrl.roles.messages import STOP
 from hpcrl.roles.protocol import TAG_DONE, TAG_PREEMPT
@@ -214,8 +215,12 @@ class AsyncCollectors:
         self.spares: list[Rollout] = []  # copies, where a collector gives two in an update
         self.sync = LatestWeights(self.channel, job.my_subscribers, job.header_only,
                                   job.codec, self.watch)
+        # spares that take lost collectors' places (scheme.max_collector_restarts)
+        self.takeovers = Takeovers(job, self.inbox, self.sync, [self.collectors],
+                                   busy=lambda i: i in self.held)
         self.max_lag = job.config.scheme.max_policy_lag
         self.dropped = 0
+        self.restarts_dropped = 0  # env restarts of dropped rollouts, not yet reported
         self.starved = False  # every collector was lost: no batch can be filled any more
         self.copied_bytes = 0  # rollout bytes copied here (only to take two of a collector)
 
@@ -243,10 +248,14 @@ class AsyncCollectors:
         dropped: an update trains on a whole batch or none)."""
         started = time.perf_counter()
         self._release()
+        self.takeovers.apply()
         taken = self.taken = []
         while len(taken) < self.size:
             i = self.inbox.next(idle=self._idle)
             if i is None:
+                if not self.held and self.takeovers.awaiting():
+                    self.takeovers.wait()  # a spare may take a lost collector's place
+                    continue
                 if not self.held:  # nothing held, nothing can arrive: no collector is live
                     self.starved = True
                     self.dropped += len(taken)
@@ -258,8 +267,11 @@ class AsyncCollectors:
             rollout = self.inbox.buffers[i]
             if version - rollout.weights_version > self.max_lag:
                 self.dropped += 1
+                self.restarts_dropped += rollout.env_restarts  # counted with the next taken
                 self.inbox.post(i)
             else:
+                rollout.facts.env_restarts += self.restarts_dropped
+                self.restarts_dropped = 0
                 taken.append(rollout)  # read in place: its collector's receive waits
                 self.held.append(i)
             self.sync.push()
@@ -270,7 +282,7 @@ class AsyncCollectors:
         """While the batch waits: deliver weights, and never let a slow collector hold the
         update back while a fast one, whose last rollout the batch holds, has sent its
         next (that held rollout is copied out, the fast collector's next received)."""
-        self.sync.push()
+        self.service()
         for i in list(self.held):
             if self.inbox.lost(i):
                 continue
@@ -283,6 +295,12 @@ class AsyncCollectors:
                 continue
             if waiting:
                 self._copy_out(i)
+
+    def service(self) -> None:
+        """Take rank 0's word on spares that took lost collectors' places, and deliver the
+        newest weights (while the learner waits, a checkpoint's states included)."""
+        self.takeovers.apply()
+        self.sync.push()
 
     def _copy_out(self, i: int) -> None:
         """Copy collector ``i``'s rollout the batch holds into a spare buffer and post its
@@ -312,6 +330,7 @@ class AsyncCollectors:
 
     def close(self, policy: nn.Module, version: int, command: int) -> None:
         """Deliver STOP, then drain every rollout still in flight until each FINAL count."""
+        self.takeovers.apply()  # a spare that took a place is stopped too
         self.sync.publish(policy, version, command | STOP, block=True)
         self.sync.drain()
         self.held = []  # the drain posts and takes every collector's last messages

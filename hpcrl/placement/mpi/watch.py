@@ -6,7 +6,7 @@ from __future__ import annotations
 from hpcrl.comm import abort_job, set_expendable
 from hpcrl.comm.faults import FailureWatch
 from hpcrl.placement.mpi.job import MpiJob
-from hpcrl.scheme import COLLECTOR
+from hpcrl.scheme import COLLECTOR, SPARE
 
 
 def watch_failures(job: MpiJob) -> FailureWatch:
@@ -18,7 +18,7 @@ def watch_failures(job: MpiJob) -> FailureWatch:
     from hpcrl.comm.faults import failed_ranks, lost_rank_message
 
     def expendable(rank: int) -> bool:
-        return job.survives and job.table[rank].role == COLLECTOR
+        return job.survives and job.table[rank].role in (COLLECTOR, SPARE)
 
     def describe(rank: int) -> str:
         host = job.peers[rank].host if job.peers is not None else "?"
@@ -38,4 +38,5 @@ def watch_failures(job: MpiJob) -> FailureWatch:
     set_expendable(expendable(job.rank), essential_lost)
     return FailureWatch(job.world, expendable, describe,
                         lambda message: abort_job(job.world, message), say,
-                        survives=job.survives).start()
+                        survives=job.survives,
+                        on_lost=None if job.spares is None else job.spares.on_lost).start()
