@@ -29,7 +29,9 @@ def test_async_sac_with_her_learns_the_goal_task_from_two_collectors(tmp_path):
     saved = load_checkpoint(RunDir(run_dir).checkpoint_path)
     her = saved["placement"]["updater"]["learner"]["replay"]["her"]
     written, streams = her["written"].numpy(), her["streams"]
-    assert streams == 2 and np.all(written >= 1000)  # one stream per collector env
+    # one stream per collector env, each with at least its first chunk (algo.num_steps): an
+    # asynchronous collector that started late on a loaded machine may have sent no more
+    assert streams == 2 and np.all(written >= 500) and written.sum() >= 4000
     slot, stream = np.divmod(np.arange(int(her["rows"])), streams)
     held = slot < np.minimum(written, her["per_stream"])[stream]
     first, last = her["ep_first"].numpy()[held], her["ep_last"].numpy()[held]
