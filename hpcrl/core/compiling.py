@@ -10,7 +10,7 @@ included.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -28,6 +28,19 @@ def compiled(fn: F, device: torch.device | str, dynamic: bool = False) -> F:
     rank's does with the requests it batches)."""
     out: Any = torch.compile(fn, mode=compile_mode(device), dynamic=dynamic)
     return out
+
+
+@torch.compiler.disable
+def stat_floats(names: Sequence[str], values: Sequence[torch.Tensor | float]
+                ) -> dict[str, float]:
+    """A loss's statistics as floats by name, read off the device in one transfer. Never
+    compiled: under ``train.compile`` a float read inside the graph breaks it, and the rest
+    of the loss would be compiled again for every new value of the statistics."""
+    if not values:
+        return {}
+    tensors = [v.detach().float().reshape(()).cpu() if isinstance(v, torch.Tensor)
+               else torch.tensor(float(v)) for v in values]
+    return dict(zip(names, torch.stack(tensors).tolist(), strict=True))
 
 
 def compile_loss(algorithm: Any, device: torch.device | str) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 import torch
 
 from hpcrl.core.algorithms.base import OnPolicyAlgorithm, entropy_bonus, value_error
+from hpcrl.core.compiling import stat_floats
 from hpcrl.core.storage import GaeBatch, RolloutStorage
 
 
@@ -34,5 +35,5 @@ class A2C(OnPolicyAlgorithm[RolloutStorage, GaeBatch]):
         value_loss = value_error(values, batch.returns)
         bonus, entropy_mean = entropy_bonus(entropy, cfg.ent_coef)
         loss = policy_loss - bonus + cfg.vf_coef * value_loss
-        return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
-                      "entropy": entropy_mean.item()}
+        return loss, stat_floats(("policy_loss", "value_loss", "entropy"),
+                                 [policy_loss, value_loss, entropy_mean])

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.compiling import stat_floats
 from hpcrl.core.distributions import ActionDistribution
 from hpcrl.errors import ConfigError
 
@@ -163,5 +164,4 @@ class PolicyLossAddons:
             error = F.mse_loss(predicted, targets)
             total = total + self.weights[name] * error
             stats += [error.detach(), predicted.detach().mean(), targets.mean()]
-        values = torch.stack(stats).tolist() if stats else []  # one read
-        return total, dict(zip(self.stat_names, values, strict=True))
+        return total, stat_floats(self.stat_names, stats)

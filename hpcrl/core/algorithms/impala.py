@@ -23,6 +23,7 @@ from hpcrl.core.actor import ActorOutputs
 from hpcrl.core.algorithms.addons import PolicyOutputs
 from hpcrl.core.algorithms.base import OnPolicyAlgorithm, entropy_bonus
 from hpcrl.core.algorithms.capabilities import Capabilities
+from hpcrl.core.compiling import stat_floats
 from hpcrl.core.memory import rollout_outputs
 from hpcrl.core.vtrace_storage import SequenceBatch, VTraceStorage
 from hpcrl.returns import vtrace
@@ -58,8 +59,9 @@ class IMPALA(OnPolicyAlgorithm[VTraceStorage, SequenceBatch]):
         value_loss = F.mse_loss(values, vs)
         bonus, entropy_mean = entropy_bonus(entropy, cfg.ent_coef)
         loss = policy_loss + cfg.vf_coef * value_loss - bonus
-        return loss, {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(),
-                      "entropy": entropy_mean.item(), "rho_mean": log_rhos.exp().mean().item()}
+        return loss, stat_floats(("policy_loss", "value_loss", "entropy", "rho_mean"),
+                                 [policy_loss, value_loss, entropy_mean,
+                                  log_rhos.detach().exp().mean()])
 
     def evaluate_sequences(self, batch: SequenceBatch) -> ActorOutputs:
         """The actor's outputs ``[T, N, ...]`` on the batch's sequences (a recurrent actor's

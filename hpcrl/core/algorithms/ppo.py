@@ -9,6 +9,7 @@ import torch
 from hpcrl.core.algorithms.base import OnPolicyAlgorithm, entropy_bonus, value_error
 from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.algorithms.contract import linear_schedule
+from hpcrl.core.compiling import stat_floats
 from hpcrl.core.storage import GaeBatch, RolloutStorage
 
 
@@ -68,6 +69,5 @@ class PPO(OnPolicyAlgorithm[RolloutStorage, GaeBatch]):
         with torch.no_grad():
             approx_kl = ((ratio - 1) - log_ratio).mean()
             clip_fraction = ((ratio - 1).abs() > clip).float().mean()
-            terms = torch.stack([policy_loss, value_loss, entropy_mean, approx_kl,
-                                 clip_fraction]).tolist()  # one read, not five
-        return loss, dict(zip(PPO.stat_names, terms, strict=True))
+        return loss, stat_floats(PPO.stat_names, [policy_loss, value_loss, entropy_mean,
+                                                  approx_kl, clip_fraction])

@@ -15,6 +15,7 @@ from torch import nn
 
 from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.core.compiling import stat_floats
 from hpcrl.core.envs import EnvSpaces, as_discrete
 from hpcrl.core.qnetwork import QNetwork
 from hpcrl.core.replay.buffer import ReplayBatch
@@ -69,7 +70,7 @@ class DQN(OffPolicyAlgorithm):
         else:
             loss = (batch.weights * F.smooth_l1_loss(q, target, reduction="none")).mean()
             self.remember_td_errors(q - target)
-        return loss, {"q_loss": loss.item(), "q_mean": q.mean().item()}
+        return loss, stat_floats(("q_loss", "q_mean"), [loss, q.detach().mean()])
 
     def stepping(self, step: int) -> list[str]:
         """``['q']``: the one segment steps every time."""

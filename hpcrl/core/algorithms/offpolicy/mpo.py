@@ -39,6 +39,7 @@ from hpcrl.core.algorithms.offpolicy.base import (
     continuous_control,
     squashed_gaussian,
 )
+from hpcrl.core.compiling import stat_floats
 from hpcrl.core.critics import EnsembleCritic
 from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.policies import SquashedGaussianPolicy
@@ -185,10 +186,9 @@ class MPO(OffPolicyAlgorithm):
         alpha_dual = ((alpha_mean * (r.epsilon_mean - kl_mean.detach())).sum()
                       + (alpha_std * (r.epsilon_std - kl_std.detach())).sum())
         loss = critic_loss + policy_loss + temperature_dual + alpha_dual
-        terms = torch.stack([policy_loss.detach(), critic_loss.detach(), temperature[0].detach(),
-                             kl_mean.detach().mean(), kl_std.detach().mean(),
-                             alpha_mean.detach().mean(), alpha_std.detach().mean()]).tolist()
-        return loss, dict(zip(self.stat_names, terms, strict=True))
+        return loss, stat_floats(self.stat_names, [
+            policy_loss, critic_loss, temperature[0], kl_mean.detach().mean(),
+            kl_std.detach().mean(), alpha_mean.detach().mean(), alpha_std.detach().mean()])
 
     def stepping(self, step: int) -> list[str]:
         """Every segment: MPO steps them all each time."""

@@ -31,6 +31,7 @@ from hpcrl.core.algorithms.offpolicy.base import (
     continuous_control,
     squashed_gaussian,
 )
+from hpcrl.core.compiling import stat_floats
 from hpcrl.core.critics import EnsembleCritic
 from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.policies import SquashedGaussianPolicy
@@ -103,13 +104,14 @@ class SAC(OffPolicyAlgorithm):
         q_pi = self.critic(obs, actions_pi, frozen=True).min(dim=0).values
         policy_loss = (alpha * log_prob - q_pi).mean()
         loss = critic_loss + policy_loss
-        stats = {"policy_loss": policy_loss.item(), "critic_loss": critic_loss.item(),
-                 "ent_coef": alpha.item(), "entropy": -log_prob.mean().item()}
+        names = ["policy_loss", "critic_loss", "ent_coef", "entropy"]
+        values = [policy_loss, critic_loss, alpha, -log_prob.detach().mean()]
         if self.algo.sac.learn_ent_coef:
             alpha_loss = -(log_alpha * (log_prob.detach() + self.target_entropy)).mean()
             loss = loss + alpha_loss
-            stats["ent_coef_loss"] = alpha_loss.item()
-        return loss, stats
+            names.append("ent_coef_loss")
+            values.append(alpha_loss)
+        return loss, stat_floats(names, values)
 
     def stepping(self, step: int) -> list[str]:
         """Every segment: SAC steps them all each time."""

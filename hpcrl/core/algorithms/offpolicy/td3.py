@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm, continuous_control
+from hpcrl.core.compiling import stat_floats
 from hpcrl.core.critics import EnsembleCritic
 from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.policies import DeterministicPolicy
@@ -99,14 +100,15 @@ class TD3(OffPolicyAlgorithm):
         else:
             critic_loss = (batch.weights * td.pow(2)).mean(dim=1).sum()
             self.remember_td_errors(td[0])
-        stats = {"critic_loss": critic_loss.item(), "q_mean": q[0].mean().item()}
+        names, values = ["critic_loss", "q_mean"], [critic_loss, q[0].detach().mean()]
         loss = critic_loss
         if self.policy_step(self.steps + 1):
             q_pi = self.critic(obs, self.mu.squashed_mode(obs), frozen=True, members=1)
             policy_loss = -q_pi.mean()
             loss = loss + policy_loss
-            stats["policy_loss"] = policy_loss.item()
-        return loss, stats
+            names.append("policy_loss")
+            values.append(policy_loss)
+        return loss, stat_floats(names, values)
 
     def stepping(self, step: int) -> list[str]:
         """``critic``, and ``policy`` on a policy step."""
