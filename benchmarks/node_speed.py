@@ -236,8 +236,16 @@ def sf_row(name: str, scenario: Scenario, args: argparse.Namespace) -> Row:
         if scenario.sf_module == "atari":
             launcher = Path(tmp) / "train_atari.py"
             launcher.write_text(SF_LAUNCHER)
-            cmd = [args.sf_python, str(launcher), f"--env={scenario.sf_env}",
-                   f"--num_workers={args.collectors}", f"--num_envs_per_worker={envs}"]
+            algo = config["algo"]
+            rollout, batch = int(algo["num_steps"]), int(algo["ppo"]["minibatch_size"])
+            # APPO with the recipe's rollout, minibatch and epochs (its Atari example's own
+            # default is synchronous PPO, which refuses this batch); sampling at its defaults
+            cmd = [args.sf_python, str(launcher), f"--env={scenario.sf_env}", "--algo=APPO",
+                   "--async_rl=True", f"--num_workers={args.collectors}",
+                   f"--num_envs_per_worker={envs}", f"--rollout={rollout}",
+                   f"--batch_size={batch}",
+                   f"--num_batches_per_epoch={max(1, rollout * envs // batch)}",
+                   f"--num_epochs={int(algo['ppo']['num_epochs'])}"]
         else:
             flags = sample_factory_flags(config, envs * args.collectors, 1, args.collectors,
                                          scenario.frame_skip)
@@ -339,7 +347,7 @@ def main() -> None:
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS),
                         choices=list(SCENARIOS))
     parser.add_argument("--seconds", type=float, default=None,
-                        help="wall-clock per job (default 40 on a GPU, 20 here, 15 with "
+                        help="wall-clock per job (default 40; 15 with "
                         "--quick)")
     parser.add_argument("--collectors", type=int, default=None,
                         help="collector ranks / Sample Factory workers (default: the CPUs "
@@ -359,7 +367,7 @@ def main() -> None:
     gpu = args.device.startswith("cuda")
     cpus = len(os.sched_getaffinity(0))
     args.collectors = args.collectors or (max(2, cpus - 3) if gpu else 2)
-    args.seconds = args.seconds or (40.0 if gpu else 15.0 if args.quick else 20.0)
+    args.seconds = args.seconds or (40.0 if gpu else 15.0 if args.quick else 40.0)
     args.sf_target = None
     if args.sf_wheels:
         args.sf_target = str(Path(tempfile.mkdtemp()) / "sf")

@@ -245,9 +245,10 @@ def sample_factory_flags(config: dict[str, Any], total_envs: int, gradient_worke
     whole job's ``total_envs`` over ``workers`` rollout workers, one iteration per rollout of
     every env, the minibatch of all ``gradient_workers`` together."""
     actor, algo = config["actor"], config["algo"]
+    ppo = algo.get("ppo", algo)  # PPO's own keys (algo.ppo.*; flat in configs of old)
     rollout = int(algo["num_steps"])
     per_worker = max(1, total_envs // workers)
-    batch = int(algo["minibatch_size"]) * gradient_workers
+    batch = int(ppo["minibatch_size"]) * gradient_workers
     batches = max(1, rollout * per_worker * workers // batch)  # hpcrl's minibatches per epoch
     recurrence = int(algo.get("bptt_len") or 0) or max(1, rollout // batches)
     if rollout % recurrence or batch % recurrence:
@@ -264,10 +265,10 @@ def sample_factory_flags(config: dict[str, Any], total_envs: int, gradient_worke
         f"--rnn_size={int(actor.get('memory_size', 256))}",
         f"--nonlinearity={actor.get('activation', 'relu')}",
         f"--rollout={rollout}", f"--recurrence={recurrence}", f"--batch_size={batch}",
-        f"--num_batches_per_epoch={batches}", f"--num_epochs={int(algo['num_epochs'])}",
+        f"--num_batches_per_epoch={batches}", f"--num_epochs={int(ppo['num_epochs'])}",
         f"--learning_rate={float(algo['lr'])}", f"--gamma={float(algo['gamma'])}",
         f"--gae_lambda={float(algo['gae_lambda'])}",
-        f"--ppo_clip_ratio={float(algo['clip_range'])}",
+        f"--ppo_clip_ratio={float(ppo['clip_range'])}",
         "--exploration_loss=entropy", f"--exploration_loss_coeff={float(algo['ent_coef'])}",
         f"--value_loss_coeff={float(algo['vf_coef'])}",
         f"--max_grad_norm={float(algo['max_grad_norm'])}",
