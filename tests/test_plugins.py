@@ -105,7 +105,7 @@ def test_classes_given_in_python_are_recorded_by_import_path(tmp_path, tiny_over
      "hpcrl.TD3, hpcrl.DDPG, hpcrl.MPO or hpcrl.OffPolicyAlgorithm)"),
     (["algo.name=hpcrl_testplugins:NoLoss"], "NoLoss does not define loss"),
     (["algo.name=pop"], "must be one of ['ppo', 'a2c', 'impala', 'dqn', 'sac', 'td3', "
-                        "'ddpg', 'mpo'] or the import path 'module:Class'"),
+                        "'ddpg', 'mpo', 'mpc'] or the import path 'module:Class'"),
     (["algo.name=custom_components:KLPenaltyPPO", "algo.kwargs={target: 1}"],
      "custom_components:KLPenaltyPPO takes no argument 'target' (it takes: target_kl)"),
     (["algo.kwargs={target_kl: 1}"], "'algo.kwargs' is for plug-in algorithms"),

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from hpcrl.errors import ExplainedError
+from hpcrl.runtime.refused import mark_refused
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
@@ -38,6 +39,7 @@ def refusing(command: Command) -> Command:
         try:
             return command(*args, **kwargs)
         except ExplainedError as err:
+            mark_refused()  # a batch script does not start a refused step again
             raise refusal(err) from None
 
     return run  # type: ignore[return-value]

@@ -28,6 +28,7 @@ from hpcrl.placement.mpi.launcher import resume_command
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.cpu import set_compute_threads, startup_objects_frozen
 from hpcrl.runtime.finite import naming_last_good
+from hpcrl.runtime.refused import exit_refused
 from hpcrl.runtime.rng import seed_everything, set_rng_state
 from hpcrl.runtime.run_dir import RunDir, default_run_dir
 from hpcrl.runtime.signals import STOP_REQUEST
@@ -170,7 +171,7 @@ def agree_run_dir(job: MpiJob, requested: Path | None, resume: bool = False) -> 
     if problem is not None or path is None:
         if job.is_leader:
             print(f"hpcrl: {problem}", file=sys.stderr, flush=True)
-        sys.exit(2)
+        exit_refused()
     return RunDir(Path(path))
 
 
@@ -186,7 +187,7 @@ def resume_state(job: MpiJob, run: RunDir) -> dict[str, Any]:
             raise
         if job.is_leader:
             print(f"hpcrl: cannot resume: {err}", file=sys.stderr, flush=True)
-        sys.exit(2)
+        exit_refused()
     saved = state.get("world_size")
     if saved is not None and saved != job.world.Get_size():
         problem = (f"the checkpoint was written by {saved} ranks, this job has "
@@ -195,7 +196,7 @@ def resume_state(job: MpiJob, run: RunDir) -> dict[str, Any]:
             raise CheckpointError(f"cannot resume: {problem}")
         if job.is_leader:
             print(f"hpcrl: cannot resume: {problem}", file=sys.stderr, flush=True)
-        sys.exit(2)
+        exit_refused()
     return state
 
 

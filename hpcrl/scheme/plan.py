@@ -130,7 +130,7 @@ def preset_label(s: SchemeConfig) -> str:
 def _lost_collector_lines(config: Config) -> list[str]:
     """What a lost collector does to the job, on the MPI library mpi4py runs on here (read
     only for a scheme whose answer depends on it)."""
-    from hpcrl.scheme.survival import lost_collector_line
+    from hpcrl.slurm.survival import lost_collector_line
 
     version = None
     if config.scheme.collection == "async" and config.scheme.collectors_per_worker > 0:

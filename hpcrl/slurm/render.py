@@ -14,9 +14,9 @@ import textwrap
 from dataclasses import dataclass, field
 
 from hpcrl.config.loader import ConfigError
-from hpcrl.scheme.survival import lost_collector_line
 from hpcrl.slurm.mpi_plugin import mpi_library_version, srun_launch
 from hpcrl.slurm.sizing import JobShape, size_job
+from hpcrl.slurm.survival import lost_collector_line
 from hpcrl.slurm.templates import (
     Template,
     TemplateError,

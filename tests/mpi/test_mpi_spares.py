@@ -74,7 +74,7 @@ def test_an_off_policy_job_replaces_a_collector_until_no_spare_is_left(openmpi, 
     # rank 2 dies, spare rank 4 takes its place, then dies too (the fault strikes rank 4)
     done = train_ft(openmpi, 5, run_dir, ["scheme.preset=apex", "algo.num_steps=64",
                                           "replay.learning_starts=300",
-                                          "train.total_env_steps=6000", *SPARE],
+                                          "train.total_env_steps=16000", *SPARE],
                     "rollout:2,4", step=100)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "rank 4 (spare) takes its place" in done.stderr, done.stderr[-3000:]

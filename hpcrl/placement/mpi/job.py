@@ -37,6 +37,7 @@ from hpcrl.placement.mpi.launcher import (
 )
 from hpcrl.reference_policies import attach_references
 from hpcrl.runtime.devices import DeviceError, node_local_rank, pick_device
+from hpcrl.runtime.refused import exit_refused
 from hpcrl.scheme import (
     COLLECTOR,
     INFERENCE,
@@ -233,7 +234,7 @@ def rank_table(world: Any, config: Config) -> list[RankRole]:
             print(f"hpcrl: {lone}", file=sys.stderr, flush=True)
         else:  # task 0 may still be starting: an early exit here would make the launcher
             time.sleep(LONE_RANK_GRACE_S)  # kill it before it has said why
-        sys.exit(2)
+        exit_refused()
     try:
         return assign_roles(size, config.scheme, config.env.num_envs)
     except ValueError as err:
@@ -245,7 +246,7 @@ def rank_table(world: Any, config: Config) -> list[RankRole]:
                 problem = in_slurm
         if rank == 0:
             print(f"hpcrl: {problem}", file=sys.stderr, flush=True)
-        sys.exit(2)
+        exit_refused()
 
 
 def exit_if_any_rank_refuses(world: Any, problem: str | None, who: str) -> None:
@@ -267,7 +268,7 @@ def exit_if_any_rank_refuses(world: Any, problem: str | None, who: str) -> None:
         rank, role, host, message = first
         where = f"rank {rank} ({role}) on {host}: " if world.Get_size() > 1 else ""
         print(f"hpcrl: {where}{message}", file=sys.stderr, flush=True)
-    sys.exit(2)
+    exit_refused()
 
 
 def _role_device(config: Config, role: RankRole) -> tuple[torch.device | None,
