@@ -350,7 +350,7 @@ def main() -> None:
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS),
                         choices=list(SCENARIOS))
     parser.add_argument("--seconds", type=float, default=None,
-                        help="wall-clock per job (default 40; 20 with "
+                        help="wall-clock per job (default 40; 10 with "
                         "--quick)")
     parser.add_argument("--collectors", type=int, default=None,
                         help="collector ranks / Sample Factory workers (default: the CPUs "
@@ -371,7 +371,7 @@ def main() -> None:
     gpu = args.device.startswith("cuda")
     cpus = len(os.sched_getaffinity(0))
     args.collectors = args.collectors or (max(2, cpus - 3) if gpu else 2)
-    args.seconds = args.seconds or (40.0 if gpu else 20.0 if args.quick else 40.0)
+    args.seconds = args.seconds or (40.0 if gpu else 10.0 if args.quick else 40.0)
     args.sf_target = None
     if args.sf_wheels:
         args.sf_target = str(Path(tempfile.mkdtemp()) / "sf")

@@ -87,13 +87,19 @@ def test_an_off_policy_job_replaces_a_collector_until_no_spare_is_left(openmpi, 
 
 @pytest.mark.slow
 def test_a_hung_collector_killed_after_the_timeout_is_replaced(openmpi, tmp_path):
-    """(slow: 45-60 s, an 8 s timeout on top of a whole job: 4 s could take a busy
-    collector on a loaded 2-core machine for a hung one)"""
+    """A collector that hangs is named, killed after scheme.collector_timeout_s and replaced
+    (slow: 45-60 s, an 8 s timeout on top of a whole job: 4 s could take a busy collector
+    on a loaded 2-core machine for a hung one). Without a spare the same detection runs and
+    the job goes on with one collector fewer, as a killed one's jobs in
+    tests/mpi/test_mpi_lost_collectors.py show."""
     run_dir = tmp_path / "run"
     done = train_ft(openmpi, 5, run_dir, ["scheme.preset=async-ppo", "train.total_env_steps"
                                           "=30000", "scheme.collector_timeout_s=8", *SPARE],
                     "hang:2", step=60)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "rank 2 (collector of gradient worker 0) on " in done.stderr, done.stderr[-3000:]
+    # the seconds waited, as the learner noticed them: 8 or more under load
+    assert re.search(r"sent nothing for \d+ s \(scheme.collector_timeout_s=8\)", done.stderr)
     assert "killed (SIGKILL)" in done.stderr, done.stderr[-3000:]
     first_data_after(done.stderr)
     assert live_column(run_dir)[-1] == 3
