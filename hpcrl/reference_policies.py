@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
-from hpcrl.build import action_record, actor_from_record
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.errors import ConfigError
 from hpcrl.policy import checkpoint_file
+from hpcrl.policy_records import action_record, actor_from_record
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 
 

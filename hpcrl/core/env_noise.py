@@ -23,6 +23,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from ctypes.util import find_library
 
 NOT_THE_USERS = ("compiler attribute 'settotalmass' is deprecated",)
 _mujoco_filtered = False
@@ -59,7 +60,6 @@ def headless_gl(environ: dict[str, str] | None = None) -> None:
     env = os.environ if environ is None else environ
     if _has_display(env) or env.get("MUJOCO_GL"):
         return
-    from ctypes.util import find_library
 
     backend = next((name for name, lib in (("egl", "EGL"), ("osmesa", "OSMesa"))
                     if find_library(lib)), None)

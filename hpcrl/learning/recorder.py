@@ -18,12 +18,12 @@ from typing import IO, Any
 
 from torch import nn
 
-from hpcrl.build import policy_record
 from hpcrl.config.loader import dump_yaml, to_dict
 from hpcrl.config.schema import Config
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.evaluation import evaluate, success_note, truncation_note
 from hpcrl.learning.periodic_eval import PeriodicEvaluator
+from hpcrl.policy_records import policy_record
 from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP
 from hpcrl.runtime.checkpoint import keep_recent
 from hpcrl.runtime.finite import save_finite_checkpoint
@@ -74,7 +74,7 @@ class RunRecorder:
                          if config.train.eval_every > 0 else None)
 
     def policy_record(self, actor: nn.Module) -> dict[str, Any]:
-        """``actor``'s record for a checkpoint (:func:`hpcrl.build.policy_record`)."""
+        """``actor``'s record for a checkpoint (:func:`hpcrl.policy_records.policy_record`)."""
         return policy_record(self.config, self.spaces, actor, self.config_dict)
 
     @property

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from hpcrl.config.schema import Config
 from hpcrl.scheme.topology import spare_ranks
-from hpcrl.slurm.mpi_plugin import library_name
+from hpcrl.slurm.mpi_plugin import library_name, mpi_library_version
 
 ULFM_LAUNCH = "mpiexec --with-ft ulfm"
 
@@ -48,3 +48,14 @@ def lost_collector_line(config: Config, library_version: str | None,
     return (f"under `{ULFM_LAUNCH}` the job goes on: {comes_back}it runs down to "
             f"scheme.min_collectors={s.min_collectors} live collectors; started any other way "
             f"the job ends")
+
+
+def lost_collector_notes(config: Config) -> list[str]:
+    """What a lost collector does to ``config``'s job on the MPI library mpi4py runs on
+    here, as the line ``hpcrl plan`` prints (the library is asked only for a scheme whose
+    answer depends on it); empty for a job without collector ranks."""
+    version = None
+    if config.scheme.collection == "async" and config.scheme.collectors_per_worker > 0:
+        version = mpi_library_version()[0]
+    line = lost_collector_line(config, version)
+    return [] if line is None else [f"if a collector rank dies, {line}"]

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 import gymnasium as gym
 import numpy as np
 
+from hpcrl.core.algorithms import algorithms_with
+from hpcrl.core.algorithms.own_section import own_section
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.model_based.rewards import reward_function, reward_output_problem
 
@@ -26,8 +28,6 @@ def model_env_problem(config: Config, spaces: EnvSpaces) -> str | None:
     """Why the world model of ``config.algo.name`` cannot learn the env of ``spaces``, or
     None: image observations are refused (the model predicts the next observation itself),
     and a reward function other than the learned one must score a batch."""
-    from hpcrl.core.algorithms import algorithms_with
-
     name, env_id = config.algo.name, config.env.id
     if has_images(spaces):
         pixels = ", ".join(algorithms_with(lambda caps: caps.image_observations))
@@ -35,7 +35,7 @@ def model_env_problem(config: Config, spaces: EnvSpaces) -> str | None:
                 f"observation, and env '{env_id}' observes images "
                 f"({spaces.observation_space or spaces.obs_shape}); use an env with vector "
                 f"observations, or one of {pixels} for pixels")
-    spec = getattr(config.algo.own, "reward_fn", "learned")
+    spec = getattr(own_section(config.algo), "reward_fn", "learned")
     if not isinstance(spaces.action_space, gym.spaces.Box):
         return None  # the action space's own refusal names the algorithms that fit
     reward = reward_function(spec, config.env)
