@@ -155,7 +155,7 @@ def _run(cfg: Config, run_dir: Path | None, resume: bool,
 
     if wants_mpi(cfg):
         return _run_mpi(cfg, run_dir, resume, console)
-    run = RunDir(run_dir if run_dir is not None else default_run_dir(cfg))
+    run = RunDir(run_dir if run_dir is not None else default_run_dir(cfg.algo.name, cfg.env.id))
     if not resume and run.checkpoint_path.exists():
         raise RunDirTaken(f"'{run.path}' already holds a run; resume it with --resume "
                           f"{run.path} (hpcrl.resume in Python) or pick another --run-dir")

@@ -78,7 +78,7 @@ def env_spaces(config: Config) -> EnvSpaces:
             raise UnsupportedEnv(problem)
     if caps.predicts_observations:  # a world model of the env
 
-        problem = model_env_problem(config, spaces)
+        problem = model_env_problem(config.algo, config.env, spaces)
         if problem:
             raise UnsupportedEnv(problem)
     if config.algo.ppo.demos and caps.demonstrations:  # the file fits the env
@@ -91,7 +91,7 @@ def env_spaces(config: Config) -> EnvSpaces:
             raise UnsupportedEnv(problem)
     if config.algo.addons.kl_policies:  # the other policies exist and fit the env
 
-        problem = reference_problem(config, spaces)
+        problem = reference_problem(config.algo.addons, spaces)
         if problem:
             raise UnsupportedEnv(problem)
     return spaces

@@ -55,6 +55,12 @@ TOP = ("experiments", "cli")
 BELOW_TOP = ("core", "comm", "roles", "learning", "placement", "runtime", "scheme", "config")
 # what the learner (its loop, replay rule and records) may not import: a transport
 TRANSPORTS = ("hpcrl.placement", "hpcrl.comm._mpi", "mpi4py")
+# the sections of a Config, and how many files outside config/ read a deep config path
+# (``config.env.num_envs``: two hops or more from a Config): a ceiling that only goes down,
+# toward issue 44's goal of 8, as roles and components take their section, the spaces and
+# their counts instead of the whole Config
+CONFIG_SECTIONS = ("env", "actor", "algo", "train", "replay", "rnd", "scheme")
+DEEP_CONFIG_READERS = 31
 
 # why an import may sit inside a function: (importing module or its package, "*" for any;
 # imported module or its package) -> the reason. Cost only, never to dodge a cycle (the
@@ -348,6 +354,44 @@ def test_nothing_imports_the_commands():
     edges = import_edges()
     into_cli = [why for (a, b), why in edges.items() if b == "cli"]
     assert not into_cli, into_cli
+
+
+def is_deep_config_read(node: ast.AST) -> bool:
+    """Whether ``node`` reads an attribute of a config section reached from a Config
+    (``config.env.num_envs``, ``cfg.algo.name``, ``self.config.scheme.preset``,
+    ``job.config.train.device``; not ``config.scheme`` alone)."""
+    section = node.value if isinstance(node, ast.Attribute) else None
+    if not (isinstance(section, ast.Attribute) and section.attr in CONFIG_SECTIONS):
+        return False
+    root = section.value
+    return ((isinstance(root, ast.Name) and root.id in ("config", "cfg"))
+            or (isinstance(root, ast.Attribute) and root.attr == "config"))
+
+
+def deep_config_reads() -> dict[str, int]:
+    """Files outside ``config/`` -> how many deep config paths they read."""
+    found: dict[str, int] = defaultdict(int)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if not relative.startswith("config/"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                found[relative] += is_deep_config_read(node)
+    return {file: n for file, n in found.items() if n}
+
+
+def test_fewer_files_read_deep_config_paths():
+    # lower DEEP_CONFIG_READERS when this number falls; never raise it: pass a role its
+    # section (config.scheme), the spaces or a count instead of the Config
+    readers = deep_config_reads()
+    assert len(readers) <= DEEP_CONFIG_READERS, (
+        f"{len(readers)} files outside config/ read deep config paths (at most "
+        f"{DEEP_CONFIG_READERS}): pass the section or the count instead: {sorted(readers)}")
+
+
+def test_the_deep_read_count_sees_the_forms_it_names():
+    tree = ast.parse("config.env.num_envs\ncfg.algo.name\nself.config.scheme.preset\n"
+                     "job.config.train.device\nconfig.scheme\nscheme.preset\nconfig.seed\n")
+    assert sum(map(is_deep_config_read, ast.walk(tree))) == 4
 
 
 def test_the_top_layers_are_subpackages():

@@ -161,7 +161,7 @@ def plan(config_path: str | None, overrides: tuple[str, ...], as_json: bool) -> 
 
     cfg = load_config(config_path, overrides)
     click.echo(json.dumps(plan_json(cfg)) if as_json
-               else plan_text(cfg, lost_collector_notes(cfg)))
+               else plan_text(cfg, lost_collector_notes(cfg.scheme)))
 
 
 @main.group()

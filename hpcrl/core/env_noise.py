@@ -18,12 +18,12 @@
 """
 from __future__ import annotations
 
+import ctypes.util
 import os
 import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from ctypes.util import find_library
 
 NOT_THE_USERS = ("compiler attribute 'settotalmass' is deprecated",)
 _mujoco_filtered = False
@@ -62,7 +62,7 @@ def headless_gl(environ: dict[str, str] | None = None) -> None:
         return
 
     backend = next((name for name, lib in (("egl", "EGL"), ("osmesa", "OSMesa"))
-                    if find_library(lib)), None)
+                    if ctypes.util.find_library(lib)), None)
     if backend is not None:
         env["MUJOCO_GL"] = backend
 

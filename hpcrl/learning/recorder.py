@@ -62,13 +62,14 @@ class RunRecorder:
         self.console = (ConsoleProgress(config.train.total_env_steps,
                                         config.train.log_interval_s, console)
                         if console is not None else None)
-        self.wandb = WandbLog(config, run) if config.train.wandb.project else None
+        self.config_dict = to_dict(config)  # once: see policy_record
+        self.wandb = (WandbLog(config.train.wandb, run, self.config_dict)
+                      if config.train.wandb.project else None)
         self.started = time.perf_counter()
         self.last_checkpoint_at = time.monotonic()  # train.checkpoint_every_s counts from it
         self.start_steps = self.env_steps
         # why the job stops early for lost collectors (scheme.min_collectors), once it does
         self.lost_note: str | None = None
-        self.config_dict = to_dict(config)  # once: see policy_record
         self.periodic = (PeriodicEvaluator(config, run, self.env_steps, resume_state is not None,
                                            self.policy_record, console)
                          if config.train.eval_every > 0 else None)

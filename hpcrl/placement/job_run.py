@@ -147,11 +147,16 @@ class JobRun:
         return lambda: f"after {leader.updates} updates ({leader.env_steps} env steps)"
 
 
+def _default_run_dir(job: MpiJob) -> Path:
+    """The default run directory of ``job``'s run: named by its algorithm and env."""
+    return default_run_dir(job.config.algo.name, job.config.env.id)
+
+
 def _choose_run_dir(job: MpiJob, requested: Path | None, resume: bool
                     ) -> tuple[Path | None, str | None]:
     """Rank 0's choice: the requested directory or the default, made absolute (ranks may
     start in other directories), created; or why it cannot be used."""
-    path = (requested if requested is not None else default_run_dir(job.config)).absolute()
+    path = (requested if requested is not None else _default_run_dir(job)).absolute()
     if resume:
         return path, None
     if RunDir(path).checkpoint_path.exists():
@@ -173,7 +178,7 @@ def agree_run_dir(job: MpiJob, requested: Path | None, resume: bool = False) -> 
     directory as it is given (its caller refused one that holds a run, and the run's first
     file written there names what cannot be written)."""
     if job.world.Get_size() == 1:
-        return RunDir(requested if requested is not None else default_run_dir(job.config))
+        return RunDir(requested if requested is not None else _default_run_dir(job))
     choice: tuple[Path | None, str | None] = (None, None)
     if job.is_leader:
         choice = _choose_run_dir(job, requested, resume)

@@ -170,7 +170,7 @@ class MpiJob:
         on the job's device."""
         algorithm = make_algorithm(actor, self.config.algo, reducer,
                                    on_nonfinite=self.config.train.on_nonfinite)
-        attach_references(algorithm, self.config, self.spaces, self.device)
+        attach_references(algorithm, self.config.algo.addons, self.spaces, self.device)
         return algorithm
 
     def layout(self) -> RolloutLayout:
