@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from hpcrl.config.loader import from_dict, to_dict
+from hpcrl.config.loader import from_dict
 from hpcrl.config.policy_addons import PolicyAddonsConfig
 from hpcrl.config.rnd import RndConfig
 from hpcrl.config.schema import ActorConfig, Config
@@ -22,24 +22,25 @@ from hpcrl.core.obs_format import box_format, format_from_record
 from hpcrl.plugins import is_import_path
 
 
-def policy_record(config: Config, spaces: EnvSpaces, actor: torch.nn.Module,
-                  config_dict: dict[str, Any] | None = None) -> dict[str, Any]:
+def policy_record(config: dict[str, Any], spaces: EnvSpaces,
+                  actor: torch.nn.Module) -> dict[str, Any]:
     """The actor's weights with what rebuilds it (config, observation and action spaces).
 
-    ``config_dict``: ``config`` as plain dicts, when the caller keeps one. A run writes a
-    record per checkpoint; building the config's dicts anew each time left the allocator
-    holding about 0.75 kB more per checkpoint for the first few thousand (bounded, but a
-    soak of a default run read it as growth), and the config does not change during a run.
+    ``config``: the run's config as plain dicts (:func:`~hpcrl.config.loader.to_dict`),
+    which the caller keeps: a run writes a record per checkpoint, and building the config's
+    dicts anew each time left the allocator holding about 0.75 kB more per checkpoint for
+    the first few thousand (bounded, but a soak of a default run read it as growth), and
+    the config does not change during a run.
     """
     record = {"obs_shape": list(spaces.obs_shape), "obs_format": spaces.obs_format.record(),
               "action": action_record(spaces.action_space),
-              "config": config_dict if config_dict is not None else _config_dict(config),
+              "config": config,
               "state_dict": actor.state_dict(),
               # what the state dict fits: an actor-critic, or an off-policy algorithm's own
               # policy (a plug-in's is known only by importing it: this says which)
               "acts_with": "actor_critic" if isinstance(actor, ActorCritic) else "policy"}
     box = spaces.observation_space
-    if config.actor.network and isinstance(box, gym.spaces.Box):  # the user's network takes it
+    if config["actor"]["network"] and isinstance(box, gym.spaces.Box):  # the user's network
         record["observation_space"] = {"low": torch.from_numpy(np.asarray(box.low).copy()),
                                        "high": torch.from_numpy(np.asarray(box.high).copy()),
                                        "dtype": str(box.dtype)}
@@ -59,10 +60,6 @@ def action_record(space: gym.Space) -> dict[str, Any]:
     box_space = as_box(space)
     return {"type": "box", "low": torch.from_numpy(box_space.low.copy()),
             "high": torch.from_numpy(box_space.high.copy())}
-
-
-def _config_dict(config: Config) -> dict[str, Any]:
-    return to_dict(config)
 
 
 def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:

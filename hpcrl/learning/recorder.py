@@ -76,7 +76,7 @@ class RunRecorder:
 
     def policy_record(self, actor: nn.Module) -> dict[str, Any]:
         """``actor``'s record for a checkpoint (:func:`hpcrl.policy_records.policy_record`)."""
-        return policy_record(self.config, self.spaces, actor, self.config_dict)
+        return policy_record(self.config_dict, self.spaces, actor)
 
     @property
     def wall_time_s(self) -> float:
