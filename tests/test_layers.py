@@ -26,14 +26,20 @@ preset needs a replay agent) and the scheme's topology (the envs of one update).
 is data that every layer reads, so those lookups must not live on the config's data (the
 former ``AlgoConfig.kind``, ``.own`` and ``.capabilities`` properties, which made config
 and core import each other). They live in core (``hpcrl.core.algorithms``:
-``algorithm_kind``, ``algorithm_capabilities``, ``own_section``), which reads the config
+``algorithm_kind``, ``algorithm_capabilities``; ``own_section`` beside them), which reads the config
 in annotations only, and the config's checks (``config/validate*.py``, ``checks.py``), the
 layer that turns files into a validated ``Config``, import core and the scheme like any
 layer above them. Core registering its capabilities into a neutral module was the other
 way out, and refused: a lookup that works only after something else imported core is a
-dependency the imports no longer show. The one lazy edge left is the loader importing its
-checks when it checks, so that importing config's data (``hpcrl.config.schema``: every
-layer's annotations, ``hpcrl runs``, ``hpcrl --help``) loads no torch or gymnasium.
+dependency the imports no longer show. Two lazy edges are left, both for cost: the loader
+imports its checks when it checks, and the defaults table asks core for a plug-in's base
+only for a plug-in, so that importing config's data (``hpcrl.config.schema``: every
+layer's annotations, ``hpcrl runs``, ``hpcrl --help``) loads no torch or gymnasium
+(:func:`test_loading_config_data_loads_no_torch`).
+
+Narrow arguments: the files outside ``config/`` that read deep config paths
+(``config.env.num_envs``) are counted, and their number may only fall
+(:data:`DEEP_CONFIG_READERS`).
 """
 from __future__ import annotations
 
