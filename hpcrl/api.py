@@ -26,6 +26,7 @@ component's module raises :class:`~hpcrl.scripts.TrainingDuringImport` instead o
 """
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -121,8 +122,6 @@ def _complete(run: RunDir, cfg: Config, console: IO[str] | None) -> TrainResult 
     """The result of a run that has nothing left to do under ``cfg`` (it is finished and
     its checkpoint reached ``train.total_env_steps``: progress rows may run ahead of a
     checkpoint that could not be written), said on the console; else None."""
-    import json
-
     from hpcrl.placement.mpi.launcher import launched_rank, launched_size
     from hpcrl.runtime.checkpoint import checkpoint_env_steps
     from hpcrl.runtime.run_dir import is_finished
@@ -156,7 +155,7 @@ def _run(cfg: Config, run_dir: Path | None, resume: bool,
 
     if wants_mpi(cfg):
         return _run_mpi(cfg, run_dir, resume, console)
-    run = RunDir(run_dir if run_dir is not None else default_run_dir(cfg))
+    run = RunDir(run_dir if run_dir is not None else default_run_dir(cfg.algo.name, cfg.env.id))
     if not resume and run.checkpoint_path.exists():
         raise RunDirTaken(f"'{run.path}' already holds a run; resume it with --resume "
                           f"{run.path} (hpcrl.resume in Python) or pick another --run-dir")

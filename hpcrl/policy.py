@@ -5,8 +5,8 @@ from pathlib import Path
 
 import torch
 
-from hpcrl.build import actor_from_record, config_from_record
 from hpcrl.config.schema import Config
+from hpcrl.policy_records import actor_from_record, config_from_record
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 

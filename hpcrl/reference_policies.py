@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
-from hpcrl.build import action_record, actor_from_record
-from hpcrl.config.schema import Config
+from hpcrl.config.policy_addons import PolicyAddonsConfig
 from hpcrl.core.actor import ActorCritic
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.errors import ConfigError
 from hpcrl.policy import checkpoint_file
+from hpcrl.policy_records import action_record, actor_from_record
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 
 
@@ -67,9 +67,10 @@ def record_problem(record: dict[str, Any], spaces: EnvSpaces) -> str | None:
     return None
 
 
-def reference_problem(config: Config, spaces: EnvSpaces) -> str | None:
-    """The refusal of the first ``kl_policies`` entry that cannot be used (None: all can)."""
-    for index, entry in enumerate(config.algo.addons.kl_policies):
+def reference_problem(addons: PolicyAddonsConfig, spaces: EnvSpaces) -> str | None:
+    """The refusal of the first ``algo.addons.kl_policies`` entry that cannot be used in an
+    env of ``spaces`` (None: all can)."""
+    for index, entry in enumerate(addons.kl_policies):
         record = _read(index, entry["policy"], tensors=False)
         problem = record_problem(record, spaces)
         if problem is not None:
@@ -79,11 +80,12 @@ def reference_problem(config: Config, spaces: EnvSpaces) -> str | None:
     return None
 
 
-def load_references(config: Config, spaces: EnvSpaces,
+def load_references(addons: PolicyAddonsConfig, spaces: EnvSpaces,
                     device: torch.device | str = "cpu") -> list[ActorCritic]:
-    """The policies of ``kl_policies`` in order, each read once, on ``device``."""
+    """The policies of ``algo.addons.kl_policies`` in order, each read once, on
+    ``device``."""
     references = []
-    for index, entry in enumerate(config.algo.addons.kl_policies):
+    for index, entry in enumerate(addons.kl_policies):
         record = _read(index, entry["policy"], tensors=True)
         problem = record_problem(record, spaces)
         if problem is not None:  # the file changed since training started
@@ -94,10 +96,11 @@ def load_references(config: Config, spaces: EnvSpaces,
     return references
 
 
-def attach_references(algorithm: Any, config: Config, spaces: EnvSpaces,
+def attach_references(algorithm: Any, addons: PolicyAddonsConfig, spaces: EnvSpaces,
                       device: torch.device | str = "cpu") -> None:
-    """Give ``algorithm``'s KL add-ons their policies (nothing to do without any)."""
-    addons = getattr(algorithm, "addons", None)
-    if addons is not None and addons.needs_references:
-        addons.attach(load_references(config, spaces, device))
+    """Give ``algorithm``'s KL add-ons the policies ``addons.kl_policies`` names (nothing to
+    do without any)."""
+    own = getattr(algorithm, "addons", None)
+    if own is not None and own.needs_references:
+        own.attach(load_references(addons, spaces, device))
 

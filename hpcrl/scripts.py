@@ -30,6 +30,7 @@ their own that the script imports.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -97,8 +98,6 @@ def source_file(module: str) -> Path | None:
     """The Python source file that importing ``module`` would run, found without running it
     (its parent packages are imported); None when there is none to read (not found, a
     compiled or namespace module): the import itself then says what is wrong."""
-    import importlib.util
-
     try:
         spec = importlib.util.find_spec(module)
     except Exception:  # a parent package that fails to import, a malformed name

@@ -11,6 +11,8 @@ from hpcrl.config import ConfigError, dump_yaml, from_dict, load_config
 from hpcrl.config.algo_sections import FLAT_NAMES, SECTIONS
 from hpcrl.config.docs import annotated_yaml
 from hpcrl.config.loader import all_keys, resolve
+from hpcrl.core.algorithms import algorithm_kind
+from hpcrl.core.algorithms.own_section import own_section
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer, resume_config
 
@@ -75,8 +77,9 @@ def test_a_plugin_reads_the_section_of_the_built_in_it_derives_from(tmp_path, mo
                                           "    '''TD3 under another name.'''\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     config = from_dict({}, ["algo.name=slow_td3:SlowTD3", *PENDULUM, "algo.td3.policy_delay=4"])
-    assert config.algo.kind == "td3" and config.algo.own is config.algo.td3
-    assert config.algo.own.policy_delay == 4
+    assert algorithm_kind(config.algo.name) == "td3"
+    assert own_section(config.algo) is config.algo.td3
+    assert own_section(config.algo).policy_delay == 4
     with pytest.raises(ConfigError, match="'algo.sac.n_critics' is read by sac"):
         from_dict({}, ["algo.name=slow_td3:SlowTD3", *PENDULUM, "algo.sac.n_critics=3"])
 

@@ -101,5 +101,5 @@ def test_no_module_outside_the_registries_branches_on_an_algorithm_name():
             code = line.split("#", 1)[0]
             if NAME_BRANCH.search(code):
                 found.append(f"{relative}:{number}: {line.strip()}")
-    assert not found, "branches on an algorithm's name (read config.algo.capabilities):\n" \
-        + "\n".join(found)
+    assert not found, ("branches on an algorithm's name (read "
+                       "algorithm_capabilities(config.algo.name)):\n" + "\n".join(found))

@@ -1,13 +1,45 @@
-"""The package's layers: no import cycle between hpcrl's subpackages, ``core`` (the
-algorithms, networks, storages and envs) imports nothing of the configuration (``config``:
-it names the config sections it reads in annotations only) nor of the run-time layer
-(``runtime``: run directories, checkpoints, signals) nor of what is built on them, and the
+"""The package's layers: no import cycle between hpcrl's subpackages nor between its modules,
+``core`` (the algorithms, networks, storages and envs) imports nothing of the configuration
+(``config``: it names the config sections it reads in annotations only) nor of the
+run-time layer (``runtime``: run directories, checkpoints, signals) nor of what is built on
+them, ``scheme`` (the rank table) imports nothing of ``config`` at run time either, and the
 top layers (``experiments``: sweeps, runs, plots, videos; ``cli``: the commands) are
 imported by nothing below them, the commands by nothing at all.
 
-Read from the source (module-level imports, ``TYPE_CHECKING`` blocks and imports inside
-functions left out: those run after every module has loaded), so a new cycle fails here,
-naming the imports that close it, before it fails as a half-initialised module somewhere.
+Read from the source, every import counted: those at a module's top level and those inside
+functions alike (an import inside a function is an edge of the graph all the same: it only
+runs later). Importing ``a.b.c`` from outside ``a.b`` runs the packages ``a.b``'s and
+``a``'s ``__init__`` first, so the edge goes to them too (the root ``hpcrl`` excepted: its
+``__init__`` imports nothing when it loads, :func:`test_importing_hpcrl_loads_nothing`).
+Exempt: imports under ``if TYPE_CHECKING:`` (annotations, which never run). So a new cycle
+fails here, naming the imports that close it, before it fails as a half-initialised module
+somewhere, and no import inside a function can hide one.
+
+An import inside a function is allowed only where :data:`LAZY` gives the reason, and the
+reason is cost, never a cycle: an optional or heavy package (an env suite, MPI, plotting),
+or keeping a light entry point light (``import hpcrl``, ``hpcrl --help``, the config's
+data).
+
+Config and core (why the config imports core and not the other way): a config's checks need
+the algorithms' declared capabilities (an off-policy algorithm refuses a recurrent actor, a
+preset needs a replay agent) and the scheme's topology (the envs of one update). The config
+is data that every layer reads, so those lookups must not live on the config's data (the
+former ``AlgoConfig.kind``, ``.own`` and ``.capabilities`` properties, which made config
+and core import each other). They live in core (``hpcrl.core.algorithms``:
+``algorithm_kind``, ``algorithm_capabilities``; ``own_section`` beside them), which reads the config
+in annotations only, and the config's checks (``config/validate*.py``, ``checks.py``), the
+layer that turns files into a validated ``Config``, import core and the scheme like any
+layer above them. Core registering its capabilities into a neutral module was the other
+way out, and refused: a lookup that works only after something else imported core is a
+dependency the imports no longer show. Two lazy edges are left, both for cost: the loader
+imports its checks when it checks, and the defaults table asks core for a plug-in's base
+only for a plug-in, so that importing config's data (``hpcrl.config.schema``: every
+layer's annotations, ``hpcrl runs``, ``hpcrl --help``) loads no torch or gymnasium
+(:func:`test_loading_config_data_loads_no_torch`).
+
+Narrow arguments: the files outside ``config/`` that read deep config paths
+(``config.env.num_envs``) are counted, and their number may only fall
+(:data:`DEEP_CONFIG_READERS`).
 """
 from __future__ import annotations
 
@@ -15,7 +47,9 @@ import ast
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "hpcrl"
@@ -27,6 +61,128 @@ TOP = ("experiments", "cli")
 BELOW_TOP = ("core", "comm", "roles", "learning", "placement", "runtime", "scheme", "config")
 # what the learner (its loop, replay rule and records) may not import: a transport
 TRANSPORTS = ("hpcrl.placement", "hpcrl.comm._mpi", "mpi4py")
+# the sections of a Config, and how many files outside config/ read a deep config path
+# (``config.env.num_envs``: two hops or more from a Config): a ceiling that only goes down,
+# toward issue 44's goal of 8, as roles and components take their section, the spaces and
+# their counts instead of the whole Config
+CONFIG_SECTIONS = ("env", "actor", "algo", "train", "replay", "rnd", "scheme")
+DEEP_CONFIG_READERS = 30
+
+# why an import may sit inside a function: (importing module or its package, "*" for any;
+# imported module or its package) -> the reason. Cost only, never to dodge a cycle (the
+# graph counts these imports too, so a cycle they close fails all the same).
+ENTRY_POINT = ("an entry point imports what it runs when it runs, so that `import hpcrl`, "
+               "`hpcrl --help` and the light commands load no torch, MPI or plotting")
+CONFIG_DATA = ("config's loader imports its checks (core's algorithms, the scheme's "
+               "topology, torch and gymnasium with them) when it checks a config, so that "
+               "importing config's data stays light")
+PLUGIN_ONLY = "looked up for a plug-in only (its class is imported from its module path)"
+OPTIONAL = "an optional package (an extra), imported by the feature that needs it"
+LIGHT_SCHEME = ("the scheme's topology (what config's data and `hpcrl plan` read) stays light: "
+                "comm's package loads torch; asked only when lz4 is configured")
+DISTRIBUTED = ("torch.distributed is slow to import: only the all-reduce and the rendezvous "
+               "that use it import it, when they run")
+MPI_INIT = ("importing mpi4py initialises MPI: only a rank of a job, or a process that asks "
+            "the library, imports it")
+LAZY: dict[tuple[str, str], str] = {
+    ("hpcrl", "hpcrl"): ENTRY_POINT,  # hpcrl/__init__.py: load_policy
+    ("hpcrl.api", "hpcrl"): ENTRY_POINT,
+    ("hpcrl.cli", "hpcrl"): ENTRY_POINT,
+    ("hpcrl.config.loader", "hpcrl.config.validate"): CONFIG_DATA,
+    ("hpcrl.config.algo_defaults", "hpcrl.core.algorithms"): PLUGIN_ONLY,
+    ("hpcrl.scheme.topology", "hpcrl.comm.compression"): LIGHT_SCHEME,
+    ("hpcrl.comm._mpi", "mpi4py"): MPI_INIT,
+    ("hpcrl.comm.allreduce", "torch.distributed"): DISTRIBUTED,
+    ("hpcrl.comm.rendezvous", "torch.distributed"): DISTRIBUTED,
+    ("*", "lz4"): OPTIONAL,
+    ("*", "cv2"): OPTIONAL,
+    ("*", "mujoco"): OPTIONAL,
+    ("*", "ale_py"): OPTIONAL,
+    ("*", "crafter"): OPTIONAL,
+    ("*", "dm_control"): OPTIONAL,
+    ("*", "shimmy"): OPTIONAL,
+    ("*", "minatar"): OPTIONAL,
+    ("*", "minigrid"): OPTIONAL,
+    ("*", "pybullet"): OPTIONAL,
+    ("*", "pybullet_envs_gymnasium"): OPTIONAL,
+    ("*", "vizdoom"): OPTIONAL,
+    ("*", "envpool"): OPTIONAL,
+    ("*", "matplotlib"): OPTIONAL,
+    ("*", "imageio"): OPTIONAL,
+    ("*", "imageio_ffmpeg"): OPTIONAL,
+    ("*", "wandb"): OPTIONAL,
+    ("*", "torch.utils.tensorboard"): OPTIONAL,
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's module: who imports it, where, and whether at the top level."""
+
+    module: str  # the importing module
+    name: str  # the module it imports
+    line: int
+    top: bool  # at the module's top level (else inside a function or class)
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(
+        ".__init__")
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``name`` is a module or package of hpcrl's source."""
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _type_checking_nodes(tree: ast.Module) -> set[int]:
+    """The nodes under ``if TYPE_CHECKING:`` (exempt: annotations only)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            inside.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return inside
+
+
+def _names(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    """The modules an import statement loads (``from a import b`` loads ``a.b`` where that is
+    a module of hpcrl's source; a relative import is resolved)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        parts = module.split(".")[: len(module.split(".")) - node.level + is_package]
+        base = ".".join(parts + ([base] if base else []))
+    subs = [f"{base}.{alias.name}" for alias in node.names
+            if base.startswith("hpcrl") and _is_module(f"{base}.{alias.name}")]
+    return [base, *subs]
+
+
+@cache
+def all_imports() -> tuple[Import, ...]:
+    """Every import of hpcrl's source, ``TYPE_CHECKING`` blocks left out."""
+    found: list[Import] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        tree = ast.parse(path.read_text())
+        top, exempt = {id(n) for n in tree.body}, _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom) or id(node) in exempt:
+                continue
+            for name in _names(node, module, path.name == "__init__.py"):
+                found.append(Import(module, name, node.lineno, id(node) in top))
+    return tuple(found)
+
+
+def _loaded(importer: str, name: str) -> Iterator[str]:
+    """What importing ``name`` from ``importer`` runs: ``name`` and every package above it
+    that does not hold ``importer`` (the root ``hpcrl`` left out: it loads nothing)."""
+    parts = name.split(".")
+    for end in range(2, len(parts) + 1):
+        package = ".".join(parts[:end])
+        if end == len(parts) or not (importer + ".").startswith(package + "."):
+            yield package
 
 
 def _unit(module: str) -> str:
@@ -43,25 +199,16 @@ def _module(module: str) -> str:
 
 
 def import_edges(unit: Callable[[str], str] = _unit) -> dict[tuple[str, str], str]:
-    """(unit, unit it imports) -> one import that makes the edge, as 'module -> module';
+    """(unit, unit it imports) -> one import that makes the edge, as 'module:line -> module';
     ``unit`` names the unit a module belongs to (its subpackage, or the module itself)."""
     edges: dict[tuple[str, str], str] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        module = module.removesuffix(".__init__")
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module] if node.level == 0 else []
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue  # an `if TYPE_CHECKING:` block, a function's body, ...
-            for name in names:
-                if name.split(".")[0] != "hpcrl" or name == "hpcrl":
-                    continue
-                a, b = unit(module), unit(name)
-                if a != b:
-                    edges.setdefault((a, b), f"{module} -> {name}")
+    for imp in all_imports():
+        if imp.name.split(".")[0] != "hpcrl" or imp.name == "hpcrl":
+            continue
+        for loaded in _loaded(imp.module, imp.name):
+            a, b = unit(imp.module), unit(loaded)
+            if a != b:
+                edges.setdefault((a, b), f"{imp.module}:{imp.line} -> {imp.name}")
     return edges
 
 
@@ -78,7 +225,7 @@ def cycles(edges: dict[tuple[str, str], str]) -> list[list[str]]:
     def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
-        for w in graph[v]:
+        for w in sorted(graph[v]):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -100,6 +247,24 @@ def cycles(edges: dict[tuple[str, str], str]) -> list[list[str]]:
     return found
 
 
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _covers(entry: tuple[str, str], imp: Import) -> bool:
+    """Whether the :data:`LAZY` entry names ``imp``: the root ``hpcrl`` as importer is its
+    ``__init__`` alone, ``*`` any module."""
+    importer, imported = entry
+    by = (importer == "*" or imp.module == importer
+          or (importer != "hpcrl" and _within(imp.module, importer)))
+    return by and _within(imp.name, imported)
+
+
+def lazy_reason(imp: Import) -> str | None:
+    """Why ``imp``, an import inside a function, may stay there (None: it may not)."""
+    return next((reason for entry, reason in LAZY.items() if _covers(entry, imp)), None)
+
+
 def test_no_import_cycle_between_subpackages():
     edges = import_edges()
     found = cycles(edges)
@@ -118,19 +283,32 @@ def test_no_import_cycle_between_modules():
     assert not found, f"import cycles between {found}: {closing}"
 
 
+def test_every_import_inside_a_function_has_a_reason():
+    # stdlib modules cost nothing to import: they belong at the top as well
+    unexplained = [f"{imp.module}:{imp.line} imports {imp.name}" for imp in all_imports()
+                   if not imp.top and lazy_reason(imp) is None]
+    assert not unexplained, ("imports inside functions with no reason in LAZY (move them to "
+                             "the top; a cycle they would close is a layering to mend): "
+                             f"{unexplained}")
+
+
+def test_every_reason_is_still_used():
+    used = {entry for imp in all_imports() if not imp.top for entry in LAZY
+            if _covers(entry, imp)}
+    assert set(LAZY) == used, f"LAZY entries no import needs: {set(LAZY) - used}"
+
+
+def test_importing_hpcrl_loads_nothing():
+    # why the graph leaves the root package out of what importing hpcrl.x runs
+    assert not [imp for imp in all_imports() if imp.module == "hpcrl" and imp.top
+                and imp.name.startswith("hpcrl.")]
+
+
 def test_the_learner_imports_no_transport():
-    # every import, those inside functions included: the learner loop, the replay rule and
-    # the recorder run the same in one process and on MPI ranks
-    found = []
-    for path in sorted((PACKAGE / "learning").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            found += [f"{path.name}: {name}" for name in names if name.startswith(TRANSPORTS)]
+    # the learner loop, the replay rule and the recorder run the same in one process and on
+    # MPI ranks
+    found = [f"{imp.module}: {imp.name}" for imp in all_imports()
+             if imp.module.startswith("hpcrl.learning") and imp.name.startswith(TRANSPORTS)]
     assert not found, found
 
 
@@ -140,9 +318,26 @@ def test_core_imports_nothing_of_the_layers_above_it():
     assert not upward, upward
 
 
+def test_the_scheme_imports_no_config_at_run_time():
+    # the config's checks read the scheme's topology: the scheme reads config sections in
+    # annotations only
+    edges = import_edges()
+    assert ("scheme", "config") not in edges, edges.get(("scheme", "config"))
+
+
+def test_loading_config_data_loads_no_torch():
+    # the reason CONFIG_DATA gives, as the interpreter sees it
+    probe = ("import sys, hpcrl.config.schema, hpcrl.scheme.topology, hpcrl.runtime.run_dir\n"
+             "print(sorted(m for m in ('torch', 'gymnasium', 'hpcrl.core.algorithms') "
+             "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", done.stdout
+
+
 def test_importing_all_of_core_loads_no_layer_above_it():
-    # what the source check above says, as the interpreter sees it (no import inside a
-    # function runs: importing a module runs only its top level)
+    # what the source check above says, as the interpreter sees it
     probe = ("import importlib, pkgutil, sys, hpcrl.core as core\n"
              "for m in pkgutil.walk_packages(core.__path__, 'hpcrl.core.'):\n"
              "    importlib.import_module(m.name)\n"
@@ -167,6 +362,44 @@ def test_nothing_imports_the_commands():
     assert not into_cli, into_cli
 
 
+def is_deep_config_read(node: ast.AST) -> bool:
+    """Whether ``node`` reads an attribute of a config section reached from a Config
+    (``config.env.num_envs``, ``cfg.algo.name``, ``self.config.scheme.preset``,
+    ``job.config.train.device``; not ``config.scheme`` alone)."""
+    section = node.value if isinstance(node, ast.Attribute) else None
+    if not (isinstance(section, ast.Attribute) and section.attr in CONFIG_SECTIONS):
+        return False
+    root = section.value
+    return ((isinstance(root, ast.Name) and root.id in ("config", "cfg"))
+            or (isinstance(root, ast.Attribute) and root.attr == "config"))
+
+
+def deep_config_reads() -> dict[str, int]:
+    """Files outside ``config/`` -> how many deep config paths they read."""
+    found: dict[str, int] = defaultdict(int)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if not relative.startswith("config/"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                found[relative] += is_deep_config_read(node)
+    return {file: n for file, n in found.items() if n}
+
+
+def test_fewer_files_read_deep_config_paths():
+    # lower DEEP_CONFIG_READERS when this number falls; never raise it: pass a role its
+    # section (config.scheme), the spaces or a count instead of the Config
+    readers = deep_config_reads()
+    assert len(readers) <= DEEP_CONFIG_READERS, (
+        f"{len(readers)} files outside config/ read deep config paths (at most "
+        f"{DEEP_CONFIG_READERS}): pass the section or the count instead: {sorted(readers)}")
+
+
+def test_the_deep_read_count_sees_the_forms_it_names():
+    tree = ast.parse("config.env.num_envs\ncfg.algo.name\nself.config.scheme.preset\n"
+                     "job.config.train.device\nconfig.scheme\nscheme.preset\nconfig.seed\n")
+    assert sum(map(is_deep_config_read, ast.walk(tree))) == 4
+
+
 def test_the_top_layers_are_subpackages():
     assert all((PACKAGE / unit / "__init__.py").is_file() for unit in (*TOP, *BELOW_TOP))
 
@@ -175,3 +408,15 @@ def test_the_check_finds_a_cycle_when_there_is_one():
     edges = {("core", "runtime"): "core.x -> runtime.y", ("runtime", "core"): "runtime.y -> core.x",
              ("roles", "core"): "roles.z -> core.x"}
     assert cycles(edges) == [["core", "runtime"]]
+
+
+def test_an_import_inside_a_function_makes_an_edge(tmp_path):
+    # the check reads function bodies: the import below is found, not at the top level
+    tree = ast.parse("def f():\n    from hpcrl.cli import main\n")
+    node = tree.body[0].body[0]
+    assert isinstance(node, ast.ImportFrom)
+    assert _names(node, "hpcrl.core.x", False)[0] == "hpcrl.cli"
+    assert any(not imp.top for imp in all_imports())
+    assert list(_loaded("hpcrl.core.algorithms.ppo", "hpcrl.config.schema")) == [
+        "hpcrl.config", "hpcrl.config.schema"]
+    assert list(_loaded("hpcrl.config.loader", "hpcrl.config.schema")) == ["hpcrl.config.schema"]

@@ -17,7 +17,7 @@ from hpcrl.build import env_spaces
 from hpcrl.cli import main
 from hpcrl.config import from_dict
 from hpcrl.config.loader import ConfigError
-from hpcrl.core.algorithms import algorithm_capabilities
+from hpcrl.core.algorithms import algorithm_capabilities, algorithm_kind
 from hpcrl.core.algorithms.offpolicy import DQN, make_offpolicy_algorithm
 from hpcrl.core.qnetwork import QNetwork
 
@@ -82,8 +82,8 @@ def test_the_bonus_is_the_scaled_clipped_log_probability_of_the_action_taken():
 
 def test_it_runs_with_its_bases_capabilities_and_defaults():
     config = from_dict({}, [f"algo.name={NAME}"])
-    assert config.algo.kind == "dqn"
-    assert config.algo.capabilities == algorithm_capabilities("dqn")
+    assert algorithm_kind(config.algo.name) == "dqn"
+    assert algorithm_capabilities(config.algo.name) == algorithm_capabilities("dqn")
     assert config.replay.train_freq == 256 and config.replay.n_step == 3  # DQN's recipe
     out = invoke("plan", EXAMPLES / "munchausen-dqn.yaml", "--set", "scheme.preset=apex")
     assert out.exit_code == 0, out.output

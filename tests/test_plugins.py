@@ -13,6 +13,7 @@ from click.testing import CliRunner
 import hpcrl
 from hpcrl.cli import main
 from hpcrl.config.loader import ConfigError
+from hpcrl.core.algorithms import algorithm_kind
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 
@@ -82,7 +83,7 @@ def test_classes_given_in_python_are_recorded_by_import_path(tmp_path, tiny_over
                                                      {lab.TimePenalty: {"penalty": 2.0}}]}},
                                sets=tiny_overrides)
     assert config.algo.name == "custom_components:KLPenaltyPPO"
-    assert config.algo.kind == "ppo"
+    assert algorithm_kind(config.algo.name) == "ppo"
     assert config.env.wrappers == ["custom_components:TimePenalty",
                                    {"custom_components:TimePenalty": {"penalty": 2.0}}]
     result = hpcrl.train(config, run_dir=tmp_path / "run", console=None)

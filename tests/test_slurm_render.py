@@ -269,9 +269,9 @@ def test_the_rendered_script_and_the_plan_say_what_a_lost_collector_does(monkeyp
     monkeypatch.setattr(render_module, "mpi_library_version", lambda: ("MPICH Version: 4.2", ""))
     sync = render(RenderOptions("sync")).text
     assert "the job ends: a synchronous scheme" not in sync  # its learners collect themselves
-    import hpcrl.slurm.mpi_plugin as plugin
+    import hpcrl.slurm.survival as survival  # where `hpcrl plan` asks for the library
 
-    monkeypatch.setattr(plugin, "mpi_library_version", lambda: (openmpi, ""))
+    monkeypatch.setattr(survival, "mpi_library_version", lambda: (openmpi, ""))
     out = CliRunner().invoke(main, ["plan", "--set", "scheme.preset=async-ppo"])
     assert ("if a collector rank dies, under `mpiexec --with-ft ulfm` the job goes on: it runs "
             "down to scheme.min_collectors=1 live collectors; started any other way the job "

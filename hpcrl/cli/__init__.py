@@ -13,6 +13,7 @@ import atexit
 import gc
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +117,6 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
                  as_json: bool, device: str, video: str | None, record_path: str | None,
                  best: bool, max_episode_steps: int | None) -> None:
     """Run the trained policy of RUN_DIR (or a checkpoint file) deterministically."""
-    from dataclasses import replace
-
     from hpcrl.demos import DemoRecorder
     from hpcrl.evaluation import evaluate, success_note, truncation_note
     from hpcrl.experiments.video import record
@@ -158,9 +157,11 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
 def plan(config_path: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
     """Print the rank table of the config's scheme and the world size it needs."""
     from hpcrl.scheme.plan import plan_json, plan_text
+    from hpcrl.slurm.survival import lost_collector_notes
 
     cfg = load_config(config_path, overrides)
-    click.echo(json.dumps(plan_json(cfg)) if as_json else plan_text(cfg))
+    click.echo(json.dumps(plan_json(cfg)) if as_json
+               else plan_text(cfg, lost_collector_notes(cfg.scheme)))
 
 
 @main.group()

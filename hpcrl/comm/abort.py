@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import NoReturn
 
 from hpcrl.comm._mpi import Comm
+from hpcrl.comm.faults import die_as_lost, send_last_words
 from hpcrl.comm.job_end import FAILED, end_job_now, is_revocation, leave_revoked
 from hpcrl.errors import ExplainedError
 
@@ -152,8 +153,6 @@ def abort_job(comm: Comm, message: str) -> NoReturn:
 def _leave_alone(comm: Comm, message: str, exc: BaseException | None) -> None:
     """An expendable rank's failure: said, sent to rank 0 as its last words, then the rank
     dies (returns only where an essential rank is dead too: the job then ends)."""
-    from hpcrl.comm.faults import die_as_lost, send_last_words
-
     essential = EXPENDABLE.essential_lost()
     if essential is not None:
         abort_job(comm, essential)

@@ -20,6 +20,8 @@ import torch
 if TYPE_CHECKING:  # annotations only: the import itself is heavy
     import torch.distributed as dist
 
+import socket
+
 from hpcrl.comm._mpi import Comm, mpi
 from hpcrl.comm.rendezvous import destroy_gradient_group, init_gradient_group
 
@@ -236,8 +238,6 @@ def shared_gpu_problem(comm: Comm, device: torch.device) -> str | None:
     make ``ncclCommInitRank`` fail (or hang) deep inside the first collective. Collective
     over ``comm``: every rank gathers every rank's (node, device) and answers the same.
     """
-    import socket
-
     index = device.index if device.index is not None else 0
     placed = comm.allgather((socket.gethostname(), index))
     seen: dict[tuple[str, int], list[int]] = {}

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from hpcrl.comm._mpi import Comm, mpi
+from hpcrl.comm.faults import is_peer_failure
 
 T = TypeVar("T")
 
@@ -129,8 +130,6 @@ def probe_any(comm: Comm, tag: int | None = None, source: int | None = None) -> 
             status,
         )
     except MPI.Exception as exc:
-        from hpcrl.comm.faults import is_peer_failure
-
         if source is not None or not is_peer_failure(exc):
             raise  # a dead ``source`` is the caller's to handle
         comm.Ack_failed()  # a peer died (in a job that survives it): any source again

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcrl.comm._mpi import Comm, mpi, try_mpi, unavailable_reason
+from hpcrl.comm.faults import LOST, leave_without_finalize, live_agreement
 
 
 class SelfComm:
@@ -167,7 +168,6 @@ def finish_world(comm: Comm, role_comms: list[Any], survives: bool = False) -> N
     if not survives:
         comm.Barrier()
         return
-    from hpcrl.comm.faults import LOST, live_agreement
 
     live_agreement(comm, LOST.ranks())
 
@@ -179,7 +179,6 @@ def finalize_mpi() -> None:
     MPI = try_mpi()
     if MPI is None or not MPI.Is_initialized() or MPI.Is_finalized():
         return
-    from hpcrl.comm.faults import LOST, leave_without_finalize
 
     if LOST.enabled:  # (whether this rank heard of a loss or not yet)
         leave_without_finalize()  # Open MPI's Finalize was seen to spin after a lost rank

@@ -32,6 +32,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from hpcrl.plugins import PluginError, is_import_path
+
 SHARED_KEYS = ("env.num_envs", "actor.hidden_sizes", "actor.activation", "actor.ortho_init",
                "algo.num_steps", "algo.gamma", "algo.lr", "algo.lr_schedule",
                "algo.max_grad_norm", "algo.optimizer", "algo.optimizer_eps")
@@ -108,16 +110,16 @@ def algorithm_kind_of(data: Mapping[str, Any]) -> str | None:
     ``algo.name`` is unset; None for a plug-in that cannot be imported)."""
     algo = data.get("algo")
     name = algo.get("name", "ppo") if isinstance(algo, Mapping) else "ppo"
-    return _kind(name) if isinstance(name, str) else None
+    return builtin_kind(name) if isinstance(name, str) else None
 
 
-def _kind(name: str) -> str | None:
-    """The built-in whose defaults ``name`` takes: a plug-in takes its base's (one that
-    cannot be imported is left for the config check to report)."""
-    from hpcrl.plugins import PluginError, is_import_path
-
+def builtin_kind(name: str) -> str | None:
+    """The built-in whose defaults and section ``algo.name`` takes: a plug-in takes its
+    base's (None for one that cannot be imported, left for the config check to report)."""
     if not is_import_path(name):
         return name
+    # a plug-in's base is its class's (core's registry): imported for a plug-in only, so
+    # that importing config's data stays light
     from hpcrl.core.algorithms import algorithm_kind
 
     try:

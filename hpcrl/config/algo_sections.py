@@ -4,7 +4,7 @@
 Keys that every algorithm of a family reads stay in the shared sections (``algo.gamma``,
 ``algo.lr``, ``replay.batch_size``, ...); a key that one algorithm reads lives in that
 algorithm's section, whose field defaults are that algorithm's standard values. A run reads
-the section of its algorithm's *kind* (:attr:`hpcrl.config.schema.AlgoConfig.kind`: the
+the section of its algorithm's *kind* (:func:`hpcrl.core.algorithms.algorithm_kind`: the
 name of a built-in, or the nearest built-in a plug-in derives from), so a plug-in subclass
 of ``hpcrl.TD3`` takes its settings from ``algo.td3``. A section of another algorithm set
 away from its defaults is refused (:func:`unread_section_problem`): it would be ignored.
@@ -268,11 +268,12 @@ def move_flat_keys(data: Mapping[str, Any], kind: str | None, *, saved: bool = F
     return out, moved
 
 
-def unread_section_problem(algo: Any) -> str | None:
-    """The refusal of a key of another algorithm's section set away from its default (a
-    setting the run would ignore), naming the algorithm that reads it."""
+def unread_section_problem(algo: Any, own: str) -> str | None:
+    """The refusal of a key of another algorithm's section than ``own`` (the kind the run
+    trains as) set away from its default (a setting the run would ignore), naming the
+    algorithm that reads it."""
     for kind, cls in SECTIONS.items():
-        if kind == algo.kind:
+        if kind == own:
             continue
         section, defaults = getattr(algo, kind), cls()
         for f in dataclasses.fields(cls):

@@ -4,12 +4,10 @@ that offer a capability."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from hpcrl.config.schema import Config
-
-if TYPE_CHECKING:  # the algorithms import the config schema
-    from hpcrl.core.algorithms.capabilities import Capabilities
+from hpcrl.core.algorithms import algorithms_with as named
+from hpcrl.core.algorithms.capabilities import Capabilities
 
 
 def positive(key: str, value: float, strict: bool = True) -> str | None:
@@ -50,6 +48,4 @@ def recomputed_from_observations(c: Config, key: str, what: str, feature: str) -
 def algorithms_with(test: Callable[[Capabilities], bool]) -> str:
     """The built-in algorithms whose declared capabilities pass ``test``, as a list in words
     (the choices a refusal offers)."""
-    from hpcrl.core.algorithms import algorithms_with as named
-
     return ", ".join(named(test))

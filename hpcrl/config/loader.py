@@ -15,12 +15,12 @@ from typing import Any
 
 import yaml
 
-from hpcrl.config.algo_defaults import algorithm_kind_of, fill_algo_defaults
+from hpcrl.config.algo_defaults import algorithm_kind_of, builtin_kind, fill_algo_defaults
 from hpcrl.config.algo_sections import SECTIONS, move_flat_keys
 from hpcrl.config.foreign_names import foreign_hint
 from hpcrl.config.schema import Config
-from hpcrl.config.validate import problems_message, validate
 from hpcrl.errors import ConfigError
+from hpcrl.scheme.presets import apply_preset, apply_preset_agent
 
 __all__ = ["ConfigError", "all_keys", "dump_yaml", "from_dict", "load_config",
            "load_config_sources", "merge", "parse_overrides", "read_yaml", "resolve", "to_dict"]
@@ -212,9 +212,8 @@ def _with_preset(merged: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]
     agent added -> ``'preset NAME'``."""
     if not isinstance(merged.get("scheme"), Mapping):
         return merged, {}
-    from hpcrl.scheme.presets import apply_preset, apply_preset_agent
     merged = {**merged, "scheme": apply_preset(dict(merged["scheme"]))}
-    before, merged = merged, apply_preset_agent(merged)
+    before, merged = merged, apply_preset_agent(merged, algorithm_kind_of, SECTIONS)
     preset = merged["scheme"].get("preset")
     return merged, {key: f"preset {preset}" for key in _added_keys(before, merged)
                     if not key.startswith("scheme.")}
@@ -251,6 +250,11 @@ def resolve(data: Mapping[str, Any], overrides: Iterable[str] = (), *,
     merged, from_algo = fill_algo_defaults(merged)
     problems: list[str] = []
     config = _build(Config, merged, "", problems)
+    # the checks read the algorithms' capabilities and the scheme's topology (core and
+    # scheme, torch and gymnasium with them): imported when a config is checked, so that
+    # importing config's data (every layer's annotations, `hpcrl --help`) stays light
+    from hpcrl.config.validate import problems_message, validate
+
     problem = problems_message(problems) or validate(config)
     if problem is not None:
         raise ConfigError(problem)
@@ -283,7 +287,7 @@ def dump_yaml(config: Config) -> str:
     section and none of the others' (they hold their defaults: validation refuses any
     other value, and loading the text gives them back)."""
     data = to_dict(config)
-    own = config.algo.kind
+    own = builtin_kind(config.algo.name)
     data["algo"] = {key: value for key, value in data["algo"].items()
                     if key not in SECTIONS or key == own}
     return yaml.safe_dump(data, sort_keys=False)

@@ -7,7 +7,7 @@ Every field carries its documentation in ``metadata["doc"]`` (see :func:`doc`), 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from hpcrl.config.algo_sections import (
     DdpgConfig,
@@ -23,9 +23,6 @@ from hpcrl.config.fields import doc
 from hpcrl.config.offpolicy import ReplayConfig
 from hpcrl.config.policy_addons import PolicyAddonsConfig
 from hpcrl.config.rnd import RndConfig
-
-if TYPE_CHECKING:  # the algorithms import this schema
-    from hpcrl.core.algorithms.capabilities import Capabilities
 
 
 @dataclass
@@ -244,31 +241,6 @@ class AlgoConfig:
     sac: SacConfig = doc("SAC's own keys.", factory=SacConfig)
     mpo: MpoConfig = doc("MPO's own keys.", factory=MpoConfig)
     mpc: MpcConfig = doc("MPC's own keys (its world model and planner).", factory=MpcConfig)
-
-    @property
-    def kind(self) -> str:
-        """The built-in algorithm this one runs as: its name, or a plug-in's nearest
-        built-in base (see :func:`hpcrl.core.algorithms.algorithm_kind`)."""
-        from hpcrl.core.algorithms import algorithm_kind
-
-        return algorithm_kind(self.name)
-
-    @property
-    def own(self) -> Any:
-        """The section of the algorithm this run trains (``algo.<kind>``, e.g. ``algo.td3``
-        for TD3 or a plug-in subclass of it); None for one with no keys of its own (A2C).
-        Code that serves several algorithms (the collectors' exploration) reads its keys
-        here, so it needs no branch on the algorithm's name."""
-        return getattr(self, self.kind, None)
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What the algorithm declares it learns from and supports (its class's
-        :class:`~hpcrl.core.algorithms.capabilities.Capabilities`): what validation, the
-        planner and the placements read instead of its name."""
-        from hpcrl.core.algorithms import algorithm_capabilities
-
-        return algorithm_capabilities(self.name)
 
 
 @dataclass

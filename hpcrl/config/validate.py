@@ -21,6 +21,25 @@ from hpcrl.config.validate_addons import (
 from hpcrl.config.validate_collection import check_compile, check_env_groups
 from hpcrl.config.validate_restarts import check_env_restarts
 from hpcrl.config.validate_sections import section_problems
+from hpcrl.contracts import network_factory
+from hpcrl.core.algorithms import (
+    BUILT_IN_ALGOS,
+    algorithm_capabilities,
+    algorithm_class,
+    algorithm_kind,
+    check_algorithm_kwargs,
+    is_off_policy,
+)
+from hpcrl.core.algorithms.offpolicy import offpolicy_class
+from hpcrl.core.envs import env_problem
+from hpcrl.core.suites import wrapper_factory, wrapper_specs
+from hpcrl.plugins import PluginError, check_kwargs, is_import_path
+from hpcrl.scheme.topology import (
+    envs_per_gradient_step,
+    gradient_step_factors,
+    required_world_size,
+    scheme_problem,
+)
 
 # a check gives the problem it found (None: none), or a list of them for a group of keys
 Check = Callable[[Config], str | None | list[str]]
@@ -28,8 +47,6 @@ Check = Callable[[Config], str | None | list[str]]
 
 def total_envs(config: Config) -> int:
     """Envs whose steps one gradient step covers (see ``envs_per_gradient_step``)."""
-    from hpcrl.scheme.topology import envs_per_gradient_step
-
     return envs_per_gradient_step(config.scheme, config.env.num_envs)
 
 
@@ -46,16 +63,12 @@ def update_envs(config: Config) -> str:
     """The envs of one update (one gradient step's batch), every factor named: the
     envs of a gradient step come from env.num_envs, a worker's collectors and, when
     gradients are synchronous, the workers."""
-    from hpcrl.scheme.topology import gradient_step_factors
-
     return _named_product(gradient_step_factors(config.scheme, config.env.num_envs))
 
 
 def rollout_product(config: Config) -> str:
     """``algo.num_steps x env.num_envs x ... = 1000 x 1 x 4 = 4000``: the samples of one
     update, every factor named."""
-    from hpcrl.scheme.topology import gradient_step_factors
-
     return _named_product([("algo.num_steps", config.algo.num_steps),
                            *gradient_step_factors(config.scheme, config.env.num_envs)])
 
@@ -63,7 +76,7 @@ def rollout_product(config: Config) -> str:
 def minibatches_per_epoch(config: Config) -> int:
     """Minibatches per epoch: the samples of one gradient step's envs over PPO's minibatch
     (``algo.ppo.minibatch_size``); 1 for an algorithm that steps on whole rollouts."""
-    if not config.algo.capabilities.minibatched_epochs:
+    if not algorithm_capabilities(config.algo.name).minibatched_epochs:
         return 1
     return max(config.algo.num_steps * total_envs(config) // config.algo.ppo.minibatch_size, 1)
 
@@ -83,16 +96,6 @@ def _check_plugins(c: Config) -> str | None:
     """A known algorithm or an importable plug-in that meets its contract, and keyword
     arguments that each plug-in takes (the network's own checks need the env's spaces and
     run in :func:`hpcrl.build.env_spaces`)."""
-    from hpcrl.core.algorithms import (
-        BUILT_IN_ALGOS,
-        algorithm_class,
-        check_algorithm_kwargs,
-        is_off_policy,
-    )
-    from hpcrl.core.algorithms.offpolicy import offpolicy_class
-    from hpcrl.core.suites import wrapper_factory, wrapper_specs
-    from hpcrl.plugins import PluginError, check_kwargs, is_import_path
-
     name = c.algo.name
     known = list(BUILT_IN_ALGOS)
     if name not in known and not is_import_path(name):
@@ -103,7 +106,7 @@ def _check_plugins(c: Config) -> str | None:
             (offpolicy_class if is_off_policy(name) else algorithm_class)(name)
         check_algorithm_kwargs(c.algo)
         if c.actor.network:
-            if not c.algo.capabilities.own_networks:
+            if not algorithm_capabilities(c.algo.name).own_networks:
                 return (f"config key 'actor.network' ({c.actor.network}): algo.name="
                         f"{c.algo.name}'s Q-networks and policies are built from "
                         f"actor.hidden_sizes and actor.encoder; a network of your own goes "
@@ -112,8 +115,6 @@ def _check_plugins(c: Config) -> str | None:
                 return (f"config keys 'actor.network' and 'actor.encoder' "
                         f"({c.actor.encoder}) both name the first stage of the networks; "
                         f"keep one (actor.encoder=mlp with a network of your own)")
-            from hpcrl.contracts import network_factory
-
             check_kwargs(network_factory(c.actor.network), c.actor.network_kwargs,
                          "actor.network_kwargs", c.actor.network, fixed=1)
         elif c.actor.network_kwargs:
@@ -181,7 +182,7 @@ def _check_actor(c: Config) -> str | None:
         return (f"config key 'actor.encoder_init' (fixup) initialises the residual blocks of "
                 f"actor.encoder=impala_resnet, and {what}; set actor.encoder=impala_resnet "
                 f"(without actor.network) or actor.encoder_init=default")
-    if image and not c.algo.capabilities.image_observations:
+    if image and not algorithm_capabilities(c.algo.name).image_observations:
         choices = algorithms_with(lambda caps: caps.image_observations)
         return (f"config key 'actor.encoder' ({c.actor.encoder}): algo.name={c.algo.name}'s "
                 f"policy and critics take vector observations through an MLP; use "
@@ -205,7 +206,7 @@ def _check_memory(c: Config) -> str | None:
             return (f"config key '{unread[0]}' is read by recurrent actors only; set "
                     f"actor.memory=gru or lstm, or drop the key")
         return None
-    if not c.algo.capabilities.recurrent:
+    if not algorithm_capabilities(c.algo.name).recurrent:
         choices = algorithms_with(lambda caps: caps.recurrent)
         return (f"config key 'actor.memory' ({c.actor.memory}): algo.name={c.algo.name} trains "
                 f"from a replay of single transitions, which holds no recurrent state; use "
@@ -229,7 +230,7 @@ def _check_memory(c: Config) -> str | None:
 
 
 def _check_batch(c: Config) -> str | None:
-    if not c.algo.capabilities.minibatched_epochs:
+    if not algorithm_capabilities(c.algo.name).minibatched_epochs:
         return None
     batch, size = c.algo.num_steps * total_envs(c), c.algo.ppo.minibatch_size
     if size > batch or batch % size:
@@ -261,13 +262,13 @@ def _check_device(c: Config) -> str | None:
     if dev not in ("auto", "cpu", "cuda") and not (dev.startswith("cuda:") and dev[5:].isdigit()):
         return (f"config key 'train.device' must be 'auto', 'cpu', 'cuda' or 'cuda:N', got "
                 f"{dev!r}")
-    if c.algo.capabilities.replay and c.scheme.collector_device != "cpu":
+    if algorithm_capabilities(c.algo.name).replay and c.scheme.collector_device != "cpu":
         return (f"config key 'scheme.collector_device' ({c.scheme.collector_device}): "
                 f"{c.algo.name}'s collectors act through a numpy copy of the policy on the CPU "
                 f"(one small forward per env step, where a GPU round trip would cost more); "
                 f"set scheme.collector_device=cpu")
     inference = c.scheme.inference_device.strip().lower()
-    if (c.algo.capabilities.replay and c.scheme.inference_ranks > 0
+    if (algorithm_capabilities(c.algo.name).replay and c.scheme.inference_ranks > 0
             and inference not in ("auto", "cpu")):
         return (f"config key 'scheme.inference_device' ({c.scheme.inference_device}): "
                 f"{c.algo.name}'s inference ranks act through a numpy copy of the policy on "
@@ -276,15 +277,13 @@ def _check_device(c: Config) -> str | None:
 
 
 def _check_scheme(c: Config) -> str | None:
-    from hpcrl.scheme.topology import scheme_problem
-
     return (scheme_problem(c.scheme, c.train.device) or _preset_agent_problem(c)
             or _offpolicy_scheme_problem(c))
 
 
 def _preset_agent_problem(c: Config) -> str | None:
     """A named architecture's preset with an algorithm it does not stand for."""
-    preset, name, caps = c.scheme.preset, c.algo.name, c.algo.capabilities
+    preset, name, caps = c.scheme.preset, c.algo.name, algorithm_capabilities(c.algo.name)
     if preset == "impala" and caps.storage != "vtrace":
         return (f"scheme.preset=impala trains algo.name=impala (V-trace corrects the "
                 f"collectors' policy lag), got algo.name={name}; for {name} with asynchronous "
@@ -299,12 +298,10 @@ def _preset_agent_problem(c: Config) -> str | None:
 
 def _offpolicy_scheme_problem(c: Config) -> str | None:
     """Replay agents on MPI: one learner rank holding the replay, asynchronous collectors."""
-    from hpcrl.scheme.topology import required_world_size
-
     s, name = c.scheme, c.algo.name
-    if not c.algo.capabilities.replay or required_world_size(s) == 1:
+    if not algorithm_capabilities(c.algo.name).replay or required_world_size(s) == 1:
         return None
-    if s.inference_ranks > 0 and not c.algo.capabilities.remote_acting:
+    if s.inference_ranks > 0 and not algorithm_capabilities(c.algo.name).remote_acting:
         return (f"config key 'scheme.inference_ranks' ({s.inference_ranks}): algo.name={name} "
                 f"plans every action on its collector, which keeps each env's plan and "
                 f"planning noise from step to step, and an inference rank holds no such "
@@ -339,8 +336,6 @@ def _check_atari(c: Config) -> list[str]:
 
 
 def _check_env_id(c: Config) -> str | None:
-    from hpcrl.core.envs import env_problem  # gymnasium import kept out of config parsing
-
     return env_problem(c.env)
 
 
@@ -365,7 +360,7 @@ def _check_replay(c: Config) -> list[str]:
     if r.ratio_tolerance < -1:
         checks.append(f"config key 'replay.ratio_tolerance' must be >= 0, or -1 for "
                       f"collectors that are never held back, got {r.ratio_tolerance}")
-    caps = c.algo.capabilities
+    caps = algorithm_capabilities(c.algo.name)
     if caps.replay and not caps.target_networks:
         checks += unread("replay", r, ["tau", "target_update_interval"],
                          f"the target networks of "
@@ -379,7 +374,7 @@ def _check_replay(c: Config) -> list[str]:
 
 def _check_offpolicy_env(c: Config) -> str | None:
     """The replay stores raw observations and rewards: no running normalisation."""
-    if not c.algo.capabilities.replay:
+    if not algorithm_capabilities(c.algo.name).replay:
         return None
     for key in ("normalize_obs", "normalize_reward"):
         if getattr(c.env, key):
@@ -391,7 +386,7 @@ def _check_offpolicy_env(c: Config) -> str | None:
 def _check_sections(c: Config) -> list[str]:
     """The algorithms' own sections: none of another algorithm's set (it would be ignored),
     and the values of the run's own in their ranges (:mod:`.validate_sections`)."""
-    problem = unread_section_problem(c.algo)
+    problem = unread_section_problem(c.algo, algorithm_kind(c.algo.name))
     return [problem] if problem else section_problems(c)
 
 

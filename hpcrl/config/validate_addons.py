@@ -17,6 +17,9 @@ from hpcrl.config.checks import (
 )
 from hpcrl.config.policy_addons import KL_MODES, KL_POLICY_KEYS
 from hpcrl.config.schema import Config
+from hpcrl.core.algorithms import algorithm_capabilities
+from hpcrl.core.demo_replay import demo_slots
+from hpcrl.scheme.topology import collecting_ranks
 
 
 def check_rnd(c: Config) -> list[str]:
@@ -25,7 +28,7 @@ def check_rnd(c: Config) -> list[str]:
     r = c.rnd
     if not r.enabled:
         return unread("rnd", r, list(vars(r)), "RND", "set rnd.enabled=true")
-    if not c.algo.capabilities.intrinsic_rewards:
+    if not algorithm_capabilities(c.algo.name).intrinsic_rewards:
         return [f"config key 'rnd.enabled': RND adds an intrinsic value head and advantages "
                 f"to an on-policy agent on GAE batches; algo.name={c.algo.name} is not one. "
                 f"Use algo.name=ppo or a2c (or a subclass of hpcrl.PPO / hpcrl.A2C)"]
@@ -58,7 +61,7 @@ def check_demos(c: Config) -> list[str]:
     if not a.demos:
         return unread("algo.ppo", a, ["demos_fraction", "demos_own"], "PPO+D",
                       "set algo.ppo.demos to a demonstration file")
-    if not c.algo.capabilities.demonstrations:
+    if not algorithm_capabilities(c.algo.name).demonstrations:
         return [f"config key 'algo.ppo.demos': PPO+D replays demonstrations through PPO's "
                 f"clipped loss; algo.name={c.algo.name} is not PPO. Use algo.name=ppo"]
     if c.actor.memory != "none":
@@ -72,9 +75,7 @@ def check_demos(c: Config) -> list[str]:
                         f"slot to step a real env; use a value below 1, such as 0.25")
     if any(problems):
         return [p for p in problems if p]
-    from hpcrl.core.demo_replay import demo_slots  # (the file is read where training
-    from hpcrl.scheme.topology import collecting_ranks  # starts: build.env_spaces)
-
+    # (the demonstration file itself is read where training starts: build.env_spaces)
     n = c.env.num_envs
     total = n * collecting_ranks(c.scheme)  # the job's env slots, as the collectors see them
     slots = demo_slots(total, a.demos_fraction)
@@ -98,7 +99,7 @@ def check_her(c: Config) -> str | list[str] | None:
     if r.her_strategy == "none":
         return unread("replay", r, ["her_k"], "hindsight replay",
                        "set replay.her_strategy=future, final or episode")
-    if not c.algo.capabilities.goal_relabelling:
+    if not algorithm_capabilities(c.algo.name).goal_relabelling:
         return (f"config key 'replay.her_strategy' ({r.her_strategy}) relabels the replay of "
                 f"{algorithms_with(lambda caps: caps.goal_relabelling)}, got algo.name={name}; "
                 f"use one of those, or set replay.her_strategy=none")
@@ -112,8 +113,6 @@ def check_her(c: Config) -> str | list[str] | None:
         return (f"config key 'replay.her_strategy' ({r.her_strategy}) samples its rows "
                 f"uniformly (a relabelled row's TD error belongs to its new goal, not to the "
                 f"stored row); set replay.prioritized=false")
-    from hpcrl.scheme.topology import collecting_ranks
-
     streams = c.env.num_envs * collecting_ranks(c.scheme)
     if r.buffer_size < streams:
         return (f"config key 'replay.buffer_size' ({r.buffer_size}): hindsight replay keeps "
@@ -131,7 +130,7 @@ def check_policy_addons(c: Config) -> list[str]:
     a = c.algo.addons
     if not a.enabled:
         return []
-    if c.algo.capabilities.learns_from != "rollouts":
+    if algorithm_capabilities(c.algo.name).learns_from != "rollouts":
         key = "kl_policies" if a.kl_policies else (
             "reward_predictor_coef" if a.reward_predictor_coef else "return_predictor_coef")
         return [f"config key 'algo.addons.{key}' adds a term to the loss of an on-policy "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 
+import torch
+
 from hpcrl.config.schema import Config
 
 
@@ -37,8 +39,6 @@ def check_compile(c: Config) -> str | None:
 
 
 def _cuda() -> bool:
-    import torch
-
     return torch.cuda.is_available()
 
 

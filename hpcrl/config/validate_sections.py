@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 from hpcrl.config.checks import algorithms_with, in_unit, positive, unread
 from hpcrl.config.schema import Config
+from hpcrl.core.algorithms import algorithm_capabilities, algorithm_kind
+from hpcrl.core.model_based.rewards import reward_spec_problem
 
 # each check: (the key's leaf in the section, the test of its value given the key's full name)
 Rule = tuple[str, Callable[[str, float], str | None]]
@@ -55,7 +57,7 @@ RULES: dict[str, list[Rule]] = {
 
 def section_problems(c: Config) -> list[str]:
     """Every problem of the run's own algorithm section."""
-    kind = c.algo.kind
+    kind = algorithm_kind(c.algo.name)
     section = getattr(c.algo, kind, None)
     if section is None:  # an algorithm with no keys of its own (a2c)
         return []
@@ -68,7 +70,7 @@ def section_problems(c: Config) -> list[str]:
 def _dqn_problems(c: Config) -> list[str]:
     """Ape-X's keys need what they act through: a Q-network on prioritised replay for the
     collectors' priorities, epsilon-greedy exploration for the per-collector epsilons."""
-    own, caps = c.algo.dqn, c.algo.capabilities
+    own, caps = c.algo.dqn, algorithm_capabilities(c.algo.name)
     problems = []
     if own.initial_priorities == "collector" and not (caps.acting_q_values
                                                       and c.replay.prioritized):
@@ -105,8 +107,6 @@ def _mpc_problems(c: Config) -> list[str]:
     if own.planner == "cem" and own.elites > own.candidates:
         problems.append(f"config key 'algo.mpc.elites' ({own.elites}) must not exceed "
                         f"algo.mpc.candidates ({own.candidates})")
-    from hpcrl.core.model_based.rewards import reward_spec_problem
-
     problem = reward_spec_problem(own.reward_fn)
     if problem:
         problems.append(problem)

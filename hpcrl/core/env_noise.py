@@ -18,6 +18,7 @@
 """
 from __future__ import annotations
 
+import ctypes.util
 import os
 import sys
 import warnings
@@ -59,10 +60,9 @@ def headless_gl(environ: dict[str, str] | None = None) -> None:
     env = os.environ if environ is None else environ
     if _has_display(env) or env.get("MUJOCO_GL"):
         return
-    from ctypes.util import find_library
 
     backend = next((name for name, lib in (("egl", "EGL"), ("osmesa", "OSMesa"))
-                    if find_library(lib)), None)
+                    if ctypes.util.find_library(lib)), None)
     if backend is not None:
         env["MUJOCO_GL"] = backend
 

@@ -36,6 +36,16 @@ import gymnasium as gym
 import numpy as np
 
 from hpcrl.core.atari import LIFE_LOST
+from hpcrl.core.env_restarts import (
+    CUT,
+    IN_PLACE,
+    RESTARTED,
+    EnvRestartsExhausted,
+    describe_error,
+    fresh_seed,
+)
+from hpcrl.core.env_suites.registry import register_suite
+from hpcrl.core.suites import is_atari
 from hpcrl.errors import ExplainedError
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
@@ -91,9 +101,6 @@ def _atari_options(config: EnvConfig) -> dict[str, Any]:
 def envpool_problem(config: EnvConfig) -> str | None:
     """Why EnvPool cannot step ``config``'s envs (a sentence naming the key and the fix), or
     None when it can."""
-    from hpcrl.core.env_suites.registry import register_suite
-    from hpcrl.core.suites import is_atari
-
     if not installed():
         return f"EnvPool is not installed; fix: {ENVPOOL_INSTALL}"
     if config.wrappers:
@@ -262,15 +269,6 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         """The pool failed: every env of it is made again (EnvPool cannot make one of its
         envs again alone) with a fresh seed, and every episode is cut (reward 0, truncated,
         the last observations as the final ones; :mod:`hpcrl.core.env_restarts`' marks)."""
-        from hpcrl.core.env_restarts import (
-            CUT,
-            IN_PLACE,
-            RESTARTED,
-            EnvRestartsExhausted,
-            describe_error,
-            fresh_seed,
-        )
-
         why = f"{describe_error(err)} in EnvPool's step (its whole pool made again)"
         self.restarts += 1
         if self.restarts > self.max_restarts:

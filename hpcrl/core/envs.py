@@ -20,7 +20,9 @@ from hpcrl.core.child_signals import stop_signals_held
 from hpcrl.core.env_restarts import restartable
 from hpcrl.core.env_state import capture_env_state, restore_env_state
 from hpcrl.core.env_suites.registry import install_of_module, register_suite
+from hpcrl.core.envpool_envs import EnvPoolVectorEnv, envpool_problem, uses_envpool
 from hpcrl.core.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
+from hpcrl.core.restarting_async import RestartingAsyncVectorEnv
 from hpcrl.core.suites import make_env, preset_problem
 from hpcrl.errors import ConfigError
 
@@ -103,8 +105,6 @@ def env_problem(config: EnvConfig) -> str | None:
     whether ``env.preset`` fits the id, then whether ``env.backend`` can step it."""
     problem = env_id_problem(config.id) or preset_problem(config)
     if problem is None and config.backend == "envpool":
-        from hpcrl.core.envpool_envs import envpool_problem
-
         found = envpool_problem(config)
         problem = None if found is None else f"config key 'env.backend' (envpool): {found}"
     if problem is None and config.envpool_threads < 0:
@@ -233,8 +233,6 @@ def make_vector_env(config: EnvConfig, num_envs: int,
     A collector's envs (``global_indices``: the job's index of each) come back when they
     fail (:mod:`hpcrl.core.env_restarts`: ``env.max_restarts``; in subprocesses also when
     one hangs past ``env.step_timeout_s`` or dies); other envs (evaluation's) do not."""
-    from hpcrl.core.envpool_envs import EnvPoolVectorEnv, uses_envpool
-
     collecting = global_indices is not None
     if uses_envpool(config):
         return EnvPoolVectorEnv(config, num_envs, config.max_restarts if collecting else 0)
@@ -245,8 +243,6 @@ def make_vector_env(config: EnvConfig, num_envs: int,
     with stop_signals_held():  # env processes leave the stop signals to their rank
         if config.vectorization == "async":
             if collecting:
-                from hpcrl.core.restarting_async import RestartingAsyncVectorEnv
-
                 return RestartingAsyncVectorEnv(fns, config.step_timeout_s,
                                                 labels.__getitem__)
             return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)

@@ -17,6 +17,7 @@ import torch
 from hpcrl.config.schema import Config
 from hpcrl.core.env_noise import headless_rendering
 from hpcrl.errors import ExplainedError
+from hpcrl.evaluation import evaluate
 
 FORMATS = (".mp4", ".gif")
 VIDEO_INSTALL = 'pip install "hpcrl[video]"  (imageio and imageio-ffmpeg)'
@@ -47,8 +48,6 @@ def record(actor: torch.nn.Module, config: Config, episodes: int, path: str | Pa
     """Play ``episodes`` deterministic episodes into the video ``path``; returns the
     evaluation figures (as :func:`hpcrl.evaluation.evaluate`, which says how far a long one
     got on ``console`` and passes every step to ``on_step``) with ``frames`` and ``video``."""
-    from hpcrl.evaluation import evaluate
-
     headless_rendering()  # MuJoCo and SDL render off-screen on a node without a display
     path = Path(path)
     if path.suffix not in FORMATS:

@@ -18,12 +18,12 @@ from typing import IO, Any
 
 from torch import nn
 
-from hpcrl.build import policy_record
 from hpcrl.config.loader import dump_yaml, to_dict
 from hpcrl.config.schema import Config
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.evaluation import evaluate, success_note, truncation_note
 from hpcrl.learning.periodic_eval import PeriodicEvaluator
+from hpcrl.policy_records import policy_record
 from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP
 from hpcrl.runtime.checkpoint import keep_recent
 from hpcrl.runtime.finite import save_finite_checkpoint
@@ -62,20 +62,21 @@ class RunRecorder:
         self.console = (ConsoleProgress(config.train.total_env_steps,
                                         config.train.log_interval_s, console)
                         if console is not None else None)
-        self.wandb = WandbLog(config, run) if config.train.wandb.project else None
+        self.config_dict = to_dict(config)  # once: see policy_record
+        self.wandb = (WandbLog(config.train.wandb, run, self.config_dict)
+                      if config.train.wandb.project else None)
         self.started = time.perf_counter()
         self.last_checkpoint_at = time.monotonic()  # train.checkpoint_every_s counts from it
         self.start_steps = self.env_steps
         # why the job stops early for lost collectors (scheme.min_collectors), once it does
         self.lost_note: str | None = None
-        self.config_dict = to_dict(config)  # once: see policy_record
         self.periodic = (PeriodicEvaluator(config, run, self.env_steps, resume_state is not None,
                                            self.policy_record, console)
                          if config.train.eval_every > 0 else None)
 
     def policy_record(self, actor: nn.Module) -> dict[str, Any]:
-        """``actor``'s record for a checkpoint (:func:`hpcrl.build.policy_record`)."""
-        return policy_record(self.config, self.spaces, actor, self.config_dict)
+        """``actor``'s record for a checkpoint (:func:`hpcrl.policy_records.policy_record`)."""
+        return policy_record(self.config_dict, self.spaces, actor)
 
     @property
     def wall_time_s(self) -> float:

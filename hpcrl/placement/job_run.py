@@ -15,16 +15,28 @@ from __future__ import annotations
 import shutil
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
 from hpcrl.comm.faults import watches_for_revocation
 from hpcrl.config.schema import Config
+from hpcrl.core.algorithms import algorithm_capabilities, algorithm_class
+from hpcrl.core.algorithms.offpolicy import action_space_problem, offpolicy_class
 from hpcrl.errors import ConfigError
-from hpcrl.placement.mpi.job import MpiJob, build_job, exit_if_any_rank_refuses
-from hpcrl.placement.mpi.launcher import resume_command
+from hpcrl.learning.replay_loop import UpdateFigures
+from hpcrl.placement.mpi.collector_rank import CollectorRank
+from hpcrl.placement.mpi.inference_rank import InferenceRank
+from hpcrl.placement.mpi.job import MpiJob, build_job
+from hpcrl.placement.mpi.launcher import resume_command, stop_message
+from hpcrl.placement.mpi.leader import Leader
+from hpcrl.placement.mpi.learners import SyncUpdaterRank, WorkerRank, collector_state_for
+from hpcrl.placement.mpi.learners_async import AsyncUpdaterRank, AsyncWorkerRank
+from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
+from hpcrl.placement.mpi.replay_learner_rank import ReplayLearnerRank
+from hpcrl.placement.mpi.spares import SparePool, SpareRank
+from hpcrl.placement.mpi.watch import watch_failures
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.cpu import set_compute_threads, startup_objects_frozen
 from hpcrl.runtime.finite import naming_last_good
@@ -95,8 +107,6 @@ class JobRun:
         # before it could say it (one process leaves that to its caller)
         self.stop_told = self.several and job.is_leader and self.preempted
         if self.stop_told:
-            from hpcrl.placement.mpi.launcher import stop_message
-
             print(stop_message(run.path, job.world.Get_size(), STOP_REQUEST.signum),
                   file=sys.stderr, flush=True)
         finish_world(job.world, [job.learners, job.gradient], survives=job.survives)
@@ -137,11 +147,16 @@ class JobRun:
         return lambda: f"after {leader.updates} updates ({leader.env_steps} env steps)"
 
 
+def _default_run_dir(job: MpiJob) -> Path:
+    """The default run directory of ``job``'s run: named by its algorithm and env."""
+    return default_run_dir(job.config.algo.name, job.config.env.id)
+
+
 def _choose_run_dir(job: MpiJob, requested: Path | None, resume: bool
                     ) -> tuple[Path | None, str | None]:
     """Rank 0's choice: the requested directory or the default, made absolute (ranks may
     start in other directories), created; or why it cannot be used."""
-    path = (requested if requested is not None else default_run_dir(job.config)).absolute()
+    path = (requested if requested is not None else _default_run_dir(job)).absolute()
     if resume:
         return path, None
     if RunDir(path).checkpoint_path.exists():
@@ -163,7 +178,7 @@ def agree_run_dir(job: MpiJob, requested: Path | None, resume: bool = False) -> 
     directory as it is given (its caller refused one that holds a run, and the run's first
     file written there names what cannot be written)."""
     if job.world.Get_size() == 1:
-        return RunDir(requested if requested is not None else default_run_dir(job.config))
+        return RunDir(requested if requested is not None else _default_run_dir(job))
     choice: tuple[Path | None, str | None] = (None, None)
     if job.is_leader:
         choice = _choose_run_dir(job, requested, resume)
@@ -207,10 +222,6 @@ def upgraded(state: dict[str, Any]) -> dict[str, Any]:
     ``updater`` with the progress row it was in (empty between updates)."""
     placement = state.get("placement", {})
     if "updater" not in placement and "learner" in placement:
-        from dataclasses import asdict
-
-        from hpcrl.learning.replay_loop import UpdateFigures
-
         state["placement"] = {"updater": {"learner": placement["learner"],
                                           "row": asdict(UpdateFigures())},
                               "collectors": placement["collectors"]}
@@ -230,12 +241,8 @@ def prepare(config: Config, run_dir: Path | None, resume: bool = False,
     _action_space_check(job)
     watch = None
     if job.world.Get_size() > 1:
-        from hpcrl.placement.mpi.watch import watch_failures
-
         install_abort_handler(job.world, job.describe)
         if job.is_leader and spare_ranks(config.scheme):
-            from hpcrl.placement.mpi.spares import SparePool
-
             # rank 0 gives lost collectors' places to spares (where the job survives a loss)
             # and tells them to leave when it ends (every job)
             job.spares = SparePool(job)
@@ -280,18 +287,10 @@ def make_role(job: MpiJob, state: dict[str, Any] | None, console: IO[str] | None
               run: RunDir) -> Any:
     """This rank's role object: a collector, an inference rank, or a learner (rank 0's
     with the job's leader)."""
-    from hpcrl.placement.mpi.collector_rank import CollectorRank
-    from hpcrl.placement.mpi.inference_rank import InferenceRank
-    from hpcrl.placement.mpi.leader import Leader
-    from hpcrl.placement.mpi.learners import SyncUpdaterRank, WorkerRank, collector_state_for
-    from hpcrl.placement.mpi.learners_async import AsyncUpdaterRank, AsyncWorkerRank
-
     role = job.role.role
     if role == COLLECTOR:
         return CollectorRank(job, collector_state_for(state, job.role.env_offset))
     if role == SPARE:
-        from hpcrl.placement.mpi.spares import SpareRank
-
         return SpareRank(job)
     if role == INFERENCE:
         return InferenceRank(job)
@@ -300,8 +299,6 @@ def make_role(job: MpiJob, state: dict[str, Any] | None, console: IO[str] | None
     asynchronous = config.scheme.gradients == "async"
     ranked: Any
     if job.off_policy:
-        from hpcrl.placement.mpi.replay_learner_rank import ReplayLearnerRank
-
         # its one learner rank is rank 0, the leader: config validation asks for
         # scheme.gradient_workers=1 and no updater rank, so rank_table puts it first
         assert leader is not None
@@ -320,11 +317,8 @@ def make_role(job: MpiJob, state: dict[str, Any] | None, console: IO[str] | None
 
 def stat_names(config: Config) -> tuple[str, ...]:
     """The loss terms the progress rows hold (and, off-policy, the replay ratio)."""
-    if config.algo.capabilities.replay:
-        from hpcrl.core.algorithms.offpolicy import offpolicy_class
-
+    if algorithm_capabilities(config.algo.name).replay:
         return offpolicy_class(config.algo.name).stat_names + ("replay_ratio",)
-    from hpcrl.core.algorithms import algorithm_class
 
     return algorithm_class(config.algo.name).reported_stats(config.rnd.enabled,
                                                             config.algo.addons)
@@ -335,7 +329,6 @@ def _action_space_check(job: MpiJob) -> None:
     cannot; one process raises a ConfigError."""
     if not job.off_policy:
         return
-    from hpcrl.core.algorithms.offpolicy import action_space_problem
 
     problem = action_space_problem(job.config.algo.name, job.spaces, job.config.env.id)
     if problem and job.world.Get_size() == 1:

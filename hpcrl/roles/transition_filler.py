@@ -25,6 +25,7 @@ from torch import nn
 from hpcrl.config.algo_sections import DdpgConfig
 from hpcrl.config.schema import Config
 from hpcrl.core.acting import GreedyQEngine, OffPolicyEngine, SquashedGaussianEngine, make_engine
+from hpcrl.core.algorithms.own_section import own_section
 from hpcrl.core.env_groups import EnvGroup
 from hpcrl.core.envs import as_discrete
 from hpcrl.core.epsilon import collector_epsilon, linear_epsilon
@@ -69,7 +70,7 @@ def exploration_noise_keys(config: Config) -> DdpgConfig:
     ``hpcrl.OffPolicyAlgorithm`` directly has no noise section (validation refuses
     ``algo.ddpg`` for it), so it explores with DDPG's default noise; deriving from
     ``hpcrl.DDPG`` makes the keys its own."""
-    own = config.algo.own
+    own = own_section(config.algo)
     return own if isinstance(own, DdpgConfig) else DdpgConfig()
 
 

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import yaml
 
-from hpcrl.config.schema import Config
 from hpcrl.errors import ExplainedError
 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
@@ -147,10 +146,11 @@ def is_finished(run: RunDir) -> bool:
             and last_env_steps(run) >= int(train.get("total_env_steps", 0)))
 
 
-def default_run_dir(config: Config, root: Path = Path("runs")) -> Path:
-    """``runs/<algo>-<env>-<date>-<time>``, made unique with a suffix if it exists."""
-    env = config.env.id.rsplit(":", 1)[-1].replace("/", "_")
-    algo = config.algo.name.rsplit(":", 1)[-1].rsplit(".", 1)[-1]  # a plug-in: its class
+def default_run_dir(algo_name: str, env_id: str, root: Path = Path("runs")) -> Path:
+    """``runs/<algo>-<env>-<date>-<time>`` for a run of ``algo.name`` on ``env.id``, made
+    unique with a suffix if it exists."""
+    env = env_id.rsplit(":", 1)[-1].replace("/", "_")
+    algo = algo_name.rsplit(":", 1)[-1].rsplit(".", 1)[-1]  # a plug-in: its class
     base = root / f"{algo}-{env}-{time.strftime('%Y%m%d-%H%M%S')}"
     path, n = base, 1
     while path.exists():

@@ -14,8 +14,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from hpcrl.config.loader import to_dict
-from hpcrl.config.schema import Config
+from hpcrl.config.schema import WandbConfig
 from hpcrl.errors import ExplainedError
 from hpcrl.runtime.run_dir import RunDir, write_run_file
 
@@ -25,13 +24,14 @@ INSTALL_HINT = 'pip install wandb (or pip install "hpcrl[wandb]")'
 class WandbLog:
     """One W&B run mirroring ``progress.csv``."""
 
-    def __init__(self, config: Config, run: RunDir) -> None:
+    def __init__(self, settings: WandbConfig, run: RunDir, config: dict[str, Any]) -> None:
+        """The W&B run of ``run`` with ``settings`` (``train.wandb``), logging ``config``
+        (the run's config as plain dicts) as the run's configuration."""
         try:
             import wandb
         except ImportError:
             raise ExplainedError(f"train.wandb.project is set but wandb cannot be imported: "
                                  f"{INSTALL_HINT}") from None
-        settings = config.train.wandb
         id_path = run.path / "wandb-id"
         if id_path.is_file():
             run_id = id_path.read_text().strip()
@@ -41,7 +41,7 @@ class WandbLog:
         self.run = wandb.init(project=settings.project, entity=settings.entity or None,
                               group=settings.group or None, name=run.path.name, id=run_id,
                               resume="allow", dir=str(run.path), mode=settings.mode,
-                              config=to_dict(config))
+                              config=config)
         self.run.define_metric("env_steps")
         self.run.define_metric("*", step_metric="env_steps")
 

@@ -1,11 +1,13 @@
 """The rank table of a config, as text for people and JSON for scripts (``hpcrl plan``)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hpcrl.config.schema import Config, SchemeConfig
+from hpcrl.core.algorithms import algorithm_capabilities
 from hpcrl.core.epsilon import collector_epsilon
+from hpcrl.scheme.presets import PRESETS
 from hpcrl.scheme.topology import (
     INFERENCE,
     RankRole,
@@ -14,6 +16,9 @@ from hpcrl.scheme.topology import (
     describe,
     required_world_size,
 )
+
+if TYPE_CHECKING:  # annotations only: the scheme does not import config at run time
+    from hpcrl.config.schema import Config, SchemeConfig
 
 
 def role_device_key(config: Config, role: RankRole) -> tuple[str, str]:
@@ -25,7 +30,7 @@ def role_device_key(config: Config, role: RankRole) -> tuple[str, str]:
         return "train.device", config.train.device
     if role.role == INFERENCE:
         requested = config.scheme.inference_device
-        if config.algo.capabilities.replay and requested.strip().lower() == "auto":
+        if algorithm_capabilities(config.algo.name).replay and requested.strip().lower() == "auto":
             requested = "cpu"
         return "scheme.inference_device", requested
     return "scheme.collector_device", config.scheme.collector_device
@@ -54,9 +59,9 @@ def exploration_epsilon(config: Config, role: RankRole) -> float | None:
 
 def agent_summary(config: Config) -> str:
     """The agent in words: the algorithm and what the scheme does with its data."""
-    a, r = config.algo, config.replay
-    if not a.capabilities.replay:
-        vtrace = " with V-trace targets" if a.capabilities.storage == "vtrace" else ""
+    a, r, caps = config.algo, config.replay, algorithm_capabilities(config.algo.name)
+    if not caps.replay:
+        vtrace = " with V-trace targets" if caps.storage == "vtrace" else ""
         lag = (f", rollouts more than {config.scheme.max_policy_lag} updates old dropped"
                if config.scheme.collection == "async" else "")
         return f"{a.name}{vtrace}{lag}"
@@ -89,8 +94,8 @@ def plan_json(config: Config) -> dict[str, Any]:
     total_envs = sum(r.num_envs for r in rank_table(config))
     return {"world_size": required_world_size(s), "preset": s.preset, "summary": describe(s),
             "agent": agent_summary(config),
-            "capabilities": {**asdict(config.algo.capabilities),
-                             "summary": config.algo.capabilities.summary()},
+            "capabilities": {**asdict(algorithm_capabilities(config.algo.name)),
+                             "summary": algorithm_capabilities(config.algo.name).summary()},
             "collection": s.collection,
             "gradients": s.gradients, "update": s.update, "total_envs": total_envs,
             "transport": transport_summary(s), "ranks": ranks}
@@ -119,31 +124,16 @@ def _ranks(ranks: tuple[int, ...]) -> str:
 def preset_label(s: SchemeConfig) -> str:
     """The preset's name, or, where the config changed the topology it sets, what changed
     (a plan of 2 gradient workers must not read as 'serial')."""
-    from hpcrl.scheme.presets import PRESETS
-
     changed = [key for key, value in PRESETS.get(s.preset, {}).items()
                if not isinstance(value, dict) and getattr(s, key, value) != value]
     if not changed:
         return s.preset
     return f"custom (preset {s.preset}, {', '.join(changed)} changed)"
 
-def _lost_collector_lines(config: Config) -> list[str]:
-    """What a lost collector does to the job, on the MPI library mpi4py runs on here (read
-    only for a scheme whose answer depends on it)."""
-    from hpcrl.slurm.survival import lost_collector_line
-
-    version = None
-    if config.scheme.collection == "async" and config.scheme.collectors_per_worker > 0:
-        from hpcrl.slurm.mpi_plugin import mpi_library_version
-
-        version = mpi_library_version()[0]
-    line = lost_collector_line(config, version)
-    return [] if line is None else [f"if a collector rank dies, {line}"]
-
-
-def plan_text(config: Config) -> str:
-    """The plan as text for people (``hpcrl plan``): the scheme's summary lines, then a table
-    of the ranks."""
+def plan_text(config: Config, notes: Sequence[str] = ()) -> str:
+    """The plan as text for people (``hpcrl plan``): the scheme's summary lines, the
+    caller's ``notes`` (``hpcrl plan`` adds what a lost collector does on this machine's
+    MPI: :func:`hpcrl.slurm.survival.lost_collector_notes`), then a table of the ranks."""
     info = plan_json(config)
     s = config.scheme
     lines = [f"scheme {preset_label(s)}: {info['summary']}",
@@ -156,7 +146,7 @@ def plan_text(config: Config) -> str:
              f"(mpiexec -n {info['world_size']} hpcrl train ...)",
              f"envs: {info['total_envs']} in all, {config.env.num_envs} per collecting rank",
              f"transport: {info['transport']}",
-             *_lost_collector_lines(config), "",
+             *notes, "",
              f"{'rank':>4}  {'role':<16} {'group':>5}  {'feeds':<10} {'fed by':<12} "
              f"{'device':<7} envs"]
     for r in rank_table(config):

@@ -6,6 +6,7 @@ whatever the config sets itself.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import Any
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -69,22 +70,23 @@ def apply_preset(scheme: dict[str, Any]) -> dict[str, Any]:
     return base
 
 
-def apply_preset_agent(data: dict[str, Any]) -> dict[str, Any]:
-    """The whole config ``data`` with its preset's agent defaults filled in."""
+def apply_preset_agent(data: dict[str, Any], kind_of: Callable[[dict[str, Any]], str | None],
+                       sections: Collection[str]) -> dict[str, Any]:
+    """The whole config ``data`` with its preset's agent defaults filled in. ``kind_of``
+    names the built-in the algorithm of ``data`` runs as (the config's loader knows; None
+    for a plug-in that cannot be imported), and ``sections`` are the algorithms' own
+    sections: the agent's is left out when the config names another algorithm."""
     scheme = data.get("scheme")
     name = scheme.get("preset") if isinstance(scheme, dict) else None
     agent = PRESET_AGENTS.get(name or "")
     if not agent:
         return data
-    from hpcrl.config.algo_defaults import algorithm_kind_of
-    from hpcrl.config.algo_sections import SECTIONS
-
     algo = data.get("algo")
     named = isinstance(algo, dict) and "name" in algo
-    if named and algorithm_kind_of(data) != agent["algo"]["name"]:
+    if named and kind_of(data) != agent["algo"]["name"]:
         # the config names another algorithm: the agent's algorithm section is not its own
         agent = {**agent, "algo": {key: value for key, value in agent["algo"].items()
-                                   if key not in SECTIONS}}
+                                   if key not in sections}}
     return _under(agent, data)
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hpcrl.config.schema import SchemeConfig
 from hpcrl.errors import ExplainedError
+
+if TYPE_CHECKING:  # annotations only: the scheme does not import config at run time
+    from hpcrl.config.schema import SchemeConfig
 
 UPDATER, WORKER, COLLECTOR = "updater", "gradient_worker", "collector"
 INFERENCE = "inference"

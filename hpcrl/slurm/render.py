@@ -169,7 +169,7 @@ def _survival(shape: JobShape, launch: str | None) -> list[str]:
     """The comment lines on what a lost collector does to the rendered job (none for a job
     without collector ranks), wrapped at 96 characters."""
     words = shlex.split(launch) if launch is not None else ["srun"]  # (the job picks srun)
-    line = lost_collector_line(shape.config, mpi_library_version()[0],
+    line = lost_collector_line(shape.config.scheme, mpi_library_version()[0],
                                under_srun=words[0].rsplit("/", 1)[-1] == "srun")
     if line is None:
         return []

@@ -19,6 +19,7 @@ from typing import Any
 
 from hpcrl.config.loader import ConfigError, load_config, merge, parse_overrides, read_yaml
 from hpcrl.config.schema import Config, SchemeConfig
+from hpcrl.core.envpool_envs import uses_envpool
 from hpcrl.scheme import INFERENCE, PRESETS, RankRole, apply_preset, describe
 from hpcrl.scheme.plan import rank_table
 
@@ -161,8 +162,6 @@ def gpu_inference_ranks(scheme: Mapping[str, Any]) -> int:
 def cpus_for(config: Config, role: RankRole) -> int:
     """CPUs a rank uses: its torch threads, plus one per env when envs run in subprocesses,
     or EnvPool's threads beyond the first (the rank's own thread waits while they step)."""
-    from hpcrl.core.envpool_envs import uses_envpool
-
     threads = max(config.train.torch_threads, 1)
     if not role.collects:
         return threads

@@ -13,20 +13,19 @@ server learn of no failure.
 """
 from __future__ import annotations
 
-from hpcrl.config.schema import Config
+from hpcrl.config.schema import SchemeConfig
 from hpcrl.scheme.topology import spare_ranks
-from hpcrl.slurm.mpi_plugin import library_name
+from hpcrl.slurm.mpi_plugin import library_name, mpi_library_version
 
 ULFM_LAUNCH = "mpiexec --with-ft ulfm"
 
 
-def lost_collector_line(config: Config, library_version: str | None,
+def lost_collector_line(s: SchemeConfig, library_version: str | None,
                         under_srun: bool = False) -> str | None:
-    """What a lost collector rank does to ``config``'s job, completing "if a collector rank
-    dies, ...", on the MPI whose ``MPI_Get_library_version`` text is ``library_version``
-    (None: unknown), started by srun (``under_srun``) or by the MPI's own launcher; None
-    for a job without collector ranks."""
-    s = config.scheme
+    """What a lost collector rank does to the job of scheme ``s``, completing "if a
+    collector rank dies, ...", on the MPI whose ``MPI_Get_library_version`` text is
+    ``library_version`` (None: unknown), started by srun (``under_srun``) or by the MPI's
+    own launcher; None for a job without collector ranks."""
     if s.collectors_per_worker == 0:  # the learners collect themselves
         return None
     if s.collection != "async":
@@ -48,3 +47,14 @@ def lost_collector_line(config: Config, library_version: str | None,
     return (f"under `{ULFM_LAUNCH}` the job goes on: {comes_back}it runs down to "
             f"scheme.min_collectors={s.min_collectors} live collectors; started any other way "
             f"the job ends")
+
+
+def lost_collector_notes(s: SchemeConfig) -> list[str]:
+    """What a lost collector does to the job of scheme ``s`` on the MPI library mpi4py runs
+    on here, as the line ``hpcrl plan`` prints (the library is asked only for a scheme
+    whose answer depends on it); empty for a job without collector ranks."""
+    version = None
+    if s.collection == "async" and s.collectors_per_worker > 0:
+        version = mpi_library_version()[0]
+    line = lost_collector_line(s, version)
+    return [] if line is None else [f"if a collector rank dies, {line}"]

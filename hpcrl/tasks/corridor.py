@@ -15,6 +15,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from hpcrl.demos import DemoRecorder
+
 
 class Corridor(gym.Env):
     """``length`` cells, the reward at the last one (see the module's docstring)."""
@@ -57,8 +59,6 @@ class Corridor(gym.Env):
 def record_walk(path: str, episodes: int = 1, length: int = 40) -> int:
     """Write ``episodes`` demonstrations of the scripted walk to the end (always right) in
     the format of :mod:`hpcrl.demos` (what ``algo.ppo.demos`` reads); returns the rows written."""
-    from hpcrl.demos import DemoRecorder
-
     recorder = DemoRecorder(episodes)
     env = Corridor(length)
     for episode in range(episodes):

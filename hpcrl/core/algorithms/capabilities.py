@@ -1,8 +1,9 @@
 """What an algorithm learns from and what it supports, declared once on its class.
 
 Config validation, the scheme planner, the collectors and the placements ask an algorithm's
-:class:`Capabilities` (``config.algo.capabilities``) instead of testing its name, so a new
-algorithm, or a plug-in subclass, is described in one place: its class.
+:class:`Capabilities` (``algorithm_capabilities(config.algo.name)``, from
+:mod:`hpcrl.core.algorithms`) instead of testing its name, so a new algorithm, or a plug-in
+subclass, is described in one place: its class.
 """
 from __future__ import annotations
 

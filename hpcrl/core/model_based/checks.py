@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 import gymnasium as gym
 import numpy as np
 
+from hpcrl.core.algorithms import algorithms_with
+from hpcrl.core.algorithms.own_section import own_section
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.model_based.rewards import reward_function, reward_output_problem
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import Config
+    from hpcrl.config.schema import AlgoConfig, EnvConfig
 
 
 def has_images(spaces: EnvSpaces) -> bool:
@@ -22,23 +24,21 @@ def has_images(spaces: EnvSpaces) -> bool:
     return fmt.image or any(sub.image for _, sub, _ in fmt.keys)
 
 
-def model_env_problem(config: Config, spaces: EnvSpaces) -> str | None:
-    """Why the world model of ``config.algo.name`` cannot learn the env of ``spaces``, or
+def model_env_problem(algo: AlgoConfig, env: EnvConfig, spaces: EnvSpaces) -> str | None:
+    """Why the world model of ``algo.name`` cannot learn the env ``env`` of ``spaces``, or
     None: image observations are refused (the model predicts the next observation itself),
     and a reward function other than the learned one must score a batch."""
-    from hpcrl.core.algorithms import algorithms_with
-
-    name, env_id = config.algo.name, config.env.id
+    name, env_id = algo.name, env.id
     if has_images(spaces):
         pixels = ", ".join(algorithms_with(lambda caps: caps.image_observations))
         return (f"config key 'algo.name': {name} learns a model that predicts the next "
                 f"observation, and env '{env_id}' observes images "
                 f"({spaces.observation_space or spaces.obs_shape}); use an env with vector "
                 f"observations, or one of {pixels} for pixels")
-    spec = getattr(config.algo.own, "reward_fn", "learned")
+    spec = getattr(own_section(algo), "reward_fn", "learned")
     if not isinstance(spaces.action_space, gym.spaces.Box):
         return None  # the action space's own refusal names the algorithms that fit
-    reward = reward_function(spec, config.env)
+    reward = reward_function(spec, env)
     if reward is None:
         return None
     origin = spec if spec != "auto" else f"env '{env_id}''s planning reward"

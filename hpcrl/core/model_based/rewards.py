@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from hpcrl.core.suites import make_env
 from hpcrl.plugins import PluginError, is_import_path, load
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
@@ -83,8 +84,6 @@ def env_reward(env: EnvConfig) -> RewardFunction | None:
     """The reward the env of ``env`` gives planners: its unwrapped env's
     :data:`ENV_HOOK` method (bound to an instance the function keeps), else the
     :data:`BUILT_IN` one of its id, else None."""
-    from hpcrl.core.suites import make_env
-
     instance = make_env(env)
     hook = getattr(instance.unwrapped, ENV_HOOK, None)
     if callable(hook):

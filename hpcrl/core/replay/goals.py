@@ -26,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from hpcrl.core.obs_format import ObsFormat
+from hpcrl.core.suites import make_env
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.schema import EnvConfig
@@ -105,8 +106,6 @@ class GoalRewards:
     """
 
     def __init__(self, config: EnvConfig) -> None:
-        from hpcrl.core.suites import make_env
-
         self.env = make_env(config)
         base = self.env.unwrapped
         reward = getattr(base, "compute_reward", None)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from hpcrl.comm.channel import Channel
+from hpcrl.core.algorithms.offpolicy import make_policy
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
@@ -124,8 +125,6 @@ class CollectorRank:
 
     def _transition_collector(self) -> Collector[Any]:
         """An off-policy collector streaming chunks of ``algo.num_steps`` steps per env."""
-        from hpcrl.core.algorithms.offpolicy import make_policy
-
         job, cfg = self.job, self.job.config
         policy = make_policy(cfg, job.spaces)
         n = cfg.env.num_envs

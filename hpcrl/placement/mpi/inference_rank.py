@@ -24,6 +24,7 @@ import numpy as np
 
 from hpcrl.comm.faults import DEAD, LOST, is_peer_failure
 from hpcrl.core.acting import make_engine
+from hpcrl.core.algorithms.offpolicy import make_policy
 from hpcrl.exchange.acting import BYE, VALUE, ServerEnd, serve_until
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
@@ -37,8 +38,6 @@ def serving_engine(job: MpiJob) -> tuple[Any, Any]:
     """The module an inference rank holds and the engine that evaluates it: the actor-critic
     on the rank's device, or an off-policy agent's acting policy (numpy, on the CPU)."""
     if job.off_policy:
-        from hpcrl.core.algorithms.offpolicy import make_policy
-
         policy = make_policy(job.config, job.spaces)
         return policy, make_engine(policy)
     actor = job.new_actor(job.device)

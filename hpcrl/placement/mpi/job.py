@@ -5,7 +5,6 @@ table without exchanging it; communicators are made once, in the same order ever
 """
 from __future__ import annotations
 
-import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -18,16 +17,16 @@ from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout
 from hpcrl.comm import split_by_role, world_comm
 from hpcrl.comm.channel import Channel, channel_for
 from hpcrl.comm.compression import PlainCodec, make_codec
-from hpcrl.comm.faults import PeerInfo
+from hpcrl.comm.faults import LOST, PeerInfo, gather_peers, survival_problem
 from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.comm.world import SelfComm
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic
-from hpcrl.core.algorithms import OnPolicyAlgorithm, make_algorithm
+from hpcrl.core.algorithms import OnPolicyAlgorithm, algorithm_capabilities, make_algorithm
 from hpcrl.core.envs import EnvSpaces
+from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.reducer import Reducer
 from hpcrl.core.rollout import RolloutLayout
-from hpcrl.errors import ConfigError
 from hpcrl.placement.mpi.launcher import (
     in_slurm_step,
     launched_rank,
@@ -35,7 +34,10 @@ from hpcrl.placement.mpi.launcher import (
     lone_rank_problem,
     srun_command,
 )
+from hpcrl.placement.mpi.node_transport import open_node_memory
+from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
 from hpcrl.reference_policies import attach_references
+from hpcrl.roles.transition_filler import stream_layout
 from hpcrl.runtime.devices import DeviceError, node_local_rank, pick_device
 from hpcrl.runtime.refused import exit_refused
 from hpcrl.scheme import (
@@ -168,7 +170,7 @@ class MpiJob:
         on the job's device."""
         algorithm = make_algorithm(actor, self.config.algo, reducer,
                                    on_nonfinite=self.config.train.on_nonfinite)
-        attach_references(algorithm, self.config, self.spaces, self.device)
+        attach_references(algorithm, self.config.algo.addons, self.spaces, self.device)
         return algorithm
 
     def layout(self) -> RolloutLayout:
@@ -185,14 +187,13 @@ class MpiJob:
     def off_policy(self) -> bool:
         """Whether the algorithm learns from a replay (its declared capabilities): transition
         chunks stream to one learner rank, and its collectors act through a numpy policy."""
-        return self.config.algo.capabilities.replay
+        return algorithm_capabilities(self.config.algo.name).replay
 
     def stream_layout(self) -> Any:
         """The layout of what a collector rank streams to its learner: a rollout, or (an
         off-policy agent's) a chunk of ``algo.num_steps`` transitions per env."""
         if not self.off_policy:
             return self.layout()
-        from hpcrl.roles.transition_filler import stream_layout
 
         s = self.spaces
         return stream_layout(self.config, s.obs_shape, s.action_shape, self.config.env.num_envs,
@@ -213,8 +214,6 @@ def describe_role(role: RankRole) -> str:
 
 
 def _to_device(actor: ActorCritic, device: torch.device) -> ActorCritic:
-    from hpcrl.core.flat import contiguous_parameters
-
     actor = actor.to(device)
     actor.__dict__.pop("_hpcrl_flat_params", None)
     actor.__dict__.pop("_hpcrl_params", None)
@@ -249,28 +248,6 @@ def rank_table(world: Any, config: Config) -> list[RankRole]:
         exit_refused()
 
 
-def exit_if_any_rank_refuses(world: Any, problem: str | None, who: str) -> None:
-    """Every rank exits with status 2 when any rank has a ``problem`` (a message naming the
-    key and the fix), rank 0 printing the first with the rank, its role ``who`` and host;
-    else returns. Collective: each rank calls it at the same point, so a problem that only
-    some ranks meet (a GPU missing on one node) stops the whole job before any work, said
-    once, instead of a silent exit of the rank that met it. A job of one process raises the
-    problem as a :class:`~hpcrl.errors.ConfigError` instead."""
-    if world.Get_size() == 1:
-        if problem is not None:
-            raise ConfigError(problem)
-        return
-    found = world.allgather(None if problem is None else (who, socket.gethostname(), problem))
-    first = next(((rank, *item) for rank, item in enumerate(found) if item is not None), None)
-    if first is None:
-        return
-    if world.Get_rank() == 0:
-        rank, role, host, message = first
-        where = f"rank {rank} ({role}) on {host}: " if world.Get_size() > 1 else ""
-        print(f"hpcrl: {where}{message}", file=sys.stderr, flush=True)
-    exit_refused()
-
-
 def _role_device(config: Config, role: RankRole) -> tuple[torch.device | None,
                                                           str | None]:
     """This role's device (see :func:`role_device_key`), or why it cannot have it."""
@@ -297,7 +274,6 @@ def build_job(config: Config, world: Any = None) -> MpiJob:
     job = MpiJob(config, world, role, table, learners if role.learner else None,
                  gradient if role.role == WORKER else None, device, env_spaces(config))
     _plan_survival(job)
-    from hpcrl.placement.mpi.node_transport import open_node_memory
 
     job.memory = open_node_memory(job)
     return job
@@ -308,8 +284,6 @@ def _plan_survival(job: MpiJob) -> None:
     asynchronous collection can (a synchronous learner waits for every collector), and only
     on an MPI that survives a dead rank (:func:`~hpcrl.comm.faults.survival_problem`).
     Collective: every rank learns its peers' hosts and pids (in any asynchronous job)."""
-    from hpcrl.comm.faults import LOST, gather_peers, survival_problem
-
     s = job.config.scheme
     LOST.clear()
     if s.collection != "async" or not any(r.role == COLLECTOR for r in job.table):

@@ -14,6 +14,9 @@ import signal
 from collections.abc import Mapping
 from pathlib import Path
 
+from hpcrl.runtime.run_dir import LOST_MARKER, RunDir
+from hpcrl.slurm.mpi_plugin import library_name, mpi_library_version, srun_launch
+
 LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS",
                       "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "PMIX_SIZE")
 LAUNCHER_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMIX_RANK")
@@ -56,8 +59,6 @@ def launched_rank(environ: Mapping[str, str] | None = None) -> int:
 
 def srun_command() -> str:
     """``srun --mpi=PLUGIN`` for mpi4py's MPI library (plain ``srun`` when unknown)."""
-    from hpcrl.slurm.mpi_plugin import srun_launch
-
     return srun_launch().command
 
 
@@ -69,7 +70,6 @@ def lone_rank_problem(world_size: int,
     started = launched_size(environ)
     if world_size != 1 or started <= 1:
         return None
-    from hpcrl.slurm.mpi_plugin import library_name, mpi_library_version
 
     version, _ = mpi_library_version()
     library = library_name(version) if version else "mpi4py's MPI library"
@@ -120,8 +120,6 @@ def stop_message(run_dir: Path, world_size: int, signum: int | None,
 
 def _lost_note(run_dir: Path) -> str | None:
     """What the stop marker of a job stopped for lost collectors says (None: not that)."""
-    from hpcrl.runtime.run_dir import LOST_MARKER, RunDir
-
     try:
         text = RunDir(Path(run_dir)).stopped_path.read_text().strip()
     except OSError:

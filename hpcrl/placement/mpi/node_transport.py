@@ -24,7 +24,10 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from hpcrl.comm.node_memory import NodeMemory, NodePeers, aligned, node_peers, shm_free_bytes
+from hpcrl.core.algorithms.offpolicy import make_policy
 from hpcrl.exchange.streams import STREAM_SLOTS, StreamIn, StreamOut
+from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
+from hpcrl.placement.mpi.remote_acting import acting_spec
 from hpcrl.scheme import COLLECTOR
 
 if TYPE_CHECKING:
@@ -40,8 +43,6 @@ def stream_bytes(job: MpiJob) -> int:
 
 def acting_bytes(job: MpiJob) -> int:
     """Bytes of a collector's acting slots, one per group of its envs."""
-    from hpcrl.placement.mpi.remote_acting import acting_spec
-
     spec = acting_spec(job, acting_module(job))
     groups = job.env_groups
     return groups * spec.slot_words(job.config.env.num_envs // groups) * 4
@@ -51,8 +52,6 @@ def acting_module(job: MpiJob) -> Any:
     """The module whose acting a collector's inference rank runs (on the CPU, for shapes):
     the actor-critic, or an off-policy agent's acting policy."""
     if job.off_policy:
-        from hpcrl.core.algorithms.offpolicy import make_policy
-
         return make_policy(job.config, job.spaces)
     return job.new_actor()
 
@@ -122,7 +121,6 @@ def open_node_memory(job: MpiJob) -> NodeMemory | None:
     rank exits with status 2 when ``transport=shared`` cannot hold somewhere."""
     if not uses_exchanges(job):
         return None
-    from hpcrl.placement.mpi.job import exit_if_any_rank_refuses
 
     peers = node_peers(job.world)
     regions = collector_regions(job, peers)

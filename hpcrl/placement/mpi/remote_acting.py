@@ -23,6 +23,8 @@ from hpcrl.comm.channel import Channel
 from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.core.acting import Step
 from hpcrl.core.actor import ActorCritic
+from hpcrl.core.policies import SquashedGaussianPolicy
+from hpcrl.core.qnetwork import QNetwork
 from hpcrl.exchange.acting import (
     ACT,
     STEP,
@@ -43,9 +45,6 @@ from hpcrl.roles.protocol import acting_tags
 def acting_spec(job: Any, module: Any) -> ActingSpec:
     """The spec of ``module``'s acting in ``job`` (an :class:`~hpcrl.placement.mpi.job.MpiJob`):
     built the same way by a collector and its inference rank, so their records match."""
-    from hpcrl.core.policies import SquashedGaussianPolicy
-    from hpcrl.core.qnetwork import QNetwork
-
     if isinstance(module, ActorCritic):
         layout = job.layout()
         return actor_critic_spec(module, layout.obs_shape, layout.obs_dtype,

@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from hpcrl.comm.faults import LOST
+from hpcrl.placement.mpi.collector_rank import CollectorRank
 from hpcrl.roles.protocol import TAG_ASSIGN, TAG_REPLACED, TAG_WEIGHTS
 from hpcrl.scheme import COLLECTOR, SPARE
 
@@ -137,8 +138,6 @@ class SpareRank:
     def _take_place(self, slot: int, incarnation: int) -> None:
         """Build collector ``slot``'s envs (incarnation ``incarnation``: fresh seeds), wait
         for its learner's weights (or the job's end) and collect."""
-        from hpcrl.placement.mpi.collector_rank import CollectorRank
-
         job = self.job
         role = dataclasses.replace(job.table[slot], rank=job.rank)
         collector = CollectorRank(dataclasses.replace(job, role=role), None, incarnation)

@@ -4,7 +4,7 @@ cannot survive."""
 from __future__ import annotations
 
 from hpcrl.comm import abort_job, set_expendable
-from hpcrl.comm.faults import FailureWatch
+from hpcrl.comm.faults import FailureWatch, failed_ranks, lost_rank_message
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.scheme import COLLECTOR, SPARE
 
@@ -15,8 +15,6 @@ def watch_failures(job: MpiJob) -> FailureWatch:
     says one line per lost collector. In any other job under Open MPI's ULFM, where a dead
     rank does not end the job by itself, any loss ends the job, and a job another rank
     ended (:mod:`hpcrl.comm.job_end`) ends this rank with status 1."""
-    from hpcrl.comm.faults import failed_ranks, lost_rank_message
-
     def expendable(rank: int) -> bool:
         return job.survives and job.table[rank].role in (COLLECTOR, SPARE)
 

@@ -25,6 +25,7 @@ from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.flat import contiguous_parameters, share_flat_parameters, zero_flat_gradients
 from hpcrl.core.gradient_guard import GradientGuard
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
+from hpcrl.core.policies import SquashedGaussianPolicy
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.replay.transitions import Transitions
 from hpcrl.core.target import TargetNetwork
@@ -75,8 +76,6 @@ def continuous_control(exploration: Literal["sampled policy", "action noise"]) -
 
 def squashed_gaussian(spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
     """A fresh squashed Gaussian policy over ``spaces`` (SAC's and MPO's acting policy)."""
-    from hpcrl.core.policies import SquashedGaussianPolicy
-
     return SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), actor,
                                   spaces.obs_format)
 

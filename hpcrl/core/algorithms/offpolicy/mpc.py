@@ -48,17 +48,18 @@ class MPC(OffPolicyAlgorithm):
 
     @classmethod
     def acting_policy(cls, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
-        """The planning policy over ``spaces`` with ``algo.mpc``'s defaults and a learned
-        reward (a run's own is :meth:`policy_for`'s, which reads its config)."""
-        from hpcrl.config.algo_sections import MpcConfig
-
-        return PlanningPolicy(spaces, actor, MpcConfig(), 1.0, None)
+        """MPC's policy is a planner over its world model, both sized by the section
+        ``algo.mpc``, which ``actor`` does not hold: it is built by :meth:`policy_for` from
+        the run's config (hpcrl builds every policy through it), and refused here."""
+        raise TypeError(f"{cls.__name__}'s planning policy is sized by its config section "
+                        f"algo.mpc, which the actor's section does not hold: build it with "
+                        f"{cls.__name__}.policy_for(spaces, config)")
 
     @classmethod
     def policy_for(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
         """The planning policy of ``config``: its ``algo.mpc`` planner, ``algo.gamma`` as
         the planning discount, and the reward ``algo.mpc.reward_fn`` names for its env."""
-        settings: MpcConfig = config.algo.own
+        settings: MpcConfig = config.algo.mpc
         return PlanningPolicy(spaces, config.actor, settings, config.algo.gamma,
                               reward_function(settings.reward_fn, config.env))
 
@@ -67,7 +68,7 @@ class MPC(OffPolicyAlgorithm):
         policy = self.policy_for(self.spaces, self.config)
         assert isinstance(policy, PlanningPolicy)
         self.planning = policy
-        self.settings: MpcConfig = self.config.algo.own
+        self.settings: MpcConfig = self.config.algo.mpc
         # the moments of the inputs and targets observed since the last gradient step
         self.pending: tuple[Moments, Moments] | None = None
         return [("model", policy)]
