@@ -31,14 +31,31 @@ shift 2
 exec "$@"
 """
 FAKE_SCONTROL = r"""#!/bin/bash
+if [[ "$1 $2" == "show hostnames" ]]; then tr , '\n' <<<"$3"; exit 0; fi
 echo "$*" >> "$FAKE_LOG/scontrol"
+"""
+# Open MPI's mpiexec: records its arguments and its daemon agent (the agent then starts a
+# daemon on a node of each component, through the fake srun), then runs the first app
+# context's command
+FAKE_MPIEXEC = r"""#!/bin/bash
+args=("$@")
+for ((i = 0; i < $#; i++)); do
+    [[ "${args[i]}" == plm_ssh_agent ]] && cp "${args[i + 1]}" "$FAKE_LOG/agent"
+done
+"$FAKE_LOG/agent" gpu1 true daemon gpu1 && "$FAKE_LOG/agent" cpu2 true daemon cpu2 || exit 9
+echo "$*" > "$FAKE_LOG/launcher"
+while [[ $# -gt 0 && "$1" != -n ]]; do shift; done
+shift 2
+cmd=()
+for a in "$@"; do [[ "$a" == : ]] && break; cmd+=("$a"); done
+exec "${cmd[@]}"
 """
 # stands in for `hpcrl`: answers `hpcrl slurm launcher` with a fake plugin; records its
 # arguments, runs FAKE_STEPS x 50 ms; on USR1/TERM writes RUN_DIR/stopped and exits 3 like
 # hpcrl does (FAKE_STOP_EXIT: the status srun reports instead, FAKE_NO_MARKER: no checkpoint);
 # the first FAKE_FAIL_STARTS starts fail before any work (no RUN_DIR/trained)
 FAKE_HPCRL = r"""#!/bin/bash
-if [[ "$*" == "slurm launcher" ]]; then echo "srun --mpi=fake"; exit 0; fi
+if [[ "$1 $2" == "slurm launcher" ]]; then echo "srun --mpi=fake"; exit 0; fi
 printf '%s\n' "$@" > "$FAKE_LOG/args"
 echo "${FROM_SETUP-}" > "$FAKE_LOG/setup"
 run_dir=""
@@ -71,11 +88,12 @@ exit "${FAKE_EXIT:-0}"
 def fakes(tmp_path: Path) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, text in (("srun", FAKE_SRUN), ("mpirun", FAKE_MPIRUN),
+    for name, text in (("srun", FAKE_SRUN), ("mpirun", FAKE_MPIRUN), ("mpiexec", FAKE_MPIEXEC),
                        ("scontrol", FAKE_SCONTROL), ("fake-hpcrl", FAKE_HPCRL)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     (tmp_path / "log").mkdir()
+    (tmp_path / "tmp").mkdir()
     return tmp_path
 
 
@@ -85,7 +103,8 @@ def start(fakes: Path, script_text: str, **env: str) -> subprocess.Popen:
     full = {"PATH": f"{fakes / 'bin'}:/usr/bin:/bin", "FAKE_LOG": str(fakes / "log"),
             "SLURM_JOB_ID": "42", "SLURM_JOB_NAME": "job", "SLURM_NTASKS": "2",
             "SLURM_NTASKS_HET_GROUP_0": "1", "SLURM_NTASKS_HET_GROUP_1": "2",
-            "HPCRL_CMD": "fake-hpcrl", "FAKE_STEPS": "0", **env}
+            "HPCRL_CMD": "fake-hpcrl", "FAKE_STEPS": "0", "TMPDIR": str(fakes / "tmp"),
+            **env}
     return subprocess.Popen(["bash", str(script)], env=full, cwd=fakes,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -241,17 +260,52 @@ def test_mpirun_gets_the_task_count(fakes):
     assert logged(fakes, "launcher")[0].startswith("--bind-to none -n 2 fake-hpcrl train")
 
 
-def test_async_joins_both_components_in_one_srun(fakes):
-    status, out = finish(start(fakes, template_path("async").read_text(),
-                               SLURM_CPUS_PER_TASK_HET_GROUP_0="4",
-                               SLURM_CPUS_PER_TASK_HET_GROUP_1="2"))
+def async_launch(fakes: Path, **env: str) -> str:
+    """The launcher's arguments of the async template's job, which succeeded, under ``env``."""
+    status, out = finish(start(fakes, template_path("async").read_text(), **env))
     assert status == 0, out
-    line = logged(fakes, "launcher")[0]
+    return logged(fakes, "launcher")[0]
+
+
+def test_async_joins_both_components_in_one_srun(fakes):
+    line = async_launch(fakes, SLURM_CPUS_PER_TASK_HET_GROUP_0="4",
+                        SLURM_CPUS_PER_TASK_HET_GROUP_1="2")
     assert line.startswith("--mpi=fake --kill-on-bad-exit=1 --het-group=0 --cpus-per-task=4 "
                            "fake-hpcrl")
     assert " : --het-group=1 --cpus-per-task=2 fake-hpcrl train " in line
     args = logged(fakes, "args")
     assert "scheme.gradient_workers=1" in args and "scheme.collectors_per_worker=2" in args
+
+
+def test_async_on_open_mpi_runs_one_mpiexec_over_both_components(fakes):
+    """HPCRL_LAUNCH='mpiexec --with-ft ulfm' (the async template's launch on Open MPI 5):
+    an app context per component on its nodes and task counts, learners first, and the
+    daemons started by srun in their node's component."""
+    line = async_launch(fakes, HPCRL_LAUNCH="mpiexec --with-ft ulfm",
+                        SLURM_NTASKS_HET_GROUP_0="2", SLURM_NTASKS_HET_GROUP_1="6",
+                        SLURM_JOB_NODELIST_HET_GROUP_0="gpu1",
+                        SLURM_TASKS_PER_NODE_HET_GROUP_0="2",
+                        SLURM_JOB_NODELIST_HET_GROUP_1="cpu1,cpu2,cpu3",
+                        SLURM_TASKS_PER_NODE_HET_GROUP_1="2(x2),2")
+    assert line.startswith("--with-ft ulfm --prtemca ras ^slurm --prtemca plm ssh "
+                           "--prtemca plm_ssh_agent ")
+    assert " --prtemca plm_ssh_no_tree_spawn 1 --map-by slot --bind-to none " in line
+    assert " --host gpu1:2 -n 2 fake-hpcrl train " in line
+    assert " : --host cpu1:2,cpu2:2,cpu3:2 -n 6 fake-hpcrl train " in line
+    daemons = logged(fakes, "sruns")
+    assert daemons[0].startswith("--het-group=0 --nodelist=gpu1 --nodes=1 --ntasks=1 --whole "
+                                 "--overlap --mpi=none --kill-on-bad-exit=0 bash -c")
+    assert daemons[1].startswith("--het-group=1 --nodelist=cpu2 ")
+    assert daemons[1].endswith("bash -c true daemon cpu2")
+    assert not list(fakes.glob("tmp/hpcrl-srun-agent.*")), "the agent outlived the job"
+
+
+def test_async_mpiexec_without_a_readable_allocation_stops_with_the_reason(fakes):
+    status, out = finish(start(fakes, template_path("async").read_text(),
+                               HPCRL_LAUNCH="mpiexec --with-ft ulfm",
+                               SLURM_JOB_NODELIST_HET_GROUP_0="gpu1"))
+    assert status == 2 and "cannot read the nodes and tasks of job component 0" in out
+    assert not os.path.exists(fakes / "log" / "args")
 
 
 def test_async_refuses_mpirun(fakes):

@@ -264,8 +264,8 @@ def test_the_rendered_script_and_the_plan_say_what_a_lost_collector_does(monkeyp
                     .replace("#  ", "").split())
     assert ("if a collector rank dies, the job ends: srun ends the step when a task dies, and "
             "Open MPI v5.0.11's fault tolerance works only under its own `mpiexec --with-ft "
-            "ulfm`, which cannot start a heterogeneous job's components (the 1 spare rank of "
-            "scheme.max_collector_restarts stays idle)") in text
+            "ulfm` (the async template's launch when --launch is left out) (the 1 spare rank "
+            "of scheme.max_collector_restarts stays idle)") in text
     monkeypatch.setattr(render_module, "mpi_library_version", lambda: ("MPICH Version: 4.2", ""))
     sync = render(RenderOptions("sync")).text
     assert "the job ends: a synchronous scheme" not in sync  # its learners collect themselves
@@ -279,3 +279,41 @@ def test_the_rendered_script_and_the_plan_say_what_a_lost_collector_does(monkeyp
     out = CliRunner().invoke(main, ["plan", "--set", "scheme.preset=a2c"])
     assert ("if a collector rank dies, the job ends: a synchronous scheme waits for every "
             "collector") in out.output
+
+
+def test_the_async_template_on_open_mpi_5_launches_so_that_it_survives(monkeypatch):
+    """No --launch, mpi4py on Open MPI 5: the async template renders Open MPI's own `mpiexec
+    --with-ft ulfm` and says the job goes on; the sync template keeps srun's PMIx plugin,
+    Open MPI 4 (no ULFM launcher) keeps srun, and an mpiexec without fault tolerance is
+    refused for the heterogeneous job."""
+    import sys
+
+    import hpcrl.slurm.mpi_plugin as plugin
+
+    render_module = sys.modules["hpcrl.slurm.render"]  # (the package's name is the function)
+
+    def on(version: str) -> None:
+        monkeypatch.setattr(plugin, "mpi_library_version", lambda: (version, ""))
+        monkeypatch.setattr(render_module, "mpi_library_version", lambda: (version, ""))
+
+    on("Open MPI v5.0.11, package: Open MPI user@localhost Distribution")
+    rendered = render(RenderOptions("async", sets=("scheme.max_collector_restarts=2",)))
+    assert "\nHPCRL_LAUNCH='mpiexec --with-ft ulfm'  # render\n" in rendered.text
+    header = " ".join(rendered.text[:rendered.text.index("\n#\n")].replace("#  ", "").split())
+    assert "launch: mpiexec --with-ft ulfm (Open MPI v5.0.11, the MPI library" in header
+    assert ("if a collector rank dies, the job goes on (`mpiexec --with-ft ulfm`): a spare "
+            "rank takes its place, 2 times at most (scheme.max_collector_restarts), and it "
+            "runs down to scheme.min_collectors=1 live collectors") in header
+    assert "HPCRL_LAUNCH='srun --mpi=pmix'" in render(RenderOptions("sync")).text
+    out = CliRunner().invoke(main, ["slurm", "launcher", "--template", "async"])
+    assert out.exit_code == 0 and out.stdout == "mpiexec --with-ft ulfm\n", out.output
+    with pytest.raises(ConfigError, match="Open MPI 5's 'mpiexec --with-ft ulfm'"):
+        render(RenderOptions("async", launch="mpirun"))
+    chosen = render(RenderOptions("async", launch="mpiexec --with-ft=ulfm"))
+    assert "the job goes on (`mpiexec --with-ft ulfm`)" in " ".join(chosen.text.split())
+
+    on("Open MPI v4.1.6, package: Open MPI x")
+    old = render(RenderOptions("async"))
+    assert "HPCRL_LAUNCH='srun --mpi=pmix'" in old.text
+    assert "the job ends: Open MPI v4.1.6 ends the whole job" in " ".join(
+        old.text.replace("#  ", "").split())

@@ -43,7 +43,8 @@ def _render_options(command: Callable[..., Any],
         click.option("--qos", help="Slurm quality of service."),
         click.option("--launch", metavar="COMMAND", help="How ranks start: 'srun', "
                      "'srun --mpi=pmix', 'srun --mpi=pmi2', 'mpirun ...' (default: srun with "
-                     "the plugin of the MPI library mpi4py runs on)."),
+                     "the plugin of the MPI library mpi4py runs on; for the async template on "
+                     "Open MPI 5, 'mpiexec --with-ft ulfm', which survives a lost collector)."),
         click.option("--job-name", help="Slurm job name."),
         click.option("--cpus-per-task", type=click.IntRange(min=1),
                      help="CPUs of every task (default: from the config)."),
@@ -154,16 +155,21 @@ def sweep_command(seeds: str | None, grid: tuple[str, ...], resume_dir: str | No
 
 
 @slurm.command("launcher")
-def launcher_command() -> None:
-    """Print the srun command that starts hpcrl's ranks as one MPI world.
+@click.option("--template", "kind", type=click.Choice(["sync", "async", "central"]),
+              default="sync", show_default=True,
+              help="The template whose ranks start: on Open MPI 5 the async template's start "
+                   "under `mpiexec --with-ft ulfm`, so that its job survives a lost collector.")
+def launcher_command(kind: str) -> None:
+    """Print the command that starts a template's ranks as one MPI world.
 
     `srun --mpi=pmi2` for MPICH and its derivatives, `srun --mpi=pmix` for Open MPI, read
-    from the MPI library mpi4py runs on; plain `srun` (the site's MpiDefault) with a warning
-    when that cannot be told. The templates ask it when HPCRL_LAUNCH is empty.
+    from the MPI library mpi4py runs on; for the async template on Open MPI 5, Open MPI's
+    `mpiexec --with-ft ulfm`; plain `srun` (the site's MpiDefault) with a warning when the
+    library cannot be told. The templates ask it when HPCRL_LAUNCH is empty.
     """
-    from hpcrl.slurm.mpi_plugin import srun_launch
+    from hpcrl.slurm.mpi_plugin import template_launch
 
-    choice = srun_launch()
+    choice = template_launch(kind)
     if choice.plugin is None:
         click.echo(f"hpcrl: warning: {choice.reason}; set HPCRL_LAUNCH (e.g. 'srun "
                    f"--mpi=pmix' for Open MPI, 'srun --mpi=pmi2' for MPICH) if the ranks "

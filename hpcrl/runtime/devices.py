@@ -15,9 +15,12 @@ import torch
 from hpcrl.errors import ExplainedError
 
 # Node-local rank variables, in the order they are consulted, with who sets them.
+# Open MPI's first: its mpiexec inside a Slurm allocation (the async template on Open MPI)
+# starts a node's ranks from one daemon, whose srun step (or the batch step) left them all
+# SLURM_LOCALID=0; under srun with PMIx both are set and agree
 LOCAL_RANK_VARIABLES: tuple[tuple[str, str], ...] = (
-    ("SLURM_LOCALID", "Slurm srun"),
     ("OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI mpirun/mpiexec (and srun with PMIx for Open MPI)"),
+    ("SLURM_LOCALID", "Slurm srun"),
     ("MPI_LOCALRANKID", "MPICH Hydra mpiexec and Intel MPI"),
     ("PMI_LOCAL_RANK", "HPE Cray PMI / PALS mpiexec"),
     ("PALS_LOCAL_RANKID", "HPE Cray PALS mpiexec"),

@@ -1,4 +1,5 @@
-"""Which ``srun --mpi=`` plugin starts hpcrl's ranks as one MPI world.
+"""Which launcher starts hpcrl's ranks as one MPI world: ``srun --mpi=PLUGIN``, or Open
+MPI's own ``mpiexec --with-ft ulfm`` for the async template.
 
 srun can only join its tasks into one world when it speaks the process-management interface
 of the MPI library that mpi4py runs on: PMI-2 for MPICH and its derivatives (Intel MPI,
@@ -7,10 +8,16 @@ at all). A site whose ``MpiDefault`` is ``none`` (Slurm's own default) gives eve
 world of size 1 with plain ``srun``. ``hpcrl slurm render``/``submit`` and the unrendered
 templates (through ``hpcrl slurm launcher``) read the library with
 ``MPI.Get_library_version()`` and pick the plugin from it.
+
+The async template on Open MPI 5 is the exception (:func:`template_launch`): its job is meant
+to outlive a lost collector, and Open MPI's fault tolerance (ULFM) works only when its own
+``mpiexec --with-ft ulfm`` starts the job, never under srun's PMIx server; the template then
+starts one mpiexec over both job components (docs/slurm.md).
 """
 from __future__ import annotations
 
 import functools
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -20,6 +27,7 @@ from dataclasses import dataclass
 PLUGIN_BY_LIBRARY = (("Open MPI", "pmix"), ("Spectrum MPI", "pmix"), ("MPICH", "pmi2"),
                      ("MVAPICH", "pmi2"), ("Intel(R) MPI", "pmi2"))
 # reads the version without MPI_Init, so it runs anywhere (a login node, a batch shell)
+ULFM_LAUNCH = "mpiexec --with-ft ulfm"  # Open MPI 5's launcher with its fault tolerance on
 _READ_VERSION = ("import mpi4py; mpi4py.rc.initialize = False; mpi4py.rc.finalize = False; "
                  "from mpi4py import MPI; print(MPI.Get_library_version(), end='')")
 
@@ -32,6 +40,7 @@ class LaunchChoice:
     command: str
     plugin: str | None
     reason: str
+    ulfm: bool = False  # the command is Open MPI's ``mpiexec --with-ft ulfm``
 
 
 def plugin_for(library_version: str) -> str | None:
@@ -48,6 +57,13 @@ def library_name(library_version: str) -> str:
     'Open MPI v5.0.3'."""
     first = library_version.strip().splitlines()[0] if library_version.strip() else "?"
     return " ".join(w for w in first.split(",")[0].split() if w.lower() != "version:")
+
+
+def has_ulfm(library_version: str) -> bool:
+    """Whether the library of this ``MPI.Get_library_version()`` text is Open MPI 5 or newer,
+    whose ``mpiexec --with-ft ulfm`` lets ranks outlive a dead peer."""
+    found = re.search(r"Open MPI v?(\d+)\.", library_version.strip().split("\n")[0])
+    return found is not None and int(found.group(1)) >= 5
 
 
 @functools.cache
@@ -86,3 +102,17 @@ def srun_launch() -> LaunchChoice:
     return LaunchChoice(f"srun --mpi={plugin}", plugin,
                         f"matches {name}, the MPI library mpi4py runs on")
 
+
+
+def template_launch(kind: str) -> LaunchChoice:
+    """How a template of ``kind`` (sync, async, central) starts its ranks: srun with the
+    plugin of mpi4py's MPI library (:func:`srun_launch`), except the async template on Open
+    MPI 5, whose job survives a lost collector only under ``mpiexec --with-ft ulfm``."""
+    choice = srun_launch()
+    version = mpi_library_version()[0]
+    if kind != "async" or version is None or not has_ulfm(version):
+        return choice
+    return LaunchChoice(ULFM_LAUNCH, choice.plugin,
+                        f"{library_name(version)}, the MPI library mpi4py runs on, survives a "
+                        f"lost collector only under its own mpiexec with ULFM; it starts both "
+                        f"job components, its daemons started by srun", ulfm=True)

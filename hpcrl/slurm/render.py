@@ -14,9 +14,9 @@ import textwrap
 from dataclasses import dataclass, field
 
 from hpcrl.config.loader import ConfigError
-from hpcrl.slurm.mpi_plugin import mpi_library_version, srun_launch
+from hpcrl.slurm.mpi_plugin import mpi_library_version, template_launch
 from hpcrl.slurm.sizing import JobShape, size_job
-from hpcrl.slurm.survival import lost_collector_line
+from hpcrl.slurm.survival import ULFM_LAUNCH, lost_collector_line, starts_ulfm
 from hpcrl.slurm.templates import (
     Template,
     TemplateError,
@@ -94,7 +94,7 @@ def _launch(template: Template, launch: str | None) -> tuple[str | None, str]:
     """The launcher to write into the script (None: the template picks it when the job
     starts) and a line saying what it is and why."""
     if launch is None:
-        choice = srun_launch()
+        choice = template_launch(template.kind)
         if choice.plugin is None:
             return None, (f"launch: chosen when the job starts, by `hpcrl slurm launcher` "
                           f"({choice.reason})")
@@ -103,11 +103,13 @@ def _launch(template: Template, launch: str | None) -> tuple[str | None, str]:
     if not words:
         raise ConfigError("--launch is empty; use e.g. 'srun --mpi=pmix' or 'mpirun', or leave "
                           "it out for srun with the plugin of mpi4py's MPI library")
-    if template.kind == "async" and os.path.basename(words[0]) != "srun":
+    name = os.path.basename(words[0])
+    if template.kind == "async" and name != "srun" and not starts_ulfm(launch):
         raise ConfigError(f"--launch '{launch}': the async template is a heterogeneous job, "
-                          f"whose two components only srun starts as one MPI world; use "
-                          f"--launch 'srun --mpi=pmix' (Open MPI) or 'srun --mpi=pmi2' (MPICH), "
-                          f"or leave --launch out to get the plugin of mpi4py's MPI library")
+                          f"whose two components start as one MPI world under srun ('srun "
+                          f"--mpi=pmix' for Open MPI, 'srun --mpi=pmi2' for MPICH) or under "
+                          f"Open MPI 5's '{ULFM_LAUNCH}'; or leave --launch out to get the "
+                          f"launcher of mpi4py's MPI library")
     return launch, f"launch: {launch} (--launch)"
 
 
@@ -168,10 +170,9 @@ def _header(shape: JobShape, opts: RenderOptions, launch_note: str,
 def _survival(shape: JobShape, launch: str | None) -> list[str]:
     """The comment lines on what a lost collector does to the rendered job (none for a job
     without collector ranks), wrapped at 96 characters."""
-    words = shlex.split(launch) if launch is not None else ["srun"]  # (the job picks srun)
     line = lost_collector_line(shape.config.scheme, mpi_library_version()[0],
-                               under_srun=words[0].rsplit("/", 1)[-1] == "srun")
-    if line is None:
+                               launch=launch if launch is not None else "srun")
+    if line is None:  # (with launch None the job picks srun: the library is unknown)
         return []
     return [f"#   {part}" for part in textwrap.wrap(f"if a collector rank dies, {line}", 92,
                                                     subsequent_indent="  ")]

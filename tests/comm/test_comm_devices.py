@@ -17,9 +17,11 @@ from hpcrl.runtime.devices import node_local_rank, pick_device
         ({"MPI_LOCALRANKID": "2"}, 2),
         ({"PMI_LOCAL_RANK": "5"}, 5),
         ({"PALS_LOCAL_RANKID": "6"}, 6),
-        # Slurm wins over the MPI launcher's own variables (srun inside mpirun wrappers)
+        # Slurm wins over MPICH's and Cray's own variables (srun inside mpirun wrappers)
         ({"SLURM_LOCALID": "0", "MPI_LOCALRANKID": "7", "PMI_LOCAL_RANK": "7"}, 0),
         ({"OMPI_COMM_WORLD_LOCAL_RANK": "4", "PALS_LOCAL_RANKID": "9"}, 4),
+        # Open MPI's mpiexec inside an allocation: its daemon's step gave every rank 0
+        ({"SLURM_LOCALID": "0", "OMPI_COMM_WORLD_LOCAL_RANK": "2"}, 2),
         ({"SLURM_LOCALID": "", "MPI_LOCALRANKID": "1"}, 1),  # empty counts as unset
         ({"PMI_RANK": "3", "SLURM_PROCID": "3"}, None),  # global ranks are not local ranks
     ],

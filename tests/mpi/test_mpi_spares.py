@@ -44,9 +44,11 @@ def first_data_after(stderr: str) -> float:
 
 def test_a_killed_collector_is_replaced_by_a_spare_and_the_job_ends_whole(openmpi, tmp_path):
     run_dir, budget = tmp_path / "run", 12000
-    # ranks: 0 learner, 1-3 collectors, 4 the spare; rank 2 is SIGKILLed mid-rollout
+    # ranks: 0 learner, 1-3 collectors, 4 the spare; rank 2 is SIGKILLed mid-rollout; a
+    # checkpoint at every update, so that the spare joins while one is taken and answers it
     done = train_ft(openmpi, 5, run_dir, ["scheme.preset=async-ppo",
-                                          f"train.total_env_steps={budget}", *SPARE],
+                                          f"train.total_env_steps={budget}",
+                                          "train.checkpoint_every=1", *SPARE],
                     "rollout:2", step=100)
     assert done.returncode == 0, done.stderr[-3000:]
     assert ("rank 2 (collector of gradient worker 0 on " in done.stderr

@@ -10,6 +10,11 @@
 #   HPCRL_SLURM_DIR        state dir (default /var/tmp/hpcrl-slurm)
 #   HPCRL_SLURM_TIMEOUT    seconds to wait for the nodes to become idle (default 90)
 #
+# Each slurmd runs in a UTS namespace of its own whose hostname is its node name, and
+# /etc/hosts resolves node1..node4 to 127.0.0.1: as on a real cluster, the job processes of
+# different nodes see different hostnames, which Open MPI's mpiexec needs to tell its nodes
+# apart (the async template's launch under Open MPI, docs/slurm.md).
+#
 # Clients find the configuration through /etc/slurm/slurm.conf, which `start`
 # makes a symlink to the state dir's slurm.conf (unless a foreign file is
 # already there; then export SLURM_CONF=<state dir>/etc/slurm.conf).
@@ -247,17 +252,39 @@ started_before_pmix() {
     ((boot + ticks / $(getconf CLK_TCK) < lib))
 }
 
+# own_hostname PID NODE: slurmd PID was started in a UTS namespace named NODE (the mark
+# start_slurmd leaves in its environment)
+own_hostname() {
+    tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | grep -qx "HPCRL_SLURM_HOSTNAME=$2"
+}
+
+# node names resolve to this machine, as a site's DNS resolves its nodes
+HOSTS_MARK="# hpcrl slurm test cluster"
+ensure_hosts() {
+    grep -qF "$HOSTS_MARK" /etc/hosts 2>/dev/null && return 0
+    printf '127.0.0.1 %s %s\n' "${NODES[*]}" "$HOSTS_MARK" >>/etc/hosts ||
+        log "WARNING: cannot add ${NODES[*]} to /etc/hosts"
+}
+
 start_slurmd() {
     local n pid
     for n in "${NODES[@]}"; do
         if pidfile_alive "$RUN/slurmd-$n.pid" slurmd; then
             pid="$(pidfile_pid "$RUN/slurmd-$n.pid")"
-            started_before_pmix "$pid" || continue
-            log "slurmd $n started before the PMIx library was installed: restarting it"
+            if started_before_pmix "$pid"; then
+                log "slurmd $n started before the PMIx library was installed: restarting it"
+            elif ! own_hostname "$pid" "$n"; then
+                log "slurmd $n shares this machine's hostname: restarting it as $n"
+            else
+                continue
+            fi
             kill_wait TERM 10 "$pid" || kill_wait KILL 5 "$pid" || true
         fi
-        log "starting slurmd $n"
-        spawn "$LOG/slurmd-$n.out" /usr/sbin/slurmd -D -N "$n" -f "$CONF"
+        log "starting slurmd $n (hostname $n)"
+        # shellcheck disable=SC2016
+        spawn "$LOG/slurmd-$n.out" env HPCRL_SLURM_HOSTNAME="$n" unshare --uts \
+            sh -c 'hostname "$HPCRL_SLURM_HOSTNAME" && exec "$@"' slurmd \
+            /usr/sbin/slurmd -D -N "$n" -f "$CONF"
     done
 }
 
@@ -298,6 +325,7 @@ cmd_start() {
         log "config changed: scontrol reconfigure"
         timeout 10 scontrol reconfigure >/dev/null 2>&1 || true
     fi
+    ensure_hosts
     start_slurmd
     wait_idle
     log "cluster up: ${#NODES[@]} idle nodes ($((SECONDS - t0)) s); SLURM_CONF=$CONF"

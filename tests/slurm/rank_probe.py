@@ -29,6 +29,7 @@ def record() -> None:
         "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "restart": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0),
         "argv": sys.argv[1:],
+        "pid": os.getpid(),  # a test may kill this rank (the cluster's nodes share a machine)
     }
     out = Path(os.environ["HPCRL_PROBE_DIR"])
     out.mkdir(parents=True, exist_ok=True)

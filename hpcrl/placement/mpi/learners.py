@@ -198,7 +198,7 @@ class WorkerRank:
         if gathered is not None and self.leader is not None:
             learner_state = self.updater.state_dict() if self.updater is not None else None
             write_checkpoint(self.job, self.leader, self.actor, learner_state, gathered,
-                             self.version, getattr(self.source, "service", None))
+                             self.version, getattr(self.source, "after_update", None))
 
     def release(self) -> None:
         """After an error in one process: close the envs it collects with itself."""

@@ -302,6 +302,15 @@ class AsyncCollectors:
         self.takeovers.apply()
         self.sync.push()
 
+    def after_update(self) -> None:
+        """While rank 0 waits for the collectors' checkpoint states, the update done: its
+        rollouts are no longer read, so their collectors' next receives are posted (a spare
+        that took the place of a collector whose rollout the update held is let in now, to
+        take the checkpoint's message and answer it, instead of at the next update, which
+        would wait for that answer), and the newest weights delivered."""
+        self._release()
+        self.service()
+
     def _copy_out(self, i: int) -> None:
         """Copy collector ``i``'s rollout the batch holds into a spare buffer and post its
         next receive: the one copy asynchronous collection makes, where a collector gives
