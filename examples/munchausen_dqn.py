@@ -31,9 +31,10 @@ class MunchausenDQN(hpcrl.DQN):
 
     stat_names = hpcrl.DQN.stat_names + ("munchausen_bonus",)
 
-    def __init__(self, spaces, config, device="cpu", *, entropy_tau: float = 0.03,
-                 alpha: float = 0.9, log_clip: float = -1.0) -> None:
-        super().__init__(spaces, config, device)
+    def __init__(self, spaces, config, device="cpu", reducer=None, *,
+                 entropy_tau: float = 0.03, alpha: float = 0.9, log_clip: float = -1.0
+                 ) -> None:
+        super().__init__(spaces, config, device, reducer)
         if entropy_tau <= 0 or not 0 <= alpha <= 1 or log_clip >= 0:
             raise ValueError(f"MunchausenDQN needs entropy_tau > 0, 0 <= alpha <= 1 and "
                              f"log_clip < 0, got {entropy_tau}, {alpha}, {log_clip}")

@@ -16,7 +16,6 @@ from hpcrl.core.actor import ActorCritic
 from hpcrl.core.algorithms import algorithm_capabilities
 from hpcrl.core.env_groups import resolve_groups
 from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, as_box, probe_spaces
-from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.memory import memory_state_size
 from hpcrl.core.obs_format import box_format, format_from_record
 from hpcrl.core.rollout import RolloutLayout
@@ -26,13 +25,12 @@ from hpcrl.plugins import is_import_path
 
 
 def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
-    """A freshly initialised actor; the same seed gives the same weights everywhere."""
-    with torch.random.fork_rng():
-        torch.manual_seed(config.seed)
-        actor = ActorCritic(spaces, config.actor, config.env.normalize_obs, config.env.clip_obs,
-                            config.rnd, config.algo.addons.predictors)
-    contiguous_parameters(actor)
-    return actor
+    """A freshly initialised actor-critic of the on-policy ``config.algo.name`` (its class's
+    :meth:`~hpcrl.core.algorithms.base.OnPolicyAlgorithm.policy_for`); the same seed gives
+    the same weights everywhere."""
+    from hpcrl.core.algorithms import algorithm_class
+
+    return algorithm_class(config.algo.name).policy_for(spaces, config)
 
 
 def rollout_layout(config: Config, spaces: EnvSpaces, num_envs: int) -> RolloutLayout:
@@ -60,12 +58,21 @@ def make_storage(config: Config, spaces: EnvSpaces, device: torch.device | str =
                           discrete_actions=spaces.integer_actions, keep_rewards=rewards)
 
 
+def demonstrations(config: Config) -> Any | None:
+    """The demonstration keys of ``config``'s algorithm (``demos``, ``demos_fraction``,
+    ``demos_own``: PPO+D's) when its own section names a file, else None, as its class
+    reads them (:meth:`~hpcrl.core.algorithms.contract.Algorithm.demonstrations`)."""
+    from hpcrl.core.algorithms import algorithm_type
+
+    return algorithm_type(config.algo.name).demonstrations(config.algo.own)
+
+
 def env_groups(config: Config, remote: bool) -> int:
     """How many groups a collecting process of ``config`` cuts its envs into
     (``scheme.env_groups``, 0 resolved): ``remote`` when an inference rank acts for it."""
     from hpcrl.core.envpool_envs import uses_envpool
 
-    if config.algo.ppo.demos:  # PPO+D's slots replay in one batch of envs
+    if demonstrations(config) is not None:  # PPO+D's slots replay in one batch of envs
         return 1
     elsewhere = config.env.vectorization == "async" or uses_envpool(config.env)
     return resolve_groups(config.scheme.env_groups, config.env.num_envs, remote or elsewhere)
@@ -91,12 +98,13 @@ def env_spaces(config: Config) -> EnvSpaces:
         problem = model_env_problem(config, spaces)
         if problem:
             raise UnsupportedEnv(problem)
-    if config.algo.ppo.demos and config.algo.capabilities.demonstrations:  # the file fits the env
+    demos = demonstrations(config)
+    if demos is not None:  # the file fits the env
         from hpcrl.core.demo_replay import demos_problem
 
         # probe_spaces builds the spaces of a real env, observation space included
         assert spaces.observation_space is not None
-        problem = demos_problem(config.algo.ppo.demos, spaces.observation_space,
+        problem = demos_problem(demos.demos, spaces.observation_space,
                                 spaces.action_space)
         if problem:
             raise UnsupportedEnv(problem)
@@ -182,9 +190,9 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
     own_policy = (record.get("acts_with") == "policy" if is_import_path(name)
                   else algorithm_capabilities(name).replay)
     if own_policy:
-        from hpcrl.core.algorithms.offpolicy import policy_module
+        from hpcrl.core.algorithms import make_policy
 
-        policy = policy_module(spaces, config_from_record(record))
+        policy = make_policy(config_from_record(record), spaces)
         policy.load_state_dict(record["state_dict"])
         return policy.eval()
     addons = PolicyAddonsConfig(**cfg["algo"].get("addons", {}))

@@ -268,11 +268,24 @@ def move_flat_keys(data: Mapping[str, Any], kind: str | None, *, saved: bool = F
     return out, moved
 
 
+def epsilon_keys(config: Any) -> DqnConfig | None:
+    """The epsilon-greedy keys of ``config``'s algorithm (``exploration_*``,
+    ``per_collector_eps``, ``collector_eps_*``), as its class reads them from its own
+    section, or None for an algorithm that explores otherwise."""
+    from hpcrl.core.algorithms import algorithm_type
+
+    keys = algorithm_type(config.algo.name).epsilon_keys(config.algo.own)
+    return keys if isinstance(keys, DqnConfig) else None
+
+
 def unread_section_problem(algo: Any) -> str | None:
     """The refusal of a key of another algorithm's section set away from its default (a
     setting the run would ignore), naming the algorithm that reads it."""
+    from hpcrl.core.algorithms import algorithm_type
+
+    own = algorithm_type(algo.name).section_name()
     for kind, cls in SECTIONS.items():
-        if kind == algo.kind:
+        if kind == own:
             continue
         section, defaults = getattr(algo, kind), cls()
         for f in dataclasses.fields(cls):

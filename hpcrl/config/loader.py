@@ -18,9 +18,10 @@ import yaml
 from hpcrl.config.algo_defaults import algorithm_kind_of, fill_algo_defaults
 from hpcrl.config.algo_sections import SECTIONS, move_flat_keys
 from hpcrl.config.foreign_names import foreign_hint
-from hpcrl.config.schema import Config
+from hpcrl.config.schema import AlgoConfig, Config
 from hpcrl.config.validate import problems_message, validate
 from hpcrl.errors import ConfigError
+from hpcrl.plugins import PluginError, is_import_path
 
 __all__ = ["ConfigError", "all_keys", "dump_yaml", "from_dict", "load_config",
            "load_config_sources", "merge", "parse_overrides", "read_yaml", "resolve", "to_dict"]
@@ -139,8 +140,47 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str])
 
 
 def to_dict(config: Any) -> dict[str, Any]:
-    """The config as plain nested dicts, lists and scalars (YAML- and checkpoint-safe)."""
-    return dataclasses.asdict(config)
+    """The config as plain nested dicts, lists and scalars (YAML- and checkpoint-safe), a
+    plug-in algorithm's own section (``algo.<section>``) included."""
+    data = dataclasses.asdict(config)
+    if isinstance(config, Config):
+        fields = {f.name for f in dataclasses.fields(config.algo)}
+        data["algo"].update((name, dataclasses.asdict(value))
+                            for name, value in vars(config.algo).items()
+                            if name not in fields and dataclasses.is_dataclass(value)
+                            and not isinstance(value, type))
+    return data
+
+
+def _plugin_section(merged: dict[str, Any], problems: list[str]
+                    ) -> tuple[dict[str, Any], tuple[str, Any] | None]:
+    """``merged`` without a plug-in algorithm's own section, and that section built from
+    its declared keys (``section_keys``, defaults filled) as ``(name, value)``; problems of
+    its keys go to ``problems``. None for an algorithm whose section the schema holds (or a
+    plug-in that cannot be loaded: the config check reports it)."""
+    algo = merged.get("algo")
+    name = algo.get("name") if isinstance(algo, Mapping) else None
+    if not isinstance(name, str) or not is_import_path(name):
+        return merged, None
+    from hpcrl.core.algorithms import algorithm_type
+
+    try:
+        cls = algorithm_type(name)
+    except PluginError:
+        return merged, None
+    keys = cls.section_keys
+    if keys is None:
+        return merged, None
+    section = cls.section_name()
+    if section in {f.name for f in dataclasses.fields(AlgoConfig)} or hasattr(AlgoConfig, section):
+        problems.append(f"config key 'algo.name' ({name}): {cls.__name__}.section is "
+                        f"{section!r}, a name hpcrl's algo section holds already; name its "
+                        f"own section otherwise")
+        return merged, None
+    assert isinstance(algo, Mapping)
+    rest = {k: v for k, v in algo.items() if k != section}
+    return {**merged, "algo": rest}, (section, _build(keys, algo.get(section, {}),
+                                                      f"algo.{section}.", problems))
 
 
 def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
@@ -250,7 +290,10 @@ def resolve(data: Mapping[str, Any], overrides: Iterable[str] = (), *,
     merged, sources = _with_preset(merge(data, sets))
     merged, from_algo = fill_algo_defaults(merged)
     problems: list[str] = []
+    merged, section = _plugin_section(merged, problems)
     config = _build(Config, merged, "", problems)
+    if section is not None:  # a plug-in's own keys: read through config.algo.own
+        setattr(config.algo, *section)
     problem = problems_message(problems) or validate(config)
     if problem is not None:
         raise ConfigError(problem)
@@ -283,7 +326,9 @@ def dump_yaml(config: Config) -> str:
     section and none of the others' (they hold their defaults: validation refuses any
     other value, and loading the text gives them back)."""
     data = to_dict(config)
-    own = config.algo.kind
+    from hpcrl.core.algorithms import algorithm_type
+
+    own = algorithm_type(config.algo.name).section_name()
     data["algo"] = {key: value for key, value in data["algo"].items()
                     if key not in SECTIONS or key == own}
     return yaml.safe_dump(data, sort_keys=False)

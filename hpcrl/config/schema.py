@@ -255,11 +255,15 @@ class AlgoConfig:
 
     @property
     def own(self) -> Any:
-        """The section of the algorithm this run trains (``algo.<kind>``, e.g. ``algo.td3``
-        for TD3 or a plug-in subclass of it); None for one with no keys of its own (A2C).
-        Code that serves several algorithms (the collectors' exploration) reads its keys
-        here, so it needs no branch on the algorithm's name."""
-        return getattr(self, self.kind, None)
+        """The section of the algorithm this run trains: ``algo.<section>`` as its class
+        declares (``algo.td3`` for TD3 or a plug-in subclass of it; a plug-in's own section,
+        e.g. ``algo.reinforce``, which the loader sets on this object); None for one with no
+        keys of its own (A2C). Code that serves several algorithms reads its keys through
+        the algorithm's class (``epsilon_keys(own)``, ``demonstrations(own)``), so it needs
+        no branch on the algorithm's name."""
+        from hpcrl.core.algorithms import algorithm_type
+
+        return getattr(self, algorithm_type(self.name).section_name(), None)
 
     @property
     def capabilities(self) -> Capabilities:

@@ -83,13 +83,7 @@ def _check_plugins(c: Config) -> str | None:
     """A known algorithm or an importable plug-in that meets its contract, and keyword
     arguments that each plug-in takes (the network's own checks need the env's spaces and
     run in :func:`hpcrl.build.env_spaces`)."""
-    from hpcrl.core.algorithms import (
-        BUILT_IN_ALGOS,
-        algorithm_class,
-        check_algorithm_kwargs,
-        is_off_policy,
-    )
-    from hpcrl.core.algorithms.offpolicy import offpolicy_class
+    from hpcrl.core.algorithms import BUILT_IN_ALGOS, algorithm_type, check_algorithm_kwargs
     from hpcrl.core.suites import wrapper_factory, wrapper_specs
     from hpcrl.plugins import PluginError, check_kwargs, is_import_path
 
@@ -100,7 +94,7 @@ def _check_plugins(c: Config) -> str | None:
                 f"'module:Class' of your own algorithm, got {name!r}")
     try:
         if is_import_path(name):
-            (offpolicy_class if is_off_policy(name) else algorithm_class)(name)
+            algorithm_type(name)
         check_algorithm_kwargs(c.algo)
         if c.actor.network:
             if not c.algo.capabilities.own_networks:

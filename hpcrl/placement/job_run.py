@@ -321,9 +321,9 @@ def make_role(job: MpiJob, state: dict[str, Any] | None, console: IO[str] | None
 def stat_names(config: Config) -> tuple[str, ...]:
     """The loss terms the progress rows hold (and, off-policy, the replay ratio)."""
     if config.algo.capabilities.replay:
-        from hpcrl.core.algorithms.offpolicy import offpolicy_class
+        from hpcrl.core.algorithms import algorithm_type
 
-        return offpolicy_class(config.algo.name).stat_names + ("replay_ratio",)
+        return algorithm_type(config.algo.name).stat_names + ("replay_ratio",)
     from hpcrl.core.algorithms import algorithm_class
 
     return algorithm_class(config.algo.name).reported_stats(config.rnd.enabled,
@@ -335,7 +335,7 @@ def _action_space_check(job: MpiJob) -> None:
     cannot; one process raises a ConfigError."""
     if not job.off_policy:
         return
-    from hpcrl.core.algorithms.offpolicy import action_space_problem
+    from hpcrl.core.algorithms import action_space_problem
 
     problem = action_space_problem(job.config.algo.name, job.spaces, job.config.env.id)
     if problem and job.world.Get_size() == 1:

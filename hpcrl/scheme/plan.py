@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from hpcrl.config.algo_sections import epsilon_keys
 from hpcrl.config.schema import Config, SchemeConfig
+from hpcrl.core.algorithms import algorithm_type
 from hpcrl.core.epsilon import collector_epsilon
 from hpcrl.scheme.topology import (
     INFERENCE,
@@ -45,9 +47,10 @@ def rank_table(config: Config) -> list[RankRole]:
 
 def exploration_epsilon(config: Config, role: RankRole) -> float | None:
     """The fixed epsilon of a collecting rank under Ape-X's per-collector schedule, or None."""
-    if not (config.algo.dqn.per_collector_eps and role.collects):
+    r = epsilon_keys(config)
+    if not (r is not None and r.per_collector_eps and role.collects):
         return None
-    r, n = config.algo.dqn, collecting_ranks(config.scheme)
+    n = collecting_ranks(config.scheme)
     return collector_epsilon(role.env_offset // config.env.num_envs, n, r.collector_eps_base,
                              r.collector_eps_alpha)
 
@@ -63,12 +66,13 @@ def agent_summary(config: Config) -> str:
     replay = "prioritised replay" if r.prioritized else "uniform replay"
     if r.prioritized:
         replay += (" (priorities from the collectors)"
-                   if a.dqn.initial_priorities == "collector"
+                   if algorithm_type(a.name).collector_priorities(a.own)
                    else " (new transitions at the max priority)")
     parts = [a.name, f"{replay} of {r.buffer_size:,}"]
     if r.n_step > 1:
         parts.append(f"{r.n_step}-step returns")
-    if a.dqn.per_collector_eps:
+    eps = epsilon_keys(config)
+    if eps is not None and eps.per_collector_eps:
         parts.append("per-collector epsilon")
     return ", ".join(parts)
 

@@ -124,7 +124,7 @@ class CollectorRank:
 
     def _transition_collector(self) -> Collector[Any]:
         """An off-policy collector streaming chunks of ``algo.num_steps`` steps per env."""
-        from hpcrl.core.algorithms.offpolicy import make_policy
+        from hpcrl.core.algorithms import make_policy
 
         job, cfg = self.job, self.job.config
         policy = make_policy(cfg, job.spaces)

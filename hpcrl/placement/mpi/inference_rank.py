@@ -37,7 +37,7 @@ def serving_engine(job: MpiJob) -> tuple[Any, Any]:
     """The module an inference rank holds and the engine that evaluates it: the actor-critic
     on the rank's device, or an off-policy agent's acting policy (numpy, on the CPU)."""
     if job.off_policy:
-        from hpcrl.core.algorithms.offpolicy import make_policy
+        from hpcrl.core.algorithms import make_policy
 
         policy = make_policy(job.config, job.spaces)
         return policy, make_engine(policy)

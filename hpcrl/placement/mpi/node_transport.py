@@ -51,7 +51,7 @@ def acting_module(job: MpiJob) -> Any:
     """The module whose acting a collector's inference rank runs (on the CPU, for shapes):
     the actor-critic, or an off-policy agent's acting policy."""
     if job.off_policy:
-        from hpcrl.core.algorithms.offpolicy import make_policy
+        from hpcrl.core.algorithms import make_policy
 
         return make_policy(job.config, job.spaces)
     return job.new_actor()

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # annotations only: core does not import config at run time
 class MPC(OffPolicyAlgorithm):
     """A world model learnt from a replay, and a planner that acts through it."""
 
+    kind = "mpc"
     stat_names = ("model_loss", "dynamics_mse", "reward_mse")
     capabilities = Capabilities("replay", "replay", "planning", actions=("box",),
                                 image_observations=False, bounded_actions=True,
@@ -49,13 +50,13 @@ class MPC(OffPolicyAlgorithm):
     @classmethod
     def acting_policy(cls, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
         """The planning policy over ``spaces`` with ``algo.mpc``'s defaults and a learned
-        reward (a run's own is :meth:`policy_for`'s, which reads its config)."""
+        reward (a run's own is :meth:`fresh_policy`'s, which reads its config)."""
         from hpcrl.config.algo_sections import MpcConfig
 
         return PlanningPolicy(spaces, actor, MpcConfig(), 1.0, None)
 
     @classmethod
-    def policy_for(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
+    def fresh_policy(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
         """The planning policy of ``config``: its ``algo.mpc`` planner, ``algo.gamma`` as
         the planning discount, and the reward ``algo.mpc.reward_fn`` names for its env."""
         settings: MpcConfig = config.algo.own
@@ -64,10 +65,10 @@ class MPC(OffPolicyAlgorithm):
 
     def build(self) -> list[tuple[str, nn.Module]]:
         """The planning policy, whose parameters are the world model's (segment ``model``)."""
-        policy = self.policy_for(self.spaces, self.config)
+        policy = self.fresh_policy(self.spaces, self.config)
         assert isinstance(policy, PlanningPolicy)
         self.planning = policy
-        self.settings: MpcConfig = self.config.algo.own
+        self.settings: MpcConfig = self.own
         # the moments of the inputs and targets observed since the last gradient step
         self.pending: tuple[Moments, Moments] | None = None
         return [("model", policy)]
