@@ -111,6 +111,21 @@ def algorithm_kind_of(data: Mapping[str, Any]) -> str | None:
     return _kind(name) if isinstance(name, str) else None
 
 
+def section_name_of(data: Mapping[str, Any]) -> str | None:
+    """The name of the own section (``algo.<name>``) that the algorithm of config ``data``
+    reads, as its class declares (a plug-in may name a section of its own); None for one
+    that cannot be imported (the config check reports it)."""
+    from hpcrl.core.algorithms import algorithm_type
+    from hpcrl.plugins import PluginError
+
+    algo = data.get("algo")
+    name = algo.get("name", "ppo") if isinstance(algo, Mapping) else "ppo"
+    try:
+        return algorithm_type(name).section_name() if isinstance(name, str) else None
+    except (PluginError, KeyError):
+        return None
+
+
 def _kind(name: str) -> str | None:
     """The built-in whose defaults ``name`` takes: a plug-in takes its base's (one that
     cannot be imported is left for the config check to report)."""

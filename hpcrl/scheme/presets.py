@@ -76,15 +76,22 @@ def apply_preset_agent(data: dict[str, Any]) -> dict[str, Any]:
     agent = PRESET_AGENTS.get(name or "")
     if not agent:
         return data
-    from hpcrl.config.algo_defaults import algorithm_kind_of
+    from hpcrl.config.algo_defaults import algorithm_kind_of, section_name_of
     from hpcrl.config.algo_sections import SECTIONS
 
     algo = data.get("algo")
     named = isinstance(algo, dict) and "name" in algo
-    if named and algorithm_kind_of(data) != agent["algo"]["name"]:
+    kind = agent["algo"]["name"]
+    if named and algorithm_kind_of(data) != kind:
         # the config names another algorithm: the agent's algorithm section is not its own
         agent = {**agent, "algo": {key: value for key, value in agent["algo"].items()
                                    if key not in SECTIONS}}
+    elif named and kind in agent["algo"]:
+        # a plug-in of the agent's algorithm that reads a section of its own takes the
+        # agent's keys there (its section derives from its base's keys)
+        own = section_name_of(data) or kind
+        agent = {**agent, "algo": {own if key == kind else key: value
+                                   for key, value in agent["algo"].items()}}
     return _under(agent, data)
 
 
