@@ -119,3 +119,23 @@ def test_the_clipped_target_is_the_minimum_of_the_two_target_networks():
         expected = ((q1 - target) ** 2 + (q2 - target) ** 2).mean()
     torch.testing.assert_close(loss, expected)
     assert set(stats) == set(cdq.stat_names)
+
+
+def test_a_registered_algorithm_with_keys_of_its_own_is_one_module_and_one_line(monkeypatch):
+    """The same declarations make a built-in: the class (here the example's, under a name
+    of its own) and its line in the one registry; no config table changes."""
+    import reinforce_baseline
+
+    from hpcrl.core.algorithms import registry
+
+    class Reinforce(reinforce_baseline.ReinforceBaseline):
+        kind = "reinforce"  # a built-in names itself
+
+    monkeypatch.setitem(registry.ALGORITHMS, "reinforce", Reinforce)  # the one line
+    config = from_dict({}, ["algo.name=reinforce", "algo.reinforce.baseline=mean"])
+    assert config.algo.own == reinforce_baseline.ReinforceConfig(baseline="mean")
+    assert isinstance(make_algorithm(config, env_spaces(config)), Reinforce)
+    with pytest.raises(ConfigError, match="algo.reinforce.clip_weights' must be > 0"):
+        from_dict({}, ["algo.name=reinforce", "algo.reinforce.clip_weights=0"])
+    with pytest.raises(ConfigError, match="unknown config key 'algo.reinforce.baseline'"):
+        from_dict({}, ["algo.name=ppo", "algo.reinforce.baseline=mean"])

@@ -21,7 +21,7 @@ from hpcrl.config.foreign_names import foreign_hint
 from hpcrl.config.schema import AlgoConfig, Config
 from hpcrl.config.validate import problems_message, validate
 from hpcrl.errors import ConfigError
-from hpcrl.plugins import PluginError, is_import_path
+from hpcrl.plugins import PluginError
 
 __all__ = ["ConfigError", "all_keys", "dump_yaml", "from_dict", "load_config",
            "load_config_sources", "merge", "parse_overrides", "read_yaml", "resolve", "to_dict"]
@@ -154,19 +154,21 @@ def to_dict(config: Any) -> dict[str, Any]:
 
 def _plugin_section(merged: dict[str, Any], problems: list[str]
                     ) -> tuple[dict[str, Any], tuple[str, Any] | None]:
-    """``merged`` without a plug-in algorithm's own section, and that section built from
-    its declared keys (``section_keys``, defaults filled) as ``(name, value)``; problems of
-    its keys go to ``problems``. None for an algorithm whose section the schema holds (or a
-    plug-in that cannot be loaded: the config check reports it)."""
+    """``merged`` without the algorithm's own section where its class declares the keys
+    (``section_keys``: a plug-in's, or a registered algorithm's whose section the schema
+    does not hold), and that section built from them (defaults filled) as
+    ``(name, value)``; problems of its keys go to ``problems``. None for an algorithm whose
+    section the schema holds (or an unknown name, or a plug-in that cannot be loaded: the
+    config check reports it)."""
     algo = merged.get("algo")
-    name = algo.get("name") if isinstance(algo, Mapping) else None
-    if not isinstance(name, str) or not is_import_path(name):
+    name = algo.get("name", "ppo") if isinstance(algo, Mapping) else "ppo"
+    if not isinstance(name, str):
         return merged, None
     from hpcrl.core.algorithms import algorithm_type
 
     try:
         cls = algorithm_type(name)
-    except PluginError:
+    except (PluginError, KeyError):
         return merged, None
     keys = cls.section_keys
     if keys is None:
@@ -177,9 +179,9 @@ def _plugin_section(merged: dict[str, Any], problems: list[str]
                         f"{section!r}, a name hpcrl's algo section holds already; name its "
                         f"own section otherwise")
         return merged, None
-    assert isinstance(algo, Mapping)
-    rest = {k: v for k, v in algo.items() if k != section}
-    return {**merged, "algo": rest}, (section, _build(keys, algo.get(section, {}),
+    own = algo if isinstance(algo, Mapping) else {}
+    rest = {k: v for k, v in own.items() if k != section}
+    return {**merged, "algo": rest}, (section, _build(keys, own.get(section, {}),
                                                       f"algo.{section}.", problems))
 
 

@@ -83,12 +83,12 @@ def _check_plugins(c: Config) -> str | None:
     """A known algorithm or an importable plug-in that meets its contract, and keyword
     arguments that each plug-in takes (the network's own checks need the env's spaces and
     run in :func:`hpcrl.build.env_spaces`)."""
-    from hpcrl.core.algorithms import BUILT_IN_ALGOS, algorithm_type, check_algorithm_kwargs
+    from hpcrl.core.algorithms import ALGORITHMS, algorithm_type, check_algorithm_kwargs
     from hpcrl.core.suites import wrapper_factory, wrapper_specs
     from hpcrl.plugins import PluginError, check_kwargs, is_import_path
 
     name = c.algo.name
-    known = list(BUILT_IN_ALGOS)
+    known = list(ALGORITHMS)  # the registry as it is now
     if name not in known and not is_import_path(name):
         return (f"config key 'algo.name' must be one of {known} or the import path "
                 f"'module:Class' of your own algorithm, got {name!r}")

@@ -123,7 +123,7 @@ def algorithm_capabilities(name: str) -> Capabilities:
 
 def algorithms_with(test: Callable[[Capabilities], bool]) -> tuple[str, ...]:
     """The built-in algorithms whose capabilities pass ``test``: the choices a refusal names."""
-    return tuple(n for n in BUILT_IN_ALGOS if test(algorithm_capabilities(n)))
+    return tuple(n for n in ALGORITHMS if test(algorithm_capabilities(n)))
 
 
 def check_algorithm_kwargs(config: AlgoConfig) -> None:
