@@ -94,10 +94,9 @@ class Algorithm(ABC):
         return None
 
     @classmethod
+    @abstractmethod
     def default_kind(cls) -> str:
         """The built-in a direct subclass of a family's base runs as (each base says)."""
-        raise NotImplementedError(f"{cls.__name__} declares no kind; derive it from "
-                                  f"hpcrl.OnPolicyAlgorithm or hpcrl.OffPolicyAlgorithm")
 
     @classmethod
     def section_name(cls) -> str:
@@ -113,10 +112,11 @@ class Algorithm(ABC):
         return None
 
     @classmethod
+    @abstractmethod
     def policy_for(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
         """A fresh acting policy of a run of ``config`` over ``spaces``, initialised from
-        ``config.seed``: what collectors act with and ``load_policy`` returns."""
-        raise NotImplementedError(f"{cls.__name__}.policy_for: each family's base defines it")
+        ``config.seed``: what collectors act with and ``load_policy`` returns (each
+        family's base defines it)."""
 
     @classmethod
     def demonstrations(cls, own: Any) -> Any | None:
