@@ -71,8 +71,7 @@ def gradient_step(sets: list[str], device: torch.device, size: int, compile_: bo
     cfg = from_dict({}, sets + [f"algo.ppo.minibatch_size={size}"])
     spaces = env_spaces(cfg)
     torch.manual_seed(0)
-    actor = make_actor(cfg, spaces).to(device)
-    algorithm = make_algorithm(actor, cfg.algo)
+    algorithm = make_algorithm(cfg, spaces, device)
     if compile_:
         compile_loss(algorithm, device)
     batch = batch_of(spaces, size, device)

@@ -24,9 +24,9 @@ class KLPenaltyPPO(hpcrl.PPO):
 
     stat_names = hpcrl.PPO.stat_names + ("kl_beta",)
 
-    def __init__(self, actor, config, reducer=None, on_nonfinite="stop", *,
+    def __init__(self, spaces, config, device="cpu", reducer=None, *,
                  target_kl: float = 0.01) -> None:
-        super().__init__(actor, config, reducer, on_nonfinite)
+        super().__init__(spaces, config, device, reducer)
         self.target_kl, self.beta = target_kl, 1.0
         self._update_kls: list[float] = []
 
@@ -59,7 +59,7 @@ class KLPenaltyPPO(hpcrl.PPO):
                  "entropy": entropy.mean().item(), "approx_kl": job_kl, "clip_fraction": 0.0,
                  "kl_beta": self.beta}
         self._update_kls.append(job_kl)
-        return policy_loss + self.beta * kl + self.config.vf_coef * value_loss, stats
+        return policy_loss + self.beta * kl + self.algo.vf_coef * value_loss, stats
 
     def state_dict(self):  # beta is state: a resumed run goes on with it
         return {**super().state_dict(), "beta": self.beta}

@@ -13,8 +13,8 @@ and ``tau -> 0`` it is DQN without double Q-learning.
 A plug-in off-policy algorithm derives from a built-in (``hpcrl.DQN``, ``hpcrl.SAC``,
 ``hpcrl.TD3``, ``hpcrl.DDPG``, ``hpcrl.MPO``) or from ``hpcrl.OffPolicyAlgorithm``, and
 inherits its base's declared capabilities, defaults (``hpcrl config show`` lists them) and
-schemes (serial, ``apex``, ``async-sac``). Its constructor takes ``(spaces, config, device)``
-and then ``algo.kwargs`` as keyword arguments. Every rank imports it by its path
+schemes (serial, ``apex``, ``async-sac``). hpcrl builds every algorithm alike, as
+``Class(spaces, config, device, reducer, **algo.kwargs)``. Every rank imports it by its path
 (``munchausen_dqn:MunchausenDQN``), as does ``hpcrl eval``, which rebuilds its policy with
 the class's ``acting_policy``: keep this directory on PYTHONPATH there too.
 """
@@ -31,9 +31,10 @@ class MunchausenDQN(hpcrl.DQN):
 
     stat_names = hpcrl.DQN.stat_names + ("munchausen_bonus",)
 
-    def __init__(self, spaces, config, device="cpu", *, entropy_tau: float = 0.03,
-                 alpha: float = 0.9, log_clip: float = -1.0) -> None:
-        super().__init__(spaces, config, device)
+    def __init__(self, spaces, config, device="cpu", reducer=None, *,
+                 entropy_tau: float = 0.03, alpha: float = 0.9, log_clip: float = -1.0
+                 ) -> None:
+        super().__init__(spaces, config, device, reducer)
         if entropy_tau <= 0 or not 0 <= alpha <= 1 or log_clip >= 0:
             raise ValueError(f"MunchausenDQN needs entropy_tau > 0, 0 <= alpha <= 1 and "
                              f"log_clip < 0, got {entropy_tau}, {alpha}, {log_clip}")

@@ -1,18 +1,20 @@
 """Assemble an agent's components from a config: the one place that knows every class."""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from hpcrl.config.schema import Config
 from hpcrl.config.validate import sequence_length
 from hpcrl.contracts import make_network
 from hpcrl.core.actor import ActorCritic
-from hpcrl.core.algorithms import algorithm_capabilities, algorithm_class
+from hpcrl.core.algorithms import algorithm_capabilities, algorithm_class, algorithm_type
+from hpcrl.core.algorithms.own_section import own_section
 from hpcrl.core.demo_replay import demos_problem
 from hpcrl.core.env_groups import resolve_groups
 from hpcrl.core.envpool_envs import uses_envpool
 from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, probe_spaces
-from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.memory import memory_state_size
 from hpcrl.core.model_based.checks import model_env_problem
 from hpcrl.core.replay.goals import goal_env_problem
@@ -23,13 +25,12 @@ from hpcrl.reference_policies import reference_problem
 
 
 def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
-    """A freshly initialised actor; the same seed gives the same weights everywhere."""
-    with torch.random.fork_rng():
-        torch.manual_seed(config.seed)
-        actor = ActorCritic(spaces, config.actor, config.env.normalize_obs, config.env.clip_obs,
-                            config.rnd, config.algo.addons.predictors)
-    contiguous_parameters(actor)
-    return actor
+    """A freshly initialised actor-critic of the on-policy ``config.algo.name`` (its class's
+    :meth:`~hpcrl.core.algorithms.base.OnPolicyAlgorithm.policy_for`); the same seed gives
+    the same weights everywhere."""
+    from hpcrl.core.algorithms import algorithm_class
+
+    return algorithm_class(config.algo.name).policy_for(spaces, config)
 
 
 def rollout_layout(config: Config, spaces: EnvSpaces, num_envs: int) -> RolloutLayout:
@@ -55,10 +56,17 @@ def make_storage(config: Config, spaces: EnvSpaces, device: torch.device | str =
                           discrete_actions=spaces.integer_actions, keep_rewards=rewards)
 
 
+def demonstrations(config: Config) -> Any | None:
+    """The demonstration keys of ``config``'s algorithm (``demos``, ``demos_fraction``,
+    ``demos_own``: PPO+D's) when its own section names a file, else None, as its class
+    reads them (:meth:`~hpcrl.core.algorithms.contract.Algorithm.demonstrations`)."""
+    return algorithm_type(config.algo.name).demonstrations(own_section(config.algo))
+
+
 def env_groups(config: Config, remote: bool) -> int:
     """How many groups a collecting process of ``config`` cuts its envs into
     (``scheme.env_groups``, 0 resolved): ``remote`` when an inference rank acts for it."""
-    if config.algo.ppo.demos:  # PPO+D's slots replay in one batch of envs
+    if demonstrations(config) is not None:  # PPO+D's slots replay in one batch of envs
         return 1
     elsewhere = config.env.vectorization == "async" or uses_envpool(config.env)
     return resolve_groups(config.scheme.env_groups, config.env.num_envs, remote or elsewhere)
@@ -81,11 +89,12 @@ def env_spaces(config: Config) -> EnvSpaces:
         problem = model_env_problem(config.algo, config.env, spaces)
         if problem:
             raise UnsupportedEnv(problem)
-    if config.algo.ppo.demos and caps.demonstrations:  # the file fits the env
+    demos = demonstrations(config)
+    if demos is not None:  # the file fits the env
 
         # probe_spaces builds the spaces of a real env, observation space included
         assert spaces.observation_space is not None
-        problem = demos_problem(config.algo.ppo.demos, spaces.observation_space,
+        problem = demos_problem(demos.demos, spaces.observation_space,
                                 spaces.action_space)
         if problem:
             raise UnsupportedEnv(problem)

@@ -15,8 +15,7 @@ from hpcrl.config.policy_addons import PolicyAddonsConfig
 from hpcrl.config.rnd import RndConfig
 from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.core.actor import ActorCritic
-from hpcrl.core.algorithms import algorithm_capabilities
-from hpcrl.core.algorithms.offpolicy import policy_module
+from hpcrl.core.algorithms import algorithm_capabilities, make_policy
 from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.obs_format import box_format, format_from_record
 from hpcrl.plugins import is_import_path
@@ -90,7 +89,7 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
     own_policy = (record.get("acts_with") == "policy" if is_import_path(name)
                   else algorithm_capabilities(name).replay)
     if own_policy:
-        policy = policy_module(spaces, config_from_record(record))
+        policy = make_policy(config_from_record(record), spaces)
         policy.load_state_dict(record["state_dict"])
         return policy.eval()
     addons = PolicyAddonsConfig(**cfg["algo"].get("addons", {}))

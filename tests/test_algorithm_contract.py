@@ -1,6 +1,8 @@
-"""Both families implement one contract, ``hpcrl.Algorithm``: a driver that knows only the
-contract trains a PPO and a DQN alike (a class that derives from the contract but from
-neither family's base is refused in tests/test_plugins.py, naming the bases to use)."""
+"""Both families implement one contract, ``hpcrl.Algorithm``, sit in one registry and are
+built by one constructor: a driver that knows only the contract trains a PPO and a DQN
+alike (a class that derives from the contract but from neither family's base is refused in
+tests/test_plugins.py, naming the bases to use; a plug-in written for the constructors of
+before is refused here, naming the one signature)."""
 from __future__ import annotations
 
 import inspect
@@ -11,16 +13,17 @@ import pytest
 import torch
 
 import hpcrl
-from hpcrl.build import env_spaces, make_actor
+from hpcrl.build import env_spaces
 from hpcrl.config import from_dict
 from hpcrl.core.algorithms import (
     ALGORITHMS,
     BUILT_IN_ALGOS,
+    CONSTRUCTOR,
+    OffPolicyAlgorithm,
     algorithm_capabilities,
     algorithm_type,
     make_algorithm,
 )
-from hpcrl.core.algorithms.offpolicy import OFF_POLICY_ALGORITHMS, make_offpolicy_algorithm
 from hpcrl.core.flat import contiguous_parameters
 
 
@@ -37,7 +40,7 @@ def drive(algo: hpcrl.Algorithm, batch: object, steps: range, total: int = 4) ->
 def ppo_and_batch() -> tuple[hpcrl.Algorithm, object]:
     config = from_dict({}, ["algo.lr_schedule=linear"])
     spaces = env_spaces(config)
-    algo = make_algorithm(make_actor(config, spaces), config.algo)
+    algo = make_algorithm(config, spaces)
     rng = np.random.default_rng(0)
     size = 64
     obs = torch.as_tensor(rng.normal(size=(size, *spaces.obs_shape)), dtype=torch.float32)
@@ -52,7 +55,7 @@ def ppo_and_batch() -> tuple[hpcrl.Algorithm, object]:
 def dqn_and_batch() -> tuple[hpcrl.Algorithm, object]:
     config = from_dict({}, ["algo.name=dqn", "algo.lr_schedule=linear"])
     spaces = env_spaces(config)
-    algo = make_offpolicy_algorithm(config, spaces)
+    algo = make_algorithm(config, spaces)
     rng = np.random.default_rng(0)
     size = 64
     obs = torch.as_tensor(rng.normal(size=(size, *spaces.obs_shape)), dtype=torch.float32)
@@ -63,16 +66,18 @@ def dqn_and_batch() -> tuple[hpcrl.Algorithm, object]:
 
 
 def test_every_built_in_algorithm_implements_the_one_contract():
-    assert set(BUILT_IN_ALGOS) == set(ALGORITHMS) | set(OFF_POLICY_ALGORITHMS)
+    assert BUILT_IN_ALGOS == tuple(ALGORITHMS)  # one registry holds both families
     for name in BUILT_IN_ALGOS:
         cls = algorithm_type(name)
         assert issubclass(cls, hpcrl.Algorithm) and not inspect.isabstract(cls), name
         assert cls.stat_names, name
         # the arguments hpcrl passes, named as the constructor names them
         params = list(inspect.signature(cls.__init__).parameters)[1:]
-        assert params[:len(cls.constructor_args)] == list(cls.constructor_args), name
+        assert params[:4] == list(cls.constructor_args) == [
+            "spaces", "config", "device", "reducer"], name
         assert algorithm_capabilities(name).learns_from == (
-            "replay" if name in OFF_POLICY_ALGORITHMS else "rollouts")
+            "replay" if issubclass(cls, OffPolicyAlgorithm) else "rollouts")
+        assert cls.runs_as() == name  # each built-in declares itself
     assert issubclass(hpcrl.OnPolicyAlgorithm, hpcrl.Algorithm)
     assert issubclass(hpcrl.OffPolicyAlgorithm, hpcrl.Algorithm)
 
@@ -106,11 +111,8 @@ def test_a_driver_that_knows_only_the_contract_trains_either_family(make):
 
 
 
-@pytest.mark.parametrize("name,call", [
-    ("FailingPPO", "FailingPPO(actor, config, reducer, on_nonfinite, **algo.kwargs)"),
-    ("FailingDQN", "FailingDQN(spaces, config, device, **algo.kwargs)")])
-def test_a_plugin_whose_constructor_fails_is_named_with_its_familys_call(name, call,
-                                                                           monkeypatch):
+@pytest.mark.parametrize("name", ["FailingPPO", "FailingDQN"])
+def test_a_plugin_whose_constructor_fails_is_named_with_the_one_call(name, monkeypatch):
     from hpcrl.plugins import PluginError
 
     tests = Path(__file__).parent
@@ -119,9 +121,23 @@ def test_a_plugin_whose_constructor_fails_is_named_with_its_familys_call(name, c
     config = from_dict({}, [f"algo.name=hpcrl_testplugins:{name}"])
     spaces = env_spaces(config)
     with pytest.raises(PluginError) as err:
-        if name == "FailingPPO":
-            make_algorithm(make_actor(config, spaces), config.algo)
-        else:
-            make_offpolicy_algorithm(config, spaces)
+        make_algorithm(config, spaces)
+    call = CONSTRUCTOR.replace("Class", name)
     assert (f"building it as {call} failed: RuntimeError: lab cluster license not found"
+            in str(err.value))
+
+
+@pytest.mark.parametrize("name", ["OldSignaturePPO", "OldSignatureDQN"])
+def test_a_plugin_with_the_constructor_of_before_is_refused_naming_the_fix(name,
+                                                                           monkeypatch):
+    from hpcrl.config.loader import ConfigError
+
+    tests = Path(__file__).parent
+    monkeypatch.syspath_prepend(str(tests / "mpi"))
+    monkeypatch.syspath_prepend(str(tests.parent / "examples"))
+    with pytest.raises(ConfigError) as err:
+        from_dict({}, [f"algo.name=hpcrl_testplugins:{name}"])
+    assert "does not take hpcrl's arguments; every algorithm is built as" in str(err.value)
+    assert ("__init__(self, spaces, config, device='cpu', reducer=None, *, <your keyword "
+            "arguments>) and call super().__init__(spaces, config, device, reducer)"
             in str(err.value))

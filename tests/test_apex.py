@@ -11,7 +11,7 @@ from hpcrl.build import env_spaces
 from hpcrl.cli import main
 from hpcrl.config import ConfigError, from_dict
 from hpcrl.core.acting import make_engine
-from hpcrl.core.algorithms.offpolicy import make_policy
+from hpcrl.core.algorithms import make_policy
 from hpcrl.core.envs import make_vector_env
 from hpcrl.core.epsilon import collector_epsilon
 from hpcrl.core.replay import PrioritizedReplayBuffer

@@ -12,8 +12,12 @@ import pytest
 
 from hpcrl import PPO, OnPolicyAlgorithm
 from hpcrl.config import ConfigError, load_config
-from hpcrl.core.algorithms import BUILT_IN_ALGOS, algorithm_capabilities, algorithms_with
-from hpcrl.core.algorithms.offpolicy import action_space_problem
+from hpcrl.core.algorithms import (
+    BUILT_IN_ALGOS,
+    action_space_problem,
+    algorithm_capabilities,
+    algorithms_with,
+)
 from hpcrl.core.envs import spaces_of
 
 HPCRL = Path(__file__).resolve().parents[1] / "hpcrl"

@@ -88,10 +88,10 @@ def test_a_cnn_agent_trains_on_raw_frames_and_its_saved_policy_takes_them(tmp_pa
 def test_dqn_takes_an_image_encoder():
     cfg = from_dict({}, ["algo.name=dqn", "actor.encoder=nature_cnn", "actor.hidden_sizes=[]"])
     from hpcrl.core.acting import make_engine
-    from hpcrl.core.algorithms.offpolicy import policy_module
+    from hpcrl.core.algorithms import make_policy
 
     spaces = spaces_of(FRAMES, gym.spaces.Discrete(6), "frames")
-    q = policy_module(spaces, cfg)
+    q = make_policy(cfg, spaces)
     frames = np.stack([FRAMES.sample() for _ in range(3)])
     engine = make_engine(q)
     assert np.array_equal(engine.act(frames), q(frames).numpy())

@@ -109,7 +109,7 @@ def test_transitions_of_a_cut_episode_bootstrap_from_its_last_observation():
                          "algo.num_steps=8", "replay.learning_starts=1000", f"seed={SEED}",
                          *fail_once(1, 5)])
     spaces = env_spaces(cfg)
-    from hpcrl.core.algorithms.offpolicy import make_policy
+    from hpcrl.core.algorithms import make_policy
 
     envs = collector_envs(cfg, 0, 2)
     collector = transition_collector(envs, make_policy(cfg, spaces), cfg)

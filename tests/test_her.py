@@ -247,7 +247,7 @@ def test_another_goal_env_goes_on_top_of_the_her_recipe():
 
     from hpcrl.build import env_spaces
     from hpcrl.config.loader import load_config
-    from hpcrl.core.algorithms.offpolicy import make_policy
+    from hpcrl.core.algorithms import make_policy
 
     if "hpcrl_test/TerminatingReach-v0" not in gym.registry:
         gym.register("hpcrl_test/TerminatingReach-v0", entry_point=TerminatingReach,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from hpcrl.build import env_spaces, make_actor, make_storage, rollout_layout
+from hpcrl.build import env_spaces, make_storage, rollout_layout
 from hpcrl.config.loader import ConfigError, from_dict
 from hpcrl.config.validate import validate
 from hpcrl.core.algorithms import make_algorithm
@@ -26,23 +26,24 @@ CUE = "env.id=hpcrl_testenvs:CueMemory-v0"
 def collector_and_actor(sets: list[str]):
     cfg = from_dict({}, [CUE, "actor.memory_size=16", *sets])
     spaces = env_spaces(cfg)
-    actor = make_actor(cfg, spaces)
+    algorithm = make_algorithm(cfg, spaces)
+    actor = algorithm.actor  # the algorithm's own actor-critic, which the collector acts with
     with torch.no_grad():  # weights far from the initialisation, so the state matters
         for p in actor.parameters():
             p.add_(torch.randn_like(p) * 0.3)
     envs = make_vector_env(cfg.env, cfg.env.num_envs)
     collector = rollout_collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed)
-    return cfg, spaces, actor, collector
+    return cfg, spaces, algorithm, collector
 
 
 @pytest.mark.parametrize("memory,shared,bptt", [("gru", False, 0), ("lstm", True, 8),
                                                 ("gru", True, 4)])
 def test_the_loss_recomputes_the_collectors_log_probs_and_values(memory, shared, bptt):
-    cfg, spaces, actor, collector = collector_and_actor(
+    cfg, spaces, algorithm, collector = collector_and_actor(
         [f"actor.memory={memory}", f"actor.shared_trunk={str(shared).lower()}",
          f"algo.bptt_len={bptt}", "algo.ppo.num_epochs=1", "actor.memory_layers=2"])
     layout = rollout_layout(cfg, spaces, cfg.env.num_envs)
-    algorithm = make_algorithm(actor, cfg.algo)
+    actor = algorithm.actor
     storage = make_storage(cfg, spaces)
     for _ in range(3):  # the second and third rollouts start from carried states
         rollout = collector.collect(layout.new())
@@ -76,7 +77,7 @@ def test_the_loss_recomputes_the_collectors_log_probs_and_values(memory, shared,
 
 
 def test_a_states_rows_reset_where_episodes_end():
-    cfg, spaces, actor, collector = collector_and_actor(["actor.memory=gru"])
+    cfg, spaces, algorithm, collector = collector_and_actor(["actor.memory=gru"])
     layout = rollout_layout(cfg, spaces, cfg.env.num_envs)
     for _ in range(20):  # until a rollout's last step ends some episodes but not all
         rollout = collector.collect(layout.new())
@@ -91,7 +92,7 @@ def test_a_states_rows_reset_where_episodes_end():
 
 
 def test_minibatches_hold_whole_sequences_of_every_env_once_per_epoch():
-    cfg, spaces, actor, collector = collector_and_actor(
+    cfg, spaces, algorithm, collector = collector_and_actor(
         ["actor.memory=gru", "algo.num_steps=32", "algo.ppo.minibatch_size=64"])
     assert validate(cfg) is None
     storage = make_storage(cfg, spaces)
@@ -119,10 +120,9 @@ def test_recurrent_settings_that_cannot_work_are_refused(sets, needle):
 
 
 def test_a_rollout_cut_short_ends_in_a_padded_sequence_that_the_loss_leaves_out():
-    cfg, spaces, actor, collector = collector_and_actor(
+    cfg, spaces, algorithm, collector = collector_and_actor(
         ["actor.memory=lstm", "algo.bptt_len=16", "algo.ppo.num_epochs=1"])
     layout = rollout_layout(cfg, spaces, cfg.env.num_envs)
-    algorithm = make_algorithm(actor, cfg.algo)
     storage = make_storage(cfg, spaces)
     whole = collector.collect(layout.new())
     cut = collector.collect(layout.new(), should_stop=lambda done: done >= 20)  # preempted

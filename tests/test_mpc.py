@@ -17,7 +17,7 @@ import hpcrl
 from hpcrl.build import env_spaces
 from hpcrl.cli import main
 from hpcrl.config import from_dict
-from hpcrl.core.algorithms.offpolicy import make_policy
+from hpcrl.core.algorithms import make_policy
 from hpcrl.core.model_based import rewards
 
 RECIPE = Path(__file__).resolve().parents[1] / "examples" / "mpc-pendulum.yaml"

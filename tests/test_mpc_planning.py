@@ -155,14 +155,14 @@ def random_pendulum(steps: int, seed: int) -> dict[str, np.ndarray]:
 def test_the_world_model_learns_pendulum_dynamics_and_reward_from_random_play():
     import hpcrl
     from hpcrl.config import from_dict
-    from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm
+    from hpcrl.core.algorithms import make_algorithm
     from hpcrl.core.replay.transitions import TransitionLayout
 
     config = from_dict({}, ["algo.name=mpc", "env.id=Pendulum-v1", "algo.mpc.reward_fn=learned",
                             "replay.batch_size=128"])
     spaces = spaces_of(gym.spaces.Box(-8, 8, (3,), np.float32),
                        gym.spaces.Box(-2, 2, (1,), np.float32), "Pendulum-v1")
-    mpc = make_offpolicy_algorithm(config, spaces)
+    mpc = make_algorithm(config, spaces)
     train, test = random_pendulum(2000, 0), random_pendulum(400, 1)
     chunk = TransitionLayout(2000, (3,), (1,)).new()
     chunk.append(train["obs"], train["actions"], train["rewards"], np.ones(2000, np.float32),

@@ -14,7 +14,8 @@ from torch.distributions import Normal, kl_divergence
 
 from hpcrl.build import env_spaces
 from hpcrl.config import ConfigError, load_config
-from hpcrl.core.algorithms.offpolicy import MPO, action_space_problem, make_policy
+from hpcrl.core.algorithms import action_space_problem, make_policy
+from hpcrl.core.algorithms.offpolicy import MPO
 from hpcrl.core.algorithms.offpolicy.mpo import decoupled_kl, temperature_loss
 from hpcrl.core.policies import SquashedGaussianPolicy
 

@@ -140,13 +140,13 @@ def test_guard_stops_or_skips():
 
 
 def test_a_dropped_gradient_leaves_weights_and_optimiser_alone(tiny_overrides):
-    from hpcrl.build import env_spaces, make_actor
+    from hpcrl.build import env_spaces
     from hpcrl.config.loader import load_config
     from hpcrl.core.algorithms import make_algorithm
     from hpcrl.core.flat import contiguous_parameters
 
-    cfg = load_config(None, tiny_overrides)
-    algo = make_algorithm(make_actor(cfg, env_spaces(cfg)), cfg.algo, on_nonfinite="skip_update")
+    cfg = load_config(None, tiny_overrides + ["train.on_nonfinite=skip_update"])
+    algo = make_algorithm(cfg, env_spaces(cfg))
     params = contiguous_parameters(algo.actor)
     grads = torch.ones_like(params)
     algo.apply_gradients(grads)

@@ -7,7 +7,7 @@ import torch
 from hpcrl.build import env_spaces
 from hpcrl.config import from_dict
 from hpcrl.core.acting import make_engine
-from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm, make_policy
+from hpcrl.core.algorithms import make_algorithm, make_policy
 from hpcrl.core.critics import EnsembleCritic
 from hpcrl.core.optim import FlatAdam, FusedFlatAdam
 from hpcrl.roles.replay_learner import make_replay
@@ -19,7 +19,7 @@ SMALL = ["actor.hidden_sizes=[16,16]", "actor.activation=relu", "replay.batch_si
 def setup(algo, env, *extra):
     cfg = from_dict({}, [f"algo.name={algo}", f"env.id={env}", *SMALL, *extra])
     spaces = env_spaces(cfg)
-    alg = make_offpolicy_algorithm(cfg, spaces)
+    alg = make_algorithm(cfg, spaces)
     replay = make_replay(cfg, spaces.obs_shape, spaces.action_shape, spaces.discrete)
     rng = np.random.default_rng(0)
     n, obs_dim = 64, spaces.obs_shape[0]

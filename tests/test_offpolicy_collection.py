@@ -7,7 +7,7 @@ import pytest
 
 from hpcrl.build import env_spaces
 from hpcrl.config import from_dict
-from hpcrl.core.algorithms.offpolicy import make_policy
+from hpcrl.core.algorithms import make_policy
 from hpcrl.core.envs import make_vector_env
 from hpcrl.roles.collector import transition_collector
 from hpcrl.roles.transition_filler import chunk_layout

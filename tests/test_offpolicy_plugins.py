@@ -17,8 +17,8 @@ from hpcrl.build import env_spaces
 from hpcrl.cli import main
 from hpcrl.config import from_dict
 from hpcrl.config.loader import ConfigError
-from hpcrl.core.algorithms import algorithm_capabilities, algorithm_kind
-from hpcrl.core.algorithms.offpolicy import DQN, make_offpolicy_algorithm
+from hpcrl.core.algorithms import algorithm_capabilities, algorithm_kind, make_algorithm
+from hpcrl.core.algorithms.offpolicy import DQN
 from hpcrl.core.qnetwork import QNetwork
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
@@ -46,10 +46,10 @@ def algorithms(**kwargs):
     config = from_dict({}, [f"algo.name={NAME}", "algo.dqn.double_q=false"])
     spaces = env_spaces(config)
     config.algo.kwargs = kwargs
-    plugin = make_offpolicy_algorithm(config, spaces)
+    plugin = make_algorithm(config, spaces)
     config.algo.name = "dqn"
     config.algo.kwargs = {}
-    return plugin, make_offpolicy_algorithm(config, spaces), spaces
+    return plugin, make_algorithm(config, spaces), spaces
 
 
 def test_without_its_bonus_and_with_a_cold_temperature_the_target_is_dqns():
@@ -123,5 +123,5 @@ def test_a_constructor_that_refuses_its_kwargs_is_named_with_them(tmp_path):
                                     "--run-dir", str(tmp_path / "run"),
                                     "--set", "algo.kwargs={alpha: 2.0}"])
     assert out.exit_code != 0
-    assert "MunchausenDQN(spaces, config, device, **algo.kwargs) failed" in out.output
+    assert "MunchausenDQN(spaces, config, device, reducer, **algo.kwargs) failed" in out.output
     assert "0 <= alpha <= 1" in out.output

@@ -213,7 +213,7 @@ def test_a_loss_that_evaluates_the_actor_itself_gets_the_same_terms():
     returns = torch.as_tensor(rng.normal(size=64), dtype=torch.float32)
     grads = []
     for cls in (PPO, OwnEvaluationPPO):
-        algo = cls(make_actor(config, spaces), config.algo)
+        algo = cls(spaces, config)  # as hpcrl builds every algorithm
         algo.addons.attach([other])
         with torch.no_grad():
             log_probs, _, values = algo.actor.evaluate(obs, actions)

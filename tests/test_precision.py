@@ -164,11 +164,11 @@ def _tensors(tree: object):
 
 def test_dqn_q_network_takes_bfloat16_and_its_collectors_act_with_it():
     from hpcrl.core.acting import make_engine
-    from hpcrl.core.algorithms.offpolicy import policy_module
+    from hpcrl.core.algorithms import make_policy
 
     cfg = from_dict({}, ["algo.name=dqn", "actor.encoder=nature_cnn", "actor.hidden_sizes=[]",
                          "actor.compute_dtype=bfloat16"])
-    q = policy_module(spaces_of(FRAMES, gym.spaces.Discrete(6), "frames"), cfg)
+    q = make_policy(cfg, spaces_of(FRAMES, gym.spaces.Discrete(6), "frames"))
     assert q.encoder.compute_dtype == BF16
     batch = frames(FRAMES, 3).numpy()
     values = q.q_values(torch.from_numpy(batch))

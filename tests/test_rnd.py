@@ -72,8 +72,9 @@ def test_intrinsic_targets_match_a_reference_computed_by_hand():
     end) normalised with the update's statistics and divided by the std of raw intrinsic
     returns; intrinsic GAE runs across the episode end; the advantage the policy follows
     is ext_coef x extrinsic + int_coef x intrinsic; values and returns carry both heads."""
-    cfg, spaces, actor = _corridor_job()
-    algorithm = make_algorithm(actor, cfg.algo)
+    cfg, spaces, _ = _corridor_job()
+    algorithm = make_algorithm(cfg, spaces)
+    actor = algorithm.actor
     rollout = _rollout(cfg, spaces, 8, 0, np.random.default_rng(1))
     (part,) = algorithm.intrinsic.prepare([rollout], cfg.seed, 0, 8, torch.device("cpu"))
     rnd = actor.rnd
@@ -129,7 +130,7 @@ def test_intrinsic_targets_do_not_depend_on_how_envs_are_spread():
         half.set_facts(64, 0, offset, 0)
         halves.append(half)
 
-    algorithm = make_algorithm(actor, cfg.algo)
+    algorithm = make_algorithm(cfg, spaces)  # an actor-critic of the job's seed, as `actor`
     (ref,) = algorithm.intrinsic.prepare([whole], 0, 3, 8, torch.device("cpu"))
     ref_mean = algorithm.intrinsic.obs_mean.clone()
     barrier, slots = threading.Barrier(2), [None, None]
@@ -145,7 +146,7 @@ def test_intrinsic_targets_do_not_depend_on_how_envs_are_spread():
             barrier.wait()
             return tensor.copy_(total)
 
-    ranks = [make_algorithm(actor, cfg.algo, ThreadRank(i)) for i in (0, 1)]
+    ranks = [make_algorithm(cfg, spaces, reducer=ThreadRank(i)) for i in (0, 1)]
     parts = [None, None]
 
     def run(i):

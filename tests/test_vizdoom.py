@@ -98,12 +98,12 @@ def test_vizdoom_keys_are_refused_where_they_cannot_apply():
 def test_a_q_network_takes_fixup_too():
     """DQN's Q-network builds the same encoder: its residual blocks start as the identity
     (its orthogonal initialisation leaves them alone)."""
-    from hpcrl.core.algorithms.offpolicy import policy_module
+    from hpcrl.core.algorithms import make_policy
 
     cfg = from_dict({}, ["env.id=MinAtar/Breakout-v1", "algo.name=dqn",
                          "actor.encoder=impala_resnet", "actor.encoder_init=fixup",
                          "actor.features=32", "actor.hidden_sizes=[]"])
-    q = policy_module(env_spaces(cfg), cfg)
+    q = make_policy(cfg, env_spaces(cfg))
     blocks = [m for m in q.modules() if isinstance(m, FixupResidual)]
     assert len(blocks) == 6 and all(not b.conv1.weight.any() for b in blocks)
 

@@ -113,6 +113,29 @@ def algorithm_kind_of(data: Mapping[str, Any]) -> str | None:
     return builtin_kind(name) if isinstance(name, str) else None
 
 
+def algorithm_type_of(name: str) -> Any:
+    """The class of ``algo.name`` in core's registry, built in or a plug-in; None for an
+    unknown name or a plug-in that cannot be imported (the config check reports it).
+    Asked when a config is loaded (its own section, its saved form), never when config's
+    data is imported."""
+    from hpcrl.core.algorithms import algorithm_type
+
+    try:
+        return algorithm_type(name)
+    except (PluginError, KeyError):
+        return None
+
+
+def section_name_of(data: Mapping[str, Any]) -> str | None:
+    """The name of the own section (``algo.<name>``) that the algorithm of config ``data``
+    reads, as its class declares (a plug-in may name a section of its own); None for one
+    that cannot be imported (the config check reports it)."""
+    algo = data.get("algo")
+    name = algo.get("name", "ppo") if isinstance(algo, Mapping) else "ppo"
+    cls = algorithm_type_of(name) if isinstance(name, str) else None
+    return None if cls is None else str(cls.section_name())
+
+
 def builtin_kind(name: str) -> str | None:
     """The built-in whose defaults and section ``algo.name`` takes: a plug-in takes its
     base's (None for one that cannot be imported, left for the config check to report)."""

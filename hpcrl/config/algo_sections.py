@@ -4,10 +4,11 @@
 Keys that every algorithm of a family reads stay in the shared sections (``algo.gamma``,
 ``algo.lr``, ``replay.batch_size``, ...); a key that one algorithm reads lives in that
 algorithm's section, whose field defaults are that algorithm's standard values. A run reads
-the section of its algorithm's *kind* (:func:`hpcrl.core.algorithms.algorithm_kind`: the
-name of a built-in, or the nearest built-in a plug-in derives from), so a plug-in subclass
-of ``hpcrl.TD3`` takes its settings from ``algo.td3``. A section of another algorithm set
-away from its defaults is refused (:func:`unread_section_problem`): it would be ignored.
+the section its algorithm's class declares (``section_name()``: the section of the
+built-in it runs as, so a plug-in subclass of ``hpcrl.TD3`` takes its settings from
+``algo.td3``, unless the plug-in declares a section of its own, whose keys the loader
+builds from the class's ``section_keys``). A section of another algorithm set away from
+its defaults is refused (:func:`unread_section_problem`): it would be ignored.
 
 Before sections, these keys were flat (``algo.clip_range``, ``replay.policy_delay``,
 ``replay.mpo_epsilon``). :func:`move_flat_keys` reads them where they moved, so old YAML
@@ -269,9 +270,9 @@ def move_flat_keys(data: Mapping[str, Any], kind: str | None, *, saved: bool = F
 
 
 def unread_section_problem(algo: Any, own: str) -> str | None:
-    """The refusal of a key of another algorithm's section than ``own`` (the kind the run
-    trains as) set away from its default (a setting the run would ignore), naming the
-    algorithm that reads it."""
+    """The refusal of a key of another algorithm's section than ``own`` (the section the
+    run's algorithm reads, as its class declares) set away from its default (a setting the
+    run would ignore), naming the algorithm that reads it."""
     for kind, cls in SECTIONS.items():
         if kind == own:
             continue

@@ -15,10 +15,16 @@ from typing import Any
 
 import yaml
 
-from hpcrl.config.algo_defaults import algorithm_kind_of, builtin_kind, fill_algo_defaults
+from hpcrl.config.algo_defaults import (
+    algorithm_kind_of,
+    algorithm_type_of,
+    builtin_kind,
+    fill_algo_defaults,
+    section_name_of,
+)
 from hpcrl.config.algo_sections import SECTIONS, move_flat_keys
 from hpcrl.config.foreign_names import foreign_hint
-from hpcrl.config.schema import Config
+from hpcrl.config.schema import AlgoConfig, Config
 from hpcrl.errors import ConfigError
 from hpcrl.scheme.presets import apply_preset, apply_preset_agent
 
@@ -139,8 +145,46 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str])
 
 
 def to_dict(config: Any) -> dict[str, Any]:
-    """The config as plain nested dicts, lists and scalars (YAML- and checkpoint-safe)."""
-    return dataclasses.asdict(config)
+    """The config as plain nested dicts, lists and scalars (YAML- and checkpoint-safe), a
+    plug-in algorithm's own section (``algo.<section>``) included."""
+    data = dataclasses.asdict(config)
+    if isinstance(config, Config):
+        fields = {f.name for f in dataclasses.fields(config.algo)}
+        data["algo"].update((name, dataclasses.asdict(value))
+                            for name, value in vars(config.algo).items()
+                            if name not in fields and dataclasses.is_dataclass(value)
+                            and not isinstance(value, type))
+    return data
+
+
+def _plugin_section(merged: dict[str, Any], problems: list[str]
+                    ) -> tuple[dict[str, Any], tuple[str, Any] | None]:
+    """``merged`` without the algorithm's own section where its class declares the keys
+    (``section_keys``: a plug-in's, or a registered algorithm's whose section the schema
+    does not hold), and that section built from them (defaults filled) as
+    ``(name, value)``; problems of its keys go to ``problems``. None for an algorithm whose
+    section the schema holds (or an unknown name, or a plug-in that cannot be loaded: the
+    config check reports it)."""
+    algo = merged.get("algo")
+    name = algo.get("name", "ppo") if isinstance(algo, Mapping) else "ppo"
+    if not isinstance(name, str):
+        return merged, None
+    cls = algorithm_type_of(name)
+    if cls is None:
+        return merged, None
+    keys = cls.section_keys
+    if keys is None:
+        return merged, None
+    section = cls.section_name()
+    if section in {f.name for f in dataclasses.fields(AlgoConfig)} or hasattr(AlgoConfig, section):
+        problems.append(f"config key 'algo.name' ({name}): {cls.__name__}.section is "
+                        f"{section!r}, a name hpcrl's algo section holds already; name its "
+                        f"own section otherwise")
+        return merged, None
+    own = algo if isinstance(algo, Mapping) else {}
+    rest = {k: v for k, v in own.items() if k != section}
+    return {**merged, "algo": rest}, (section, _build(keys, own.get(section, {}),
+                                                      f"algo.{section}.", problems))
 
 
 def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
@@ -213,7 +257,8 @@ def _with_preset(merged: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]
     if not isinstance(merged.get("scheme"), Mapping):
         return merged, {}
     merged = {**merged, "scheme": apply_preset(dict(merged["scheme"]))}
-    before, merged = merged, apply_preset_agent(merged, algorithm_kind_of, SECTIONS)
+    before, merged = merged, apply_preset_agent(merged, algorithm_kind_of, SECTIONS,
+                                                section_name_of)
     preset = merged["scheme"].get("preset")
     return merged, {key: f"preset {preset}" for key in _added_keys(before, merged)
                     if not key.startswith("scheme.")}
@@ -249,7 +294,10 @@ def resolve(data: Mapping[str, Any], overrides: Iterable[str] = (), *,
     merged, sources = _with_preset(merge(data, sets))
     merged, from_algo = fill_algo_defaults(merged)
     problems: list[str] = []
+    merged, section = _plugin_section(merged, problems)
     config = _build(Config, merged, "", problems)
+    if section is not None:  # a plug-in's own keys: read through own_section(config.algo)
+        setattr(config.algo, *section)
     # the checks read the algorithms' capabilities and the scheme's topology (core and
     # scheme, torch and gymnasium with them): imported when a config is checked, so that
     # importing config's data (every layer's annotations, `hpcrl --help`) stays light
@@ -287,7 +335,8 @@ def dump_yaml(config: Config) -> str:
     section and none of the others' (they hold their defaults: validation refuses any
     other value, and loading the text gives them back)."""
     data = to_dict(config)
-    own = builtin_kind(config.algo.name)
+    cls = algorithm_type_of(config.algo.name)
+    own = cls.section_name() if cls is not None else builtin_kind(config.algo.name)
     data["algo"] = {key: value for key, value in data["algo"].items()
                     if key not in SECTIONS or key == own}
     return yaml.safe_dump(data, sort_keys=False)

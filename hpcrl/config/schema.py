@@ -204,8 +204,8 @@ class AlgoConfig:
         "algo.mpc.*); or your own as 'module:Class', a subclass of hpcrl.PPO, hpcrl.A2C, "
         "hpcrl.IMPALA or hpcrl.OnPolicyAlgorithm, or of hpcrl.DQN, hpcrl.SAC, hpcrl.TD3, "
         "hpcrl.DDPG, hpcrl.MPO, hpcrl.MPC or hpcrl.OffPolicyAlgorithm (it runs wherever its "
-        "base runs, with its base's defaults; docs/components.md: Writing your own "
-        "components). Keys "
+        "base runs, with its base's defaults, and may declare a config section of its own, "
+        "algo.<section>; docs/components.md: Writing your own components). Keys "
         "you leave unset whose good value depends on the algorithm take its standard values "
         "(hpcrl/config/algo_defaults.py); the defaults shown here are PPO's.",
         "ppo")

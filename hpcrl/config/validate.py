@@ -23,14 +23,11 @@ from hpcrl.config.validate_restarts import check_env_restarts
 from hpcrl.config.validate_sections import section_problems
 from hpcrl.contracts import network_factory
 from hpcrl.core.algorithms import (
-    BUILT_IN_ALGOS,
+    ALGORITHMS,
     algorithm_capabilities,
-    algorithm_class,
-    algorithm_kind,
+    algorithm_type,
     check_algorithm_kwargs,
-    is_off_policy,
 )
-from hpcrl.core.algorithms.offpolicy import offpolicy_class
 from hpcrl.core.envs import env_problem
 from hpcrl.core.suites import wrapper_factory, wrapper_specs
 from hpcrl.plugins import PluginError, check_kwargs, is_import_path
@@ -97,13 +94,13 @@ def _check_plugins(c: Config) -> str | None:
     arguments that each plug-in takes (the network's own checks need the env's spaces and
     run in :func:`hpcrl.build.env_spaces`)."""
     name = c.algo.name
-    known = list(BUILT_IN_ALGOS)
+    known = list(ALGORITHMS)  # the registry as it is now
     if name not in known and not is_import_path(name):
         return (f"config key 'algo.name' must be one of {known} or the import path "
                 f"'module:Class' of your own algorithm, got {name!r}")
     try:
         if is_import_path(name):
-            (offpolicy_class if is_off_policy(name) else algorithm_class)(name)
+            algorithm_type(name)
         check_algorithm_kwargs(c.algo)
         if c.actor.network:
             if not algorithm_capabilities(c.algo.name).own_networks:
@@ -386,7 +383,7 @@ def _check_offpolicy_env(c: Config) -> str | None:
 def _check_sections(c: Config) -> list[str]:
     """The algorithms' own sections: none of another algorithm's set (it would be ignored),
     and the values of the run's own in their ranges (:mod:`.validate_sections`)."""
-    problem = unread_section_problem(c.algo, algorithm_kind(c.algo.name))
+    problem = unread_section_problem(c.algo, algorithm_type(c.algo.name).section_name())
     return [problem] if problem else section_problems(c)
 
 

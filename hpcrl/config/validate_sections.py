@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 from hpcrl.config.checks import algorithms_with, in_unit, positive, unread
 from hpcrl.config.schema import Config
-from hpcrl.core.algorithms import algorithm_capabilities, algorithm_kind
+from hpcrl.core.algorithms import algorithm_capabilities, algorithm_type
+from hpcrl.core.algorithms.own_section import own_section
 from hpcrl.core.model_based.rewards import reward_spec_problem
 
 # each check: (the key's leaf in the section, the test of its value given the key's full name)
@@ -56,13 +57,17 @@ RULES: dict[str, list[Rule]] = {
 
 
 def section_problems(c: Config) -> list[str]:
-    """Every problem of the run's own algorithm section."""
-    kind = algorithm_kind(c.algo.name)
-    section = getattr(c.algo, kind, None)
+    """Every problem of the run's own algorithm section: the rules of the built-in it runs
+    as for the keys it shares with that one's section, and the range rules its class
+    declares (a plug-in's own keys: ``section_problem``)."""
+    cls = algorithm_type(c.algo.name)
+    name, kind = cls.section_name(), cls.runs_as()
+    section = getattr(c.algo, name, None)
     if section is None:  # an algorithm with no keys of its own (a2c)
         return []
-    problems = [rule(f"algo.{kind}.{leaf}", getattr(section, leaf))
-                for leaf, rule in RULES.get(kind, [])]
+    problems = [rule(f"algo.{name}.{leaf}", getattr(section, leaf))
+                for leaf, rule in RULES.get(kind, []) if hasattr(section, leaf)]
+    problems.append(cls.section_problem(section))
     whole = WHOLE_CONFIG_RULES.get(kind)
     return [p for p in problems if p] + (whole(c) if whole else [])
 
@@ -70,9 +75,9 @@ def section_problems(c: Config) -> list[str]:
 def _dqn_problems(c: Config) -> list[str]:
     """Ape-X's keys need what they act through: a Q-network on prioritised replay for the
     collectors' priorities, epsilon-greedy exploration for the per-collector epsilons."""
-    own, caps = c.algo.dqn, algorithm_capabilities(c.algo.name)
+    own, caps = own_section(c.algo), algorithm_capabilities(c.algo.name)
     problems = []
-    if own.initial_priorities == "collector" and not (caps.acting_q_values
+    if getattr(own, "initial_priorities", "max") == "collector" and not (caps.acting_q_values
                                                       and c.replay.prioritized):
         choices = algorithms_with(lambda caps: caps.acting_q_values)
         problems.append(f"config key 'algo.dqn.initial_priorities': 'collector' has the "
@@ -80,7 +85,7 @@ def _dqn_problems(c: Config) -> list[str]:
                         f"algo.name={choices} and replay.prioritized=true (got algo.name="
                         f"{c.algo.name}, replay.prioritized={c.replay.prioritized}); set "
                         f"algo.dqn.initial_priorities=max")
-    if own.per_collector_eps and caps.exploration != "epsilon-greedy":
+    if getattr(own, "per_collector_eps", False) and caps.exploration != "epsilon-greedy":
         problems.append(f"config key 'algo.dqn.per_collector_eps' sets epsilon-greedy "
                         f"exploration, but algo.name={c.algo.name} explores by "
                         f"{caps.exploration}; set algo.dqn.per_collector_eps=false")

@@ -20,6 +20,7 @@ from hpcrl.contracts import make_network
 from hpcrl.core.distributions import make_distribution
 from hpcrl.core.encoders import features_of, make_encoder, orthogonal_init, reset_fixup
 from hpcrl.core.envs import EnvSpaces
+from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.memory import MemoryCore
 from hpcrl.core.mlp_kernel import run_mlp, run_mlps
 from hpcrl.core.normalization import RunningMoments
@@ -368,3 +369,15 @@ class ActorCritic(nn.Module):
         assert state is not None  # a recurrent actor's step always returns its next state
         actions = self.distribution.mode(params)
         return (actions[0], state[0]) if single else (actions, state)
+
+
+def actor_on(actor: ActorCritic, device: torch.device | None) -> ActorCritic:
+    """``actor`` moved to ``device`` (left where it is for None or the CPU), with its flat
+    parameter views rebuilt there: the cached views of the old storage are dropped."""
+    if device is None or device.type == "cpu":
+        return actor
+    actor = actor.to(device)
+    actor.__dict__.pop("_hpcrl_flat_params", None)
+    actor.__dict__.pop("_hpcrl_params", None)
+    contiguous_parameters(actor)
+    return actor

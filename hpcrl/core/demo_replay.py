@@ -25,6 +25,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from hpcrl.core.algorithms.own_section import own_section
+from hpcrl.core.algorithms.registry import algorithm_type
 from hpcrl.core.demo_buffer import (
     DemoBuffer,
     Episode,
@@ -339,11 +341,12 @@ def collector_envs(config: Config, env_offset: int, total_envs: int,
                    groups: int = 1) -> EnvGroups:
     """A collector's ``env.num_envs`` envs from global index ``env_offset``, in ``groups``
     groups (``scheme.env_groups``, resolved): each a vector env of
-    :func:`~hpcrl.core.envs.make_vector_env`, or, with ``algo.ppo.demos`` (one group, as
-    the config checks), one of :class:`DemoSlots` whose replay slots play the
-    demonstrations."""
-    own, n = config.algo.ppo, config.env.num_envs
-    if not own.demos:
+    :func:`~hpcrl.core.envs.make_vector_env`, or, where the algorithm's class reads
+    demonstrations from its section (PPO+D's ``algo.ppo.demos``; one group, as the config
+    checks), one of :class:`DemoSlots` whose replay slots play the demonstrations."""
+    own = algorithm_type(config.algo.name).demonstrations(own_section(config.algo))
+    n = config.env.num_envs
+    if own is None:
         return EnvGroups.of(lambda first, count: make_vector_env(
             config.env, count, range(env_offset + first, env_offset + first + count)), n, groups)
     slots = slots_of_collector(total_envs, own.demos_fraction, env_offset, n)

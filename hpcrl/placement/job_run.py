@@ -22,8 +22,12 @@ from typing import IO, Any
 from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
 from hpcrl.comm.faults import watches_for_revocation
 from hpcrl.config.schema import Config
-from hpcrl.core.algorithms import algorithm_capabilities, algorithm_class
-from hpcrl.core.algorithms.offpolicy import action_space_problem, offpolicy_class
+from hpcrl.core.algorithms import (
+    action_space_problem,
+    algorithm_capabilities,
+    algorithm_class,
+    algorithm_type,
+)
 from hpcrl.errors import ConfigError
 from hpcrl.learning.replay_loop import UpdateFigures
 from hpcrl.placement.mpi.collector_rank import CollectorRank
@@ -318,7 +322,7 @@ def make_role(job: MpiJob, state: dict[str, Any] | None, console: IO[str] | None
 def stat_names(config: Config) -> tuple[str, ...]:
     """The loss terms the progress rows hold (and, off-policy, the replay ratio)."""
     if algorithm_capabilities(config.algo.name).replay:
-        return offpolicy_class(config.algo.name).stat_names + ("replay_ratio",)
+        return algorithm_type(config.algo.name).stat_names + ("replay_ratio",)
 
     return algorithm_class(config.algo.name).reported_stats(config.rnd.enabled,
                                                             config.algo.addons)

@@ -33,8 +33,9 @@ class GradientWorker:
         self.weights_version = 0
         actor = algorithm.actor
         self.message = Gradient.for_actor(actor, len(algorithm.stat_names))
-        own = algorithm.config.ppo  # PPO+D's demonstrations: only PPO's section sets a file
-        self.demo_slots = (demo_slots(total_envs, own.demos_fraction) if own.demos else None)
+        # PPO+D's demonstrations, as the algorithm's class reads them from its section
+        own = type(algorithm).demonstrations(algorithm.own)
+        self.demo_slots = demo_slots(total_envs, own.demos_fraction) if own else None
 
     def load_weights(self, weights: Weights) -> None:
         """Load ``weights`` into the algorithm's actor and note their version (what the next

@@ -22,10 +22,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.config.algo_sections import DdpgConfig
+from hpcrl.config.algo_sections import DdpgConfig, DqnConfig
 from hpcrl.config.schema import Config
 from hpcrl.core.acting import GreedyQEngine, OffPolicyEngine, SquashedGaussianEngine, make_engine
-from hpcrl.core.algorithms.own_section import own_section
+from hpcrl.core.algorithms import algorithm_type
+from hpcrl.core.algorithms.own_section import epsilon_keys, own_section
 from hpcrl.core.env_groups import EnvGroup
 from hpcrl.core.envs import as_discrete
 from hpcrl.core.epsilon import collector_epsilon, linear_epsilon
@@ -60,8 +61,14 @@ def _layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int,
     """Chunks of ``steps`` steps per env, plus the windows an n-step window may flush;
     observations in ``obs_dtype`` (the carried dtype of the env's observation format)."""
     return TransitionLayout((steps + config.replay.n_step - 1) * num_envs, obs_shape,
-                            action_shape, config.algo.dqn.initial_priorities == "collector",
+                            action_shape, collector_priorities(config),
                             obs_dtype, streams=config.replay.her_strategy != "none")
+
+
+def collector_priorities(config: Config) -> bool:
+    """Whether the collectors of ``config`` compute their rows' initial replay priorities
+    (the algorithm's class says, from its own section: DQN's ``initial_priorities``)."""
+    return algorithm_type(config.algo.name).collector_priorities(own_section(config.algo))
 
 
 def exploration_noise_keys(config: Config) -> DdpgConfig:
@@ -118,8 +125,8 @@ class TransitionFiller:
         action_shape = () if self.discrete else (self.action_dim,)
         self.window = NStepWindow(self.replay.n_step, config.algo.gamma, n, fmt.shape,
                                   action_shape, fmt.dtype)
-        # epsilon-greedy's keys: DQN's section (a discrete off-policy plug-in runs as DQN)
-        self.epsilon = config.algo.dqn
+        # epsilon-greedy's keys, as the algorithm's class reads them from its own section
+        self.epsilon = epsilon_keys(config.algo) or DqnConfig()
         self.fixed_eps = (collector_epsilon(collector_index, collector_count,
                                             self.epsilon.collector_eps_base,
                                             self.epsilon.collector_eps_alpha)
@@ -317,7 +324,7 @@ class TransitionFiller:
         if k == 0:
             return
         engine = self.engine
-        # algo.dqn.initial_priorities=collector is refused for any algo but dqn (validate)
+        # collector priorities are refused for any algo without a Q-network (validate)
         assert isinstance(engine, GreedyQEngine)
         q = engine.q_values(chunk.obs[:k])
         taken = q[np.arange(k), chunk.actions[:k].astype(np.int64)]

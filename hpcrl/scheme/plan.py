@@ -5,7 +5,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from hpcrl.core.algorithms import algorithm_capabilities
+from hpcrl.core.algorithms import algorithm_capabilities, algorithm_type
+from hpcrl.core.algorithms.own_section import epsilon_keys, own_section
 from hpcrl.core.epsilon import collector_epsilon
 from hpcrl.scheme.presets import PRESETS
 from hpcrl.scheme.topology import (
@@ -50,9 +51,10 @@ def rank_table(config: Config) -> list[RankRole]:
 
 def exploration_epsilon(config: Config, role: RankRole) -> float | None:
     """The fixed epsilon of a collecting rank under Ape-X's per-collector schedule, or None."""
-    if not (config.algo.dqn.per_collector_eps and role.collects):
+    r = epsilon_keys(config.algo)
+    if not (r is not None and r.per_collector_eps and role.collects):
         return None
-    r, n = config.algo.dqn, collecting_ranks(config.scheme)
+    n = collecting_ranks(config.scheme)
     return collector_epsilon(role.env_offset // config.env.num_envs, n, r.collector_eps_base,
                              r.collector_eps_alpha)
 
@@ -68,12 +70,13 @@ def agent_summary(config: Config) -> str:
     replay = "prioritised replay" if r.prioritized else "uniform replay"
     if r.prioritized:
         replay += (" (priorities from the collectors)"
-                   if a.dqn.initial_priorities == "collector"
+                   if algorithm_type(a.name).collector_priorities(own_section(a))
                    else " (new transitions at the max priority)")
     parts = [a.name, f"{replay} of {r.buffer_size:,}"]
     if r.n_step > 1:
         parts.append(f"{r.n_step}-step returns")
-    if a.dqn.per_collector_eps:
+    eps = epsilon_keys(config.algo)
+    if eps is not None and eps.per_collector_eps:
         parts.append("per-collector epsilon")
     return ", ".join(parts)
 

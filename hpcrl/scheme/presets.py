@@ -71,11 +71,13 @@ def apply_preset(scheme: dict[str, Any]) -> dict[str, Any]:
 
 
 def apply_preset_agent(data: dict[str, Any], kind_of: Callable[[dict[str, Any]], str | None],
-                       sections: Collection[str]) -> dict[str, Any]:
+                       sections: Collection[str],
+                       section_of: Callable[[dict[str, Any]], str | None]) -> dict[str, Any]:
     """The whole config ``data`` with its preset's agent defaults filled in. ``kind_of``
-    names the built-in the algorithm of ``data`` runs as (the config's loader knows; None
-    for a plug-in that cannot be imported), and ``sections`` are the algorithms' own
-    sections: the agent's is left out when the config names another algorithm."""
+    names the built-in the algorithm of ``data`` runs as and ``section_of`` the section its
+    class reads (the config's loader knows both; None for a plug-in that cannot be
+    imported), and ``sections`` are the built-ins' own sections: the agent's is left out
+    when the config names another algorithm, and moved to a plug-in's own section."""
     scheme = data.get("scheme")
     name = scheme.get("preset") if isinstance(scheme, dict) else None
     agent = PRESET_AGENTS.get(name or "")
@@ -83,10 +85,17 @@ def apply_preset_agent(data: dict[str, Any], kind_of: Callable[[dict[str, Any]],
         return data
     algo = data.get("algo")
     named = isinstance(algo, dict) and "name" in algo
-    if named and kind_of(data) != agent["algo"]["name"]:
+    kind = agent["algo"]["name"]
+    if named and kind_of(data) != kind:
         # the config names another algorithm: the agent's algorithm section is not its own
         agent = {**agent, "algo": {key: value for key, value in agent["algo"].items()
                                    if key not in sections}}
+    elif named and kind in agent["algo"]:
+        # a plug-in of the agent's algorithm that reads a section of its own takes the
+        # agent's keys there (its section derives from its base's keys)
+        own = section_of(data) or kind
+        agent = {**agent, "algo": {own if key == kind else key: value
+                                   for key, value in agent["algo"].items()}}
     return _under(agent, data)
 
 

@@ -97,3 +97,17 @@ class FailingDQN(hpcrl.DQN):
 
     def __init__(self, *args, **kwargs):
         raise RuntimeError("lab cluster license not found")
+
+
+class OldSignaturePPO(hpcrl.PPO):
+    """A plug-in written for the on-policy constructor of before."""
+
+    def __init__(self, actor, config, reducer=None, on_nonfinite="stop", *, scale=1.0):
+        super().__init__(actor, config, reducer)
+
+
+class OldSignatureDQN(hpcrl.DQN):
+    """A plug-in written for the off-policy constructor of before."""
+
+    def __init__(self, spaces, config, device="cpu", *, scale=1.0):
+        super().__init__(spaces, config, device)

@@ -1,6 +1,8 @@
 """Components of one's own on MPI schemes: the README's example components
 (examples/custom_components.py, by import path) reach the weights of one process on 2
-DD-PPO ranks and learn under a3c and impala, the example script trains through the
+DD-PPO ranks and learn under a3c and impala, the example algorithms with config sections of
+their own (examples/reinforce_baseline.py, examples/clipped_double_dqn.py) learn on DD-PPO
+and Ape-X ranks, the example script trains through the
 Python API on 1 and on 2 ranks, and the README's script without its __main__ guard trains
 once on 2 ranks (each rank finds the classes in the running script, never importing it)."""
 from __future__ import annotations
@@ -96,3 +98,20 @@ def test_an_offpolicy_plugin_trains_on_the_apex_scheme(tmp_path):
     ratios, bonuses = column(tmp_path, "replay_ratio"), column(tmp_path, "munchausen_bonus")
     trained = [b for b, r in zip(bonuses, ratios, strict=True) if r > 0]  # after learning_starts
     assert trained and all(-0.9 <= b < 0 for b in trained), bonuses
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("n,sets", [
+    (2, ["scheme.preset=ddppo", "algo.name=reinforce_baseline:ReinforceBaseline",
+         "algo.reinforce.baseline=value", "train.total_env_steps=20000"]),
+    (3, ["scheme.preset=apex", "algo.name=clipped_double_dqn:ClippedDoubleDQN",
+         "algo.cdq.min_weight=0.75", "actor.hidden_sizes=[64,64]",
+         "train.total_env_steps=12288"]),
+], ids=["reinforce-ddppo", "clipped-double-dqn-apex"])
+def test_plugins_with_sections_of_their_own_learn_on_mpi_schemes(tmp_path, n, sets):
+    """One module each, named by import path on every rank: its own keys reach the
+    learner (and, under Ape-X, the collectors' epsilons and priorities)."""
+    train(n, tmp_path, sets)
+    returns = [r for r in column(tmp_path, "episode_return_mean") if r == r]  # nan: none yet
+    # about 20 at random play, over 100 on these budgets; the margin is for a loaded box
+    assert returns[-1] >= 50 and returns[-1] >= 2 * returns[0], returns

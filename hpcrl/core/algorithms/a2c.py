@@ -14,6 +14,7 @@ class A2C(OnPolicyAlgorithm[RolloutStorage, GaeBatch]):
     """Advantage actor-critic (Mnih et al. 2016, synchronous form): policy gradient with GAE
     advantages, a squared-error value loss and an entropy bonus, one step per rollout."""
 
+    kind = "a2c"
     stat_names = ("policy_loss", "value_loss", "entropy")
 
     def minibatches(self, storage: RolloutStorage, update: int, seed: int, total_envs: int,
@@ -28,7 +29,7 @@ class A2C(OnPolicyAlgorithm[RolloutStorage, GaeBatch]):
     def loss(self, batch: GaeBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """Policy gradient on the (normalised) GAE advantages, plus ``algo.vf_coef`` x the value
         error, minus ``algo.ent_coef`` x the mean entropy."""
-        cfg = self.config
+        cfg = self.algo
         log_probs, entropy, values, batch = self.evaluate(batch)
         advantages = self.advantages(batch)
         policy_loss = -(advantages.detach() * log_probs).mean()

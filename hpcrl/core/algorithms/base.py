@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 import torch
 import torch.nn.functional as F
 
-from hpcrl.core.actor import ActorCritic, ActorOutputs
+from hpcrl.core.actor import ActorCritic, ActorOutputs, actor_on
 from hpcrl.core.algorithms.addons import PolicyLossAddons, PolicyOutputs, addon_stat_names
 from hpcrl.core.algorithms.capabilities import ON_POLICY_GAE, Capabilities, Storage
 from hpcrl.core.algorithms.contract import Algorithm
+from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
-from hpcrl.core.gradient_guard import STOP, GradientGuard
 from hpcrl.core.intrinsic import IntrinsicTargets
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.reducer import LocalReducer, Reducer, global_mean_std
@@ -25,7 +25,7 @@ from hpcrl.core.storage import RecurrentBatch, RolloutBatch
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.policy_addons import PolicyAddonsConfig
-    from hpcrl.config.schema import AlgoConfig
+    from hpcrl.config.schema import Config
 
 # What an algorithm trains from and on: RolloutStorage and its GaeBatch (PPO, A2C), or
 # VTraceStorage and its SequenceBatch (IMPALA); a plug-in that names neither gets Any.
@@ -61,8 +61,9 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
     Generic in the storage it cuts batches from and the batches it trains on
     (``OnPolicyAlgorithm[RolloutStorage, GaeBatch]`` for ``storage = "gae"``,
     ``OnPolicyAlgorithm[VTraceStorage, SequenceBatch]`` for ``"vtrace"``), so that each
-    algorithm's :meth:`minibatches` and :meth:`loss` keep the base's signatures. ``config``
-    is the run's ``algo`` section (the contract's ``algo``).
+    algorithm's :meth:`minibatches` and :meth:`loss` keep the base's signatures. It builds
+    its actor-critic (:meth:`policy_for`, on ``device``) and reads the shared ``algo.*`` keys
+    in ``algo`` and its own section in ``own``.
     """
 
     # the batches it trains on: "gae" (RolloutStorage), "vtrace" (VTraceStorage)
@@ -70,29 +71,55 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
     # what it learns from and supports (a plug-in's storage above overrides the storage here)
     capabilities: ClassVar[Capabilities] = ON_POLICY_GAE
     RND_STATS = ("rnd_loss",)  # what an actor with RND adds to stat_names
-    constructor_args = ("actor", "config", "reducer", "on_nonfinite")
 
-    def __init__(self, actor: ActorCritic, config: AlgoConfig,
-                 reducer: Reducer | None = None, on_nonfinite: str = STOP) -> None:
-        self.actor = actor
-        self.config = self.algo = config
+    def __init__(self, spaces: EnvSpaces, config: Config, device: torch.device | str = "cpu",
+                 reducer: Reducer | None = None) -> None:
+        super().__init__(spaces, config, device, reducer)
+        self.actor = actor_on(type(self).policy_for(spaces, config), self.device)
         self.reducer: Reducer = reducer or LocalReducer()
-        self.guard = GradientGuard(on_nonfinite)
-        self.progress = 0.0
         self._optimizer: FlatOptimizer | None = None
         # RND (actor.rnd): the update's intrinsic targets, and the predictor's loss, which
         # compute_gradients adds to the algorithm's own
         self.intrinsic: IntrinsicTargets | None = None
-        if getattr(actor, "rnd", None) is not None:
-            self.intrinsic = IntrinsicTargets(actor, self.reducer)
+        if getattr(self.actor, "rnd", None) is not None:
+            self.intrinsic = IntrinsicTargets(self.actor, self.reducer)
         # the policy-loss add-ons (algo.addons), and what the loss's evaluation of the
         # minibatch left them (set by evaluate(), read by compute_gradients)
-        section: PolicyAddonsConfig | None = getattr(config, "addons", None)
-        self.addons = (PolicyLossAddons(section, actor.distribution)
-                       if section is not None and section.enabled else None)
+        section: PolicyAddonsConfig = self.algo.addons
+        self.addons = (PolicyLossAddons(section, self.actor.distribution)
+                       if section.enabled else None)
         self._outputs: PolicyOutputs | None = None
         if self.intrinsic is not None or self.addons is not None:
             self.stat_names = type(self).reported_stats(self.intrinsic is not None, section)
+
+    stat_example = ("policy_loss",)
+
+    @classmethod
+    def plugin_problem(cls) -> str | None:
+        """An on-policy class trains on GAE rollouts or V-trace sequences: its ``storage``
+        must name one."""
+        if cls.storage not in ("gae", "vtrace"):
+            return f"{cls.__name__}.storage is {cls.storage!r}; it must be 'gae' or 'vtrace'"
+        return None
+
+    @classmethod
+    def default_kind(cls) -> str:
+        """A direct subclass runs as ``impala`` when it wants V-trace batches, else
+        ``a2c`` (the built-ins of one gradient step per update)."""
+        return "impala" if cls.storage == "vtrace" else "a2c"
+
+    @classmethod
+    def policy_for(cls, spaces: EnvSpaces, config: Config) -> ActorCritic:
+        """The actor-critic of ``config.actor`` over ``spaces`` (with its observation
+        normaliser, RND heads and the add-ons' predictors), initialised from
+        ``config.seed``: the same weights on every rank."""
+        with torch.random.fork_rng():
+            torch.manual_seed(config.seed)
+            actor = ActorCritic(spaces, config.actor, config.env.normalize_obs,
+                                config.env.clip_obs, config.rnd,
+                                config.algo.addons.predictors)
+        contiguous_parameters(actor)
+        return actor
 
     @classmethod
     def reported_stats(cls, rnd: bool, addons: PolicyAddonsConfig | None = None
@@ -129,7 +156,7 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
         the whole job (every gradient rank's part) when ``algo.normalize_advantage``: what
         keeps a loss independent of how envs are spread over ranks."""
         adv = batch.advantages
-        if not self.config.normalize_advantage:
+        if not self.algo.normalize_advantage:
             return adv
         mean, std = global_mean_std(adv, self.reducer)
         return (adv - mean) / (std + 1e-8)
@@ -207,8 +234,8 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
         """The optimiser, made on first use so gradient-only processes never hold its state."""
         if self._optimizer is None:
             flat = contiguous_parameters(self.actor)
-            self._optimizer = make_flat_optimizer(self.config.optimizer, flat.numel(),
-                                                  self.config.optimizer_eps, flat.device)
+            self._optimizer = make_flat_optimizer(self.algo.optimizer, flat.numel(),
+                                                  self.algo.optimizer_eps, flat.device)
         return self._optimizer
 
     def apply_gradients(self, flat_grads: torch.Tensor, step: int = 0) -> dict[str, float]:
@@ -223,7 +250,7 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
         norm = float(flat_grads.norm())
         if not self.guard.admit(norm, step):
             return {"grad_norm": norm, "learning_rate": self.learning_rate}
-        max_norm = self.config.max_grad_norm
+        max_norm = self.algo.max_grad_norm
         if max_norm > 0 and norm > max_norm:
             flat_grads = flat_grads * (max_norm / (norm + 1e-6))
         with torch.no_grad():

@@ -27,7 +27,12 @@ from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.gradient_guard import GradientGuard
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import AlgoConfig
+    from hpcrl.config.schema import AlgoConfig, Config
+    from hpcrl.core.envs import EnvSpaces
+    from hpcrl.core.reducer import Reducer
+
+#: How hpcrl builds every algorithm, built in or a plug-in (``algo.kwargs`` follow).
+CONSTRUCTOR = "Class(spaces, config, device, reducer, **algo.kwargs)"
 
 
 def linear_schedule(initial: float, kind: str, progress: float) -> float:
@@ -43,18 +48,104 @@ class Algorithm(ABC):
     gradient reports, in a fixed order, so they travel as a plain float vector beside the
     gradient and become ``progress.csv`` columns. ``guard`` applies ``train.on_nonfinite``
     to the loss terms and to each gradient applied; ``algo`` is the run's ``algo`` section,
-    whose ``lr`` and ``lr_schedule`` give :attr:`learning_rate`. ``constructor_args`` names
-    the arguments hpcrl passes the family's constructor, before a plug-in's ``algo.kwargs``.
+    whose ``lr`` and ``lr_schedule`` give :attr:`learning_rate`.
+
+    Every algorithm of either family is built the same way, by
+    :func:`~hpcrl.core.algorithms.registry.make_algorithm`, as :data:`CONSTRUCTOR`:
+    ``Class(spaces, config, device, reducer, **algo.kwargs)`` (``constructor_args``). What
+    differs between algorithms is declared on the class and read through it, never
+    branched on by name: :attr:`kind` (the built-in whose defaults and recipes it runs
+    with), :attr:`section` and :attr:`section_keys` (its own ``algo.<section>`` keys), the
+    range rules of a plug-in's keys (:meth:`section_problem`), its acting policy
+    (:meth:`policy_for`), and what generic code needs of its section
+    (:meth:`demonstrations`, :meth:`epsilon_keys`, :meth:`collector_priorities`).
     """
 
     stat_names: tuple[str, ...] = ()
+    stat_example: ClassVar[tuple[str, ...]] = ("loss",)  # a family's loss terms, for refusals
     capabilities: ClassVar[Capabilities]  # each family's base or algorithm declares its own
-    # the positional arguments hpcrl builds an algorithm of the family with (a plug-in's
-    # algo.kwargs come after them): each family's base names its own
-    constructor_args: ClassVar[tuple[str, ...]]
+    # the positional arguments hpcrl builds every algorithm with (algo.kwargs follow)
+    constructor_args: ClassVar[tuple[str, ...]] = ("spaces", "config", "device", "reducer")
+    # the built-in (registry name) whose defaults, recipes and presets it runs with: each
+    # built-in names itself, a subclass inherits it; None: its family's default_kind()
+    kind: ClassVar[str | None] = None
+    # its own config section, algo.<section>: None reads algo.<kind> (a built-in's, or the
+    # one of the built-in a plug-in derives from); a plug-in with keys of its own names
+    # its section here and declares its keys in section_keys
+    section: ClassVar[str | None] = None
+    # the dataclass of a plug-in's own section (field defaults are its defaults); None for
+    # a section the config schema holds (the built-ins')
+    section_keys: ClassVar[type | None] = None
     algo: AlgoConfig
     guard: GradientGuard
     progress: float = 0.0
+
+    # -- what the class declares -------------------------------------------------------------
+    @classmethod
+    def runs_as(cls) -> str:
+        """The built-in whose defaults, recipes and presets this class runs with: its
+        declared :attr:`kind`, else its family's :meth:`default_kind`."""
+        return cls.kind if cls.kind is not None else cls.default_kind()
+
+    @classmethod
+    def plugin_problem(cls) -> str | None:
+        """Why a plug-in class breaks its family's own terms (beyond the contract), or
+        None: each family's base says."""
+        return None
+
+    @classmethod
+    @abstractmethod
+    def default_kind(cls) -> str:
+        """The built-in a direct subclass of a family's base runs as (each base says)."""
+
+    @classmethod
+    def section_name(cls) -> str:
+        """The name of its own config section, ``algo.<name>``: :attr:`section`, else the
+        section of the built-in it runs as."""
+        return cls.section if cls.section is not None else cls.runs_as()
+
+    @classmethod
+    def section_problem(cls, own: Any) -> str | None:
+        """Why the values of its own section ``own`` are out of range, or None: a plug-in
+        with :attr:`section_keys` states its range rules here (validation asks before the
+        run starts; the built-ins' rules live in the config checks)."""
+        return None
+
+    @classmethod
+    @abstractmethod
+    def policy_for(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
+        """A fresh acting policy of a run of ``config`` over ``spaces``, initialised from
+        ``config.seed``: what collectors act with and ``load_policy`` returns (each
+        family's base defines it)."""
+
+    @classmethod
+    def demonstrations(cls, own: Any) -> Any | None:
+        """Its demonstration keys (PPO+D's ``demos``, ``demos_fraction``, ``demos_own``)
+        when its section ``own`` sets a file, else None: what the collectors and gradient
+        workers read instead of another algorithm's section."""
+        return None
+
+    @classmethod
+    def epsilon_keys(cls, own: Any) -> Any | None:
+        """Its epsilon-greedy keys (``exploration_*``, ``per_collector_eps``,
+        ``collector_eps_*``) when it explores epsilon-greedily, else None."""
+        return None
+
+    @classmethod
+    def collector_priorities(cls, own: Any) -> bool:
+        """Whether its collectors compute each transition's initial replay priority."""
+        return False
+
+    def __init__(self, spaces: EnvSpaces, config: Config, device: torch.device | str = "cpu",
+                 reducer: Reducer | None = None) -> None:
+        """What every algorithm keeps: the env's spaces, the run's config and its own
+        section (``own``), the device its learner runs on and the non-finite guard."""
+        self.spaces, self.config = spaces, config
+        self.algo = config.algo
+        self.own: Any = getattr(config.algo, type(self).section_name(), None)
+        self.device = torch.device(device)
+        self.guard = GradientGuard(config.train.on_nonfinite)
+        self.progress = 0.0
 
     # -- what the algorithm learns from ------------------------------------------------------
     @property

@@ -32,6 +32,7 @@ from hpcrl.returns import vtrace
 class IMPALA(OnPolicyAlgorithm[VTraceStorage, SequenceBatch]):
     """Actor-critic with V-trace off-policy correction, on a :class:`VTraceStorage`."""
 
+    kind = "impala"
     stat_names = ("policy_loss", "value_loss", "entropy", "rho_mean")
     storage = "vtrace"
     capabilities = Capabilities("rollouts", "vtrace", "sampled policy")
@@ -49,7 +50,7 @@ class IMPALA(OnPolicyAlgorithm[VTraceStorage, SequenceBatch]):
         """The V-trace policy-gradient, value and entropy terms of the module docstring on a
         ``[T, N]`` batch (a recurrent actor replayed from its stored start states); ``rho_mean``
         reports the mean unclipped importance weight."""
-        cfg = self.config
+        cfg = self.algo
         out = self.evaluate_sequences(batch)
         log_probs, entropy, values = out.log_probs, out.entropy, out.values
         log_rhos, vs, pg_advantages = self.targets(batch, log_probs, values)
@@ -84,8 +85,8 @@ class IMPALA(OnPolicyAlgorithm[VTraceStorage, SequenceBatch]):
         ``[T, N]`` of the learner's log-probs and values (both taken as constants)."""
         log_rhos = log_probs.detach() - batch.log_probs
         vs, pg_advantages = vtrace(log_rhos, batch.discounts, batch.rewards, values.detach(),
-                                   batch.bootstrap, self.config.impala.clip_rho,
-                                   self.config.impala.clip_c)
+                                   batch.bootstrap, self.own.clip_rho,
+                                   self.own.clip_c)
         return log_rhos, vs, pg_advantages
 
     @staticmethod

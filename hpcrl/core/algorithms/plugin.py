@@ -2,8 +2,9 @@
 
 ``algo.name: module:Class`` names an on-policy class (a subclass of
 :class:`~hpcrl.core.algorithms.base.OnPolicyAlgorithm`) or an off-policy one (of
-:class:`~hpcrl.core.algorithms.offpolicy.base.OffPolicyAlgorithm`); each family's resolver
-checks its own extra terms after :func:`load_algorithm_class`.
+:class:`~hpcrl.core.algorithms.offpolicy.base.OffPolicyAlgorithm`); the registry's one
+resolver (:func:`~hpcrl.core.algorithms.registry.algorithm_type`) asks the family's base
+for its own extra terms after :func:`load_algorithm_class`.
 """
 from __future__ import annotations
 
@@ -14,21 +15,22 @@ from hpcrl.errors import ExplainedError
 from hpcrl.plugins import CONTRACTS, PluginError, failure, is_import_path, load
 
 
-def load_algorithm_class(name: str, base: type[Any], derive_from: str, stat_example: str
+def load_algorithm_class(name: str, bases: tuple[type[Any], ...], derive_from: str
                          ) -> type[Any]:
-    """The class at import path ``name``: a concrete subclass of ``base`` whose
-    ``stat_names`` name its loss terms. Each breach is a :class:`PluginError` naming the
-    class and the fix (``derive_from``: the bases to derive from; ``stat_example``: a loss
-    term of the family, for the message)."""
+    """The class at import path ``name``: a concrete subclass of one of ``bases`` (the
+    families' bases) whose ``stat_names`` name its loss terms. Each breach is a
+    :class:`PluginError` naming the class and the fix (``derive_from``: the bases to derive
+    from, for the message)."""
     cls = load(name, "algo.name")
-    if not (isinstance(cls, type) and issubclass(cls, base)):
+    if not (isinstance(cls, type) and issubclass(cls, bases)):
         if isinstance(cls, type) and issubclass(cls, Algorithm):
             raise PluginError(f"config key 'algo.name' ({name}): {cls.__name__} derives from "
                               f"hpcrl.Algorithm, the contract both families implement, but "
                               f"from neither family's base; derive it from {derive_from} "
                               f"({CONTRACTS})")
+        named = " or ".join(f"hpcrl.{b.__name__}" for b in bases)
         raise PluginError(f"config key 'algo.name' ({name}): {cls!r} is not a subclass of "
-                          f"hpcrl.{base.__name__}; derive it from {derive_from} ({CONTRACTS})")
+                          f"{named}; derive it from {derive_from} ({CONTRACTS})")
     missing = sorted(getattr(cls, "__abstractmethods__", ()))
     if missing:
         raise PluginError(f"config key 'algo.name' ({name}): {cls.__name__} does not define "
@@ -36,7 +38,8 @@ def load_algorithm_class(name: str, base: type[Any], derive_from: str, stat_exam
     stat_names = getattr(cls, "stat_names", ())
     if not stat_names or not all(isinstance(s, str) for s in stat_names):
         raise PluginError(f"config key 'algo.name' ({name}): {cls.__name__}.stat_names must "
-                          f"name the loss terms its loss() reports, e.g. ({stat_example!r},)")
+                          f"name the loss terms its loss() reports, e.g. "
+                          f"{getattr(cls, 'stat_example', ('loss',))!r}")
     return cls
 
 
@@ -44,7 +47,7 @@ def build_algorithm(cls: type[Any], name: str, args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> Any:
     """``cls(*args)`` for the built-in ``name``; for a plug-in ``cls(*args, **kwargs)``
     (``algo.kwargs``), where any failure of the user's constructor becomes a
-    :class:`PluginError` naming the call (``args`` as its family's ``constructor_args``)
+    :class:`PluginError` naming the call (``args`` as the contract's ``constructor_args``)
     and the cause."""
     signature = ", ".join(cls.constructor_args)
     if not is_import_path(name):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,33 +27,39 @@ class PPO(OnPolicyAlgorithm[RolloutStorage, GaeBatch]):
     does). Learning rate and clip range follow their schedules through ``set_progress``.
     """
 
+    kind = "ppo"
     stat_names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
     capabilities = Capabilities("rollouts", "gae", "sampled policy", minibatched_epochs=True,
                                 demonstrations=True)
+
+    @classmethod
+    def demonstrations(cls, own: Any) -> Any | None:
+        """``algo.ppo`` when it names a demonstration file (PPO+D), else None."""
+        return own if own.demos else None
 
     @property
     def clip_range(self) -> float:
         """``algo.ppo.clip_range`` under ``algo.ppo.clip_schedule`` at the current
         progress."""
-        own = self.config.ppo
+        own = self.own
         return linear_schedule(own.clip_range, own.clip_schedule, self.progress)
 
     def minibatches(self, storage: RolloutStorage, update: int, seed: int, total_envs: int,
                     count: int) -> Iterator[GaeBatch]:
         """``count`` env-stratified minibatches per epoch for ``algo.ppo.num_epochs`` epochs, each
         epoch's order seeded by ``(seed, update, epoch)`` over the job's envs."""
-        for epoch in range(self.config.ppo.num_epochs):  # one minibatch needs no order
+        for epoch in range(self.own.num_epochs):  # one minibatch needs no order
             order = epoch_seed(seed, update, epoch) if count > 1 else 0
             yield from storage.minibatches(count, order, total_envs)
 
     def steps_per_update(self, count: int) -> int:
         """``algo.ppo.num_epochs x count``."""
-        return self.config.ppo.num_epochs * count
+        return self.own.num_epochs * count
 
     def loss(self, batch: GaeBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """The clipped surrogate, the value error (clipped with ``algo.ppo.clip_range_vf``) and the
         entropy bonus; also reports the approximate KL and the clipped fraction."""
-        cfg = self.config
+        cfg = self.algo
         log_probs, entropy, values, batch = self.evaluate(batch)
         advantages = self.advantages(batch)
         log_ratio = log_probs - batch.log_probs
@@ -60,7 +67,7 @@ class PPO(OnPolicyAlgorithm[RolloutStorage, GaeBatch]):
         clip = self.clip_range
         surrogate = torch.min(ratio * advantages, ratio.clamp(1 - clip, 1 + clip) * advantages)
         policy_loss = -surrogate.mean()
-        clip_vf = cfg.ppo.clip_range_vf
+        clip_vf = self.own.clip_range_vf
         if clip_vf is not None:
             values = batch.values + (values - batch.values).clamp(-clip_vf, clip_vf)
         value_loss = value_error(values, batch.returns)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from hpcrl.comm.channel import Channel
-from hpcrl.core.algorithms.offpolicy import make_policy
+from hpcrl.core.algorithms import make_policy
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver

@@ -24,7 +24,7 @@ import numpy as np
 
 from hpcrl.comm.faults import DEAD, LOST, is_peer_failure
 from hpcrl.core.acting import make_engine
-from hpcrl.core.algorithms.offpolicy import make_policy
+from hpcrl.core.algorithms import make_policy
 from hpcrl.exchange.acting import BYE, VALUE, ServerEnd, serve_until
 from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver

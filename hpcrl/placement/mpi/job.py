@@ -21,10 +21,9 @@ from hpcrl.comm.faults import LOST, PeerInfo, gather_peers, survival_problem
 from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.comm.world import SelfComm
 from hpcrl.config.schema import Config
-from hpcrl.core.actor import ActorCritic
+from hpcrl.core.actor import ActorCritic, actor_on
 from hpcrl.core.algorithms import OnPolicyAlgorithm, algorithm_capabilities, make_algorithm
 from hpcrl.core.envs import EnvSpaces
-from hpcrl.core.flat import contiguous_parameters
 from hpcrl.core.reducer import Reducer
 from hpcrl.core.rollout import RolloutLayout
 from hpcrl.placement.mpi.launcher import (
@@ -160,16 +159,14 @@ class MpiJob:
 
     def new_actor(self, device: torch.device | None = None) -> ActorCritic:
         """A freshly built actor of the job's config, moved to ``device`` unless that is the CPU."""
-        actor = make_actor(self.config, self.spaces)
-        return actor if device is None or device.type == "cpu" else _to_device(actor, device)
+        return actor_on(make_actor(self.config, self.spaces), device)
 
-    def new_algorithm(self, actor: ActorCritic, reducer: Reducer | None = None
-                      ) -> OnPolicyAlgorithm:
-        """The job's on-policy algorithm over ``actor`` (``reducer``: how its minibatch
-        statistics cross the gradient workers), with the policies of its KL add-ons loaded
-        on the job's device."""
-        algorithm = make_algorithm(actor, self.config.algo, reducer,
-                                   on_nonfinite=self.config.train.on_nonfinite)
+    def new_algorithm(self, reducer: Reducer | None = None) -> OnPolicyAlgorithm:
+        """The job's on-policy algorithm, its actor-critic (``algorithm.actor``) on the job's
+        device (``reducer``: how its minibatch statistics cross the gradient workers), with
+        the policies of its KL add-ons loaded there."""
+        algorithm = make_algorithm(self.config, self.spaces, self.device, reducer)
+        assert isinstance(algorithm, OnPolicyAlgorithm)  # learns from rollouts: its family
         attach_references(algorithm, self.config.algo.addons, self.spaces, self.device)
         return algorithm
 
@@ -211,14 +208,6 @@ def describe_role(role: RankRole) -> str:
     if role.role == SPARE:
         return "spare collector"
     return f"collector of gradient worker {role.group}"
-
-
-def _to_device(actor: ActorCritic, device: torch.device) -> ActorCritic:
-    actor = actor.to(device)
-    actor.__dict__.pop("_hpcrl_flat_params", None)
-    actor.__dict__.pop("_hpcrl_params", None)
-    contiguous_parameters(actor)
-    return actor
 
 
 def rank_table(world: Any, config: Config) -> list[RankRole]:

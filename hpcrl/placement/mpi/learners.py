@@ -65,8 +65,7 @@ class WorkerRank:
         cfg, s = job.config, job.config.scheme
         self.job, self.leader = job, leader
         self.central = s.update == "central"
-        self.actor = job.new_actor(job.device)
-        numel = sum(p.numel() for p in self.actor.parameters())
+        numel = sum(p.numel() for p in job.new_actor().parameters())
         n_workers = len(job.workers)
         self.allreducer = (make_allreducer(s.allreduce, job.gradient, job.device, numel)
                            if not self.central and n_workers > 1 else None)
@@ -74,7 +73,8 @@ class WorkerRank:
         if n_workers > 1:  # ...on the GPU through the gradients' all-reducer (NCCL), else MPI
             on_gpu = job.device.type == "cuda" and self.allreducer is not None
             reducer = self.allreducer if on_gpu else MpiAllreducer(job.gradient)
-        self.algorithm = job.new_algorithm(self.actor, reducer)
+        self.algorithm = job.new_algorithm(reducer)
+        self.actor = self.algorithm.actor
         if cfg.train.compile:
             compile_loss(self.algorithm, job.device)
         storage = make_storage(cfg, job.spaces, job.device)
@@ -264,8 +264,8 @@ def _itself(slot: int) -> int:
 
 def make_updater(job: MpiJob, resume: dict[str, Any] | None) -> Updater:
     """The updater of a central scheme, with its master actor (restored on resume)."""
-    actor = job.new_actor(job.device)
-    updater = Updater(job.new_algorithm(actor))
+    algorithm = job.new_algorithm()
+    actor, updater = algorithm.actor, Updater(algorithm)
     if resume is not None:
         actor.load_state_dict(resume["policy"]["state_dict"])
         updater.load_state_dict(resume["placement"]["updater"])

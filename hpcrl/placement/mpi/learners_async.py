@@ -55,8 +55,8 @@ class AsyncWorkerRank:
     def __init__(self, job: MpiJob, resume: dict[str, Any] | None) -> None:
         cfg = job.config
         self.job, self.channel = job, job.channel
-        self.actor = job.new_actor(job.device)
-        self.algorithm = job.new_algorithm(self.actor)
+        self.algorithm = job.new_algorithm()
+        self.actor = self.algorithm.actor
         if cfg.train.compile:
             compile_loss(self.algorithm, job.device)
         storage = make_storage(cfg, job.spaces, job.device)

@@ -24,7 +24,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from hpcrl.comm.node_memory import NodeMemory, NodePeers, aligned, node_peers, shm_free_bytes
-from hpcrl.core.algorithms.offpolicy import make_policy
+from hpcrl.core.algorithms import make_policy
 from hpcrl.exchange.streams import STREAM_SLOTS, StreamIn, StreamOut
 from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
 from hpcrl.placement.mpi.remote_acting import acting_spec

@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from hpcrl.core.algorithms.offpolicy import make_offpolicy_algorithm, make_policy
+from hpcrl.core.algorithms import OffPolicyAlgorithm, make_algorithm, make_policy
 from hpcrl.core.compiling import compile_loss
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.core.flat import has_flat_parameters
@@ -54,7 +54,8 @@ class ReplayLearnerRank:
         cfg, spaces = job.config, job.spaces
         self.job, self.channel, self.leader = job, job.channel, leader
         retain_freed_memory()
-        algorithm = make_offpolicy_algorithm(cfg, spaces, job.device)
+        algorithm = make_algorithm(cfg, spaces, job.device)
+        assert isinstance(algorithm, OffPolicyAlgorithm)  # capabilities.replay: its family
         if cfg.train.compile:
             compile_loss(algorithm, job.device)
         replay = make_replay(cfg, spaces.obs_shape, spaces.action_shape, spaces.discrete,

@@ -23,9 +23,9 @@ from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.algorithms.contract import Algorithm
 from hpcrl.core.envs import EnvSpaces, as_box
 from hpcrl.core.flat import contiguous_parameters, share_flat_parameters, zero_flat_gradients
-from hpcrl.core.gradient_guard import GradientGuard
 from hpcrl.core.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.core.policies import SquashedGaussianPolicy
+from hpcrl.core.reducer import Reducer
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.replay.transitions import Transitions
 from hpcrl.core.target import TargetNetwork
@@ -95,16 +95,11 @@ class OffPolicyAlgorithm(Algorithm):
     (:meth:`ReplayBatch.to <hpcrl.core.replay.buffer.ReplayBatch.to>`).
     """
 
-    constructor_args = ("spaces", "config", "device")
-
-    def __init__(self, spaces: EnvSpaces, config: Config,
-                 device: torch.device | str = "cpu") -> None:
-        self.spaces, self.config = spaces, config
-        self.device = torch.device(device)
-        self.algo, self.replay = config.algo, config.replay
-        self.progress = 0.0
+    def __init__(self, spaces: EnvSpaces, config: Config, device: torch.device | str = "cpu",
+                 reducer: Reducer | None = None) -> None:
+        super().__init__(spaces, config, device, reducer)  # one learner: no reducer needed
+        self.replay = config.replay
         self.steps = 0
-        self.guard = GradientGuard(config.train.on_nonfinite)
         self.generator = learner_generator(config.seed)
         self.targets: dict[str, TargetNetwork[nn.Module]] = {}
         with torch.random.fork_rng():
@@ -141,10 +136,43 @@ class OffPolicyAlgorithm(Algorithm):
 
     @classmethod
     def policy_for(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
-        """The fresh policy a run of ``config`` acts with: :meth:`acting_policy` of
-        ``config.actor``. An algorithm whose policy needs more of the config (MPC's planner
-        reads its own section) overrides this; hpcrl builds every policy through it."""
+        """The fresh policy a run of ``config`` acts with, initialised from ``config.seed``:
+        :meth:`acting_policy` of ``config.actor``. An algorithm whose policy needs more of
+        the config (MPC's planner reads its own section) overrides :meth:`fresh_policy`;
+        hpcrl builds every policy through this."""
+        with torch.random.fork_rng():
+            torch.manual_seed(config.seed)
+            return cls.fresh_policy(spaces, config)
+
+    @classmethod
+    def fresh_policy(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
+        """The acting policy of ``config`` under the caller's random state:
+        :meth:`acting_policy` of ``config.actor``."""
         return cls.acting_policy(spaces, config.actor)
+
+    stat_example = ("q_loss",)
+
+    @classmethod
+    def plugin_problem(cls) -> str | None:
+        """An off-policy class declares its capabilities (its action spaces and exploration
+        decide its defaults and how its collectors act)."""
+        if getattr(cls, "capabilities", None) is None:
+            return (f"{cls.__name__} declares no capabilities; set the class attribute "
+                    f"(hpcrl.Capabilities) or derive from a built-in, whose declaration it "
+                    f"then inherits")
+        return None
+
+    @classmethod
+    def default_kind(cls) -> str:
+        """A direct subclass runs as ``dqn`` (its defaults and epsilon-greedy keys) when it
+        acts on discrete actions, else as ``sac``."""
+        return "dqn" if "discrete" in cls.capabilities.actions else "sac"
+
+    @classmethod
+    def epsilon_keys(cls, own: Any) -> Any | None:
+        """Its own section when it explores epsilon-greedily (``algo.dqn``'s keys, or a
+        plug-in section that derives from them), else None."""
+        return own if cls.capabilities.exploration == "epsilon-greedy" else None
 
     @property
     @abstractmethod

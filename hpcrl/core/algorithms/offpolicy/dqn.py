@@ -7,7 +7,7 @@ moves every ``replay.target_update_interval`` applied gradient steps by ``replay
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -28,9 +28,16 @@ if TYPE_CHECKING:  # annotations only: core does not import config at run time
 class DQN(OffPolicyAlgorithm):
     """One Q-network segment (``q``) and its target."""
 
+    kind = "dqn"
     stat_names = ("q_loss", "q_mean")
     capabilities = Capabilities("replay", "replay", "epsilon-greedy", actions=("discrete",),
                                 target_networks=True, acting_q_values=True)
+
+    @classmethod
+    def collector_priorities(cls, own: Any) -> bool:
+        """Whether ``algo.dqn.initial_priorities`` is ``collector`` (Ape-X): the collectors
+        compute each transition's |n-step TD error| with their copy of the Q-network."""
+        return bool(own.initial_priorities == "collector")
 
     @classmethod
     def acting_policy(cls, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
@@ -59,7 +66,7 @@ class DQN(OffPolicyAlgorithm):
         q = self.q.q_values(obs).gather(1, batch.actions.unsqueeze(1)).squeeze(1)
         with torch.no_grad():
             next_q = target_q.q_values(next_obs)
-            if self.algo.dqn.double_q:
+            if self.own.double_q:
                 best = self.q.q_values(next_obs).argmax(dim=1, keepdim=True)
                 next_value = next_q.gather(1, best).squeeze(1)
             else:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # annotations only: core does not import config at run time
 class MPC(OffPolicyAlgorithm):
     """A world model learnt from a replay, and a planner that acts through it."""
 
+    kind = "mpc"
     stat_names = ("model_loss", "dynamics_mse", "reward_mse")
     capabilities = Capabilities("replay", "replay", "planning", actions=("box",),
                                 image_observations=False, bounded_actions=True,
@@ -56,7 +57,7 @@ class MPC(OffPolicyAlgorithm):
                         f"{cls.__name__}.policy_for(spaces, config)")
 
     @classmethod
-    def policy_for(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
+    def fresh_policy(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
         """The planning policy of ``config``: its ``algo.mpc`` planner, ``algo.gamma`` as
         the planning discount, and the reward ``algo.mpc.reward_fn`` names for its env."""
         settings: MpcConfig = config.algo.mpc
@@ -65,10 +66,10 @@ class MPC(OffPolicyAlgorithm):
 
     def build(self) -> list[tuple[str, nn.Module]]:
         """The planning policy, whose parameters are the world model's (segment ``model``)."""
-        policy = self.policy_for(self.spaces, self.config)
+        policy = self.fresh_policy(self.spaces, self.config)
         assert isinstance(policy, PlanningPolicy)
         self.planning = policy
-        self.settings: MpcConfig = self.config.algo.mpc
+        self.settings: MpcConfig = self.own
         # the moments of the inputs and targets observed since the last gradient step
         self.pending: tuple[Moments, Moments] | None = None
         return [("model", policy)]

@@ -103,6 +103,7 @@ def decoupled_kl(mean_t: torch.Tensor, std_t: torch.Tensor, mean: torch.Tensor,
 class MPO(OffPolicyAlgorithm):
     """MPO over a squashed Gaussian policy, with twin critics and target networks."""
 
+    kind = "mpo"
     stat_names = ("policy_loss", "critic_loss", "temperature", "kl_mean", "kl_std",
                   "alpha_mean", "alpha_std")
     capabilities = continuous_control("sampled policy")
@@ -115,7 +116,7 @@ class MPO(OffPolicyAlgorithm):
     def build(self) -> list[tuple[str, nn.Module]]:
         """The squashed Gaussian policy, the critic ensemble and the duals (segments ``policy``,
         ``critic``, ``duals``), and target copies of the policy and critics."""
-        cfg, spaces, r = self.config, self.spaces, self.config.algo.mpo
+        cfg, spaces, r = self.config, self.spaces, self.own
         self.pi = SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), cfg.actor,
                                          spaces.obs_format)
         self.action_dim = self.pi.action_dim
@@ -136,7 +137,7 @@ class MPO(OffPolicyAlgorithm):
 
     def segment_learning_rate(self, name: str, lr: float) -> float:
         """``algo.mpo.dual_lr`` for the duals, ``lr`` for the networks."""
-        return self.algo.mpo.dual_lr if name == "duals" else lr
+        return self.own.dual_lr if name == "duals" else lr
 
     def _target_samples(self, obs: torch.Tensor, n: int
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -157,7 +158,7 @@ class MPO(OffPolicyAlgorithm):
         dual, the M-step's decoupled mean and std fits under their KL trust regions, and the
         multipliers' duals, summed. One draw of target-policy actions at the next states,
         valued once by the target critics, serves the TD targets and both steps."""
-        r = self.algo.mpo
+        r = self.own
         n = r.action_samples
         obs, next_obs = self.pi.features(batch.obs), self.pi.features(batch.next_obs)
         u, actions, mean_t, std_t = self._target_samples(next_obs, n)

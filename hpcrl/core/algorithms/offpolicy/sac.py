@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # annotations only: core does not import config at run time
 class SAC(OffPolicyAlgorithm):
     """Soft actor-critic over a squashed Gaussian policy."""
 
+    kind = "sac"
     stat_names = ("policy_loss", "critic_loss", "ent_coef", "ent_coef_loss", "entropy")
     capabilities = continuous_control("sampled policy")
 
@@ -61,14 +62,14 @@ class SAC(OffPolicyAlgorithm):
                                          spaces.obs_format)
         self.action_dim = self.pi.action_dim
         self.critic = EnsembleCritic(self.pi.obs_format.features, self.action_dim, cfg.actor,
-                                     cfg.algo.sac.n_critics)
+                                     self.own.n_critics)
         self.targets["critic"] = TargetNetwork(self.critic)
-        target_entropy = cfg.algo.sac.target_entropy
+        target_entropy = self.own.target_entropy
         self.target_entropy = float(-self.action_dim if target_entropy is None
                                     else target_entropy)
         parts: list[tuple[str, nn.Module]] = [("policy", self.pi), ("critic", self.critic)]
-        self.log_alpha = Scalar(math.log(cfg.algo.sac.ent_coef_init))
-        if cfg.algo.sac.learn_ent_coef:
+        self.log_alpha = Scalar(math.log(self.own.ent_coef_init))
+        if self.own.learn_ent_coef:
             parts.append(("log_alpha", self.log_alpha))
         else:
             self.log_alpha.requires_grad_(False)
@@ -106,7 +107,7 @@ class SAC(OffPolicyAlgorithm):
         loss = critic_loss + policy_loss
         names = ["policy_loss", "critic_loss", "ent_coef", "entropy"]
         values = [policy_loss, critic_loss, alpha, -log_prob.detach().mean()]
-        if self.algo.sac.learn_ent_coef:
+        if self.own.learn_ent_coef:
             alpha_loss = -(log_alpha * (log_prob.detach() + self.target_entropy)).mean()
             loss = loss + alpha_loss
             names.append("ent_coef_loss")

@@ -34,23 +34,24 @@ if TYPE_CHECKING:  # annotations only: core does not import config at run time
 class TD3(OffPolicyAlgorithm):
     """Twin delayed deep deterministic policy gradient."""
 
+    kind = "td3"
     stat_names = ("policy_loss", "critic_loss", "q_mean")
     capabilities = continuous_control("action noise")
 
     @property
     def num_critics(self) -> int:
         """The critics in the ensemble (``algo.td3.n_critics``)."""
-        return self.algo.td3.n_critics
+        return self.own.n_critics
 
     @property
     def policy_delay(self) -> int:
         """Critic steps per policy step (``algo.td3.policy_delay``)."""
-        return self.algo.td3.policy_delay
+        return self.own.policy_delay
 
     @property
     def smoothing(self) -> tuple[float, float]:
         """Std and clip of the target policy noise."""
-        return self.algo.td3.target_policy_noise, self.algo.td3.target_noise_clip
+        return self.own.target_policy_noise, self.own.target_noise_clip
 
     @classmethod
     def acting_policy(cls, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
@@ -124,6 +125,8 @@ class TD3(OffPolicyAlgorithm):
 
 class DDPG(TD3):
     """Deep deterministic policy gradient: TD3 with one critic, no delay, no smoothing."""
+
+    kind = "ddpg"
 
     @property
     def num_critics(self) -> int:
