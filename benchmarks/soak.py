@@ -121,12 +121,13 @@ def describe(preset: str, sets: list[str]) -> Soak:
     """Roles per rank (as `hpcrl plan` lays them out) and the replay's bytes per step."""
     from hpcrl.build import env_spaces
     from hpcrl.config.loader import load_config
+    from hpcrl.core.algorithms import algorithm_capabilities
     from hpcrl.scheme.plan import plan_json
 
     config = load_config(None, sets)
     plan = plan_json(config)
     soak = Soak(preset, [r["role"] for r in plan["ranks"]])
-    if config.algo.capabilities.replay:
+    if algorithm_capabilities(config.algo.name).replay:
         from hpcrl.roles.replay_learner import make_replay
 
         spaces = env_spaces(config)

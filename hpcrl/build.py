@@ -28,8 +28,6 @@ def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
     """A freshly initialised actor-critic of the on-policy ``config.algo.name`` (its class's
     :meth:`~hpcrl.core.algorithms.base.OnPolicyAlgorithm.policy_for`); the same seed gives
     the same weights everywhere."""
-    from hpcrl.core.algorithms import algorithm_class
-
     return algorithm_class(config.algo.name).policy_for(spaces, config)
 
 

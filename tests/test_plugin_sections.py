@@ -20,7 +20,8 @@ from hpcrl.build import env_spaces
 from hpcrl.cli import main
 from hpcrl.config import from_dict
 from hpcrl.config.loader import ConfigError
-from hpcrl.core.algorithms import algorithm_type, make_algorithm
+from hpcrl.core.algorithms import algorithm_kind, algorithm_type, make_algorithm
+from hpcrl.core.algorithms.own_section import own_section
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))  # the examples' modules, as PYTHONPATH=examples gives them
@@ -60,7 +61,7 @@ def test_a_plugin_with_its_own_section_learns_cartpole_on_a_serial_run(tmp_path,
            for s in sets if s.startswith(f"algo.{section}.")}
     assert own.items() <= saved[section].items()
     again = from_dict(yaml.safe_load((run / "config.yaml").read_text()), saved=True)
-    assert again.algo.own == algorithm_type(name).section_keys(**saved[section])
+    assert own_section(again.algo) == algorithm_type(name).section_keys(**saved[section])
     assert hpcrl.load_policy(run) is not None
 
 
@@ -68,12 +69,13 @@ def test_the_own_section_holds_its_defaults_and_is_read_through_the_class():
     config = from_dict({}, [f"algo.name={CDQ}"])
     cls = algorithm_type(CDQ)
     assert cls.section_name() == "cdq" and cls.runs_as() == "dqn"
-    assert config.algo.own == cls.section_keys()  # the dataclass's defaults
-    assert cls.epsilon_keys(config.algo.own) is config.algo.own  # explores with its keys
+    assert own_section(config.algo) == cls.section_keys()  # the dataclass's defaults
+    own = own_section(config.algo)
+    assert cls.epsilon_keys(own) is own  # explores with its keys
     assert config.replay.n_step == 3  # DQN's recipe: the built-in it runs as
     reinforce = from_dict({}, [f"algo.name={REINFORCE}"])
-    assert reinforce.algo.kind == "a2c" and reinforce.algo.gae_lambda == 1.0
-    assert reinforce.algo.own.baseline == "value"
+    assert algorithm_kind(reinforce.algo.name) == "a2c" and reinforce.algo.gae_lambda == 1.0
+    assert own_section(reinforce.algo).baseline == "value"
 
 
 @pytest.mark.parametrize("sets,says", [
@@ -133,7 +135,7 @@ def test_a_registered_algorithm_with_keys_of_its_own_is_one_module_and_one_line(
 
     monkeypatch.setitem(registry.ALGORITHMS, "reinforce", Reinforce)  # the one line
     config = from_dict({}, ["algo.name=reinforce", "algo.reinforce.baseline=mean"])
-    assert config.algo.own == reinforce_baseline.ReinforceConfig(baseline="mean")
+    assert own_section(config.algo) == reinforce_baseline.ReinforceConfig(baseline="mean")
     assert isinstance(make_algorithm(config, env_spaces(config)), Reinforce)
     with pytest.raises(ConfigError, match="algo.reinforce.clip_weights' must be > 0"):
         from_dict({}, ["algo.name=reinforce", "algo.reinforce.clip_weights=0"])
