@@ -39,9 +39,10 @@ def test_sac_with_her_reaches_goals_that_plain_sac_never_reaches(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("algo, strategy, floor", [
     # 4000 env steps, seed 0, gamma 0.95, 4-8 s each: td3 1.00, ddpg 1.00 ('future'), sac
-    # 'final' 0.90, sac 'episode' 0.90; without HER, sac and td3 0.00 on this budget
-    ("td3", "future", 0.6), ("ddpg", "future", 0.6), ("sac", "final", 0.6),
-    ("sac", "episode", 0.6)])
+    # 'final' 0.90, sac 'episode' 0.90; without HER, sac and td3 0.00 on this budget. SAC
+    # with 'future' learns in the test above; 'final' relabels a subset of what 'episode'
+    # does (tests/test_her.py checks each strategy's goals), so 'episode' stands for both
+    ("td3", "future", 0.6), ("ddpg", "future", 0.6), ("sac", "episode", 0.6)])
 def test_her_learns_the_goal_task_with_each_agent_and_strategy(tmp_path, algo, strategy,
                                                                floor):
     rate = success_rate(tmp_path, [f"algo.name={algo}", f"replay.her_strategy={strategy}",
