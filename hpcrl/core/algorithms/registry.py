@@ -145,7 +145,7 @@ def action_space_problem(name: str, spaces: EnvSpaces, env_id: str) -> str | Non
     space, kind = spaces.action_space, action_kind(spaces.action_space)
     if kind not in caps.actions:
         wanted = " or ".join(SPACE_NAMES[k] for k in caps.actions)
-        others = [n for n in algorithms_with(lambda c: c.replay and kind in c.actions)]
+        others = list(algorithms_with(lambda c: c.replay and kind in c.actions))
         fix = (f"use {_listed(others)} for {ACTION_WORDS[kind]} actions" if others
                else "use ppo, which acts in any action space")
         return (f"config key 'algo.name': {name} needs a {wanted} action space but env "

@@ -58,9 +58,11 @@ class MPC(OffPolicyAlgorithm):
 
     @classmethod
     def fresh_policy(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
-        """The planning policy of ``config``: its ``algo.mpc`` planner, ``algo.gamma`` as
-        the planning discount, and the reward ``algo.mpc.reward_fn`` names for its env."""
-        settings: MpcConfig = config.algo.mpc
+        """The planning policy of ``config``: its own section's planner (``algo.mpc``, or
+        the section a plug-in subclass declares: the one :attr:`own` reads, so the model
+        the learner trains and the planner the collectors run are sized alike),
+        ``algo.gamma`` as the planning discount, and the reward its ``reward_fn`` names."""
+        settings: MpcConfig = getattr(config.algo, cls.section_name())
         return PlanningPolicy(spaces, config.actor, settings, config.algo.gamma,
                               reward_function(settings.reward_fn, config.env))
 
