@@ -50,7 +50,7 @@ def test_one_demonstration_teaches_ppo_the_corridor_plain_ppo_never_walks(tmp_pa
     print("PPO+D", figures, "plain", plain)
     assert figures["mean_return"] == pytest.approx(1.0)
     assert plain["mean_return"] == pytest.approx(0.0)
-    replay = demos.learner.source.collector.filler.replay
+    replay = demos.learner.updates.source.collector.filler.replay
     assert replay.buffer.added > 0 and replay.buffer.own  # its own walks joined
 
 

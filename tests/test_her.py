@@ -270,6 +270,6 @@ def test_mpo_trains_on_a_hindsight_replay(tmp_path):
         "env.id=hpcrl.tasks:PointReach-v0", "algo.name=mpo", "replay.her_strategy=episode",
         "algo.mpo.action_samples=4", "actor.hidden_sizes=[16]", "algo.num_steps=100",
         "replay.batch_size=16", "replay.learning_starts=100", "train.total_env_steps=300"])
-    replay = trainer.learner.learner.replay
+    replay = trainer.learner.updates.learner.replay
     assert isinstance(replay, HerReplayBuffer) and replay.written[0] == 300
-    assert trainer.learner.learner.version == 200  # one gradient step per env step
+    assert trainer.learner.updates.learner.version == 200  # one gradient step per env step

@@ -106,5 +106,5 @@ def test_a_learner_sharing_its_actor_publishes_versions_without_copying(tmp_path
     trainer = Trainer(from_dict({}, TINY), RunDir(tmp_path / "run"), console=None)
     trainer.train()
     assert captured == []  # 16 updates (64 optimiser steps) published by version alone
-    collector = trainer.learner.source.collector
-    assert collector.weights_version == trainer.learner.version == 64  # steps
+    collector = trainer.learner.updates.source.collector
+    assert collector.weights_version == trainer.learner.updates.version == 64  # steps

@@ -6,7 +6,7 @@ import pytest
 
 from hpcrl.config.loader import from_dict
 from hpcrl.learning.loop import run_learner
-from hpcrl.placement.mpi.learners import JobControl
+from hpcrl.placement.mpi.job_control import JobControl
 from hpcrl.roles.protocol import CHECKPOINT, CONTROL_LAYOUT, PREEMPTED, STOP, ReportLayout
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer

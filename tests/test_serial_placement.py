@@ -17,7 +17,7 @@ FAST = ["train.tensorboard=false", "train.eval_episodes=0", "train.total_env_ste
 def test_one_actor_collects_learns_and_is_saved(tmp_path):
     trainer = Trainer(from_dict({}, FAST), RunDir(tmp_path), console=None)
     learner = trainer.learner
-    assert learner.source.collector.filler.actor is trainer.actor
+    assert learner.updates.source.collector.filler.actor is trainer.actor
     assert learner.algorithm.actor is trainer.actor
     trainer.train()
 

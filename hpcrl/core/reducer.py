@@ -27,9 +27,37 @@ class LocalReducer:
         return tensor
 
 
+class ReducerSlot:
+    """A reducer chosen after the algorithm that sums through it was built: a learner's
+    gradient all-reducer (which may carry these sums on a GPU) is sized by the algorithm's
+    parameters, so it can only exist once the algorithm does. Local until bound."""
+
+    def __init__(self) -> None:
+        self.reducer: Reducer = LocalReducer()
+
+    def bind(self, reducer: Reducer | None) -> None:
+        """Sum through ``reducer`` from now on (None: this process alone)."""
+        self.reducer = reducer if reducer is not None else LocalReducer()
+
+    @property
+    def local(self) -> bool:
+        """Whether the sums cover this process alone."""
+        return isinstance(self.reducer, LocalReducer)
+
+    def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` summed by the bound reducer."""
+        return self.reducer.sum_(tensor)
+
+
+def _is_local(reducer: Reducer) -> bool:
+    """Whether ``reducer`` sums over this process alone."""
+    return isinstance(reducer, LocalReducer) or (isinstance(reducer, ReducerSlot)
+                                                  and reducer.local)
+
+
 def global_mean_std(x: torch.Tensor, reducer: Reducer) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and (unbiased) std of ``x`` over the samples of every process in the group."""
-    if isinstance(reducer, LocalReducer) and x.numel() > 1:  # one process: one kernel
+    if _is_local(reducer) and x.numel() > 1:  # one process: one kernel
         std, mean = torch.std_mean(x)
         return mean, std
     stats = torch.stack([x.new_tensor(float(x.numel())), x.sum(), (x * x).sum()]).double()

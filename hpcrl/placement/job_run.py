@@ -24,8 +24,6 @@ from hpcrl.comm.faults import watches_for_revocation
 from hpcrl.config.schema import Config
 from hpcrl.core.algorithms import (
     action_space_problem,
-    algorithm_capabilities,
-    algorithm_class,
     algorithm_type,
 )
 from hpcrl.errors import ConfigError
@@ -33,13 +31,13 @@ from hpcrl.learning.replay_loop import UpdateFigures
 from hpcrl.placement.mpi.collector_rank import CollectorRank
 from hpcrl.placement.mpi.inference_rank import InferenceRank
 from hpcrl.placement.mpi.job import MpiJob, build_job
+from hpcrl.placement.mpi.job_control import collector_state_for
 from hpcrl.placement.mpi.launcher import resume_command, stop_message
 from hpcrl.placement.mpi.leader import Leader
-from hpcrl.placement.mpi.learners import SyncUpdaterRank, WorkerRank, collector_state_for
-from hpcrl.placement.mpi.learners_async import AsyncUpdaterRank, AsyncWorkerRank
+from hpcrl.placement.mpi.learner_rank import LearnerRank
 from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
-from hpcrl.placement.mpi.replay_learner_rank import ReplayLearnerRank
 from hpcrl.placement.mpi.spares import SparePool, SpareRank
+from hpcrl.placement.mpi.updater_ranks import AsyncUpdaterRank, SyncUpdaterRank
 from hpcrl.placement.mpi.watch import watch_failures
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.cpu import set_compute_threads, startup_objects_frozen
@@ -300,40 +298,28 @@ def make_role(job: MpiJob, state: dict[str, Any] | None, console: IO[str] | None
         return InferenceRank(job)
     config = job.config
     leader = Leader(job, run, stat_names(config), state, console) if job.is_leader else None
-    asynchronous = config.scheme.gradients == "async"
     ranked: Any
-    if job.off_policy:
-        # its one learner rank is rank 0, the leader: config validation asks for
-        # scheme.gradient_workers=1 and no updater rank, so rank_table puts it first
+    if role == UPDATER:  # a role of its own where the scheme has one: rank 0
         assert leader is not None
-        ranked = ReplayLearnerRank(job, state, leader)
-    elif role == UPDATER:
-        assert leader is not None  # rank_table gives an updater, when there is one, rank 0
-        ranked = (AsyncUpdaterRank if asynchronous else SyncUpdaterRank)(job, state, leader)
-    elif asynchronous:
-        ranked = AsyncWorkerRank(job, state)
-    else:
-        ranked = WorkerRank(job, state, leader)
+        updater = AsyncUpdaterRank if config.scheme.gradients == "async" else SyncUpdaterRank
+        ranked = updater(job, state, leader)
+    else:  # a gradient worker of any scheme and either family
+        ranked = LearnerRank(job, state, leader)
     if leader is not None:
         leader.actor = ranked.actor  # the weights the evaluations during training copy
     return ranked
 
 
 def stat_names(config: Config) -> tuple[str, ...]:
-    """The loss terms the progress rows hold (and, off-policy, the replay ratio)."""
-    if algorithm_capabilities(config.algo.name).replay:
-        return algorithm_type(config.algo.name).stat_names + ("replay_ratio",)
-
-    return algorithm_class(config.algo.name).reported_stats(config.rnd.enabled,
-                                                            config.algo.addons)
+    """The figures the progress rows hold besides the common ones, as the algorithm's class
+    declares them (its loss terms; off-policy, the replay ratio too)."""
+    return algorithm_type(config.algo.name).reported_stats(config.rnd.enabled,
+                                                           config.algo.addons)
 
 
 def _action_space_check(job: MpiJob) -> None:
     """The algorithm must act in the env: every rank of a job exits with status 2 where it
     cannot; one process raises a ConfigError."""
-    if not job.off_policy:
-        return
-
     problem = action_space_problem(job.config.algo.name, job.spaces, job.config.env.id)
     if problem and job.world.Get_size() == 1:
         raise ConfigError(problem)

@@ -6,7 +6,7 @@ an updater in another process or from its own optimiser in a decentralised updat
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 
 from hpcrl.core.algorithms.base import OnPolicyAlgorithm
 from hpcrl.core.demo_replay import demo_slots, replayed_log_probs
@@ -44,7 +44,7 @@ class GradientWorker:
         self.weights_version = weights.version
 
     def gradients(self, rollouts: Sequence[Rollout], update: int,
-                  progress: float) -> Iterator[Gradient]:
+                  progress: float) -> Generator[Gradient, None, None]:
         """The gradients of update number ``update`` on ``rollouts``.
 
         ``progress`` (in [0, 1], the job's env steps including these rollouts over the

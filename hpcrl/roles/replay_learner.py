@@ -60,7 +60,7 @@ class ReplayLearner:
         # ratio counts (the version counts the applied ones)
         self.steps_taken = 0
         # the loss terms, and the gradient steps taken per env step collected
-        self.stat_names = algorithm.stat_names + ("replay_ratio",)
+        self.stat_names = type(algorithm).reported_stats(False)
 
     @property
     def version(self) -> int:

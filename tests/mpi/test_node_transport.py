@@ -90,8 +90,8 @@ def shared_memory_gives_the_weights_of_messages(comm, run_dir, inference: int) -
         # forwards that batched both collectors' envs together at least some of the time
         assert shared.ranked.batches < shared.ranked.rows // shared.ranked.envs
     if role == "gradient_worker":
-        assert all(s.memory is not None for s in shared.ranked.source.streams)
-        assert all(s.memory is None for s in messages.ranked.source.streams)
+        assert all(s.memory is not None for s in shared.ranked.updates.source.streams)
+        assert all(s.memory is None for s in messages.ranked.updates.source.streams)
         # the weights the learner trained: the same rollouts, bit for bit; with an
         # inference rank, whose forwards batch whichever groups' requests have arrived, to
         # the rounding of a matrix product over another number of rows (ROUNDING_SAFE_ADAM)
@@ -135,7 +135,8 @@ def every_streamed_rollout_and_chunk_arrives(comm, run_dir, preset: str,
         assert done.ranked.stream.shared == (transport == "shared") and sent > 0
         assert done.ranked.stream.codec.name == ("none" if transport == "shared" else "lz4")
     else:
-        inbox = done.ranked.inbox if preset == "apex" else done.ranked.source.inbox
+        updates = done.ranked.updates
+        inbox = updates.inbox if preset == "apex" else updates.source.inbox
         assert all((s.memory is not None) == (transport == "shared") for s in inbox.streams)
         assert inbox.received == [everyone[r] for r in inbox.ranks]
 
@@ -213,7 +214,7 @@ def test_a3c_workers_take_lz4_compressed_weights_from_the_updater():
                                     "algo.ppo.minibatch_size=32",
                                     "train.total_env_steps=1024"]), run_dir / "a3c")
     if done.job.role.role == "gradient_worker":
-        assert done.ranked.params.codec.name == "lz4"
-        received = done.ranked.weights  # the last message, unpacked into its parameters
+        assert done.ranked.updates.route.params.codec.name == "lz4"
+        received = done.ranked.updates.route.weights  # the last message, unpacked
         assert received.version > 0 and np.isfinite(received.params).all()
         assert received.params.any()

@@ -88,6 +88,13 @@ class Algorithm(ABC):
         return cls.kind if cls.kind is not None else cls.default_kind()
 
     @classmethod
+    def reported_stats(cls, rnd: bool, addons: Any = None) -> tuple[str, ...]:
+        """The figures an instance reports in each progress row besides the common ones:
+        its loss terms (:attr:`stat_names`); each family's base adds its own (RND's and the
+        add-ons' terms on-policy with ``rnd`` and ``addons``, the replay ratio off-policy)."""
+        return cls.stat_names
+
+    @classmethod
     def plugin_problem(cls) -> str | None:
         """Why a plug-in class breaks its family's own terms (beyond the contract), or
         None: each family's base says."""

@@ -22,7 +22,7 @@ from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.comm.world import SelfComm
 from hpcrl.config.schema import Config
 from hpcrl.core.actor import ActorCritic, actor_on
-from hpcrl.core.algorithms import OnPolicyAlgorithm, algorithm_capabilities, make_algorithm
+from hpcrl.core.algorithms import Algorithm, algorithm_capabilities, make_algorithm
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.reducer import Reducer
 from hpcrl.core.rollout import RolloutLayout
@@ -161,12 +161,11 @@ class MpiJob:
         """A freshly built actor of the job's config, moved to ``device`` unless that is the CPU."""
         return actor_on(make_actor(self.config, self.spaces), device)
 
-    def new_algorithm(self, reducer: Reducer | None = None) -> OnPolicyAlgorithm:
-        """The job's on-policy algorithm, its actor-critic (``algorithm.actor``) on the job's
-        device (``reducer``: how its minibatch statistics cross the gradient workers), with
-        the policies of its KL add-ons loaded there."""
+    def new_algorithm(self, reducer: Reducer | None = None) -> Algorithm:
+        """The job's algorithm, of either family, on the job's device (``reducer``: how its
+        minibatch statistics cross the gradient workers), with the policies of its KL
+        add-ons loaded there."""
         algorithm = make_algorithm(self.config, self.spaces, self.device, reducer)
-        assert isinstance(algorithm, OnPolicyAlgorithm)  # learns from rollouts: its family
         attach_references(algorithm, self.config.algo.addons, self.spaces, self.device)
         return algorithm
 

@@ -95,6 +95,13 @@ class OffPolicyAlgorithm(Algorithm):
     (:meth:`ReplayBatch.to <hpcrl.core.replay.buffer.ReplayBatch.to>`).
     """
 
+    @classmethod
+    def reported_stats(cls, rnd: bool, addons: Any = None) -> tuple[str, ...]:
+        """Its loss terms and the replay ratio it trained at (gradient steps per env step);
+        an off-policy agent takes neither RND nor policy-loss add-ons (the config refuses
+        them), so ``rnd`` and ``addons`` add nothing."""
+        return cls.stat_names + ("replay_ratio",)
+
     def __init__(self, spaces: EnvSpaces, config: Config, device: torch.device | str = "cpu",
                  reducer: Reducer | None = None) -> None:
         super().__init__(spaces, config, device, reducer)  # one learner: no reducer needed

@@ -1,13 +1,15 @@
-"""The learner of an off-policy agent (one process, Ape-X, asynchronous SAC): replay and
-updates.
+"""An off-policy learner rank's updates: transitions into a replay, read at the replay ratio.
 
-It runs the loop every off-policy placement shares (:class:`~hpcrl.learning.replay_loop.
-ReplayLoop`: chunks into the replay, gradient steps by the replay-ratio rule, one progress row
-per update's worth of env steps) as a learner of the one learner loop
-(:func:`~hpcrl.learning.loop.run_learner`), over one of two chunk streams: the collector
-ranks' (:class:`~hpcrl.placement.mpi.inbox.CollectorInbox`, newest-weights delivery by
-:class:`~hpcrl.placement.mpi.latest_weights.LatestWeights`), or, where it collects itself
-(one process), its own collector stepped on demand
+The data path of an algorithm that learns from a replay (one process, Ape-X, asynchronous
+SAC; the families' other one is
+:class:`~hpcrl.placement.mpi.rollout_updates.RolloutUpdates`). It runs the loop every
+off-policy placement shares (:class:`~hpcrl.learning.replay_loop.ReplayLoop`: chunks into
+the replay, gradient steps by the replay-ratio rule, one progress row per update's worth of
+env steps) as a learner of the one learner loop (:func:`~hpcrl.learning.loop.run_learner`,
+driven by :class:`~hpcrl.placement.mpi.learner_rank.LearnerRank`), over one of two chunk
+streams: the collector ranks' (:class:`~hpcrl.placement.mpi.inbox.CollectorInbox`,
+newest-weights delivery by :class:`~hpcrl.placement.mpi.latest_weights.LatestWeights`), or,
+where it collects itself (one process), its own collector stepped on demand
 (:class:`~hpcrl.exchange.chunks_in_process.ChunksInProcess`), with a tolerance of 0: it
 collects a chunk only when no gradient step is due, and each chunk ends where the next
 training round falls due (every ``replay.train_freq`` steps per env) or where the update
@@ -26,19 +28,19 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from hpcrl.core.algorithms import OffPolicyAlgorithm, make_algorithm, make_policy
-from hpcrl.core.compiling import compile_loss
+from hpcrl.core.algorithms import OffPolicyAlgorithm, make_policy
 from hpcrl.core.demo_replay import collector_envs
 from hpcrl.core.flat import has_flat_parameters
+from hpcrl.core.reducer import ReducerSlot
 from hpcrl.exchange.chunks_in_process import ChunksInProcess
 from hpcrl.exchange.weights import CopyInProcess, SharedInPlace, WeightsSync
-from hpcrl.learning.loop import run_learner
+from hpcrl.learning.loop import UpdateControl
 from hpcrl.learning.replay_loop import ChunkSource, ReplayLoop, UpdateFigures
 from hpcrl.placement.mpi.inbox import CollectorInbox
 from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.placement.mpi.job_control import JobControl
 from hpcrl.placement.mpi.latest_weights import LatestWeights
 from hpcrl.placement.mpi.leader import Leader
-from hpcrl.placement.mpi.learners import JobControl
 from hpcrl.placement.mpi.takeovers import Takeovers
 from hpcrl.roles.collector import transition_collector
 from hpcrl.roles.protocol import CHECKPOINT, TAG_STATE, Control, Report
@@ -47,17 +49,17 @@ from hpcrl.roles.transition_filler import chunk_layout
 from hpcrl.runtime.cpu import retain_freed_memory
 
 
-class ReplayLearnerRank:
-    """Holds the replay and the algorithm; talks to every collector of the job."""
+class ReplayUpdates:
+    """Holds the replay and the algorithm; talks to every collector of the job. Its one
+    learner rank is rank 0, the leader: config validation asks for
+    ``scheme.gradient_workers=1`` and no updater rank, so the rank table puts it first."""
 
-    def __init__(self, job: MpiJob, resume: dict[str, Any] | None, leader: Leader) -> None:
+    def __init__(self, job: MpiJob, resume: dict[str, Any] | None, leader: Leader | None,
+                 algorithm: OffPolicyAlgorithm, reducer: ReducerSlot) -> None:
         cfg, spaces = job.config, job.spaces
+        assert leader is not None  # the job's one learner rank is rank 0
         self.job, self.channel, self.leader = job, job.channel, leader
         retain_freed_memory()
-        algorithm = make_algorithm(cfg, spaces, job.device)
-        assert isinstance(algorithm, OffPolicyAlgorithm)  # capabilities.replay: its family
-        if cfg.train.compile:
-            compile_loss(algorithm, job.device)
         replay = make_replay(cfg, spaces.obs_shape, spaces.action_shape, spaces.discrete,
                              spaces.obs_format.dtype, spaces.obs_format,
                              streams=job.total_envs)
@@ -82,7 +84,6 @@ class ReplayLearnerRank:
             tolerance = cfg.replay.ratio_tolerance
         self.loop = ReplayLoop(self.learner, cfg, job.total_envs, source, self.weights,
                                tolerance, lambda: leader.env_steps)
-        self.preempted = False
         if resume is not None:
             state = resume["placement"]["updater"]
             self.learner.load_state_dict(state["learner"])
@@ -128,11 +129,9 @@ class ReplayLearnerRank:
         return self.loop.env_steps
 
     # -- the learner loop --------------------------------------------------------------------
-    def run(self) -> None:
-        """Until STOP: one update of the replay loop at a time (it ends early when too few
-        collectors are live), then the leader's command
-        (:func:`~hpcrl.learning.loop.run_learner`)."""
-        run_learner(self, JobControl(self.job, self.leader))
+    def control(self) -> UpdateControl:
+        """Who decides after each update: rank 0's leader, this very rank."""
+        return JobControl(self.job, self.leader)
 
     def start(self) -> None:
         """Offer the first weights to the collectors."""
@@ -163,9 +162,8 @@ class ReplayLearnerRank:
             self._checkpoint()
 
     def finish(self) -> None:
-        """Drain what is still arriving, then the final evaluation."""
+        """Drain what is still arriving (the final evaluation follows)."""
         self._drain()
-        self.leader.finish(self.actor)
 
     def release(self) -> None:
         """After an error in one process: close the envs of its own collector."""
