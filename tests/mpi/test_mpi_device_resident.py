@@ -6,7 +6,7 @@ import torch
 from device_recording import Call, RecordingAllreducer
 from mpirun import shared_dir
 
-import hpcrl.placement.mpi.learners as learners
+import hpcrl.placement.mpi.gradient_routes as routes
 from hpcrl.config import from_dict
 from hpcrl.placement.job_run import train_mpi
 
@@ -49,8 +49,8 @@ def test_gradients_and_moments_reach_the_mpi_and_gloo_allreducers_on_the_learner
     run_dir = shared_dir(comm)
     calls: dict[str, list[Call]] = {"mpi": [], "gloo": []}
     backend = ["mpi"]  # the job now running: its all-reducer records into calls[backend[0]]
-    real = learners.make_allreducer
-    monkeypatch.setattr(learners, "make_allreducer",
+    real = routes.make_allreducer
+    monkeypatch.setattr(routes, "make_allreducer",
                         lambda *a, **kw: RecordingAllreducer(real(*a, **kw), calls[backend[0]]))
     for allreduce in calls:
         backend[0] = allreduce
