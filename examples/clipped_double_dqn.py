@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import hpcrl
-from hpcrl.config.algo_sections import DqnConfig
+from hpcrl.core.algorithm_keys.dqn import DqnConfig
 from hpcrl.core.compiling import stat_floats
 from hpcrl.core.target import TargetNetwork
 

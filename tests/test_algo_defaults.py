@@ -16,18 +16,19 @@ from hpcrl.config import all_keys, from_dict, load_config, to_dict
 from hpcrl.config.algo_defaults import (
     ACTOR_CRITIC_KEYS,
     ADVANTAGE_KEYS,
-    ALGO_DEFAULTS,
     REPLAY_KEYS,
     SHARED_KEYS,
 )
 from hpcrl.config.loader import load_config_sources, resolve
 from hpcrl.config.schema import Config
-from hpcrl.core.algorithms import BUILT_IN_ALGOS, algorithm_capabilities
+from hpcrl.core.algorithms import ALGORITHMS, BUILT_IN_ALGOS, algorithm_capabilities
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 HPCRL = str(Path(sys.executable).with_name("hpcrl"))
 ALGOS = BUILT_IN_ALGOS
 PENDULUM = {"sac", "td3", "ddpg"}
+# each built-in's defaults, as its class declares them
+ALGO_DEFAULTS = {name: cls.defaults for name, cls in ALGORITHMS.items()}
 
 
 def value(config, key):

@@ -32,9 +32,10 @@ layer that turns files into a validated ``Config``, import core and the scheme l
 layer above them. Core registering its capabilities into a neutral module was the other
 way out, and refused: a lookup that works only after something else imported core is a
 dependency the imports no longer show. Two lazy edges are left, both for cost: the loader
-imports its checks when it checks, and the defaults table asks core for a plug-in's base
-only for a plug-in, so that importing config's data (``hpcrl.config.schema``: every
-layer's annotations, ``hpcrl runs``, ``hpcrl --help``) loads no torch or gymnasium
+imports its checks when it checks, and it asks core's registry for the algorithms'
+declarations (sections, defaults) when it loads a config, so that importing config's data
+(``hpcrl.config.schema``: every layer's annotations, ``hpcrl runs``, ``hpcrl --help``)
+loads no torch or gymnasium
 (:func:`test_loading_config_data_loads_no_torch`).
 
 Narrow arguments: the files outside ``config/`` that read deep config paths
@@ -66,7 +67,7 @@ TRANSPORTS = ("hpcrl.placement", "hpcrl.comm._mpi", "mpi4py")
 # toward issue 44's goal of 8, as roles and components take their section, the spaces and
 # their counts instead of the whole Config
 CONFIG_SECTIONS = ("env", "actor", "algo", "train", "replay", "rnd", "scheme")
-DEEP_CONFIG_READERS = 30
+DEEP_CONFIG_READERS = 26
 
 # why an import may sit inside a function: (importing module or its package, "*" for any;
 # imported module or its package) -> the reason. Cost only, never to dodge a cycle (the
@@ -76,7 +77,9 @@ ENTRY_POINT = ("an entry point imports what it runs when it runs, so that `impor
 CONFIG_DATA = ("config's loader imports its checks (core's algorithms, the scheme's "
                "topology, torch and gymnasium with them) when it checks a config, so that "
                "importing config's data stays light")
-PLUGIN_ONLY = "looked up for a plug-in only (its class is imported from its module path)"
+DECLARED = ("the algorithms' declarations (their sections, defaults and rules, on their "
+            "classes: core's registry, torch with it) are asked when a config is loaded, so "
+            "that importing config's data stays light")
 OPTIONAL = "an optional package (an extra), imported by the feature that needs it"
 LIGHT_SCHEME = ("the scheme's topology (what config's data and `hpcrl plan` read) stays light: "
                 "comm's package loads torch; asked only when lz4 is configured")
@@ -89,7 +92,7 @@ LAZY: dict[tuple[str, str], str] = {
     ("hpcrl.api", "hpcrl"): ENTRY_POINT,
     ("hpcrl.cli", "hpcrl"): ENTRY_POINT,
     ("hpcrl.config.loader", "hpcrl.config.validate"): CONFIG_DATA,
-    ("hpcrl.config.algo_defaults", "hpcrl.core.algorithms"): PLUGIN_ONLY,
+    ("hpcrl.config.algo_defaults", "hpcrl.core.algorithms"): DECLARED,
     ("hpcrl.scheme.topology", "hpcrl.comm.compression"): LIGHT_SCHEME,
     ("hpcrl.comm._mpi", "mpi4py"): MPI_INIT,
     ("hpcrl.comm.allreduce", "torch.distributed"): DISTRIBUTED,

@@ -6,10 +6,11 @@ the embedded default). Any other algorithm would inherit them for the keys every
 reads (learning rate and its schedule, gamma, rollout length, network...), and PPO's values
 are wrong there: SAC with a learning rate decayed to zero and gamma 0.98 does not learn.
 So once the config's ``algo.name`` is known (after a scheme preset's agent, which may name
-it), :func:`fill_algo_defaults` fills in :data:`ALGO_DEFAULTS` ``[name]`` under every key the
-user gave in YAML or ``--set``; a key the user sets always wins.
+it), :func:`fill_algo_defaults` fills in the ``defaults`` its class declares
+(:attr:`hpcrl.Algorithm.defaults`; a plug-in takes those of the built-in it runs as) under
+every key the user gave in YAML or ``--set``; a key the user sets always wins.
 
-The table holds, for each algorithm:
+Each built-in's ``defaults`` hold:
 
 - :data:`SHARED_KEYS`, read by every algorithm (so every algorithm names its own value);
 - ``algo.ent_coef`` and ``algo.vf_coef`` (PPO, A2C, IMPALA), ``algo.gae_lambda`` and
@@ -25,6 +26,10 @@ exploration noise 0.1 for TD3/DDPG; DQN takes RL-zoo's CartPole recipe with 3-st
 and a decaying learning rate (SB3's DQN defaults are Atari's: a target update every 10k
 steps learns nothing on CartPole in 50k steps); IMPALA keeps the values its tests train
 CartPole with.
+
+The algorithms' classes live in core, which imports torch: this module asks core's registry
+for their declarations when a config is loaded (:func:`algorithm_type_of`,
+:func:`builtin_sections`), never when config's data is imported.
 """
 from __future__ import annotations
 
@@ -43,57 +48,24 @@ REPLAY_KEYS = ("replay.buffer_size", "replay.batch_size", "replay.learning_start
                "replay.train_freq", "replay.gradient_steps", "replay.tau",
                "replay.target_update_interval", "replay.n_step")
 
-_SB3_REPLAY = {"replay.buffer_size": 1_000_000, "replay.batch_size": 256,
-               "replay.learning_starts": 100, "replay.train_freq": 1,
-               "replay.gradient_steps": 1, "replay.tau": 0.005,
-               "replay.target_update_interval": 1, "replay.n_step": 1}
-# continuous control (SB3): one env, a progress row every 1000 steps, Adam without clipping
-_CONTINUOUS = {"env.num_envs": 1, "actor.activation": "relu", "actor.ortho_init": False,
-               "algo.num_steps": 1000, "algo.gamma": 0.99, "algo.lr_schedule": "constant",
-               "algo.max_grad_norm": 0.0, "algo.optimizer": "adam", "algo.optimizer_eps": 1e-8,
-               **_SB3_REPLAY}
 
-ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
-    # RL-zoo's CartPole PPO: the schema's own defaults, listed so the table is complete
-    "ppo": {"env.num_envs": 8, "actor.hidden_sizes": [64, 64], "actor.activation": "tanh",
-            "actor.ortho_init": True, "algo.num_steps": 32, "algo.gamma": 0.98,
-            "algo.lr": 1e-3, "algo.lr_schedule": "linear", "algo.max_grad_norm": 0.5,
-            "algo.optimizer": "adam", "algo.optimizer_eps": 1e-5, "algo.ent_coef": 0.0,
-            "algo.vf_coef": 0.5, "algo.gae_lambda": 0.8, "algo.normalize_advantage": True},
-    # SB3's A2C (RMSprop, 5-step rollouts, Monte-Carlo advantages), RL-zoo's 8 envs
-    "a2c": {"env.num_envs": 8, "actor.hidden_sizes": [64, 64], "actor.activation": "tanh",
-            "actor.ortho_init": True, "algo.num_steps": 5, "algo.gamma": 0.99,
-            "algo.lr": 7e-4, "algo.lr_schedule": "constant", "algo.max_grad_norm": 0.5,
-            "algo.optimizer": "rmsprop", "algo.optimizer_eps": 1e-5, "algo.ent_coef": 0.0,
-            "algo.vf_coef": 0.5, "algo.gae_lambda": 1.0, "algo.normalize_advantage": False},
-    # V-trace actor-critic: the values the impala preset's CartPole test learns with
-    "impala": {"env.num_envs": 8, "actor.hidden_sizes": [64, 64], "actor.activation": "tanh",
-               "actor.ortho_init": True, "algo.num_steps": 32, "algo.gamma": 0.98,
-               "algo.lr": 1e-3, "algo.lr_schedule": "linear", "algo.max_grad_norm": 0.5,
-               "algo.optimizer": "adam", "algo.optimizer_eps": 1e-5, "algo.ent_coef": 0.0,
-               "algo.vf_coef": 0.5},
-    # RL-zoo's CartPole DQN with 3-step returns and a linearly decaying learning rate
-    "dqn": {"env.num_envs": 1, "actor.hidden_sizes": [256, 256], "actor.activation": "relu",
-            "actor.ortho_init": False, "algo.num_steps": 1024, "algo.gamma": 0.99,
-            "algo.lr": 2.3e-3, "algo.lr_schedule": "linear", "algo.max_grad_norm": 10.0,
-            "algo.optimizer": "adam", "algo.optimizer_eps": 1e-8,
-            "replay.buffer_size": 100_000, "replay.batch_size": 64,
-            "replay.learning_starts": 1000, "replay.train_freq": 256,
-            "replay.gradient_steps": 128, "replay.tau": 1.0,
-            "replay.target_update_interval": 128, "replay.n_step": 3},
-    # SB3's SAC: lr 3e-4, net [256, 256], automatic temperature
-    "sac": {**_CONTINUOUS, "actor.hidden_sizes": [256, 256], "algo.lr": 3e-4},
-    # SB3's TD3 and DDPG: lr 1e-3, net [400, 300]
-    "td3": {**_CONTINUOUS, "actor.hidden_sizes": [400, 300], "algo.lr": 1e-3},
-    "ddpg": {**_CONTINUOUS, "actor.hidden_sizes": [400, 300], "algo.lr": 1e-3},
-    # MPO: SAC's network and rhythm (Acme's MPO also takes lr 3e-4 with 256-wide nets)
-    "mpo": {**_CONTINUOUS, "actor.hidden_sizes": [256, 256], "algo.lr": 3e-4},
-    # MPC: the world model's network and rhythm (model-based agents train their model
-    # several steps per env step); undiscounted planning, as PETS
-    "mpc": {**_CONTINUOUS, "actor.hidden_sizes": [64, 64], "actor.activation": "relu",
-            "algo.lr": 1e-3, "algo.gamma": 1.0, "replay.learning_starts": 200,
-            "replay.gradient_steps": 4},
-}
+def builtin_sections() -> dict[str, type]:
+    """The built-ins' own sections, ``algo.<name>`` -> the dataclass of its keys, as their
+    classes declare them (core's registry)."""
+    from hpcrl.core.algorithms import builtin_sections as declared
+
+    return declared()
+
+
+def _defaults_of(name: str) -> Mapping[str, Any]:
+    """The defaults ``algo.name`` runs with, as its class declares them; none for an
+    unknown name or a plug-in that cannot be imported (the config check reports it)."""
+    from hpcrl.core.algorithms import algorithm_defaults
+
+    try:
+        return algorithm_defaults(name)
+    except (PluginError, KeyError):
+        return {}
 
 
 def _has(data: Mapping[str, Any], key: str) -> bool:
@@ -105,19 +77,23 @@ def _has(data: Mapping[str, Any], key: str) -> bool:
     return True
 
 
+def name_of(data: Mapping[str, Any]) -> Any:
+    """The ``algo.name`` of the config ``data``: ``ppo`` when unset (any other value, of
+    whatever type, as given: the typed loader reports a wrong one)."""
+    algo = data.get("algo")
+    return algo.get("name", "ppo") if isinstance(algo, Mapping) else "ppo"
+
+
 def algorithm_kind_of(data: Mapping[str, Any]) -> str | None:
     """The built-in whose defaults and section the config ``data`` runs with (PPO when
     ``algo.name`` is unset; None for a plug-in that cannot be imported)."""
-    algo = data.get("algo")
-    name = algo.get("name", "ppo") if isinstance(algo, Mapping) else "ppo"
+    name = name_of(data)
     return builtin_kind(name) if isinstance(name, str) else None
 
 
 def algorithm_type_of(name: str) -> Any:
     """The class of ``algo.name`` in core's registry, built in or a plug-in; None for an
-    unknown name or a plug-in that cannot be imported (the config check reports it).
-    Asked when a config is loaded (its own section, its saved form), never when config's
-    data is imported."""
+    unknown name or a plug-in that cannot be imported (the config check reports it)."""
     from hpcrl.core.algorithms import algorithm_type
 
     try:
@@ -130,8 +106,7 @@ def section_name_of(data: Mapping[str, Any]) -> str | None:
     """The name of the own section (``algo.<name>``) that the algorithm of config ``data``
     reads, as its class declares (a plug-in may name a section of its own); None for one
     that cannot be imported (the config check reports it)."""
-    algo = data.get("algo")
-    name = algo.get("name", "ppo") if isinstance(algo, Mapping) else "ppo"
+    name = name_of(data)
     cls = algorithm_type_of(name) if isinstance(name, str) else None
     return None if cls is None else str(cls.section_name())
 
@@ -159,10 +134,8 @@ def fill_algo_defaults(data: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
     section that is not a mapping, is left for the typed loader to report.
     """
     out = dict(data)
-    kind = algorithm_kind_of(out)
-    defaults = ALGO_DEFAULTS.get(kind) if kind is not None else None
-    if not defaults:
-        return out, []
+    name = name_of(out)
+    defaults = _defaults_of(name) if isinstance(name, str) else {}
     filled: list[str] = []
     for key, value in defaults.items():
         if _has(out, key):

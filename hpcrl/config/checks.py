@@ -1,6 +1,7 @@
 """The message-making primitives every config check uses: one wording for a bound, for a key
-that nothing reads, for a feature that needs a feedforward actor, and for the algorithms
-that offer a capability."""
+that nothing reads (both shared with the algorithms' own range rules,
+:mod:`hpcrl.core.algorithms.key_rules`), for a feature that needs a feedforward actor, and
+for the algorithms that offer a capability."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -8,32 +9,9 @@ from collections.abc import Callable
 from hpcrl.config.schema import Config
 from hpcrl.core.algorithms import algorithms_with as named
 from hpcrl.core.algorithms.capabilities import Capabilities
+from hpcrl.core.algorithms.key_rules import in_unit, positive, unread
 
-
-def positive(key: str, value: float, strict: bool = True) -> str | None:
-    """The refusal of ``key`` unless ``value`` > 0 (>= 0 when not ``strict``), or None."""
-    if (value <= 0) if strict else (value < 0):
-        bound = "> 0" if strict else ">= 0"
-        return f"config key '{key}' must be {bound}, got {value}"
-    return None
-
-
-def in_unit(key: str, value: float, low_open: bool = False) -> str | None:
-    """The refusal of ``key`` unless ``value`` lies in [0, 1] ((0, 1] with ``low_open``)."""
-    if not (0.0 < value <= 1.0 if low_open else 0.0 <= value <= 1.0):
-        interval = "(0, 1]" if low_open else "[0, 1]"
-        return f"config key '{key}' must lie in {interval}, got {value}"
-    return None
-
-
-def unread(section: str, values: object, keys: list[str], reader: str, fix: str
-            ) -> list[str]:
-    """The refusal of the first of ``keys`` set away from its default while ``reader``, the
-    feature that reads them, is off (a key that would be silently ignored)."""
-    defaults = type(values)()
-    unread = [key for key in keys if getattr(values, key) != getattr(defaults, key)]
-    return [f"config key '{section}.{unread[0]}' is read by {reader} only; {fix}, or drop "
-            f"the key"] if unread else []
+__all__ = ["algorithms_with", "in_unit", "positive", "recomputed_from_observations", "unread"]
 
 
 def recomputed_from_observations(c: Config, key: str, what: str, feature: str) -> str:

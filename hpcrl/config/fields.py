@@ -1,15 +1,9 @@
-"""The one way a config field is declared: a default and the documentation that ``hpcrl
-config show --docs``, the docs site and the error messages quote."""
+"""The one way a config field is declared (:func:`hpcrl.fields.doc`, below every layer so
+that the algorithms' own sections in core declare their keys the same way): a default and
+the documentation that ``hpcrl config show --docs``, the docs site and the error messages
+quote."""
 from __future__ import annotations
 
-from dataclasses import field
-from typing import Any
+from hpcrl.fields import doc
 
 __all__ = ["doc"]
-
-
-def doc(text: str, default: Any = None, *, factory: Any = None) -> Any:
-    """A dataclass field with a default and a docstring kept in its metadata."""
-    if factory is not None:
-        return field(default_factory=factory, metadata={"doc": text})
-    return field(default=default, metadata={"doc": text})

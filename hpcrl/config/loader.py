@@ -19,10 +19,12 @@ from hpcrl.config.algo_defaults import (
     algorithm_kind_of,
     algorithm_type_of,
     builtin_kind,
+    builtin_sections,
     fill_algo_defaults,
+    name_of,
     section_name_of,
 )
-from hpcrl.config.algo_sections import SECTIONS, move_flat_keys
+from hpcrl.config.algo_sections import move_flat_keys
 from hpcrl.config.foreign_names import foreign_hint
 from hpcrl.config.schema import AlgoConfig, Config
 from hpcrl.errors import ConfigError
@@ -159,23 +161,20 @@ def to_dict(config: Any) -> dict[str, Any]:
 
 def _plugin_section(merged: dict[str, Any], problems: list[str]
                     ) -> tuple[dict[str, Any], tuple[str, Any] | None]:
-    """``merged`` without the algorithm's own section where its class declares the keys
-    (``section_keys``: a plug-in's, or a registered algorithm's whose section the schema
-    does not hold), and that section built from them (defaults filled) as
-    ``(name, value)``; problems of its keys go to ``problems``. None for an algorithm whose
-    section the schema holds (or an unknown name, or a plug-in that cannot be loaded: the
-    config check reports it)."""
+    """``merged`` without the algorithm's own section where its class declares keys the
+    schema does not hold (``section_keys``: a plug-in's), and that section built from them
+    (defaults filled) as ``(name, value)``; problems of its keys go to ``problems``. None
+    for an algorithm whose section the schema holds (a built-in's, which the schema
+    documents: the same name and keys), or with no keys of its own (or an unknown name, or
+    a plug-in that cannot be loaded: the config check reports it)."""
     algo = merged.get("algo")
-    name = algo.get("name", "ppo") if isinstance(algo, Mapping) else "ppo"
-    if not isinstance(name, str):
+    name = name_of(merged)
+    cls = algorithm_type_of(name) if isinstance(name, str) else None
+    if cls is None or cls.section_keys is None:
         return merged, None
-    cls = algorithm_type_of(name)
-    if cls is None:
+    keys, section = cls.section_keys, cls.section_name()
+    if typing.get_type_hints(AlgoConfig).get(section) is keys:
         return merged, None
-    keys = cls.section_keys
-    if keys is None:
-        return merged, None
-    section = cls.section_name()
     if section in {f.name for f in dataclasses.fields(AlgoConfig)} or hasattr(AlgoConfig, section):
         problems.append(f"config key 'algo.name' ({name}): {cls.__name__}.section is "
                         f"{section!r}, a name hpcrl's algo section holds already; name its "
@@ -257,7 +256,7 @@ def _with_preset(merged: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]
     if not isinstance(merged.get("scheme"), Mapping):
         return merged, {}
     merged = {**merged, "scheme": apply_preset(dict(merged["scheme"]))}
-    before, merged = merged, apply_preset_agent(merged, algorithm_kind_of, SECTIONS,
+    before, merged = merged, apply_preset_agent(merged, algorithm_kind_of, builtin_sections(),
                                                 section_name_of)
     preset = merged["scheme"].get("preset")
     return merged, {key: f"preset {preset}" for key in _added_keys(before, merged)
@@ -334,9 +333,9 @@ def dump_yaml(config: Config) -> str:
     """The resolved config as YAML text, in field order, with the run's own algorithm
     section and none of the others' (they hold their defaults: validation refuses any
     other value, and loading the text gives them back)."""
-    data = to_dict(config)
+    data, sections = to_dict(config), builtin_sections()
     cls = algorithm_type_of(config.algo.name)
     own = cls.section_name() if cls is not None else builtin_kind(config.algo.name)
     data["algo"] = {key: value for key, value in data["algo"].items()
-                    if key not in SECTIONS or key == own}
+                    if key not in sections or key == own}
     return yaml.safe_dump(data, sort_keys=False)

@@ -25,8 +25,8 @@ from typing import IO, Any
 
 from torch import nn
 
-from hpcrl.config.schema import Config
-from hpcrl.evaluation import evaluate, truncation_note
+from hpcrl.config.schema import TrainConfig
+from hpcrl.evaluation import truncation_note
 from hpcrl.runtime.finite import save_finite_checkpoint
 from hpcrl.runtime.progress import rewrite_rows, truncate_rows
 from hpcrl.runtime.run_dir import RunDir, writing
@@ -53,14 +53,21 @@ def _kept_rows(path: Path, env_steps: int) -> list[dict[str, str]]:
     return kept
 
 
+#: ``evaluate(actor, episodes)``: the run's evaluation (:func:`hpcrl.evaluation.evaluate`
+#: over its env), what the evaluator calls on each snapshot
+Evaluation = Callable[[nn.Module, int], dict[str, Any]]
+
 class PeriodicEvaluator:
     """Evaluates snapshots of the policy in a thread, writing ``eval.csv`` and ``best.pt``."""
 
-    def __init__(self, config: Config, run: RunDir, env_steps: int, resumed: bool,
-                 policy_record: Callable[[nn.Module], dict[str, Any]],
+    def __init__(self, train: TrainConfig, evaluate: Evaluation, run: RunDir, env_steps: int,
+                 resumed: bool, policy_record: Callable[[nn.Module], dict[str, Any]],
                  console: IO[str] | None) -> None:
-        self.config, self.run, self.console = config, run, console
-        self.every, self.episodes = config.train.eval_every, config.train.eval_episodes
+        """Evaluate every ``train.eval_every`` env steps for ``train.eval_episodes``
+        episodes with ``evaluate`` (the run's :func:`hpcrl.evaluation.evaluate`), appending
+        to ``eval.csv`` (cut back to ``env_steps`` when ``resumed``)."""
+        self.run, self.console, self.evaluate = run, console, evaluate
+        self.every, self.episodes = train.eval_every, train.eval_episodes
         self.policy_record = policy_record
         self.next_at = (env_steps // self.every + 1) * self.every
         with writing("evaluation curve", run.eval_curve_path):
@@ -129,7 +136,7 @@ class PeriodicEvaluator:
         if env_steps == self.last_steps:
             return  # the final evaluation of a budget that ended on an eval_every point
         if result is None:
-            result = evaluate(actor, self.config, self.episodes)
+            result = self.evaluate(actor, self.episodes)
         row = {"env_steps": env_steps, "updates": updates,
                "wall_time_s": f"{wall_time_s:.6g}", "mean_return": f"{result['mean_return']:.6g}",
                "std_return": f"{result['std_return']:.6g}", "episodes": self.episodes,

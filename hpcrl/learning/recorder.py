@@ -46,6 +46,7 @@ class RunRecorder:
                  stat_names: tuple[str, ...], resume_state: dict[str, Any] | None,
                  console: IO[str] | None) -> None:
         self.config, self.spaces, self.run = config, spaces, run
+        self.train = train = config.train  # the keys it reads: budget, logs, checkpoints, evals
         self.trained = False  # an update recorded by this process (RunDir.trained_path)
         self.updates, self.env_steps, self.wall_before = 0, 0, 0.0
         self.episodes = EpisodeWindow()
@@ -58,21 +59,26 @@ class RunRecorder:
         run.stopped_path.unlink(missing_ok=True)  # going again: no longer a stopped run
         self.log = ProgressLog(run.path, columns_for(stat_names),
                                self.updates if resume_state is not None else None,
-                               config.train.tensorboard)
-        self.console = (ConsoleProgress(config.train.total_env_steps,
-                                        config.train.log_interval_s, console)
+                               train.tensorboard)
+        self.console = (ConsoleProgress(train.total_env_steps, train.log_interval_s, console)
                         if console is not None else None)
         self.config_dict = to_dict(config)  # once: see policy_record
-        self.wandb = (WandbLog(config.train.wandb, run, self.config_dict)
-                      if config.train.wandb.project else None)
+        self.wandb = (WandbLog(train.wandb, run, self.config_dict)
+                      if train.wandb.project else None)
         self.started = time.perf_counter()
         self.last_checkpoint_at = time.monotonic()  # train.checkpoint_every_s counts from it
         self.start_steps = self.env_steps
         # why the job stops early for lost collectors (scheme.min_collectors), once it does
         self.lost_note: str | None = None
-        self.periodic = (PeriodicEvaluator(config, run, self.env_steps, resume_state is not None,
-                                           self.policy_record, console)
-                         if config.train.eval_every > 0 else None)
+        self.periodic = (PeriodicEvaluator(train, self.evaluate, run, self.env_steps,
+                                           resume_state is not None, self.policy_record, console)
+                         if train.eval_every > 0 else None)
+
+    def evaluate(self, actor: nn.Module, episodes: int, console: IO[str] | None = None
+                 ) -> dict[str, Any]:
+        """``actor`` evaluated over ``episodes`` deterministic episodes of the run's env
+        (:func:`hpcrl.evaluation.evaluate`)."""
+        return evaluate(actor, self.config, episodes, console=console)
 
     def policy_record(self, actor: nn.Module) -> dict[str, Any]:
         """``actor``'s record for a checkpoint (:func:`hpcrl.policy_records.policy_record`)."""
@@ -86,7 +92,7 @@ class RunRecorder:
     @property
     def done(self) -> bool:
         """The env-step budget is spent."""
-        return self.env_steps >= self.config.train.total_env_steps
+        return self.env_steps >= self.train.total_env_steps
 
     @property
     def preempted(self) -> bool:
@@ -97,7 +103,7 @@ class RunRecorder:
     def checkpoint_due(self) -> bool:
         """The budget is spent, ``train.checkpoint_every`` updates passed, or
         ``train.checkpoint_every_s`` seconds since the last checkpoint (or the start)."""
-        train = self.config.train
+        train = self.train
         overdue = (train.checkpoint_every_s > 0
                    and time.monotonic() - self.last_checkpoint_at >= train.checkpoint_every_s)
         return self.done or overdue or self.updates % train.checkpoint_every == 0
@@ -154,7 +160,7 @@ class RunRecorder:
             "rng": rng_state(),
             **extra,
         }, self.run.checkpoint_path)
-        keep_recent(path, self.env_steps, self.config.train.keep_checkpoints)
+        keep_recent(path, self.env_steps, self.train.keep_checkpoints)
         self.last_checkpoint_at = time.monotonic()
         if self.preempted:
             if self.lost_note is not None:
@@ -170,11 +176,11 @@ class RunRecorder:
     def final_eval(self, actor: nn.Module) -> dict[str, float] | None:
         """Evaluate ``actor`` for ``train.eval_episodes`` episodes (none: None), write
         ``eval.json`` and say the mean return on the console."""
-        episodes = self.config.train.eval_episodes
+        episodes = self.train.eval_episodes
         if episodes <= 0:
             return None
         stream = self.console.stream if self.console is not None else None
-        result = evaluate(actor, self.config, episodes, console=stream)
+        result = self.evaluate(actor, episodes, stream)
         write_run_file("evaluation result", self.run.eval_path,
                        json.dumps(result, indent=2) + "\n")
         if stream is not None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcrl.config.loader import ConfigError, load_config, merge, parse_overrides, read_yaml
-from hpcrl.config.schema import Config, SchemeConfig
+from hpcrl.config.schema import Config, EnvConfig, SchemeConfig, TrainConfig
 from hpcrl.core.envpool_envs import uses_envpool
 from hpcrl.scheme import INFERENCE, PRESETS, RankRole, apply_preset, describe
 from hpcrl.scheme.plan import rank_table
@@ -63,8 +63,9 @@ class JobShape:
         where = f"{gpu.nodes} node{'s' if gpu.nodes != 1 else ''} x {gpu.tasks_per_node} GPUs"
         for part in self.components[1:]:
             where += f" + {part.tasks} CPU tasks"
+        scheme = self.config.scheme
         return (f"{self.template} job: {where}, {self.world_size} ranks: "
-                f"{describe(self.config.scheme)} (scheme.preset={self.config.scheme.preset})")
+                f"{describe(scheme)} (scheme.preset={scheme.preset})")
 
 
 def suggest_template(collectors_per_worker: int, central: bool) -> str:
@@ -159,15 +160,15 @@ def gpu_inference_ranks(scheme: Mapping[str, Any]) -> int:
     return count if count > 0 and device != "cpu" else 0
 
 
-def cpus_for(config: Config, role: RankRole) -> int:
+def cpus_for(train: TrainConfig, env: EnvConfig, role: RankRole) -> int:
     """CPUs a rank uses: its torch threads, plus one per env when envs run in subprocesses,
     or EnvPool's threads beyond the first (the rank's own thread waits while they step)."""
-    threads = max(config.train.torch_threads, 1)
+    threads = max(train.torch_threads, 1)
     if not role.collects:
         return threads
-    if uses_envpool(config.env):
-        return threads + max((config.env.envpool_threads or role.num_envs) - 1, 0)
-    return threads + (role.num_envs if config.env.vectorization == "async" else 0)
+    if uses_envpool(env):
+        return threads + max((env.envpool_threads or role.num_envs) - 1, 0)
+    return threads + (role.num_envs if env.vectorization == "async" else 0)
 
 
 def size_job(template: str, config_path: str | None, sets: Sequence[str], nodes: int,
@@ -217,7 +218,7 @@ def size_job(template: str, config_path: str | None, sets: Sequence[str], nodes:
                           f"GPUs first; check `hpcrl plan` for this config")
 
     def cpus(ranks: tuple[int, ...]) -> int:
-        return cpus_per_task or max(cpus_for(config, table[r]) for r in ranks)
+        return cpus_per_task or max(cpus_for(config.train, config.env, table[r]) for r in ranks)
 
     gpu_part = Component(gpu_ranks, cpus(gpu_ranks), nodes, gpus_per_node)
     rest = tuple(r.rank for r in table if r.rank not in gpu_ranks)

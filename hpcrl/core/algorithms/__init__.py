@@ -21,9 +21,11 @@ from hpcrl.core.algorithms.registry import (
     action_space_problem,
     algorithm_capabilities,
     algorithm_class,
+    algorithm_defaults,
     algorithm_kind,
     algorithm_type,
     algorithms_with,
+    builtin_sections,
     check_algorithm_kwargs,
     is_off_policy,
     make_algorithm,
@@ -32,6 +34,6 @@ from hpcrl.core.algorithms.registry import (
 
 __all__ = ["A2C", "ALGORITHMS", "Algorithm", "BUILT_IN_ALGOS", "CONSTRUCTOR", "Capabilities",
            "IMPALA", "PPO", "OffPolicyAlgorithm", "OnPolicyAlgorithm", "action_space_problem",
-           "algorithm_capabilities", "algorithm_class", "algorithm_kind", "algorithm_type",
-           "algorithms_with", "check_algorithm_kwargs", "is_off_policy", "make_algorithm",
-           "make_policy"]
+           "algorithm_capabilities", "algorithm_class", "algorithm_defaults", "algorithm_kind",
+           "algorithm_type", "algorithms_with", "builtin_sections", "check_algorithm_kwargs",
+           "is_off_policy", "make_algorithm", "make_policy"]

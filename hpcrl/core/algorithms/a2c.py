@@ -15,6 +15,12 @@ class A2C(OnPolicyAlgorithm[RolloutStorage, GaeBatch]):
     advantages, a squared-error value loss and an entropy bonus, one step per rollout."""
 
     kind = "a2c"
+    # SB3's A2C (RMSprop, 5-step rollouts, Monte-Carlo advantages), RL-zoo's 8 envs
+    defaults = {"env.num_envs": 8, "actor.hidden_sizes": [64, 64], "actor.activation": "tanh",
+                "actor.ortho_init": True, "algo.num_steps": 5, "algo.gamma": 0.99,
+                "algo.lr": 7e-4, "algo.lr_schedule": "constant", "algo.max_grad_norm": 0.5,
+                "algo.optimizer": "rmsprop", "algo.optimizer_eps": 1e-5, "algo.ent_coef": 0.0,
+                "algo.vf_coef": 0.5, "algo.gae_lambda": 1.0, "algo.normalize_advantage": False}
     stat_names = ("policy_loss", "value_loss", "entropy")
 
     def minibatches(self, storage: RolloutStorage, update: int, seed: int, total_envs: int,

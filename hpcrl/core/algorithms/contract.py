@@ -18,12 +18,14 @@ target networks) is its base's.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
 
 from hpcrl.core.algorithms.capabilities import Capabilities
+from hpcrl.core.algorithms.key_rules import Rule
 from hpcrl.core.gradient_guard import GradientGuard
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
@@ -55,8 +57,9 @@ class Algorithm(ABC):
     ``Class(spaces, config, device, reducer, **algo.kwargs)`` (``constructor_args``). What
     differs between algorithms is declared on the class and read through it, never
     branched on by name: :attr:`kind` (the built-in whose defaults and recipes it runs
-    with), :attr:`section` and :attr:`section_keys` (its own ``algo.<section>`` keys), the
-    range rules of a plug-in's keys (:meth:`section_problem`), its acting policy
+    with), :attr:`section` and :attr:`section_keys` (its own ``algo.<section>`` keys),
+    :attr:`defaults` (its standard values of the shared keys), the range rules of its keys
+    (:attr:`section_rules`, :meth:`section_problem`), its acting policy
     (:meth:`policy_for`), and what generic code needs of its section
     (:meth:`demonstrations`, :meth:`epsilon_keys`, :meth:`collector_priorities`).
     """
@@ -69,13 +72,23 @@ class Algorithm(ABC):
     # the built-in (registry name) whose defaults, recipes and presets it runs with: each
     # built-in names itself, a subclass inherits it; None: its family's default_kind()
     kind: ClassVar[str | None] = None
-    # its own config section, algo.<section>: None reads algo.<kind> (a built-in's, or the
-    # one of the built-in a plug-in derives from); a plug-in with keys of its own names
-    # its section here and declares its keys in section_keys
+    # its own config section, algo.<section>: None reads algo.<kind> (the one of the
+    # built-in it runs as); each built-in names its own, and a plug-in with keys of its own
+    # names its section here and declares its keys in section_keys
     section: ClassVar[str | None] = None
-    # the dataclass of a plug-in's own section (field defaults are its defaults); None for
-    # a section the config schema holds (the built-ins')
+    # the dataclass of its own section (field defaults are its defaults); None for an
+    # algorithm with no keys of its own (A2C). The built-ins' dataclasses live in
+    # hpcrl.core.algorithm_keys (no torch: the config's schema holds those sections)
     section_keys: ClassVar[type | None] = None
+    # the standard value of every shared key whose good value depends on the algorithm
+    # (``{"algo.lr": 3e-4, "replay.batch_size": 256, ...}``), filled in under the keys a
+    # config sets; a plug-in runs with those of the built-in it runs as
+    defaults: ClassVar[Mapping[str, Any]] = {}
+    # the range rules of its own section's keys: (leaf, rule) pairs, each rule given the
+    # key's full name and its value (hpcrl.core.algorithms.key_rules); a plug-in's section
+    # is checked by those of the built-in it runs as, for the keys it shares, and by its
+    # own section_problem
+    section_rules: ClassVar[tuple[Rule, ...]] = ()
     algo: AlgoConfig
     guard: GradientGuard
     progress: float = 0.0
@@ -113,9 +126,9 @@ class Algorithm(ABC):
 
     @classmethod
     def section_problem(cls, own: Any) -> str | None:
-        """Why the values of its own section ``own`` are out of range, or None: a plug-in
-        with :attr:`section_keys` states its range rules here (validation asks before the
-        run starts; the built-ins' rules live in the config checks)."""
+        """Why the values of its own section ``own`` are out of range or do not fit
+        together, or None: a plug-in with :attr:`section_keys` states its range rules here
+        (validation asks before the run starts, after :attr:`section_rules`)."""
         return None
 
     @classmethod

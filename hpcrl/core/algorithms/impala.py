@@ -20,9 +20,11 @@ import torch
 import torch.nn.functional as F
 
 from hpcrl.core.actor import ActorOutputs
+from hpcrl.core.algorithm_keys.impala import ImpalaConfig
 from hpcrl.core.algorithms.addons import PolicyOutputs
 from hpcrl.core.algorithms.base import OnPolicyAlgorithm, entropy_bonus
 from hpcrl.core.algorithms.capabilities import Capabilities
+from hpcrl.core.algorithms.key_rules import clip_or_null
 from hpcrl.core.compiling import stat_floats
 from hpcrl.core.memory import rollout_outputs
 from hpcrl.core.vtrace_storage import SequenceBatch, VTraceStorage
@@ -33,6 +35,15 @@ class IMPALA(OnPolicyAlgorithm[VTraceStorage, SequenceBatch]):
     """Actor-critic with V-trace off-policy correction, on a :class:`VTraceStorage`."""
 
     kind = "impala"
+    section = "impala"
+    section_keys = ImpalaConfig
+    # V-trace actor-critic: the values the impala preset's CartPole test learns with
+    defaults = {"env.num_envs": 8, "actor.hidden_sizes": [64, 64], "actor.activation": "tanh",
+                "actor.ortho_init": True, "algo.num_steps": 32, "algo.gamma": 0.98,
+                "algo.lr": 1e-3, "algo.lr_schedule": "linear", "algo.max_grad_norm": 0.5,
+                "algo.optimizer": "adam", "algo.optimizer_eps": 1e-5, "algo.ent_coef": 0.0,
+                "algo.vf_coef": 0.5}
+    section_rules = (("clip_rho", clip_or_null), ("clip_c", clip_or_null))
     stat_names = ("policy_loss", "value_loss", "entropy", "rho_mean")
     storage = "vtrace"
     capabilities = Capabilities("rollouts", "vtrace", "sampled policy")

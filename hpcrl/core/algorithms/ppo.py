@@ -7,9 +7,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from hpcrl.core.algorithm_keys.ppo import PpoConfig
 from hpcrl.core.algorithms.base import OnPolicyAlgorithm, entropy_bonus, value_error
 from hpcrl.core.algorithms.capabilities import Capabilities
 from hpcrl.core.algorithms.contract import linear_schedule
+from hpcrl.core.algorithms.key_rules import clip_or_null, positive
 from hpcrl.core.compiling import stat_floats
 from hpcrl.core.storage import GaeBatch, RolloutStorage
 
@@ -28,6 +30,16 @@ class PPO(OnPolicyAlgorithm[RolloutStorage, GaeBatch]):
     """
 
     kind = "ppo"
+    section = "ppo"
+    section_keys = PpoConfig
+    # RL-zoo's CartPole PPO: the schema's own defaults, listed so that they are complete
+    defaults = {"env.num_envs": 8, "actor.hidden_sizes": [64, 64], "actor.activation": "tanh",
+                "actor.ortho_init": True, "algo.num_steps": 32, "algo.gamma": 0.98,
+                "algo.lr": 1e-3, "algo.lr_schedule": "linear", "algo.max_grad_norm": 0.5,
+                "algo.optimizer": "adam", "algo.optimizer_eps": 1e-5, "algo.ent_coef": 0.0,
+                "algo.vf_coef": 0.5, "algo.gae_lambda": 0.8, "algo.normalize_advantage": True}
+    section_rules = (("num_epochs", positive), ("minibatch_size", positive),
+                     ("clip_range", positive), ("clip_range_vf", clip_or_null))
     stat_names = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
     capabilities = Capabilities("rollouts", "gae", "sampled policy", minibatched_epochs=True,
                                 demonstrations=True)

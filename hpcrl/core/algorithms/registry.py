@@ -6,14 +6,16 @@ checks (the family's own terms are asked of its base: :meth:`plugin_problem`); a
 :func:`make_algorithm` builds every algorithm alike, as
 ``Class(spaces, config, device, reducer, **algo.kwargs)``. Adding a built-in is its module
 and one line in :data:`ALGORITHMS`; what differs between algorithms is declared on the
-class (:class:`~hpcrl.core.algorithms.contract.Algorithm`), never branched on here.
+class (:class:`~hpcrl.core.algorithms.contract.Algorithm`: its section and the keys in it,
+its defaults, its range rules), never branched on here, and the config reads those
+declarations through this registry (:func:`builtin_sections`, :func:`algorithm_defaults`).
 """
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -119,6 +121,19 @@ def algorithm_capabilities(name: str) -> Capabilities:
     caps = cls.capabilities
     storage = getattr(cls, "storage", caps.storage)
     return caps if caps.storage == storage else replace(caps, storage=storage)
+
+
+def builtin_sections() -> dict[str, type]:
+    """The built-ins' own config sections, ``algo.<name>`` -> the dataclass of its keys, as
+    their classes declare them (``section``, ``section_keys``); A2C has none."""
+    return {cls.section_name(): cls.section_keys for cls in ALGORITHMS.values()
+            if cls.section_keys is not None}
+
+
+def algorithm_defaults(name: str) -> Mapping[str, Any]:
+    """The standard values ``algo.name`` runs with (the ``defaults`` its built-in declares:
+    a plug-in takes those of the built-in it runs as)."""
+    return ALGORITHMS[algorithm_kind(name)].defaults
 
 
 def algorithms_with(test: Callable[[Capabilities], bool]) -> tuple[str, ...]:

@@ -36,6 +36,17 @@ if TYPE_CHECKING:  # annotations only: core does not import config at run time
 NOISE_STREAM = 0x7A3  # seeds the learner's torch generator apart from everything else
 
 
+# SB3's replay rhythm and continuous-control settings: one env, a progress row every 1000
+# steps, Adam without clipping; SAC, TD3, DDPG, MPO and MPC start from these defaults
+CONTINUOUS_DEFAULTS: dict[str, Any] = {
+    "env.num_envs": 1, "actor.activation": "relu", "actor.ortho_init": False,
+    "algo.num_steps": 1000, "algo.gamma": 0.99, "algo.lr_schedule": "constant",
+    "algo.max_grad_norm": 0.0, "algo.optimizer": "adam", "algo.optimizer_eps": 1e-8,
+    "replay.buffer_size": 1_000_000, "replay.batch_size": 256, "replay.learning_starts": 100,
+    "replay.train_freq": 1, "replay.gradient_steps": 1, "replay.tau": 0.005,
+    "replay.target_update_interval": 1, "replay.n_step": 1}
+
+
 @dataclass(frozen=True)
 class Segment:
     """The slice ``[start, end)`` of the flat parameters that one optimiser owns."""

@@ -13,7 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hpcrl.core.algorithm_keys.dqn import DqnConfig
 from hpcrl.core.algorithms.capabilities import Capabilities
+from hpcrl.core.algorithms.key_rules import in_unit, not_negative
 from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
 from hpcrl.core.compiling import stat_floats
 from hpcrl.core.envs import EnvSpaces, as_discrete
@@ -29,6 +31,21 @@ class DQN(OffPolicyAlgorithm):
     """One Q-network segment (``q``) and its target."""
 
     kind = "dqn"
+    section = "dqn"
+    section_keys = DqnConfig
+    # RL-zoo's CartPole DQN with 3-step returns and a linearly decaying learning rate (SB3's
+    # DQN defaults are Atari's: a target update every 10k steps learns nothing on CartPole)
+    defaults = {"env.num_envs": 1, "actor.hidden_sizes": [256, 256], "actor.activation": "relu",
+                "actor.ortho_init": False, "algo.num_steps": 1024, "algo.gamma": 0.99,
+                "algo.lr": 2.3e-3, "algo.lr_schedule": "linear", "algo.max_grad_norm": 10.0,
+                "algo.optimizer": "adam", "algo.optimizer_eps": 1e-8,
+                "replay.buffer_size": 100_000, "replay.batch_size": 64,
+                "replay.learning_starts": 1000, "replay.train_freq": 256,
+                "replay.gradient_steps": 128, "replay.tau": 1.0,
+                "replay.target_update_interval": 128, "replay.n_step": 3}
+    section_rules = (("exploration_initial_eps", in_unit), ("exploration_final_eps", in_unit),
+                     ("exploration_fraction", in_unit), ("collector_eps_base", in_unit),
+                     ("collector_eps_alpha", not_negative))
     stat_names = ("q_loss", "q_mean")
     capabilities = Capabilities("replay", "replay", "epsilon-greedy", actions=("discrete",),
                                 target_networks=True, acting_q_values=True)

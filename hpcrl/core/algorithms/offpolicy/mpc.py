@@ -23,29 +23,64 @@ import numpy as np
 import torch
 from torch import nn
 
+from hpcrl.core.algorithm_keys.mpc import MpcConfig
 from hpcrl.core.algorithms.capabilities import Capabilities
-from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.core.algorithms.key_rules import below_one, in_unit, not_negative, positive, unread
+from hpcrl.core.algorithms.offpolicy.base import CONTINUOUS_DEFAULTS, OffPolicyAlgorithm
 from hpcrl.core.envs import EnvSpaces
 from hpcrl.core.flat import buffers_to_flat, flat_to_buffers
 from hpcrl.core.model_based.policy import PlanningPolicy
-from hpcrl.core.model_based.rewards import reward_function
+from hpcrl.core.model_based.rewards import reward_function, reward_spec_problem
 from hpcrl.core.normalization import Moments, merge_moments
 from hpcrl.core.replay.buffer import ReplayBatch
 from hpcrl.core.replay.transitions import Transitions
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.algo_sections import MpcConfig
     from hpcrl.config.schema import ActorConfig, Config
+
+#: The planners that read each planner-specific key of ``algo.mpc``.
+PLANNER_KEYS: dict[str, tuple[str, ...]] = {
+    "elites": ("cem",), "cem_alpha": ("cem",), "beta": ("pddm",), "gamma": ("pddm",),
+    "iterations": ("cem", "pddm"), "sample_std": ("cem", "pddm")}
 
 
 class MPC(OffPolicyAlgorithm):
     """A world model learnt from a replay, and a planner that acts through it."""
 
     kind = "mpc"
+    section = "mpc"
+    section_keys = MpcConfig
+    # the world model's network and rhythm (model-based agents train their model several
+    # steps per env step); undiscounted planning, as PETS
+    defaults = {**CONTINUOUS_DEFAULTS, "actor.hidden_sizes": [64, 64], "actor.activation": "relu",
+                "algo.lr": 1e-3, "algo.gamma": 1.0, "replay.learning_starts": 200,
+                "replay.gradient_steps": 4}
+    section_rules = (*[(key, positive) for key in ("ensemble_size", "horizon", "candidates",
+                                                   "iterations", "elites", "sample_std")],
+                     ("cem_alpha", below_one),
+                     ("beta", lambda key, value: in_unit(key, value, True)),
+                     ("gamma", not_negative), ("weight_decay", not_negative))
     stat_names = ("model_loss", "dynamics_mse", "reward_mse")
     capabilities = Capabilities("replay", "replay", "planning", actions=("box",),
                                 image_observations=False, bounded_actions=True,
                                 predicts_observations=True)
+
+    @classmethod
+    def section_problem(cls, own: MpcConfig) -> str | None:
+        """A planner's keys set for another planner (they would be ignored), more elites
+        than candidates, or a reward function that cannot be loaded."""
+        section = f"algo.{cls.section_name()}"
+        for key, readers in PLANNER_KEYS.items():
+            if own.planner not in readers:
+                planners = " or ".join(readers)
+                problems = unread(section, own, [key], f"{section}.planner={planners}",
+                                  f"set {section}.planner={planners}")
+                if problems:
+                    return problems[0]
+        if own.planner == "cem" and own.elites > own.candidates:
+            return (f"config key '{section}.elites' ({own.elites}) must not exceed "
+                    f"{section}.candidates ({own.candidates})")
+        return reward_spec_problem(own.reward_fn)
 
     @classmethod
     def acting_policy(cls, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:

@@ -34,7 +34,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hpcrl.core.algorithm_keys.mpo import MpoConfig
+from hpcrl.core.algorithms.key_rules import positive
 from hpcrl.core.algorithms.offpolicy.base import (
+    CONTINUOUS_DEFAULTS,
     OffPolicyAlgorithm,
     continuous_control,
     squashed_gaussian,
@@ -104,6 +107,13 @@ class MPO(OffPolicyAlgorithm):
     """MPO over a squashed Gaussian policy, with twin critics and target networks."""
 
     kind = "mpo"
+    section = "mpo"
+    section_keys = MpoConfig
+    # SAC's network and rhythm (Acme's MPO also takes lr 3e-4 with 256-wide nets)
+    defaults = {**CONTINUOUS_DEFAULTS, "actor.hidden_sizes": [256, 256], "algo.lr": 3e-4}
+    section_rules = tuple((key, positive) for key in (
+        "epsilon", "epsilon_mean", "epsilon_std", "action_samples", "dual_lr",
+        "init_temperature", "init_alpha", "n_critics"))
     stat_names = ("policy_loss", "critic_loss", "temperature", "kl_mean", "kl_std",
                   "alpha_mean", "alpha_std")
     capabilities = continuous_control("sampled policy")

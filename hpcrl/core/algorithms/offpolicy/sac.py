@@ -25,7 +25,10 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from hpcrl.core.algorithm_keys.sac import SacConfig
+from hpcrl.core.algorithms.key_rules import positive
 from hpcrl.core.algorithms.offpolicy.base import (
+    CONTINUOUS_DEFAULTS,
     OffPolicyAlgorithm,
     Scalar,
     continuous_control,
@@ -46,6 +49,10 @@ class SAC(OffPolicyAlgorithm):
     """Soft actor-critic over a squashed Gaussian policy."""
 
     kind = "sac"
+    section = "sac"
+    section_keys = SacConfig
+    defaults = {**CONTINUOUS_DEFAULTS, "actor.hidden_sizes": [256, 256], "algo.lr": 3e-4}
+    section_rules = (("n_critics", positive), ("ent_coef_init", positive))
     stat_names = ("policy_loss", "critic_loss", "ent_coef", "ent_coef_loss", "entropy")
     capabilities = continuous_control("sampled policy")
 

@@ -14,12 +14,18 @@ returns match SB3's (benchmarks/offpolicy_vs_sb3.py).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
 
-from hpcrl.core.algorithms.offpolicy.base import OffPolicyAlgorithm, continuous_control
+from hpcrl.core.algorithm_keys.td3 import DdpgConfig, Td3Config
+from hpcrl.core.algorithms.key_rules import Rule, not_negative, positive
+from hpcrl.core.algorithms.offpolicy.base import (
+    CONTINUOUS_DEFAULTS,
+    OffPolicyAlgorithm,
+    continuous_control,
+)
 from hpcrl.core.compiling import stat_floats
 from hpcrl.core.critics import EnsembleCritic
 from hpcrl.core.envs import EnvSpaces, as_box
@@ -31,10 +37,23 @@ if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.schema import ActorConfig
 
 
+# the exploration noise's keys, which DDPG's section and TD3's share
+NOISE_RULES: tuple[Rule, ...] = (("noise_std", not_negative), ("ou_theta", not_negative),
+                                 ("ou_dt", positive))
+# SB3's TD3 and DDPG: lr 1e-3, net [400, 300]
+TD3_DEFAULTS = {**CONTINUOUS_DEFAULTS, "actor.hidden_sizes": [400, 300], "algo.lr": 1e-3}
+
+
 class TD3(OffPolicyAlgorithm):
     """Twin delayed deep deterministic policy gradient."""
 
     kind = "td3"
+    section = "td3"
+    section_keys: ClassVar[type | None] = Td3Config
+    defaults = TD3_DEFAULTS
+    section_rules = (*NOISE_RULES, ("policy_delay", positive),
+                     ("target_policy_noise", not_negative), ("target_noise_clip", not_negative),
+                     ("n_critics", positive))
     stat_names = ("policy_loss", "critic_loss", "q_mean")
     capabilities = continuous_control("action noise")
 
@@ -127,6 +146,10 @@ class DDPG(TD3):
     """Deep deterministic policy gradient: TD3 with one critic, no delay, no smoothing."""
 
     kind = "ddpg"
+    section = "ddpg"
+    section_keys = DdpgConfig
+    defaults = TD3_DEFAULTS
+    section_rules = NOISE_RULES
 
     @property
     def num_critics(self) -> int:

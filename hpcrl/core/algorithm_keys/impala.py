@@ -1,0 +1,18 @@
+"""IMPALA's own config keys (``algo.impala.*``): the dataclass the class
+declares as its ``section_keys``, torch-free so that the config's schema can hold it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hpcrl.fields import doc
+
+
+@dataclass
+class ImpalaConfig:
+    """IMPALA's V-trace clips (``algo.impala.*``)."""
+
+    clip_rho: float | None = doc(
+        "V-trace rho-bar, the clip of the importance weights in the TD errors and "
+        "policy-gradient advantages (null: no clip).", 1.0)
+    clip_c: float | None = doc("V-trace c-bar, the clip of the trace coefficients (null: no "
+                               "clip).", 1.0)
