@@ -180,7 +180,7 @@ def test_a_subprocess_that_dies_or_hangs_is_replaced(how, why):
 
 def test_an_envpool_that_fails_is_made_again_whole():
     pytest.importorskip("envpool")
-    from hpcrl.core.envpool_envs import EnvPoolVectorEnv
+    from hpcrl.core.env_backends.envpool import EnvPoolVectorEnv
 
     cfg = from_dict({}, ["env.backend=envpool", "env.num_envs=2", "algo.ppo.minibatch_size=16"])
     envs = EnvPoolVectorEnv(cfg.env, 2, max_restarts=3)
