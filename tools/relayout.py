@@ -94,7 +94,6 @@ MODULES: dict[str, str | None] = {
     C + "epsilon.py": M + "epsilon.py",
     C + "model_based/__init__.py": M + "model_based/__init__.py",
     C + "model_based/acting.py": M + "model_based/acting.py",
-    C + "model_based/checks.py": M + "model_based/checks.py",
     C + "model_based/ensemble.py": M + "model_based/ensemble.py",
     C + "model_based/planners.py": M + "model_based/planners.py",
     C + "model_based/policy.py": M + "model_based/policy.py",
@@ -107,7 +106,6 @@ MODULES: dict[str, str | None] = {
     C + "intrinsic.py": B + "intrinsic.py",
     "hpcrl/returns.py": B + "returns.py",
     C + "demo_buffer.py": B + "demos/episodes.py",
-    C + "demo_replay.py": B + "demos/replay.py",
     "hpcrl/demos.py": B + "demos/files.py",
     C + "replay/__init__.py": B + "replay/__init__.py",
     C + "replay/buffer.py": B + "replay/buffer.py",
@@ -125,6 +123,10 @@ MODULES: dict[str, str | None] = {
     C + "algorithms/base.py": A + "base.py",
     C + "algorithms/capabilities.py": A + "capabilities.py",
     C + "algorithms/contract.py": A + "algorithm.py",  # was beside hpcrl/contracts.py
+    # PPO+D's replay slots and the model-based agents' env checks read their algorithm's
+    # section: algorithms, above the buffers and models they use
+    C + "demo_replay.py": A + "demo_replay.py",
+    C + "model_based/checks.py": A + "model_based_checks.py",
     C + "algorithms/impala.py": A + "impala.py",
     C + "algorithms/own_section.py": A + "own_section.py",
     C + "algorithms/plugin.py": A + "plugin.py",
@@ -184,7 +186,7 @@ NEW_PACKAGES: dict[str, str] = {
                         'with HER and\npriorities, demonstrations) and the return '
                         'estimators computed on it."""\n'),
     B + "demos/__init__.py": ('"""Demonstrations: the files ``hpcrl eval --record`` writes, '
-                              'the episodes PPO+D\nreplays, and its replay slots."""\n'),
+                              'and the episodes\nPPO+D replays."""\n'),
     N + "__init__.py": ('"""Numerics every layer shares, with no RL in them: flat parameter '
                         'vectors and named-field\nrecords, optimisers over them, precision, '
                         'compiling, the gradient guard, moments,\nnormalisation and '
@@ -309,7 +311,8 @@ PATCHES: list[tuple[str, str, str]] = [
      '    probe = ("import importlib, pkgutil, sys\\n"\n'
      '             f"for name in {CORE}:\\n"\n'
      '             "    package = importlib.import_module(\'hpcrl.\' + name)\\n"\n'
-     '             "    for m in pkgutil.walk_packages(package.__path__, package.__name__ + \'.\'):\\n"\n'
+     '             "    prefix = package.__name__ + \'.\'\\n"\n'
+     '             "    for m in pkgutil.walk_packages(package.__path__, prefix):\\n"\n'
      '             "        importlib.import_module(m.name)\\n"\n'),
     ("tests/test_layers.py",
      'assert "core" in loaded and not loaded & set(ABOVE_CORE), loaded',
