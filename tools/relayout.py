@@ -321,6 +321,12 @@ PATCHES: list[tuple[str, str, str]] = [
      '``core`` (the algorithms, networks, storages and envs) imports nothing',
      'the components (``envs``, ``models``, ``buffers``, ``algorithms`` and ``numerics``,\n'
      'formerly ``core``) import nothing'),
+    ("tests/test_layers.py",
+     'assert _names(node, "hpcrl.core.x", False)[0] == "hpcrl.cli"',
+     'assert _names(node, "hpcrl.models.x", False)[0] == "hpcrl.cli"'),
+    ("tests/algorithms/test_capabilities.py",
+     'REGISTRIES = {"core/algorithms/__init__.py", "core/algorithms/offpolicy/__init__.py",',
+     'REGISTRIES = {"algorithms/__init__.py", "algorithms/offpolicy/__init__.py",'),
 ]
 
 
