@@ -129,7 +129,7 @@ def test_transitions_of_a_cut_episode_bootstrap_from_its_last_observation():
 
 
 def test_hindsight_replay_closes_a_cut_episode_where_it_was_cut():
-    from test_her import CODEC, achieved_after, episode, replay
+    from her_episodes import CODEC, achieved_after, episode, replay
 
     buf = replay("final", streams=1)
     buf.add_stream(0, *episode(5, 0.0, 50.0, end_last=False))  # cut after its 5th step

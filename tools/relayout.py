@@ -286,8 +286,8 @@ TESTS_STAY = tuple(T + name for name in (
     "conftest.py", "quick_lane.py", "test_quick_lane.py", "test_layers.py",
     "test_code_health.py", "test_front_page.py", "test_evaluation.py", "test_plugins.py",
     "test_scripts.py", "test_recipes.py", "test_soak_verdict.py", "device_recording.py",
-    "heap_probe.py", "hpcrl_model_envs.py", "hpcrl_obs_envs.py", "kill_resume.py",
-    "quiet_training.py", "user_script.py"))
+    "heap_probe.py", "her_episodes.py", "refusal_checks.py", "hpcrl_model_envs.py",
+    "hpcrl_obs_envs.py", "kill_resume.py", "quiet_training.py", "user_script.py"))
 TEST_DIRS_STAY = ("tests/mpi/", "tests/slurm/", "tests/comm/", "tests/fakes/")
 
 #: edits of text that names the old layout in ways no table can (file, old, new); each is
