@@ -12,8 +12,8 @@ from hpcrl.core.actor import ActorCritic
 from hpcrl.core.algorithms import algorithm_capabilities, algorithm_class, algorithm_type
 from hpcrl.core.algorithms.own_section import own_section
 from hpcrl.core.demo_replay import demos_problem
+from hpcrl.core.env_backends.envpool import uses_envpool
 from hpcrl.core.env_groups import resolve_groups
-from hpcrl.core.envpool_envs import uses_envpool
 from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, probe_spaces
 from hpcrl.core.memory import memory_state_size
 from hpcrl.core.model_based.checks import model_env_problem

@@ -13,9 +13,10 @@ config (``module:Name``) is checked against them before any rank starts work:
   or ``hpcrl.OnPolicyAlgorithm``; an off-policy one from ``hpcrl.DQN``, ``hpcrl.SAC``,
   ``hpcrl.TD3``, ``hpcrl.DDPG``, ``hpcrl.MPO`` or ``hpcrl.OffPolicyAlgorithm``.
   An on-policy algorithm's ``storage`` says what batches it trains on: ``"gae"``
-  (rollouts with GAE advantages and returns, :class:`~hpcrl.core.storage.RolloutBatch`, or
-  :class:`~hpcrl.core.storage.RecurrentBatch` for a recurrent actor) or ``"vtrace"`` (whole
-  sequences for V-trace, :class:`~hpcrl.core.vtrace_storage.SequenceBatch`).
+  (rollouts with GAE advantages and returns,
+  :class:`~hpcrl.core.storage.RolloutBatch`, or
+  :class:`~hpcrl.core.storage.RecurrentBatch` for a recurrent actor) or ``"vtrace"``
+  (whole sequences for V-trace, :class:`~hpcrl.core.vtrace_storage.SequenceBatch`).
   ``stat_names`` names the loss terms ``loss`` reports; ``state_dict``/``load_state_dict``
   hold what a checkpoint must (call the base's to keep the optimiser).
 - :class:`Actor`: what algorithms, collectors and evaluation call on the agent's networks

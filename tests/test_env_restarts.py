@@ -129,7 +129,7 @@ def test_transitions_of_a_cut_episode_bootstrap_from_its_last_observation():
 
 
 def test_hindsight_replay_closes_a_cut_episode_where_it_was_cut():
-    from test_her import CODEC, achieved_after, episode, replay
+    from her_episodes import CODEC, achieved_after, episode, replay
 
     buf = replay("final", streams=1)
     buf.add_stream(0, *episode(5, 0.0, 50.0, end_last=False))  # cut after its 5th step
@@ -180,7 +180,7 @@ def test_a_subprocess_that_dies_or_hangs_is_replaced(how, why):
 
 def test_an_envpool_that_fails_is_made_again_whole():
     pytest.importorskip("envpool")
-    from hpcrl.core.envpool_envs import EnvPoolVectorEnv
+    from hpcrl.core.env_backends.envpool import EnvPoolVectorEnv
 
     cfg = from_dict({}, ["env.backend=envpool", "env.num_envs=2", "algo.ppo.minibatch_size=16"])
     envs = EnvPoolVectorEnv(cfg.env, 2, max_restarts=3)

@@ -26,7 +26,8 @@ from hpcrl.config import from_dict
 from hpcrl.config.loader import ConfigError, load_config
 from hpcrl.core.encoders import DictEncoder, FormatEncoder, NatureCNN
 from hpcrl.core.env_state import capture_env_state, restore_env_state
-from hpcrl.core.env_suites.registry import SUITES, register_suite, suite_of
+from hpcrl.core.env_suites.record import SUITES
+from hpcrl.core.env_suites.registry import register_suite, suite_of
 from hpcrl.core.envs import UnsupportedEnv, probe_spaces
 from hpcrl.core.old_gym import OldGymEnv
 from hpcrl.runtime.checkpoint import unloadable_value

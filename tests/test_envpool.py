@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from hpcrl.cli import main
 from hpcrl.config import ConfigError, load_config
-from hpcrl.core.envpool_envs import uses_envpool
+from hpcrl.core.env_backends.envpool import uses_envpool
 from hpcrl.core.envs import make_vector_env
 
 pytest.importorskip("envpool")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from test_refusals import refused_in_process
+from refusal_checks import refused_in_process
 
 import hpcrl
 from hpcrl.build import env_spaces

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from refusal_checks import assert_refused, refused_in_process
 
 from hpcrl.cli import main
 
@@ -67,23 +68,6 @@ def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def assert_refused(output: str, code: int, *needles: str) -> None:
-    """A refusal: non-zero exit, at most two lines, no traceback, each needle said."""
-    lines = [line for line in output.splitlines() if line.strip()]
-    assert code != 0, output
-    assert "Traceback" not in output, output
-    assert 1 <= len(lines) <= 2, output
-    for needle in needles:
-        assert needle in output, (needle, output)
-
-
-def refused_in_process(*args: str, needles: tuple[str, ...]) -> None:
-    result = CliRunner().invoke(main, list(args))
-    assert result.exception is None or isinstance(result.exception, SystemExit), \
-        repr(result.exception)
-    assert_refused(result.output, result.exit_code, *needles)
 
 
 @pytest.mark.parametrize("sets, needles", [

@@ -86,8 +86,10 @@ class EnvConfig:
     vectorization: Literal["sync", "async"] = doc(
         "'sync' steps the envs in the collector's process (best for cheap envs such as "
         "CartPole); 'async' runs each env in its own subprocess (for expensive envs).", "sync")
-    backend: Literal["auto", "gymnasium", "envpool"] = doc(
-        "Who steps a collector's envs: 'gymnasium' (Python envs, env.vectorization says "
+    backend: str = doc(
+        "Who steps a collector's envs, a registered backend (hpcrl.core.env_backends; "
+        "another name is refused naming the known ones): 'gymnasium' (Python envs, "
+        "env.vectorization says "
         "where), 'envpool' (EnvPool's C++ thread pool, for the Atari, MuJoCo and "
         "classic-control ids it ships; refused with the reason elsewhere), 'auto': EnvPool "
         "for Atari games under env.preset=atari when it is installed (pip install "

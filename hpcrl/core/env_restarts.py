@@ -86,7 +86,8 @@ class RestartingEnv(gym.Wrapper):
 
     @property
     def hpcrl_state(self) -> dict[str, Any]:
-        """The checkpoint state of the env inside (:class:`~hpcrl.core.envs.CheckpointableEnv`)."""
+        """The checkpoint state of the env inside
+        (:class:`~hpcrl.core.envs.CheckpointableEnv`)."""
         return self.env.get_wrapper_attr("hpcrl_state")
 
     @hpcrl_state.setter

@@ -16,13 +16,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.core.child_signals import stop_signals_held
-from hpcrl.core.env_restarts import restartable
+from hpcrl.core.env_backends.record import backend_problem, vector_backend
 from hpcrl.core.env_state import capture_env_state, restore_env_state
 from hpcrl.core.env_suites.registry import install_of_module, register_suite
-from hpcrl.core.envpool_envs import EnvPoolVectorEnv, envpool_problem, uses_envpool
 from hpcrl.core.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
-from hpcrl.core.restarting_async import RestartingAsyncVectorEnv
 from hpcrl.core.suites import make_env, preset_problem
 from hpcrl.errors import ConfigError
 
@@ -103,16 +100,14 @@ class CheckpointableEnv(gym.Wrapper):
 def env_problem(config: EnvConfig) -> str | None:
     """Why the env of ``config`` cannot be made, or None: :func:`env_id_problem`, then
     whether ``env.preset`` fits the id, then whether ``env.backend`` can step it."""
-    problem = env_id_problem(config.id) or preset_problem(config)
-    if problem is None and config.backend == "envpool":
-        found = envpool_problem(config)
-        problem = None if found is None else f"config key 'env.backend' (envpool): {found}"
+    problem = env_id_problem(config.id) or preset_problem(config) or backend_problem(config)
     if problem is None and config.envpool_threads < 0:
         problem = "config key 'env.envpool_threads' must be >= 0 (0: one per env)"
     return problem
 
 
-def _env_factory(config: EnvConfig) -> Callable[[], gym.Env]:
+def env_factory(config: EnvConfig) -> Callable[[], gym.Env]:
+    """A function that makes one checkpointable env of ``config`` (a vector env's)."""
     def make() -> gym.Env:
         return CheckpointableEnv(make_env(config))
     return make
@@ -226,27 +221,14 @@ def probe_spaces(config: EnvConfig) -> EnvSpaces:
 
 def make_vector_env(config: EnvConfig, num_envs: int,
                     global_indices: Sequence[int] | None = None) -> gym.vector.VectorEnv:
-    """``num_envs`` envs of ``config``: checkpointable Gymnasium envs stepped in-process
-    ('sync') or in subprocesses, or one EnvPool (``env.backend``, see
-    :mod:`hpcrl.core.envpool_envs`).
+    """``num_envs`` envs of ``config`` as one vector env with same-step autoreset, made by
+    the backend ``env.backend`` picks (:mod:`hpcrl.core.env_backends`: checkpointable
+    Gymnasium envs in-process or in subprocesses, or one EnvPool).
 
     A collector's envs (``global_indices``: the job's index of each) come back when they
-    fail (:mod:`hpcrl.core.env_restarts`: ``env.max_restarts``; in subprocesses also when
-    one hangs past ``env.step_timeout_s`` or dies); other envs (evaluation's) do not."""
-    collecting = global_indices is not None
-    if uses_envpool(config):
-        return EnvPoolVectorEnv(config, num_envs, config.max_restarts if collecting else 0)
-    restarts = config.max_restarts if collecting else 0
-    labels = [f"env {i} (global index)" for i in (global_indices or range(num_envs))]
-    fns = [restartable(_env_factory(config), restarts, label) for label in labels]
-    mode = gym.vector.AutoresetMode.SAME_STEP
-    with stop_signals_held():  # env processes leave the stop signals to their rank
-        if config.vectorization == "async":
-            if collecting:
-                return RestartingAsyncVectorEnv(fns, config.step_timeout_s,
-                                                labels.__getitem__)
-            return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
-        return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+    fail (:mod:`hpcrl.core.env_restarts`: ``env.max_restarts``); other envs (evaluation's)
+    do not."""
+    return vector_backend(config).make(config, num_envs, global_indices)
 
 
 def env_seeds(seed: int, first_index: int, count: int) -> list[int]:

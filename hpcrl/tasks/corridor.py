@@ -58,7 +58,8 @@ class Corridor(gym.Env):
 
 def record_walk(path: str, episodes: int = 1, length: int = 40) -> int:
     """Write ``episodes`` demonstrations of the scripted walk to the end (always right) in
-    the format of :mod:`hpcrl.demos` (what ``algo.ppo.demos`` reads); returns the rows written."""
+    the format of :mod:`hpcrl.demos` (what ``algo.ppo.demos`` reads); returns the rows
+    written."""
     recorder = DemoRecorder(episodes)
     env = Corridor(length)
     for episode in range(episodes):

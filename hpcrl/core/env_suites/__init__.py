@@ -2,8 +2,9 @@
 
 Each suite is one module here holding its :class:`~hpcrl.core.env_suites.record.Suite`
 record (how its ids are recognised and registered, its extra, what hpcrl does to its envs),
-and one line of :data:`~hpcrl.core.env_suites.registry.SUITES` lists it: adding a suite is
-one module plus that line. This package's own module imports nothing, so a suite module may
-import the chain it adapts (``hpcrl.core.vizdoom``) while that chain reads the record's
-helpers.
+which the module registers in :data:`~hpcrl.core.env_suites.record.SUITES`; the registry
+imports every module of this package before it is first read, so adding a suite is one
+module and nothing else (:mod:`hpcrl.core.env_registry`). This package's own module imports
+nothing, so a suite module may import the chain it adapts (``hpcrl.core.vizdoom``) while
+that chain reads the record's helpers.
 """

@@ -9,7 +9,7 @@ import re
 
 import gymnasium as gym
 
-from hpcrl.core.env_suites.record import Suite
+from hpcrl.core.env_suites.record import SUITES, Suite
 
 
 def _register() -> None:
@@ -27,3 +27,4 @@ ATARI = Suite(
     # others: ale-py is tried for them only when it is installed
     maybe_ids=re.compile(r"^[A-Z]\w*-v[04]$"),
     register=_register, example="ALE/Pong-v5")
+SUITES.add(ATARI)

@@ -23,7 +23,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.core.env_suites.record import Suite
+from hpcrl.core.env_suites.record import SUITES, Suite
 from hpcrl.core.old_gym import OldGymEnv
 
 CRAFTER_IDS = {"CrafterReward-v1": True, "CrafterNoReward-v1": False}  # id -> rewarded
@@ -77,3 +77,4 @@ CRAFTER = Suite(
     name="Crafter", extra="crafter", packages=("crafter", "numba"), modules=("crafter",),
     ids=re.compile("^(" + "|".join(re.escape(i) for i in CRAFTER_IDS) + ")$"),
     register=_register, example="CrafterReward-v1")
+SUITES.add(CRAFTER)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from hpcrl.core.env_noise import headless_gl, no_display_probe_warning
-from hpcrl.core.env_suites.record import Suite
+from hpcrl.core.env_suites.record import SUITES, Suite
 
 
 def _register() -> None:
@@ -29,3 +29,4 @@ DMC = Suite(
     name="DeepMind Control", extra="dmc", packages=("shimmy[dm-control]",),
     modules=("dm_control", "shimmy"), ids=re.compile(r"^dm_control/"), register=_register,
     example="dm_control/cartpole-swingup-v0")
+SUITES.add(DMC)

@@ -9,7 +9,7 @@ import re
 
 import gymnasium as gym
 
-from hpcrl.core.env_suites.record import Suite
+from hpcrl.core.env_suites.record import SUITES, Suite
 
 
 def _register() -> None:
@@ -22,3 +22,4 @@ def _register() -> None:
 MINATAR = Suite(
     name="MinAtar", extra="minatar", packages=("minatar",), modules=("minatar",),
     ids=re.compile(r"^MinAtar/"), register=_register, example="MinAtar/Breakout-v1")
+SUITES.add(MINATAR)

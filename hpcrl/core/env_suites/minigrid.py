@@ -20,7 +20,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.core.env_suites.record import Suite
+from hpcrl.core.env_suites.record import SUITES, Suite
 
 IMAGE, MISSION = "image", "mission"
 
@@ -89,3 +89,4 @@ MINIGRID = Suite(
     name="MiniGrid", extra="minigrid", packages=("minigrid",), modules=("minigrid",),
     ids=re.compile(r"^(MiniGrid|BabyAI)-"), register=_register, adapt=grid_symbols,
     example="MiniGrid-DoorKey-5x5-v0")
+SUITES.add(MINIGRID)

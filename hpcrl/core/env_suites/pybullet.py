@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from hpcrl.core.env_suites.record import Suite
+from hpcrl.core.env_suites.record import SUITES, Suite
 
 
 def _register() -> None:
@@ -23,3 +23,4 @@ PYBULLET = Suite(
     name="PyBullet", extra="pybullet", packages=("pybullet", "pybullet-envs-gymnasium"),
     modules=("pybullet_envs_gymnasium", "pybullet"), ids=re.compile(r"^\w+BulletEnv-v0$"),
     register=_register, example="HalfCheetahBulletEnv-v0")
+SUITES.add(PYBULLET)

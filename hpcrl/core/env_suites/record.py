@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import gymnasium as gym
 
+from hpcrl.core.env_registry import Registry
+
 
 def install_line(extra: str, packages: tuple[str, ...]) -> str:
     """The install command of an extra, with the packages it stands for:
@@ -24,7 +26,7 @@ def install_line(extra: str, packages: tuple[str, ...]) -> str:
 
 @dataclass(frozen=True)
 class Suite:
-    """One env suite of :data:`hpcrl.core.env_suites.SUITES`.
+    """One env suite of :data:`SUITES`.
 
     ``ids`` matches the ids only this suite registers (the id without a ``module:`` prefix);
     ``maybe_ids`` those it may own among others' (Atari's plain ``Game-v0``), tried only when
@@ -65,3 +67,8 @@ class Suite:
         """The one-line refusal of ``env_id`` when the suite's package is not installed."""
         return (f"config key 'env.id': '{env_id}' is a {self.name} id, and the {self.name} "
                 f"package is not installed ({err}); fix: {self.install}")
+
+
+#: Every suite, registered by its own module of :mod:`hpcrl.core.env_suites` (an id is
+#: claimed by the first, in name order, whose ``ids`` match it).
+SUITES: Registry[Suite] = Registry("env suite", "hpcrl.core.env_suites")

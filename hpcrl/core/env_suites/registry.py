@@ -9,25 +9,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from hpcrl.core.env_suites.atari import ATARI
-from hpcrl.core.env_suites.crafter import CRAFTER
-from hpcrl.core.env_suites.dmc import DMC
-from hpcrl.core.env_suites.minatar import MINATAR
-from hpcrl.core.env_suites.minigrid import MINIGRID
-from hpcrl.core.env_suites.pybullet import PYBULLET
-from hpcrl.core.env_suites.record import Suite
-from hpcrl.core.env_suites.vizdoom import VIZDOOM
-
-#: Every suite, one record each (an id is claimed by the first whose ``ids`` match it).
-SUITES: tuple[Suite, ...] = (
-    ATARI,
-    MINATAR,
-    VIZDOOM,
-    MINIGRID,
-    CRAFTER,
-    DMC,
-    PYBULLET,
-)
+from hpcrl.core.env_suites.record import SUITES, Suite
 
 
 def suite_of(env_id: str) -> tuple[Suite, bool] | None:

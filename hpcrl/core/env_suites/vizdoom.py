@@ -6,7 +6,7 @@ scenario made without it still starts its engine in a directory of its own proce
 """
 from __future__ import annotations
 
-from hpcrl.core.env_suites.record import Suite
+from hpcrl.core.env_suites.record import SUITES, Suite
 from hpcrl.core.vizdoom import VIZDOOM_IDS, VIZDOOM_PACKAGES, EngineDirectory
 
 
@@ -18,3 +18,4 @@ VIZDOOM = Suite(
     name="ViZDoom", extra="vizdoom", packages=VIZDOOM_PACKAGES, modules=("vizdoom",),
     ids=VIZDOOM_IDS, register=_register, adapt=EngineDirectory,
     example="VizdoomBasic-v1")
+SUITES.add(VIZDOOM)

@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
 from hpcrl.core.atari import LIFE_LOST
+from hpcrl.core.env_backends.record import BACKENDS, Backend, vector_backend
 from hpcrl.core.env_restarts import (
     CUT,
     IN_PLACE,
@@ -46,17 +48,13 @@ from hpcrl.core.env_restarts import (
 )
 from hpcrl.core.env_suites.registry import register_suite
 from hpcrl.core.suites import is_atari
-from hpcrl.errors import ExplainedError
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.schema import EnvConfig
 
+ENVPOOL = "envpool"  # the backend's name, as env.backend writes it
 ENVPOOL_INSTALL = "pip install 'hpcrl[envpool]' (or pip install envpool)"
 ATARI_SUFFIXES = ("NoFrameskip", "Deterministic")
-
-
-class EnvPoolUnavailable(ExplainedError, ValueError):
-    """env.backend=envpool asked for where EnvPool cannot serve the config."""
 
 
 def _envpool() -> Any:
@@ -138,19 +136,18 @@ def envpool_problem(config: EnvConfig) -> str | None:
     return None
 
 
+def auto_picks_envpool(config: EnvConfig) -> bool:
+    """Whether ``env.backend=auto`` steps the envs of ``config`` on EnvPool: Atari games
+    under the atari chain, where EnvPool is installed and fits the config (EnvPool pays for
+    Atari, and costs no checkpoint exactness there)."""
+    return config.preset == "atari" and installed() and envpool_problem(config) is None
+
+
 def uses_envpool(config: EnvConfig) -> bool:
     """Whether a collector's envs of ``config`` run on EnvPool; raises
-    :class:`EnvPoolUnavailable` for ``env.backend=envpool`` where it cannot."""
-    if config.backend == "gymnasium":
-        return False
-    if config.backend == "envpool":
-        problem = envpool_problem(config)
-        if problem is not None:
-            raise EnvPoolUnavailable(f"config key 'env.backend' (envpool): {problem}")
-        return True
-    if config.preset != "atari" or not installed():
-        return False  # auto: EnvPool pays for Atari, and costs no checkpoint exactness there
-    return envpool_problem(config) is None
+    :class:`~hpcrl.core.env_backends.record.BackendUnavailable` for ``env.backend=envpool``
+    where it cannot."""
+    return vector_backend(config).name == ENVPOOL
 
 
 class EnvPoolVectorEnv(gym.vector.VectorEnv):
@@ -327,3 +324,14 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         if self.pool is not None:
             self.pool.close()
             self.pool = None
+
+
+def _envpool_vector_env(config: EnvConfig, num_envs: int,
+                        global_indices: Sequence[int] | None) -> gym.vector.VectorEnv:
+    # a collector's envs (global_indices given) come back when they fail; evaluation's not
+    restarts = config.max_restarts if global_indices is not None else 0
+    return EnvPoolVectorEnv(config, num_envs, restarts)
+
+
+ENVPOOL_BACKEND = BACKENDS.add(Backend(name=ENVPOOL, make=_envpool_vector_env,
+                                       problem=envpool_problem, auto=auto_picks_envpool))
