@@ -11,8 +11,8 @@ ones; ``tests/`` mirrors the package. The tables below say all of it:
 
 - :data:`MODULES`: old file -> new file, for every module under ``hpcrl/core/`` and every
   other module that moves (``None``: the file goes, its package being empty);
-- :data:`STAYS`: modules under ``hpcrl/placement/mpi/`` that stay (they need MPI), and the
-  lead's learner files kept in place (``KEPT``: they are moved by hand into ``learning/``);
+- :data:`STAYS`: modules under ``hpcrl/placement/mpi/`` that stay (they need MPI: the
+  learner ranks among them, ``KEPT``, which wire the learners of ``learning/`` to a job);
 - :data:`TESTS`: old test file -> new one; :data:`TESTS_STAY`: test files and folders that
   stay (multi-rank ``tests/mpi/``, ``tests/slurm/``, ``tests/comm/``, helpers);
 - :data:`RENAMES`: identifiers renamed at word boundaries (``MpiJob``).
@@ -128,6 +128,7 @@ MODULES: dict[str, str | None] = {
     C + "demo_replay.py": A + "demo_replay.py",
     C + "model_based/checks.py": A + "model_based_checks.py",
     C + "algorithms/impala.py": A + "impala.py",
+    C + "algorithms/key_rules.py": A + "key_rules.py",
     C + "algorithms/own_section.py": A + "own_section.py",
     C + "algorithms/plugin.py": A + "plugin.py",
     C + "algorithms/ppo.py": A + "ppo.py",
@@ -139,6 +140,21 @@ MODULES: dict[str, str | None] = {
     C + "algorithms/offpolicy/mpo.py": A + "offpolicy/mpo.py",
     C + "algorithms/offpolicy/sac.py": A + "offpolicy/sac.py",
     C + "algorithms/offpolicy/td3.py": A + "offpolicy/td3.py",
+    # the built-ins' own config sections: torch-free, so that the config's data can import
+    # them without importing the algorithms (hpcrl/algorithms/__init__ loads torch)
+    C + "algorithm_keys/__init__.py": "hpcrl/algorithm_keys/__init__.py",
+    C + "algorithm_keys/dqn.py": "hpcrl/algorithm_keys/dqn.py",
+    C + "algorithm_keys/impala.py": "hpcrl/algorithm_keys/impala.py",
+    C + "algorithm_keys/mpc.py": "hpcrl/algorithm_keys/mpc.py",
+    C + "algorithm_keys/mpo.py": "hpcrl/algorithm_keys/mpo.py",
+    C + "algorithm_keys/ppo.py": "hpcrl/algorithm_keys/ppo.py",
+    C + "algorithm_keys/sac.py": "hpcrl/algorithm_keys/sac.py",
+    C + "algorithm_keys/td3.py": "hpcrl/algorithm_keys/td3.py",
+    # the learners, knowing no transport: learning/ (the ranks that wire them to a job's
+    # exchanges stay in placement/mpi/)
+    "hpcrl/roles/gradient_worker.py": "hpcrl/learning/gradient_worker.py",
+    "hpcrl/roles/updater.py": "hpcrl/learning/updater.py",
+    "hpcrl/roles/replay_learner.py": "hpcrl/learning/replay_learner.py",
     # numerics: flat tensors, records and the arithmetic of an update, no RL in them
     C + "flat.py": N + "flat.py",
     C + "records.py": N + "records.py",
@@ -156,15 +172,15 @@ MODULES: dict[str, str | None] = {
     "hpcrl/placement/mpi/reducers.py": "hpcrl/roles/info_reducers.py",
 }
 
-#: the lead's files, moved by hand into hpcrl/learning/: kept, their references rewritten
+#: modules that keep their place, their references rewritten
 KEPT = (
-    "hpcrl/placement/mpi/learners.py",
-    "hpcrl/placement/mpi/learners_async.py",
-    "hpcrl/placement/mpi/replay_learner_rank.py",
+    "hpcrl/placement/mpi/learner_rank.py",
+    "hpcrl/placement/mpi/rollout_updates.py",
+    "hpcrl/placement/mpi/replay_updates.py",
+    "hpcrl/placement/mpi/gradient_routes.py",
+    "hpcrl/placement/mpi/updater_ranks.py",
+    "hpcrl/placement/mpi/job_control.py",
     "hpcrl/placement/mpi/rollout_source.py",
-    "hpcrl/roles/gradient_worker.py",
-    "hpcrl/roles/updater.py",
-    "hpcrl/roles/replay_learner.py",
     "hpcrl/placement/job_run.py",
 )
 #: modules of placement/mpi/ that stay: they talk MPI (ranks, messages, the launcher)
