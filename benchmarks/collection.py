@@ -23,7 +23,7 @@ from machine import machine_line
 
 from hpcrl.build import env_spaces, make_actor, rollout_layout  # noqa: E402
 from hpcrl.config import from_dict  # noqa: E402
-from hpcrl.core.envs import make_vector_env  # noqa: E402
+from hpcrl.envs.vector import make_vector_env  # noqa: E402
 from hpcrl.roles.collector import rollout_collector  # noqa: E402
 
 

@@ -34,9 +34,9 @@ import mpi4py
 mpi4py.rc.thread_level = "multiple"
 from mpi4py import MPI  # noqa: E402
 
+from hpcrl.algorithms.demo_replay import collector_envs  # noqa: E402
 from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout  # noqa: E402
 from hpcrl.config import from_dict  # noqa: E402
-from hpcrl.core.demo_replay import collector_envs  # noqa: E402
 from hpcrl.roles.collector import rollout_collector  # noqa: E402
 from hpcrl.roles.messages import Weights  # noqa: E402
 

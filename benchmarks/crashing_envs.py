@@ -44,7 +44,7 @@ def steps_lost(log: str) -> int:
 def serial(sets: list[str], run_dir: Path, env: dict[str, str]) -> list[float]:
     """Train in this process; returns the seconds of each restart (close, make, reset)."""
     from hpcrl.config import from_dict
-    from hpcrl.core.env_restarts import RestartingEnv
+    from hpcrl.envs.restarts import RestartingEnv
     from hpcrl.runtime.run_dir import RunDir
     from hpcrl.training import Trainer
 

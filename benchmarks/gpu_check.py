@@ -110,7 +110,7 @@ SERIAL_WEIGHTS = textwrap.dedent("""
     import sys, torch
     from pathlib import Path
     from hpcrl.config import from_dict
-    from hpcrl.core.flat import params_to_flat
+    from hpcrl.numerics.flat import params_to_flat
     from hpcrl.runtime.run_dir import RunDir
     from hpcrl.training import Trainer
     device, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]

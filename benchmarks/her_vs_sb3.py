@@ -56,7 +56,7 @@ def sb3_job(her: bool, seed: int, episodes: int) -> None:
     from stable_baselines3 import SAC, HerReplayBuffer
     from stable_baselines3.common.env_util import make_vec_env
 
-    from hpcrl.core.obs_format import obs_format
+    from hpcrl.envs.obs_format import obs_format
     from hpcrl.tasks.point_reach import ENV_ID
 
     torch.set_num_threads(1)

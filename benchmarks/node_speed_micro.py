@@ -11,7 +11,7 @@ classes:
   one step of the collector's envs (both busy-wait ``--cost-us``): env steps per second
   with ``scheme.env_groups`` 1 and 2, and their ratio;
 * **copies per rollout**: bytes the learner's storages copy of side-by-side rollouts
-  before the first minibatch (:attr:`hpcrl.core.storage.RolloutStorage.copied_bytes`),
+  before the first minibatch (:attr:`hpcrl.buffers.rollout_storage.RolloutStorage.copied_bytes`),
   in rollouts.
 
 It prints one JSON line on rank 0 (``node_speed.py`` reads it).
@@ -29,15 +29,15 @@ from typing import Any
 import gymnasium as gym
 from mpi4py import MPI
 
+from hpcrl.buffers.rollout_storage import RolloutStorage
+from hpcrl.buffers.vtrace_storage import VTraceStorage
 from hpcrl.build import env_spaces, make_actor, rollout_layout
 from hpcrl.comm.channel import MpiChannel
 from hpcrl.comm.node_memory import NodeMemory, node_peers
 from hpcrl.config import from_dict
-from hpcrl.core.acting import make_engine
-from hpcrl.core.env_groups import EnvGroups
-from hpcrl.core.storage import RolloutStorage
-from hpcrl.core.vtrace_storage import VTraceStorage
+from hpcrl.envs.groups import EnvGroups
 from hpcrl.exchange.acting import BYE, STEP, actor_critic_spec, serve_until
+from hpcrl.models.acting import make_engine
 from hpcrl.placement.mpi.remote_acting import RemoteEngine, RemoteLinks, client_ends, server_ends
 from hpcrl.roles.collector import rollout_collector
 

@@ -28,7 +28,7 @@ RECIPE = ROOT / "examples" / "atari-ppo.yaml"
 
 def rollout_bytes(dtype: str, num_steps: int = 128, num_envs: int = 8) -> int:
     """Bytes of one rollout message (step buffer and header) carrying ``dtype`` frames."""
-    from hpcrl.core.rollout import RolloutLayout
+    from hpcrl.buffers.rollout import RolloutLayout
 
     layout = RolloutLayout(num_steps, num_envs, (4, 84, 84), (), dtype)
     return layout.data_size * 4 + layout.header_size * 8

@@ -21,9 +21,9 @@ from machine import AVX2_ONLY, machine_line
 JOB = r"""
 import json, statistics, sys, time, warnings
 import gymnasium as gym, numpy as np, torch
-from hpcrl.core.encoders import make_encoder
-from hpcrl.core.obs_format import obs_format
-from hpcrl.core.precision import compute_dtype, native_bfloat16
+from hpcrl.models.encoders import make_encoder
+from hpcrl.envs.obs_format import obs_format
+from hpcrl.numerics.precision import compute_dtype, native_bfloat16
 torch.set_num_threads(1)
 torch.manual_seed(0)
 warnings.simplefilter("ignore")

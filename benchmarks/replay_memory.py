@@ -1,6 +1,6 @@
 """Memory of an Atari replay: 1M transitions of 4 stacked 84x84 uint8 frames.
 
-Fills hpcrl's replay (shared frames, :mod:`hpcrl.core.replay.obs_store`) with the rows a
+Fills hpcrl's replay (shared frames, :mod:`hpcrl.buffers.replay.obs_store`) with the rows a
 frame-stacking Atari env gives (8 envs interleaved, new frame each step, games of
 ``--episode-len`` steps, one-step targets), then prints the bytes it holds, the process's
 resident memory growth, the time per row written and per batch of 32 sampled, and the
@@ -18,7 +18,7 @@ import time
 import numpy as np
 from machine import machine_line
 
-from hpcrl.core.replay.buffer import ReplayBuffer
+from hpcrl.buffers.replay.buffer import ReplayBuffer
 
 K, H, W = 4, 84, 84
 GB = 1024 ** 3

@@ -29,11 +29,11 @@ import numpy as np
 from machine import machine_line
 from mpi4py import MPI
 
+from hpcrl.buffers.rollout import RolloutLayout
 from hpcrl.comm import wait
 from hpcrl.comm.channel import MpiChannel
 from hpcrl.comm.compression import Lz4Codec, PlainCodec
 from hpcrl.comm.node_memory import NodeMemory, node_peers
-from hpcrl.core.rollout import RolloutLayout
 from hpcrl.exchange.streams import StreamIn, StreamOut
 from hpcrl.placement.mpi.node_transport import STREAM, STREAM_SLOTS
 
@@ -57,7 +57,7 @@ def pong_rollout() -> np.ndarray:
     """The step fields of a rollout of real Pong frames (random actions, the Atari preset):
     what compression meets."""
     from hpcrl.config import load_config
-    from hpcrl.core.envs import make_vector_env
+    from hpcrl.envs.vector import make_vector_env
 
     cfg = load_config(None, ["env.id=PongNoFrameskip-v4", "env.preset=atari",
                              f"env.num_envs={ENVS}"])
@@ -77,7 +77,7 @@ def nature_cnn_params() -> np.ndarray:
     """The flat parameters of the Atari recipe's actor (freshly initialised)."""
     from hpcrl.build import env_spaces, make_actor
     from hpcrl.config import load_config
-    from hpcrl.core.flat import params_to_flat
+    from hpcrl.numerics.flat import params_to_flat
 
     cfg = load_config(None, ["env.id=PongNoFrameskip-v4", "env.preset=atari",
                              "actor.encoder=nature_cnn"])

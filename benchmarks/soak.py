@@ -119,16 +119,16 @@ def sets_for(preset: str, extra: list[str], light: bool = False) -> list[str]:
 
 def describe(preset: str, sets: list[str]) -> Soak:
     """Roles per rank (as `hpcrl plan` lays them out) and the replay's bytes per step."""
+    from hpcrl.algorithms import algorithm_capabilities
     from hpcrl.build import env_spaces
     from hpcrl.config.loader import load_config
-    from hpcrl.core.algorithms import algorithm_capabilities
     from hpcrl.scheme.plan import plan_json
 
     config = load_config(None, sets)
     plan = plan_json(config)
     soak = Soak(preset, [r["role"] for r in plan["ranks"]])
     if algorithm_capabilities(config.algo.name).replay:
-        from hpcrl.roles.replay_learner import make_replay
+        from hpcrl.learning.replay_learner import make_replay
 
         spaces = env_spaces(config)
         replay = make_replay(config, spaces.obs_shape, spaces.action_shape, spaces.discrete,

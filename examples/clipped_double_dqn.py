@@ -30,9 +30,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import hpcrl
-from hpcrl.core.algorithm_keys.dqn import DqnConfig
-from hpcrl.core.compiling import stat_floats
-from hpcrl.core.target import TargetNetwork
+from hpcrl.algorithm_keys.dqn import DqnConfig
+from hpcrl.models.target import TargetNetwork
+from hpcrl.numerics.compiling import stat_floats
 
 
 @dataclass

@@ -30,10 +30,10 @@ from typing import Literal
 import torch
 
 import hpcrl
-from hpcrl.core.algorithms.base import entropy_bonus, value_error
-from hpcrl.core.compiling import stat_floats
-from hpcrl.core.reducer import global_mean_std
-from hpcrl.core.storage import GaeBatch
+from hpcrl.algorithms.base import entropy_bonus, value_error
+from hpcrl.buffers.rollout_storage import GaeBatch
+from hpcrl.numerics.compiling import stat_floats
+from hpcrl.numerics.reducer import global_mean_std
 
 
 @dataclass

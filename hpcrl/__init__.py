@@ -19,19 +19,19 @@ if TYPE_CHECKING:
     import torch
 
 _LAZY = {"make_config": "hpcrl.api", "train": "hpcrl.api", "resume": "hpcrl.api",
-         "TrainResult": "hpcrl.api", "Algorithm": "hpcrl.core.algorithms",
-         "PPO": "hpcrl.core.algorithms", "A2C": "hpcrl.core.algorithms",
-         "IMPALA": "hpcrl.core.algorithms",
-         "RolloutBatch": "hpcrl.core.storage",
-         "RecurrentBatch": "hpcrl.core.storage",
-         "SequenceBatch": "hpcrl.core.vtrace_storage",
-         "Network": "hpcrl.contracts", "Capabilities": "hpcrl.core.algorithms",
-         "OffPolicyAlgorithm": "hpcrl.core.algorithms.offpolicy",
-         "OnPolicyAlgorithm": "hpcrl.core.algorithms",
-         "DQN": "hpcrl.core.algorithms.offpolicy", "SAC": "hpcrl.core.algorithms.offpolicy",
-         "TD3": "hpcrl.core.algorithms.offpolicy", "DDPG": "hpcrl.core.algorithms.offpolicy",
-         "MPO": "hpcrl.core.algorithms.offpolicy", "MPC": "hpcrl.core.algorithms.offpolicy",
-         "ReplayBatch": "hpcrl.core.replay.buffer"}
+         "TrainResult": "hpcrl.api", "Algorithm": "hpcrl.algorithms",
+         "PPO": "hpcrl.algorithms", "A2C": "hpcrl.algorithms",
+         "IMPALA": "hpcrl.algorithms",
+         "RolloutBatch": "hpcrl.buffers.rollout_storage",
+         "RecurrentBatch": "hpcrl.buffers.rollout_storage",
+         "SequenceBatch": "hpcrl.buffers.vtrace_storage",
+         "Network": "hpcrl.contracts", "Capabilities": "hpcrl.algorithms",
+         "OffPolicyAlgorithm": "hpcrl.algorithms.offpolicy",
+         "OnPolicyAlgorithm": "hpcrl.algorithms",
+         "DQN": "hpcrl.algorithms.offpolicy", "SAC": "hpcrl.algorithms.offpolicy",
+         "TD3": "hpcrl.algorithms.offpolicy", "DDPG": "hpcrl.algorithms.offpolicy",
+         "MPO": "hpcrl.algorithms.offpolicy", "MPC": "hpcrl.algorithms.offpolicy",
+         "ReplayBatch": "hpcrl.buffers.replay.buffer"}
 
 
 def load_policy(path: Any, device: Any = "cpu", best: bool = False) -> torch.nn.Module:

@@ -149,7 +149,7 @@ def _stream(console: IO[str] | None | str) -> IO[str] | None:
 
 def _run(cfg: Config, run_dir: Path | None, resume: bool,
          console: IO[str] | None) -> TrainResult:
-    from hpcrl.placement.mpi.job import wants_mpi
+    from hpcrl.placement.job import wants_mpi
     from hpcrl.runtime.run_dir import default_run_dir
     from hpcrl.training import Trainer
 

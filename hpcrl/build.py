@@ -5,28 +5,28 @@ from typing import Any
 
 import torch
 
+from hpcrl.algorithms import algorithm_capabilities, algorithm_class, algorithm_type
+from hpcrl.algorithms.demo_replay import demos_problem
+from hpcrl.algorithms.model_based_checks import model_env_problem
+from hpcrl.algorithms.own_section import own_section
+from hpcrl.buffers.replay.goals import goal_env_problem
+from hpcrl.buffers.rollout import RolloutLayout
+from hpcrl.buffers.rollout_storage import RolloutStorage
+from hpcrl.buffers.vtrace_storage import VTraceStorage
 from hpcrl.config.schema import Config
 from hpcrl.config.validate import sequence_length
 from hpcrl.contracts import make_network
-from hpcrl.core.actor import ActorCritic
-from hpcrl.core.algorithms import algorithm_capabilities, algorithm_class, algorithm_type
-from hpcrl.core.algorithms.own_section import own_section
-from hpcrl.core.demo_replay import demos_problem
-from hpcrl.core.env_backends.envpool import uses_envpool
-from hpcrl.core.env_groups import resolve_groups
-from hpcrl.core.envs import EnvSpaces, UnsupportedEnv, probe_spaces
-from hpcrl.core.memory import memory_state_size
-from hpcrl.core.model_based.checks import model_env_problem
-from hpcrl.core.replay.goals import goal_env_problem
-from hpcrl.core.rollout import RolloutLayout
-from hpcrl.core.storage import RolloutStorage
-from hpcrl.core.vtrace_storage import VTraceStorage
+from hpcrl.envs.backends.envpool import uses_envpool
+from hpcrl.envs.groups import resolve_groups
+from hpcrl.envs.vector import EnvSpaces, UnsupportedEnv, probe_spaces
+from hpcrl.models.actor import ActorCritic
+from hpcrl.models.memory import memory_state_size
 from hpcrl.reference_policies import reference_problem
 
 
 def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
     """A freshly initialised actor-critic of the on-policy ``config.algo.name`` (its class's
-    :meth:`~hpcrl.core.algorithms.base.OnPolicyAlgorithm.policy_for`); the same seed gives
+    :meth:`~hpcrl.algorithms.base.OnPolicyAlgorithm.policy_for`); the same seed gives
     the same weights everywhere."""
     return algorithm_class(config.algo.name).policy_for(spaces, config)
 
@@ -57,7 +57,7 @@ def make_storage(config: Config, spaces: EnvSpaces, device: torch.device | str =
 def demonstrations(config: Config) -> Any | None:
     """The demonstration keys of ``config``'s algorithm (``demos``, ``demos_fraction``,
     ``demos_own``: PPO+D's) when its own section names a file, else None, as its class
-    reads them (:meth:`~hpcrl.core.algorithms.contract.Algorithm.demonstrations`)."""
+    reads them (:meth:`~hpcrl.algorithms.algorithm.Algorithm.demonstrations`)."""
     return algorithm_type(config.algo.name).demonstrations(own_section(config.algo))
 
 

@@ -5,7 +5,7 @@ config (``module:Name``) is checked against them before any rank starts work:
 
 - :class:`Network` (``actor.network``): an encoder of observations into features. The actor
   puts the memory core (``actor.memory``), the MLP trunk and the heads after it.
-- :class:`~hpcrl.core.algorithms.contract.Algorithm` (``algo.name``): a learning rule of
+- :class:`~hpcrl.algorithms.algorithm.Algorithm` (``algo.name``): a learning rule of
   either family. It turns batches into gradients (``compute_gradients``, through its
   ``loss``) and applies them (``apply_gradients``): the split that lets gradient workers and
   updaters live on different ranks; it declares its ``capabilities`` and publishes its
@@ -14,13 +14,13 @@ config (``module:Name``) is checked against them before any rank starts work:
   ``hpcrl.TD3``, ``hpcrl.DDPG``, ``hpcrl.MPO`` or ``hpcrl.OffPolicyAlgorithm``.
   An on-policy algorithm's ``storage`` says what batches it trains on: ``"gae"``
   (rollouts with GAE advantages and returns,
-  :class:`~hpcrl.core.storage.RolloutBatch`, or
-  :class:`~hpcrl.core.storage.RecurrentBatch` for a recurrent actor) or ``"vtrace"``
-  (whole sequences for V-trace, :class:`~hpcrl.core.vtrace_storage.SequenceBatch`).
+  :class:`~hpcrl.buffers.rollout_storage.RolloutBatch`, or
+  :class:`~hpcrl.buffers.rollout_storage.RecurrentBatch` for a recurrent actor) or ``"vtrace"``
+  (whole sequences for V-trace, :class:`~hpcrl.buffers.vtrace_storage.SequenceBatch`).
   ``stat_names`` names the loss terms ``loss`` reports; ``state_dict``/``load_state_dict``
   hold what a checkpoint must (call the base's to keep the optimiser).
 - :class:`Actor`: what algorithms, collectors and evaluation call on the agent's networks
-  (:class:`~hpcrl.core.actor.ActorCritic` is the implementation).
+  (:class:`~hpcrl.models.actor.ActorCritic` is the implementation).
 - :class:`Storage`: how a gradient worker holds an update's rollouts and cuts minibatches.
 - env wrappers (``env.wrappers``): ``Class(env, **kwargs)`` returning a ``gymnasium.Env``,
   usually a ``gymnasium.Wrapper``; the evaluation envs get the same wrappers.

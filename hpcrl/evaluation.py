@@ -16,9 +16,9 @@ import numpy as np
 import torch
 
 from hpcrl.config.schema import Config, EnvConfig
-from hpcrl.core.env_restarts import IN_PLACE, EnvRestartsExhausted, describe_error, fresh_seed
-from hpcrl.core.obs_format import ObsFormat, obs_format
-from hpcrl.core.suites import make_env
+from hpcrl.envs.make import make_env
+from hpcrl.envs.obs_format import ObsFormat, obs_format
+from hpcrl.envs.restarts import IN_PLACE, EnvRestartsExhausted, describe_error, fresh_seed
 
 EVAL_SEED_OFFSET = 1_000_003  # eval episodes never reuse the seeds of training envs
 
@@ -114,7 +114,7 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
     ``console``: where a long evaluation says how far it got. ``on_step(episode, obs,
     action, reward, terminated, truncated)`` sees every step: the observation acted on, the
     env action, and how the step ended its episode (``truncated`` also where it was cut):
-    what :class:`~hpcrl.demos.DemoRecorder` records."""
+    what :class:`~hpcrl.buffers.demos.files.DemoRecorder` records."""
     if episodes <= 0:
         return Episodes([], 0, 0, 0)
     base = (config.seed if seed is None else seed) + EVAL_SEED_OFFSET
@@ -199,7 +199,7 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
 
 
 class EpisodesAgain:
-    """Evaluation's side of envs that come back (:mod:`hpcrl.core.env_restarts`): an
+    """Evaluation's side of envs that come back (:mod:`hpcrl.envs.restarts`): an
     episode whose env raised in step or reset is played again from its start, in an env
     made again and reset with a fresh seed, at most ``env.max_restarts`` times in a row
     (``config``: the env section; 0: the error ends the evaluation)."""

@@ -10,14 +10,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from hpcrl.algorithms import algorithm_capabilities, make_policy
 from hpcrl.config.loader import from_dict
 from hpcrl.config.policy_addons import PolicyAddonsConfig
 from hpcrl.config.rnd import RndConfig
 from hpcrl.config.schema import ActorConfig, Config
-from hpcrl.core.actor import ActorCritic
-from hpcrl.core.algorithms import algorithm_capabilities, make_policy
-from hpcrl.core.envs import EnvSpaces, as_box
-from hpcrl.core.obs_format import box_format, format_from_record
+from hpcrl.envs.obs_format import box_format, format_from_record
+from hpcrl.envs.vector import EnvSpaces, as_box
+from hpcrl.models.actor import ActorCritic
 from hpcrl.plugins import is_import_path
 
 

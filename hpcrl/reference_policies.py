@@ -8,7 +8,7 @@ actor-critic (a replay agent's), a recurrent one (the minibatches hold no state 
 and one whose observation or action space differs from the env's; it runs where training
 starts (:func:`hpcrl.build.env_spaces`), before any rank works. :func:`attach_references`
 then loads them once per learner, on its device, and hands them to the algorithm's add-ons
-(:class:`~hpcrl.core.algorithms.addons.PolicyLossAddons`), which freeze them.
+(:class:`~hpcrl.algorithms.addons.PolicyLossAddons`), which freeze them.
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from typing import Any
 import torch
 
 from hpcrl.config.policy_addons import PolicyAddonsConfig
-from hpcrl.core.actor import ActorCritic
-from hpcrl.core.envs import EnvSpaces
+from hpcrl.envs.vector import EnvSpaces
 from hpcrl.errors import ConfigError
+from hpcrl.models.actor import ActorCritic
 from hpcrl.policy import checkpoint_file
 from hpcrl.policy_records import action_record, actor_from_record
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from hpcrl.buffers.replay.goals import GoalCodec, GoalRewards
+from hpcrl.buffers.replay.her import HerReplayBuffer
 from hpcrl.config.schema import EnvConfig
-from hpcrl.core.obs_format import obs_format
-from hpcrl.core.replay.goals import GoalCodec, GoalRewards
-from hpcrl.core.replay.her import HerReplayBuffer
+from hpcrl.envs.obs_format import obs_format
 from hpcrl.tasks.point_reach import ENV_ID, PointReach
 
 DIM = 2

@@ -6,7 +6,7 @@ import torch
 import hpcrl.evaluation as evaluation
 from hpcrl.build import env_spaces
 from hpcrl.config import from_dict
-from hpcrl.core.actor import ActorCritic
+from hpcrl.models.actor import ActorCritic
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Blackjack-v1"])

@@ -1,5 +1,6 @@
 """The package's layers: no import cycle between hpcrl's subpackages nor between its modules,
-``core`` (the algorithms, networks, storages and envs) imports nothing of the configuration
+the components (``envs``, ``models``, ``buffers``, ``algorithms`` and ``numerics``,
+formerly ``core``) import nothing of the configuration
 (``config``: it names the config sections it reads in annotations only) nor of the
 run-time layer (``runtime``: run directories, checkpoints, signals) nor of what is built on
 them, ``scheme`` (the rank table) imports nothing of ``config`` at run time either, and the
@@ -25,7 +26,7 @@ the algorithms' declared capabilities (an off-policy algorithm refuses a recurre
 preset needs a replay agent) and the scheme's topology (the envs of one update). The config
 is data that every layer reads, so those lookups must not live on the config's data (the
 former ``AlgoConfig.kind``, ``.own`` and ``.capabilities`` properties, which made config
-and core import each other). They live in core (``hpcrl.core.algorithms``:
+and core import each other). They live in core (``hpcrl.algorithms``:
 ``algorithm_kind``, ``algorithm_capabilities``; ``own_section`` beside them), which reads the config
 in annotations only, and the config's checks (``config/validate*.py``, ``checks.py``), the
 layer that turns files into a validated ``Config``, import core and the scheme like any
@@ -54,12 +55,14 @@ from functools import cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "hpcrl"
-# what core may not import: the layers above it
+# the components (envs, models, buffers, algorithms and the numerics below them, formerly
+# core): what they may not import, the layers above them
+CORE = ("envs", "models", "buffers", "algorithms", "numerics")
 ABOVE_CORE = ("config", "runtime", "placement", "learning", "roles", "scheme", "slurm", "comm",
               "experiments", "cli")
 # the top layers, and the subpackages below them that may import neither
 TOP = ("experiments", "cli")
-BELOW_TOP = ("core", "comm", "roles", "learning", "placement", "runtime", "scheme", "config")
+BELOW_TOP = (*CORE, "comm", "roles", "learning", "placement", "runtime", "scheme", "config")
 # what the learner (its loop, replay rule and records) may not import: a transport
 TRANSPORTS = ("hpcrl.placement", "hpcrl.comm._mpi", "mpi4py")
 # the sections of a Config, and how many files outside config/ read a deep config path
@@ -92,7 +95,7 @@ LAZY: dict[tuple[str, str], str] = {
     ("hpcrl.api", "hpcrl"): ENTRY_POINT,
     ("hpcrl.cli", "hpcrl"): ENTRY_POINT,
     ("hpcrl.config.loader", "hpcrl.config.validate"): CONFIG_DATA,
-    ("hpcrl.config.algo_defaults", "hpcrl.core.algorithms"): DECLARED,
+    ("hpcrl.config.algo_defaults", "hpcrl.algorithms"): DECLARED,
     ("hpcrl.scheme.topology", "hpcrl.comm.compression"): LIGHT_SCHEME,
     ("hpcrl.comm._mpi", "mpi4py"): MPI_INIT,
     ("hpcrl.comm.allreduce", "torch.distributed"): DISTRIBUTED,
@@ -317,7 +320,7 @@ def test_the_learner_imports_no_transport():
 
 def test_core_imports_nothing_of_the_layers_above_it():
     edges = import_edges()
-    upward = [why for (a, b), why in edges.items() if a == "core" and b in ABOVE_CORE]
+    upward = [why for (a, b), why in edges.items() if a in CORE and b in ABOVE_CORE]
     assert not upward, upward
 
 
@@ -331,7 +334,7 @@ def test_the_scheme_imports_no_config_at_run_time():
 def test_loading_config_data_loads_no_torch():
     # the reason CONFIG_DATA gives, as the interpreter sees it
     probe = ("import sys, hpcrl.config.schema, hpcrl.scheme.topology, hpcrl.runtime.run_dir\n"
-             "print(sorted(m for m in ('torch', 'gymnasium', 'hpcrl.core.algorithms') "
+             "print(sorted(m for m in ('torch', 'gymnasium', 'hpcrl.algorithms') "
              "if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=120, cwd=PACKAGE.parent)
@@ -341,16 +344,19 @@ def test_loading_config_data_loads_no_torch():
 
 def test_importing_all_of_core_loads_no_layer_above_it():
     # what the source check above says, as the interpreter sees it
-    probe = ("import importlib, pkgutil, sys, hpcrl.core as core\n"
-             "for m in pkgutil.walk_packages(core.__path__, 'hpcrl.core.'):\n"
-             "    importlib.import_module(m.name)\n"
+    probe = ("import importlib, pkgutil, sys\n"
+             f"for name in {CORE}:\n"
+             "    package = importlib.import_module('hpcrl.' + name)\n"
+             "    prefix = package.__name__ + '.'\n"
+             "    for m in pkgutil.walk_packages(package.__path__, prefix):\n"
+             "        importlib.import_module(m.name)\n"
              "print(' '.join(sorted({n.split('.')[1] for n in sys.modules\n"
              "                       if n.startswith('hpcrl.') and n.count('.') >= 1})))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=120, cwd=PACKAGE.parent)
     assert done.returncode == 0, done.stderr[-2000:]
     loaded = set(done.stdout.split())
-    assert "core" in loaded and not loaded & set(ABOVE_CORE), loaded
+    assert set(CORE) <= loaded and not loaded & set(ABOVE_CORE), loaded
 
 
 def test_nothing_below_the_top_layers_imports_them():
@@ -418,8 +424,8 @@ def test_an_import_inside_a_function_makes_an_edge(tmp_path):
     tree = ast.parse("def f():\n    from hpcrl.cli import main\n")
     node = tree.body[0].body[0]
     assert isinstance(node, ast.ImportFrom)
-    assert _names(node, "hpcrl.core.x", False)[0] == "hpcrl.cli"
+    assert _names(node, "hpcrl.models.x", False)[0] == "hpcrl.cli"
     assert any(not imp.top for imp in all_imports())
-    assert list(_loaded("hpcrl.core.algorithms.ppo", "hpcrl.config.schema")) == [
+    assert list(_loaded("hpcrl.algorithms.ppo", "hpcrl.config.schema")) == [
         "hpcrl.config", "hpcrl.config.schema"]
     assert list(_loaded("hpcrl.config.loader", "hpcrl.config.schema")) == ["hpcrl.config.schema"]

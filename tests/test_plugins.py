@@ -11,9 +11,9 @@ import yaml
 from click.testing import CliRunner
 
 import hpcrl
+from hpcrl.algorithms import algorithm_kind
 from hpcrl.cli import main
 from hpcrl.config.loader import ConfigError
-from hpcrl.core.algorithms import algorithm_kind
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 

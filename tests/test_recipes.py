@@ -1,6 +1,6 @@
 """Every recipe in examples/ loads as it is, takes any env of its family on top, and the
 pixel recipes train end to end on a tiny budget (the env suites' recipes: MiniGrid's learns
-in tests/test_env_suites.py, DeepMind Control's trains and resumes there)."""
+in tests/envs/test_env_suites.py, DeepMind Control's trains and resumes there)."""
 from __future__ import annotations
 
 import importlib.util
@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from hpcrl.build import env_spaces, make_actor
 from hpcrl.cli import main
 from hpcrl.config.loader import load_config
-from hpcrl.core.env_suites.registry import suite_of
+from hpcrl.envs.suites.registry import suite_of
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))  # custom_components.yaml's classes (PYTHONPATH=examples)

@@ -117,7 +117,7 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
                  as_json: bool, device: str, video: str | None, record_path: str | None,
                  best: bool, max_episode_steps: int | None) -> None:
     """Run the trained policy of RUN_DIR (or a checkpoint file) deterministically."""
-    from hpcrl.demos import DemoRecorder
+    from hpcrl.buffers.demos.files import DemoRecorder
     from hpcrl.evaluation import evaluate, success_note, truncation_note
     from hpcrl.experiments.video import record
     from hpcrl.policy import load_policy_and_config

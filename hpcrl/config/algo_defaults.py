@@ -52,7 +52,7 @@ REPLAY_KEYS = ("replay.buffer_size", "replay.batch_size", "replay.learning_start
 def builtin_sections() -> dict[str, type]:
     """The built-ins' own sections, ``algo.<name>`` -> the dataclass of its keys, as their
     classes declare them (core's registry)."""
-    from hpcrl.core.algorithms import builtin_sections as declared
+    from hpcrl.algorithms import builtin_sections as declared
 
     return declared()
 
@@ -60,7 +60,7 @@ def builtin_sections() -> dict[str, type]:
 def _defaults_of(name: str) -> Mapping[str, Any]:
     """The defaults ``algo.name`` runs with, as its class declares them; none for an
     unknown name or a plug-in that cannot be imported (the config check reports it)."""
-    from hpcrl.core.algorithms import algorithm_defaults
+    from hpcrl.algorithms import algorithm_defaults
 
     try:
         return algorithm_defaults(name)
@@ -94,7 +94,7 @@ def algorithm_kind_of(data: Mapping[str, Any]) -> str | None:
 def algorithm_type_of(name: str) -> Any:
     """The class of ``algo.name`` in core's registry, built in or a plug-in; None for an
     unknown name or a plug-in that cannot be imported (the config check reports it)."""
-    from hpcrl.core.algorithms import algorithm_type
+    from hpcrl.algorithms import algorithm_type
 
     try:
         return algorithm_type(name)
@@ -118,7 +118,7 @@ def builtin_kind(name: str) -> str | None:
         return name
     # a plug-in's base is its class's (core's registry): imported for a plug-in only, so
     # that importing config's data stays light
-    from hpcrl.core.algorithms import algorithm_kind
+    from hpcrl.algorithms import algorithm_kind
 
     try:
         return algorithm_kind(name)

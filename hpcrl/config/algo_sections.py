@@ -6,7 +6,7 @@ Keys that every algorithm of a family reads stay in the shared sections (``algo.
 algorithm's section, whose field defaults are that algorithm's standard values. Each
 algorithm's class names its section and the dataclass of its keys (``PPO.section = "ppo"``,
 ``PPO.section_keys = PpoConfig``; the built-ins' dataclasses live in
-:mod:`hpcrl.core.algorithm_keys`, which imports no torch, and are named here too for the
+:mod:`hpcrl.algorithm_keys`, which imports no torch, and are named here too for the
 schema). A run reads the section its algorithm's class declares (``section_name()``: a
 plug-in subclass of ``hpcrl.TD3`` takes its settings from ``algo.td3``, unless it declares
 a section of its own, whose keys the loader builds from the class's ``section_keys``). A
@@ -23,14 +23,14 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from hpcrl.algorithm_keys.dqn import DqnConfig
+from hpcrl.algorithm_keys.impala import ImpalaConfig
+from hpcrl.algorithm_keys.mpc import MpcConfig
+from hpcrl.algorithm_keys.mpo import MpoConfig
+from hpcrl.algorithm_keys.ppo import PpoConfig
+from hpcrl.algorithm_keys.sac import SacConfig
+from hpcrl.algorithm_keys.td3 import DdpgConfig, Td3Config
 from hpcrl.config.algo_defaults import builtin_sections
-from hpcrl.core.algorithm_keys.dqn import DqnConfig
-from hpcrl.core.algorithm_keys.impala import ImpalaConfig
-from hpcrl.core.algorithm_keys.mpc import MpcConfig
-from hpcrl.core.algorithm_keys.mpo import MpoConfig
-from hpcrl.core.algorithm_keys.ppo import PpoConfig
-from hpcrl.core.algorithm_keys.sac import SacConfig
-from hpcrl.core.algorithm_keys.td3 import DdpgConfig, Td3Config
 
 __all__ = ["FLAT_NAMES", "DdpgConfig", "DqnConfig", "ImpalaConfig", "MpcConfig", "MpoConfig",
            "PpoConfig", "SacConfig", "Td3Config", "move_flat_keys", "unread_section_problem"]

@@ -1,15 +1,15 @@
 """The message-making primitives every config check uses: one wording for a bound, for a key
 that nothing reads (both shared with the algorithms' own range rules,
-:mod:`hpcrl.core.algorithms.key_rules`), for a feature that needs a feedforward actor, and
+:mod:`hpcrl.algorithms.key_rules`), for a feature that needs a feedforward actor, and
 for the algorithms that offer a capability."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from hpcrl.algorithms import algorithms_with as named
+from hpcrl.algorithms.capabilities import Capabilities
+from hpcrl.algorithms.key_rules import in_unit, positive, unread
 from hpcrl.config.schema import Config
-from hpcrl.core.algorithms import algorithms_with as named
-from hpcrl.core.algorithms.capabilities import Capabilities
-from hpcrl.core.algorithms.key_rules import in_unit, positive, unread
 
 __all__ = ["algorithms_with", "in_unit", "positive", "recomputed_from_observations", "unread"]
 

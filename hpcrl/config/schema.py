@@ -87,7 +87,7 @@ class EnvConfig:
         "'sync' steps the envs in the collector's process (best for cheap envs such as "
         "CartPole); 'async' runs each env in its own subprocess (for expensive envs).", "sync")
     backend: str = doc(
-        "Who steps a collector's envs, a registered backend (hpcrl.core.env_backends; "
+        "Who steps a collector's envs, a registered backend (hpcrl.envs.backends; "
         "another name is refused naming the known ones): 'gymnasium' (Python envs, "
         "env.vectorization says "
         "where), 'envpool' (EnvPool's C++ thread pool, for the Atari, MuJoCo and "

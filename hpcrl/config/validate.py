@@ -9,6 +9,12 @@ import importlib.util
 import math
 from collections.abc import Callable
 
+from hpcrl.algorithms import (
+    ALGORITHMS,
+    algorithm_capabilities,
+    algorithm_type,
+    check_algorithm_kwargs,
+)
 from hpcrl.config.algo_sections import unread_section_problem
 from hpcrl.config.checks import algorithms_with, in_unit, positive, unread
 from hpcrl.config.schema import Config
@@ -22,14 +28,8 @@ from hpcrl.config.validate_collection import check_compile, check_env_groups
 from hpcrl.config.validate_restarts import check_env_restarts
 from hpcrl.config.validate_sections import section_problems
 from hpcrl.contracts import network_factory
-from hpcrl.core.algorithms import (
-    ALGORITHMS,
-    algorithm_capabilities,
-    algorithm_type,
-    check_algorithm_kwargs,
-)
-from hpcrl.core.envs import env_problem
-from hpcrl.core.suites import wrapper_factory, wrapper_specs
+from hpcrl.envs.make import wrapper_factory, wrapper_specs
+from hpcrl.envs.vector import env_problem
 from hpcrl.plugins import PluginError, check_kwargs, is_import_path
 from hpcrl.scheme.topology import (
     envs_per_gradient_step,

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from hpcrl.algorithms import algorithm_capabilities
+from hpcrl.algorithms.demo_replay import demo_slots
 from hpcrl.config.checks import (
     algorithms_with,
     in_unit,
@@ -17,8 +19,6 @@ from hpcrl.config.checks import (
 )
 from hpcrl.config.policy_addons import KL_MODES, KL_POLICY_KEYS
 from hpcrl.config.schema import Config
-from hpcrl.core.algorithms import algorithm_capabilities
-from hpcrl.core.demo_replay import demo_slots
 from hpcrl.scheme.topology import collecting_ranks
 
 
@@ -55,7 +55,7 @@ def check_rnd(c: Config) -> list[str]:
 def check_demos(c: Config) -> list[str]:
     """PPO+D's keys: a PPO agent with a feedforward actor, replay slots that leave every
     collector a real env, no demos_* key without algo.ppo.demos. The file itself is checked when
-    training starts (:func:`hpcrl.core.demo_replay.demos_problem`), so a run whose file has
+    training starts (:func:`hpcrl.algorithms.demo_replay.demos_problem`), so a run whose file has
     moved still evaluates."""
     a = c.algo.ppo
     if not a.demos:

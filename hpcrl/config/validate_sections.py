@@ -6,10 +6,10 @@ PPO+D's demonstration keys are checked with the feature
 (:func:`hpcrl.config.validate_addons.check_demos`)."""
 from __future__ import annotations
 
+from hpcrl.algorithms import ALGORITHMS, algorithm_capabilities, algorithm_type
+from hpcrl.algorithms.key_rules import rule_problems
 from hpcrl.config.checks import algorithms_with
 from hpcrl.config.schema import Config
-from hpcrl.core.algorithms import ALGORITHMS, algorithm_capabilities, algorithm_type
-from hpcrl.core.algorithms.key_rules import rule_problems
 
 
 def section_problems(c: Config) -> list[str]:

@@ -8,7 +8,7 @@ and the next state. Because the noise travels with the request, a sampled action
 only on the collector's streams and the weights, never on where it was computed or beside
 which other requests (see :mod:`hpcrl.placement.mpi.inference_rank`).
 
-Each request and reply is a fixed-size named-field record (:mod:`hpcrl.core.records`) of
+Each request and reply is a fixed-size named-field record (:mod:`hpcrl.numerics.records`) of
 an :class:`ActingSpec`, and one pair of them, with what signals that one side may read, is
 a *slot*. Two transports carry a slot, behind one pair of ends (:class:`ClientEnd` for the
 collector, :class:`ServerEnd` for whoever computes the actions):
@@ -35,7 +35,7 @@ import numpy as np
 
 from hpcrl.comm.buffers import Poll
 from hpcrl.comm.channel import Channel
-from hpcrl.core.records import Record, RecordLayout
+from hpcrl.numerics.records import Record, RecordLayout
 
 STEP, VALUE, ACT, BYE = 1, 2, 3, 4  # what a request asks for (BYE: the collector has left)
 
@@ -126,7 +126,7 @@ class ActingSpec:
 
 def actor_critic_spec(actor: Any, obs_shape: tuple[int, ...], obs_dtype: str,
                       action_shape: tuple[int, ...]) -> ActingSpec:
-    """The spec of an actor-critic's steps (:class:`~hpcrl.core.actor.ActorCritic`)."""
+    """The spec of an actor-critic's steps (:class:`~hpcrl.models.actor.ActorCritic`)."""
     return ActingSpec(tuple(obs_shape), str(np.dtype(obs_dtype)),
                       tuple(actor.distribution.noise_shape()),
                       actor.state_size if actor.recurrent else 0, tuple(action_shape),

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hpcrl.core.replay.transitions import Transitions
+from hpcrl.buffers.replay.transitions import Transitions
 from hpcrl.roles.collector import Collector
 
 

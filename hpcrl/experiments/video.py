@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from hpcrl.config.schema import Config
-from hpcrl.core.env_noise import headless_rendering
+from hpcrl.envs.noise import headless_rendering
 from hpcrl.errors import ExplainedError
 from hpcrl.evaluation import evaluate
 

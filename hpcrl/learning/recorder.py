@@ -3,7 +3,7 @@
 :class:`RunRecorder` writes ``config.yaml``, one ``progress.csv`` row per update (mirrored to
 TensorBoard, W&B and the console), the checkpoint dict, the evaluations during training
 (:mod:`~hpcrl.learning.periodic_eval`) and the final evaluation. The serial
-:class:`~hpcrl.training.Trainer` and the MPI :class:`~hpcrl.placement.mpi.leader.Leader`
+:class:`~hpcrl.training.Trainer` and the MPI :class:`~hpcrl.placement.leader.Leader`
 both record through it, so a column, a checkpoint key or the evaluation line means the same
 thing whatever ran the updates.
 """
@@ -20,7 +20,7 @@ from torch import nn
 
 from hpcrl.config.loader import dump_yaml, to_dict
 from hpcrl.config.schema import Config
-from hpcrl.core.envs import EnvSpaces
+from hpcrl.envs.vector import EnvSpaces
 from hpcrl.evaluation import evaluate, success_note, truncation_note
 from hpcrl.learning.periodic_eval import PeriodicEvaluator
 from hpcrl.policy_records import policy_record

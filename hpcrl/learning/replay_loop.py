@@ -29,8 +29,8 @@ from typing import Any, Protocol
 
 from hpcrl.config.schema import Config
 from hpcrl.exchange.weights import WeightsSync
+from hpcrl.learning.replay_learner import ReplayLearner
 from hpcrl.roles.protocol import Report, ReportLayout
-from hpcrl.roles.replay_learner import ReplayLearner
 
 
 class ChunkSource(Protocol):

@@ -19,21 +19,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
-from hpcrl.comm.faults import watches_for_revocation
-from hpcrl.config.schema import Config
-from hpcrl.core.algorithms import (
+from hpcrl.algorithms import (
     action_space_problem,
     algorithm_type,
 )
+from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
+from hpcrl.comm.faults import watches_for_revocation
+from hpcrl.config.schema import Config
 from hpcrl.errors import ConfigError
 from hpcrl.learning.replay_loop import UpdateFigures
+from hpcrl.placement.job import RankJob, build_job
+from hpcrl.placement.leader import Leader
 from hpcrl.placement.mpi.collector_rank import CollectorRank
 from hpcrl.placement.mpi.inference_rank import InferenceRank
-from hpcrl.placement.mpi.job import MpiJob, build_job
 from hpcrl.placement.mpi.job_control import collector_state_for
 from hpcrl.placement.mpi.launcher import resume_command, stop_message
-from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.learner_rank import LearnerRank
 from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
 from hpcrl.placement.mpi.spares import SparePool, SpareRank
@@ -55,7 +55,7 @@ class JobRun:
     job and the run directory every rank agreed on."""
 
     ranked: Any
-    job: MpiJob
+    job: RankJob
     run: RunDir
     console: IO[str] | None = None
     watch: Any = None  # the failure watch, where one runs
@@ -149,12 +149,12 @@ class JobRun:
         return lambda: f"after {leader.updates} updates ({leader.env_steps} env steps)"
 
 
-def _default_run_dir(job: MpiJob) -> Path:
+def _default_run_dir(job: RankJob) -> Path:
     """The default run directory of ``job``'s run: named by its algorithm and env."""
     return default_run_dir(job.config.algo.name, job.config.env.id)
 
 
-def _choose_run_dir(job: MpiJob, requested: Path | None, resume: bool
+def _choose_run_dir(job: RankJob, requested: Path | None, resume: bool
                     ) -> tuple[Path | None, str | None]:
     """Rank 0's choice: the requested directory or the default, made absolute (ranks may
     start in other directories), created; or why it cannot be used."""
@@ -173,7 +173,7 @@ def _choose_run_dir(job: MpiJob, requested: Path | None, resume: bool
     return path, None
 
 
-def agree_run_dir(job: MpiJob, requested: Path | None, resume: bool = False) -> RunDir:
+def agree_run_dir(job: RankJob, requested: Path | None, resume: bool = False) -> RunDir:
     """The run directory of every rank: rank 0 picks it (``requested``, or the default
     ``runs/<algo>-<env>-<time>``) and sends it to all; exits every rank with status 2, rank 0
     saying why, when a fresh run would overwrite one. A job of one process takes the
@@ -192,7 +192,7 @@ def agree_run_dir(job: MpiJob, requested: Path | None, resume: bool = False) -> 
     return RunDir(Path(path))
 
 
-def resume_state(job: MpiJob, run: RunDir) -> dict[str, Any]:
+def resume_state(job: RankJob, run: RunDir) -> dict[str, Any]:
     """The checkpoint to resume from, in today's form. Under MPI every rank exits with
     status 2, rank 0 saying why, when there is none or it was written by another world
     size; one process raises :class:`~hpcrl.runtime.checkpoint.CheckpointError`."""
@@ -274,7 +274,7 @@ def run_job(config: Config, run_dir: Path | None, resume: bool = False,
     return prepare(config, run_dir, resume, console, world).train()
 
 
-def _say_start(job: MpiJob, run: RunDir, console: IO[str]) -> None:
+def _say_start(job: RankJob, run: RunDir, console: IO[str]) -> None:
     """Rank 0's start-up lines: what trains where, and how the job's exchanges go."""
     config, size = job.config, job.world.Get_size()
     who = "" if size == 1 else f"rank 0 of {size}: "
@@ -285,7 +285,7 @@ def _say_start(job: MpiJob, run: RunDir, console: IO[str]) -> None:
             print(f"hpcrl: {note}", file=console, flush=True)
 
 
-def make_role(job: MpiJob, state: dict[str, Any] | None, console: IO[str] | None,
+def make_role(job: RankJob, state: dict[str, Any] | None, console: IO[str] | None,
               run: RunDir) -> Any:
     """This rank's role object: a collector, an inference rank, or a learner (rank 0's
     with the job's leader)."""
@@ -317,7 +317,7 @@ def stat_names(config: Config) -> tuple[str, ...]:
                                                            config.algo.addons)
 
 
-def _action_space_check(job: MpiJob) -> None:
+def _action_space_check(job: RankJob) -> None:
     """The algorithm must act in the env: every rank of a job exits with status 2 where it
     cannot; one process raises a ConfigError."""
     problem = action_space_problem(job.config.algo.name, job.spaces, job.config.env.id)

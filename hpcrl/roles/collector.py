@@ -3,7 +3,7 @@
 The loop (:meth:`Collector.collect`) is the same for every algorithm: show the policy the
 observations, step the envs with the actions it chose, note final observations and
 episode ends, check what the envs returned, count the steps. The envs come in groups that
-take turns (``scheme.env_groups``, :mod:`hpcrl.core.env_groups`): each group's actions are
+take turns (``scheme.env_groups``, :mod:`hpcrl.envs.groups`): each group's actions are
 asked for (:meth:`Filler.request`) as soon as its observations are there and taken
 (:meth:`Filler.take`) only when the group steps next, so that where acting runs elsewhere
 (an inference rank) one group's actions are computed while another group steps, and where
@@ -32,8 +32,8 @@ import gymnasium as gym
 import numpy as np
 from torch import nn
 
-from hpcrl.core.env_groups import EnvGroup, EnvGroups
-from hpcrl.core.obs_format import obs_format
+from hpcrl.envs.groups import EnvGroup, EnvGroups
+from hpcrl.envs.obs_format import obs_format
 from hpcrl.roles.env_core import CollectionFacts, EnvCore, StepFacts, restart_ledger
 from hpcrl.roles.messages import Weights
 from hpcrl.roles.rollout_filler import RolloutFiller
@@ -41,11 +41,11 @@ from hpcrl.roles.transition_filler import COLLECT_STREAM, TransitionFiller
 from hpcrl.runtime.finite import check_env_rows, check_env_steps
 
 if TYPE_CHECKING:  # annotations only
+    from hpcrl.buffers.replay.transitions import Transitions
+    from hpcrl.buffers.rollout import Rollout
     from hpcrl.config.schema import Config, EnvConfig
-    from hpcrl.core.acting import PolicyEngine
-    from hpcrl.core.actor import ActorCritic
-    from hpcrl.core.replay.transitions import Transitions
-    from hpcrl.core.rollout import Rollout
+    from hpcrl.models.acting import PolicyEngine
+    from hpcrl.models.actor import ActorCritic
 
 StopCheck = Callable[[int], bool]
 BufferT = TypeVar("BufferT")

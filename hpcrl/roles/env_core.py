@@ -2,7 +2,7 @@
 
 Both collectors (rollouts for the on-policy learners, transition chunks for the replay ones)
 step envs that are global indices ``env_offset ..`` of the job's ``total_envs``, in groups
-that take turns (:class:`~hpcrl.core.env_groups.EnvGroups`: one group unless
+that take turns (:class:`~hpcrl.envs.groups.EnvGroups`: one group unless
 ``scheme.env_groups`` asks for more).
 What they share lives here, once: the seeded first reset, each env's own random generator
 (seeded by the job's seed, a stream of the collector's kind and the env's global index, so
@@ -22,12 +22,12 @@ import numpy as np
 import torch
 
 from hpcrl.config.schema import EnvConfig
-from hpcrl.core.env_groups import EnvGroup, EnvGroups
-from hpcrl.core.env_restarts import REPLACED, RestartLedger, fresh_seed, restart_marks
-from hpcrl.core.env_state import from_plain, to_plain
-from hpcrl.core.envs import env_seeds, restore_vector_env_state, vector_env_state
-from hpcrl.core.obs_format import ObsFormat
-from hpcrl.core.suites import game_episodes
+from hpcrl.envs.groups import EnvGroup, EnvGroups
+from hpcrl.envs.make import game_episodes
+from hpcrl.envs.obs_format import ObsFormat
+from hpcrl.envs.restarts import REPLACED, RestartLedger, fresh_seed, restart_marks
+from hpcrl.envs.state import from_plain, to_plain
+from hpcrl.envs.vector import env_seeds, restore_vector_env_state, vector_env_state
 
 
 @dataclass
@@ -53,7 +53,7 @@ class StepFacts:
     final_obs: np.ndarray | None
     # the envs whose episode a failure cut at this step (None: none): their step is no
     # transition, their final observation the last one they gave
-    # (:mod:`hpcrl.core.env_restarts`)
+    # (:mod:`hpcrl.envs.restarts`)
     cut: np.ndarray | None = None
 
     @property
@@ -155,7 +155,7 @@ class EnvCore:
                       ) -> np.ndarray | None:
         """The envs of ``group`` whose episode a failure cut in its step ``t`` of this
         collection (a mask of the group's envs, None when none), every env made again
-        counted (:class:`~hpcrl.core.env_restarts.RestartLedger`: past its bound it
+        counted (:class:`~hpcrl.envs.restarts.RestartLedger`: past its bound it
         raises, naming the env)."""
         cut, made = restart_marks(info, group.size)
         for env, why in made:
@@ -165,7 +165,7 @@ class EnvCore:
     def end_episodes(self, group: EnvGroup, done: np.ndarray, info: dict[str, Any],
                      cut: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The game's return and length of every env of ``group`` (0 where none ended: see
-        :func:`~hpcrl.core.suites.game_episodes`) for the episodes ``done`` ended; their
+        :func:`~hpcrl.envs.make.game_episodes`) for the episodes ``done`` ended; their
         trackers start again. An episode ``cut`` by a failure is no episode of the game
         (length 0, as a lost life)."""
         cols = group.cols

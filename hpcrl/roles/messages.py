@@ -1,12 +1,12 @@
 """Messages between roles: flat buffers that any transport can carry, with no per-tensor parts.
 
-- :class:`~hpcrl.core.rollout.Rollout`: collector -> gradient worker.
+- :class:`~hpcrl.buffers.rollout.Rollout`: collector -> gradient worker.
 - :class:`Gradient`: gradient worker -> updater (a flat gradient tensor on the learner's
   device plus a host info record).
 - :class:`Weights`: updater -> gradient workers and collectors (a header record with the
   job-control command, the version and the module's buffers; then the parameters).
 
-Every fixed-size part is a named-field record (:mod:`hpcrl.core.records`).
+Every fixed-size part is a named-field record (:mod:`hpcrl.numerics.records`).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.core.flat import (
+from hpcrl.numerics.flat import (
     buffers_to_flat,
     flat_to_buffers,
     flat_to_params,
@@ -25,12 +25,12 @@ from hpcrl.core.flat import (
     num_params,
     params_to_flat,
 )
-from hpcrl.core.moments import MomentsRecord, moments_layout
-from hpcrl.core.normalization import Moments
-from hpcrl.core.records import Record, RecordLayout
+from hpcrl.numerics.moments import MomentsRecord, moments_layout
+from hpcrl.numerics.normalization import Moments
+from hpcrl.numerics.records import Record, RecordLayout
 
 if TYPE_CHECKING:
-    from hpcrl.core.actor import ActorCritic
+    from hpcrl.models.actor import ActorCritic
 
 # commands a weights message carries to collectors (bit flags)
 COLLECT, STOP, CHECKPOINT, PREEMPTED = 0, 1, 2, 4

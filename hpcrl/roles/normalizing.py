@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from hpcrl.core.actor import ActorCritic
-from hpcrl.core.normalization import Moments, Normalizer
+from hpcrl.models.actor import ActorCritic
+from hpcrl.numerics.normalization import Moments, Normalizer
 
 if TYPE_CHECKING:  # annotations only
     from hpcrl.config.schema import EnvConfig

@@ -1,6 +1,6 @@
 """What crosses ranks besides the role messages: tags, the per-update report and control.
 
-Every per-update message is a fixed-size named-field record (:mod:`hpcrl.core.records`)
+Every per-update message is a fixed-size named-field record (:mod:`hpcrl.numerics.records`)
 crossing as one numpy buffer, so nothing on the hot path is pickled. Only checkpoint-time
 collector states (a few kB, once per checkpoint) are.
 """
@@ -28,7 +28,7 @@ def acting_tags(group: int) -> tuple[int, int]:
 
 
 # control decided by the leader after each update: the collectors' command bits
-from hpcrl.core.records import Record, RecordLayout, scalar_fields  # noqa: E402
+from hpcrl.numerics.records import Record, RecordLayout, scalar_fields  # noqa: E402
 from hpcrl.roles.messages import CHECKPOINT, COLLECT, PREEMPTED, STOP  # noqa: E402,F401
 
 REPORT_FIELDS = ("env_steps", "episodes", "return_sum", "length_sum", "policy_lag",

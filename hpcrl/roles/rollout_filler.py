@@ -1,4 +1,4 @@
-"""What an on-policy collection makes of its steps: a :class:`~hpcrl.core.rollout.Rollout`.
+"""What an on-policy collection makes of its steps: a :class:`~hpcrl.buffers.rollout.Rollout`.
 
 The one collection loop (:class:`hpcrl.roles.collector.Collector`) steps the envs; this
 filler chooses each step's actions with the actor-critic's engine and writes what the
@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from hpcrl.algorithms.demo_replay import DemoSlots
+from hpcrl.buffers.rollout import Rollout
 from hpcrl.config.schema import EnvConfig
-from hpcrl.core.acting import PolicyEngine, make_engine
-from hpcrl.core.actor import ActorCritic
-from hpcrl.core.demo_replay import DemoSlots
-from hpcrl.core.env_groups import EnvGroup
-from hpcrl.core.envs import as_box
-from hpcrl.core.rollout import Rollout
+from hpcrl.envs.groups import EnvGroup
+from hpcrl.envs.vector import as_box
+from hpcrl.models.acting import PolicyEngine, make_engine
+from hpcrl.models.actor import ActorCritic
 from hpcrl.roles.env_core import CollectionFacts, EnvCore, StepFacts
 from hpcrl.roles.normalizing import NormalizingTransform
 
@@ -31,7 +31,7 @@ from hpcrl.roles.normalizing import NormalizingTransform
 class RolloutFiller:
     """Fills rollouts of ``core``'s envs with ``actor``'s actions.
 
-    ``engine`` evaluates the policy (default: :func:`~hpcrl.core.acting.make_engine` of
+    ``engine`` evaluates the policy (default: :func:`~hpcrl.models.acting.make_engine` of
     ``actor``; an inference rank's remote engine in a scheme with inference ranks, where
     ``actor`` then only keeps the normalisers that arrive with the weights). ``config`` (the
     ``env`` section) and ``gamma`` set the normalising transform between the envs and the
@@ -52,7 +52,7 @@ class RolloutFiller:
         self.env_dtype = space.dtype if actor.integer_actions and not actor.discrete else None
         self.gamma = gamma
         self.engine = engine if engine is not None else make_engine(actor)
-        # PPO+D's replay slots (hpcrl.core.demo_replay), when the envs have them (one group:
+        # PPO+D's replay slots (hpcrl.algorithms.demo_replay), when the envs have them (one group:
         # the config refuses demonstrations with several)
         only = core.envs.only
         self.replay: DemoSlots | None = only if isinstance(only, DemoSlots) else None
@@ -189,7 +189,7 @@ class RolloutFiller:
 
     def finish(self, steps: int, raw_obs: np.ndarray, facts: CollectionFacts) -> Rollout:
         """Close the rollout after ``steps`` steps: ``next_values`` per
-        :func:`hpcrl.returns.gae`'s contract, the normaliser moments of the raw
+        :func:`hpcrl.buffers.returns.gae`'s contract, the normaliser moments of the raw
         observations, and its header."""
         rollout = self.rollout
         assert rollout is not None

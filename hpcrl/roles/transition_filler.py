@@ -5,7 +5,7 @@ filler explores as its algorithm does: uniformly random actions while the job ha
 fewer than ``replay.learning_starts`` env steps; then epsilon-greedy (DQN), sampling from the
 squashed Gaussian (SAC), the deterministic action plus exploration noise (TD3, DDPG) or
 planning over the newest world model (MPC, whose plans and planning noise each env keeps:
-:class:`~hpcrl.core.model_based.acting.PlanningEngine`). Every random draw of env ``i`` of
+:class:`~hpcrl.models.model_based.acting.PlanningEngine`). Every random draw of env ``i`` of
 the job comes from its own generators seeded by ``(seed, i)``, so the transitions do not
 depend on how envs are spread over processes.
 Steps pass through an n-step window; finished windows become the chunk's rows.
@@ -22,20 +22,20 @@ import numpy as np
 import torch
 from torch import nn
 
+from hpcrl.algorithms import algorithm_type
+from hpcrl.algorithms.own_section import epsilon_keys, own_section
+from hpcrl.buffers.replay.nstep import NStepWindow
+from hpcrl.buffers.replay.transitions import TransitionLayout, Transitions
 from hpcrl.config.algo_sections import DdpgConfig, DqnConfig
 from hpcrl.config.schema import Config
-from hpcrl.core.acting import GreedyQEngine, OffPolicyEngine, SquashedGaussianEngine, make_engine
-from hpcrl.core.algorithms import algorithm_type
-from hpcrl.core.algorithms.own_section import epsilon_keys, own_section
-from hpcrl.core.env_groups import EnvGroup
-from hpcrl.core.envs import as_discrete
-from hpcrl.core.epsilon import collector_epsilon, linear_epsilon
-from hpcrl.core.exploration import make_noise, standard_normal
-from hpcrl.core.flat import contiguous_parameters
-from hpcrl.core.model_based.acting import PlanningEngine
-from hpcrl.core.model_based.policy import PlanningPolicy
-from hpcrl.core.replay.nstep import NStepWindow
-from hpcrl.core.replay.transitions import TransitionLayout, Transitions
+from hpcrl.envs.groups import EnvGroup
+from hpcrl.envs.vector import as_discrete
+from hpcrl.models.acting import GreedyQEngine, OffPolicyEngine, SquashedGaussianEngine, make_engine
+from hpcrl.models.epsilon import collector_epsilon, linear_epsilon
+from hpcrl.models.exploration import make_noise, standard_normal
+from hpcrl.models.model_based.acting import PlanningEngine
+from hpcrl.models.model_based.policy import PlanningPolicy
+from hpcrl.numerics.flat import contiguous_parameters
 from hpcrl.roles.env_core import CollectionFacts, EnvCore, StepFacts
 
 COLLECT_STREAM = 0x0FF  # per-env generators, apart from the on-policy collector's
@@ -307,7 +307,7 @@ class TransitionFiller:
         streams (hindsight replay; with 1-step windows a step's rows are every env's not
         ``cut``, in env order), else nothing. The flags: 1 where the row's episode ended,
         2 where it starts an episode after a cut one
-        (:meth:`~hpcrl.core.replay.her.HerReplay.add`)."""
+        (:meth:`~hpcrl.buffers.replay.her.HerReplay.add`)."""
         if not chunk.layout.streams:
             return ()
         if self.window.n != 1:

@@ -80,7 +80,7 @@ def check_loadable(state: dict[str, Any], path: Path) -> None:
             f"refusing to write checkpoint '{path}': {bad} would not load back with "
             f"torch.load(weights_only=True); only tensors, None, bool, int, float, complex, str, "
             f"bytes and lists, tuples, sets and dicts of them can be saved. This is a bug in the "
-            f"code that captured that value (encode it with hpcrl.core.env_state.to_plain); "
+            f"code that captured that value (encode it with hpcrl.envs.state.to_plain); "
             f"please report it")
 
 

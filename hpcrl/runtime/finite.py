@@ -1,14 +1,14 @@
 """Non-finite values (NaN, inf) never reach the weights or a checkpoint.
 
 One module for the concern at run time (the gradient's part is the algorithms', in
-:mod:`hpcrl.core.gradient_guard`), so the serial and the MPI placements call the same code:
+:mod:`hpcrl.numerics.gradient_guard`), so the serial and the MPI placements call the same code:
 
 - :func:`check_env_steps`: the collectors check what their envs returned, once per rollout
   or transition chunk, on the buffers already in hand (one vectorised ``isfinite``); a
   non-finite observation or reward stops the run naming the env (its index on the
   collector and its global index) and its step. Env data is never skipped: the env is
   broken, and dropping its data would only hide that.
-- :class:`~hpcrl.core.gradient_guard.GradientGuard` (in ``core``, where the algorithms
+- :class:`~hpcrl.numerics.gradient_guard.GradientGuard` (in ``core``, where the algorithms
   that use it live): the algorithms check their loss terms (python floats they report
   anyway) and the norm of each flat gradient they apply. ``train.on_nonfinite`` decides:
   ``stop`` raises, ``skip_update`` drops that gradient step and counts it.

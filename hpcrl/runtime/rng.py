@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hpcrl.core.env_state import from_plain, to_plain
+from hpcrl.envs.state import from_plain, to_plain
 
 
 def seed_everything(seed: int) -> None:

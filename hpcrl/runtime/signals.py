@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from hpcrl.core.child_signals import STOP_SIGNALS
+from hpcrl.envs.child_signals import STOP_SIGNALS
 
 EXIT_PREEMPTED = 3
 

@@ -5,9 +5,9 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from hpcrl.core.algorithms import algorithm_capabilities, algorithm_type
-from hpcrl.core.algorithms.own_section import epsilon_keys, own_section
-from hpcrl.core.epsilon import collector_epsilon
+from hpcrl.algorithms import algorithm_capabilities, algorithm_type
+from hpcrl.algorithms.own_section import epsilon_keys, own_section
+from hpcrl.models.epsilon import collector_epsilon
 from hpcrl.scheme.presets import PRESETS
 from hpcrl.scheme.topology import (
     INFERENCE,

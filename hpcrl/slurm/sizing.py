@@ -19,7 +19,7 @@ from typing import Any
 
 from hpcrl.config.loader import ConfigError, load_config, merge, parse_overrides, read_yaml
 from hpcrl.config.schema import Config, EnvConfig, SchemeConfig, TrainConfig
-from hpcrl.core.env_backends.envpool import uses_envpool
+from hpcrl.envs.backends.envpool import uses_envpool
 from hpcrl.scheme import INFERENCE, PRESETS, RankRole, apply_preset, describe
 from hpcrl.scheme.plan import rank_table
 

@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.demos import DemoRecorder
+from hpcrl.buffers.demos.files import DemoRecorder
 
 
 class Corridor(gym.Env):
@@ -58,7 +58,7 @@ class Corridor(gym.Env):
 
 def record_walk(path: str, episodes: int = 1, length: int = 40) -> int:
     """Write ``episodes`` demonstrations of the scripted walk to the end (always right) in
-    the format of :mod:`hpcrl.demos` (what ``algo.ppo.demos`` reads); returns the rows
+    the format of :mod:`hpcrl.buffers.demos.files` (what ``algo.ppo.demos`` reads); returns the rows
     written."""
     recorder = DemoRecorder(episodes)
     env = Corridor(length)

@@ -11,7 +11,7 @@ from hpcrl.comm import SelfComm
 from hpcrl.comm.channel import LocalChannel, MpiChannel, channel_for
 from hpcrl.comm.compression import make_codec
 from hpcrl.config import from_dict
-from hpcrl.core.envs import make_vector_env
+from hpcrl.envs.vector import make_vector_env
 from hpcrl.exchange.streams import StreamIn, StreamOut
 from hpcrl.placement.mpi.latest_weights import LatestWeights, ParamsReceiver
 from hpcrl.roles.collector import rollout_collector

@@ -2,7 +2,7 @@
 import os
 
 from hpcrl.cli import main
-from hpcrl.roles.gradient_worker import GradientWorker
+from hpcrl.learning.gradient_worker import GradientWorker
 
 _original = GradientWorker.gradients
 

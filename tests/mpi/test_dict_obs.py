@@ -12,8 +12,8 @@ from mpirun import column, train
 
 import hpcrl
 from hpcrl.config import from_dict
-from hpcrl.core.encoders import DictEncoder, ImpalaResNet, make_encoder
-from hpcrl.core.obs_format import format_from_record, obs_format
+from hpcrl.envs.obs_format import format_from_record, obs_format
+from hpcrl.models.encoders import DictEncoder, ImpalaResNet, make_encoder
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer, resume_config
 

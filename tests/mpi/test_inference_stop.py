@@ -15,8 +15,8 @@ from mpirun import FAST
 
 from hpcrl.comm import world_comm
 from hpcrl.config import from_dict
+from hpcrl.placement.job import build_job
 from hpcrl.placement.mpi.inference_rank import InferenceRank
-from hpcrl.placement.mpi.job import build_job
 from hpcrl.placement.mpi.latest_weights import send_weights
 from hpcrl.placement.mpi.remote_acting import RemoteEngine, RemoteLinks, acting_spec, client_ends
 from hpcrl.roles.messages import STOP, Weights

@@ -9,7 +9,7 @@ from mpirun import column, shared_dir, train
 from test_mpi_equivalence import two_ranks_then_one
 
 from hpcrl.config import from_dict
-from hpcrl.core.flat import params_to_flat
+from hpcrl.numerics.flat import params_to_flat
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
 

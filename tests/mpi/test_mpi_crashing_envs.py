@@ -4,7 +4,7 @@ own (0.0005 a step, 0.005 a reset). An asynchronous PPO job of 3 collector ranks
 MPI's ULFM, and a synchronous DD-PPO job of 2 ranks under MPICH (env restarts only: a
 synchronous scheme cannot lose a rank), each finish their budget on CartPole with every
 collector live, every crash survived, and the policy learnt. The serial job is in
-tests/test_crashing_envs.py.
+tests/envs/test_crashing_envs.py.
 """
 from __future__ import annotations
 

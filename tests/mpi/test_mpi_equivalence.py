@@ -4,7 +4,7 @@ import torch
 from mpirun import FAST, ROUNDING_SAFE_ADAM, rows, shared_dir, train
 
 from hpcrl.config import from_dict
-from hpcrl.core.flat import params_to_flat
+from hpcrl.numerics.flat import params_to_flat
 from hpcrl.placement.job_run import train_mpi
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer

@@ -10,7 +10,7 @@ import torch
 from mpirun import FAST, ROOT, ROUNDING_SAFE_ADAM, rows, run, shared_dir
 
 from hpcrl.config import from_dict
-from hpcrl.core.flat import params_to_flat
+from hpcrl.numerics.flat import params_to_flat
 from hpcrl.placement.job_run import train_mpi
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
@@ -64,7 +64,7 @@ def eval_return(run_dir: Path) -> float:
 def test_the_recipes_walk_the_corridor_on_every_kind_of_scheme(tmp_path, n, sets, recipe):
     """The recipe as it is (run from the checkout, where its demonstration file lies), the
     scheme on top: every evaluation episode reaches the end, which plain PPO never does in
-    this budget (tests/test_rnd.py)."""
+    this budget (tests/models/test_rnd.py)."""
     done = run(n, ["train", RECIPES[recipe], "--run-dir", str(tmp_path / "run")],
                FAST + sets + ["train.eval_episodes=5"], timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -6,7 +6,7 @@ import torch
 from mpirun import ROUNDING_SAFE_ADAM, column, shared_dir, train
 
 from hpcrl.config import from_dict
-from hpcrl.core.flat import params_to_flat
+from hpcrl.numerics.flat import params_to_flat
 from hpcrl.placement.job_run import train_mpi
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "examples"))  # the components, for the in-process
 from test_mpi_equivalence import two_ranks_then_one
 from user_script import TINY, run_script, runs, write_script
 
-from hpcrl.core.flat import params_to_flat
+from hpcrl.numerics.flat import params_to_flat
 
 LAB = ["algo.name=custom_components:KLPenaltyPPO", "algo.kwargs={target_kl: 0.02}",
        "actor.network=custom_components:SquashEncoder", "actor.hidden_sizes=[64]",

@@ -11,7 +11,7 @@ from mpirun import column, train
 
 import hpcrl
 from hpcrl.config import from_dict
-from hpcrl.core.distributions import CategoricalActions, MultiCategoricalActions
+from hpcrl.models.distributions import CategoricalActions, MultiCategoricalActions
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer
 

@@ -8,8 +8,8 @@ from mpirun import FAST, ROUNDING_SAFE_ADAM, run, shared_dir
 
 from hpcrl.comm.node_memory import NodeMemory, node_peers
 from hpcrl.config import from_dict
-from hpcrl.core.flat import params_to_flat
 from hpcrl.exchange.acting import MessageServerSlot, MessageSlot, SharedServerSlot, SharedSlot
+from hpcrl.numerics.flat import params_to_flat
 from hpcrl.placement.job_run import train_mpi
 
 SYNC = [*FAST, ROUNDING_SAFE_ADAM, "scheme.preset=a2c", "env.num_envs=4", "algo.num_steps=16",

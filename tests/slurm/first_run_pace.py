@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 
 # read once per process, not kept on the wrapper: a resume restores every wrapper's attributes
-# from the checkpoint (hpcrl.core.env_state), so one set in the first run would come back
+# from the checkpoint (hpcrl.envs.state), so one set in the first run would come back
 FIRST_RUN = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0) == 0
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from hpcrl.algorithms import make_policy
+from hpcrl.algorithms.demo_replay import collector_envs
 from hpcrl.comm.channel import Channel
-from hpcrl.core.algorithms import make_policy
-from hpcrl.core.demo_replay import collector_envs
-from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.placement.job import RankJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING, stream_out
 from hpcrl.placement.mpi.remote_acting import (
@@ -70,7 +70,7 @@ class PreemptListener:
 class CollectorRank:
     """Holds this rank's envs and a policy copy; talks only to its gradient worker."""
 
-    def __init__(self, job: MpiJob, resume_state: dict[str, Any] | None,
+    def __init__(self, job: RankJob, resume_state: dict[str, Any] | None,
                  incarnation: int = 0) -> None:
         cfg = job.config
         self.job, self.channel = job, job.channel

@@ -6,7 +6,7 @@ where the gradient goes and where the new weights come from, which is the route'
 
 * :class:`AllReduced` (``scheme.update=decentral``, and a one-process run): the workers
   average it in place (all-reduce, none with one worker) and every worker applies it with
-  its own optimiser (:class:`~hpcrl.roles.updater.Updater`);
+  its own optimiser (:class:`~hpcrl.learning.updater.Updater`);
 * :class:`ToCentralUpdater` (``scheme.update=central``, synchronous): the workers' gradients
   are summed onto the updater rank, which applies their mean and broadcasts the weights;
 * :class:`ToAsyncUpdater` (``scheme.gradients=async``, A3C): each gradient is sent to the
@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from hpcrl.comm import MpiAllreducer, make_allreducer, sum_host_array_
 from hpcrl.comm.collectives import any_rank, bcast_, gather_rows, reduce_sum_
-from hpcrl.core.reducer import Reducer
 from hpcrl.learning.loop import UpdateControl
-from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.learning.updater import Updater
+from hpcrl.numerics.reducer import Reducer
+from hpcrl.placement.job import RankJob
+from hpcrl.placement.leader import Leader
 from hpcrl.placement.mpi.job_control import JobControl, write_checkpoint
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
-from hpcrl.placement.mpi.leader import Leader
 from hpcrl.roles.messages import Gradient, Weights
 from hpcrl.roles.protocol import (
     CHECKPOINT,
@@ -43,12 +44,11 @@ from hpcrl.roles.protocol import (
     Report,
     ReportLayout,
 )
-from hpcrl.roles.updater import Updater
 
 if TYPE_CHECKING:
-    from hpcrl.core.algorithms.base import OnPolicyAlgorithm
+    from hpcrl.algorithms.base import OnPolicyAlgorithm
+    from hpcrl.learning.gradient_worker import GradientWorker
     from hpcrl.placement.mpi.rollout_updates import RolloutUpdates
-    from hpcrl.roles.gradient_worker import GradientWorker
 
 UPDATER_RANK = 0  # an updater, where the scheme has one, is rank 0
 
@@ -60,7 +60,7 @@ class AllReduced:
     shares_actor = True  # its own envs may act with the learner's actor as it is (CPU)
     resumes_update_count = True
 
-    def __init__(self, job: MpiJob, algorithm: OnPolicyAlgorithm,
+    def __init__(self, job: RankJob, algorithm: OnPolicyAlgorithm,
                  leader: Leader | None) -> None:
         self.job, self.leader = job, leader
         numel = sum(p.numel() for p in algorithm.actor.parameters())
@@ -128,7 +128,7 @@ class ToCentralUpdater:
     shares_actor = True
     resumes_update_count = True
 
-    def __init__(self, job: MpiJob, algorithm: OnPolicyAlgorithm,
+    def __init__(self, job: RankJob, algorithm: OnPolicyAlgorithm,
                  leader: Leader | None) -> None:
         self.job, self.leader = job, leader
         self.weights = Weights.empty_like(algorithm.actor)
@@ -179,7 +179,7 @@ class ToAsyncUpdater:
     shares_actor = False  # weights arrive from the updater into a copy
     resumes_update_count = False  # its updates are its own, not the job's rows
 
-    def __init__(self, job: MpiJob, algorithm: OnPolicyAlgorithm,
+    def __init__(self, job: RankJob, algorithm: OnPolicyAlgorithm,
                  leader: Leader | None) -> None:
         self.job, self.channel = job, job.channel
         self.weights = Weights.empty_like(algorithm.actor)
@@ -250,7 +250,7 @@ class ToAsyncUpdater:
 GradientRoute = AllReduced | ToCentralUpdater | ToAsyncUpdater
 
 
-def route_for(job: MpiJob, algorithm: OnPolicyAlgorithm,
+def route_for(job: RankJob, algorithm: OnPolicyAlgorithm,
               leader: Leader | None) -> GradientRoute:
     """The route of ``job``'s scheme (``scheme.gradients``, ``scheme.update``)."""
     s = job.config.scheme
@@ -261,7 +261,7 @@ def route_for(job: MpiJob, algorithm: OnPolicyAlgorithm,
     return AllReduced(job, algorithm, leader)
 
 
-def statistics_reducer(job: MpiJob, allreducer: Any) -> Reducer | None:
+def statistics_reducer(job: RankJob, allreducer: Any) -> Reducer | None:
     """How the minibatch statistics of several gradient workers are summed: the gradients'
     all-reducer where it runs on a GPU (NCCL), MPI over the workers otherwise; none with one
     worker."""
@@ -272,7 +272,7 @@ def statistics_reducer(job: MpiJob, allreducer: Any) -> Reducer | None:
     return MpiAllreducer(job.gradient)
 
 
-def starved_learners(job: MpiJob, starved: bool) -> bool:
+def starved_learners(job: RankJob, starved: bool) -> bool:
     """Whether a learner of ``job`` lost every collector (``starved``: this one did), agreed
     by all learner ranks, which then skip the update's gradient steps together (they take
     them in lock step). Only a job that survives lost collectors can starve; elsewhere a
@@ -280,7 +280,7 @@ def starved_learners(job: MpiJob, starved: bool) -> bool:
     return job.survives and any_rank(job.learners, starved)
 
 
-def gathered_checkpoint(job: MpiJob, leader: Leader | None, updates: RolloutUpdates,
+def gathered_checkpoint(job: RankJob, leader: Leader | None, updates: RolloutUpdates,
                         command: int, publish: Any, learner_state: Any) -> None:
     """Publish the weights carrying ``command``; on CHECKPOINT, gather every learner's
     collector states on rank 0 first, which writes them (with ``learner_state``, this

@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from hpcrl.algorithms import make_policy
 from hpcrl.comm.faults import DEAD, LOST, is_peer_failure
-from hpcrl.core.acting import make_engine
-from hpcrl.core.algorithms import make_policy
 from hpcrl.exchange.acting import BYE, VALUE, ServerEnd, serve_until
-from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.models.acting import make_engine
+from hpcrl.placement.job import RankJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING
 from hpcrl.placement.mpi.remote_acting import acting_spec, server_ends
@@ -34,7 +34,7 @@ from hpcrl.roles.messages import PREEMPTED, STOP, Weights
 from hpcrl.roles.protocol import TAG_WEIGHTS
 
 
-def serving_engine(job: MpiJob) -> tuple[Any, Any]:
+def serving_engine(job: RankJob) -> tuple[Any, Any]:
     """The module an inference rank holds and the engine that evaluates it: the actor-critic
     on the rank's device, or an off-policy agent's acting policy (numpy, on the CPU)."""
     if job.off_policy:
@@ -47,7 +47,7 @@ def serving_engine(job: MpiJob) -> tuple[Any, Any]:
 class InferenceRank:
     """Serves its collectors' requests with the newest weights of its gradient worker."""
 
-    def __init__(self, job: MpiJob) -> None:
+    def __init__(self, job: RankJob) -> None:
         self.job, self.channel = job, job.channel
         self.worker = job.workers[job.role.group]
         self.collectors = list(job.role.feeds)

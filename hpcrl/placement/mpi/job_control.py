@@ -1,7 +1,7 @@
 """What every learner rank of a job shares with rank 0: the update's decision and the
 checkpoint it writes.
 
-Rank 0 is the job's leader (:class:`~hpcrl.placement.mpi.leader.Leader`): it records every
+Rank 0 is the job's leader (:class:`~hpcrl.placement.leader.Leader`): it records every
 learner's report of an update and decides whether the job goes on, checkpoints or stops
 (:class:`JobControl`), and it writes the checkpoint with the states of every collector
 (:func:`write_checkpoint`), whichever learner rank or updater it is.
@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from hpcrl.comm.collectives import bcast_, gather_rows
-from hpcrl.placement.mpi.collector_states import collect_states
-from hpcrl.placement.mpi.job import MpiJob
-from hpcrl.placement.mpi.leader import Leader
+from hpcrl.placement.collector_states import collect_states
+from hpcrl.placement.job import RankJob
+from hpcrl.placement.leader import Leader
 from hpcrl.roles.protocol import CONTROL_LAYOUT, Control, Report
 
 
@@ -33,7 +33,7 @@ class JobControl:
     every learner's report gathered on rank 0, whose leader records the update and decides;
     the decision broadcast to every learner rank."""
 
-    def __init__(self, job: MpiJob, leader: Leader | None) -> None:
+    def __init__(self, job: RankJob, leader: Leader | None) -> None:
         self.job, self.leader = job, leader
 
     def decide(self, report: Report) -> Control:
@@ -47,7 +47,7 @@ class JobControl:
         return control
 
 
-def write_checkpoint(job: MpiJob, leader: Leader, actor: Any, learner_state: Any,
+def write_checkpoint(job: RankJob, leader: Leader, actor: Any, learner_state: Any,
                      gathered: list[list[dict[str, Any]]], version: int,
                      idle: Callable[[], Any] | None = None) -> None:
     """Rank 0: add the dedicated collectors' states (answers to the weights message of

@@ -4,7 +4,7 @@ A learner rank holds the job's algorithm and learns update by update in the one 
 (:func:`~hpcrl.learning.loop.run_learner`), whatever the placement (one process, or a rank
 of an MPI job), the scheme, or the family. What differs between the families is the data
 path that feeds the algorithm, and the algorithm declares it by what it learns from
-(:attr:`~hpcrl.core.algorithms.capabilities.Capabilities.learns_from`, looked up in
+(:attr:`~hpcrl.algorithms.capabilities.Capabilities.learns_from`, looked up in
 :data:`DATA_PATHS`, not branched on):
 
 * ``"rollouts"`` (PPO, A2C, IMPALA, plug-ins on the on-policy base):
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from hpcrl.core.algorithms import algorithm_capabilities
-from hpcrl.core.compiling import compile_loss
-from hpcrl.core.reducer import ReducerSlot
+from hpcrl.algorithms import algorithm_capabilities
 from hpcrl.learning.loop import UpdateControl, run_learner
-from hpcrl.placement.mpi.job import MpiJob
-from hpcrl.placement.mpi.leader import Leader
+from hpcrl.numerics.compiling import compile_loss
+from hpcrl.numerics.reducer import ReducerSlot
+from hpcrl.placement.job import RankJob
+from hpcrl.placement.leader import Leader
 from hpcrl.placement.mpi.replay_updates import ReplayUpdates
 from hpcrl.placement.mpi.rollout_updates import RolloutUpdates
 from hpcrl.roles.protocol import Control, Report
@@ -71,7 +71,7 @@ class LearnerRank:
     """A learner rank of any scheme and either family (see the module): the algorithm, its
     data path, and the learner loop over them."""
 
-    def __init__(self, job: MpiJob, resume: dict[str, Any] | None,
+    def __init__(self, job: RankJob, resume: dict[str, Any] | None,
                  leader: Leader | None) -> None:
         self.job, self.leader = job, leader
         # minibatch statistics cross the gradient workers through a reducer that the data

@@ -7,7 +7,7 @@ when MPI says it is dead (an ``ERR_PROC_FAILED`` from one of its requests, or th
 :class:`~hpcrl.comm.faults.FailureWatch`), or when the learner has waited for its next
 message longer than ``scheme.collector_timeout_s``.
 
-Where the MPI survives a lost rank (:attr:`MpiJob.survives`), the learner drops what the
+Where the MPI survives a lost rank (:attr:`RankJob.survives`), the learner drops what the
 lost collector had in flight and goes on with the others; a hung one is killed first when
 it shares the learner's node, so that MPI counts it dead and the job's end does not wait for
 it. Elsewhere a lost collector ends the job at once, its rank, role and host named: a hung

@@ -23,32 +23,32 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
+from hpcrl.algorithms import make_policy
 from hpcrl.comm.node_memory import NodeMemory, NodePeers, aligned, node_peers, shm_free_bytes
-from hpcrl.core.algorithms import make_policy
 from hpcrl.exchange.streams import STREAM_SLOTS, StreamIn, StreamOut
 from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
 from hpcrl.placement.mpi.remote_acting import acting_spec
 from hpcrl.scheme import COLLECTOR
 
 if TYPE_CHECKING:
-    from hpcrl.placement.mpi.job import MpiJob
+    from hpcrl.placement.job import RankJob
 
 STREAM, ACTING = "stream", "acting"
 
 
-def stream_bytes(job: MpiJob) -> int:
+def stream_bytes(job: RankJob) -> int:
     """Bytes of one step buffer of what a collector streams (its float32 words x 4)."""
     return job.stream_layout().data_size * 4
 
 
-def acting_bytes(job: MpiJob) -> int:
+def acting_bytes(job: RankJob) -> int:
     """Bytes of a collector's acting slots, one per group of its envs."""
     spec = acting_spec(job, acting_module(job))
     groups = job.env_groups
     return groups * spec.slot_words(job.config.env.num_envs // groups) * 4
 
 
-def acting_module(job: MpiJob) -> Any:
+def acting_module(job: RankJob) -> Any:
     """The module whose acting a collector's inference rank runs (on the CPU, for shapes):
     the actor-critic, or an off-policy agent's acting policy."""
     if job.off_policy:
@@ -56,7 +56,7 @@ def acting_module(job: MpiJob) -> Any:
     return job.new_actor()
 
 
-def collector_regions(job: MpiJob, peers: NodePeers) -> dict[str, int]:
+def collector_regions(job: RankJob, peers: NodePeers) -> dict[str, int]:
     """The regions this rank owns: a collector's for each exchange whose peer shares its
     node (nothing for any other role)."""
     role = job.role
@@ -70,7 +70,7 @@ def collector_regions(job: MpiJob, peers: NodePeers) -> dict[str, int]:
     return regions
 
 
-def straddling(job: MpiJob, peers: NodePeers) -> str | None:
+def straddling(job: RankJob, peers: NodePeers) -> str | None:
     """Why ``scheme.transport=shared`` cannot hold for this rank (a peer of its exchanges on
     another node), or None."""
     role = job.role
@@ -85,26 +85,26 @@ def straddling(job: MpiJob, peers: NodePeers) -> str | None:
     return None
 
 
-def _region(job: MpiJob, owner: int, name: str) -> Any:
+def _region(job: RankJob, owner: int, name: str) -> Any:
     """``owner``'s region ``name`` of the node's window, or None (messages carry it)."""
     return None if job.memory is None else job.memory.region(owner, name)
 
 
-def stream_out(job: MpiJob, layout: Any, synchronous: bool = False) -> StreamOut:
+def stream_out(job: RankJob, layout: Any, synchronous: bool = False) -> StreamOut:
     """A collector's end of its stream to its learner: in its region of the node's window
     where it has one, else as messages through the job's channel and codec."""
     return StreamOut(job.channel, job.workers[job.role.group], layout, job.codec,
                      _region(job, job.rank, STREAM), job.memory, synchronous, job.rank)
 
 
-def stream_in(job: MpiJob, source: int, layout: Any) -> StreamIn:
+def stream_in(job: RankJob, source: int, layout: Any) -> StreamIn:
     """A learner's end of collector ``source``'s stream (in that collector's region of the
     node's window where it has one, else as messages)."""
     return StreamIn(job.channel, source, layout, job.codec, _region(job, source, STREAM),
                     job.memory)
 
 
-def uses_exchanges(job: MpiJob) -> bool:
+def uses_exchanges(job: RankJob) -> bool:
     """Whether any rank of the job collects for another through shared memory (the same
     answer on every rank). A job that survives lost collectors takes messages under
     ``transport=auto``: Open MPI does not promise its shared windows work after a rank died,
@@ -115,7 +115,7 @@ def uses_exchanges(job: MpiJob) -> bool:
     return job.world.Get_size() > 1 and any(r.role == COLLECTOR for r in job.table)
 
 
-def open_node_memory(job: MpiJob) -> NodeMemory | None:
+def open_node_memory(job: RankJob) -> NodeMemory | None:
     """The node's shared window with this job's regions, or None when messages carry every
     exchange. Collective over the world (every rank calls it in :func:`build_job`); every
     rank exits with status 2 when ``transport=shared`` cannot hold somewhere."""
@@ -166,7 +166,7 @@ def _exchanges(streams: list[int], acts: list[int]) -> str:
     return " and ".join(parts)
 
 
-def transport_note(job: MpiJob, owned: list[tuple[str, ...]], total_bytes: int) -> str:
+def transport_note(job: RankJob, owned: list[tuple[str, ...]], total_bytes: int) -> str:
     """One line for the leader to print: which collectors' exchanges go through shared
     memory and which as messages (their peer on another node, or no room in /dev/shm)."""
     collectors = [r for r in job.table if r.role == COLLECTOR]

@@ -21,10 +21,6 @@ import numpy as np
 
 from hpcrl.comm.channel import Channel
 from hpcrl.comm.node_memory import NodeMemory
-from hpcrl.core.acting import Step
-from hpcrl.core.actor import ActorCritic
-from hpcrl.core.policies import SquashedGaussianPolicy
-from hpcrl.core.qnetwork import QNetwork
 from hpcrl.exchange.acting import (
     ACT,
     STEP,
@@ -39,11 +35,15 @@ from hpcrl.exchange.acting import (
     actor_critic_spec,
     policy_spec,
 )
+from hpcrl.models.acting import Step
+from hpcrl.models.actor import ActorCritic
+from hpcrl.models.continuous_policies import SquashedGaussianPolicy
+from hpcrl.models.qnetwork import QNetwork
 from hpcrl.roles.protocol import acting_tags
 
 
 def acting_spec(job: Any, module: Any) -> ActingSpec:
-    """The spec of ``module``'s acting in ``job`` (an :class:`~hpcrl.placement.mpi.job.MpiJob`):
+    """The spec of ``module``'s acting in ``job`` (an :class:`~hpcrl.placement.job.RankJob`):
     built the same way by a collector and its inference rank, so their records match."""
     if isinstance(module, ActorCritic):
         layout = job.layout()
@@ -117,7 +117,7 @@ class RemoteLinks:
 
 
 class RemoteEngine:
-    """A :class:`~hpcrl.core.acting.PolicyEngine` whose forward runs on an inference rank.
+    """A :class:`~hpcrl.models.acting.PolicyEngine` whose forward runs on an inference rank.
 
     ``sync`` does nothing: the inference rank holds the weights, and serves a request only
     once it has the version the collector was told to collect with."""
@@ -169,7 +169,7 @@ class RemoteEngine:
 
 
 class RemotePolicyEngine:
-    """An off-policy engine's acting (:mod:`hpcrl.core.acting`) run on an inference rank."""
+    """An off-policy engine's acting (:mod:`hpcrl.models.acting`) run on an inference rank."""
 
     def __init__(self, links: RemoteLinks) -> None:
         self.links = links

@@ -28,23 +28,23 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from hpcrl.core.algorithms import OffPolicyAlgorithm, make_policy
-from hpcrl.core.demo_replay import collector_envs
-from hpcrl.core.flat import has_flat_parameters
-from hpcrl.core.reducer import ReducerSlot
+from hpcrl.algorithms import OffPolicyAlgorithm, make_policy
+from hpcrl.algorithms.demo_replay import collector_envs
 from hpcrl.exchange.chunks_in_process import ChunksInProcess
 from hpcrl.exchange.weights import CopyInProcess, SharedInPlace, WeightsSync
 from hpcrl.learning.loop import UpdateControl
+from hpcrl.learning.replay_learner import ReplayLearner, make_replay
 from hpcrl.learning.replay_loop import ChunkSource, ReplayLoop, UpdateFigures
+from hpcrl.numerics.flat import has_flat_parameters
+from hpcrl.numerics.reducer import ReducerSlot
+from hpcrl.placement.job import RankJob
+from hpcrl.placement.leader import Leader
 from hpcrl.placement.mpi.inbox import CollectorInbox
-from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.job_control import JobControl
 from hpcrl.placement.mpi.latest_weights import LatestWeights
-from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.takeovers import Takeovers
 from hpcrl.roles.collector import transition_collector
 from hpcrl.roles.protocol import CHECKPOINT, TAG_STATE, Control, Report
-from hpcrl.roles.replay_learner import ReplayLearner, make_replay
 from hpcrl.roles.transition_filler import chunk_layout
 from hpcrl.runtime.cpu import retain_freed_memory
 
@@ -54,7 +54,7 @@ class ReplayUpdates:
     learner rank is rank 0, the leader: config validation asks for
     ``scheme.gradient_workers=1`` and no updater rank, so the rank table puts it first."""
 
-    def __init__(self, job: MpiJob, resume: dict[str, Any] | None, leader: Leader | None,
+    def __init__(self, job: RankJob, resume: dict[str, Any] | None, leader: Leader | None,
                  algorithm: OffPolicyAlgorithm, reducer: ReducerSlot) -> None:
         cfg, spaces = job.config, job.spaces
         assert leader is not None  # the job's one learner rank is rank 0

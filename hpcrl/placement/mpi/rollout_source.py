@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from hpcrl.algorithms.demo_replay import collector_envs
+from hpcrl.buffers.rollout import Rollout
 from hpcrl.comm.faults import is_peer_failure
-from hpcrl.core.actor import ActorCritic
-from hpcrl.core.demo_replay import collector_envs
-from hpcrl.core.rollout import Rollout
 from hpcrl.exchange.weights import CopyInProcess, SharedInPlace, WeightsSync
+from hpcrl.models.actor import ActorCritic
+from hpcrl.placement.job import RankJob
 from hpcrl.placement.mpi.inbox import CollectorInbox
-from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.latest_weights import BroadcastWeights, LatestWeights
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch, LostCollectorError
 from hpcrl.placement.mpi.node_transport import stream_in
@@ -37,7 +37,7 @@ from hpcrl.roles.messages import STOP
 from hpcrl.roles.protocol import TAG_DONE, TAG_PREEMPT
 
 
-def _preempting(job: MpiJob) -> bool:
+def _preempting(job: RankJob) -> bool:
     p = job.config.scheme.preemption
     return p.fraction_workers < 1.0 or p.fraction_samples < 1.0
 
@@ -46,7 +46,7 @@ class OwnEnvs:
     """The worker's own envs, stepped in its process; with ``actor`` (the learner's, on the
     CPU) the collector acts with the learner's weights as they are, without a copy."""
 
-    def __init__(self, job: MpiJob, resume_state: dict[str, Any] | None,
+    def __init__(self, job: RankJob, resume_state: dict[str, Any] | None,
                  actor: ActorCritic | None = None) -> None:
         cfg = job.config
         self.job = job
@@ -121,7 +121,7 @@ class OwnEnvs:
 class SyncCollectors:
     """One rollout per update from each collector rank, with straggler preemption."""
 
-    def __init__(self, job: MpiJob) -> None:
+    def __init__(self, job: RankJob) -> None:
         self.job, self.channel = job, job.channel
         self.collectors = job.my_collectors
         self.subscribers = job.my_subscribers  # inference ranks, then the collectors
@@ -203,7 +203,7 @@ class AsyncCollectors:
     where they landed: a collector's rollout is held (its next receive not posted) until the
     update that trains on it is done."""
 
-    def __init__(self, job: MpiJob) -> None:
+    def __init__(self, job: RankJob) -> None:
         self.job, self.channel = job, job.channel
         self.collectors = job.my_collectors
         self.layout = job.layout()

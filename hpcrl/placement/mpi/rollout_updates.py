@@ -6,7 +6,7 @@ The data path of an algorithm that learns from rollouts (the families' other one
 1. the update's rollouts come from the rank's own envs or its collectors (its rollout
    source: :class:`~hpcrl.placement.mpi.rollout_source.OwnEnvs`, ``SyncCollectors``,
    ``AsyncCollectors``) into a storage that holds one update (GAE or V-trace);
-2. the gradient worker (:class:`~hpcrl.roles.gradient_worker.GradientWorker`) reads it in
+2. the gradient worker (:class:`~hpcrl.learning.gradient_worker.GradientWorker`) reads it in
    the algorithm's minibatch epochs, one gradient per minibatch;
 3. each gradient takes the scheme's route (:mod:`~hpcrl.placement.mpi.gradient_routes`):
    averaged and applied here, summed onto a central updater, or sent to an asynchronous one;
@@ -20,21 +20,21 @@ from typing import Any
 
 import numpy as np
 
+from hpcrl.algorithms.base import OnPolicyAlgorithm
 from hpcrl.build import make_storage
 from hpcrl.config.validate import minibatches_per_epoch
-from hpcrl.core.algorithms.base import OnPolicyAlgorithm
-from hpcrl.core.reducer import ReducerSlot
+from hpcrl.learning.gradient_worker import GradientWorker
 from hpcrl.learning.loop import UpdateControl
+from hpcrl.numerics.reducer import ReducerSlot
+from hpcrl.placement.job import RankJob
+from hpcrl.placement.leader import Leader
 from hpcrl.placement.mpi.gradient_routes import GradientRoute, route_for
-from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.job_control import collector_state_for
-from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
-from hpcrl.roles.gradient_worker import GradientWorker
 from hpcrl.roles.protocol import STOP, Control, Report, ReportLayout
 
 
-def rollout_source(job: MpiJob, resume: dict[str, Any] | None,
+def rollout_source(job: RankJob, resume: dict[str, Any] | None,
                    shared: Any = None) -> OwnEnvs | SyncCollectors | AsyncCollectors:
     """Where a gradient worker's rollouts come from: its own envs (acting with ``shared``,
     the learner's very actor, where given), or its collectors, synchronous or not
@@ -49,7 +49,7 @@ def rollout_source(job: MpiJob, resume: dict[str, Any] | None,
 class RolloutUpdates:
     """A gradient worker's updates on the rollouts of each update (see the module)."""
 
-    def __init__(self, job: MpiJob, resume: dict[str, Any] | None, leader: Leader | None,
+    def __init__(self, job: RankJob, resume: dict[str, Any] | None, leader: Leader | None,
                  algorithm: OnPolicyAlgorithm, reducer: ReducerSlot) -> None:
         cfg = job.config
         self.job, self.algorithm = job, algorithm

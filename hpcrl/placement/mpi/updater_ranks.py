@@ -19,17 +19,18 @@ from typing import Any, cast
 
 import numpy as np
 
+from hpcrl.algorithms.base import OnPolicyAlgorithm
 from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
 from hpcrl.config.validate import minibatches_per_epoch
-from hpcrl.core.algorithms.base import OnPolicyAlgorithm
 from hpcrl.learning.loop import run_learner
+from hpcrl.learning.updater import Updater
+from hpcrl.placement.job import RankJob
+from hpcrl.placement.leader import Leader
 from hpcrl.placement.mpi.gradient_routes import starved_learners
-from hpcrl.placement.mpi.job import MpiJob
 from hpcrl.placement.mpi.job_control import JobControl, write_checkpoint
 from hpcrl.placement.mpi.latest_weights import send_weights
-from hpcrl.placement.mpi.leader import Leader
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch
-from hpcrl.placement.mpi.reducers import combine_infos
+from hpcrl.roles.info_reducers import combine_infos
 from hpcrl.roles.messages import Gradient
 from hpcrl.roles.protocol import (
     CHECKPOINT,
@@ -43,11 +44,10 @@ from hpcrl.roles.protocol import (
     Report,
     ReportLayout,
 )
-from hpcrl.roles.updater import Updater
 from hpcrl.scheme import COLLECTOR
 
 
-def make_updater(job: MpiJob, resume: dict[str, Any] | None) -> Updater:
+def make_updater(job: RankJob, resume: dict[str, Any] | None) -> Updater:
     """The updater of a central scheme, with its master actor (restored on resume)."""
     # an updater rank is a scheme's only where the algorithm learns from rollouts
     algorithm = cast(OnPolicyAlgorithm, job.new_algorithm())
@@ -61,7 +61,7 @@ def make_updater(job: MpiJob, resume: dict[str, Any] | None) -> Updater:
 class SyncUpdaterRank:
     """The updater of a central synchronous scheme: sums, applies and broadcasts."""
 
-    def __init__(self, job: MpiJob, resume: dict[str, Any] | None, leader: Leader) -> None:
+    def __init__(self, job: RankJob, resume: dict[str, Any] | None, leader: Leader) -> None:
         cfg = job.config
         self.job, self.leader = job, leader
         self.updater = make_updater(job, resume)
@@ -117,7 +117,7 @@ class SyncUpdaterRank:
 class AsyncUpdaterRank:
     """Applies gradients in arrival order; each reply goes to the worker that sent it."""
 
-    def __init__(self, job: MpiJob, resume: dict[str, Any] | None, leader: Leader) -> None:
+    def __init__(self, job: RankJob, resume: dict[str, Any] | None, leader: Leader) -> None:
         self.job, self.channel, self.leader = job, job.channel, leader
         self.updater = make_updater(job, resume)
         self.algorithm, self.actor = self.updater.algorithm, self.updater.algorithm.actor

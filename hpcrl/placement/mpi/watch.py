@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from hpcrl.comm import abort_job, set_expendable
 from hpcrl.comm.faults import FailureWatch, failed_ranks, lost_rank_message
-from hpcrl.placement.mpi.job import MpiJob
+from hpcrl.placement.job import RankJob
 from hpcrl.scheme import COLLECTOR, SPARE
 
 
-def watch_failures(job: MpiJob) -> FailureWatch:
+def watch_failures(job: RankJob) -> FailureWatch:
     """Start this rank's watch for dead ranks. In a job that survives lost collectors a
     collector's own failure ends it alone, any other rank's loss ends the job, and rank 0
     says one line per lost collector. In any other job under Open MPI's ULFM, where a dead

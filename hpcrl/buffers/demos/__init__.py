@@ -1,0 +1,2 @@
+"""Demonstrations: the files ``hpcrl eval --record`` writes, and the episodes
+PPO+D replays."""

@@ -1,8 +1,0 @@
-"""Vector-env backends: who steps a collector's envs (``env.backend``).
-
-Each backend is one module here holding its :class:`~hpcrl.core.env_backends.record.Backend`
-record (how it makes a collector's vector env, where it cannot serve a config, whether
-``env.backend=auto`` picks it), which the module registers in
-:data:`~hpcrl.core.env_backends.record.BACKENDS`: adding a backend is one module and nothing
-else (:mod:`hpcrl.core.env_registry`). This package's own module imports nothing.
-"""

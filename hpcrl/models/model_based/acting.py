@@ -1,0 +1,88 @@
+"""How a collector acts with a :class:`~hpcrl.models.model_based.policy.PlanningPolicy`.
+
+The engine holds what planning carries between steps for each of the collector's envs: its
+plan state (:meth:`PlanningPolicy.initial_state`, reset when the env's episode ends) and its
+noise generator, seeded by the job's seed and the env's global index, so what an env does
+depends neither on how envs are spread over processes nor on which envs plan together. The
+envs of one group (``scheme.env_groups``; one group unless asked) plan in one call, while the
+other groups' envs step. Both are part of the collector's checkpoint.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from hpcrl.models.model_based.policy import PlanningPolicy, draw
+
+PLAN_STREAM = 0x91A  # seeds the envs' planning noise apart from every other stream
+
+
+def plan_generator(seed: int, env_index: int) -> torch.Generator:
+    """The planning noise generator of global env ``env_index`` of a job seeded ``seed``."""
+    state = np.random.SeedSequence([seed, PLAN_STREAM, env_index]).generate_state(1)[0]
+    return torch.Generator().manual_seed(int(state))
+
+
+class PlanningEngine:
+    """Plans the actions of envs ``env_offset ..`` (``num_envs`` of them) with ``policy``;
+    ``groups`` are the envs' groups, by index (each a slice of the envs; default: one group
+    of all)."""
+
+    def __init__(self, policy: PlanningPolicy, seed: int, env_offset: int,
+                 num_envs: int, groups: Sequence[slice] = ()) -> None:
+        self.policy = policy
+        self.generators = [plan_generator(seed, env_offset + i) for i in range(num_envs)]
+        self.state = policy.initial_state(num_envs)
+        self.groups = list(groups) or [slice(0, num_envs)]
+        self._acted: dict[int, np.ndarray] = {}
+
+    def sync(self) -> None:
+        """Nothing to re-take: the policy plans with its weights and statistics in place."""
+
+    def act(self, obs: np.ndarray, noise: np.ndarray | None = None,
+            cols: slice = slice(None)) -> np.ndarray:
+        """Planned actions ``[B, A]`` in ``[-1, 1]`` for carried observations ``[B, ...]`` of
+        the envs ``cols`` (default: all; ``noise`` unused: each env draws its own from its
+        generator)."""
+        policy = self.policy
+        shape, kind = policy.planner.noise_shape, policy.planner.noise
+        draws = torch.stack([draw(kind, shape, g) for g in self.generators[cols]])
+        device = policy.device
+        with torch.no_grad():  # the plans stay ordinary tensors, reset in place
+            features = policy.obs_format.encode(torch.from_numpy(obs).to(device))
+            actions, self.state[cols] = policy.plan(features, self.state[cols],
+                                                    draws.to(device))
+        return actions.cpu().numpy().astype(np.float32)
+
+    def submit_act(self, group: int, obs: np.ndarray, noise: np.ndarray | None = None
+                   ) -> None:
+        """Plan the actions of group ``group``'s envs now (``noise`` unused)."""
+        self._acted[group] = self.act(obs, noise, self.groups[group])
+
+    def act_result(self, group: int) -> np.ndarray:
+        """The actions :meth:`submit_act` planned for ``group``."""
+        return self._acted.pop(group)
+
+    def reset(self, done: np.ndarray, cols: slice = slice(None)) -> None:
+        """Start the plans of the envs ``done`` (a boolean mask over the envs ``cols``)
+        afresh."""
+        self.state[cols][torch.from_numpy(np.asarray(done, bool))] = 0.0
+
+    def state_dict(self) -> dict[str, Any]:
+        """The envs' plan states and generators, for a checkpoint."""
+        return {"plans": self.state.cpu().clone(),
+                "generators": [g.get_state() for g in self.generators]}
+
+    def load_state_dict(self, state: dict[str, Any], envs_restored: bool = True) -> None:
+        """Restore :meth:`state_dict` (a checkpoint of as many envs): the generators always,
+        the plans only where the envs were restored too (else every env starts afresh)."""
+        if len(state["generators"]) != len(self.generators):
+            raise ValueError(f"checkpoint holds the plans of {len(state['generators'])} envs, "
+                             f"this collector plans for {len(self.generators)}")
+        if envs_restored:
+            self.state = state["plans"].to(self.policy.device).clone()
+        for generator, saved in zip(self.generators, state["generators"], strict=True):
+            generator.set_state(saved)

@@ -1,0 +1,66 @@
+"""Q-network of DQN: an MLP from encoded observations to one value per discrete action.
+
+Called on raw observations it returns the greedy (argmax-Q) action, so a trained network is
+usable outside hpcrl as it is (``hpcrl.load_policy``).
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import nn
+
+from hpcrl.envs.obs_format import ObsFormat, ObsInput, box_format
+from hpcrl.models.actor import mlp
+from hpcrl.models.encoders import features_of, make_encoder, orthogonal_init, reset_fixup
+from hpcrl.numerics.precision import compute_dtype
+
+if TYPE_CHECKING:  # annotations only: core does not import config at run time
+    from hpcrl.config.schema import ActorConfig
+
+
+def batch_obs(obs: torch.Tensor | np.ndarray, obs_shape: tuple[int, ...]
+              ) -> tuple[torch.Tensor, bool]:
+    """Observations as a float ``[B, obs_dim]`` tensor, and whether one came unbatched."""
+    obs = torch.as_tensor(obs)
+    single = obs.dim() == len(obs_shape)
+    if single:
+        obs = obs.unsqueeze(0)
+    return obs.float().flatten(1), single
+
+
+class QNetwork(nn.Module):
+    """``Q(s, .)`` for ``num_actions`` actions; PyTorch's default init unless ``ortho_init``."""
+
+    def __init__(self, obs_shape: tuple[int, ...], num_actions: int,
+                 config: ActorConfig, obs_format: ObsFormat | None = None) -> None:
+        super().__init__()
+        hidden = list(config.hidden_sizes)
+        self.obs_shape = obs_shape
+        self.obs_format = obs_format or box_format(obs_shape)
+        self.num_actions = num_actions
+        self.encoder = make_encoder(config.encoder, self.obs_format, config.features,
+                                    config.channels, compute_dtype(config.compute_dtype),
+                                    config.encoder_init)
+        features = features_of(self.encoder)
+        self.trunk = mlp([features] + hidden, config.activation)
+        self.head = nn.Linear(hidden[-1] if hidden else features, num_actions)
+        if config.ortho_init:
+            orthogonal_init(self.encoder, math.sqrt(2))
+            orthogonal_init(self.trunk, math.sqrt(2))
+            orthogonal_init(self.head, 1.0)
+            reset_fixup(self.encoder)  # Fixup's residual blocks keep their own initial values
+
+    def q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """``[B, num_actions]`` values of carried observations ``[B, ...]`` (Box values, or
+        integers that the observation format one-hot encodes)."""
+        return self.head(self.trunk(self.encoder(obs)))
+
+    @torch.no_grad()
+    def forward(self, obs: ObsInput) -> torch.Tensor:
+        """Greedy actions for raw observations: one, as the env returns it, or a batch."""
+        x, single = self.obs_format.as_batch(obs)
+        actions = self.q_values(x.to(self.head.weight.device)).argmax(dim=-1)
+        return actions[0] if single else actions

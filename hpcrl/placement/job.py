@@ -1,0 +1,294 @@
+"""An MPI job: this rank's role, its communicators, device and the shared components.
+
+Built the same way on every rank from the config alone, so the ranks agree on the rank
+table without exchanging it; communicators are made once, in the same order everywhere.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import torch
+
+from hpcrl.algorithms import Algorithm, algorithm_capabilities, make_algorithm
+from hpcrl.buffers.rollout import RolloutLayout
+from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout
+from hpcrl.comm import split_by_role, world_comm
+from hpcrl.comm.channel import Channel, channel_for
+from hpcrl.comm.compression import PlainCodec, make_codec
+from hpcrl.comm.faults import LOST, PeerInfo, gather_peers, survival_problem
+from hpcrl.comm.node_memory import NodeMemory
+from hpcrl.comm.world import SelfComm
+from hpcrl.config.schema import Config
+from hpcrl.envs.vector import EnvSpaces
+from hpcrl.models.actor import ActorCritic, actor_on
+from hpcrl.numerics.reducer import Reducer
+from hpcrl.placement.mpi.launcher import (
+    in_slurm_step,
+    launched_rank,
+    launched_size,
+    lone_rank_problem,
+    srun_command,
+)
+from hpcrl.placement.mpi.node_transport import open_node_memory
+from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
+from hpcrl.reference_policies import attach_references
+from hpcrl.roles.transition_filler import stream_layout
+from hpcrl.runtime.devices import DeviceError, node_local_rank, pick_device
+from hpcrl.runtime.refused import exit_refused
+from hpcrl.scheme import (
+    COLLECTOR,
+    INFERENCE,
+    SPARE,
+    UPDATER,
+    WORKER,
+    RankRole,
+    assign_roles,
+    required_world_size,
+    spare_ranks,
+)
+from hpcrl.scheme.plan import role_device_key
+
+LONE_RANK_GRACE_S = 20.0  # how long the other lone tasks leave task 0 to report the mismatch
+
+
+def wants_mpi(config: Config) -> bool:
+    """Whether this process is one rank of several (or its scheme needs several)."""
+    return required_world_size(config.scheme) > 1 or launched_size() > 1
+
+
+@dataclass
+class RankJob:
+    """Everything a rank needs to know about the job it is part of."""
+
+    config: Config
+    world: Any
+    role: RankRole
+    table: list[RankRole]
+    learners: Any            # communicator of the updater and gradient workers (None elsewhere)
+    gradient: Any            # communicator of the gradient workers (None elsewhere)
+    device: torch.device
+    spaces: EnvSpaces
+    # the node's shared window (rollouts, observations and actions between ranks of one
+    # node; see :mod:`~hpcrl.placement.mpi.node_transport`), None where messages carry all
+    memory: NodeMemory | None = None
+    transport_note: str | None = None  # the leader's: what goes through shared memory
+    # the job goes on without a lost collector (asynchronous collection on an MPI that
+    # survives a dead rank: hpcrl.comm.faults); every rank's host and pid where it does
+    survives: bool = False
+    survival_note: str | None = None  # the leader's start-up line about lost collectors
+    peers: list[PeerInfo] | None = None
+    # rank 0's spares and which rank holds each collector place (scheme.max_collector_restarts;
+    # hpcrl.placement.mpi.spares), None elsewhere
+    spares: Any = None
+
+    @property
+    def rank(self) -> int:
+        """This process's rank in the world."""
+        return self.role.rank
+
+    @cached_property
+    def channel(self) -> Channel:
+        """This rank's point-to-point traffic with the job's other ranks (rank numbers of
+        the world): every message of the roles goes through it."""
+        return channel_for(self.world)
+
+    @property
+    def is_leader(self) -> bool:
+        """Rank 0 logs, checkpoints and decides when to stop."""
+        return self.role.rank == 0
+
+    def describe(self) -> str:
+        """The role in words, for error reports."""
+        return describe_role(self.role)
+
+    def describe_rank(self, rank: int) -> str:
+        """Another rank's role in words (for the lines about lost ranks)."""
+        return describe_role(self.table[rank])
+
+    def say(self, line: str) -> None:
+        """A line on this rank's standard error (the launcher forwards it)."""
+        print(line, file=sys.stderr, flush=True)
+
+    def ranks(self, role: str, group: int | None = None) -> list[int]:
+        """The world ranks of role ``role`` (of group ``group`` when given), in rank order."""
+        return [r.rank for r in self.table
+                if r.role == role and (group is None or r.group == group)]
+
+    @property
+    def workers(self) -> list[int]:
+        """The gradient workers' ranks."""
+        return self.ranks(WORKER)
+
+    @property
+    def my_collectors(self) -> list[int]:
+        """The collector ranks of this rank's group."""
+        return self.ranks(COLLECTOR, self.role.group)
+
+    @property
+    def my_subscribers(self) -> list[int]:
+        """The ranks this gradient worker's weights go to: its inference ranks first (a
+        collector's first request waits for them), then its collectors."""
+        return self.ranks(INFERENCE, self.role.group) + self.my_collectors
+
+    @cached_property
+    def header_only(self) -> frozenset[int]:
+        """Subscribers that take a weights message's header alone (command, version and
+        normaliser buffers), not its parameters: on-policy collectors whose inference rank
+        acts for them. An off-policy collector keeps its parameters: it computes its
+        chunks' initial priorities with its own Q-network."""
+        if self.off_policy:
+            return frozenset()
+        return frozenset(r.rank for r in self.table if r.role == COLLECTOR and r.inference >= 0)
+
+    @cached_property
+    def env_groups(self) -> int:
+        """The groups every collecting rank of the job cuts its envs into
+        (``scheme.env_groups``, resolved alike on every rank: an inference rank serves one
+        slot per group of each of its collectors)."""
+        remote = any(r.role == INFERENCE for r in self.table)
+        return env_groups(self.config, remote)
+
+    @property
+    def total_envs(self) -> int:
+        """The envs of the whole job, over every rank."""
+        return sum(r.num_envs for r in self.table)
+
+    def new_actor(self, device: torch.device | None = None) -> ActorCritic:
+        """A freshly built actor of the job's config, moved to ``device`` unless that is the CPU."""
+        return actor_on(make_actor(self.config, self.spaces), device)
+
+    def new_algorithm(self, reducer: Reducer | None = None) -> Algorithm:
+        """The job's algorithm, of either family, on the job's device (``reducer``: how its
+        minibatch statistics cross the gradient workers), with the policies of its KL
+        add-ons loaded there."""
+        algorithm = make_algorithm(self.config, self.spaces, self.device, reducer)
+        attach_references(algorithm, self.config.algo.addons, self.spaces, self.device)
+        return algorithm
+
+    def layout(self) -> RolloutLayout:
+        """The rollout layout of one collector's ``env.num_envs`` envs (what every rank that
+        exchanges rollouts builds alike)."""
+        return rollout_layout(self.config, self.spaces, self.config.env.num_envs)
+
+    @cached_property
+    def codec(self) -> PlainCodec:
+        """How big buffers cross as messages (``scheme.compress``)."""
+        return make_codec(self.config.scheme.compress)
+
+    @property
+    def off_policy(self) -> bool:
+        """Whether the algorithm learns from a replay (its declared capabilities): transition
+        chunks stream to one learner rank, and its collectors act through a numpy policy."""
+        return algorithm_capabilities(self.config.algo.name).replay
+
+    def stream_layout(self) -> Any:
+        """The layout of what a collector rank streams to its learner: a rollout, or (an
+        off-policy agent's) a chunk of ``algo.num_steps`` transitions per env."""
+        if not self.off_policy:
+            return self.layout()
+
+        s = self.spaces
+        return stream_layout(self.config, s.obs_shape, s.action_shape, self.config.env.num_envs,
+                             s.obs_format.dtype)
+
+
+def describe_role(role: RankRole) -> str:
+    """A rank's role in words, for error reports: "gradient worker 1 + collector"."""
+    if role.role == UPDATER:
+        return "updater"
+    if role.role == WORKER:
+        return f"gradient worker {role.group}" + (" + collector" if role.collects else "")
+    if role.role == INFERENCE:
+        return f"inference rank of gradient worker {role.group}"
+    if role.role == SPARE:
+        return "spare collector"
+    return f"collector of gradient worker {role.group}"
+
+
+def rank_table(world: Any, config: Config) -> list[RankRole]:
+    """The scheme's rank table for this world; exits every rank with status 2 when the world
+    has the wrong size. Rank 0 says why (the launcher's task 0 when the ranks are alone in
+    worlds of size 1). Checked before anything the ranks must agree on."""
+    size, rank = world.Get_size(), world.Get_rank()
+    # a world of one given in-process (a Trainer inside an MPI rank) is no lone launched rank
+    lone = None if isinstance(world, SelfComm) else lone_rank_problem(size)
+    if lone is not None:
+        if launched_rank() == 0:
+            print(f"hpcrl: {lone}", file=sys.stderr, flush=True)
+        else:  # task 0 may still be starting: an early exit here would make the launcher
+            time.sleep(LONE_RANK_GRACE_S)  # kill it before it has said why
+        exit_refused()
+    try:
+        return assign_roles(size, config.scheme, config.env.num_envs)
+    except ValueError as err:
+        problem = err
+        if in_slurm_step():  # the advice names the srun of this allocation, not mpiexec
+            try:
+                assign_roles(size, config.scheme, config.env.num_envs, srun_command())
+            except ValueError as in_slurm:
+                problem = in_slurm
+        if rank == 0:
+            print(f"hpcrl: {problem}", file=sys.stderr, flush=True)
+        exit_refused()
+
+
+def _role_device(config: Config, role: RankRole) -> tuple[torch.device | None,
+                                                          str | None]:
+    """This role's device (see :func:`role_device_key`), or why it cannot have it."""
+    key, requested = role_device_key(config, role)
+    try:
+        return pick_device(requested, node_local_rank(), key=key), None
+    except DeviceError as err:
+        return None, str(err)
+
+
+def build_job(config: Config, world: Any = None) -> RankJob:
+    """This rank's job over ``world`` (default: MPI's; a one-process
+    :class:`~hpcrl.comm.world.SelfComm` for a run in this process alone); exits every rank
+    with status 2 when the world size is wrong or a rank cannot have its device."""
+    world = world if world is not None else world_comm()
+    table = rank_table(world, config)
+    rank = world.Get_rank()
+    role = table[rank]
+    learners = split_by_role(world, 0 if role.learner else 1, rank)
+    gradient = split_by_role(world, 0 if role.role == WORKER else 1, rank)
+    device, problem = _role_device(config, role)
+    exit_if_any_rank_refuses(world, problem, describe_role(role))
+    assert device is not None  # no rank refused
+    job = RankJob(config, world, role, table, learners if role.learner else None,
+                 gradient if role.role == WORKER else None, device, env_spaces(config))
+    _plan_survival(job)
+
+    job.memory = open_node_memory(job)
+    return job
+
+
+def _plan_survival(job: RankJob) -> None:
+    """Whether ``job`` goes on without a lost collector, and its start-up line: only
+    asynchronous collection can (a synchronous learner waits for every collector), and only
+    on an MPI that survives a dead rank (:func:`~hpcrl.comm.faults.survival_problem`).
+    Collective: every rank learns its peers' hosts and pids (in any asynchronous job)."""
+    s = job.config.scheme
+    LOST.clear()
+    if s.collection != "async" or not any(r.role == COLLECTOR for r in job.table):
+        return
+    job.peers = gather_peers(job.world)  # to name a lost collector's host either way
+    problem = survival_problem()
+    if problem is not None:
+        idle = spare_ranks(s)
+        job.survival_note = (f"a lost collector ends this job: {problem}"
+                             + (f" (its {idle} spare rank{'s' if idle != 1 else ''} of "
+                                f"scheme.max_collector_restarts stay idle)" if idle else ""))
+        return
+    job.survives = LOST.enabled = True
+    spares = spare_ranks(s)
+    comes_back = (f"a spare rank takes a lost collector's place, {spares} times at most "
+                  f"(scheme.max_collector_restarts); past that it " if spares else "it ")
+    job.survival_note = (f"a lost collector does not end this job (MPI fault tolerance): "
+                         f"{comes_back}goes on down to scheme.min_collectors="
+                         f"{s.min_collectors} live collector ranks, then checkpoints and "
+                         f"stops with status 3")

@@ -1,0 +1,166 @@
+"""Rank 0's bookkeeping: counters, progress rows, checkpoints, the stop decision, eval.
+
+The leader turns the per-update reports of the gradient workers into one row of
+``progress.csv`` and writes checkpoints with the state of every role it collected.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from torch import nn
+
+from hpcrl.comm import report_and_abort
+from hpcrl.comm.faults import LOST
+from hpcrl.errors import ExplainedError
+from hpcrl.learning.loop import RecorderControl
+from hpcrl.learning.recorder import RunRecorder
+from hpcrl.models.actor import ActorCritic
+from hpcrl.placement.job import RankJob
+from hpcrl.roles.protocol import Control, ReportLayout
+from hpcrl.runtime.run_dir import RunDir
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def _ends_the_job(method: Method) -> Method:
+    """A failure of the leader that explains itself (a run file that cannot be written, a
+    checkpoint refused) aborts every rank of a job with its message; left to propagate, the
+    CLI would report it on rank 0 alone and the other ranks would wait for rank 0 forever.
+    In a job of one process it propagates to the caller."""
+    @functools.wraps(method)
+    def guarded(self: Leader, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except ExplainedError as err:
+            if self.job.world.Get_size() == 1:
+                raise
+            report_and_abort(self.job.world, self.job.describe, err, err.__traceback__)
+    return guarded  # type: ignore[return-value]
+
+
+class Leader:
+    """Counters and records of the job; lives on rank 0 only. What it writes goes through
+    the :class:`~hpcrl.learning.recorder.RunRecorder` every placement uses."""
+
+    @_ends_the_job
+    def __init__(self, job: RankJob, run: RunDir, stat_names: tuple[str, ...],
+                 resume_state: dict[str, Any] | None, console: IO[str] | None) -> None:
+        self.job, self.run = job, run
+        self.layout = ReportLayout(stat_names)
+        self.recorder = RunRecorder(job.config, job.spaces, run, stat_names, resume_state,
+                                    console)
+        self.evaluation: dict[str, Any] | None = None  # the final one, once run
+        self.live_collectors = self.collector_ranks  # as the last update counted them
+        # the decision every placement takes (the actor, once set: for train.eval_every)
+        self.decision = RecorderControl(self.recorder, self.layout)
+
+    @property
+    def actor(self) -> nn.Module | None:
+        """This rank's policy, which the evaluations during training copy."""
+        return self.decision.actor
+
+    @actor.setter
+    def actor(self, actor: nn.Module | None) -> None:
+        """Set the policy the evaluations during training copy."""
+        self.decision.actor = actor
+
+    @property
+    def updates(self) -> int:
+        """Updates recorded so far (resumed runs included)."""
+        return self.recorder.updates
+
+    @property
+    def env_steps(self) -> int:
+        """Env steps of the job so far."""
+        return self.recorder.env_steps
+
+    @property
+    def done(self) -> bool:
+        """Whether the env-step budget is spent."""
+        return self.recorder.done
+
+    @property
+    def preempted(self) -> bool:
+        """A stop signal arrived before the budget was spent."""
+        return self.recorder.preempted
+
+    def control(self) -> Control:
+        """The decision after an update: go on, or checkpoint and/or stop (and why), as the
+        recorder decides it for every placement (:meth:`RecorderControl.command`)."""
+        return self.decision.command()
+
+    @_ends_the_job
+    def record(self, reports: Any, gradient_asynchrony: float = 0.0) -> None:
+        """Add one update made of the reports' rows (one per gradient worker)."""
+        figures = self.layout.combine(reports)
+        self._count_live(int(figures["live_collectors"]), int(figures["starved_learners"]))
+        self.decision.record(figures, gradient_asynchrony)
+
+    @property
+    def collector_ranks(self) -> int:
+        """The ranks that collect in the job at its full size."""
+        return sum(1 for r in self.job.table if r.collects)
+
+    def _count_live(self, live: int, starved: int = 0) -> None:
+        """Note how many collecting ranks are live; below ``scheme.min_collectors``, or once
+        a learner lost every one of its collectors (``starved``: how many did), the job
+        checkpoints and stops (exit status 3, the Slurm templates requeue it whole)."""
+        self.live_collectors = live
+        if self.job.spares is not None:  # a place a spare is taking is not lost
+            live = max(live, self.job.spares.standing())
+        bound = self.job.config.scheme.min_collectors
+        if (not self.job.survives or (live >= bound and not starved)
+                or self.recorder.lost_note is not None):
+            return
+        lost = ", ".join(str(r) for r in sorted(LOST.ranks()))
+        why = (f"fewer than scheme.min_collectors={bound}" if live < bound else
+               f"and {starved} of the job's {len(self.job.workers)} learners lost every "
+               f"collector of theirs")
+        note = (f"{live} of the job's {self.collector_ranks} collector ranks live (lost: "
+                f"{lost or 'see above'}), {why}")
+        self.recorder.lost_note = note
+        self.job.say(f"hpcrl: {note}: checkpointing and stopping with exit status 3; the job "
+                     f"resumes at its full size")
+
+    def checkpoint_due(self) -> bool:
+        """Whether the recorder's schedule asks for a checkpoint now."""
+        return self.recorder.checkpoint_due()
+
+    @_ends_the_job
+    def write_checkpoint(self, actor: nn.Module, learner_state: dict[str, Any],
+                         collector_states: list[dict[str, Any]]) -> Path:
+        """Write the job's state (refused, the previous checkpoint kept, when its weights or
+        statistics are not all finite: the job then stops with that message)."""
+        collector_states = sorted(collector_states, key=lambda s: s["env_offset"])
+        return self.recorder.checkpoint(_cpu_copy(actor, self.job),
+                                        {"updater": learner_state,
+                                         "collectors": collector_states},
+                                        world_size=self.job.world.Get_size(),
+                                        live_collectors=self.live_collectors,
+                                        collector_ranks=self.collector_ranks)
+
+    @_ends_the_job
+    def finish(self, actor: nn.Module) -> dict[str, Any] | None:
+        """Close the records and run the final evaluation (kept as ``evaluation``; none
+        after a stop signal)."""
+        self.recorder.close()
+        if self.preempted:
+            return None
+        self.evaluation = self.recorder.final_eval(_cpu_copy(actor, self.job))
+        return self.evaluation
+
+
+def _cpu_copy(actor: nn.Module, job: RankJob) -> nn.Module:
+    """``actor`` (an ActorCritic, or an off-policy algorithm's policy module) on the CPU."""
+    if next(actor.parameters()).device.type == "cpu":
+        return actor
+    if not isinstance(actor, ActorCritic):  # job.new_actor() builds an ActorCritic, whose
+        return copy.deepcopy(actor).cpu()   # state_dict an off-policy policy's does not fit
+    host = job.new_actor()
+    host.load_state_dict({k: v.cpu() for k, v in actor.state_dict().items()})
+    return host
+

@@ -1,0 +1,59 @@
+"""A serial run is the job of one rank: the MPI learner loop in one process, one actor, and
+progress figures defined as every placement defines them."""
+import csv
+
+import numpy as np
+
+from hpcrl.algorithms.base import OnPolicyAlgorithm
+from hpcrl.config import from_dict
+from hpcrl.runtime.run_dir import RunDir
+from hpcrl.training import Trainer
+
+FAST = ["train.tensorboard=false", "train.eval_episodes=0", "train.total_env_steps=1024",
+        "env.num_envs=4", "algo.num_steps=32", "algo.ppo.num_epochs=2",
+        "algo.ppo.minibatch_size=64"]
+
+
+def test_one_actor_collects_learns_and_is_saved(tmp_path):
+    trainer = Trainer(from_dict({}, FAST), RunDir(tmp_path), console=None)
+    learner = trainer.learner
+    assert learner.updates.source.collector.filler.actor is trainer.actor
+    assert learner.algorithm.actor is trainer.actor
+    trainer.train()
+
+
+def test_grad_norm_is_the_mean_norm_before_clipping_of_the_update_steps(tmp_path, monkeypatch):
+    norms: list[float] = []
+    original = OnPolicyAlgorithm.apply_gradients
+
+    def recording(self, flat_grads, step=0):
+        norms.append(float(flat_grads.norm()))
+        return original(self, flat_grads, step)
+
+    monkeypatch.setattr(OnPolicyAlgorithm, "apply_gradients", recording)
+    # a clip far below the norms: the column must still show the norms before clipping
+    Trainer(from_dict({}, FAST + ["algo.max_grad_norm=0.01"]), RunDir(tmp_path),
+            console=None).train()
+    with open(tmp_path / "progress.csv") as f:
+        column = [float(r["grad_norm"]) for r in csv.DictReader(f)]
+    steps = len(norms) // len(column)  # minibatches x epochs per update
+    assert steps == 4 and len(norms) == steps * len(column)
+    want = np.array(norms).reshape(len(column), steps).mean(axis=1)
+    np.testing.assert_allclose(column, want, rtol=1e-5)
+    assert min(column) > 0.01
+
+
+def test_each_gradient_is_applied_where_backward_wrote_it(tmp_path, monkeypatch):
+    """No copy between computing and applying a gradient: the optimiser is handed the very
+    tensor backward accumulated into (on a GPU, no host round trip per minibatch)."""
+    handed: list[tuple[int, int]] = []
+    original = OnPolicyAlgorithm.apply_gradients
+
+    def recording(self, flat_grads, step=0):
+        handed.append((flat_grads.data_ptr(),
+                       self.actor.__dict__["_hpcrl_flat_grads"].data_ptr()))
+        return original(self, flat_grads, step)
+
+    monkeypatch.setattr(OnPolicyAlgorithm, "apply_gradients", recording)
+    Trainer(from_dict({}, FAST), RunDir(tmp_path), console=None).train()
+    assert handed and all(given == backward for given, backward in handed)
