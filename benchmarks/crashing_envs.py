@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests" / "mpi"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "tests" / "placement" / "mpi"), str(ROOT)]
 
 import hpcrl_crashing as crashing_envs  # noqa: E402
 import openmpi as ompi  # noqa: E402
@@ -112,7 +112,7 @@ def main() -> None:
                         command = [mpiexec(), "-n", str(n), sys.executable, "-m", "hpcrl.cli",
                                    *argv]
                         full = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(
-                            [str(ROOT / "tests" / "mpi"), str(ROOT)])}
+                            [str(ROOT / "tests" / "placement" / "mpi"), str(ROOT)])}
                     else:
                         command = ompi.hpcrl_command(prefix, n, argv)
                         full = ompi.environment(prefix, env)

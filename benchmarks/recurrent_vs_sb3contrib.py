@@ -30,7 +30,7 @@ from pathlib import Path
 from machine import machine_line
 from measure_process import run_measured
 
-TESTENVS = Path(__file__).resolve().parents[1] / "tests" / "mpi"
+TESTENVS = Path(__file__).resolve().parents[1] / "tests" / "placement" / "mpi"
 
 SB3_JOB = r"""
 import json, sys, time

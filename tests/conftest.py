@@ -33,7 +33,7 @@ from pytest_mpi.plugin import CHILD_PROCESS_FLAG
 
 def _quick_lane() -> Any:
     """tests/quick_lane.py, loaded by its path (a test that loads this file from elsewhere,
-    as tests/mpi/test_child_timeouts.py does, has no tests/ on its path)."""
+    as tests/placement/mpi/test_child_timeouts.py does, has no tests/ on its path)."""
     spec = importlib.util.spec_from_file_location("quick_lane",
                                                   Path(__file__).with_name("quick_lane.py"))
     assert spec is not None and spec.loader is not None
@@ -98,7 +98,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def spread_waiting_tests(items: list[pytest.Item]) -> list[pytest.Item]:
     """``items`` with the Slurm tests spread evenly among the multi-rank tests of
-    ``tests/mpi``, in the same order on every xdist worker (xdist hands out tests in
+    ``tests/placement/mpi``, in the same order on every xdist worker (xdist hands out tests in
     collection order). A Slurm test mostly waits for the test cluster's scheduler, and when
     two ran side by side (they are neighbours in the tree) both workers waited and a core
     stood idle for two minutes; beside a multi-rank test the other worker's ranks use it.
@@ -106,7 +106,7 @@ def spread_waiting_tests(items: list[pytest.Item]) -> list[pytest.Item]:
     pytest 9: pytest-xdist 3.8 sets a node id attribute pytest no longer reads.)"""
     waiting = [item for item in items if item.get_closest_marker("slurm") is not None]
     ranks = {id(item): n for n, item in enumerate(
-        item for item in items if item.nodeid.startswith("tests/mpi/"))}
+        item for item in items if item.nodeid.startswith("tests/placement/mpi/"))}
     if not waiting or not ranks:
         return items
     every = max(len(ranks) // (len(waiting) + 1), 1)

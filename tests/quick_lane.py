@@ -58,12 +58,12 @@ QUICK_MODULES = frozenset({
 
 # one multi-rank job per family of schemes, and the defaults under mpiexec
 QUICK_TESTS = frozenset({
-    "tests/mpi/test_mpi_training.py::test_scheme_trains_cartpole[3-a2c]",
-    "tests/mpi/test_mpi_training.py::test_scheme_trains_cartpole[3-async-ppo]",
-    "tests/mpi/test_mpi_training.py::test_scheme_trains_cartpole[3-a3c]",
-    "tests/mpi/test_mpi_offpolicy.py::test_impala_preset_learns_cartpole",
-    "tests/mpi/test_mpi_offpolicy.py::test_async_sac_keeps_the_replay_ratio_of_one_process[sac]",
-    "tests/mpi/test_mpi_lifecycle.py::test_mpiexec_without_run_dir_trains_in_the_default_run_dir",
+    "tests/placement/mpi/test_mpi_training.py::test_scheme_trains_cartpole[3-a2c]",
+    "tests/placement/mpi/test_mpi_training.py::test_scheme_trains_cartpole[3-async-ppo]",
+    "tests/placement/mpi/test_mpi_training.py::test_scheme_trains_cartpole[3-a3c]",
+    "tests/placement/mpi/test_mpi_offpolicy.py::test_impala_preset_learns_cartpole",
+    "tests/placement/mpi/test_mpi_offpolicy.py::test_async_sac_keeps_the_replay_ratio_of_one_process[sac]",
+    "tests/placement/mpi/test_mpi_lifecycle.py::test_mpiexec_without_run_dir_trains_in_the_default_run_dir",
 })
 
 

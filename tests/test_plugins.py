@@ -17,7 +17,7 @@ from hpcrl.config.loader import ConfigError
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 
-sys.path.insert(0, str(Path(__file__).parent / "mpi"))  # the broken components
+sys.path.insert(0, str(Path(__file__).parent / "placement" / "mpi"))  # the broken components
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))  # the README's
 
 PLUGINS = {"algo": {"name": "custom_components:KLPenaltyPPO", "kwargs": {"target_kl": 0.02}},

@@ -116,7 +116,7 @@ def test_a_plugin_whose_constructor_fails_is_named_with_the_one_call(name, monke
     from hpcrl.plugins import PluginError
 
     tests = Path(__file__).parents[1]
-    monkeypatch.syspath_prepend(str(tests / "mpi"))  # the broken components
+    monkeypatch.syspath_prepend(str(tests / "placement" / "mpi"))  # the broken components
     monkeypatch.syspath_prepend(str(tests.parent / "examples"))  # what they import
     config = from_dict({}, [f"algo.name=hpcrl_testplugins:{name}"])
     spaces = env_spaces(config)
@@ -133,7 +133,7 @@ def test_a_plugin_with_the_constructor_of_before_is_refused_naming_the_fix(name,
     from hpcrl.config.loader import ConfigError
 
     tests = Path(__file__).parents[1]
-    monkeypatch.syspath_prepend(str(tests / "mpi"))
+    monkeypatch.syspath_prepend(str(tests / "placement" / "mpi"))
     monkeypatch.syspath_prepend(str(tests.parent / "examples"))
     with pytest.raises(ConfigError) as err:
         from_dict({}, [f"algo.name=hpcrl_testplugins:{name}"])

@@ -23,7 +23,7 @@ from hpcrl.models.qnetwork import QNetwork
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))  # the example's module, as PYTHONPATH=examples gives it
-sys.path.insert(0, str(Path(__file__).parents[1] / "mpi"))  # the broken components
+sys.path.insert(0, str(Path(__file__).parents[1] / "placement" / "mpi"))  # the broken components
 import munchausen_dqn  # noqa: E402
 
 NAME = "munchausen_dqn:MunchausenDQN"

@@ -2,7 +2,7 @@
 CartPole crashes at random in step and reset, at a tenth of RLlib's rates and at RLlib's own
 (0.0005 a step, 0.005 a reset). The job finishes its budget, every crash is survived and
 counted, and the policy learns; an off-policy (DQN) job's crashes are counted too. The
-multi-rank jobs are in tests/mpi/test_mpi_crashing_envs.py.
+multi-rank jobs are in tests/placement/mpi/test_mpi_crashing_envs.py.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "mpi"))  # the failing envs' module
+sys.path.insert(0, str(Path(__file__).parents[1] / "placement" / "mpi"))  # the failing envs' module
 from hpcrl_crashing import RATES, crashing, faults_logged, restarts_counted  # noqa: E402
 
 from hpcrl.config import from_dict  # noqa: E402

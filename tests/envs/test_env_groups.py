@@ -2,7 +2,7 @@
 transition chunks and weights as one batch of envs, for both families, recurrent actors,
 envs stepped in this process or in subprocesses (whose steps the groups overlap), and a
 run killed and resumed in groups ends as a whole one does. Acting on an inference rank
-with groups is in tests/mpi/test_inference_ranks.py."""
+with groups is in tests/placement/mpi/test_inference_ranks.py."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,7 +24,7 @@ from hpcrl.training import Trainer
 # another kernel for another row count: values and log-probs differ in their last bit. Adam
 # turns a gradient near its eps (1e-5 by default) into a step of up to lr, so such a bit
 # could move a weight by lr; with eps 1e-3 the step stays linear in it and the groupings'
-# weights agree to 1e-7 (the same departure as tests/mpi/mpirun.py's ROUNDING_SAFE_ADAM).
+# weights agree to 1e-7 (the same departure as tests/placement/mpi/mpirun.py's ROUNDING_SAFE_ADAM).
 ROUNDING_SAFE_ADAM = "algo.optimizer_eps=1e-3"
 TINY = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=32",
         "algo.ppo.num_epochs=2", "train.total_env_steps=1024", "train.eval_episodes=0",

@@ -2,7 +2,7 @@
 fresh seed, its unfinished episode cut as a truncation each family's learner treats right,
 counted, and bounded by ``env.max_restarts``; in one process, in subprocesses and in EnvPool.
 The crashing-env jobs (serial, synchronous and asynchronous MPI schemes) are in
-tests/envs/test_crashing_envs.py and tests/mpi/test_mpi_crashing_envs.py."""
+tests/envs/test_crashing_envs.py and tests/placement/mpi/test_mpi_crashing_envs.py."""
 from __future__ import annotations
 
 import csv
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "mpi"))  # the failing envs' module
+sys.path.insert(0, str(Path(__file__).parents[1] / "placement" / "mpi"))  # the failing envs' module
 import hpcrl_crashing  # noqa: E402,F401  (registers the envs)
 from test_env_groups import assert_same, trained  # noqa: E402
 

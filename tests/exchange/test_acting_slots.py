@@ -2,7 +2,7 @@
 posted is seen once by the server, its reply once by the collector, in shared memory (here a
 plain array both ends map, as the node's window is mapped by two ranks) and as messages (the
 in-process channel). The ranks' use of them is tested under mpiexec in
-tests/mpi/test_inference_ranks.py and tests/mpi/test_node_transport.py."""
+tests/placement/mpi/test_inference_ranks.py and tests/placement/mpi/test_node_transport.py."""
 from __future__ import annotations
 
 import threading

@@ -17,7 +17,7 @@ from hpcrl.envs.vector import make_vector_env
 from hpcrl.models.memory import evaluate_rollouts
 from hpcrl.roles.collector import rollout_collector
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "mpi"))
+sys.path.insert(0, str(Path(__file__).parents[1] / "placement" / "mpi"))
 import hpcrl_testenvs  # noqa: E402,F401  (registers CueMemory-v0)
 
 CUE = "env.id=hpcrl_testenvs:CueMemory-v0"

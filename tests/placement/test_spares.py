@@ -1,7 +1,7 @@
 """Collector ranks that come back (issue 46), in one process: the spare ranks of the rank
 table, rank 0's pool that hands lost places to them, a learner's side that re-targets a
 place, and the checkpoint states taken by place. The jobs that lose and replace collectors
-under Open MPI's ULFM are in tests/mpi/test_mpi_spares.py."""
+under Open MPI's ULFM are in tests/placement/mpi/test_mpi_spares.py."""
 from __future__ import annotations
 
 from types import SimpleNamespace

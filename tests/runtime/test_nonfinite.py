@@ -16,7 +16,7 @@ from hpcrl.numerics.gradient_guard import GradientGuard
 from hpcrl.runtime.checkpoint import load_checkpoint, save_atomic
 from hpcrl.runtime.finite import check_checkpoint_state, check_env_steps, save_finite_checkpoint
 
-TEST_ENVS = Path(__file__).parents[1] / "mpi"
+TEST_ENVS = Path(__file__).parents[1] / "placement" / "mpi"
 BAD_ENV = "env.id=hpcrl_testenvs:NonFiniteCartPole-v0"
 SMALL = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=32",
          "algo.ppo.num_epochs=2",

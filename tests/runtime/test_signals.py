@@ -86,7 +86,7 @@ def test_a_signal_to_every_process_of_the_job_still_checkpoints(tmp_path, tiny_o
             "scheme.preset=async-ppo", "scheme.collectors_per_worker=1",
             "env.id=hpcrl_testenvs:ProcessCartPole-v0"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(Path(__file__).parents[1] / "mpi"), os.environ.get("PYTHONPATH", "")])}
+        [str(Path(__file__).parents[1] / "placement" / "mpi"), os.environ.get("PYTHONPATH", "")])}
     cmd = [shutil.which("mpiexec") or "mpiexec", "-n", "2", sys.executable, "-m", "hpcrl.cli",
            "train", "--run-dir", str(run)]
     for s in sets:

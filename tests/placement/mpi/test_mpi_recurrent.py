@@ -40,7 +40,7 @@ def test_asynchronous_collectors_ship_states_with_their_rollouts(tmp_path, n, se
     assert eval_return(tmp_path / "run") >= 0.9
 
 
-# (ddppo, async-ppo and impala: the tests above; a2c: tests/mpi/test_inference_ranks.py's
+# (ddppo, async-ppo and impala: the tests above; a2c: tests/placement/mpi/test_inference_ranks.py's
 # test_acting_on_an_inference_rank_reaches_the_weights_of_acting_on_the_collectors[gru],
 # on the a2c job it runs anyway, the same check without a launch of its own)
 @pytest.mark.timeout(120)

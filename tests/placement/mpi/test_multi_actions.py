@@ -1,5 +1,5 @@
 """MultiDiscrete and MultiBinary actions: PPO learns them serially, saved policies act in
-them, and the MPI presets carry them (tests/mpi/hpcrl_testenvs.py: MatchTarget)."""
+them, and the MPI presets carry them (tests/placement/mpi/hpcrl_testenvs.py: MatchTarget)."""
 import json
 
 import gymnasium as gym

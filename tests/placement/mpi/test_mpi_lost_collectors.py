@@ -7,7 +7,7 @@ at its full size. Under MPICH (the test extra's MPI) the job says at start-up th
 collector ends it, and a hung collector ends it after ``scheme.collector_timeout_s`` instead
 of keeping it waiting until its time limit.
 
-Open MPI comes from tests/mpi/openmpi.py.
+Open MPI comes from tests/placement/mpi/openmpi.py.
 """
 from __future__ import annotations
 

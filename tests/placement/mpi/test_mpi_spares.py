@@ -93,7 +93,7 @@ def test_a_hung_collector_killed_after_the_timeout_is_replaced(openmpi, tmp_path
     (slow: 45-60 s, an 8 s timeout on top of a whole job: 4 s could take a busy collector
     on a loaded 2-core machine for a hung one). Without a spare the same detection runs and
     the job goes on with one collector fewer, as a killed one's jobs in
-    tests/mpi/test_mpi_lost_collectors.py show."""
+    tests/placement/mpi/test_mpi_lost_collectors.py show."""
     run_dir = tmp_path / "run"
     done = train_ft(openmpi, 5, run_dir, ["scheme.preset=async-ppo", "train.total_env_steps"
                                           "=30000", "scheme.collector_timeout_s=8", *SPARE],

@@ -61,7 +61,7 @@ def shared_memory_gives_the_weights_of_messages(comm, run_dir, inference: int) -
     """The a2c job of 4 ranks (the worker and 3 collectors, or the worker, an inference rank
     and 2 collectors) through shared memory, plain messages and lz4-compressed messages: the
     same weights, bit for bit, and each transport's buffers where it says. With the inference
-    rank, the shared run is also tests/mpi/test_inference_ranks.py's job whose collectors take
+    rank, the shared run is also test_inference_ranks.py's job whose collectors take
     the normalisers, never the parameters (one launch checks both)."""
     sets = SYNC + [f"scheme.collectors_per_worker={3 - inference}",
                    f"algo.ppo.minibatch_size={24 if inference == 0 else 32}",

@@ -1,6 +1,6 @@
 """Dict observations: packed into one uint8 row with every key in its own dtype, one encoder
 per key, learned from serially and on the presets, and taken raw by saved policies
-(tests/mpi/hpcrl_testenvs.py: DictMatch, an image, a float and a Discrete)."""
+(tests/placement/mpi/hpcrl_testenvs.py: DictMatch, an image, a float and a Discrete)."""
 import json
 
 import gymnasium as gym

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).parent
-ROOT = HERE.parents[1]
+ROOT = HERE.parents[2]
 FAST = ["train.tensorboard=false", "train.eval_episodes=0", "train.log_interval_s=60"]
 
 # For runs whose weights are compared with another layout's (two gradient ranks against one
