@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from hpcrl.algorithms import algorithm_capabilities, make_policy
+from hpcrl.algorithms import algorithm_type, make_policy
 from hpcrl.config.loader import from_dict
 from hpcrl.config.policy_addons import PolicyAddonsConfig
 from hpcrl.config.rnd import RndConfig
@@ -84,11 +84,14 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
     spaces = EnvSpaces(tuple(record["obs_shape"]), space, fmt, observation_space)
     cfg = record["config"]
     name = cfg["algo"]["name"]
-    # an on-policy plug-in acts through the actor-critic, so its module need not be
-    # importable where the run is evaluated; an off-policy one's class builds its policy
-    own_policy = (record.get("acts_with") == "policy" if is_import_path(name)
-                  else algorithm_capabilities(name).replay)
-    if own_policy:
+    # what the state dict fits, as the record says: an actor-critic, rebuilt from the
+    # record's sections (a plug-in's module need not be importable where the run is
+    # evaluated), or the algorithm's own policy, which its class builds; a record written
+    # before records said so is read as its built-in's class declares (a plug-in's as an
+    # actor-critic)
+    acts_with = record.get("acts_with") or (
+        "actor_critic" if is_import_path(name) else algorithm_type(name).policy_record_kind)
+    if acts_with == "policy":
         policy = make_policy(config_from_record(record), spaces)
         policy.load_state_dict(record["state_dict"])
         return policy.eval()

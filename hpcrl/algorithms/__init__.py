@@ -27,7 +27,6 @@ from hpcrl.algorithms.registry import (
     algorithms_with,
     builtin_sections,
     check_algorithm_kwargs,
-    is_off_policy,
     make_algorithm,
     make_policy,
 )
@@ -36,4 +35,4 @@ __all__ = ["A2C", "ALGORITHMS", "Algorithm", "BUILT_IN_ALGOS", "CONSTRUCTOR", "C
            "IMPALA", "PPO", "OffPolicyAlgorithm", "OnPolicyAlgorithm", "action_space_problem",
            "algorithm_capabilities", "algorithm_class", "algorithm_defaults", "algorithm_kind",
            "algorithm_type", "algorithms_with", "builtin_sections", "check_algorithm_kwargs",
-           "is_off_policy", "make_algorithm", "make_policy"]
+           "make_algorithm", "make_policy"]

@@ -208,3 +208,34 @@ class Algorithm(ABC):
     @abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` saved."""
+
+    # -- what the collectors and the placements read of the class ----------------------------
+    # (each family's base sets them; a plug-in inherits its base's)
+    collection_unit: ClassVar[str]
+    """What one collector's unit of collection is, streamed whole to its learner: a
+    ``"rollout"`` (``algo.num_steps`` steps per env, learnt from once) or a ``"chunk"`` of
+    transitions (``algo.num_steps`` steps per env, added to a replay). The placements key
+    their collectors and stream layouts on it (a table per value, no branch on the family)
+    and name it in what they print."""
+
+    rate_limits_collectors: ClassVar[bool] = False
+    """Whether its learner may hold its collector ranks back: a learner that falls behind
+    its rate of gradient steps per env step leaves a collector's next unit unreceived, so
+    the collectors send synchronously and wait (``replay.ratio_tolerance``)."""
+
+    collectors_keep_parameters: ClassVar[bool] = False
+    """Whether a collector that an inference rank acts for still takes each new version's
+    parameters, not only its header (command, version, normalisers): it computes something
+    of its own with them (the initial priorities of its transitions)."""
+
+    acts_on_device: ClassVar[bool] = True
+    """Whether an inference rank serves its acting policy on the rank's device
+    (``scheme.inference_device``, compiled under ``train.compile``), or in numpy on the CPU
+    whatever the device (``auto`` then picks the CPU): a small policy acting for a few envs
+    loses more to the transfers than a device gains it."""
+
+    policy_record_kind: ClassVar[str]
+    """What its acting policy is, in the words a policy record's ``acts_with`` uses:
+    ``"actor_critic"`` (rebuilt from the record's sections alone, without the class) or
+    ``"policy"`` (its own module, rebuilt by its class's :meth:`policy_for`): how a record
+    written before records said so is read back."""

@@ -272,3 +272,10 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
             self.addons.check_fingerprints(state["kl_policies"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.progress = float(state["progress"])
+
+    # -- what the collectors and the placements read of the class (see Algorithm) ------------
+    collection_unit: ClassVar[str] = "rollout"
+    """Its collectors stream whole rollouts, each learnt from in the update it arrives for."""
+
+    policy_record_kind: ClassVar[str] = "actor_critic"
+    """It acts with the actor-critic, which a policy record rebuilds from its sections."""

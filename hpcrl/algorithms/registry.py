@@ -93,11 +93,6 @@ def _constructor_problem(cls: type[Algorithm]) -> str | None:
             f"own section self.own; {CONTRACTS})")
 
 
-def is_off_policy(name: str) -> bool:
-    """Whether ``algo.name`` learns from a replay (its class's declared capabilities)."""
-    return algorithm_capabilities(name).replay
-
-
 def algorithm_class(name: str) -> type[OnPolicyAlgorithm]:
     """The on-policy algorithm ``name`` (:func:`algorithm_type`, for the callers that need
     the on-policy family's own methods: its storage and its minibatches)."""

@@ -7,13 +7,23 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import torch
+from torch import nn
 
-from hpcrl.algorithms import Algorithm, algorithm_capabilities, make_algorithm
+from hpcrl.algorithms import (
+    Algorithm,
+    algorithm_capabilities,
+    algorithm_type,
+    make_algorithm,
+    make_policy,
+)
+from hpcrl.algorithms.capabilities import Capabilities
+from hpcrl.algorithms.demo_replay import collector_envs
 from hpcrl.buffers.rollout import RolloutLayout
 from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout
 from hpcrl.comm import split_by_role, world_comm
@@ -22,7 +32,9 @@ from hpcrl.comm.compression import PlainCodec, make_codec
 from hpcrl.comm.faults import LOST, PeerInfo, gather_peers, survival_problem
 from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.comm.world import SelfComm
-from hpcrl.config.schema import Config
+from hpcrl.config.offpolicy import ReplayConfig
+from hpcrl.config.schema import Config, SchemeConfig, TrainConfig
+from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.models.actor import ActorCritic, actor_on
 from hpcrl.numerics.reducer import Reducer
@@ -36,6 +48,7 @@ from hpcrl.placement.mpi.launcher import (
 from hpcrl.placement.mpi.node_transport import open_node_memory
 from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
 from hpcrl.reference_policies import attach_references
+from hpcrl.roles.collector import Collector, rollout_collector
 from hpcrl.roles.transition_filler import stream_layout
 from hpcrl.runtime.devices import DeviceError, node_local_rank, pick_device
 from hpcrl.runtime.refused import exit_refused
@@ -137,10 +150,10 @@ class RankJob:
     @cached_property
     def header_only(self) -> frozenset[int]:
         """Subscribers that take a weights message's header alone (command, version and
-        normaliser buffers), not its parameters: on-policy collectors whose inference rank
-        acts for them. An off-policy collector keeps its parameters: it computes its
-        chunks' initial priorities with its own Q-network."""
-        if self.off_policy:
+        normaliser buffers), not its parameters: collectors whose inference rank acts for
+        them, unless the algorithm declares that its collectors keep the parameters
+        (:attr:`~hpcrl.algorithms.algorithm.Algorithm.collectors_keep_parameters`)."""
+        if self.algorithm_type.collectors_keep_parameters:
             return frozenset()
         return frozenset(r.rank for r in self.table if r.role == COLLECTOR and r.inference >= 0)
 
@@ -179,22 +192,108 @@ class RankJob:
         """How big buffers cross as messages (``scheme.compress``)."""
         return make_codec(self.config.scheme.compress)
 
-    @property
-    def off_policy(self) -> bool:
-        """Whether the algorithm learns from a replay (its declared capabilities): transition
-        chunks stream to one learner rank, and its collectors act through a numpy policy."""
-        return algorithm_capabilities(self.config.algo.name).replay
-
-    def stream_layout(self) -> Any:
-        """The layout of what a collector rank streams to its learner: a rollout, or (an
-        off-policy agent's) a chunk of ``algo.num_steps`` transitions per env."""
-        if not self.off_policy:
-            return self.layout()
-
+    def chunk_layout(self) -> Any:
+        """The layout of the transition chunks a collector rank streams to a replay learner:
+        ``algo.num_steps`` steps of each of its envs (plus what an n-step window flushes)."""
         s = self.spaces
-        return stream_layout(self.config, s.obs_shape, s.action_shape, self.config.env.num_envs,
+        return stream_layout(self.config, s.obs_shape, s.action_shape, self.num_envs,
                              s.obs_format.dtype)
 
+    def stream_layout(self) -> Any:
+        """The layout of what a collector rank streams to its learner: the algorithm's
+        declared unit of collection (:attr:`collection_unit`), a rollout or a chunk."""
+        return STREAM_LAYOUTS[self.collection_unit](self)
+
+    # -- what the algorithm declares ---------------------------------------------------------
+    @cached_property
+    def algorithm_type(self) -> type[Algorithm]:
+        """The class of the job's algorithm (``algo.name``, built in or a plug-in): what
+        differs between algorithms is declared on it and read through it here."""
+        return algorithm_type(self.config.algo.name)
+
+    @cached_property
+    def capabilities(self) -> Capabilities:
+        """What the job's algorithm declares it learns from and supports."""
+        return algorithm_capabilities(self.config.algo.name)
+
+    @property
+    def collection_unit(self) -> str:
+        """What one collection of a collector is, as the algorithm declares it
+        (``"rollout"`` or ``"chunk"``): the key of the collectors' and stream layouts'
+        tables, and the word the lines about collectors use."""
+        return self.algorithm_type.collection_unit
+
+    def new_policy(self, device: torch.device | None = None) -> nn.Module:
+        """A fresh acting policy of the job's algorithm (its class's ``policy_for``: the
+        actor-critic, or an off-policy agent's own policy), moved to ``device`` unless that
+        is None or the CPU: what an inference rank serves, and what sizes its slots."""
+        policy = make_policy(self.config, self.spaces)
+        if device is None or device.type == "cpu":
+            return policy
+        return actor_on(policy, device) if isinstance(policy, ActorCritic) else policy.to(device)
+
+    # -- the sections and counts the ranks read ----------------------------------------------
+    @property
+    def scheme(self) -> SchemeConfig:
+        """The ``scheme`` section: how the roles map onto ranks and how they talk."""
+        return self.config.scheme
+
+    @property
+    def train(self) -> TrainConfig:
+        """The ``train`` section: the budget, the learner device, compiling."""
+        return self.config.train
+
+    @property
+    def replay(self) -> ReplayConfig:
+        """The ``replay`` section (a replay learner's ratio and pacing)."""
+        return self.config.replay
+
+    @property
+    def num_envs(self) -> int:
+        """The envs of one collecting rank (``env.num_envs``)."""
+        return self.config.env.num_envs
+
+    @property
+    def steps_per_collection(self) -> int:
+        """Steps of each env in one rollout or chunk (``algo.num_steps``)."""
+        return self.config.algo.num_steps
+
+    @property
+    def steps_per_update(self) -> int:
+        """Env steps of the whole job in one on-policy update: a rollout of every env."""
+        return self.steps_per_collection * self.total_envs
+
+    @cached_property
+    def minibatches_per_epoch(self) -> int:
+        """The minibatches each epoch over an on-policy update cuts (validated counts)."""
+        return minibatches_per_epoch(self.config)
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether running moments travel with the gradients for the learners to sum: the
+        observation or reward normalisers (``env.normalize_*``) or RND's (``rnd.enabled``)."""
+        env = self.config.env
+        return env.normalize_obs or env.normalize_reward or self.config.rnd.enabled
+
+    def rollout_collector(self, envs: Any, actor: ActorCritic, engine: Any = None,
+                          incarnation: int = 0) -> Collector[Any]:
+        """The rollout collector of this rank's envs ``envs`` (its global env offset and the
+        job's env count), acting with ``actor`` or through ``engine`` (an inference rank's
+        link); ``incarnation`` > 0 for a spare that took a lost collector's place."""
+        return rollout_collector(envs, actor, self.config.env, self.config.algo.gamma,
+                                 self.config.seed, self.role.env_offset, collector_id=self.rank,
+                                 total_envs=self.total_envs, engine=engine,
+                                 incarnation=incarnation)
+
+    def collector_envs(self) -> Any:
+        """This rank's envs (from its global env offset, in the job's env groups)."""
+        return collector_envs(self.config, self.role.env_offset, self.total_envs,
+                              self.env_groups)
+
+
+# a collector's declared unit of collection -> the layout of what it streams
+STREAM_LAYOUTS: dict[str, Callable[[RankJob], Any]] = {"rollout": RankJob.layout,
+                                                       "chunk": RankJob.chunk_layout}
 
 def describe_role(role: RankRole) -> str:
     """A rank's role in words, for error reports: "gradient worker 1 + collector"."""

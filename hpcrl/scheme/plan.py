@@ -1,7 +1,7 @@
 """The rank table of a config, as text for people and JSON for scripts (``hpcrl plan``)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -24,14 +24,15 @@ if TYPE_CHECKING:  # annotations only: the scheme does not import config at run 
 
 def role_device_key(config: Config, role: RankRole) -> tuple[str, str]:
     """The config key that sets this role's device, and what it asks for: ``train.device``
-    for learners, ``scheme.inference_device`` for inference ranks (the CPU for an
-    off-policy agent's, whose policy acts in numpy), ``scheme.collector_device`` for
-    collectors."""
+    for learners, ``scheme.inference_device`` for inference ranks (``auto``: the CPU for
+    an algorithm that declares its acting policy is served in numpy, not on a device),
+    ``scheme.collector_device`` for collectors."""
     if role.learner:
         return "train.device", config.train.device
     if role.role == INFERENCE:
         requested = config.scheme.inference_device
-        if algorithm_capabilities(config.algo.name).replay and requested.strip().lower() == "auto":
+        acts_on_device = algorithm_type(config.algo.name).acts_on_device
+        if not acts_on_device and requested.strip().lower() == "auto":
             requested = "cpu"
         return "scheme.inference_device", requested
     return "scheme.collector_device", config.scheme.collector_device
@@ -60,13 +61,25 @@ def exploration_epsilon(config: Config, role: RankRole) -> float | None:
 
 
 def agent_summary(config: Config) -> str:
-    """The agent in words: the algorithm and what the scheme does with its data."""
-    a, r, caps = config.algo, config.replay, algorithm_capabilities(config.algo.name)
-    if not caps.replay:
-        vtrace = " with V-trace targets" if caps.storage == "vtrace" else ""
-        lag = (f", rollouts more than {config.scheme.max_policy_lag} updates old dropped"
-               if config.scheme.collection == "async" else "")
-        return f"{a.name}{vtrace}{lag}"
+    """The agent in words: the algorithm and what the scheme does with its data (what it
+    learns from, as its class declares it, picks the words: :data:`DATA_SUMMARIES`)."""
+    return DATA_SUMMARIES[algorithm_capabilities(config.algo.name).learns_from](config)
+
+
+def rollouts_summary(config: Config) -> str:
+    """An on-policy agent in words: the algorithm, its V-trace targets, the policy lag it
+    drops asynchronous rollouts at."""
+    a, caps = config.algo, algorithm_capabilities(config.algo.name)
+    vtrace = " with V-trace targets" if caps.storage == "vtrace" else ""
+    lag = (f", rollouts more than {config.scheme.max_policy_lag} updates old dropped"
+           if config.scheme.collection == "async" else "")
+    return f"{a.name}{vtrace}{lag}"
+
+
+def replay_summary(config: Config) -> str:
+    """An off-policy agent in words: the algorithm, its replay and its priorities, n-step
+    returns and per-collector epsilon."""
+    a, r = config.algo, config.replay
     replay = "prioritised replay" if r.prioritized else "uniform replay"
     if r.prioritized:
         replay += (" (priorities from the collectors)"
@@ -79,6 +92,11 @@ def agent_summary(config: Config) -> str:
     if eps is not None and eps.per_collector_eps:
         parts.append("per-collector epsilon")
     return ", ".join(parts)
+
+
+# what an algorithm learns from -> how the plan describes its agent
+DATA_SUMMARIES: dict[str, Callable[[Config], str]] = {"rollouts": rollouts_summary,
+                                                      "replay": replay_summary}
 
 
 def plan_json(config: Config) -> dict[str, Any]:

@@ -61,9 +61,10 @@ class FakeWorld:
 def fake_job(sets: list[str], size: int) -> SimpleNamespace:
     cfg = load_config(None, sets)
     table = assign_roles(size, cfg.scheme, cfg.env.num_envs)
-    return SimpleNamespace(config=cfg, table=table, world=FakeWorld(), workers=[0],
-                           describe_rank=lambda r: describe_role(table[r]), survives=True,
-                           channel=LocalChannel(), off_policy=False, say=lambda line: None)
+    return SimpleNamespace(config=cfg, scheme=cfg.scheme, table=table, world=FakeWorld(),
+                           workers=[0], describe_rank=lambda r: describe_role(table[r]),
+                           survives=True, channel=LocalChannel(), collection_unit="rollout",
+                           say=lambda line: None)
 
 
 @pytest.fixture
@@ -142,7 +143,7 @@ def test_a_learner_re_targets_a_place_once_it_is_free(lost_ranks):
 
 def test_checkpoint_states_are_taken_by_place_and_for_this_checkpoint_alone(lost_ranks):
     job = fake_job(ASYNC + ["scheme.max_collector_restarts=1"], 5)
-    job.config.scheme.collector_timeout_s = 0  # (wait for ever: nothing hangs here)
+    job.scheme.collector_timeout_s = 0  # (wait for ever: nothing hangs here)
     holders = {1: 1, 2: 4, 3: 3}  # rank 4 took rank 2's place
     for offset, asked_by in ((0, 7), (8, 6), (8, 7), (16, 7)):  # (8, 6): a late answer
         job.channel.send_object({"env_offset": offset, "asked_by": asked_by}, 0, TAG_STATE)

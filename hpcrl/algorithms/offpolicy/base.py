@@ -313,3 +313,20 @@ class OffPolicyAlgorithm(Algorithm):
         self.steps = int(state["steps"])
         self.progress = float(state["progress"])
         self.generator.set_state(state["generator"])
+
+    # -- what the collectors and the placements read of the class (see Algorithm) ------------
+    collection_unit = "chunk"
+    """Its collectors stream chunks of transitions into the learner's replay."""
+
+    rate_limits_collectors = True
+    """Its learner paces its collectors to the replay ratio (``replay.ratio_tolerance``)."""
+
+    collectors_keep_parameters = True
+    """A collector keeps its policy's parameters even where an inference rank acts for it:
+    it computes its chunks' initial priorities with its own Q-network."""
+
+    acts_on_device = False
+    """Its acting policy (a Q-network or a small actor) is served in numpy on the CPU."""
+
+    policy_record_kind = "policy"
+    """It acts with its own policy module, which only its class rebuilds."""

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from hpcrl.algorithms import make_policy
-from hpcrl.algorithms.demo_replay import collector_envs
 from hpcrl.comm.channel import Channel
 from hpcrl.placement.job import RankJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
@@ -29,7 +28,7 @@ from hpcrl.placement.mpi.remote_acting import (
     acting_spec,
     client_ends,
 )
-from hpcrl.roles.collector import Collector, rollout_collector, transition_collector
+from hpcrl.roles.collector import Collector, transition_collector
 from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP, Weights
 from hpcrl.roles.protocol import TAG_FINAL, TAG_PREEMPT, TAG_STATE, TAG_WEIGHTS
 from hpcrl.scheme import collecting_ranks
@@ -72,36 +71,23 @@ class CollectorRank:
 
     def __init__(self, job: RankJob, resume_state: dict[str, Any] | None,
                  incarnation: int = 0) -> None:
-        cfg = job.config
         self.job, self.channel = job, job.channel
         # > 0: a spare that took a lost collector's place (its envs from fresh seeds)
         self.incarnation = incarnation
         self.worker = job.workers[job.role.group]
-        self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs, job.env_groups)
-        # a replay learner may hold this rank back (rate limit): chunks go out synchronously
-        self.held = job.off_policy
+        self.envs = job.collector_envs()
         self.link: RemoteLinks | None = None  # to the inference rank that acts for it
-        # steps per env of each buffer: a chunk's algo.num_steps, a rollout's own count
-        self.chunk_steps = cfg.algo.num_steps if self.held else None
-        if self.held:
-            self.collector: Collector[Any] = self._transition_collector()
-        else:
-            remote = job.role.inference >= 0  # then the actor only holds the normalisers
-            self.actor = job.new_actor(None if remote else job.device)
-            engine = RemoteEngine(self._link(self.actor)) if remote else None
-            self.collector = rollout_collector(self.envs, self.actor, cfg.env, cfg.algo.gamma,
-                                               cfg.seed, job.role.env_offset,
-                                               collector_id=job.rank,
-                                               total_envs=job.total_envs, engine=engine,
-                                               incarnation=incarnation)
-            self.weights = Weights.empty_like(self.actor)
+        # what it collects is the algorithm's declared unit: a rollout or a chunk
+        self.collector: Collector[Any] = COLLECTORS[job.collection_unit](self)
         self.params = ParamsReceiver(self.channel, self.weights, self.worker, job.codec)
-        self.stream = stream_out(job, job.stream_layout(), synchronous=self.held)
+        # a learner that rate-limits its collectors holds this rank back: sends are synchronous
+        self.stream = stream_out(job, job.stream_layout(),
+                                 synchronous=job.algorithm_type.rate_limits_collectors)
         if resume_state is not None:
             self.collector.load_state_dict(resume_state)
-        p = cfg.scheme.preemption
+        p = job.scheme.preemption
         self.preempt = (PreemptListener(self.channel, self.worker,
-                                        math.ceil(p.fraction_samples * cfg.algo.num_steps))
+                                        math.ceil(p.fraction_samples * job.steps_per_collection))
                         if p.fraction_workers < 1.0 or p.fraction_samples < 1.0 else None)
         self.sent = 0
         self.unsent = False  # a collected rollout is waiting to be sent
@@ -119,19 +105,28 @@ class CollectorRank:
         region = None if job.memory is None else job.memory.region(job.rank, ACTING)
         groups = job.env_groups
         ends = client_ends(job.channel, job.role.inference, acting_spec(job, module),
-                           job.config.env.num_envs // groups, groups, job.memory, region)
+                           job.num_envs // groups, groups, job.memory, region)
         self.link = RemoteLinks(ends, lambda: self.collector.weights_version)
         return self.link
 
+    def _rollout_collector(self) -> Collector[Any]:
+        """A collector of whole rollouts, acting with its own actor-critic, or through its
+        inference rank (the actor then only holds the normalisers)."""
+        job = self.job
+        remote = job.role.inference >= 0
+        self.actor = job.new_actor(None if remote else job.device)
+        engine = RemoteEngine(self._link(self.actor)) if remote else None
+        self.weights = Weights.empty_like(self.actor)
+        return job.rollout_collector(self.envs, self.actor, engine, self.incarnation)
+
     def _transition_collector(self) -> Collector[Any]:
-        """An off-policy collector streaming chunks of ``algo.num_steps`` steps per env."""
+        """A collector of transition chunks of ``algo.num_steps`` steps per env."""
         job, cfg = self.job, self.job.config
-        policy = make_policy(cfg, job.spaces)
-        n = cfg.env.num_envs
+        policy = job.new_policy()
         acting = RemotePolicyEngine(self._link(policy)) if job.role.inference >= 0 else None
         collector = transition_collector(self.envs, policy, cfg, job.role.env_offset, job.rank,
-                                         job.total_envs, job.role.env_offset // n,
-                                         collecting_ranks(cfg.scheme), acting,
+                                         job.total_envs, job.role.env_offset // job.num_envs,
+                                         collecting_ranks(job.scheme), acting,
                                          self.incarnation)
         self.weights = Weights.empty_like(policy)
         return collector
@@ -156,7 +151,7 @@ class CollectorRank:
         """Collect until the STOP command (``scheme.collection``: sync or async), then close the
         inference link and the preemption listener, wait for the state sends and close the envs."""
         try:
-            if self.job.config.scheme.collection == "async":
+            if self.job.scheme.collection == "async":
                 self._run_async()
             else:
                 self._run_sync()
@@ -231,7 +226,7 @@ class CollectorRank:
         stopping = self._service_weights()
         while not stopping:
             rollout = self.stream.next_buffer()
-            self.collector.collect(rollout, self.chunk_steps)
+            self.collector.collect(rollout)
             self.unsent = True
             # the previous rollout may still be in flight: keep answering commands meanwhile
             while pending and not all(channel.test(r) for r in pending) and not stopping:
@@ -247,3 +242,9 @@ class CollectorRank:
         for request in pending:
             channel.wait(request)
         channel.send(np.array([self.sent], np.int64), self.worker, TAG_FINAL)
+
+
+# a collector rank's declared unit of collection -> how it builds its collector
+COLLECTORS: dict[str, Callable[[CollectorRank], Collector[Any]]] = {
+    "rollout": CollectorRank._rollout_collector,
+    "chunk": CollectorRank._transition_collector}

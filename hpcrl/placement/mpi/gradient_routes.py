@@ -64,13 +64,11 @@ class AllReduced:
                  leader: Leader | None) -> None:
         self.job, self.leader = job, leader
         numel = sum(p.numel() for p in algorithm.actor.parameters())
-        self.allreducer = (make_allreducer(job.config.scheme.allreduce, job.gradient,
+        self.allreducer = (make_allreducer(job.scheme.allreduce, job.gradient,
                                            job.device, numel)
                            if len(job.workers) > 1 else None)
         self.updater = Updater(algorithm)
-        cfg = job.config
-        self.normalizing = (cfg.env.normalize_obs or cfg.env.normalize_reward
-                            or cfg.rnd.enabled)  # gradients carry moments to sum
+        self.normalizing = job.normalizes  # gradients carry moments to sum
         self.command = 0
 
     def statistics_reducer(self) -> Reducer | None:
@@ -253,7 +251,7 @@ GradientRoute = AllReduced | ToCentralUpdater | ToAsyncUpdater
 def route_for(job: RankJob, algorithm: OnPolicyAlgorithm,
               leader: Leader | None) -> GradientRoute:
     """The route of ``job``'s scheme (``scheme.gradients``, ``scheme.update``)."""
-    s = job.config.scheme
+    s = job.scheme
     if s.gradients == "async":
         return ToAsyncUpdater(job, algorithm, leader)
     if s.update == "central":

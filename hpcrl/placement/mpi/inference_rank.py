@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.algorithms import make_policy
 from hpcrl.comm.faults import DEAD, LOST, is_peer_failure
 from hpcrl.exchange.acting import BYE, VALUE, ServerEnd, serve_until
 from hpcrl.models.acting import make_engine
@@ -35,13 +34,13 @@ from hpcrl.roles.protocol import TAG_WEIGHTS
 
 
 def serving_engine(job: RankJob) -> tuple[Any, Any]:
-    """The module an inference rank holds and the engine that evaluates it: the actor-critic
-    on the rank's device, or an off-policy agent's acting policy (numpy, on the CPU)."""
-    if job.off_policy:
-        policy = make_policy(job.config, job.spaces)
-        return policy, make_engine(policy)
-    actor = job.new_actor(job.device)
-    return actor, make_engine(actor, compile=job.config.train.compile)
+    """The module an inference rank holds and the engine that evaluates it: the job's acting
+    policy, on the rank's device and compiled under ``train.compile`` where the algorithm
+    declares it acts there (the actor-critic), else in numpy on the CPU (an off-policy
+    agent's policy: :attr:`~hpcrl.algorithms.algorithm.Algorithm.acts_on_device`)."""
+    on_device = job.algorithm_type.acts_on_device
+    policy = job.new_policy(job.device if on_device else None)
+    return policy, make_engine(policy, compile=on_device and job.train.compile)
 
 
 class InferenceRank:
@@ -57,7 +56,7 @@ class InferenceRank:
         self.noisy = spec.noise_shape is not None  # requests carry noise / recurrent state
         self.stateful = spec.state_size > 0
         groups = job.env_groups
-        self.envs = job.config.env.num_envs // groups  # the rows of one slot
+        self.envs = job.num_envs // groups  # the rows of one slot
         memory = job.memory
         # each collector's slots, one per group: in shared memory when it shares this node
         self.ends: list[ServerEnd] = []

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from hpcrl.algorithms import algorithm_capabilities
 from hpcrl.learning.loop import UpdateControl, run_learner
 from hpcrl.numerics.compiling import compile_loss
 from hpcrl.numerics.reducer import ReducerSlot
@@ -78,9 +77,9 @@ class LearnerRank:
         # path binds once the algorithm exists (a GPU all-reducer is sized by its weights)
         self.reducer = ReducerSlot()
         self.algorithm = job.new_algorithm(self.reducer)
-        if job.config.train.compile:
+        if job.train.compile:
             compile_loss(self.algorithm, job.device)
-        learns_from = algorithm_capabilities(job.config.algo.name).learns_from
+        learns_from = job.capabilities.learns_from
         self.updates: DataPath = DATA_PATHS[learns_from](job, resume, leader, self.algorithm,
                                                          self.reducer)
         self.actor = self.updates.actor

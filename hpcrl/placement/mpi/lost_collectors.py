@@ -33,7 +33,7 @@ class CollectorWatch:
     def __init__(self, job: Any, ranks: list[int]) -> None:
         self.job, self.ranks = job, list(ranks)
         self.channel = job.channel
-        self.timeout = float(job.config.scheme.collector_timeout_s)
+        self.timeout = float(job.scheme.collector_timeout_s)
         # (rank, what) -> when the learner began waiting for it: its next rollout
         # ("stream"), its taking of a weights message, its checkpoint state, its final count
         self.since: dict[tuple[int, str], float] = {}

@@ -23,7 +23,6 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
-from hpcrl.algorithms import make_policy
 from hpcrl.comm.node_memory import NodeMemory, NodePeers, aligned, node_peers, shm_free_bytes
 from hpcrl.exchange.streams import STREAM_SLOTS, StreamIn, StreamOut
 from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
@@ -45,15 +44,13 @@ def acting_bytes(job: RankJob) -> int:
     """Bytes of a collector's acting slots, one per group of its envs."""
     spec = acting_spec(job, acting_module(job))
     groups = job.env_groups
-    return groups * spec.slot_words(job.config.env.num_envs // groups) * 4
+    return groups * spec.slot_words(job.num_envs // groups) * 4
 
 
 def acting_module(job: RankJob) -> Any:
     """The module whose acting a collector's inference rank runs (on the CPU, for shapes):
-    the actor-critic, or an off-policy agent's acting policy."""
-    if job.off_policy:
-        return make_policy(job.config, job.spaces)
-    return job.new_actor()
+    the job's acting policy."""
+    return job.new_policy()
 
 
 def collector_regions(job: RankJob, peers: NodePeers) -> dict[str, int]:
@@ -109,7 +106,7 @@ def uses_exchanges(job: RankJob) -> bool:
     answer on every rank). A job that survives lost collectors takes messages under
     ``transport=auto``: Open MPI does not promise its shared windows work after a rank died,
     and freeing one is collective over the node, dead ranks included."""
-    transport = job.config.scheme.transport
+    transport = job.scheme.transport
     if transport == "messages" or (transport == "auto" and job.survives):
         return False
     return job.world.Get_size() > 1 and any(r.role == COLLECTOR for r in job.table)
@@ -124,7 +121,7 @@ def open_node_memory(job: RankJob) -> NodeMemory | None:
 
     peers = node_peers(job.world)
     regions = collector_regions(job, peers)
-    shared = job.config.scheme.transport == "shared"
+    shared = job.scheme.transport == "shared"
     problem = straddling(job, peers) if shared else None
     need = sum(peers.comm.allgather(sum(aligned(n) for n in regions.values())))
     free = peers.comm.bcast(shm_free_bytes() if peers.comm.Get_rank() == 0 else None, root=0)
@@ -182,7 +179,7 @@ def transport_note(job: RankJob, owned: list[tuple[str, ...]], total_bytes: int)
     if messaged:
         lines.append(f"messages carry {messaged} (their peer on another node, or no room in "
                      f"/dev/shm)")
-    elif job.config.scheme.compress == "lz4":
+    elif job.scheme.compress == "lz4":
         lines.append("scheme.compress=lz4 compresses the weights alone here: no rollout "
                      "crosses as a message")
     return "; ".join(lines)

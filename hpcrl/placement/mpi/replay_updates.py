@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from hpcrl.algorithms import OffPolicyAlgorithm, make_policy
+from hpcrl.algorithms import OffPolicyAlgorithm
 from hpcrl.algorithms.demo_replay import collector_envs
 from hpcrl.exchange.chunks_in_process import ChunksInProcess
 from hpcrl.exchange.weights import CopyInProcess, SharedInPlace, WeightsSync
@@ -81,7 +81,7 @@ class ReplayUpdates:
             self.weights = latest
             # spares that take lost collectors' places (scheme.max_collector_restarts)
             self.takeovers = Takeovers(job, self.inbox, latest, [self.collectors])
-            tolerance = cfg.replay.ratio_tolerance
+            tolerance = job.replay.ratio_tolerance
         self.loop = ReplayLoop(self.learner, cfg, job.total_envs, source, self.weights,
                                tolerance, lambda: leader.env_steps)
         if resume is not None:
@@ -101,10 +101,10 @@ class ReplayUpdates:
         the CPU it acts with the learner's very policy (whose parameters are one flat slice
         of the learner's: a new version copies nothing), elsewhere with a copy."""
         job, cfg, spaces = self.job, self.job.config, self.job.spaces
-        n = cfg.env.num_envs
+        n = job.num_envs
         envs = collector_envs(cfg, 0, n, job.env_groups)
         shared = job.device.type == "cpu" and has_flat_parameters(algorithm.policy)
-        policy = algorithm.policy if shared else make_policy(cfg, spaces)
+        policy = algorithm.policy if shared else job.new_policy()
         collector = transition_collector(envs, policy, cfg)
         self.weights = (SharedInPlace(collector.follow) if shared else
                         CopyInProcess(policy, collector.load_weights))
@@ -117,8 +117,8 @@ class ReplayUpdates:
     def _chunk_steps(self) -> int:
         """Steps per env of the next chunk of this process's own collector: up to where the
         next training round falls due, or where the update ends."""
-        n = self.job.config.env.num_envs
-        freq = self.job.config.replay.train_freq
+        n = self.job.num_envs
+        freq = self.job.replay.train_freq
         since_round = (self.loop.env_steps // n) % freq
         left = (self.loop.per_update - self.loop.row.env_steps) // n
         return min(freq - since_round, left)
@@ -148,7 +148,7 @@ class ReplayUpdates:
         if self.inbox is None or self.takeovers is None:  # one process: none is lost
             return False
         self.takeovers.apply()
-        return (self.job.survives and self.inbox.live < self.job.config.scheme.min_collectors
+        return (self.job.survives and self.inbox.live < self.job.scheme.min_collectors
                 and not self.takeovers.awaiting())
 
     def end_update(self, control: Control) -> None:

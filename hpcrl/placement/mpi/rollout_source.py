@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from hpcrl.algorithms.demo_replay import collector_envs
 from hpcrl.buffers.rollout import Rollout
 from hpcrl.comm.faults import is_peer_failure
 from hpcrl.exchange.weights import CopyInProcess, SharedInPlace, WeightsSync
@@ -32,14 +31,13 @@ from hpcrl.placement.mpi.latest_weights import BroadcastWeights, LatestWeights
 from hpcrl.placement.mpi.lost_collectors import CollectorWatch, LostCollectorError
 from hpcrl.placement.mpi.node_transport import stream_in
 from hpcrl.placement.mpi.takeovers import Takeovers
-from hpcrl.roles.collector import rollout_collector
 from hpcrl.roles.messages import STOP
 from hpcrl.roles.protocol import TAG_DONE, TAG_PREEMPT
 
 
-def _preempting(job: RankJob) -> bool:
-    p = job.config.scheme.preemption
-    return p.fraction_workers < 1.0 or p.fraction_samples < 1.0
+def _preempting(preemption: Any) -> bool:
+    """Whether ``scheme.preemption`` lets stragglers stop early."""
+    return preemption.fraction_workers < 1.0 or preemption.fraction_samples < 1.0
 
 
 class OwnEnvs:
@@ -48,15 +46,11 @@ class OwnEnvs:
 
     def __init__(self, job: RankJob, resume_state: dict[str, Any] | None,
                  actor: ActorCritic | None = None) -> None:
-        cfg = job.config
         self.job = job
-        self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs, job.env_groups)
+        self.envs = job.collector_envs()
         self.shared = actor is not None  # the learner's own actor: nothing to copy
-        self.collector = rollout_collector(self.envs,
-                                           actor if actor is not None else job.new_actor(),
-                                           cfg.env, cfg.algo.gamma, cfg.seed,
-                                           job.role.env_offset, collector_id=job.rank,
-                                           total_envs=job.total_envs)
+        self.collector = job.rollout_collector(self.envs,
+                                               actor if actor is not None else job.new_actor())
         if resume_state is not None:
             inexact = self.collector.load_state_dict(resume_state)
             if inexact and job.is_leader:
@@ -69,10 +63,10 @@ class OwnEnvs:
                                                 self.collector.load_weights))
         self.rollout = job.layout().new()
         self.peers = [r for r in job.workers if r != job.rank]
-        p = cfg.scheme.preemption
-        self.preempt = _preempting(job) and bool(self.peers)
+        p = job.scheme.preemption
+        self.preempt = _preempting(p) and bool(self.peers)
         self.needed = math.ceil(p.fraction_workers * len(job.workers))
-        self.min_steps = math.ceil(p.fraction_samples * cfg.algo.num_steps)
+        self.min_steps = math.ceil(p.fraction_samples * job.steps_per_collection)
         self.notice = np.zeros(1, np.int64)
         self.inbox = [np.zeros(1, np.int64) for _ in self.peers]
         self.dropped = 0
@@ -127,8 +121,8 @@ class SyncCollectors:
         self.subscribers = job.my_subscribers  # inference ranks, then the collectors
         layout = job.layout()
         self.streams = [stream_in(job, rank, layout) for rank in self.collectors]
-        p = job.config.scheme.preemption
-        self.preempt = _preempting(job)
+        p = job.scheme.preemption
+        self.preempt = _preempting(p)
         self.needed = math.ceil(p.fraction_workers * len(self.collectors))
         self.notice = np.zeros(1, np.int64)
         self.dropped = 0
@@ -138,7 +132,7 @@ class SyncCollectors:
         # request waits for them), then its collectors
         self.sync = BroadcastWeights(self.channel, self.subscribers, job.header_only,
                                      job.codec)
-        self.timeout = job.config.scheme.collector_timeout_s
+        self.timeout = job.scheme.collector_timeout_s
 
     def publish(self, policy: nn.Module, version: int, command: int = 0) -> None:
         """Send ``policy`` at ``version`` to every subscriber (header only where an inference
@@ -218,7 +212,7 @@ class AsyncCollectors:
         # spares that take lost collectors' places (scheme.max_collector_restarts)
         self.takeovers = Takeovers(job, self.inbox, self.sync, [self.collectors],
                                    busy=lambda i: i in self.held)
-        self.max_lag = job.config.scheme.max_policy_lag
+        self.max_lag = job.scheme.max_policy_lag
         self.dropped = 0
         self.restarts_dropped = 0  # env restarts of dropped rollouts, not yet reported
         self.starved = False  # every collector was lost: no batch can be filled any more

@@ -22,7 +22,6 @@ import numpy as np
 
 from hpcrl.algorithms.base import OnPolicyAlgorithm
 from hpcrl.build import make_storage
-from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.learning.gradient_worker import GradientWorker
 from hpcrl.learning.loop import UpdateControl
 from hpcrl.numerics.reducer import ReducerSlot
@@ -41,7 +40,7 @@ def rollout_source(job: RankJob, resume: dict[str, Any] | None,
     (``scheme.collection``)."""
     if job.role.collects:
         return OwnEnvs(job, collector_state_for(resume, job.role.env_offset), shared)
-    if job.config.scheme.collection == "async":
+    if job.scheme.collection == "async":
         return AsyncCollectors(job)
     return SyncCollectors(job)
 
@@ -51,15 +50,14 @@ class RolloutUpdates:
 
     def __init__(self, job: RankJob, resume: dict[str, Any] | None, leader: Leader | None,
                  algorithm: OnPolicyAlgorithm, reducer: ReducerSlot) -> None:
-        cfg = job.config
         self.job, self.algorithm = job, algorithm
         self.route: GradientRoute = route_for(job, algorithm, leader)
         route = self.route
         reducer.bind(route.statistics_reducer())
         self.actor = algorithm.actor
-        storage = make_storage(cfg, job.spaces, job.device)
-        self.worker = GradientWorker(algorithm, storage, cfg.seed, job.total_envs,
-                                     minibatches_per_epoch(cfg))
+        storage = make_storage(job.config, job.spaces, job.device)
+        self.worker = GradientWorker(algorithm, storage, job.config.seed, job.total_envs,
+                                     job.minibatches_per_epoch)
         self.version = 0
         if resume is not None:
             self.actor.load_state_dict(resume["policy"]["state_dict"])
@@ -72,7 +70,7 @@ class RolloutUpdates:
         counters = resume["counters"] if resume is not None else {"updates": 0, "env_steps": 0}
         self.update = int(counters["updates"]) if route.resumes_update_count else 0
         self.env_steps = int(counters["env_steps"])
-        self.per_update = cfg.algo.num_steps * job.total_envs  # env steps of a job's update
+        self.per_update = job.steps_per_update  # env steps of a job's update
         self.learnt_steps = 0  # env steps the update just learnt from (0: it was skipped)
 
     def control(self) -> UpdateControl:
@@ -89,7 +87,7 @@ class RolloutUpdates:
         route = self.route
         route.command = 0
         rollouts, t_collect, t_wait = self.source.gather(self.update, self.version)
-        progress = (self.env_steps + self.per_update) / self.job.config.train.total_env_steps
+        progress = (self.env_steps + self.per_update) / self.job.train.total_env_steps
         report = self.layout.new()
         times = {"compute": 0.0, "comm": 0.0}
         self.learnt_steps = 0

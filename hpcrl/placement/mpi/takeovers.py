@@ -37,7 +37,7 @@ class Takeovers:
     def __init__(self, job: Any, inbox: Any, sync: Any, lists: list[list[int]],
                  busy: Callable[[int], bool] = lambda i: False) -> None:
         self.job, self.inbox, self.sync, self.lists, self.busy = job, inbox, sync, lists, busy
-        self.active = bool(job.survives) and spare_ranks(job.config.scheme) > 0
+        self.active = bool(job.survives) and spare_ranks(job.scheme) > 0
         self.pending: list[tuple[int, int, float]] = []  # (lost rank, spare, loss seen at)
         self.decided: set[int] = set()  # lost ranks rank 0 gave its word on
         self.noticed: dict[int, float] = {}  # lost rank -> when this learner saw it lost
@@ -86,7 +86,7 @@ class Takeovers:
             del self.joined[spare]
             taken = self.inbox.first_taken.get(i, time.time())
             self.job.say(f"hpcrl: rank {spare} (spare) holds the place of rank {lost}: its "
-                         f"first {'chunk' if self.job.off_policy else 'rollout'} was taken "
+                         f"first {self.job.collection_unit} was taken "
                          f"{taken - seen:.1f} s after rank 0 learnt of the loss")
 
     def awaiting(self) -> bool:

@@ -21,7 +21,6 @@ import numpy as np
 
 from hpcrl.algorithms.base import OnPolicyAlgorithm
 from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
-from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.learning.loop import run_learner
 from hpcrl.learning.updater import Updater
 from hpcrl.placement.job import RankJob
@@ -62,14 +61,13 @@ class SyncUpdaterRank:
     """The updater of a central synchronous scheme: sums, applies and broadcasts."""
 
     def __init__(self, job: RankJob, resume: dict[str, Any] | None, leader: Leader) -> None:
-        cfg = job.config
         self.job, self.leader = job, leader
         self.updater = make_updater(job, resume)
         self.algorithm, self.actor = self.updater.algorithm, self.updater.algorithm.actor
         self.layout = ReportLayout(self.algorithm.stat_names)
         self.gradient = Gradient.for_actor(self.actor, len(self.algorithm.stat_names),
                                            job.device)
-        self.steps = self.algorithm.steps_per_update(minibatches_per_epoch(cfg))
+        self.steps = self.algorithm.steps_per_update(job.minibatches_per_epoch)
         self.preempted = False
 
     def start(self) -> None:
@@ -131,7 +129,7 @@ class AsyncUpdaterRank:
         # the dedicated collectors whose states a checkpoint round waits for
         self.state_watch = CollectorWatch(job, [r.rank for r in job.table
                                                 if r.role == COLLECTOR])
-        self.live = [max(job.config.scheme.collectors_per_worker, 1)] * len(self.workers)
+        self.live = [max(job.scheme.collectors_per_worker, 1)] * len(self.workers)
         self.states: dict[int, dict[str, Any]] = {}
         self.written = 0
         self.checkpoint_for: set[int] = set()  # workers still to be told of the open round
@@ -196,7 +194,7 @@ class AsyncUpdaterRank:
     def run(self) -> None:
         """Apply each worker's gradient as it arrives and answer that worker alone, recording a row
         per report, opening checkpoint rounds when due and STOPping every worker at the end."""
-        cfg = self.job.config
+        total_env_steps = self.job.train.total_env_steps
         active = set(range(len(self.workers)))
         final_written: int | None = None
         while active:
@@ -221,7 +219,7 @@ class AsyncUpdaterRank:
                 self.preempted = True
             if not command and not starved:
                 self.asynchrony.append(float(self.updater.version - gradient.weights_version))
-                gradient.info.set(progress=min(self.leader.env_steps / cfg.train.total_env_steps,
+                gradient.info.set(progress=min(self.leader.env_steps / total_env_steps,
                                                1.0))
                 self.updater.step(gradient)
             elif final_written is None:
