@@ -55,7 +55,7 @@ def other_policy(tmp_path_factory):
     train_quietly(run, ["seed=1", "train.total_env_steps=512"])
     policy, config = load_policy_and_config(run)
     seen = []
-    run_episodes(policy, config, 3, on_step=lambda e, obs, *rest: seen.append(
+    run_episodes(policy, config.env, 3, config.seed, on_step=lambda e, obs, *rest: seen.append(
         torch.as_tensor(obs, dtype=torch.float32)))
     return run, policy, torch.stack(seen)
 
