@@ -60,10 +60,10 @@ class ReplayUpdates:
         assert leader is not None  # the job's one learner rank is rank 0
         self.job, self.channel, self.leader = job, job.channel, leader
         retain_freed_memory()
-        replay = make_replay(cfg, spaces.obs_shape, spaces.action_shape, spaces.discrete,
-                             spaces.obs_format.dtype, spaces.obs_format,
-                             streams=job.total_envs)
-        self.learner = ReplayLearner(algorithm, replay, cfg)
+        replay = make_replay(cfg.replay, cfg.seed, cfg.algo.gamma, cfg.env, spaces.obs_shape,
+                             spaces.action_shape, spaces.discrete, spaces.obs_format.dtype,
+                             spaces.obs_format, streams=job.total_envs)
+        self.learner = ReplayLearner(algorithm, replay, cfg.replay, cfg.train.total_env_steps)
         self.actor = algorithm.policy
         self.collectors = job.my_collectors
         self.local: ChunksInProcess | None = None
@@ -82,7 +82,8 @@ class ReplayUpdates:
             # spares that take lost collectors' places (scheme.max_collector_restarts)
             self.takeovers = Takeovers(job, self.inbox, latest, [self.collectors])
             tolerance = cfg.replay.ratio_tolerance
-        self.loop = ReplayLoop(self.learner, cfg, job.total_envs, source, self.weights,
+        self.loop = ReplayLoop(self.learner, cfg.replay, cfg.env.num_envs,
+                               cfg.algo.num_steps * job.total_envs, source, self.weights,
                                tolerance, lambda: leader.env_steps)
         if resume is not None:
             state = resume["placement"]["updater"]
