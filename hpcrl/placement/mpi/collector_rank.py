@@ -77,7 +77,8 @@ class CollectorRank:
         # > 0: a spare that took a lost collector's place (its envs from fresh seeds)
         self.incarnation = incarnation
         self.worker = job.workers[job.role.group]
-        self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs, job.env_groups)
+        self.envs = collector_envs(cfg.env, cfg.algo, job.role.env_offset, job.total_envs,
+                                   job.env_groups)
         # a replay learner may hold this rank back (rate limit): chunks go out synchronously
         self.held = job.off_policy
         self.link: RemoteLinks | None = None  # to the inference rank that acts for it

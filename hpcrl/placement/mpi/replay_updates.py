@@ -103,7 +103,7 @@ class ReplayUpdates:
         of the learner's: a new version copies nothing), elsewhere with a copy."""
         job, cfg, spaces = self.job, self.job.config, self.job.spaces
         n = cfg.env.num_envs
-        envs = collector_envs(cfg, 0, n, job.env_groups)
+        envs = collector_envs(cfg.env, cfg.algo, 0, n, job.env_groups)
         shared = job.device.type == "cpu" and has_flat_parameters(algorithm.policy)
         policy = algorithm.policy if shared else make_policy(cfg, spaces)
         collector = transition_collector(envs, policy, cfg)

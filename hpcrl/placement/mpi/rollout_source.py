@@ -50,7 +50,8 @@ class OwnEnvs:
                  actor: ActorCritic | None = None) -> None:
         cfg = job.config
         self.job = job
-        self.envs = collector_envs(cfg, job.role.env_offset, job.total_envs, job.env_groups)
+        self.envs = collector_envs(cfg.env, cfg.algo, job.role.env_offset, job.total_envs,
+                                   job.env_groups)
         self.shared = actor is not None  # the learner's own actor: nothing to copy
         self.collector = rollout_collector(self.envs,
                                            actor if actor is not None else job.new_actor(),
