@@ -50,7 +50,8 @@ def become_collector(comm: MPI.Comm, incarnation: int) -> None:
     cfg = from_dict({}, SETS)
     spaces = env_spaces(cfg)
     actor = make_actor(cfg, spaces)
-    envs = collector_envs(cfg, 0, cfg.env.num_envs, env_groups(cfg, remote=False))
+    envs = collector_envs(cfg.env, cfg.algo, 0, cfg.env.num_envs,
+                          env_groups(cfg, remote=False))
     collector = rollout_collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed,
                                   incarnation=incarnation)
     weights = Weights.empty_like(actor)

@@ -45,7 +45,9 @@ def success_rate(act: Callable[[Any], Any], episodes: int) -> float:
     from hpcrl.config.loader import load_config
     from hpcrl.evaluation import run_episodes
 
-    played = run_episodes(act, load_config(RECIPE), episodes, seed=EVAL_SEED)
+    config = load_config(RECIPE)
+    played = run_episodes(act, config.env, episodes, EVAL_SEED,
+                          config.train.eval_max_episode_steps)
     return statistics.fmean(played.successes)
 
 

@@ -62,7 +62,8 @@ def score(run: Path, algo: str, episodes: int) -> list[float]:
 
     config = load_config(ROOT / "examples" / RECIPES[algo])
     policy = hpcrl.load_policy(run).eval()
-    return run_episodes(policy, config, episodes, seed=EVAL_SEED).returns
+    return run_episodes(policy, config.env, episodes, EVAL_SEED,
+                        config.train.eval_max_episode_steps).returns
 
 
 def train_seconds(run: Path) -> float:

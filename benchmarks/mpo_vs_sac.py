@@ -63,7 +63,8 @@ def score(run: Path, episodes: int) -> list[float]:
     from hpcrl.evaluation import run_episodes
 
     config = load_config(run / "config.yaml")
-    return run_episodes(hpcrl.load_policy(run), config, episodes, seed=EVAL_SEED).returns
+    return run_episodes(hpcrl.load_policy(run), config.env, episodes, EVAL_SEED,
+                        config.train.eval_max_episode_steps).returns
 
 
 def job(algo: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:

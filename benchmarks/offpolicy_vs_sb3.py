@@ -52,7 +52,8 @@ def evaluate(act: Callable[[Any], Any], algo: str, episodes: int) -> list[float]
     from hpcrl.evaluation import run_episodes
 
     config = load_config(ROOT / "examples" / RECIPES[algo][0])
-    return run_episodes(act, config, episodes, seed=EVAL_SEED).returns
+    return run_episodes(act, config.env, episodes, EVAL_SEED,
+                        config.train.eval_max_episode_steps).returns
 
 
 def sb3_model(algo: str, seed: int) -> tuple[Any, int]:

@@ -131,7 +131,8 @@ def describe(preset: str, sets: list[str]) -> Soak:
         from hpcrl.learning.replay_learner import make_replay
 
         spaces = env_spaces(config)
-        replay = make_replay(config, spaces.obs_shape, spaces.action_shape, spaces.discrete,
+        replay = make_replay(config.replay, config.seed, config.algo.gamma, config.env,
+                             spaces.obs_shape, spaces.action_shape, spaces.discrete,
                              spaces.obs_format.dtype)
         soak.replay_capacity = config.replay.buffer_size
         soak.replay_bytes_per_step = _array_bytes(vars(replay)) / soak.replay_capacity

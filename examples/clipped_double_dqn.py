@@ -18,7 +18,7 @@ One module and its registration are all it needs: ``section`` names its config s
 (``algo.cdq``), whose dataclass ``section_keys`` derives from DQN's keys, so it explores
 with ``algo.cdq.exploration_*`` and the ``apex`` preset's keys land there;
 ``section_problem`` states the range rule of its own key; and hpcrl builds it, like every
-algorithm, as ``Class(spaces, config, device, reducer)``.
+algorithm, as ``Class(spaces, settings, device, reducer)``.
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class ClippedDoubleDQN(hpcrl.DQN):
         """DQN's Q-network (segment ``q``, the one that acts) and a second one (``q2``),
         each with its target."""
         parts = super().build()
-        self.q2 = type(self).acting_policy(self.spaces, self.config.actor)
+        self.q2 = type(self).acting_policy(self.spaces, self.settings.actor)
         self.target_q2 = TargetNetwork(self.q2)
         self.targets["q2"] = self.target_q2
         return [*parts, ("q2", self.q2)]

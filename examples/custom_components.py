@@ -24,9 +24,9 @@ class KLPenaltyPPO(hpcrl.PPO):
 
     stat_names = hpcrl.PPO.stat_names + ("kl_beta",)
 
-    def __init__(self, spaces, config, device="cpu", reducer=None, *,
+    def __init__(self, spaces, settings, device="cpu", reducer=None, *,
                  target_kl: float = 0.01) -> None:
-        super().__init__(spaces, config, device, reducer)
+        super().__init__(spaces, settings, device, reducer)
         self.target_kl, self.beta = target_kl, 1.0
         self._update_kls: list[float] = []
 

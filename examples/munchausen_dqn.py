@@ -14,7 +14,7 @@ A plug-in off-policy algorithm derives from a built-in (``hpcrl.DQN``, ``hpcrl.S
 ``hpcrl.TD3``, ``hpcrl.DDPG``, ``hpcrl.MPO``) or from ``hpcrl.OffPolicyAlgorithm``, and
 inherits its base's declared capabilities, defaults (``hpcrl config show`` lists them) and
 schemes (serial, ``apex``, ``async-sac``). hpcrl builds every algorithm alike, as
-``Class(spaces, config, device, reducer, **algo.kwargs)``. Every rank imports it by its path
+``Class(spaces, settings, device, reducer, **algo.kwargs)``. Every rank imports it by its path
 (``munchausen_dqn:MunchausenDQN``), as does ``hpcrl eval``, which rebuilds its policy with
 the class's ``acting_policy``: keep this directory on PYTHONPATH there too.
 """
@@ -31,10 +31,10 @@ class MunchausenDQN(hpcrl.DQN):
 
     stat_names = hpcrl.DQN.stat_names + ("munchausen_bonus",)
 
-    def __init__(self, spaces, config, device="cpu", reducer=None, *,
+    def __init__(self, spaces, settings, device="cpu", reducer=None, *,
                  entropy_tau: float = 0.03, alpha: float = 0.9, log_clip: float = -1.0
                  ) -> None:
-        super().__init__(spaces, config, device, reducer)
+        super().__init__(spaces, settings, device, reducer)
         if entropy_tau <= 0 or not 0 <= alpha <= 1 or log_clip >= 0:
             raise ValueError(f"MunchausenDQN needs entropy_tau > 0, 0 <= alpha <= 1 and "
                              f"log_clip < 0, got {entropy_tau}, {alpha}, {log_clip}")

@@ -19,7 +19,7 @@ One module and its registration are all an algorithm with keys of its own needs:
 ``section`` names its config section (``algo.reinforce``), ``section_keys`` is the dataclass
 of its keys (their defaults are the field defaults; ``hpcrl`` refuses an unknown key or a
 wrong type, and ``section_problem`` states the range rules, before the run starts), and
-hpcrl builds it, like every algorithm, as ``Class(spaces, config, device, reducer)``: the
+hpcrl builds it, like every algorithm, as ``Class(spaces, settings, device, reducer)``: the
 shared ``algo.*`` keys are ``self.algo``, its own section ``self.own``.
 """
 from __future__ import annotations

@@ -9,6 +9,7 @@ from hpcrl.algorithms import algorithm_capabilities, algorithm_class, algorithm_
 from hpcrl.algorithms.demo_replay import demos_problem
 from hpcrl.algorithms.model_based_checks import model_env_problem
 from hpcrl.algorithms.own_section import own_section
+from hpcrl.algorithms.registry import algorithm_settings
 from hpcrl.buffers.replay.goals import goal_env_problem
 from hpcrl.buffers.rollout import RolloutLayout
 from hpcrl.buffers.rollout_storage import RolloutStorage
@@ -28,7 +29,7 @@ def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
     """A freshly initialised actor-critic of the on-policy ``config.algo.name`` (its class's
     :meth:`~hpcrl.algorithms.base.OnPolicyAlgorithm.policy_for`); the same seed gives
     the same weights everywhere."""
-    return algorithm_class(config.algo.name).policy_for(spaces, config)
+    return algorithm_class(config.algo.name).policy_for(spaces, algorithm_settings(config))
 
 
 def rollout_layout(config: Config, spaces: EnvSpaces, num_envs: int) -> RolloutLayout:

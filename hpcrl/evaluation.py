@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from hpcrl.config.schema import Config, EnvConfig
+from hpcrl.config.schema import EnvConfig
 from hpcrl.envs.make import make_env
 from hpcrl.envs.obs_format import ObsFormat, obs_format
 from hpcrl.envs.restarts import IN_PLACE, EnvRestartsExhausted, describe_error, fresh_seed
@@ -63,12 +63,12 @@ class Episodes:
     restarts: int = 0  # episodes played again after their env failed
 
 
-def episode_cap(config: Config, env: gym.Env) -> int:
-    """Steps after which an evaluation episode of ``env`` is cut:
-    ``train.eval_max_episode_steps`` when set, else the env's own time limit, else
+def episode_cap(max_episode_steps: int, env: gym.Env) -> int:
+    """Steps after which an evaluation episode of ``env`` is cut: ``max_episode_steps``
+    (``train.eval_max_episode_steps``) when above 0, else the env's own time limit, else
     :data:`DEFAULT_MAX_EPISODE_STEPS`."""
-    if config.train.eval_max_episode_steps > 0:
-        return config.train.eval_max_episode_steps
+    if max_episode_steps > 0:
+        return max_episode_steps
     own = env.spec.max_episode_steps if env.spec is not None else None
     return int(own) if own else DEFAULT_MAX_EPISODE_STEPS
 
@@ -93,21 +93,24 @@ class _Progress:
 StepHook = Callable[[int, Any, Any, float, bool, bool], None]
 
 
-def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
-                 seed: int | None = None,
+def run_episodes(actor: torch.nn.Module, env: EnvConfig, episodes: int, seed: int,
+                 max_episode_steps: int = 0,
                  on_frame: Callable[[gym.Env], None] | None = None,
                  console: IO[str] | None = None,
                  on_step: StepHook | None = None) -> Episodes:
-    """``episodes`` episodes taking the actor's most likely actions.
+    """``episodes`` episodes of the envs of ``env`` (the run's env section) taking the
+    actor's most likely actions.
 
-    Episode ``i`` is played from ``reset(seed=base + i)`` whatever else runs, so the returns
-    do not depend on how episodes are grouped. Up to :data:`MAX_PARALLEL_EPISODES` envs play
+    Episode ``i`` is played from ``reset(seed=base + i)`` (``base``: ``seed``, the run's
+    seed for its own evaluations, plus :data:`EVAL_SEED_OFFSET`) whatever else runs, so the
+    returns do not depend on how episodes are grouped. Up to :data:`MAX_PARALLEL_EPISODES` envs play
     at once and the actor takes all their observations in one batch (one forward per step,
     not one per env and step). The envs have the training env's preprocessing
     (``env.preset``) but play whole games with the game's own rewards: no episode ends at a
     lost life, no reward is clipped. A recurrent actor's state is carried through each
     episode, from zeros at its start. An episode still going after :func:`episode_cap` steps
-    is cut there and counted as truncated: a deterministic policy may never end one.
+    (``max_episode_steps``, 0: the env's own limit) is cut there and counted as truncated:
+    a deterministic policy may never end one.
 
     ``on_frame(env)`` (a video) makes the episodes play one after the other in an env made
     with ``render_mode="rgb_array"``, called after its reset and after each step.
@@ -117,14 +120,14 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
     what :class:`~hpcrl.buffers.demos.files.DemoRecorder` records."""
     if episodes <= 0:
         return Episodes([], 0, 0, 0)
-    base = (config.seed if seed is None else seed) + EVAL_SEED_OFFSET
-    env_config, parallel = config.env, MAX_PARALLEL_EPISODES
+    base = seed + EVAL_SEED_OFFSET
+    env_config, parallel = env, MAX_PARALLEL_EPISODES
     if on_frame is not None:
-        env_config = replace(config.env, kwargs={**config.env.kwargs, "render_mode": "rgb_array"})
+        env_config = replace(env, kwargs={**env.kwargs, "render_mode": "rgb_array"})
         parallel = 1
     envs = [make_env(env_config, whole_games=True) for _ in range(min(episodes, parallel))]
     space, fmt = envs[0].action_space, obs_format(envs[0].observation_space)
-    cap = episode_cap(config, envs[0])
+    cap = episode_cap(max_episode_steps, envs[0])
     returns = [0.0] * episodes
     playing: dict[int, tuple[int, Any]] = {}  # env slot -> (episode, its last observation)
     lengths = [0] * len(envs)  # steps of the episode each slot plays
@@ -192,8 +195,8 @@ def run_episodes(actor: torch.nn.Module, config: Config, episodes: int,
                     playing[slot] = (episode, obs)
             progress(next_episode - len(playing), steps)
     finally:
-        for env in envs:
-            env.close()
+        for played in envs:
+            played.close()
     reported = [successes[i] for i in range(episodes)] if len(successes) == episodes else []
     return Episodes(returns, truncated, cap, steps, reported, again.restarts)
 
@@ -235,20 +238,21 @@ class EpisodesAgain:
         self.restarts += 1
 
 
-def evaluate(actor: torch.nn.Module, config: Config, episodes: int,
-             seed: int | None = None,
+def evaluate(actor: torch.nn.Module, env: EnvConfig, episodes: int, seed: int,
+             max_episode_steps: int = 0,
              on_frame: Callable[[gym.Env], None] | None = None,
              console: IO[str] | None = None,
              on_step: StepHook | None = None) -> dict[str, Any]:
     """``{"mean_return", "std_return", "episodes", "returns", "truncated",
-    "max_episode_steps"}`` over deterministic episodes (``truncated``: how many were cut at
-    ``max_episode_steps``; ``on_frame``, ``console``, ``on_step``: see
+    "max_episode_steps"}`` over deterministic episodes of ``env`` from ``seed``
+    (``truncated``: how many were cut at ``max_episode_steps``; the arguments: see
     :func:`run_episodes`), and ``"success_rate"`` where the env reports
     ``info["is_success"]`` at the end of every episode."""
     was_training = actor.training
     actor.eval()
     try:
-        played = run_episodes(actor, config, episodes, seed, on_frame, console, on_step)
+        played = run_episodes(actor, env, episodes, seed, max_episode_steps, on_frame, console,
+                              on_step)
     finally:
         actor.train(was_training)
     return {"mean_return": float(np.mean(played.returns)),

@@ -14,10 +14,10 @@ def test_returns_do_not_depend_on_how_episodes_are_grouped(env_id, monkeypatch):
     config = from_dict({}, [f"env.id={env_id}"])
     torch.manual_seed(0)
     actor = ActorCritic(env_spaces(config), config.actor)  # untrained: varied episodes
-    together = evaluation.evaluate(actor, config, 7)["returns"]
+    together = evaluation.evaluate(actor, config.env, 7, config.seed)["returns"]
     for parallel in (1, 3):
         monkeypatch.setattr(evaluation, "MAX_PARALLEL_EPISODES", parallel)
-        assert evaluation.evaluate(actor, config, 7)["returns"] == together
+        assert evaluation.evaluate(actor, config.env, 7, config.seed)["returns"] == together
     assert len(together) == 7 and len(set(together)) > 1  # distinct seeds, distinct games
 
 
@@ -76,10 +76,10 @@ def test_the_default_cap_is_the_envs_own_time_limit_or_27000_steps():
     import gymnasium as gym
 
     config = from_dict({})
-    assert evaluation.episode_cap(config, gym.make("CartPole-v1")) == 500
-    assert evaluation.episode_cap(config, gym.make("CliffWalking-v1")) == 27_000
-    capped = from_dict({}, ["train.eval_max_episode_steps=40"])
-    assert evaluation.episode_cap(capped, gym.make("CartPole-v1")) == 40
+    assert evaluation.episode_cap(config.train.eval_max_episode_steps,
+                                  gym.make("CartPole-v1")) == 500
+    assert evaluation.episode_cap(0, gym.make("CliffWalking-v1")) == 27_000
+    assert evaluation.episode_cap(40, gym.make("CartPole-v1")) == 40
 
 
 class _WallWalker(torch.nn.Module):
@@ -91,10 +91,11 @@ class _WallWalker(torch.nn.Module):
 
 def test_a_cut_episode_is_truncated_and_an_env_s_own_limit_is_not():
     config = from_dict({}, ["env.id=CliffWalking-v1", "train.eval_max_episode_steps=25"])
-    result = evaluation.evaluate(_WallWalker(), config, 3)
+    result = evaluation.evaluate(_WallWalker(), config.env, 3, config.seed,
+                                 config.train.eval_max_episode_steps)
     assert result["returns"] == [-25.0] * 3 and result["truncated"] == 3
     cartpole = from_dict({})  # CartPole's own TimeLimit at 500 ends its episodes itself
-    balanced = evaluation.run_episodes(_WallWalker(), cartpole, 2)
+    balanced = evaluation.run_episodes(_WallWalker(), cartpole.env, 2, cartpole.seed)
     assert balanced.truncated == 0 and balanced.max_steps == 500
 
 
@@ -104,9 +105,9 @@ def test_a_long_evaluation_says_how_far_it_got(monkeypatch):
     monkeypatch.setattr(evaluation, "PROGRESS_EVERY_S", 0.0)
     console = io.StringIO()
     config = from_dict({}, ["env.id=CliffWalking-v1", "train.eval_max_episode_steps=5"])
-    evaluation.evaluate(_WallWalker(), config, 2, console=console)
+    evaluation.evaluate(_WallWalker(), config.env, 2, config.seed, 5, console=console)
     assert "eval: 2 of 2 episodes done, 10 steps in" in console.getvalue()
     quiet = io.StringIO()
     monkeypatch.setattr(evaluation, "PROGRESS_EVERY_S", 60.0)
-    evaluation.evaluate(_WallWalker(), config, 2, console=quiet)
+    evaluation.evaluate(_WallWalker(), config.env, 2, config.seed, 5, console=quiet)
     assert quiet.getvalue() == ""  # a short one stays silent

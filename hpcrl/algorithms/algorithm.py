@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
@@ -29,12 +30,35 @@ from hpcrl.algorithms.key_rules import Rule
 from hpcrl.numerics.gradient_guard import GradientGuard
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import AlgoConfig, Config
+    from hpcrl.config.offpolicy import ReplayConfig
+    from hpcrl.config.rnd import RndConfig
+    from hpcrl.config.schema import ActorConfig, AlgoConfig, EnvConfig
     from hpcrl.envs.vector import EnvSpaces
     from hpcrl.numerics.reducer import Reducer
 
 #: How hpcrl builds every algorithm, built in or a plug-in (``algo.kwargs`` follow).
-CONSTRUCTOR = "Class(spaces, config, device, reducer, **algo.kwargs)"
+CONSTRUCTOR = "Class(spaces, settings, device, reducer, **algo.kwargs)"
+
+
+@dataclass(frozen=True)
+class AlgorithmSettings:
+    """What an algorithm is built from: the parts of the run's config it reads, and no
+    others (not the scheme, the training loop's budget or the logs).
+
+    The registry makes it once from the run's config
+    (:func:`~hpcrl.algorithms.registry.algorithm_settings`) for the class it builds, so
+    ``own`` is that class's own section (``algo.<section>``; None for one with no keys of
+    its own, A2C).
+    """
+
+    algo: AlgoConfig  # the shared algo.* keys: lr and its schedule, gamma, addons, ...
+    own: Any  # its own section, algo.<section_name()>
+    actor: ActorConfig  # its networks
+    env: EnvConfig  # the observation normaliser's keys; MPC's reward function's env
+    rnd: RndConfig  # RND's exploration bonus (on-policy actor-critics)
+    replay: ReplayConfig  # the replay's keys (off-policy: prioritised, n-step, ...)
+    seed: int  # every rank's networks start from this seed
+    on_nonfinite: str  # train.on_nonfinite: what a non-finite loss or gradient does
 
 
 def linear_schedule(initial: float, kind: str, progress: float) -> float:
@@ -50,11 +74,12 @@ class Algorithm(ABC):
     gradient reports, in a fixed order, so they travel as a plain float vector beside the
     gradient and become ``progress.csv`` columns. ``guard`` applies ``train.on_nonfinite``
     to the loss terms and to each gradient applied; ``algo`` is the run's ``algo`` section,
-    whose ``lr`` and ``lr_schedule`` give :attr:`learning_rate`.
+    whose ``lr`` and ``lr_schedule`` give :attr:`learning_rate`, ``own`` its own section
+    and ``settings`` all it is built from (:class:`AlgorithmSettings`).
 
     Every algorithm of either family is built the same way, by
     :func:`~hpcrl.algorithms.registry.make_algorithm`, as :data:`CONSTRUCTOR`:
-    ``Class(spaces, config, device, reducer, **algo.kwargs)`` (``constructor_args``). What
+    ``Class(spaces, settings, device, reducer, **algo.kwargs)`` (``constructor_args``). What
     differs between algorithms is declared on the class and read through it, never
     branched on by name: :attr:`kind` (the built-in whose defaults and recipes it runs
     with), :attr:`section` and :attr:`section_keys` (its own ``algo.<section>`` keys),
@@ -68,7 +93,7 @@ class Algorithm(ABC):
     stat_example: ClassVar[tuple[str, ...]] = ("loss",)  # a family's loss terms, for refusals
     capabilities: ClassVar[Capabilities]  # each family's base or algorithm declares its own
     # the positional arguments hpcrl builds every algorithm with (algo.kwargs follow)
-    constructor_args: ClassVar[tuple[str, ...]] = ("spaces", "config", "device", "reducer")
+    constructor_args: ClassVar[tuple[str, ...]] = ("spaces", "settings", "device", "reducer")
     # the built-in (registry name) whose defaults, recipes and presets it runs with: each
     # built-in names itself, a subclass inherits it; None: its family's default_kind()
     kind: ClassVar[str | None] = None
@@ -133,10 +158,10 @@ class Algorithm(ABC):
 
     @classmethod
     @abstractmethod
-    def policy_for(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
-        """A fresh acting policy of a run of ``config`` over ``spaces``, initialised from
-        ``config.seed``: what collectors act with and ``load_policy`` returns (each
-        family's base defines it)."""
+    def policy_for(cls, spaces: EnvSpaces, settings: AlgorithmSettings) -> nn.Module:
+        """A fresh acting policy of an algorithm built from ``settings`` over ``spaces``,
+        initialised from ``settings.seed``: what collectors act with and ``load_policy``
+        returns (each family's base defines it)."""
 
     @classmethod
     def demonstrations(cls, own: Any) -> Any | None:
@@ -156,15 +181,16 @@ class Algorithm(ABC):
         """Whether its collectors compute each transition's initial replay priority."""
         return False
 
-    def __init__(self, spaces: EnvSpaces, config: Config, device: torch.device | str = "cpu",
-                 reducer: Reducer | None = None) -> None:
-        """What every algorithm keeps: the env's spaces, the run's config and its own
-        section (``own``), the device its learner runs on and the non-finite guard."""
-        self.spaces, self.config = spaces, config
-        self.algo = config.algo
-        self.own: Any = getattr(config.algo, type(self).section_name(), None)
+    def __init__(self, spaces: EnvSpaces, settings: AlgorithmSettings,
+                 device: torch.device | str = "cpu", reducer: Reducer | None = None) -> None:
+        """What every algorithm keeps: the env's spaces, what it is built from
+        (``settings``, the shared keys in ``algo`` and its own section in ``own``), the
+        device its learner runs on and the non-finite guard."""
+        self.spaces, self.settings = spaces, settings
+        self.algo = settings.algo
+        self.own: Any = settings.own
         self.device = torch.device(device)
-        self.guard = GradientGuard(config.train.on_nonfinite)
+        self.guard = GradientGuard(settings.on_nonfinite)
         self.progress = 0.0
 
     # -- what the algorithm learns from ------------------------------------------------------

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from hpcrl.algorithms.addons import PolicyLossAddons, PolicyOutputs, addon_stat_names
-from hpcrl.algorithms.algorithm import Algorithm
+from hpcrl.algorithms.algorithm import Algorithm, AlgorithmSettings
 from hpcrl.algorithms.capabilities import ON_POLICY_GAE, Capabilities, Storage
 from hpcrl.buffers.intrinsic import IntrinsicTargets
 from hpcrl.buffers.rollout_storage import RecurrentBatch, RolloutBatch
@@ -25,7 +25,6 @@ from hpcrl.numerics.reducer import LocalReducer, Reducer, global_mean_std
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.policy_addons import PolicyAddonsConfig
-    from hpcrl.config.schema import Config
 
 # What an algorithm trains from and on: RolloutStorage and its GaeBatch (PPO, A2C), or
 # VTraceStorage and its SequenceBatch (IMPALA); a plug-in that names neither gets Any.
@@ -72,10 +71,10 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
     capabilities: ClassVar[Capabilities] = ON_POLICY_GAE
     RND_STATS = ("rnd_loss",)  # what an actor with RND adds to stat_names
 
-    def __init__(self, spaces: EnvSpaces, config: Config, device: torch.device | str = "cpu",
-                 reducer: Reducer | None = None) -> None:
-        super().__init__(spaces, config, device, reducer)
-        self.actor = actor_on(type(self).policy_for(spaces, config), self.device)
+    def __init__(self, spaces: EnvSpaces, settings: AlgorithmSettings,
+                 device: torch.device | str = "cpu", reducer: Reducer | None = None) -> None:
+        super().__init__(spaces, settings, device, reducer)
+        self.actor = actor_on(type(self).policy_for(spaces, settings), self.device)
         self.reducer: Reducer = reducer or LocalReducer()
         self._optimizer: FlatOptimizer | None = None
         # RND (actor.rnd): the update's intrinsic targets, and the predictor's loss, which
@@ -109,15 +108,15 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
         return "impala" if cls.storage == "vtrace" else "a2c"
 
     @classmethod
-    def policy_for(cls, spaces: EnvSpaces, config: Config) -> ActorCritic:
-        """The actor-critic of ``config.actor`` over ``spaces`` (with its observation
-        normaliser, RND heads and the add-ons' predictors), initialised from
-        ``config.seed``: the same weights on every rank."""
+    def policy_for(cls, spaces: EnvSpaces, settings: AlgorithmSettings) -> ActorCritic:
+        """The actor-critic of ``settings.actor`` over ``spaces`` (with the observation
+        normaliser of ``env.normalize_obs``, RND heads and the add-ons' predictors),
+        initialised from ``settings.seed``: the same weights on every rank."""
+        env, predictors = settings.env, settings.algo.addons.predictors
         with torch.random.fork_rng():
-            torch.manual_seed(config.seed)
-            actor = ActorCritic(spaces, config.actor, config.env.normalize_obs,
-                                config.env.clip_obs, config.rnd,
-                                config.algo.addons.predictors)
+            torch.manual_seed(settings.seed)
+            actor = ActorCritic(spaces, settings.actor, env.normalize_obs, env.clip_obs,
+                                settings.rnd, predictors)
         contiguous_parameters(actor)
         return actor
 

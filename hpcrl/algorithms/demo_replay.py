@@ -46,7 +46,7 @@ from hpcrl.envs.state import from_plain, to_plain
 from hpcrl.envs.vector import make_vector_env, reset_seeded, vector_call, vector_set_attr
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import Config
+    from hpcrl.config.schema import AlgoConfig, EnvConfig
 
 if TYPE_CHECKING:
     from hpcrl.models.actor import ActorCritic
@@ -337,19 +337,20 @@ def demos_problem(path: str, observation_space: gym.Space, action_space: gym.Spa
     return None
 
 
-def collector_envs(config: Config, env_offset: int, total_envs: int,
+def collector_envs(env: EnvConfig, algo: AlgoConfig, env_offset: int, total_envs: int,
                    groups: int = 1) -> EnvGroups:
-    """A collector's ``env.num_envs`` envs from global index ``env_offset``, in ``groups``
-    groups (``scheme.env_groups``, resolved): each a vector env of
-    :func:`~hpcrl.envs.vector.make_vector_env`, or, where the algorithm's class reads
-    demonstrations from its section (PPO+D's ``algo.ppo.demos``; one group, as the config
-    checks), one of :class:`DemoSlots` whose replay slots play the demonstrations."""
-    own = algorithm_type(config.algo.name).demonstrations(own_section(config.algo))
-    n = config.env.num_envs
+    """A collector's ``env.num_envs`` envs of the section ``env`` from global index
+    ``env_offset``, in ``groups`` groups (``scheme.env_groups``, resolved): each a vector
+    env of :func:`~hpcrl.envs.vector.make_vector_env`, or, where the class of the
+    algorithm ``algo.name`` reads demonstrations from its section (PPO+D's
+    ``algo.ppo.demos``; one group, as the config checks), one of :class:`DemoSlots` whose
+    replay slots play the demonstrations."""
+    own = algorithm_type(algo.name).demonstrations(own_section(algo))
+    n = env.num_envs
     if own is None:
         return EnvGroups.of(lambda first, count: make_vector_env(
-            config.env, count, range(env_offset + first, env_offset + first + count)), n, groups)
+            env, count, range(env_offset + first, env_offset + first + count)), n, groups)
     slots = slots_of_collector(total_envs, own.demos_fraction, env_offset, n)
     buffer = DemoBuffer.from_file(own.demos, own.demos_own)
     real = [env_offset + int(i) for i in np.flatnonzero(~slots)]
-    return EnvGroups([DemoSlots(make_vector_env(config.env, len(real), real), slots, buffer)])
+    return EnvGroups([DemoSlots(make_vector_env(env, len(real), real), slots, buffer)])

@@ -4,7 +4,8 @@
 any ``algo.name``, a built-in or a plug-in's ``module:Class`` of either family, by the same
 checks (the family's own terms are asked of its base: :meth:`plugin_problem`); and
 :func:`make_algorithm` builds every algorithm alike, as
-``Class(spaces, config, device, reducer, **algo.kwargs)``. Adding a built-in is its module
+``Class(spaces, settings, device, reducer, **algo.kwargs)``, ``settings`` the parts of the
+config it reads (:func:`algorithm_settings`). Adding a built-in is its module
 and one line in :data:`ALGORITHMS`; what differs between algorithms is declared on the
 class (:class:`~hpcrl.algorithms.algorithm.Algorithm`: its section and the keys in it,
 its defaults, its range rules), never branched on here, and the config reads those
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,7 +23,7 @@ import torch
 from torch import nn
 
 from hpcrl.algorithms.a2c import A2C
-from hpcrl.algorithms.algorithm import CONSTRUCTOR, Algorithm
+from hpcrl.algorithms.algorithm import CONSTRUCTOR, Algorithm, AlgorithmSettings
 from hpcrl.algorithms.base import OnPolicyAlgorithm
 from hpcrl.algorithms.capabilities import (
     ACTION_WORDS,
@@ -52,6 +53,8 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "dqn": DQN, "sac": SAC, "td3": TD3, "ddpg": DDPG, "mpo": MPO, "mpc": MPC}
 #: every name algo.name takes as it is
 BUILT_IN_ALGOS = tuple(ALGORITHMS)
+# what an algorithm's settings hold, for the refusal of a constructor of before
+SETTINGS_FIELDS = ", ".join(f"settings.{f.name}" for f in fields(AlgorithmSettings))
 # the bases a plug-in derives from, for the refusal of one that derives from none
 _DERIVE_FROM = ("hpcrl.PPO, hpcrl.A2C, hpcrl.IMPALA or hpcrl.OnPolicyAlgorithm (on-policy; "
                 "for an off-policy one, from hpcrl.DQN, hpcrl.SAC, hpcrl.TD3, hpcrl.DDPG, "
@@ -74,7 +77,8 @@ def algorithm_type(name: str) -> type[Algorithm]:
 def _constructor_problem(cls: type[Algorithm]) -> str | None:
     """Why ``cls.__init__`` cannot be called the way hpcrl builds every algorithm (a
     plug-in written for the constructors of before: ``(actor, config, reducer,
-    on_nonfinite)`` on-policy, ``(spaces, config, device)`` off-policy), or None."""
+    on_nonfinite)`` on-policy, ``(spaces, config, device)`` off-policy, ``(spaces, config,
+    device, reducer)`` both, given the whole config), or None."""
     try:
         params = list(inspect.signature(cls.__init__).parameters.values())[1:]
     except (TypeError, ValueError):
@@ -87,10 +91,12 @@ def _constructor_problem(cls: type[Algorithm]) -> str | None:
         return None
     return (f"{cls.__name__}.__init__{inspect.signature(cls.__init__)} does not take hpcrl's "
             f"arguments; every algorithm is built as {CONSTRUCTOR}: write "
-            f"__init__(self, spaces, config, device='cpu', reducer=None, *, <your keyword "
-            f"arguments>) and call super().__init__(spaces, config, device, reducer) (the "
+            f"__init__(self, spaces, settings, device='cpu', reducer=None, *, <your keyword "
+            f"arguments>) and call super().__init__(spaces, settings, device, reducer) (the "
             f"actor-critic is self.actor, the shared algo.* keys self.algo, the algorithm's "
-            f"own section self.own; {CONTRACTS})")
+            f"own section self.own, the actor's section self.settings.actor, and settings "
+            f"holds the parts of the config an algorithm reads: {SETTINGS_FIELDS}; "
+            f"{CONTRACTS})")
 
 
 def algorithm_class(name: str) -> type[OnPolicyAlgorithm]:
@@ -174,11 +180,22 @@ def _listed(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
+def algorithm_settings(config: Config) -> AlgorithmSettings:
+    """What the algorithm ``config.algo.name`` is built from: the sections of ``config`` it
+    reads, its own section (``algo.<section>`` of its class) among them. The one place an
+    algorithm's part of the config is cut out of the whole."""
+    algo = config.algo
+    return AlgorithmSettings(
+        algo=algo, own=getattr(algo, algorithm_type(algo.name).section_name(), None),
+        actor=config.actor, env=config.env, rnd=config.rnd, replay=config.replay,
+        seed=config.seed, on_nonfinite=config.train.on_nonfinite)
+
+
 def make_policy(config: Config, spaces: EnvSpaces) -> nn.Module:
     """A fresh acting policy of ``config.algo.name`` over ``spaces``, initialised from
     ``config.seed``: what its collectors run and ``load_policy`` returns (its class's
     :meth:`~hpcrl.algorithms.algorithm.Algorithm.policy_for`)."""
-    return algorithm_type(config.algo.name).policy_for(spaces, config)
+    return algorithm_type(config.algo.name).policy_for(spaces, algorithm_settings(config))
 
 
 def make_algorithm(config: Config, spaces: EnvSpaces, device: torch.device | str = "cpu",
@@ -192,5 +209,6 @@ def make_algorithm(config: Config, spaces: EnvSpaces, device: torch.device | str
     problem = action_space_problem(name, spaces, config.env.id)
     if problem:
         raise ValueError(problem)
-    return build_algorithm(algorithm_type(name), name, (spaces, config, device, reducer),
+    return build_algorithm(algorithm_type(name), name,
+                           (spaces, algorithm_settings(config), device, reducer),
                            config.algo.kwargs)

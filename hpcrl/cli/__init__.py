@@ -132,9 +132,10 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
     n = episodes or max(cfg.train.eval_episodes, 1)
     demos = DemoRecorder(n) if record_path is not None else None
     on_step = demos.step if demos is not None else None
-    result = (record(actor, cfg, n, video, seed, console=sys.stderr, on_step=on_step)
+    base, cap = cfg.seed if seed is None else seed, cfg.train.eval_max_episode_steps
+    result = (record(actor, cfg.env, n, video, base, cap, console=sys.stderr, on_step=on_step)
               if video is not None
-              else evaluate(actor, cfg, n, seed, console=sys.stderr, on_step=on_step))
+              else evaluate(actor, cfg.env, n, base, cap, console=sys.stderr, on_step=on_step))
     if demos is not None and record_path is not None:
         result = {**result, "record": record_path, "record_steps": demos.write(record_path)}
     if as_json:

@@ -14,7 +14,7 @@ from typing import IO, Any
 import numpy as np
 import torch
 
-from hpcrl.config.schema import Config
+from hpcrl.config.schema import EnvConfig
 from hpcrl.envs.noise import headless_rendering
 from hpcrl.errors import ExplainedError
 from hpcrl.evaluation import evaluate
@@ -42,12 +42,13 @@ def _writer(path: Path, fps: float) -> Any:
     return imageio.get_writer(path, fps=fps, macro_block_size=1)
 
 
-def record(actor: torch.nn.Module, config: Config, episodes: int, path: str | Path,
-           seed: int | None = None, console: IO[str] | None = None,
+def record(actor: torch.nn.Module, env: EnvConfig, episodes: int, path: str | Path,
+           seed: int, max_episode_steps: int = 0, console: IO[str] | None = None,
            on_step: Any | None = None) -> dict[str, Any]:
-    """Play ``episodes`` deterministic episodes into the video ``path``; returns the
-    evaluation figures (as :func:`hpcrl.evaluation.evaluate`, which says how far a long one
-    got on ``console`` and passes every step to ``on_step``) with ``frames`` and ``video``."""
+    """Play ``episodes`` deterministic episodes of the envs of ``env`` into the video
+    ``path``; returns the evaluation figures (as :func:`hpcrl.evaluation.evaluate`, from
+    ``seed`` and cut at ``max_episode_steps``, which says how far a long one got on
+    ``console`` and passes every step to ``on_step``) with ``frames`` and ``video``."""
     headless_rendering()  # MuJoCo and SDL render off-screen on a node without a display
     path = Path(path)
     if path.suffix not in FORMATS:
@@ -60,11 +61,11 @@ def record(actor: torch.nn.Module, config: Config, episodes: int, path: str | Pa
         try:
             frame = env.render()
         except Exception as err:  # an env's renderer may fail in its own ways
-            raise VideoError(f"env '{config.env.id}' could not render: {type(err).__name__}: "
+            raise VideoError(f"env '{env.id}' could not render: {type(err).__name__}: "
                              f"{err} (MuJoCo on a node without a display: set MUJOCO_GL=egl "
                              f"or osmesa)") from None
         if frame is None:
-            raise VideoError(f"env '{config.env.id}' rendered no frame with "
+            raise VideoError(f"env '{env.id}' rendered no frame with "
                              f"render_mode='rgb_array'; it cannot be recorded")
         if writer is None:
             writer = _writer(path, float(env.metadata.get("render_fps") or 30))
@@ -72,8 +73,8 @@ def record(actor: torch.nn.Module, config: Config, episodes: int, path: str | Pa
         frames += 1
 
     try:
-        result = evaluate(actor, config, episodes, seed, on_frame=on_frame, console=console,
-                          on_step=on_step)
+        result = evaluate(actor, env, episodes, seed, max_episode_steps, on_frame=on_frame,
+                          console=console, on_step=on_step)
     finally:
         if writer is not None:
             writer.close()

@@ -78,7 +78,8 @@ class RunRecorder:
                  ) -> dict[str, Any]:
         """``actor`` evaluated over ``episodes`` deterministic episodes of the run's env
         (:func:`hpcrl.evaluation.evaluate`)."""
-        return evaluate(actor, self.config, episodes, console=console)
+        return evaluate(actor, self.config.env, episodes, self.config.seed,
+                        self.train.eval_max_episode_steps, console=console)
 
     def policy_record(self, actor: nn.Module) -> dict[str, Any]:
         """``actor``'s record for a checkpoint (:func:`hpcrl.policy_records.policy_record`)."""

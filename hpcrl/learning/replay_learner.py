@@ -17,44 +17,47 @@ from hpcrl.buffers.replay.goals import GoalRewards
 from hpcrl.buffers.replay.her import HerReplayBuffer
 from hpcrl.buffers.replay.prioritized import PrioritizedReplayBuffer
 from hpcrl.buffers.replay.transitions import Transitions
-from hpcrl.config.schema import Config
+from hpcrl.config.offpolicy import ReplayConfig
+from hpcrl.config.schema import EnvConfig
 from hpcrl.envs.obs_format import ObsFormat
 from hpcrl.numerics.gradient_guard import was_applied
 from hpcrl.roles.messages import Weights
 from hpcrl.runtime.cpu import flush_denormals
 
 
-def make_replay(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
-                discrete: bool, obs_dtype: str = "float32",
-                obs_format: ObsFormat | None = None, streams: int = 1) -> ReplayBuffer:
-    """The uniform, prioritised or hindsight replay of ``config.replay``; observations are
-    stored in ``obs_dtype``, the carried dtype of the env's observation format.
+def make_replay(r: ReplayConfig, seed: int, gamma: float, env: EnvConfig,
+                obs_shape: tuple[int, ...], action_shape: tuple[int, ...], discrete: bool,
+                obs_dtype: str = "float32", obs_format: ObsFormat | None = None,
+                streams: int = 1) -> ReplayBuffer:
+    """The uniform, prioritised or hindsight replay of the section ``r`` (``replay``),
+    sampling from ``seed``; observations are stored in ``obs_dtype``, the carried dtype of
+    the env's observation format.
 
     A hindsight replay (``replay.her_strategy``) also needs the env's ``obs_format`` (where
     the goals sit) and ``streams``, the envs of the job whose episodes it keeps apart; it
-    holds one env of ``config.env`` for its ``compute_reward``."""
-    r = config.replay
+    holds one env of the section ``env`` for its ``compute_reward`` and discounts its
+    relabelled n-step rewards by ``gamma`` (``algo.gamma``)."""
     if r.her_strategy != "none":
         if obs_format is None:
             raise ValueError("a hindsight replay needs the env's observation format")
-        return HerReplayBuffer(r.buffer_size, obs_format, action_shape, config.seed, streams,
-                               r.her_strategy, r.her_k, config.algo.gamma,
-                               GoalRewards(config.env))
+        return HerReplayBuffer(r.buffer_size, obs_format, action_shape, seed, streams,
+                               r.her_strategy, r.her_k, gamma, GoalRewards(env))
     if r.prioritized:
         return PrioritizedReplayBuffer(r.buffer_size, obs_shape, action_shape, discrete,
-                                       config.seed, r.alpha, r.priority_eps, obs_dtype)
-    return ReplayBuffer(r.buffer_size, obs_shape, action_shape, discrete, config.seed,
-                        obs_dtype)
+                                       seed, r.alpha, r.priority_eps, obs_dtype)
+    return ReplayBuffer(r.buffer_size, obs_shape, action_shape, discrete, seed, obs_dtype)
 
 
 class ReplayLearner:
-    """Replay storage plus the algorithm's gradient steps; every step makes a new version."""
+    """Replay storage plus the algorithm's gradient steps; every step makes a new version.
+    ``keys`` is the ``replay`` section (batch size, learning start, priorities);
+    ``total_env_steps`` (``train.total_env_steps``) sets the progress of the schedules."""
 
     def __init__(self, algorithm: OffPolicyAlgorithm, replay: ReplayBuffer,
-                 config: Config) -> None:
+                 keys: ReplayConfig, total_env_steps: int) -> None:
         self.algorithm, self.replay = algorithm, replay
-        self.config = config.replay
-        self.total_env_steps = config.train.total_env_steps
+        self.keys = keys
+        self.total_env_steps = total_env_steps
         self.message = Weights.empty_like(algorithm.policy)
         # gradient steps taken, applied or dropped by the gradient guard: what the replay
         # ratio counts (the version counts the applied ones)
@@ -74,7 +77,7 @@ class ReplayLearner:
 
     def ready(self, job_env_steps: int) -> bool:
         """Whether training may start: past ``replay.learning_starts`` with data to sample."""
-        return job_env_steps > self.config.learning_starts and len(self.replay) > 0
+        return job_env_steps > self.keys.learning_starts and len(self.replay) > 0
 
     def train(self, gradient_steps: int, job_env_steps: int) -> dict[str, float]:
         """``gradient_steps`` steps on fresh batches; returns the mean of each loss term, the
@@ -84,15 +87,15 @@ class ReplayLearner:
         alg = self.algorithm
         self.steps_taken += gradient_steps
         alg.set_progress(job_env_steps / self.total_env_steps)
-        beta = self.config.beta0 + (1.0 - self.config.beta0) * alg.progress
-        prioritized = self.config.prioritized
+        beta = self.keys.beta0 + (1.0 - self.keys.beta0) * alg.progress
+        prioritized = self.keys.prioritized
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
         applied: dict[str, float] = {}
         norm_sum, steps_applied = 0.0, 0
         with flush_denormals():
             for _ in range(gradient_steps):
-                batch = self.replay.sample(self.config.batch_size, beta).to(alg.device)
+                batch = self.replay.sample(self.keys.batch_size, beta).to(alg.device)
                 grads, stats = alg.compute_gradients(batch)
                 figures = alg.apply_gradients(grads)
                 if not was_applied(figures):

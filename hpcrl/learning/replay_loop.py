@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hpcrl.config.schema import Config
+from hpcrl.config.offpolicy import ReplayConfig
 from hpcrl.exchange.weights import WeightsSync
 from hpcrl.learning.replay_learner import ReplayLearner
 from hpcrl.roles.protocol import Report, ReportLayout
@@ -89,30 +89,31 @@ class UpdateFigures:
     stats: dict[str, float] = field(default_factory=dict)
 
 
-def round_rule(config: Config) -> tuple[int, int]:
-    """``(gradient steps per round, job env steps per round)`` of ``config.replay``: a round of
-    ``replay.gradient_steps`` (``-1``: as many as env steps) per ``replay.train_freq`` steps
-    of ``env.num_envs`` envs."""
-    r = config.replay
-    every = r.train_freq * config.env.num_envs
+def round_rule(r: ReplayConfig, num_envs: int) -> tuple[int, int]:
+    """``(gradient steps per round, job env steps per round)`` of the ``replay`` section
+    ``r``: a round of ``replay.gradient_steps`` (``-1``: as many as env steps) per
+    ``replay.train_freq`` steps of ``num_envs`` envs (``env.num_envs``)."""
+    every = r.train_freq * num_envs
     return (r.gradient_steps if r.gradient_steps >= 0 else every), every
 
 
 class ReplayLoop:
     """The learner of an off-policy job: ``learner`` fed by ``source``, publishing to
-    ``sink``; ``total_envs`` envs collect for it (an update is ``algo.num_steps`` steps of
-    each). ``base_env_steps()`` gives the job's env steps counted before the current update
-    (the leader's, or the serial trainer's, count)."""
+    ``sink``, at the replay ratio of the ``replay`` section ``keys`` over ``num_envs`` envs
+    a collector (``env.num_envs``); an update is ``update_env_steps`` env steps of the job
+    (``algo.num_steps`` steps of each of its envs). ``base_env_steps()`` gives the job's
+    env steps counted before the current update (the leader's, or the serial trainer's,
+    count)."""
 
-    def __init__(self, learner: ReplayLearner, config: Config, total_envs: int,
-                 source: ChunkSource, sink: WeightsSync, tolerance: int,
-                 base_env_steps: Callable[[], int]) -> None:
+    def __init__(self, learner: ReplayLearner, keys: ReplayConfig, num_envs: int,
+                 update_env_steps: int, source: ChunkSource, sink: WeightsSync,
+                 tolerance: int, base_env_steps: Callable[[], int]) -> None:
         self.learner, self.source, self.sink = learner, source, sink
         self.tolerance = tolerance
         self.base_env_steps = base_env_steps
-        self.learning_starts = config.replay.learning_starts
-        self.per_round, self.round_env_steps = round_rule(config)
-        self.per_update = config.algo.num_steps * total_envs
+        self.learning_starts = keys.learning_starts
+        self.per_round, self.round_env_steps = round_rule(keys, num_envs)
+        self.per_update = update_env_steps
         self.layout = ReportLayout(learner.stat_names)
         self.row = UpdateFigures()
 

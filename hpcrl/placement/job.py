@@ -36,6 +36,7 @@ from hpcrl.config.offpolicy import ReplayConfig
 from hpcrl.config.schema import Config, SchemeConfig, TrainConfig
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.envs.vector import EnvSpaces
+from hpcrl.learning.replay_learner import make_replay
 from hpcrl.models.actor import ActorCritic, actor_on
 from hpcrl.numerics.reducer import Reducer
 from hpcrl.placement.mpi.launcher import (
@@ -49,7 +50,7 @@ from hpcrl.placement.mpi.node_transport import open_node_memory
 from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
 from hpcrl.reference_policies import attach_references
 from hpcrl.roles.collector import Collector, rollout_collector
-from hpcrl.roles.transition_filler import stream_layout
+from hpcrl.roles.transition_filler import chunk_layout, stream_layout
 from hpcrl.runtime.devices import DeviceError, node_local_rank, pick_device
 from hpcrl.runtime.refused import exit_refused
 from hpcrl.scheme import (
@@ -196,8 +197,24 @@ class RankJob:
         """The layout of the transition chunks a collector rank streams to a replay learner:
         ``algo.num_steps`` steps of each of its envs (plus what an n-step window flushes)."""
         s = self.spaces
-        return stream_layout(self.config, s.obs_shape, s.action_shape, self.num_envs,
-                             s.obs_format.dtype)
+        return stream_layout(self.config.replay, self.config.algo, s.obs_shape, s.action_shape,
+                             self.num_envs, s.obs_format.dtype)
+
+    def own_chunk_layout(self) -> Any:
+        """The layout of the chunks a replay learner's own collector fills (one process): up
+        to a training interval (``replay.train_freq``) or an update of steps per env."""
+        s = self.spaces
+        return chunk_layout(self.config.replay, self.config.algo, s.obs_shape, s.action_shape,
+                            self.num_envs, s.obs_format.dtype)
+
+    def new_replay(self) -> Any:
+        """The replay of the job's replay learner (``replay``: uniform, prioritised or
+        hindsight), observations stored in the env's carried dtype, the episodes of the
+        job's every env kept apart."""
+        c, s = self.config, self.spaces
+        return make_replay(c.replay, c.seed, c.algo.gamma, c.env, s.obs_shape, s.action_shape,
+                           s.discrete, s.obs_format.dtype, s.obs_format,
+                           streams=self.total_envs)
 
     def stream_layout(self) -> Any:
         """The layout of what a collector rank streams to its learner: the algorithm's
@@ -260,7 +277,7 @@ class RankJob:
 
     @property
     def steps_per_update(self) -> int:
-        """Env steps of the whole job in one on-policy update: a rollout of every env."""
+        """Env steps of the whole job in one update: ``algo.num_steps`` of every env."""
         return self.steps_per_collection * self.total_envs
 
     @cached_property
@@ -287,8 +304,8 @@ class RankJob:
 
     def collector_envs(self) -> Any:
         """This rank's envs (from its global env offset, in the job's env groups)."""
-        return collector_envs(self.config, self.role.env_offset, self.total_envs,
-                              self.env_groups)
+        return collector_envs(self.config.env, self.config.algo, self.role.env_offset,
+                              self.total_envs, self.env_groups)
 
 
 # a collector's declared unit of collection -> the layout of what it streams

@@ -297,7 +297,8 @@ def make_role(job: RankJob, state: dict[str, Any] | None, console: IO[str] | Non
     if role == INFERENCE:
         return InferenceRank(job)
     config = job.config
-    leader = Leader(job, run, stat_names(config), state, console) if job.is_leader else None
+    leader = (Leader(job, run, stat_names(config), state, console, config.scheme.min_collectors)
+              if job.is_leader else None)
     ranked: Any
     if role == UPDATER:  # a role of its own where the scheme has one: rank 0
         assert leader is not None

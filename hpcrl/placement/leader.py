@@ -44,12 +44,14 @@ def _ends_the_job(method: Method) -> Method:
 
 class Leader:
     """Counters and records of the job; lives on rank 0 only. What it writes goes through
-    the :class:`~hpcrl.learning.recorder.RunRecorder` every placement uses."""
+    the :class:`~hpcrl.learning.recorder.RunRecorder` every placement uses; below
+    ``min_collectors`` live collector ranks (``scheme.min_collectors``) it stops the job."""
 
     @_ends_the_job
     def __init__(self, job: RankJob, run: RunDir, stat_names: tuple[str, ...],
-                 resume_state: dict[str, Any] | None, console: IO[str] | None) -> None:
-        self.job, self.run = job, run
+                 resume_state: dict[str, Any] | None, console: IO[str] | None,
+                 min_collectors: int) -> None:
+        self.job, self.run, self.min_collectors = job, run, min_collectors
         self.layout = ReportLayout(stat_names)
         self.recorder = RunRecorder(job.config, job.spaces, run, stat_names, resume_state,
                                     console)
@@ -112,7 +114,7 @@ class Leader:
         self.live_collectors = live
         if self.job.spares is not None:  # a place a spare is taking is not lost
             live = max(live, self.job.spares.standing())
-        bound = self.job.config.scheme.min_collectors
+        bound = self.min_collectors
         if (not self.job.survives or (live >= bound and not starved)
                 or self.recorder.lost_note is not None):
             return

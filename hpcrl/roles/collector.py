@@ -282,5 +282,6 @@ def transition_collector(envs: gym.vector.VectorEnv | EnvGroups, policy: nn.Modu
                    total_envs, stream=(COLLECT_STREAM,),
                    restarts=restart_ledger(config.env, envs.num_envs, env_offset),
                    incarnation=incarnation)
-    filler = TransitionFiller(core, policy, config, collector_index, collector_count, acting)
+    filler = TransitionFiller(core, policy, config.replay, config.algo, config.seed,
+                              config.train, collector_index, collector_count, acting)
     return Collector(core, filler, collector_id)

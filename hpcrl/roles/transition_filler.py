@@ -27,7 +27,8 @@ from hpcrl.algorithms.own_section import epsilon_keys, own_section
 from hpcrl.buffers.replay.nstep import NStepWindow
 from hpcrl.buffers.replay.transitions import TransitionLayout, Transitions
 from hpcrl.config.algo_sections import DdpgConfig, DqnConfig
-from hpcrl.config.schema import Config
+from hpcrl.config.offpolicy import ReplayConfig
+from hpcrl.config.schema import AlgoConfig, TrainConfig
 from hpcrl.envs.groups import EnvGroup
 from hpcrl.envs.vector import as_discrete
 from hpcrl.models.acting import GreedyQEngine, OffPolicyEngine, SquashedGaussianEngine, make_engine
@@ -41,49 +42,55 @@ from hpcrl.roles.env_core import CollectionFacts, EnvCore, StepFacts
 COLLECT_STREAM = 0x0FF  # per-env generators, apart from the on-policy collector's
 
 
-def chunk_layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
-                 num_envs: int, obs_dtype: str = "float32") -> TransitionLayout:
-    """A layout big enough for the longest chunk of this config: one training interval
-    (or one update) of steps, plus the windows an n-step window may flush."""
-    steps = min(config.replay.train_freq, config.algo.num_steps)
-    return _layout(config, obs_shape, action_shape, num_envs, steps, obs_dtype)
+def chunk_layout(replay: ReplayConfig, algo: AlgoConfig, obs_shape: tuple[int, ...],
+                 action_shape: tuple[int, ...], num_envs: int,
+                 obs_dtype: str = "float32") -> TransitionLayout:
+    """A layout big enough for the longest chunk of the sections ``replay`` and ``algo``:
+    one training interval (or one update) of steps, plus the windows an n-step window may
+    flush."""
+    steps = min(replay.train_freq, algo.num_steps)
+    return _layout(replay, algo, obs_shape, action_shape, num_envs, steps, obs_dtype)
 
 
-def stream_layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
-                  num_envs: int, obs_dtype: str = "float32") -> TransitionLayout:
+def stream_layout(replay: ReplayConfig, algo: AlgoConfig, obs_shape: tuple[int, ...],
+                  action_shape: tuple[int, ...], num_envs: int,
+                  obs_dtype: str = "float32") -> TransitionLayout:
     """The layout of the chunks a collector rank streams: ``algo.num_steps`` steps each."""
-    return _layout(config, obs_shape, action_shape, num_envs, config.algo.num_steps,
-                   obs_dtype)
+    return _layout(replay, algo, obs_shape, action_shape, num_envs, algo.num_steps, obs_dtype)
 
 
-def _layout(config: Config, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],
-            num_envs: int, steps: int, obs_dtype: str) -> TransitionLayout:
+def _layout(replay: ReplayConfig, algo: AlgoConfig, obs_shape: tuple[int, ...],
+            action_shape: tuple[int, ...], num_envs: int, steps: int,
+            obs_dtype: str) -> TransitionLayout:
     """Chunks of ``steps`` steps per env, plus the windows an n-step window may flush;
     observations in ``obs_dtype`` (the carried dtype of the env's observation format)."""
-    return TransitionLayout((steps + config.replay.n_step - 1) * num_envs, obs_shape,
-                            action_shape, collector_priorities(config),
-                            obs_dtype, streams=config.replay.her_strategy != "none")
+    return TransitionLayout((steps + replay.n_step - 1) * num_envs, obs_shape,
+                            action_shape, collector_priorities(algo),
+                            obs_dtype, streams=replay.her_strategy != "none")
 
 
-def collector_priorities(config: Config) -> bool:
-    """Whether the collectors of ``config`` compute their rows' initial replay priorities
-    (the algorithm's class says, from its own section: DQN's ``initial_priorities``)."""
-    return algorithm_type(config.algo.name).collector_priorities(own_section(config.algo))
+def collector_priorities(algo: AlgoConfig) -> bool:
+    """Whether the collectors of the section ``algo`` compute their rows' initial replay
+    priorities (the algorithm's class says, from its own section: DQN's
+    ``initial_priorities``)."""
+    return algorithm_type(algo.name).collector_priorities(own_section(algo))
 
 
-def exploration_noise_keys(config: Config) -> DdpgConfig:
+def exploration_noise_keys(algo: AlgoConfig) -> DdpgConfig:
     """The action-noise keys of a deterministic policy: its algorithm's own section (TD3's
     or DDPG's, or a plug-in's of them). A deterministic plug-in that derives from
     ``hpcrl.OffPolicyAlgorithm`` directly has no noise section (validation refuses
     ``algo.ddpg`` for it), so it explores with DDPG's default noise; deriving from
     ``hpcrl.DDPG`` makes the keys its own."""
-    own = own_section(config.algo)
+    own = own_section(algo)
     return own if isinstance(own, DdpgConfig) else DdpgConfig()
 
 
 class TransitionFiller:
     """Fills :class:`Transitions` chunks of ``core``'s envs with ``policy``'s exploration.
 
+    It reads the sections ``replay`` and ``algo`` (its algorithm's own keys among them),
+    the run's ``seed`` and ``train``'s budget (the epsilon schedule's length).
     ``core.total_envs`` is the number of envs of the whole job: each vector step is counted
     as that many job env steps, which drive the random warm-up and the epsilon schedule the
     same way on every collector. ``collector_index`` of ``collector_count`` places it on
@@ -96,16 +103,17 @@ class TransitionFiller:
     # every row's next observation is its episode's true final one, terminated or not
     finals_of_terminated = True
 
-    def __init__(self, core: EnvCore, policy: nn.Module, config: Config,
+    def __init__(self, core: EnvCore, policy: nn.Module, replay: ReplayConfig,
+                 algo: AlgoConfig, seed: int, train: TrainConfig,
                  collector_index: int = 0, collector_count: int = 1,
                  acting: Any = None) -> None:
-        self.core, self.policy, self.config = core, policy, config
-        self.replay = config.replay
+        self.core, self.policy = core, policy
+        self.replay, self.total_env_steps = replay, train.total_env_steps
         n = core.num_envs
         self.env_ids = core.env_offset + np.arange(n)  # global indices of the envs
         contiguous_parameters(policy)  # new weights arrive as one copy
         self.engine: OffPolicyEngine | PlanningEngine = (
-            PlanningEngine(policy, config.seed, core.env_offset, n,
+            PlanningEngine(policy, seed, core.env_offset, n,
                            [group.cols for group in core.groups])
             if isinstance(policy, PlanningPolicy) else make_engine(policy))
         self.acting = acting if acting is not None else self.engine
@@ -117,16 +125,16 @@ class TransitionFiller:
         self.action_dim = 0 if self.discrete else int(np.prod(space.shape or ()))
         engine = self.engine  # its policy is ``policy``, typed by the engine's kind
         self.scale = None if isinstance(engine, GreedyQEngine) else engine.policy.scale
-        noise = exploration_noise_keys(config)
+        noise = exploration_noise_keys(algo)
         self.noise = None if self.discrete or self.sampling or self.planning else make_noise(
             noise.action_noise, n, self.action_dim, noise.noise_std, noise.ou_theta,
             noise.ou_dt)
         fmt = core.obs_format
         action_shape = () if self.discrete else (self.action_dim,)
-        self.window = NStepWindow(self.replay.n_step, config.algo.gamma, n, fmt.shape,
+        self.window = NStepWindow(self.replay.n_step, algo.gamma, n, fmt.shape,
                                   action_shape, fmt.dtype)
         # epsilon-greedy's keys, as the algorithm's class reads them from its own section
-        self.epsilon = epsilon_keys(config.algo) or DqnConfig()
+        self.epsilon = epsilon_keys(algo) or DqnConfig()
         self.fixed_eps = (collector_epsilon(collector_index, collector_count,
                                             self.epsilon.collector_eps_base,
                                             self.epsilon.collector_eps_alpha)
@@ -229,7 +237,7 @@ class TransitionFiller:
                 eps = linear_epsilon(self.epsilon.exploration_initial_eps,
                                      self.epsilon.exploration_final_eps,
                                      self.epsilon.exploration_fraction,
-                                     job_steps / self.config.train.total_env_steps)
+                                     job_steps / self.total_env_steps)
             return np.where(draws["explore"][t, cols] < eps, draws["random"][t, cols], policy)
         if self.sampling or self.planning:
             return draws["random"][t, cols] if policy is None else policy

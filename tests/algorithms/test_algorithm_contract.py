@@ -74,7 +74,7 @@ def test_every_built_in_algorithm_implements_the_one_contract():
         # the arguments hpcrl passes, named as the constructor names them
         params = list(inspect.signature(cls.__init__).parameters)[1:]
         assert params[:4] == list(cls.constructor_args) == [
-            "spaces", "config", "device", "reducer"], name
+            "spaces", "settings", "device", "reducer"], name
         assert algorithm_capabilities(name).learns_from == (
             "replay" if issubclass(cls, OffPolicyAlgorithm) else "rollouts")
         assert cls.runs_as() == name  # each built-in declares itself
@@ -127,7 +127,7 @@ def test_a_plugin_whose_constructor_fails_is_named_with_the_one_call(name, monke
             in str(err.value))
 
 
-@pytest.mark.parametrize("name", ["OldSignaturePPO", "OldSignatureDQN"])
+@pytest.mark.parametrize("name", ["OldSignaturePPO", "OldSignatureDQN", "WholeConfigDQN"])
 def test_a_plugin_with_the_constructor_of_before_is_refused_naming_the_fix(name,
                                                                            monkeypatch):
     from hpcrl.config.loader import ConfigError
@@ -138,6 +138,23 @@ def test_a_plugin_with_the_constructor_of_before_is_refused_naming_the_fix(name,
     with pytest.raises(ConfigError) as err:
         from_dict({}, [f"algo.name=hpcrl_testplugins:{name}"])
     assert "does not take hpcrl's arguments; every algorithm is built as" in str(err.value)
-    assert ("__init__(self, spaces, config, device='cpu', reducer=None, *, <your keyword "
-            "arguments>) and call super().__init__(spaces, config, device, reducer)"
+    assert ("__init__(self, spaces, settings, device='cpu', reducer=None, *, <your keyword "
+            "arguments>) and call super().__init__(spaces, settings, device, reducer)"
             in str(err.value))
+    assert "settings.actor, settings.env" in str(err.value)  # what the settings hold
+
+
+@pytest.mark.parametrize("name, section", [("ppo", "ppo"), ("dqn", "dqn"), ("a2c", None)])
+def test_an_algorithm_is_built_from_its_settings_not_the_whole_config(name, section):
+    from hpcrl.algorithms.registry import algorithm_settings
+    from hpcrl.config.schema import Config
+
+    config = from_dict({}, [f"algo.name={name}", "train.on_nonfinite=skip_update"])
+    settings = algorithm_settings(config)
+    assert settings.own is (getattr(config.algo, section) if section else None)
+    assert (settings.actor, settings.seed, settings.on_nonfinite) == (
+        config.actor, config.seed, "skip_update")
+    algo = make_algorithm(config, env_spaces(config))
+    assert algo.settings == settings and algo.own is settings.own
+    # what it keeps is its part of the config: never the whole (the scheme, the budget)
+    assert not any(isinstance(value, Config) for value in vars(algo).values())

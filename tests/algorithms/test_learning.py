@@ -14,7 +14,7 @@ def train(tmp_path, overrides):
 
 def test_ppo_learns_cartpole(tmp_path):
     trainer = train(tmp_path, ["train.total_env_steps=25000"])
-    result = evaluate(trainer.actor, trainer.config, 5)
+    result = evaluate(trainer.actor, trainer.config.env, 5, trainer.config.seed)
     assert result["mean_return"] >= 200, result  # random play scores about 20
 
 

@@ -20,7 +20,8 @@ def setup(algo, env, *extra):
     cfg = from_dict({}, [f"algo.name={algo}", f"env.id={env}", *SMALL, *extra])
     spaces = env_spaces(cfg)
     alg = make_algorithm(cfg, spaces)
-    replay = make_replay(cfg, spaces.obs_shape, spaces.action_shape, spaces.discrete)
+    replay = make_replay(cfg.replay, cfg.seed, cfg.algo.gamma, cfg.env, spaces.obs_shape,
+                         spaces.action_shape, spaces.discrete)
     rng = np.random.default_rng(0)
     n, obs_dim = 64, spaces.obs_shape[0]
     if spaces.discrete:

@@ -32,14 +32,14 @@ def test_prioritized_n_step_dqn_learns_cartpole(tmp_path):
 def test_td3_learns_pendulum(tmp_path):
     trainer = train(tmp_path, ["algo.name=td3", *PENDULUM, "algo.gamma=0.98",
                                "replay.learning_starts=1000", "train.total_env_steps=7000"])
-    result = evaluate(trainer.actor, trainer.config, 5)
+    result = evaluate(trainer.actor, trainer.config.env, 5, trainer.config.seed)
     assert result["mean_return"] > -700, result
 
 
 def test_ddpg_learns_pendulum(tmp_path):
     trainer = train(tmp_path, ["algo.name=ddpg", *PENDULUM, "algo.gamma=0.98",
                                "replay.learning_starts=1000", "train.total_env_steps=5000"])
-    result = evaluate(trainer.actor, trainer.config, 5)
+    result = evaluate(trainer.actor, trainer.config.env, 5, trainer.config.seed)
     assert result["mean_return"] > -900, result
 
 
@@ -50,7 +50,7 @@ def test_mpo_learns_pendulum(tmp_path):
     trainer = train(tmp_path, ["algo.name=mpo", *PENDULUM, "algo.gamma=0.98",
                                "replay.learning_starts=1000", "algo.mpo.action_samples=8",
                                "train.total_env_steps=8000"])
-    result = evaluate(trainer.actor, trainer.config, 5)
+    result = evaluate(trainer.actor, trainer.config.env, 5, trainer.config.seed)
     assert result["mean_return"] > -700, result
 
 

@@ -123,5 +123,5 @@ def test_a_constructor_that_refuses_its_kwargs_is_named_with_them(tmp_path):
                                     "--run-dir", str(tmp_path / "run"),
                                     "--set", "algo.kwargs={alpha: 2.0}"])
     assert out.exit_code != 0
-    assert "MunchausenDQN(spaces, config, device, reducer, **algo.kwargs) failed" in out.output
+    assert "MunchausenDQN(spaces, settings, device, reducer, **algo.kwargs) failed" in out.output
     assert "0 <= alpha <= 1" in out.output

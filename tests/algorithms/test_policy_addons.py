@@ -15,6 +15,7 @@ from quiet_training import train_quietly
 from torch.distributions import Categorical, Normal, kl_divergence
 
 from hpcrl.algorithms import PPO
+from hpcrl.algorithms.registry import algorithm_settings
 from hpcrl.buffers.rollout_storage import RolloutBatch
 from hpcrl.build import env_spaces, make_actor
 from hpcrl.cli import main
@@ -54,7 +55,7 @@ def other_policy(tmp_path_factory):
     train_quietly(run, ["seed=1", "train.total_env_steps=512"])
     policy, config = load_policy_and_config(run)
     seen = []
-    run_episodes(policy, config, 3, on_step=lambda e, obs, *rest: seen.append(
+    run_episodes(policy, config.env, 3, config.seed, on_step=lambda e, obs, *rest: seen.append(
         torch.as_tensor(obs, dtype=torch.float32)))
     return run, policy, torch.stack(seen)
 
@@ -213,7 +214,7 @@ def test_a_loss_that_evaluates_the_actor_itself_gets_the_same_terms():
     returns = torch.as_tensor(rng.normal(size=64), dtype=torch.float32)
     grads = []
     for cls in (PPO, OwnEvaluationPPO):
-        algo = cls(spaces, config)  # as hpcrl builds every algorithm
+        algo = cls(spaces, algorithm_settings(config))  # as hpcrl builds every algorithm
         algo.addons.attach([other])
         with torch.no_grad():
             log_probs, _, values = algo.actor.evaluate(obs, actions)

@@ -22,7 +22,7 @@ TASK = ["env.id=hpcrl.tasks:PointReach-v0", "env.num_envs=1", "actor.hidden_size
 
 def success_rate(tmp_path: Path, overrides: list[str]) -> float:
     trainer = train_quietly(tmp_path, TASK + overrides)
-    return evaluate(trainer.actor, trainer.config, 50)["success_rate"]
+    return evaluate(trainer.actor, trainer.config.env, 50, trainer.config.seed)["success_rate"]
 
 
 @pytest.mark.slow

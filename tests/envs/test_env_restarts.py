@@ -55,7 +55,8 @@ def collect(sets: list[str]):
     cfg = from_dict({}, SETS + sets)
     spaces = env_spaces(cfg)
     actor = make_actor(cfg, spaces)
-    envs = collector_envs(cfg, 0, cfg.env.num_envs, env_groups(cfg, remote=False))
+    envs = collector_envs(cfg.env, cfg.algo, 0, cfg.env.num_envs,
+                          env_groups(cfg, remote=False))
     collector = rollout_collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed)
     rollout = rollout_layout(cfg, spaces, cfg.env.num_envs).new()
     collector.collect(rollout)
@@ -111,9 +112,9 @@ def test_transitions_of_a_cut_episode_bootstrap_from_its_last_observation():
     spaces = env_spaces(cfg)
     from hpcrl.algorithms import make_policy
 
-    envs = collector_envs(cfg, 0, 2)
+    envs = collector_envs(cfg.env, cfg.algo, 0, 2)
     collector = transition_collector(envs, make_policy(cfg, spaces), cfg)
-    chunk = chunk_layout(cfg, spaces.obs_shape, spaces.action_shape, 2).new()
+    chunk = chunk_layout(cfg.replay, cfg.algo, spaces.obs_shape, spaces.action_shape, 2).new()
     collector.collect(chunk, 8)
     envs.close()
     k = chunk.count

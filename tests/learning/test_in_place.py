@@ -35,7 +35,8 @@ def rollouts_side_by_side(parts: int = 2, envs: int = 3, steps: int = 8):
     out = []
     for k in range(parts):
         offset = k * envs
-        collector = rollout_collector(collector_envs(cfg, offset, parts * envs), actor,
+        envs_here = collector_envs(cfg.env, cfg.algo, offset, parts * envs)
+        collector = rollout_collector(envs_here, actor,
                                       cfg.env, cfg.algo.gamma, cfg.seed, offset,
                                       total_envs=parts * envs)
         out.append(collector.collect(rollout_layout(cfg, spaces, envs).new()))

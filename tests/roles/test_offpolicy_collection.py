@@ -37,8 +37,8 @@ def test_pendulum_rows_scale_actions_and_bootstrap_through_the_time_limit(algo):
     spaces = env_spaces(cfg)
     envs = make_vector_env(cfg.env, 1)
     collector = transition_collector(envs, make_policy(cfg, spaces), cfg)
-    chunk = collector.collect(chunk_layout(cfg, spaces.obs_shape, spaces.action_shape,
-                                           1).new(), STEPS, job_env_steps=0)
+    layout = chunk_layout(cfg.replay, cfg.algo, spaces.obs_shape, spaces.action_shape, 1)
+    chunk = collector.collect(layout.new(), STEPS, job_env_steps=0)
     envs.close()
     k = chunk.count
     assert k == STEPS

@@ -83,7 +83,8 @@ def collector(sets, index=0, count=1):
     envs = make_vector_env(cfg.env, cfg.env.num_envs)
     policy = make_policy(cfg, spaces)
     c = transition_collector(envs, policy, cfg, collector_index=index, collector_count=count)
-    chunk = chunk_layout(cfg, spaces.obs_shape, spaces.action_shape, cfg.env.num_envs).new()
+    chunk = chunk_layout(cfg.replay, cfg.algo, spaces.obs_shape, spaces.action_shape,
+                         cfg.env.num_envs).new()
     return cfg, c, chunk, policy
 
 

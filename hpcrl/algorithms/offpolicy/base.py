@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.algorithms.algorithm import Algorithm
+from hpcrl.algorithms.algorithm import Algorithm, AlgorithmSettings
 from hpcrl.algorithms.capabilities import Capabilities
 from hpcrl.buffers.replay.buffer import ReplayBatch
 from hpcrl.buffers.replay.transitions import Transitions
@@ -31,7 +31,7 @@ from hpcrl.numerics.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.numerics.reducer import Reducer
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig, Config
+    from hpcrl.config.schema import ActorConfig
 
 NOISE_STREAM = 0x7A3  # seeds the learner's torch generator apart from everything else
 
@@ -113,15 +113,15 @@ class OffPolicyAlgorithm(Algorithm):
         them), so ``rnd`` and ``addons`` add nothing."""
         return cls.stat_names + ("replay_ratio",)
 
-    def __init__(self, spaces: EnvSpaces, config: Config, device: torch.device | str = "cpu",
-                 reducer: Reducer | None = None) -> None:
-        super().__init__(spaces, config, device, reducer)  # one learner: no reducer needed
-        self.replay = config.replay
+    def __init__(self, spaces: EnvSpaces, settings: AlgorithmSettings,
+                 device: torch.device | str = "cpu", reducer: Reducer | None = None) -> None:
+        super().__init__(spaces, settings, device, reducer)  # one learner: no reducer needed
+        self.replay = settings.replay
         self.steps = 0
-        self.generator = learner_generator(config.seed)
+        self.generator = learner_generator(settings.seed)
         self.targets: dict[str, TargetNetwork[nn.Module]] = {}
         with torch.random.fork_rng():
-            torch.manual_seed(config.seed)
+            torch.manual_seed(settings.seed)
             parts = self.build()  # on the CPU: the same initial weights on every device
         for _, module in parts:
             module.to(self.device)
@@ -153,20 +153,20 @@ class OffPolicyAlgorithm(Algorithm):
         ``load_policy`` returns (the same class as :attr:`policy`)."""
 
     @classmethod
-    def policy_for(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
-        """The fresh policy a run of ``config`` acts with, initialised from ``config.seed``:
-        :meth:`acting_policy` of ``config.actor``. An algorithm whose policy needs more of
-        the config (MPC's planner reads its own section) overrides :meth:`fresh_policy`;
-        hpcrl builds every policy through this."""
+    def policy_for(cls, spaces: EnvSpaces, settings: AlgorithmSettings) -> nn.Module:
+        """The fresh policy an algorithm built from ``settings`` acts with, initialised from
+        ``settings.seed``: :meth:`acting_policy` of ``settings.actor``. An algorithm whose
+        policy needs more of its settings (MPC's planner reads its own section) overrides
+        :meth:`fresh_policy`; hpcrl builds every policy through this."""
         with torch.random.fork_rng():
-            torch.manual_seed(config.seed)
-            return cls.fresh_policy(spaces, config)
+            torch.manual_seed(settings.seed)
+            return cls.fresh_policy(spaces, settings)
 
     @classmethod
-    def fresh_policy(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
-        """The acting policy of ``config`` under the caller's random state:
-        :meth:`acting_policy` of ``config.actor``."""
-        return cls.acting_policy(spaces, config.actor)
+    def fresh_policy(cls, spaces: EnvSpaces, settings: AlgorithmSettings) -> nn.Module:
+        """The acting policy of ``settings`` under the caller's random state:
+        :meth:`acting_policy` of ``settings.actor``."""
+        return cls.acting_policy(spaces, settings.actor)
 
     stat_example = ("q_loss",)
 

@@ -65,7 +65,7 @@ class DQN(OffPolicyAlgorithm):
     def build(self) -> list[tuple[str, nn.Module]]:
         """The Q-network (segment ``q``) and its target."""
         self.q = QNetwork(self.spaces.obs_shape, int(as_discrete(self.spaces.action_space).n),
-                          self.config.actor, self.spaces.obs_format)
+                          self.settings.actor, self.spaces.obs_format)
         self.target_q = TargetNetwork(self.q)  # typed: its module is a QNetwork
         self.targets["q"] = self.target_q
         return [("q", self.q)]

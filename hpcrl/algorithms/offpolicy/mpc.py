@@ -36,7 +36,8 @@ from hpcrl.numerics.flat import buffers_to_flat, flat_to_buffers
 from hpcrl.numerics.normalization import Moments, merge_moments
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig, Config
+    from hpcrl.algorithms.algorithm import AlgorithmSettings
+    from hpcrl.config.schema import ActorConfig
 
 #: The planners that read each planner-specific key of ``algo.mpc``.
 PLANNER_KEYS: dict[str, tuple[str, ...]] = {
@@ -86,27 +87,28 @@ class MPC(OffPolicyAlgorithm):
     def acting_policy(cls, spaces: EnvSpaces, actor: ActorConfig) -> nn.Module:
         """MPC's policy is a planner over its world model, both sized by the section
         ``algo.mpc``, which ``actor`` does not hold: it is built by :meth:`policy_for` from
-        the run's config (hpcrl builds every policy through it), and refused here."""
+        the algorithm's settings (hpcrl builds every policy through it), and refused here."""
         raise TypeError(f"{cls.__name__}'s planning policy is sized by its config section "
                         f"algo.mpc, which the actor's section does not hold: build it with "
-                        f"{cls.__name__}.policy_for(spaces, config)")
+                        f"{cls.__name__}.policy_for(spaces, settings)")
 
     @classmethod
-    def fresh_policy(cls, spaces: EnvSpaces, config: Config) -> nn.Module:
-        """The planning policy of ``config``: its own section's planner (``algo.mpc``, or
-        the section a plug-in subclass declares: the one :attr:`own` reads, so the model
-        the learner trains and the planner the collectors run are sized alike),
-        ``algo.gamma`` as the planning discount, and the reward its ``reward_fn`` names."""
-        settings: MpcConfig = getattr(config.algo, cls.section_name())
-        return PlanningPolicy(spaces, config.actor, settings, config.algo.gamma,
-                              reward_function(settings.reward_fn, config.env))
+    def fresh_policy(cls, spaces: EnvSpaces, settings: AlgorithmSettings) -> nn.Module:
+        """The planning policy of ``settings``: its own section's planner (``algo.mpc``, or
+        the section a plug-in subclass declares: ``settings.own``, which :attr:`own` holds
+        too, so the model the learner trains and the planner the collectors run are sized
+        alike), ``algo.gamma`` as the planning discount, and the reward its ``reward_fn``
+        names (over the env of ``settings.env``)."""
+        own: MpcConfig = settings.own
+        return PlanningPolicy(spaces, settings.actor, own, settings.algo.gamma,
+                              reward_function(own.reward_fn, settings.env))
 
     def build(self) -> list[tuple[str, nn.Module]]:
         """The planning policy, whose parameters are the world model's (segment ``model``)."""
-        policy = self.fresh_policy(self.spaces, self.config)
+        policy = self.fresh_policy(self.spaces, self.settings)
         assert isinstance(policy, PlanningPolicy)
         self.planning = policy
-        self.settings: MpcConfig = self.own
+        self.planner_keys: MpcConfig = self.own
         # the moments of the inputs and targets observed since the last gradient step
         self.pending: tuple[Moments, Moments] | None = None
         return [("model", policy)]
@@ -140,7 +142,7 @@ class MPC(OffPolicyAlgorithm):
         b = batch.rewards.shape[0]
         rows = torch.randint(0, b, (model.members, b), generator=self.generator)
         return model.loss(fmt.encode(batch.obs), batch.actions, fmt.encode(batch.next_obs),
-                          batch.rewards, rows.to(self.device), self.settings.weight_decay)
+                          batch.rewards, rows.to(self.device), self.planner_keys.weight_decay)
 
     def stepping(self, step: int) -> list[str]:
         """The one segment, every step."""

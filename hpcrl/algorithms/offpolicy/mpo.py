@@ -126,11 +126,11 @@ class MPO(OffPolicyAlgorithm):
     def build(self) -> list[tuple[str, nn.Module]]:
         """The squashed Gaussian policy, the critic ensemble and the duals (segments ``policy``,
         ``critic``, ``duals``), and target copies of the policy and critics."""
-        cfg, spaces, r = self.config, self.spaces, self.own
-        self.pi = SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), cfg.actor,
+        actor, spaces, r = self.settings.actor, self.spaces, self.own
+        self.pi = SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), actor,
                                          spaces.obs_format)
         self.action_dim = self.pi.action_dim
-        self.critic = EnsembleCritic(self.pi.obs_format.features, self.action_dim, cfg.actor,
+        self.critic = EnsembleCritic(self.pi.obs_format.features, self.action_dim, actor,
                                      r.n_critics)
         self.target_critic = TargetNetwork(self.critic)  # typed: an EnsembleCritic's
         self.targets["critic"] = self.target_critic

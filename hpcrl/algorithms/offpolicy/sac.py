@@ -64,11 +64,11 @@ class SAC(OffPolicyAlgorithm):
     def build(self) -> list[tuple[str, nn.Module]]:
         """The squashed Gaussian policy, the critic ensemble (and its target) and the log
         temperature, a segment of its own only with ``algo.sac.learn_ent_coef``."""
-        cfg, spaces = self.config, self.spaces
-        self.pi = SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), cfg.actor,
+        actor, spaces = self.settings.actor, self.spaces
+        self.pi = SquashedGaussianPolicy(spaces.obs_shape, as_box(spaces.action_space), actor,
                                          spaces.obs_format)
         self.action_dim = self.pi.action_dim
-        self.critic = EnsembleCritic(self.pi.obs_format.features, self.action_dim, cfg.actor,
+        self.critic = EnsembleCritic(self.pi.obs_format.features, self.action_dim, actor,
                                      self.own.n_critics)
         self.targets["critic"] = TargetNetwork(self.critic)
         target_entropy = self.own.target_entropy

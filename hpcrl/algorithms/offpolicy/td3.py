@@ -83,10 +83,10 @@ class TD3(OffPolicyAlgorithm):
         their targets."""
         spaces = self.spaces
         self.mu = DeterministicPolicy(spaces.obs_shape, as_box(spaces.action_space),
-                                      self.config.actor, spaces.obs_format)
+                                      self.settings.actor, spaces.obs_format)
         self.action_dim = self.mu.action_dim
         self.critic = EnsembleCritic(self.mu.obs_format.features, self.action_dim,
-                                     self.config.actor, self.num_critics)
+                                     self.settings.actor, self.num_critics)
         self.target_mu = TargetNetwork(self.mu)  # typed: its module is the policy's class
         self.targets["policy"] = self.target_mu
         self.targets["critic"] = TargetNetwork(self.critic)

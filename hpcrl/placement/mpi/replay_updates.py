@@ -29,11 +29,10 @@ from dataclasses import asdict
 from typing import Any
 
 from hpcrl.algorithms import OffPolicyAlgorithm
-from hpcrl.algorithms.demo_replay import collector_envs
 from hpcrl.exchange.chunks_in_process import ChunksInProcess
 from hpcrl.exchange.weights import CopyInProcess, SharedInPlace, WeightsSync
 from hpcrl.learning.loop import UpdateControl
-from hpcrl.learning.replay_learner import ReplayLearner, make_replay
+from hpcrl.learning.replay_learner import ReplayLearner
 from hpcrl.learning.replay_loop import ChunkSource, ReplayLoop, UpdateFigures
 from hpcrl.numerics.flat import has_flat_parameters
 from hpcrl.numerics.reducer import ReducerSlot
@@ -45,7 +44,6 @@ from hpcrl.placement.mpi.latest_weights import LatestWeights
 from hpcrl.placement.mpi.takeovers import Takeovers
 from hpcrl.roles.collector import transition_collector
 from hpcrl.roles.protocol import CHECKPOINT, TAG_STATE, Control, Report
-from hpcrl.roles.transition_filler import chunk_layout
 from hpcrl.runtime.cpu import retain_freed_memory
 
 
@@ -56,14 +54,11 @@ class ReplayUpdates:
 
     def __init__(self, job: RankJob, resume: dict[str, Any] | None, leader: Leader | None,
                  algorithm: OffPolicyAlgorithm, reducer: ReducerSlot) -> None:
-        cfg, spaces = job.config, job.spaces
         assert leader is not None  # the job's one learner rank is rank 0
         self.job, self.channel, self.leader = job, job.channel, leader
         retain_freed_memory()
-        replay = make_replay(cfg, spaces.obs_shape, spaces.action_shape, spaces.discrete,
-                             spaces.obs_format.dtype, spaces.obs_format,
-                             streams=job.total_envs)
-        self.learner = ReplayLearner(algorithm, replay, cfg)
+        self.learner = ReplayLearner(algorithm, job.new_replay(), job.replay,
+                                     job.train.total_env_steps)
         self.actor = algorithm.policy
         self.collectors = job.my_collectors
         self.local: ChunksInProcess | None = None
@@ -82,8 +77,8 @@ class ReplayUpdates:
             # spares that take lost collectors' places (scheme.max_collector_restarts)
             self.takeovers = Takeovers(job, self.inbox, latest, [self.collectors])
             tolerance = job.replay.ratio_tolerance
-        self.loop = ReplayLoop(self.learner, cfg, job.total_envs, source, self.weights,
-                               tolerance, lambda: leader.env_steps)
+        self.loop = ReplayLoop(self.learner, job.replay, job.num_envs, job.steps_per_update,
+                               source, self.weights, tolerance, lambda: leader.env_steps)
         if resume is not None:
             state = resume["placement"]["updater"]
             self.learner.load_state_dict(state["learner"])
@@ -100,16 +95,14 @@ class ReplayUpdates:
         """This process's own collector of ``env.num_envs`` envs and its chunk stream; on
         the CPU it acts with the learner's very policy (whose parameters are one flat slice
         of the learner's: a new version copies nothing), elsewhere with a copy."""
-        job, cfg, spaces = self.job, self.job.config, self.job.spaces
-        n = job.num_envs
-        envs = collector_envs(cfg, 0, n, job.env_groups)
+        job = self.job
+        envs = job.collector_envs()
         shared = job.device.type == "cpu" and has_flat_parameters(algorithm.policy)
         policy = algorithm.policy if shared else job.new_policy()
-        collector = transition_collector(envs, policy, cfg)
+        collector = transition_collector(envs, policy, job.config)
         self.weights = (SharedInPlace(collector.follow) if shared else
                         CopyInProcess(policy, collector.load_weights))
-        chunk = chunk_layout(cfg, spaces.obs_shape, spaces.action_shape, n,
-                             spaces.obs_format.dtype).new()
+        chunk = job.own_chunk_layout().new()
         self.envs = envs
         return ChunksInProcess(collector, chunk, self._chunk_steps,
                                lambda: self.loop.env_steps)

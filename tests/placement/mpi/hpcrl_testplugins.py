@@ -111,3 +111,10 @@ class OldSignatureDQN(hpcrl.DQN):
 
     def __init__(self, spaces, config, device="cpu", *, scale=1.0):
         super().__init__(spaces, config, device)
+
+
+class WholeConfigDQN(hpcrl.DQN):
+    """A plug-in written for the constructor that passed the whole config."""
+
+    def __init__(self, spaces, config, device="cpu", reducer=None, *, scale=1.0):
+        super().__init__(spaces, config, device, reducer)
