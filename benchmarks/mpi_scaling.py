@@ -16,6 +16,7 @@ All-reduce latency per backend: `mpiexec -n 2 python benchmarks/allreduce.py`.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from machine import machine_line
 
@@ -37,12 +39,34 @@ def mpiexec() -> str:
     return shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
 
 
+def as_args(sets: list[str]) -> list[str]:
+    """``--set KEY=VALUE`` pairs for the command line."""
+    return [arg for item in sets for arg in ("--set", item)]
+
+
+def train_argv(run_dir: Path, sets: list[str]) -> list[str]:
+    """``python -m hpcrl.cli train`` of one process (a serial run, or one rank's command)."""
+    return [sys.executable, "-m", "hpcrl.cli", "train", "--run-dir", str(run_dir),
+            *as_args(sets)]
+
+
 def command(n: int, run_dir: Path, sets: list[str]) -> list[str]:
-    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "hpcrl.cli", "train",
-           "--run-dir", str(run_dir)]
-    for item in sets:
-        cmd += ["--set", item]
-    return cmd
+    """``hpcrl train`` under ``mpiexec -n n``."""
+    return [mpiexec(), "-n", str(n), *train_argv(run_dir, sets)]
+
+
+def plan(recipe: Path | None, sets: list[str],
+         env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``hpcrl plan --json`` of the recipe (the embedded default without one) under ``sets``:
+    world size, total envs, ranks; ``env`` picks the process environment (the hpcrl tree on
+    its PYTHONPATH), :func:`environment` by default."""
+    recipe_arg = [str(recipe)] if recipe is not None else []
+    done = subprocess.run([sys.executable, "-m", "hpcrl.cli", "plan", *recipe_arg, "--json",
+                           *as_args(sets)], capture_output=True, text=True,
+                          env=env or environment())
+    if done.returncode != 0:
+        raise SystemExit(f"hpcrl plan refused {sets}: {done.stderr.strip()[-800:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def environment(extra: dict[str, str] | None = None) -> dict[str, str]:

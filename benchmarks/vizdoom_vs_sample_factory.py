@@ -86,7 +86,7 @@ from typing import Any
 import yaml
 from gpu_pong import evaluate
 from machine import machine_line
-from mpi_scaling import environment, mpiexec, progress_rows, steps_per_second
+from mpi_scaling import as_args, environment, mpiexec, plan, progress_rows, steps_per_second
 from node_throughput import SF_STATUS
 
 from hpcrl.runtime.signals import EXIT_PREEMPTED
@@ -336,20 +336,6 @@ def hpcrl_sets(scenario: str, sets: list[str]) -> list[str]:
     return [f"env.id={SCENARIOS[scenario].gym_id}", "train.total_env_steps=1000000000",
             "train.eval_episodes=0", "train.tensorboard=false", "train.log_interval_s=5",
             *sets]
-
-
-def as_args(sets: list[str]) -> list[str]:
-    """``--set KEY=VALUE`` pairs for the command line."""
-    return [arg for item in sets for arg in ("--set", item)]
-
-
-def plan(recipe: Path, sets: list[str]) -> dict[str, Any]:
-    """``hpcrl plan --json`` of the recipe under ``sets``: world size, total envs, ranks."""
-    done = subprocess.run([sys.executable, "-m", "hpcrl.cli", "plan", str(recipe), "--json",
-                           *as_args(sets)], capture_output=True, text=True, env=environment())
-    if done.returncode != 0:
-        raise SystemExit(f"hpcrl plan refused {sets}: {done.stderr.strip()[-800:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def resolved_config(recipe: Path, sets: list[str]) -> dict[str, Any]:
