@@ -141,8 +141,11 @@ def old_tree(repo: Path, revision: str) -> Iterator[Tree]:
 
 def check_imports(tree: Tree) -> None:
     """Refuse a tree whose jobs would import hpcrl from elsewhere."""
-    done = subprocess.run([sys.executable, "-c", "import hpcrl; print(hpcrl.__file__)"],
-                          capture_output=True, text=True, env=tree.environment())
+    # from a directory of no tree, as every job runs: ``python -c`` puts its cwd first
+    with tempfile.TemporaryDirectory() as neutral:
+        done = subprocess.run([sys.executable, "-c", "import hpcrl; print(hpcrl.__file__)"],
+                              capture_output=True, text=True, env=tree.environment(),
+                              cwd=neutral)
     found = done.stdout.strip()
     if done.returncode != 0 or not Path(found).resolve().is_relative_to(tree.path):
         raise SystemExit(f"the {tree.label} tree's jobs import hpcrl from {found or '?'}, not "
