@@ -2,7 +2,7 @@
 
 For each network (CartPole's MLP, Atari's Nature CNN), on ``--device``: the seconds of one
 PPO gradient step (loss, backward, Adam) on a minibatch of ``--batch`` samples, and of one
-inference forward (:class:`~hpcrl.models.acting.TorchEngine`) of 8 envs, eager and under
+inference forward (:class:`~hpcrl.models.actor_engines.TorchEngine`) of 8 envs, eager and under
 torch.compile as ``train.compile`` sets it (inductor; CUDA graphs on a GPU), with the
 compilation's own time apart. Medians of ``--repeats`` after warm-up.
 
@@ -23,7 +23,7 @@ from hpcrl.algorithms import make_algorithm
 from hpcrl.buffers.rollout_storage import RolloutBatch
 from hpcrl.build import env_spaces, make_actor
 from hpcrl.config import from_dict
-from hpcrl.models.acting import TorchEngine
+from hpcrl.models.actor_engines import TorchEngine
 from hpcrl.numerics.compiling import compile_loss
 
 NETWORKS = {

@@ -35,9 +35,10 @@ def policy_record(config: dict[str, Any], spaces: EnvSpaces,
               "action": action_record(spaces.action_space),
               "config": config,
               "state_dict": actor.state_dict(),
-              # what the state dict fits: an actor-critic, or an off-policy algorithm's own
-              # policy (a plug-in's is known only by importing it: this says which)
-              "acts_with": "actor_critic" if isinstance(actor, ActorCritic) else "policy"}
+              # what the state dict fits, as the algorithm's class declares: an
+              # actor-critic, or an off-policy algorithm's own policy (a plug-in's is known
+              # only by importing it: this says which)
+              "acts_with": algorithm_type(config["algo"]["name"]).policy_record_kind}
     box = spaces.observation_space
     if config["actor"]["network"] and isinstance(box, gym.spaces.Box):  # the user's network
         record["observation_space"] = {"low": torch.from_numpy(np.asarray(box.low).copy()),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
 import torch
@@ -19,8 +19,16 @@ from torch import nn
 from hpcrl.contracts import make_network
 from hpcrl.envs.obs_format import ObsInput
 from hpcrl.envs.vector import EnvSpaces
+from hpcrl.models.acting import ActedEnvs
+from hpcrl.models.actor_engines import NumpyEngine, TorchEngine
 from hpcrl.models.distributions import make_distribution
-from hpcrl.models.encoders import features_of, make_encoder, orthogonal_init, reset_fixup
+from hpcrl.models.encoders import (
+    FormatEncoder,
+    features_of,
+    make_encoder,
+    orthogonal_init,
+    reset_fixup,
+)
 from hpcrl.models.memory import MemoryCore
 from hpcrl.models.mlp_kernel import run_mlp, run_mlps
 from hpcrl.models.rnd import RandomNetworkDistillation
@@ -31,6 +39,8 @@ from hpcrl.numerics.precision import compute_dtype
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.rnd import RndConfig
     from hpcrl.config.schema import ActorConfig
+
+M = TypeVar("M", bound=nn.Module)  # a module moved by actor_on keeps its type
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 
@@ -189,6 +199,18 @@ class ActorCritic(nn.Module):
     def _extrinsic(self, values: torch.Tensor) -> torch.Tensor:
         """The extrinsic values ``[B]`` of :meth:`_columns`' output: what collectors store."""
         return values if self.value_heads == 1 else values[..., 0]
+
+    # -- acting ------------------------------------------------------------------------------
+    def acting_engine(self, compile: bool = False, envs: ActedEnvs | None = None
+                      ) -> NumpyEngine | TorchEngine:
+        """How collectors and inference ranks act with this actor: in numpy when it is a
+        feedforward MLP on the CPU (:class:`~hpcrl.models.actor_engines.NumpyEngine`), else
+        by torch (:class:`~hpcrl.models.actor_engines.TorchEngine`, compiled when
+        ``compile``); ``envs`` unused (the collector carries a recurrent state)."""
+        on_cpu = next(self.parameters()).device.type == "cpu"
+        if on_cpu and isinstance(self.pi_encoder, FormatEncoder) and not self.recurrent:
+            return NumpyEngine(self)
+        return TorchEngine(self, compile)
 
     # -- memory ------------------------------------------------------------------------------
     @property
@@ -371,9 +393,10 @@ class ActorCritic(nn.Module):
         return (actions[0], state[0]) if single else (actions, state)
 
 
-def actor_on(actor: ActorCritic, device: torch.device | None) -> ActorCritic:
-    """``actor`` moved to ``device`` (left where it is for None or the CPU), with its flat
-    parameter views rebuilt there: the cached views of the old storage are dropped."""
+def actor_on(actor: M, device: torch.device | None) -> M:
+    """``actor`` (an actor-critic, or any acting policy) moved to ``device`` (left where it
+    is for None or the CPU), with its flat parameter views rebuilt there: the cached views
+    of the old storage are dropped."""
     if device is None or device.type == "cpu":
         return actor
     actor = actor.to(device)

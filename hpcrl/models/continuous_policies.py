@@ -12,7 +12,8 @@ each key of a ``Dict`` in turn, as DQN's MLP encoder does), so these policies ta
 observation space DQN takes with ``actor.encoder=mlp``; the algorithms encode a batch once
 with :meth:`_ContinuousPolicy.features` and give the same features to the critics. Calling a
 policy on raw observations returns its deterministic env action (``tanh(mean)`` for SAC),
-which is what ``hpcrl.load_policy`` gives.
+which is what ``hpcrl.load_policy`` gives. Collectors act with each through the numpy engine
+it declares (:class:`DeterministicEngine`, :class:`SquashedGaussianEngine`).
 """
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ import torch
 from torch import nn
 
 from hpcrl.envs.obs_format import ObsFormat, ObsInput, box_format
+from hpcrl.models.acting import ActedEnvs, ActsAtOnce
 from hpcrl.models.actor import mlp
 from hpcrl.models.encoders import orthogonal_init
+from hpcrl.models.mlp_kernel import forward, layer_views
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.schema import ActorConfig
@@ -113,6 +116,11 @@ class DeterministicPolicy(_ContinuousPolicy):
         """``tanh(MLP(features))`` ``[B, A]``: the policy's action in ``[-1, 1]``."""
         return torch.tanh(self.head(self.trunk(obs)))
 
+    def acting_engine(self, compile: bool = False, envs: ActedEnvs | None = None
+                      ) -> DeterministicEngine:
+        """How collectors act with it: in numpy (``compile`` and ``envs`` unused)."""
+        return DeterministicEngine(self)
+
 
 class SquashedGaussianPolicy(_ContinuousPolicy):
     """A diagonal Gaussian over ``u`` with state-dependent mean and log std, squashed by tanh.
@@ -151,3 +159,50 @@ class SquashedGaussianPolicy(_ContinuousPolicy):
     def squashed_mode(self, obs: torch.Tensor) -> torch.Tensor:
         """``tanh(mean)`` ``[B, A]``: the deterministic action (evaluation, MPO's targets)."""
         return torch.tanh(self.mean_log_std(obs)[0])
+
+    def acting_engine(self, compile: bool = False, envs: ActedEnvs | None = None
+                      ) -> SquashedGaussianEngine:
+        """How collectors act with it: in numpy (``compile`` and ``envs`` unused)."""
+        return SquashedGaussianEngine(self)
+
+
+class DeterministicEngine(ActsAtOnce):
+    """``tanh(MLP(s))`` of a :class:`~hpcrl.models.continuous_policies.DeterministicPolicy`."""
+
+    def __init__(self, policy: DeterministicPolicy) -> None:
+        self.policy = policy
+        self.sync()
+
+    def sync(self) -> None:
+        """Re-take views of the policy's layers."""
+        self.layers = layer_views(self.policy.trunk, self.policy.head)
+
+    def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
+        """The policy's actions ``[B, A]`` in ``[-1, 1]`` (exploration noise is added by the
+        collector; ``noise`` unused)."""
+        return np.tanh(forward(self.layers, self.policy.obs_format.encode_numpy(obs)))
+
+
+class SquashedGaussianEngine(ActsAtOnce):
+    """Samples ``tanh(mean + std * noise)`` of a :class:`SquashedGaussianPolicy`."""
+
+    def __init__(self, policy: SquashedGaussianPolicy) -> None:
+        self.policy = policy
+        self.sync()
+
+    def sync(self) -> None:
+        """Re-take views of the trunk's and both heads' layers."""
+        p = self.policy
+        self.trunk = layer_views(p.trunk)
+        self.mean = layer_views(p.mean_head)
+        self.log_std = layer_views(p.log_std_head)
+
+    def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
+        """``tanh(mean + std x noise)`` ``[B, A]`` for standard normals ``noise``; ``tanh(mean)``
+        without noise (evaluation)."""
+        h = forward(self.trunk, self.policy.obs_format.encode_numpy(obs))
+        mean = forward(self.mean, h)
+        if noise is None:
+            return np.tanh(mean)
+        log_std = np.clip(forward(self.log_std, h), LOG_STD_MIN, LOG_STD_MAX)
+        return np.tanh(mean + np.exp(log_std) * noise)

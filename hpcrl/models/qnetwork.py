@@ -1,7 +1,9 @@
 """Q-network of DQN: an MLP from encoded observations to one value per discrete action.
 
 Called on raw observations it returns the greedy (argmax-Q) action, so a trained network is
-usable outside hpcrl as it is (``hpcrl.load_policy``).
+usable outside hpcrl as it is (``hpcrl.load_policy``). Collectors act with it through the
+engine it declares: :class:`GreedyQEngine` in numpy, :class:`TorchGreedyQEngine` behind an
+image encoder.
 """
 from __future__ import annotations
 
@@ -13,8 +15,16 @@ import torch
 from torch import nn
 
 from hpcrl.envs.obs_format import ObsFormat, ObsInput, box_format
+from hpcrl.models.acting import ActedEnvs, ActsAtOnce
 from hpcrl.models.actor import mlp
-from hpcrl.models.encoders import features_of, make_encoder, orthogonal_init, reset_fixup
+from hpcrl.models.encoders import (
+    FormatEncoder,
+    features_of,
+    make_encoder,
+    orthogonal_init,
+    reset_fixup,
+)
+from hpcrl.models.mlp_kernel import forward, layer_views
 from hpcrl.numerics.precision import compute_dtype
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
@@ -64,3 +74,46 @@ class QNetwork(nn.Module):
         x, single = self.obs_format.as_batch(obs)
         actions = self.q_values(x.to(self.head.weight.device)).argmax(dim=-1)
         return actions[0] if single else actions
+
+    def acting_engine(self, compile: bool = False, envs: ActedEnvs | None = None
+                      ) -> GreedyQEngine:
+        """How collectors act with it: argmax-Q in numpy (:class:`GreedyQEngine`), by torch
+        behind an image encoder (:class:`TorchGreedyQEngine`); ``compile`` and ``envs``
+        unused."""
+        if isinstance(self.encoder, FormatEncoder):
+            return GreedyQEngine(self)
+        return TorchGreedyQEngine(self)
+
+
+class GreedyQEngine(ActsAtOnce):
+    """Argmax-Q actions of a :class:`QNetwork`."""
+
+    def __init__(self, network: QNetwork) -> None:
+        self.network = network
+        self.sync()
+
+    def sync(self) -> None:
+        """Re-take views of the network's layers."""
+        self.layers = layer_views(self.network.trunk, self.network.head)
+
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        """``Q(s, .)`` of a batch of observations, ``[B, num_actions]``."""
+        return forward(self.layers, self.network.obs_format.encode_numpy(obs))
+
+    def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
+        """The greedy actions ``[B]`` (``noise`` unused)."""
+        return self.q_values(obs).argmax(axis=1)
+
+
+class TorchGreedyQEngine(GreedyQEngine):
+    """Argmax-Q actions of a :class:`QNetwork` with an image encoder, evaluated by torch
+    (convolutions have no numpy form here; per-step dispatch is small next to them)."""
+
+    def sync(self) -> None:
+        """Note the network's device (torch evaluates the module itself: no views to take)."""
+        self.device = self.network.head.weight.device
+
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        """``Q(s, .)`` ``[B, num_actions]`` by the network on its device, as numpy."""
+        with torch.inference_mode():
+            return self.network.q_values(torch.from_numpy(obs).to(self.device)).cpu().numpy()

@@ -244,10 +244,7 @@ class RankJob:
         """A fresh acting policy of the job's algorithm (its class's ``policy_for``: the
         actor-critic, or an off-policy agent's own policy), moved to ``device`` unless that
         is None or the CPU: what an inference rank serves, and what sizes its slots."""
-        policy = make_policy(self.config, self.spaces)
-        if device is None or device.type == "cpu":
-            return policy
-        return actor_on(policy, device) if isinstance(policy, ActorCritic) else policy.to(device)
+        return actor_on(make_policy(self.config, self.spaces), device)
 
     # -- the sections and counts the ranks read ----------------------------------------------
     @property

@@ -1,13 +1,15 @@
 """What an off-policy collection makes of its steps: transition chunks for a replay.
 
 The one collection loop (:class:`hpcrl.roles.collector.Collector`) steps the envs; this
-filler explores as its algorithm does: uniformly random actions while the job has collected
-fewer than ``replay.learning_starts`` env steps; then epsilon-greedy (DQN), sampling from the
-squashed Gaussian (SAC), the deterministic action plus exploration noise (TD3, DDPG) or
-planning over the newest world model (MPC, whose plans and planning noise each env keeps:
-:class:`~hpcrl.models.model_based.acting.PlanningEngine`). Every random draw of env ``i`` of
-the job comes from its own generators seeded by ``(seed, i)``, so the transitions do not
-depend on how envs are spread over processes.
+filler explores as its algorithm declares (``Capabilities.exploration``, read through
+:data:`~hpcrl.roles.exploring.EXPLORATIONS`): uniformly random actions while the job has
+collected fewer than ``replay.learning_starts`` env steps; then epsilon-greedy (DQN),
+sampling from the squashed Gaussian (SAC), the deterministic action plus exploration noise
+(TD3, DDPG) or planning over the newest world model (MPC). It acts through the engine its
+policy's class declares (:func:`~hpcrl.models.acting.make_engine`), which keeps what the
+policy carries between steps for each env (a planner's plans and noise streams). Every
+random draw of env ``i`` of the job comes from its own generators seeded by ``(seed, i)``,
+so the transitions do not depend on how envs are spread over processes.
 Steps pass through an n-step window; finished windows become the chunk's rows.
 
 Under Ape-X's settings a DQN collector acts with its own fixed epsilon
@@ -16,28 +18,23 @@ Under Ape-X's settings a DQN collector acts with its own fixed epsilon
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import nn
 
 from hpcrl.algorithms import algorithm_type
-from hpcrl.algorithms.own_section import epsilon_keys, own_section
+from hpcrl.algorithms.own_section import own_section
 from hpcrl.buffers.replay.nstep import NStepWindow
 from hpcrl.buffers.replay.transitions import TransitionLayout, Transitions
-from hpcrl.config.algo_sections import DdpgConfig, DqnConfig
 from hpcrl.config.offpolicy import ReplayConfig
 from hpcrl.config.schema import AlgoConfig, TrainConfig
 from hpcrl.envs.groups import EnvGroup
-from hpcrl.envs.vector import as_discrete
-from hpcrl.models.acting import GreedyQEngine, OffPolicyEngine, SquashedGaussianEngine, make_engine
-from hpcrl.models.epsilon import collector_epsilon, linear_epsilon
-from hpcrl.models.exploration import make_noise, standard_normal
-from hpcrl.models.model_based.acting import PlanningEngine
-from hpcrl.models.model_based.policy import PlanningPolicy
+from hpcrl.models.acting import ActedEnvs, ActingEngine, QValueEngine, make_engine
 from hpcrl.numerics.flat import contiguous_parameters
 from hpcrl.roles.env_core import CollectionFacts, EnvCore, StepFacts
+from hpcrl.roles.exploring import EXPLORATIONS
 
 COLLECT_STREAM = 0x0FF  # per-env generators, apart from the on-policy collector's
 
@@ -76,16 +73,6 @@ def collector_priorities(algo: AlgoConfig) -> bool:
     return algorithm_type(algo.name).collector_priorities(own_section(algo))
 
 
-def exploration_noise_keys(algo: AlgoConfig) -> DdpgConfig:
-    """The action-noise keys of a deterministic policy: its algorithm's own section (TD3's
-    or DDPG's, or a plug-in's of them). A deterministic plug-in that derives from
-    ``hpcrl.OffPolicyAlgorithm`` directly has no noise section (validation refuses
-    ``algo.ddpg`` for it), so it explores with DDPG's default noise; deriving from
-    ``hpcrl.DDPG`` makes the keys its own."""
-    own = own_section(algo)
-    return own if isinstance(own, DdpgConfig) else DdpgConfig()
-
-
 class TransitionFiller:
     """Fills :class:`Transitions` chunks of ``core``'s envs with ``policy``'s exploration.
 
@@ -112,41 +99,27 @@ class TransitionFiller:
         n = core.num_envs
         self.env_ids = core.env_offset + np.arange(n)  # global indices of the envs
         contiguous_parameters(policy)  # new weights arrive as one copy
-        self.engine: OffPolicyEngine | PlanningEngine = (
-            PlanningEngine(policy, seed, core.env_offset, n,
-                           [group.cols for group in core.groups])
-            if isinstance(policy, PlanningPolicy) else make_engine(policy))
+        # the engine the policy's class declares, and the exploration its algorithm does
+        self.engine: ActingEngine = make_engine(
+            policy, envs=ActedEnvs(seed, core.env_offset, n, [g.cols for g in core.groups]))
         self.acting = acting if acting is not None else self.engine
-        self.discrete = isinstance(self.engine, GreedyQEngine)
-        self.sampling = isinstance(self.engine, SquashedGaussianEngine)
-        self.planning = isinstance(self.engine, PlanningEngine)
-        space = core.envs.single_action_space
-        self.num_actions = int(as_discrete(space).n) if self.discrete else 0
-        self.action_dim = 0 if self.discrete else int(np.prod(space.shape or ()))
-        engine = self.engine  # its policy is ``policy``, typed by the engine's kind
-        self.scale = None if isinstance(engine, GreedyQEngine) else engine.policy.scale
-        noise = exploration_noise_keys(algo)
-        self.noise = None if self.discrete or self.sampling or self.planning else make_noise(
-            noise.action_noise, n, self.action_dim, noise.noise_std, noise.ou_theta,
-            noise.ou_dt)
+        kind = algorithm_type(algo.name).capabilities.exploration
+        self.exploration = EXPLORATIONS[kind](algo, policy, core.envs.single_action_space, n,
+                                              collector_index, collector_count,
+                                              train.total_env_steps)
+        self.scale = self.exploration.scale
         fmt = core.obs_format
-        action_shape = () if self.discrete else (self.action_dim,)
+        action_shape = self.exploration.action_shape
         self.window = NStepWindow(self.replay.n_step, algo.gamma, n, fmt.shape,
                                   action_shape, fmt.dtype)
-        # epsilon-greedy's keys, as the algorithm's class reads them from its own section
-        self.epsilon = epsilon_keys(algo) or DqnConfig()
-        self.fixed_eps = (collector_epsilon(collector_index, collector_count,
-                                            self.epsilon.collector_eps_base,
-                                            self.epsilon.collector_eps_alpha)
-                          if self.epsilon.per_collector_eps else None)
         self.chunk: Transitions | None = None  # the one being filled
         self._draws: dict[str, np.ndarray] = {}
         self._job_env_steps = 0  # the job's env steps before the chunk
         # each group's actions of its last step, as the policy chose them, and the step's
         # rows gathered group by group: the window takes a step whole, in env order, so
         # the chunk's rows do not depend on the grouping
-        self._actions = np.zeros((n,) + action_shape, np.int64 if self.discrete
-                                 else np.float32)
+        self._actions = np.zeros((n,) + action_shape, np.int64
+                                 if self.exploration.integer_actions else np.float32)
         self._step: dict[str, np.ndarray] = {}
         self._recorded = 0  # groups of the current step recorded
         # hindsight replay: envs whose next row starts an episode after a failure cut the
@@ -182,19 +155,7 @@ class TransitionFiller:
 
     def _draw(self, steps: int, random_phase: bool) -> dict[str, np.ndarray]:
         """Every random number a chunk of ``steps`` steps may use, drawn per env."""
-        draws: dict[str, np.ndarray] = {}
-        rngs = self.core.rngs
-        if self.discrete:
-            draws["explore"] = np.stack([r.random(steps) for r in rngs], axis=1)
-            draws["random"] = np.stack([r.integers(0, self.num_actions, steps)
-                                        for r in rngs], axis=1)
-            return draws
-        if random_phase:
-            draws["random"] = np.stack([r.uniform(-1.0, 1.0, (steps, self.action_dim))
-                                        for r in rngs], axis=1).astype(np.float32)
-        if self.sampling or self.noise is not None:
-            draws["normal"] = standard_normal(rngs, steps, self.action_dim)
-        return draws
+        return self.exploration.draw(self.core.rngs, steps, random_phase)
 
     def request(self, t: int, group: EnvGroup, obs: np.ndarray) -> None:
         """Ask for step ``t``'s policy actions of ``group`` on ``obs``, unless the step
@@ -203,7 +164,7 @@ class TransitionFiller:
         random_phase = job_steps < self.replay.learning_starts
         asked = not random_phase
         if asked:
-            noise = self._draws["normal"][t, group.cols] if self.sampling else None
+            noise = self.exploration.policy_noise(self._draws, t, group.cols)
             self.acting.submit_act(group.index, obs, noise)
         self._pending[group.index] = (job_steps, obs, None) if asked else (job_steps, obs,
                                                                            np.empty(0))
@@ -214,7 +175,7 @@ class TransitionFiller:
         them."""
         job_steps, _, random = self._pending.pop(group.index)
         greedy = None if random is not None else self.acting.act_result(group.index)
-        actions = self._choose(t, group.cols, job_steps, greedy)
+        actions = self.exploration.choose(self._draws, t, group.cols, job_steps, greedy)
         self._actions[group.cols] = actions
         return actions if self.scale is None else self.scale.to_env(actions)
 
@@ -223,29 +184,6 @@ class TransitionFiller:
         _, _, random = self._pending.pop(group.index)
         if random is None:
             self.acting.act_result(group.index)
-
-    def _choose(self, t: int, cols: slice, job_steps: int, policy: np.ndarray | None
-                ) -> np.ndarray:
-        """The exploring actions of step ``t`` of the chunk for envs ``cols``, ``job_steps``
-        into the job, given the ``policy``'s actions (None: the random warm-up)."""
-        draws = self._draws
-        if self.discrete:
-            if policy is None:
-                return draws["random"][t, cols]
-            eps = self.fixed_eps
-            if eps is None:
-                eps = linear_epsilon(self.epsilon.exploration_initial_eps,
-                                     self.epsilon.exploration_final_eps,
-                                     self.epsilon.exploration_fraction,
-                                     job_steps / self.total_env_steps)
-            return np.where(draws["explore"][t, cols] < eps, draws["random"][t, cols], policy)
-        if self.sampling or self.planning:
-            return draws["random"][t, cols] if policy is None else policy
-        actions = draws["random"][t, cols] if policy is None else policy
-        if self.noise is not None:
-            actions = np.clip(actions + self.noise.step(draws["normal"][t, cols], cols),
-                              -1.0, 1.0)
-        return actions.astype(np.float32)
 
     def record(self, step: StepFacts) -> None:
         """Keep one group's step ``t``; once every group's is there, push the whole step
@@ -292,10 +230,8 @@ class TransitionFiller:
         assert chunk is not None
         counted = lengths > 0
         chunk.add_episodes(returns[counted], lengths[counted])
-        if self.noise is not None:
-            self.noise.reset(done, group.cols)
-        if isinstance(self.engine, PlanningEngine):
-            self.engine.reset(done, group.cols)
+        self.exploration.reset(done, group.cols)
+        self.engine.reset(done, group.cols)
 
     def finish(self, steps: int, raw_obs: np.ndarray, facts: CollectionFacts) -> Transitions:
         """Close the chunk after ``steps`` steps: Ape-X's initial priorities when its layout
@@ -331,9 +267,9 @@ class TransitionFiller:
         k = chunk.count
         if k == 0:
             return
-        engine = self.engine
-        # collector priorities are refused for any algo without a Q-network (validate)
-        assert isinstance(engine, GreedyQEngine)
+        # validation refuses collector priorities unless the algorithm declares that it
+        # acts through a Q-network (Capabilities.acting_q_values), whose engine gives Q-values
+        engine = cast(QValueEngine, self.engine)
         q = engine.q_values(chunk.obs[:k])
         taken = q[np.arange(k), chunk.actions[:k].astype(np.int64)]
         bootstrap = engine.q_values(chunk.next_obs[:k]).max(axis=1)
@@ -344,19 +280,16 @@ class TransitionFiller:
     def state_dict(self) -> dict[str, Any]:
         """The pending n-step windows, the exploration noise and a planner's plans, beside
         the env core's part of the checkpoint."""
-        engine = self.engine
         return {"window": self.window.state_dict(),
-                "noise": self.noise.state_dict() if self.noise is not None else {},
-                "plans": engine.state_dict() if isinstance(engine, PlanningEngine) else {},
+                "noise": self.exploration.state_dict(),
+                "plans": self.engine.state_dict(),
                 "after_cut": torch.from_numpy(self._after_cut.copy())}
 
     def load_state_dict(self, state: dict[str, Any], envs_restored: bool) -> None:
         """Restore :meth:`state_dict`: the noise always, the pending windows only when the
         envs were restored too (else they are dropped: every env starts afresh)."""
-        if self.noise is not None:
-            self.noise.load_state_dict(state["noise"])
-        if isinstance(self.engine, PlanningEngine):
-            self.engine.load_state_dict(state["plans"], envs_restored)
+        self.exploration.load_state_dict(state["noise"])
+        self.engine.load_state_dict(state["plans"], envs_restored)
         if envs_restored:
             self.window.load_state_dict(state["window"])
             if "after_cut" in state:  # (written since envs come back)

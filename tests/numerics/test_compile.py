@@ -12,7 +12,7 @@ import torch
 from hpcrl.build import env_spaces, make_actor
 from hpcrl.config import from_dict
 from hpcrl.config.loader import ConfigError
-from hpcrl.models.acting import TorchEngine
+from hpcrl.models.actor_engines import TorchEngine
 from hpcrl.numerics import compiling
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir

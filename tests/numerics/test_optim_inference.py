@@ -5,7 +5,7 @@ import torch
 
 from hpcrl.build import env_spaces, make_actor
 from hpcrl.config import from_dict
-from hpcrl.models.acting import NumpyEngine
+from hpcrl.models.actor_engines import NumpyEngine
 from hpcrl.numerics.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
 from hpcrl.numerics.optim import FlatAdam, FlatRMSprop
 

@@ -60,3 +60,19 @@ def test_pendulum_rows_scale_actions_and_bootstrap_through_the_time_limit(algo):
     returns, lengths = chunk.finished_episodes()
     assert lengths.tolist() == [200]
     np.testing.assert_allclose(returns, rewards[:200].sum(), rtol=1e-4)
+
+
+def test_every_declared_exploration_has_its_collector_side():
+    """The collectors explore by what ``Capabilities.exploration`` declares, read through
+    one table: every value an algorithm may declare has its entry, and every built-in's
+    declaration is one of them."""
+    from typing import get_args, get_type_hints
+
+    from hpcrl.algorithms import ALGORITHMS, algorithm_capabilities
+    from hpcrl.algorithms.capabilities import Capabilities
+    from hpcrl.roles.exploring import EXPLORATIONS
+
+    declared = get_args(get_type_hints(Capabilities)["exploration"])
+    assert set(declared) == set(EXPLORATIONS)
+    for name in ALGORITHMS:
+        assert algorithm_capabilities(name).exploration in EXPLORATIONS

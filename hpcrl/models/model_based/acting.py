@@ -10,12 +10,15 @@ other groups' envs step. Both are part of the collector's checkpoint.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from hpcrl.models.model_based.policy import PlanningPolicy, draw
+from hpcrl.models.model_based.planners import draw
+
+if TYPE_CHECKING:  # annotations only: the policy imports the engine it declares
+    from hpcrl.models.model_based.policy import PlanningPolicy
 
 PLAN_STREAM = 0x91A  # seeds the envs' planning noise apart from every other stream
 
@@ -68,7 +71,7 @@ class PlanningEngine:
 
     def reset(self, done: np.ndarray, cols: slice = slice(None)) -> None:
         """Start the plans of the envs ``done`` (a boolean mask over the envs ``cols``)
-        afresh."""
+        afresh (their episode ended)."""
         self.state[cols][torch.from_numpy(np.asarray(done, bool))] = 0.0
 
     def state_dict(self) -> dict[str, Any]:

@@ -152,3 +152,11 @@ PLANNERS: dict[str, type[Planner]] = {"rs": RandomShooting, "cem": CrossEntropy,
 def make_planner(settings: MpcConfig, action_dim: int) -> Planner:
     """The planner ``settings.planner`` names."""
     return PLANNERS[settings.planner](settings, action_dim)
+
+
+def draw(kind: str, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """Standard normals (``kind="normal"``) or uniforms on ``[0, 1)`` of ``shape`` from
+    ``generator`` (on the CPU)."""
+    if kind == "uniform":
+        return torch.rand(shape, generator=generator)
+    return torch.randn(shape, generator=generator)

@@ -24,8 +24,10 @@ from torch import nn
 
 from hpcrl.envs.obs_format import ObsInput
 from hpcrl.envs.vector import EnvSpaces, as_box
+from hpcrl.models.acting import ActedEnvs
 from hpcrl.models.continuous_policies import ActionScale
-from hpcrl.models.model_based.planners import Planner, make_planner
+from hpcrl.models.model_based.acting import PlanningEngine
+from hpcrl.models.model_based.planners import Planner, draw, make_planner
 from hpcrl.models.model_based.rewards import RewardFunction
 from hpcrl.models.model_based.world_model import Scales, WorldModel
 
@@ -34,14 +36,6 @@ if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.schema import ActorConfig
 
 EVAL_NOISE_STREAM = 0x3C1  # seeds an evaluation step's planning noise
-
-
-def draw(kind: str, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
-    """Standard normals (``kind="normal"``) or uniforms on ``[0, 1)`` of ``shape`` from
-    ``generator`` (on the CPU)."""
-    if kind == "uniform":
-        return torch.rand(shape, generator=generator)
-    return torch.randn(shape, generator=generator)
 
 
 class PlanningPolicy(nn.Module):
@@ -84,6 +78,17 @@ class PlanningPolicy(nn.Module):
     def initial_state(self, batch: int) -> torch.Tensor:
         """Zeros ``[batch, state_size]``: an empty plan at an episode's start."""
         return torch.zeros(batch, self.state_size, device=self.device)
+
+    def acting_engine(self, compile: bool = False, envs: ActedEnvs | None = None
+                      ) -> PlanningEngine:
+        """How a collector acts with it: planning for its ``envs``, whose plans and noise
+        streams the engine keeps between steps (:class:`PlanningEngine`; ``compile``
+        unused). Only a collector plans: an inference rank holds none of its envs' plans
+        (``Capabilities.remote_acting``)."""
+        if envs is None:
+            raise ValueError("a planning policy acts for a collector's own envs, whose "
+                             "plans it keeps: give make_engine the envs (ActedEnvs)")
+        return PlanningEngine(self, envs.seed, envs.env_offset, envs.num_envs, envs.groups)
 
     # -- planning ----------------------------------------------------------------------------
     def returns(self, obs: torch.Tensor, sequences: torch.Tensor, scales: Scales

@@ -1,0 +1,124 @@
+"""The engines of an actor-critic (:class:`~hpcrl.models.actor.ActorCritic`), which it
+declares as its acting engine: its networks in numpy on the CPU (:class:`NumpyEngine`, a
+feedforward MLP actor), or the actor itself by torch (:class:`TorchEngine`: image encoders,
+memory cores, accelerators; compiled on an inference rank under ``train.compile``). Both
+give rollouts' sampled actions, their log-probs, values and the next recurrent state
+(:class:`~hpcrl.models.acting.PolicyEngine`).
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from hpcrl.models.acting import StepsAtOnce
+from hpcrl.models.distributions import MultiCategoricalActions
+from hpcrl.models.mlp_kernel import forward, layer_views
+from hpcrl.numerics.compiling import compiled
+
+if TYPE_CHECKING:  # annotations only: the actor imports its engines
+    from hpcrl.models.actor import ActorCritic
+
+_LOG_SQRT_2PI = np.float32(0.5 * math.log(2.0 * math.pi))
+
+
+class NumpyEngine(StepsAtOnce):
+    """The actor's networks evaluated in numpy on the CPU."""
+
+    def __init__(self, actor: ActorCritic) -> None:
+        self.actor = actor
+        self.sync()
+
+    def sync(self) -> None:
+        """Re-take views of the actor's layers (and a copy of its log std) after new weights."""
+        a = self.actor
+        self.pi = layer_views(a.pi_trunk)
+        self.vf = None if a.shared else layer_views(a.vf_trunk)
+        self.pi_head, self.vf_head = layer_views(a.pi_head)[0], layer_views(a.vf_head)[0]
+        self.log_std = None if a.integer_actions else a.log_std.detach().numpy().copy()
+        self.categories = (a.distribution.categories  # several components, or None
+                           if isinstance(a.distribution, MultiCategoricalActions) else None)
+
+    def _features(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = self.actor.obs_format.encode_numpy(obs)
+        pi = forward(self.pi, x)
+        return pi, (pi if self.vf is None else forward(self.vf, x))
+
+    def _value(self, features: np.ndarray) -> np.ndarray:
+        w, b, _ = self.vf_head
+        return (features @ w + b)[:, 0]
+
+    def value(self, obs: np.ndarray, state: np.ndarray | None = None,
+              group: int = 0) -> np.ndarray:
+        """Values ``[B]`` of ``obs`` (a feedforward actor: ``state`` unused)."""
+        return self._value(self._features(obs)[1])
+
+    def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
+        """Actions, their float32 log-probs and values ``[B]`` of ``obs`` in numpy, drawn with
+        ``noise`` as the torch actor draws them; no recurrent state (None)."""
+        pi, vf = self._features(obs)
+        w, b, _ = self.pi_head
+        out = pi @ w + b
+        if self.categories is not None:
+            parts = np.split(out, np.cumsum(self.categories)[:-1], axis=1)
+            sampled = [categorical_sample(p, noise[:, j]) for j, p in enumerate(parts)]
+            actions = np.stack([a for a, _ in sampled], axis=1)
+            log_probs = np.sum([lp for _, lp in sampled], axis=0)
+        elif self.log_std is None:
+            actions, log_probs = categorical_sample(out, noise)
+        else:
+            actions = out + np.exp(self.log_std) * noise
+            log_probs = (-0.5 * noise * noise - self.log_std - _LOG_SQRT_2PI).sum(axis=1)
+        return actions, log_probs.astype(np.float32), self._value(vf), None
+
+
+def categorical_sample(logits: np.ndarray, uniforms: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse-CDF samples of ``softmax(logits)`` (rows) and their log-probs, as
+    :class:`~hpcrl.models.distributions.CategoricalActions` draws them."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    total = e.sum(axis=1, keepdims=True)
+    cdf = np.cumsum(e / total, axis=1)
+    actions = np.minimum((cdf < uniforms[:, None]).sum(axis=1), logits.shape[1] - 1)
+    return actions, z[np.arange(z.shape[0]), actions] - np.log(total[:, 0])
+
+
+class TorchEngine(StepsAtOnce):
+    """The actor itself, for collectors whose actor lives on an accelerator, image encoders
+    and memory cores; ``compile``: its step and value under torch.compile (``train.compile``:
+    an inference rank's forward, whose batch size varies with the requests it batches)."""
+
+    def __init__(self, actor: ActorCritic, compile: bool = False) -> None:
+        self.actor = actor
+        self.device = next(actor.parameters()).device
+        self._step = compiled(actor.step, self.device, dynamic=True) if compile else actor.step
+        self._value = (compiled(actor.value, self.device, dynamic=True) if compile
+                       else actor.value)
+
+    def sync(self) -> None:
+        """Nothing to do: the engine evaluates the actor itself."""
+        pass
+
+    def _state(self, state: np.ndarray | None) -> torch.Tensor | None:
+        return None if state is None else torch.from_numpy(state).to(self.device)
+
+    def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """The actor's step on its device under inference mode, results back as numpy arrays."""
+        with torch.inference_mode():
+            a, logp, v, new = self._step(torch.from_numpy(obs).to(self.device),
+                                         torch.from_numpy(noise).to(self.device),
+                                         self._state(state))
+        return (a.cpu().numpy(), logp.cpu().numpy(), v.cpu().numpy(),
+                None if new is None else new.cpu().numpy())
+
+    def value(self, obs: np.ndarray, state: np.ndarray | None = None,
+              group: int = 0) -> np.ndarray:
+        """The actor's values ``[B]`` on its device, back as a numpy array."""
+        with torch.inference_mode():
+            return self._value(torch.from_numpy(obs).to(self.device),
+                               self._state(state)).cpu().numpy()
