@@ -5,7 +5,6 @@ The leader turns the per-update reports of the gradient workers into one row of
 """
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +17,6 @@ from hpcrl.comm.faults import LOST
 from hpcrl.errors import ExplainedError
 from hpcrl.learning.loop import RecorderControl
 from hpcrl.learning.recorder import RunRecorder
-from hpcrl.models.actor import ActorCritic
 from hpcrl.placement.job import RankJob
 from hpcrl.roles.protocol import Control, ReportLayout
 from hpcrl.runtime.run_dir import RunDir
@@ -157,12 +155,17 @@ class Leader:
 
 
 def _cpu_copy(actor: nn.Module, job: RankJob) -> nn.Module:
-    """``actor`` (an ActorCritic, or an off-policy algorithm's policy module) on the CPU."""
+    """``actor``, the job's acting policy of either family, on the CPU."""
     if next(actor.parameters()).device.type == "cpu":
         return actor
-    if not isinstance(actor, ActorCritic):  # job.new_actor() builds an ActorCritic, whose
-        return copy.deepcopy(actor).cpu()   # state_dict an off-policy policy's does not fit
-    host = job.new_actor()
+    # the algorithm's own acting policy built on the CPU (its class's policy_for, as
+    # load_policy rebuilds a saved one), its weights copied in
+    return weights_into(job.new_policy(), actor)
+
+
+def weights_into(host: nn.Module, actor: nn.Module) -> nn.Module:
+    """``host``, a fresh policy of ``actor``'s class on the CPU, holding ``actor``'s weights
+    and buffers (from whatever device they are on)."""
     host.load_state_dict({k: v.cpu() for k, v in actor.state_dict().items()})
     return host
 
