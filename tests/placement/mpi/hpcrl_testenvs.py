@@ -31,8 +31,10 @@ class SlowCartPole(CartPoleEnv):
         return super().step(action)
 
 
-class CrashingCartPole(CartPoleEnv):
-    """CartPole whose step raises after ``HPCRL_TEST_CRASH_AFTER`` steps on the crash ranks."""
+class RankCrashCartPole(CartPoleEnv):
+    """CartPole whose step raises after ``HPCRL_TEST_CRASH_AFTER`` steps on the crash ranks
+    (its id is its own: hpcrl_crashing's CrashingCartPole-v0 crashes at random, and a
+    process that imports both modules keeps one registration per id)."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -67,7 +69,7 @@ class ProcessCartPole(CartPoleEnv):
 
 
 gym.register("SlowCartPole-v0", entry_point=SlowCartPole, max_episode_steps=500)
-gym.register("CrashingCartPole-v0", entry_point=CrashingCartPole, max_episode_steps=500)
+gym.register("RankCrashCartPole-v0", entry_point=RankCrashCartPole, max_episode_steps=500)
 gym.register("ProcessCartPole-v0", entry_point=ProcessCartPole, max_episode_steps=500)
 
 

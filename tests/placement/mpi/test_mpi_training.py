@@ -55,7 +55,7 @@ def test_crashing_env_on_a_collector_aborts_the_job(tmp_path):
     start = time.monotonic()
     done = run(3, ["train", "--run-dir", str(tmp_path)],
                # env restarts off: the env's error ends its collector, and the job with it
-               ["scheme.preset=a2c", "env.id=hpcrl_testenvs:CrashingCartPole-v0",
+               ["scheme.preset=a2c", "env.id=hpcrl_testenvs:RankCrashCartPole-v0",
                 "env.max_restarts=0"],
                env={"HPCRL_TEST_CRASH_RANKS": "2", "HPCRL_TEST_CRASH_AFTER": "300"}, timeout=80)
     assert done.returncode != 0
