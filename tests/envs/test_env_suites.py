@@ -56,7 +56,7 @@ def requirement_name(line: str) -> str:
     return re.split(r"[<>=!~;\s]", line.strip(), maxsplit=1)[0]
 
 
-@pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name)
+@pytest.mark.parametrize("suite", list(SUITES), ids=lambda s: s.name)
 def test_every_suite_has_its_extra_in_setup_cfg_with_the_packages_it_names(suite):
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
@@ -99,7 +99,7 @@ def test_every_registered_id_is_claimed_surely_by_its_own_suite_or_by_none():
     assert claimed > 100  # (Atari alone registers hundreds; MiniGrid's come with [test])
 
 
-@pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name)
+@pytest.mark.parametrize("suite", list(SUITES), ids=lambda s: s.name)
 def test_a_missing_package_is_one_line_naming_the_extra_before_any_work(suite, monkeypatch):
     for env_id in [i for i in gym.registry if suite.owns(i)]:
         monkeypatch.delitem(gym.registry, env_id)
