@@ -53,7 +53,24 @@ if TYPE_CHECKING:
 UPDATER_RANK = 0  # an updater, where the scheme has one, is rank 0
 
 
-class AllReduced:
+class SynchronousRoute:
+    """What the two synchronous routes share: every learner agrees on a starved update
+    (they take their gradient steps in lock step) and rank 0's leader decides for all."""
+
+    job: RankJob
+    leader: Leader | None
+
+    def starved(self, own: bool, message: Gradient, times: dict[str, float]) -> bool:
+        """Whether a learner lost every collector, agreed by every learner (an updater
+        rank takes part)."""
+        return starved_learners(self.job, own)
+
+    def control(self, updates: RolloutUpdates) -> UpdateControl:
+        """Rank 0's leader decides for every learner."""
+        return JobControl(self.job, self.leader)
+
+
+class AllReduced(SynchronousRoute):
     """Decentralised: every worker averages each gradient over the workers in place and
     applies it with its own optimiser; the update's decision is rank 0's leader's."""
 
@@ -81,10 +98,6 @@ class AllReduced:
         """Restore this worker's optimiser from the checkpoint's updater state."""
         self.updater.load_state_dict(state)
 
-    def starved(self, own: bool, message: Gradient, times: dict[str, float]) -> bool:
-        """Whether a learner lost every collector, agreed by every learner."""
-        return starved_learners(self.job, own)
-
     def step(self, gradient: Gradient, worker: GradientWorker, times: dict[str, float],
              report: Report, layout: ReportLayout) -> int:
         """Average ``gradient`` over the workers and apply it to ``worker``'s own actor;
@@ -103,10 +116,6 @@ class AllReduced:
         layout.add_applied(report, self.updater.last_stats["grad_norm"])
         return self.updater.version
 
-    def control(self, updates: RolloutUpdates) -> UpdateControl:
-        """Rank 0's leader decides for every learner."""
-        return JobControl(self.job, self.leader)
-
     def checkpoint(self, updates: RolloutUpdates, command: int, publish: Any) -> None:
         """Publish the weights carrying ``command``; on CHECKPOINT, every learner's
         collector states are gathered on rank 0, which writes them with its optimiser."""
@@ -119,7 +128,7 @@ class AllReduced:
             self.allreducer.close()
 
 
-class ToCentralUpdater:
+class ToCentralUpdater(SynchronousRoute):
     """Central synchronous: each gradient is summed onto the updater rank, which applies the
     workers' mean and broadcasts the new weights to every worker."""
 
@@ -139,11 +148,6 @@ class ToCentralUpdater:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Nothing: the updater rank holds the optimiser."""
 
-    def starved(self, own: bool, message: Gradient, times: dict[str, float]) -> bool:
-        """Whether a learner lost every collector, agreed by every learner (the updater
-        takes part)."""
-        return starved_learners(self.job, own)
-
     def step(self, gradient: Gradient, worker: GradientWorker, times: dict[str, float],
              report: Report, layout: ReportLayout) -> int:
         """Sum ``gradient`` onto the updater and load the weights it broadcasts into
@@ -157,10 +161,6 @@ class ToCentralUpdater:
         worker.load_weights(self.weights)
         times["comm"] += time.perf_counter() - t
         return self.weights.version
-
-    def control(self, updates: RolloutUpdates) -> UpdateControl:
-        """Rank 0's leader (on the updater) decides for every learner."""
-        return JobControl(self.job, self.leader)
 
     def checkpoint(self, updates: RolloutUpdates, command: int, publish: Any) -> None:
         """Publish; on CHECKPOINT this worker's collector states go to the updater (rank 0)."""
