@@ -51,7 +51,8 @@ class TrainResult:
 
     ``evaluation`` is the final deterministic evaluation (None on ranks other than 0, when
     ``train.eval_episodes`` is 0, or when a stop signal ended the run after a checkpoint:
-    ``preempted``). ``world_size`` is the number of MPI ranks of the job (1 in serial)."""
+    ``preempted``; ``env_failed`` too when an env that failed for good stopped it).
+    ``world_size`` is the number of MPI ranks of the job (1 in serial)."""
 
     run_dir: Path
     evaluation: dict[str, Any] | None
@@ -59,6 +60,7 @@ class TrainResult:
     world_size: int = 1
     is_leader: bool = True
     stop_told: bool = False  # how the stopped run continues was said already (rank 0 of MPI)
+    env_failed: bool = False
 
 
 def _plugin_paths(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,7 +163,7 @@ def _run(cfg: Config, run_dir: Path | None, resume: bool,
                           f"{run.path} (hpcrl.resume in Python) or pick another --run-dir")
     trainer = Trainer(cfg, run, resume=resume, console=console)
     evaluation = trainer.train()
-    return TrainResult(run.path, evaluation, trainer.preempted)
+    return TrainResult(run.path, evaluation, trainer.preempted, env_failed=trainer.env_failed)
 
 
 def _run_mpi(cfg: Config, run_dir: Path | None, resume: bool,
@@ -174,4 +176,4 @@ def _run_mpi(cfg: Config, run_dir: Path | None, resume: bool,
     size, leader = done.job.world.Get_size(), done.job.is_leader
     finalize_mpi()
     return TrainResult(done.run.path, done.evaluation, done.preempted, size, leader,
-                       done.stop_told)
+                       done.stop_told, done.env_failed)

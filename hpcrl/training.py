@@ -52,6 +52,7 @@ class Trainer:
         self.config, self.run = config, run
         self.job_run: JobRun = prepare(config, run.path, resume, console, world=SelfComm())
         self.preempted = False
+        self.env_failed = False  # it stopped (checkpointed) for an env that failed for good
 
     @property
     def learner(self) -> Any:
@@ -85,7 +86,7 @@ class Trainer:
             job_run.finish_spent()
         else:
             job_run.train()
-        self.preempted = job_run.preempted
+        self.preempted, self.env_failed = job_run.preempted, job_run.env_failed
         return job_run.evaluation
 
 

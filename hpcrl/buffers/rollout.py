@@ -24,20 +24,24 @@ from hpcrl.numerics.records import (
     scalar_fields,
 )
 
-FACTS = ("valid_steps", "weights_version", "env_offset", "source", "seconds", "env_restarts")
+FACTS = ("valid_steps", "weights_version", "env_offset", "source", "seconds", "env_restarts",
+         "env_failed")
 
 
 class StreamFacts(Record):
     """What every streamed batch of experience (a rollout, a transition chunk) says of
     itself, float64 scalars: the acting weights' version, its first env's global index, the
-    collector's id, the seconds spent on it and how many of its envs were made again
-    after a failure while it was collected (:mod:`hpcrl.envs.restarts`)."""
+    collector's id, the seconds spent on it, how many of its envs were made again
+    after a failure while it was collected (:mod:`hpcrl.envs.restarts`), and whether an
+    env failed for good while it was (1: its learner trains on none of it and the job
+    stops, :mod:`hpcrl.placement.env_failures`)."""
 
     weights_version: np.ndarray
     env_offset: np.ndarray
     source: np.ndarray
     seconds: np.ndarray
     env_restarts: np.ndarray
+    env_failed: np.ndarray
 
 
 class RolloutHeader(StreamFacts):
@@ -183,7 +187,7 @@ class Rollout:
         global index, the collector's id, the seconds spent and the envs made again."""
         self.facts.set(valid_steps=valid_steps, weights_version=weights_version,
                        env_offset=env_offset, source=source, seconds=seconds,
-                       env_restarts=env_restarts)
+                       env_restarts=env_restarts, env_failed=0.0)
 
     def set_moments(self, obs: Moments, ret: Moments) -> None:
         """Normaliser moments of the raw observations (``obs_shape`` arrays or flat) and of

@@ -75,19 +75,22 @@ def train(config: str | None, overrides: tuple[str, ...], run_dir: str | None,
         raise click.UsageError(str(err)) from None
     if result.preempted:
         _exit_preempted(result.run_dir, world_size=result.world_size,
-                        tell=result.is_leader and not result.stop_told)
+                        tell=result.is_leader and not result.stop_told,
+                        env_failed=result.env_failed)
 
 
-def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True) -> None:
-    """Stopped by a stop signal after a checkpoint: exit so a batch script requeues. ``tell``
-    (rank 0 only, under MPI) prints how the run continues: the requeue of a Slurm job, or the
-    resume command with the launcher and rank count of this one."""
+def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True,
+                    env_failed: bool = False) -> None:
+    """Stopped early after a checkpoint: exit so a batch script knows what to do (status 3
+    requeues; 4, an env that failed for good, requeues only while the job makes progress).
+    ``tell`` (rank 0 only, under MPI) prints how the run continues: the requeue of a Slurm
+    job, or the resume command with the launcher and rank count of this one."""
     from hpcrl.placement.mpi.launcher import stop_message
-    from hpcrl.runtime.signals import EXIT_PREEMPTED, STOP_REQUEST
+    from hpcrl.runtime.signals import EXIT_ENV_FAILED, EXIT_PREEMPTED, STOP_REQUEST
 
     if tell:
         click.echo(stop_message(run_dir, world_size, STOP_REQUEST.signum), err=True)
-    sys.exit(EXIT_PREEMPTED)
+    sys.exit(EXIT_ENV_FAILED if env_failed else EXIT_PREEMPTED)
 
 
 @main.command("eval")

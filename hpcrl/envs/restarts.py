@@ -45,7 +45,15 @@ RESTART_STREAM = 0x5E5  # seeds of envs made again, apart from every other strea
 IN_PLACE, RESPAWNED, REPLACED = 1, 2, 3
 
 
-class EnvRestartsExhausted(ExplainedError):
+class EnvFailure(ExplainedError):
+    """An env failed for good while a collector stepped it: past ``env.max_restarts``, or
+    with restarts off (``env.max_restarts: 0``). The message names the env and its last
+    error. Its collector does not die of it: it tells rank 0, and the job checkpoints and
+    stops with :data:`~hpcrl.runtime.signals.EXIT_ENV_FAILED` under every MPI (an orderly
+    stop, where an uncaught error would lose the work since the last checkpoint)."""
+
+
+class EnvRestartsExhausted(EnvFailure):
     """An env failed more often than ``env.max_restarts`` allows; the message names it and
     its last error."""
 

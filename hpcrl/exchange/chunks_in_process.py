@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hpcrl.buffers.replay.transitions import Transitions
+from hpcrl.envs.restarts import EnvFailure
 from hpcrl.roles.collector import Collector
 
 
@@ -23,9 +24,15 @@ class ChunksInProcess:
     chunk, counted from the job's ``job_env_steps()``."""
 
     def __init__(self, collector: Collector[Transitions], chunk: Transitions,
-                 steps: Callable[[], int], job_env_steps: Callable[[], int]) -> None:
+                 steps: Callable[[], int], job_env_steps: Callable[[], int],
+                 on_env_failure: Callable[[EnvFailure, Transitions], None] | None = None
+                 ) -> None:
         self.collector, self.chunk = collector, chunk
         self.steps, self.job_env_steps = steps, job_env_steps
+        # an env failed for good while collecting: told the chunk it was filling (which it
+        # then hands as arrived, marked failed: see hpcrl.placement.env_failures)
+        self.on_env_failure = on_env_failure
+        self.failed = False
         self.posted = [True]
         self.local_seconds = 0.0  # collecting, inside arrived()
 
@@ -44,7 +51,14 @@ class ChunksInProcess:
         if not self.posted[i]:
             return False
         started = time.perf_counter()
-        self.collector.collect(self.chunk, self.steps(), job_env_steps=self.job_env_steps())
+        try:
+            self.collector.collect(self.chunk, self.steps(),
+                                   job_env_steps=self.job_env_steps())
+        except EnvFailure as err:
+            if self.on_env_failure is None:
+                raise
+            self.failed = True
+            self.on_env_failure(err, self.chunk)
         self.local_seconds += time.perf_counter() - started
         self.posted[i] = False
         return True

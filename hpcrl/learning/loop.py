@@ -29,6 +29,7 @@ from torch import nn
 from hpcrl.learning.recorder import RunRecorder
 from hpcrl.roles.protocol import (
     CONTROL_LAYOUT,
+    ENV_FAILED,
     PREEMPTED,
     STOP,
     Control,
@@ -41,9 +42,10 @@ from hpcrl.roles.protocol import (
 class Learner(Protocol):
     """What :func:`run_learner` drives, one update at a time. ``preempted`` is set by the
     loop after each update: a stop signal (or too few live collectors) ended the run before
-    its budget."""
+    its budget; ``env_failed`` too when an env that failed for good stopped it."""
 
     preempted: bool
+    env_failed: bool
 
     def start(self) -> None:
         """Before the first update: publish the first weights."""
@@ -80,6 +82,7 @@ def run_learner(learner: Learner, control: UpdateControl) -> None:
         decision = control.decide(learner.learn_update())
         command = int(decision.command)
         learner.preempted = bool(command & PREEMPTED)
+        learner.env_failed = bool(command & ENV_FAILED)
         learner.end_update(decision)
         if command & STOP:
             break

@@ -24,13 +24,13 @@ from hpcrl.envs.vector import EnvSpaces
 from hpcrl.evaluation import evaluate, success_note, truncation_note
 from hpcrl.learning.periodic_eval import PeriodicEvaluator
 from hpcrl.policy_records import policy_record
-from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP
+from hpcrl.roles.messages import CHECKPOINT, ENV_FAILED, PREEMPTED, STOP
 from hpcrl.runtime.checkpoint import keep_recent
 from hpcrl.runtime.finite import save_finite_checkpoint
 from hpcrl.runtime.metrics import EpisodeWindow, progress_row
 from hpcrl.runtime.progress import ConsoleProgress, ProgressLog, columns_for
 from hpcrl.runtime.rng import rng_state
-from hpcrl.runtime.run_dir import LOST_MARKER, RunDir, write_run_file
+from hpcrl.runtime.run_dir import ENV_FAILED_MARKER, LOST_MARKER, RunDir, write_run_file
 from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.runtime.wandb_log import WandbLog
 
@@ -70,6 +70,8 @@ class RunRecorder:
         self.start_steps = self.env_steps
         # why the job stops early for lost collectors (scheme.min_collectors), once it does
         self.lost_note: str | None = None
+        # why it stops early for an env that failed for good (the rank, env and error)
+        self.env_note: str | None = None
         self.periodic = (PeriodicEvaluator(train, self.evaluate, run, self.env_steps,
                                            resume_state is not None, self.policy_record, console)
                          if train.eval_every > 0 else None)
@@ -97,9 +99,18 @@ class RunRecorder:
 
     @property
     def preempted(self) -> bool:
-        """A stop signal arrived, or too few collectors are live (:attr:`lost_note`), before
-        the budget was spent."""
-        return (STOP_REQUEST.requested or self.lost_note is not None) and not self.done
+        """A stop signal arrived, too few collectors are live (:attr:`lost_note`), or an
+        env failed for good (:attr:`env_note`), before the budget was spent."""
+        early = (STOP_REQUEST.requested or self.lost_note is not None
+                 or self.env_note is not None)
+        return early and not self.done
+
+    @property
+    def stop_command(self) -> int:
+        """The command bits of a stop before the budget: ``STOP | CHECKPOINT | PREEMPTED``,
+        with ``ENV_FAILED`` when an env's failure caused it (every rank then leaves with
+        :data:`~hpcrl.runtime.signals.EXIT_ENV_FAILED`)."""
+        return STOP | CHECKPOINT | PREEMPTED | (ENV_FAILED if self.env_note is not None else 0)
 
     def checkpoint_due(self) -> bool:
         """The budget is spent, ``train.checkpoint_every`` updates passed, or
@@ -113,10 +124,10 @@ class RunRecorder:
         """What the run does after the update just recorded, as the command bits every
         placement acts on (the serial loop here, the MPI leader's broadcast to every rank):
         0 goes on; ``CHECKPOINT`` when one is due; ``STOP | CHECKPOINT`` at the end of the
-        budget; ``STOP | CHECKPOINT | PREEMPTED`` when a stop signal came or too few
-        collectors are live."""
+        budget; :attr:`stop_command` when a stop signal came, too few collectors are live
+        or an env failed for good."""
         if self.preempted:
-            return STOP | CHECKPOINT | PREEMPTED
+            return self.stop_command
         return (STOP if self.done else 0) | (CHECKPOINT if self.checkpoint_due() else 0)
 
     def add_update(self, env_steps: int, episodes: tuple[float, float, float],
@@ -131,7 +142,8 @@ class RunRecorder:
         row = progress_row(self.env_steps, self.updates, self.wall_time_s, fps, self.episodes,
                            int(episodes[0]), stats, scheme)
         self.log.write(row)
-        if not self.trained:  # the batch scripts' sign that this step did work
+        if not self.trained and env_steps > 0:  # the batch scripts' sign that this step
+            # did work (an update that learnt nothing, an env having failed, is none)
             self.trained = True
             write_run_file("first-update marker", self.run.trained_path, f"{self.updates}\n")
         if self.wandb is not None:
@@ -164,7 +176,9 @@ class RunRecorder:
         keep_recent(path, self.env_steps, self.train.keep_checkpoints)
         self.last_checkpoint_at = time.monotonic()
         if self.preempted:
-            if self.lost_note is not None:
+            if self.env_note is not None:
+                name = f"{ENV_FAILED_MARKER} {self.env_note}"
+            elif self.lost_note is not None:
                 name = f"{LOST_MARKER} {self.lost_note}"
             else:  # preempted with no lost note: a stop signal arrived, so signum is set
                 assert STOP_REQUEST.signum is not None

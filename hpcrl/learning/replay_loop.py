@@ -86,6 +86,7 @@ class UpdateFigures:
     grad_norm_sum: float = 0.0
     rounds: int = 0
     env_restarts: int = 0  # envs made again while the chunks were collected
+    env_failures: int = 0  # collectors whose env failed for good (the job then stops)
     stats: dict[str, float] = field(default_factory=dict)
 
 
@@ -140,6 +141,9 @@ class ReplayLoop:
             if not source.posted[i] and not self.holding():
                 source.post(i)  # let a held collector go
             while self.row.env_steps < limit and source.arrived(i):
+                if source.buffers[i].facts.env_failed:  # it collects no more: the job stops
+                    self.row.env_failures += 1
+                    break
                 self._add(source.buffers[i])
                 taken += 1
                 if self.holding():
@@ -198,14 +202,15 @@ class ReplayLoop:
     # -- one update --------------------------------------------------------------------------
     def learn_update(self, ends_early: Callable[[], bool] = lambda: False) -> Report:
         """Take chunks and train the rounds due until an update's worth of env steps arrived
-        (or ``ends_early()``); backs off while nothing arrives. Returns the update's report
+        (or ``ends_early()``, or a collector's env failed for good); backs off while nothing
+        arrives. Returns the update's report
         and starts the next row."""
         idle = 50e-6
         while True:
             busy = self.take_chunks() > 0
             busy = self.train() or busy
             self.sink.push()
-            if self.row.env_steps >= self.per_update or ends_early():
+            if self.row.env_steps >= self.per_update or self.row.env_failures or ends_early():
                 report = self.report()
                 self.row = UpdateFigures()
                 return report
@@ -229,6 +234,7 @@ class ReplayLoop:
             skipped_updates=row.skipped_updates,
             learning_rate=self.learner.algorithm.learning_rate,
             live_collectors=self.source.live, env_restarts=row.env_restarts,
+            env_failures=row.env_failures,
             replay_ratio=row.gradient_steps / max(row.env_steps, 1))
         for name, value in row.stats.items():
             report[self.layout.index(name)] = value / row.rounds

@@ -68,6 +68,11 @@ class JobRun:
         return bool(self.ranked.preempted)
 
     @property
+    def env_failed(self) -> bool:
+        """The job stopped (after a checkpoint) because an env failed for good."""
+        return bool(getattr(self.ranked, "env_failed", False))
+
+    @property
     def leader(self) -> Any:
         """Rank 0's leader (its recorder and evaluation), None on other ranks."""
         return getattr(self.ranked, "leader", None)

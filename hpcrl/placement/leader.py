@@ -17,9 +17,11 @@ from hpcrl.comm.faults import LOST
 from hpcrl.errors import ExplainedError
 from hpcrl.learning.loop import RecorderControl
 from hpcrl.learning.recorder import RunRecorder
+from hpcrl.placement.env_failures import FailureNotes
 from hpcrl.placement.job import RankJob
 from hpcrl.roles.protocol import Control, ReportLayout
 from hpcrl.runtime.run_dir import RunDir
+from hpcrl.runtime.signals import EXIT_ENV_FAILED
 
 Method = TypeVar("Method", bound=Callable[..., Any])
 
@@ -55,6 +57,7 @@ class Leader:
                                     console)
         self.evaluation: dict[str, Any] | None = None  # the final one, once run
         self.live_collectors = self.collector_ranks  # as the last update counted them
+        self.failures = FailureNotes(job.channel)  # the lines of envs that failed for good
         # the decision every placement takes (the actor, once set: for train.eval_every)
         self.decision = RecorderControl(self.recorder, self.layout)
 
@@ -97,13 +100,40 @@ class Leader:
     def record(self, reports: Any, gradient_asynchrony: float = 0.0) -> None:
         """Add one update made of the reports' rows (one per gradient worker)."""
         figures = self.layout.combine(reports)
+        self._note_env_failures(int(figures["env_failures"]))
         self._count_live(int(figures["live_collectors"]), int(figures["starved_learners"]))
         self.decision.record(figures, gradient_asynchrony)
+
+    @property
+    def stop_command(self) -> int:
+        """The command bits of a stop before the budget (with why: see
+        :attr:`~hpcrl.learning.recorder.RunRecorder.stop_command`)."""
+        return self.recorder.stop_command
+
+    def _note_env_failures(self, count: int) -> None:
+        """``count`` ranks had an env fail for good in this update: take and say their lines
+        (rank, env, last error); the job then checkpoints and stops with
+        :data:`~hpcrl.runtime.signals.EXIT_ENV_FAILED`."""
+        if count <= 0 or self.recorder.env_note is not None:
+            return
+        self._say_failures(self.failures.take(count) or ["an env failed for good"])
+        self.job.say(f"hpcrl: an env failed for good: checkpointing and stopping with exit "
+                     f"status {EXIT_ENV_FAILED}; the checkpoint resumes once the env is fixed "
+                     f"(the failed envs start afresh from their seeds)")
 
     @property
     def collector_ranks(self) -> int:
         """The ranks that collect in the job at its full size."""
         return sum(1 for r in self.job.table if r.collects)
+
+    def _say_failures(self, lines: list[str]) -> None:
+        """Say the lines of envs that failed for good, and add them to the stop's note."""
+        if not lines:
+            return
+        for line in lines:
+            self.job.say(f"hpcrl: {line}")
+        notes = ([self.recorder.env_note] if self.recorder.env_note else []) + lines
+        self.recorder.env_note = "; ".join(notes)
 
     def _count_live(self, live: int, starved: int = 0) -> None:
         """Note how many collecting ranks are live; below ``scheme.min_collectors``, or once
@@ -114,7 +144,7 @@ class Leader:
             live = max(live, self.job.spares.standing())
         bound = self.min_collectors
         if (not self.job.survives or (live >= bound and not starved)
-                or self.recorder.lost_note is not None):
+                or self.recorder.lost_note is not None or self.recorder.env_note is not None):
             return
         lost = ", ".join(str(r) for r in sorted(LOST.ranks()))
         why = (f"fewer than scheme.min_collectors={bound}" if live < bound else
@@ -134,8 +164,13 @@ class Leader:
     def write_checkpoint(self, actor: nn.Module, learner_state: dict[str, Any],
                          collector_states: list[dict[str, Any]]) -> Path:
         """Write the job's state (refused, the previous checkpoint kept, when its weights or
-        statistics are not all finite: the job then stops with that message)."""
-        collector_states = sorted(collector_states, key=lambda s: s["env_offset"])
+        statistics are not all finite: the job then stops with that message). A collector
+        whose env failed for good answered without a state: its place is left out, and
+        starts afresh from its seeds on resume (:mod:`~hpcrl.placement.env_failures`)."""
+        failed = [int(s["rank"]) for s in collector_states if s.get("env_failed")]
+        self._say_failures(self.failures.take_from(failed))  # (another failed meanwhile)
+        collector_states = sorted((s for s in collector_states if not s.get("env_failed")),
+                                  key=lambda s: s["env_offset"])
         return self.recorder.checkpoint(_cpu_copy(actor, self.job),
                                         {"updater": learner_state,
                                          "collectors": collector_states},

@@ -25,7 +25,14 @@ from hpcrl.config.schema import EnvConfig
 from hpcrl.envs.groups import EnvGroup, EnvGroups
 from hpcrl.envs.make import game_episodes
 from hpcrl.envs.obs_format import ObsFormat
-from hpcrl.envs.restarts import REPLACED, RestartLedger, fresh_seed, restart_marks
+from hpcrl.envs.restarts import (
+    REPLACED,
+    EnvFailure,
+    RestartLedger,
+    describe_error,
+    fresh_seed,
+    restart_marks,
+)
 from hpcrl.envs.state import from_plain, to_plain
 from hpcrl.envs.vector import env_seeds, restore_vector_env_state, vector_env_state
 
@@ -137,8 +144,26 @@ class EnvCore:
         return self.envs.groups
 
     def begin(self, group: EnvGroup, actions: np.ndarray) -> None:
-        """Start ``group``'s step with ``actions`` (its envs' rows, as the env takes them)."""
-        self.envs.begin(group.index, actions)
+        """Start ``group``'s step with ``actions`` (its envs' rows, as the env takes them);
+        an env's error that no restart took up is an :class:`EnvFailure` naming the group's
+        envs."""
+        try:
+            self.envs.begin(group.index, actions)
+        except EnvFailure:
+            raise
+        except Exception as err:
+            raise self._failure(group, err) from err
+
+    def _failure(self, group: EnvGroup, err: Exception) -> EnvFailure:
+        """The failure for good of one of ``group``'s envs (restarts off, or an error of the
+        vector env itself that no restart takes up)."""
+        first = self.env_offset + group.cols.start
+        last = self.env_offset + group.cols.stop - 1
+        which = f"env {first}" if first == last else f"one of the envs {first}-{last}"
+        restarts = self.restarts.max_restarts
+        why = ("env.max_restarts=0: restarts are off" if restarts <= 0 else
+               "its vector env failed as a whole, which no restart of one env takes up")
+        return EnvFailure(f"{which} (global index) failed: {describe_error(err)} ({why})")
 
     def end(self, group: EnvGroup) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                             dict[str, Any]]:
@@ -146,7 +171,12 @@ class EnvCore:
         carried, rewards, episode ends and info; its episodes' running return and length
         advanced. ``obs`` is left to the caller, which may still need the observations the
         actions were chosen on."""
-        obs, rewards, terminated, truncated, info = self.envs.end(group.index)
+        try:
+            obs, rewards, terminated, truncated, info = self.envs.end(group.index)
+        except EnvFailure:
+            raise
+        except Exception as err:
+            raise self._failure(group, err) from err
         self.episode_return[group.cols] += rewards
         self.episode_length[group.cols] += 1
         return self.obs_format.carry(obs), rewards, terminated, truncated, info

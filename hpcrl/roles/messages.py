@@ -32,8 +32,10 @@ from hpcrl.numerics.records import Record, RecordLayout
 if TYPE_CHECKING:
     from hpcrl.models.actor import ActorCritic
 
-# commands a weights message carries to collectors (bit flags)
-COLLECT, STOP, CHECKPOINT, PREEMPTED = 0, 1, 2, 4
+# commands a weights message carries to collectors (bit flags); ENV_FAILED rides with
+# PREEMPTED when the stop is for an env that failed for good (every rank then leaves with
+# that exit status: MPICH's mpiexec ORs the ranks' statuses)
+COLLECT, STOP, CHECKPOINT, PREEMPTED, ENV_FAILED = 0, 1, 2, 4, 8
 
 
 class WeightsHeader(Record):

@@ -19,6 +19,9 @@ TAG_ACT, TAG_ACTED = 10, 11  # a collector's request to its inference rank, and 
 # rank 0 to a spare rank: the lost collector whose place it takes (or None: the job ends);
 # rank 0 to a learner: which spare took the place of which lost collector of its
 TAG_ASSIGN, TAG_REPLACED = 12, 13
+# a rank whose env failed for good, to rank 0: its line naming the rank, the env and the
+# env's last error (pickled; the job then checkpoints and stops)
+TAG_ENV_FAILED = 14
 ACTING_TAGS_FROM = 100  # a group's acting request and reply: tags 100 + 2g and 101 + 2g
 
 
@@ -29,12 +32,19 @@ def acting_tags(group: int) -> tuple[int, int]:
 
 # control decided by the leader after each update: the collectors' command bits
 from hpcrl.numerics.records import Record, RecordLayout, scalar_fields  # noqa: E402
-from hpcrl.roles.messages import CHECKPOINT, COLLECT, PREEMPTED, STOP  # noqa: E402,F401
+from hpcrl.roles.messages import (  # noqa: E402,F401
+    CHECKPOINT,
+    COLLECT,
+    ENV_FAILED,
+    PREEMPTED,
+    STOP,
+)
 
 REPORT_FIELDS = ("env_steps", "episodes", "return_sum", "length_sum", "policy_lag",
                  "time_collect_s", "time_wait_s", "time_compute_s", "time_communicate_s",
                  "dropped_rollouts", "gradients", "applied", "grad_norm_sum", "learning_rate",
-                 "skipped_updates", "live_collectors", "starved_learners", "env_restarts")
+                 "skipped_updates", "live_collectors", "starved_learners", "env_restarts",
+                 "env_failures")
 
 
 class Report(Record):
@@ -61,6 +71,7 @@ class Report(Record):
     live_collectors: np.ndarray
     starved_learners: np.ndarray
     env_restarts: np.ndarray
+    env_failures: np.ndarray
 
 
 class ReportLayout(RecordLayout[Report]):
@@ -84,11 +95,13 @@ class ReportLayout(RecordLayout[Report]):
     def fill_update(self, report: Report, rollouts: Sequence[Any], policy_lag: float,
                     t_collect: float, t_wait: float, times: dict[str, float], dropped: int,
                     learning_rate: float, live_collectors: int = 1,
-                    starved: bool = False) -> Report:
+                    starved: bool = False, env_failures: int = 0) -> Report:
         """The figures of one finished update: env steps, episodes, lag, time split, how
         many of the ranks that collect for this worker are live, whether it lost every
-        one of them (``starved``: the job then checkpoints and stops), and the envs made
-        again after a failure while its rollouts were collected."""
+        one of them (``starved``: the job then checkpoints and stops), the envs made
+        again after a failure while its rollouts were collected, and how many of the ranks
+        it learns from had an env fail for good (``env_failures``: the job then checkpoints
+        and stops too)."""
         finished = [r.finished_episodes() for r in rollouts]
         return report.set(env_steps=sum(r.valid_steps * r.layout.num_envs for r in rollouts),
                           episodes=sum(len(f[0]) for f in finished),
@@ -98,7 +111,8 @@ class ReportLayout(RecordLayout[Report]):
                           time_compute_s=times["compute"], time_communicate_s=times["comm"],
                           dropped_rollouts=dropped, learning_rate=learning_rate,
                           live_collectors=live_collectors, starved_learners=float(starved),
-                          env_restarts=sum(r.env_restarts for r in rollouts))
+                          env_restarts=sum(r.env_restarts for r in rollouts),
+                          env_failures=env_failures)
 
     def add_stats(self, report: Report, sums: Sequence[float] | np.ndarray,
                   count: int = 1) -> None:
@@ -134,7 +148,7 @@ class ReportLayout(RecordLayout[Report]):
         grads = np.maximum(col_g["gradients"], 1)
         out = {name: float(col[name].sum()) for name in
                ("env_steps", "episodes", "return_sum", "length_sum", "dropped_rollouts",
-                "live_collectors", "starved_learners", "env_restarts")}
+                "live_collectors", "starved_learners", "env_restarts", "env_failures")}
         out.update(policy_lag=float(col_g["policy_lag"].mean()),
                    grad_norm=float(col["grad_norm_sum"].sum() / max(col["applied"].sum(), 1)),
                    learning_rate=float(col_g["learning_rate"].mean()),
@@ -149,7 +163,8 @@ class ReportLayout(RecordLayout[Report]):
 
 class Control(Record):
     """What the leader decides after each update and every learner rank receives: the
-    command bits (``COLLECT``, ``CHECKPOINT``, ``STOP``, ``PREEMPTED``) and the job's env
+    command bits (``COLLECT``, ``CHECKPOINT``, ``STOP``, ``PREEMPTED``, ``ENV_FAILED``) and
+    the job's env
     steps so far (int64 scalars, views of the record's buffer)."""
 
     command: np.ndarray

@@ -69,6 +69,9 @@ def write_run_file(what: str, path: Path, text: str) -> None:
 # how the stop marker of a job stopped for lost collectors begins (scheme.min_collectors):
 # the Slurm templates requeue on it as on the warning signal
 LOST_MARKER = "lost collectors:"
+# how the stop marker of a job stopped for an env that failed for good begins: the Slurm
+# templates requeue it only while it makes progress (hpcrl.placement.env_failures)
+ENV_FAILED_MARKER = "env failed:"
 
 
 @dataclass(frozen=True)

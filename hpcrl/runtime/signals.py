@@ -15,6 +15,10 @@ from collections.abc import Callable
 from hpcrl.envs.child_signals import STOP_SIGNALS
 
 EXIT_PREEMPTED = 3
+# checkpointed and stopped because an env failed for good (hpcrl.placement.env_failures):
+# the Slurm templates requeue it only while it makes progress (a flaky env may come back,
+# a broken one must not requeue for ever)
+EXIT_ENV_FAILED = 4
 
 
 class StopRequest:

@@ -25,6 +25,7 @@ from hpcrl.config import from_dict  # noqa: E402
 from hpcrl.envs.restarts import (  # noqa: E402
     IN_PLACE,
     RESPAWNED,
+    EnvFailure,
     EnvRestartsExhausted,
     fresh_seed,
     restart_marks,
@@ -211,9 +212,11 @@ def test_an_env_that_keeps_failing_fails_its_collector_naming_it():
             r"in step \(injected\) \(in step\)")):
         collect(["env.id=hpcrl_crashing:CrashingCartPole-v0", "env.kwargs={p_crash: 1.0}",
                  "env.max_restarts=2"])
-    with pytest.raises(RuntimeError, match=r"^the env crashed in step \(injected\)$"):
+    with pytest.raises(EnvFailure, match=(  # restarts off: the env's own error, named
+            r"^one of the envs 0-\d \(global index\) failed: RuntimeError: the env crashed "
+            r"in step \(injected\) \(env.max_restarts=0: restarts are off\)$")):
         collect(["env.id=hpcrl_crashing:CrashingCartPole-v0", "env.kwargs={p_crash: 1.0}",
-                 "env.max_restarts=0"])  # restarts off: the env's own error, as before
+                 "env.max_restarts=0"])
 
 
 CRASHING = ["env.id=hpcrl_crashing:CrashingCartPole-v0",

@@ -10,7 +10,7 @@ from hpcrl.numerics.normalization import Moments
 
 def test_a_rollout_header_carries_its_facts_and_moments_in_one_float64_array():
     layout = RolloutLayout(num_steps=4, num_envs=2, obs_shape=(3, 2), action_shape=())
-    assert layout.header_size == 6 + 1 + 2 * 6 + 3  # facts, obs (count, mean, m2), returns
+    assert layout.header_size == 7 + 1 + 2 * 6 + 3  # facts, obs (count, mean, m2), returns
     rollout = layout.new()
     rng = np.random.default_rng(0)
     obs = Moments(8.0, rng.normal(size=(3, 2)), rng.random((3, 2)))

@@ -26,7 +26,8 @@ class ChunkHeader(StreamFacts):
 
 
 HEADER = RecordLayout(scalar_fields(("count", "weights_version", "env_offset", "source",
-                                     "episodes", "env_steps", "seconds", "env_restarts")),
+                                     "episodes", "env_steps", "seconds", "env_restarts",
+                                     "env_failed")),
                       record_type=ChunkHeader)
 _HEADER = HEADER.words // 2  # float64 slots
 
@@ -155,7 +156,8 @@ class Transitions:
         collector's id, the env steps taken, the seconds spent on the chunk and the envs
         made again meanwhile."""
         self.facts.set(weights_version=weights_version, env_offset=env_offset, source=source,
-                       env_steps=env_steps, seconds=seconds, env_restarts=env_restarts)
+                       env_steps=env_steps, seconds=seconds, env_restarts=env_restarts,
+                       env_failed=0.0)
 
     def append(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
                discounts: np.ndarray, next_obs: np.ndarray,

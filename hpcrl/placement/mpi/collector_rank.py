@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from hpcrl.comm.channel import Channel
+from hpcrl.envs.restarts import EnvFailure
+from hpcrl.placement.env_failures import failed_state, mark_failed, tell_leader
 from hpcrl.placement.job import RankJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING, stream_out
@@ -29,7 +31,7 @@ from hpcrl.placement.mpi.remote_acting import (
     client_ends,
 )
 from hpcrl.roles.collector import Collector, transition_collector
-from hpcrl.roles.messages import CHECKPOINT, PREEMPTED, STOP, Weights
+from hpcrl.roles.messages import CHECKPOINT, ENV_FAILED, PREEMPTED, STOP, Weights
 from hpcrl.roles.protocol import TAG_FINAL, TAG_PREEMPT, TAG_STATE, TAG_WEIGHTS
 from hpcrl.scheme import collecting_ranks
 
@@ -95,6 +97,8 @@ class CollectorRank:
         self.header_only = job.rank in job.header_only
         self.state_sends: list = []
         self.preempted = False
+        self.env_failed = False  # the job stopped for an env that failed for good
+        self.failed = False  # this rank's own env failed for good: it collects no more
         self.requests: list = []
 
     def _link(self, module: Any) -> RemoteLinks:
@@ -139,7 +143,8 @@ class CollectorRank:
         writes the checkpoint. Sends that completed are let go here (each holds its pickled
         state: kept until the end, they grew the rank by one state per checkpoint).
         """
-        state = self.collector.state_dict()
+        # a failed env's state is not saved: its place starts afresh from its seed on resume
+        state = failed_state(self.job) if self.failed else self.collector.state_dict()
         state["sent_before"] = self.sent + int(self.unsent)
         # the version of the weights message that asked for it: rank 0 takes the states of
         # that checkpoint alone (a spare that joined late may answer an older one)
@@ -162,7 +167,32 @@ class CollectorRank:
                 self.preempt.close()
             for request in self.state_sends:
                 self.channel.wait(request)
+            self._close_envs()
+
+    def _close_envs(self) -> None:
+        """Close the envs (a failed env's close may raise: the job's end must not)."""
+        try:
             self.envs.close()
+        except Exception:
+            if not self.failed:
+                raise
+
+    def _stop(self, command: int) -> None:
+        """The STOP command came: note why the job stops (every rank leaves with the
+        status that says it)."""
+        self.preempted = bool(command & PREEMPTED)
+        self.env_failed = bool(command & ENV_FAILED)
+
+    def _collect(self, buffer: Any, stop: Any = None) -> None:
+        """Fill ``buffer``; where an env fails for good, tell rank 0 and mark the buffer
+        failed instead (its learner trains on none of it, and the job stops in order: see
+        :mod:`~hpcrl.placement.env_failures`). The rank then collects no more."""
+        try:
+            self.collector.collect(buffer, should_stop=stop)
+        except EnvFailure as err:
+            self.failed = True
+            self.state_sends.append(tell_leader(self.job, err))
+            mark_failed(buffer)
 
     def _load(self, w: Weights) -> None:
         """Collect with version ``w`` from now on (its normalisers alone when an inference
@@ -184,15 +214,17 @@ class CollectorRank:
             if w.command & CHECKPOINT:
                 self._send_state()
             if w.command & STOP:
-                self.preempted = bool(w.command & PREEMPTED)
+                self._stop(int(w.command))
                 return
+            if self.failed:  # it sent its failure: it waits for the job's STOP
+                continue
             self._load(w)
             stop = None
             if self.preempt is not None:
                 self.preempt.begin(w.version)
                 stop = self.preempt.should_stop
             rollout = self.stream.next_buffer()
-            self.collector.collect(rollout, should_stop=stop)
+            self._collect(rollout, stop)
             for request in self.stream.send(rollout):
                 channel.wait(request)
 
@@ -212,7 +244,7 @@ class CollectorRank:
             if w.command & CHECKPOINT:
                 self._send_state()
             if w.command & STOP:
-                self.preempted = bool(w.command & PREEMPTED)
+                self._stop(int(w.command))
                 return True
             self._load(w)
             self.requests = [self.channel.irecv(w.header.data, self.worker, TAG_WEIGHTS), None]
@@ -225,8 +257,12 @@ class CollectorRank:
         pending: list = []
         stopping = self._service_weights()
         while not stopping:
+            if self.failed:  # it sent its failure: it answers commands until STOP
+                time.sleep(1e-3)
+                stopping = self._service_weights()
+                continue
             rollout = self.stream.next_buffer()
-            self.collector.collect(rollout)
+            self._collect(rollout)
             self.unsent = True
             # the previous rollout may still be in flight: keep answering commands meanwhile
             while pending and not all(channel.test(r) for r in pending) and not stopping:

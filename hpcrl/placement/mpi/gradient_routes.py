@@ -60,9 +60,11 @@ class SynchronousRoute:
     job: RankJob
     leader: Leader | None
 
-    def starved(self, own: bool, message: Gradient, times: dict[str, float]) -> bool:
-        """Whether a learner lost every collector, agreed by every learner (an updater
-        rank takes part)."""
+    def starved(self, own: bool, message: Gradient, times: dict[str, float],
+                env_failures: int = 0) -> bool:
+        """Whether a learner cannot learn this update (it lost every collector, or an env
+        failed for good: ``env_failures`` goes in its report), agreed by every learner (an
+        updater rank takes part)."""
         return starved_learners(self.job, own)
 
     def control(self, updates: RolloutUpdates) -> UpdateControl:
@@ -209,13 +211,16 @@ class ToAsyncUpdater:
         times["comm"] += time.perf_counter() - t
         return w
 
-    def starved(self, own: bool, message: Gradient, times: dict[str, float]) -> bool:
-        """Every collector of this worker was lost: the updater is told with the report that
-        waits for the next gradient marked starved (the gradient it carries is never
-        applied), and its command taken: the job checkpoints and stops."""
+    def starved(self, own: bool, message: Gradient, times: dict[str, float],
+                env_failures: int = 0) -> bool:
+        """Every collector of this worker was lost, or an env failed for good: the updater
+        is told with the report that waits for the next gradient marked starved (the
+        gradient it carries is never applied), and its command taken: the job checkpoints
+        and stops."""
         if not own:
             return False
-        self.pending.set(starved_learners=1.0, live_collectors=0.0)
+        self.pending.set(starved_learners=1.0, live_collectors=0.0,
+                         env_failures=float(env_failures))
         self._exchange(message, times)
         return True
 
@@ -271,11 +276,12 @@ def statistics_reducer(job: RankJob, allreducer: Any) -> Reducer | None:
 
 
 def starved_learners(job: RankJob, starved: bool) -> bool:
-    """Whether a learner of ``job`` lost every collector (``starved``: this one did), agreed
-    by all learner ranks, which then skip the update's gradient steps together (they take
-    them in lock step). Only a job that survives lost collectors can starve; elsewhere a
-    lost collector ends the job, and nothing is exchanged."""
-    return job.survives and any_rank(job.learners, starved)
+    """Whether a learner of ``job`` cannot learn this update (``starved``: this one cannot):
+    it lost every collector, or an env it learns from failed for good. Agreed by all
+    learner ranks (one small all-reduce an update, none with one learner rank), which then
+    skip the update's gradient steps together (they take them in lock step) and the job
+    checkpoints and stops."""
+    return any_rank(job.learners, starved)
 
 
 def gathered_checkpoint(job: RankJob, leader: Leader | None, updates: RolloutUpdates,

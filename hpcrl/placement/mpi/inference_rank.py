@@ -29,7 +29,7 @@ from hpcrl.placement.job import RankJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING
 from hpcrl.placement.mpi.remote_acting import acting_spec, server_ends
-from hpcrl.roles.messages import PREEMPTED, STOP, Weights
+from hpcrl.roles.messages import ENV_FAILED, PREEMPTED, STOP, Weights
 from hpcrl.roles.protocol import TAG_WEIGHTS
 
 
@@ -73,6 +73,7 @@ class InferenceRank:
         self.version = -1  # no weights yet: nothing is served before the first ones
         self.stopped = False
         self.preempted = False
+        self.env_failed = False
         self.batches = 0  # step forwards run, and the env rows they held (batching tested)
         self.rows = 0
 
@@ -107,6 +108,7 @@ class InferenceRank:
             self.version = w.version
             if w.command & STOP:
                 self.stopped, self.preempted = True, bool(w.command & PREEMPTED)
+                self.env_failed = bool(w.command & ENV_FAILED)
                 break
             self.weight_receives = [self.channel.irecv(w.header.data, self.worker, TAG_WEIGHTS),
                                     None]

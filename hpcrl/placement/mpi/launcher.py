@@ -14,7 +14,7 @@ import signal
 from collections.abc import Mapping
 from pathlib import Path
 
-from hpcrl.runtime.run_dir import LOST_MARKER, RunDir
+from hpcrl.runtime.run_dir import ENV_FAILED_MARKER, LOST_MARKER, RunDir
 from hpcrl.slurm.mpi_plugin import library_name, mpi_library_version, srun_launch
 
 LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS",
@@ -105,12 +105,21 @@ def stop_message(run_dir: Path, world_size: int, signum: int | None,
     name = signal.Signals(signum).name if signum is not None else "a signal"
     command = resume_command(run_dir, world_size, env)
     head = f"hpcrl: stopped by {name} after a checkpoint in {run_dir}"
-    lost = _lost_note(run_dir) if signum is None else None
-    if lost is not None:  # scheme.min_collectors: the templates requeue on it too
-        head = f"hpcrl: stopped after a checkpoint in {run_dir}, {lost}"
     job = env.get("SLURM_JOB_ID")
     if env.get("SLURM_ARRAY_JOB_ID"):  # a task of a job array: its own id, not the array's
         job = f"{env['SLURM_ARRAY_JOB_ID']}_{env.get('SLURM_ARRAY_TASK_ID', '')}"
+    lost = _marker_note(run_dir, LOST_MARKER) if signum is None else None
+    failed = _marker_note(run_dir, ENV_FAILED_MARKER) if signum is None else None
+    if lost is not None:  # scheme.min_collectors: the templates requeue on it too
+        head = f"hpcrl: stopped after a checkpoint in {run_dir}, {lost}"
+    if failed is not None:  # the templates requeue it only while it makes progress
+        head = (f"hpcrl: stopped after a checkpoint in {run_dir}: an env failed for good "
+                f"(said above); fix it")
+        if job:
+            return (f"{head}; hpcrl's Slurm batch scripts requeue job {job} only if this "
+                    f"step trained (a flaky env), at most HPCRL_ENV_REQUEUES times; by hand, "
+                    f"in an allocation like this one: `{command}`")
+        return f"{head}, then continue with `{command}`"
     if job and (signum == signal.SIGUSR1 or lost is not None):
         return (f"{head}; hpcrl's Slurm batch scripts now requeue job {job}, which resumes it "
                 f"(unless HPCRL_REQUEUE=0); by hand, in an allocation like this one: "
@@ -118,12 +127,13 @@ def stop_message(run_dir: Path, world_size: int, signum: int | None,
     return f"{head}; continue with `{command}`"
 
 
-def _lost_note(run_dir: Path) -> str | None:
-    """What the stop marker of a job stopped for lost collectors says (None: not that)."""
+def _marker_note(run_dir: Path, marker: str) -> str | None:
+    """What the stop marker of a job stopped for ``marker``'s reason (lost collectors, an
+    env that failed for good) says (None: it stopped for another)."""
     try:
         text = RunDir(Path(run_dir)).stopped_path.read_text().strip()
     except OSError:
         return None
-    if not text.startswith(LOST_MARKER):
+    if not text.startswith(marker):
         return None
-    return text[len(LOST_MARKER):].strip().split(": checkpointed")[0]
+    return text[len(marker):].strip().split(": checkpointed")[0]

@@ -84,6 +84,7 @@ class LearnerRank:
                                                          self.reducer)
         self.actor = self.updates.actor
         self.preempted = False
+        self.env_failed = False
 
     def start(self) -> None:
         """Publish the first weights."""

@@ -29,6 +29,7 @@ from dataclasses import asdict
 from typing import Any
 
 from hpcrl.algorithms import OffPolicyAlgorithm
+from hpcrl.envs.restarts import EnvFailure
 from hpcrl.exchange.chunks_in_process import ChunksInProcess
 from hpcrl.exchange.weights import CopyInProcess, SharedInPlace, WeightsSync
 from hpcrl.learning.loop import UpdateControl
@@ -36,10 +37,11 @@ from hpcrl.learning.replay_learner import ReplayLearner
 from hpcrl.learning.replay_loop import ChunkSource, ReplayLoop, UpdateFigures
 from hpcrl.numerics.flat import has_flat_parameters
 from hpcrl.numerics.reducer import ReducerSlot
+from hpcrl.placement.env_failures import failed_state, mark_failed, tell_leader
 from hpcrl.placement.job import RankJob
 from hpcrl.placement.leader import Leader
 from hpcrl.placement.mpi.inbox import CollectorInbox
-from hpcrl.placement.mpi.job_control import JobControl
+from hpcrl.placement.mpi.job_control import JobControl, collector_state_for
 from hpcrl.placement.mpi.latest_weights import LatestWeights
 from hpcrl.placement.mpi.takeovers import Takeovers
 from hpcrl.roles.collector import transition_collector
@@ -62,6 +64,7 @@ class ReplayUpdates:
         self.actor = algorithm.policy
         self.collectors = job.my_collectors
         self.local: ChunksInProcess | None = None
+        self.failure_sends: list = []  # its own env's failure, told to rank 0
         self.inbox: CollectorInbox | None = None
         self.takeovers: Takeovers | None = None
         self.weights: WeightsSync
@@ -85,8 +88,10 @@ class ReplayUpdates:
             self.loop.row = UpdateFigures(**state["row"])
             if self.local is not None:
                 self.weights.publish(self.actor, self.learner.version)  # (a copy's own)
-                inexact = self.local.collector.load_state_dict(
-                    resume["placement"]["collectors"][0])
+                saved = collector_state_for(resume, job.role.env_offset)
+                # (none where its env had failed for good: its envs start afresh)
+                inexact = ([] if saved is None else
+                           self.local.collector.load_state_dict(saved))
                 if inexact:
                     job.say(f"hpcrl: resumed envs were reset: their state could not be "
                             f"saved ({', '.join(inexact)})")
@@ -105,7 +110,13 @@ class ReplayUpdates:
         chunk = job.own_chunk_layout().new()
         self.envs = envs
         return ChunksInProcess(collector, chunk, self._chunk_steps,
-                               lambda: self.loop.env_steps)
+                               lambda: self.loop.env_steps, self._env_failed)
+
+    def _env_failed(self, err: EnvFailure, chunk: Any) -> None:
+        """This process's own env failed for good: rank 0 (itself) is told, and the chunk
+        marked failed ends the update (:mod:`~hpcrl.placement.env_failures`)."""
+        self.failure_sends.append(tell_leader(self.job, err))
+        mark_failed(chunk)
 
     def _chunk_steps(self) -> int:
         """Steps per env of the next chunk of this process's own collector: up to where the
@@ -167,8 +178,8 @@ class ReplayUpdates:
         """Take each collector's state and every chunk sent before it, then write."""
         learner_state = {"learner": self.learner.state_dict(), "row": asdict(self.loop.row)}
         if self.local is not None:  # its own collector, between two updates
-            self.leader.write_checkpoint(self.actor, learner_state,
-                                         [self.local.state_dict()])
+            own = failed_state(self.job) if self.local.failed else self.local.state_dict()
+            self.leader.write_checkpoint(self.actor, learner_state, [own])
             return
         assert self.inbox is not None
         states: dict[int, dict[str, Any]] = {}
@@ -210,5 +221,11 @@ class ReplayUpdates:
         self.weights.drain()
         if self.inbox is not None:
             self.inbox.drain()
-        else:
+            return
+        for request in self.failure_sends:
+            self.channel.wait(request)
+        try:
             self.envs.close()
+        except Exception:
+            if self.local is None or not self.local.failed:
+                raise

@@ -9,8 +9,10 @@
   weights without ever blocking on a slow collector. Once every one of its collectors is
   lost it is *starved*: its update ends without a batch, and the job checkpoints and stops.
 
-Every source says whether it is starved (only the asynchronous one can be: the others end
-the job when they lose a collector).
+Every source says whether it is starved: once an env it collects with failed for good
+(``env_failures``, any source: the job then checkpoints and stops, see
+:mod:`~hpcrl.placement.env_failures`), or once every collector was lost (only the
+asynchronous one: the others end the job when they lose a collector).
 """
 from __future__ import annotations
 
@@ -23,8 +25,10 @@ from torch import nn
 
 from hpcrl.buffers.rollout import Rollout
 from hpcrl.comm.faults import is_peer_failure
+from hpcrl.envs.restarts import EnvFailure
 from hpcrl.exchange.weights import CopyInProcess, SharedInPlace, WeightsSync
 from hpcrl.models.actor import ActorCritic
+from hpcrl.placement.env_failures import failed_state, is_failed, tell_leader
 from hpcrl.placement.job import RankJob
 from hpcrl.placement.mpi.inbox import CollectorInbox
 from hpcrl.placement.mpi.latest_weights import BroadcastWeights, LatestWeights
@@ -72,15 +76,30 @@ class OwnEnvs:
         self.dropped = 0
         self.live_collectors = 1  # this worker itself
         self.starved = False
+        self.env_failures = 0  # 1 once an env of its own failed for good
+        self.failure_sends: list = []  # its line to rank 0
 
     def publish(self, policy: nn.Module, version: int, command: int = 0) -> None:
         """The collector acts with ``policy`` at ``version`` from now on."""
         self.sync.publish(policy, version, command)
 
+    def _collect(self, should_stop: Any = None) -> None:
+        """Fill the rollout; an env that fails for good is told to rank 0 and leaves this
+        source starved (the job then checkpoints and stops: see
+        :mod:`~hpcrl.placement.env_failures`)."""
+        try:
+            self.collector.collect(self.rollout, should_stop=should_stop)
+        except EnvFailure as err:
+            self.failure_sends.append(tell_leader(self.job, err))
+            self.env_failures, self.starved = 1, True
+
     def gather(self, update: int, version: int) -> tuple[list[Rollout], float, float]:
-        """One rollout of the own envs; returns it with collect and wait seconds."""
+        """One rollout of the own envs; returns it with collect and wait seconds (none
+        once an env failed for good)."""
         if not self.preempt:
-            self.collector.collect(self.rollout)
+            self._collect()
+            if self.starved:
+                return [], 0.0, 0.0
             return [self.rollout], self.rollout.collect_seconds, 0.0
         channel = self.job.channel
         requests = [channel.irecv(box, peer, TAG_DONE)
@@ -93,23 +112,33 @@ class OwnEnvs:
                     finished[i] = True
             return steps_done >= self.min_steps and sum(finished) >= self.needed
 
-        self.collector.collect(self.rollout, should_stop=should_stop)
+        self._collect(should_stop)  # (a failure still tells the peers it finished)
         self.notice[0] = update
         sends = [channel.isend(self.notice, peer, TAG_DONE) for peer in self.peers]
         started = time.perf_counter()
         for request in requests + sends:
             channel.wait(request)
-        return [self.rollout], self.rollout.collect_seconds, time.perf_counter() - started
+        waited = time.perf_counter() - started
+        if self.starved:
+            return [], 0.0, waited
+        return [self.rollout], self.rollout.collect_seconds, waited
 
     def states(self) -> list[dict[str, Any]]:
-        """The collector's state, for a checkpoint."""
-        return [self.collector.state_dict()]
+        """The collector's state, for a checkpoint (once an env failed for good, none: its
+        envs start afresh from their seeds on resume)."""
+        return [failed_state(self.job) if self.env_failures else self.collector.state_dict()]
 
     def close(self, policy: nn.Module, version: int, command: int) -> None:
         """The last version reaches the collector (as STOP carries it to collector ranks),
-        then the envs close."""
+        then the envs close (a failed env's close may raise: ignored then)."""
         self.sync.publish(policy, version, command)
-        self.envs.close()
+        for request in self.failure_sends:
+            self.job.channel.wait(request)
+        try:
+            self.envs.close()
+        except Exception:
+            if not self.env_failures:
+                raise
 
 
 class SyncCollectors:
@@ -127,7 +156,8 @@ class SyncCollectors:
         self.notice = np.zeros(1, np.int64)
         self.dropped = 0
         self.live_collectors = len(self.collectors)  # a lost one ends the job
-        self.starved = False
+        self.starved = False  # a collector's env failed for good: the job stops
+        self.env_failures = 0
         # every version to every subscriber: its inference ranks first (a collector's first
         # request waits for them), then its collectors
         self.sync = BroadcastWeights(self.channel, self.subscribers, job.header_only,
@@ -160,6 +190,11 @@ class SyncCollectors:
                                                          TAG_PREEMPT))
                 told = True
         rollouts = [stream.buffer for stream in self.streams]  # in collector order
+        self.env_failures = sum(1 for r in rollouts if is_failed(r))
+        if self.env_failures:  # the update is not learnt: the job checkpoints and stops
+            self.starved = True
+            self.dropped += len(rollouts) - self.env_failures
+            return [], 0.0, time.perf_counter() - started
         seconds = float(np.mean([r.collect_seconds for r in rollouts]))
         return rollouts, seconds, time.perf_counter() - started
 
@@ -216,6 +251,7 @@ class AsyncCollectors:
         self.dropped = 0
         self.restarts_dropped = 0  # env restarts of dropped rollouts, not yet reported
         self.starved = False  # every collector was lost: no batch can be filled any more
+        self.env_failures = 0  # collectors whose env failed for good (the job then stops)
         self.copied_bytes = 0  # rollout bytes copied here (only to take two of a collector)
 
     @property
@@ -259,6 +295,11 @@ class AsyncCollectors:
                 self._copy_out(self.held[-1])
                 continue
             rollout = self.inbox.buffers[i]
+            if is_failed(rollout):  # its collector collects no more: the job stops
+                self.env_failures += 1
+                self.starved = True
+                self.dropped += len(taken)
+                return [], 0.0, time.perf_counter() - started
             if version - rollout.weights_version > self.max_lag:
                 self.dropped += 1
                 self.restarts_dropped += rollout.env_restarts  # counted with the next taken

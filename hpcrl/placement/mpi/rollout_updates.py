@@ -91,7 +91,8 @@ class RolloutUpdates:
         report = self.layout.new()
         times = {"compute": 0.0, "comm": 0.0}
         self.learnt_steps = 0
-        if route.starved(self.source.starved, self.worker.message, times):
+        if route.starved(self.source.starved, self.worker.message, times,
+                         self.source.env_failures):
             return self._without_update(report, rollouts, t_wait, times)
         lag = float(np.mean([self.version - r.weights_version for r in rollouts]))
         t = time.perf_counter()
@@ -119,12 +120,14 @@ class RolloutUpdates:
 
     def _without_update(self, report: Report, rollouts: list[Any], t_wait: float,
                         times: dict[str, float]) -> Report:
-        """The report of an update no learner trained: a learner lost every collector, so
-        the job checkpoints and stops (this worker's rollouts are dropped with it)."""
+        """The report of an update no learner trained: a learner lost every collector, or
+        an env failed for good, so the job checkpoints and stops (this worker's rollouts are
+        dropped with it)."""
         self.source.dropped += len(rollouts)
         self.layout.fill_update(report, [], 0.0, 0.0, t_wait, times, self.source.dropped,
                                 self.algorithm.learning_rate, self.source.live_collectors,
-                                self.source.starved)
+                                self.source.starved and not self.source.env_failures,
+                                self.source.env_failures)
         self.source.dropped = 0
         return report
 

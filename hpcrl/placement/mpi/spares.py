@@ -125,6 +125,7 @@ class SpareRank:
     def __init__(self, job: Any) -> None:
         self.job = job
         self.preempted = False
+        self.env_failed = False
 
     def run(self) -> None:
         """Idle until told; then collect in the lost collector's place until STOP."""
@@ -149,4 +150,4 @@ class SpareRank:
                 return
             time.sleep(IDLE_POLL_S / 10)
         collector.run()
-        self.preempted = collector.preempted
+        self.preempted, self.env_failed = collector.preempted, collector.env_failed

@@ -33,7 +33,7 @@ from hpcrl.roles.info_reducers import combine_infos
 from hpcrl.roles.messages import Gradient
 from hpcrl.roles.protocol import (
     CHECKPOINT,
-    PREEMPTED,
+    ENV_FAILED,
     STOP,
     TAG_GRAD,
     TAG_GRAD_INFO,
@@ -69,6 +69,7 @@ class SyncUpdaterRank:
                                            job.device)
         self.steps = self.algorithm.steps_per_update(job.minibatches_per_epoch)
         self.preempted = False
+        self.env_failed = False
 
     def start(self) -> None:
         """Nothing to publish: the workers start from the same weights."""
@@ -136,6 +137,7 @@ class AsyncUpdaterRank:
         self.round_open = False  # a checkpoint round whose states are not all in yet
         self.asynchrony: list[float] = []
         self.preempted = False
+        self.env_failed = False
 
     def _post(self, i: int) -> list:
         w = self.workers[i]
@@ -215,8 +217,9 @@ class AsyncUpdaterRank:
             gradient = self.inbox[i]
             command = STOP if self.leader.done else 0
             if self.leader.preempted:
-                command = STOP | PREEMPTED
+                command = self.leader.stop_command
                 self.preempted = True
+                self.env_failed = bool(command & ENV_FAILED)
             if not command and not starved:
                 self.asynchrony.append(float(self.updater.version - gradient.weights_version))
                 gradient.info.set(progress=min(self.leader.env_steps / total_env_steps,
