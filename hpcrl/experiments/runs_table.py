@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from hpcrl.errors import ExplainedError
-from hpcrl.runtime.run_dir import RunDir, is_finished
+from hpcrl.runtime.run_dir import ENV_FAILED_MARKER, RunDir, is_finished
 
 STALE_S = 900.0  # a run whose progress.csv has not changed for this long is not running
 
@@ -79,8 +79,9 @@ def _number(text: str | None) -> float | None:
 def _state(run: RunDir, env_steps: int, total: int) -> str:
     if is_finished(run) or env_steps >= total:
         return "finished"
-    if run.stopped_path.exists():
-        return "preempted"
+    if run.stopped_path.exists():  # (an env that failed for good: its own word, to fix)
+        marker = run.stopped_path.read_text()
+        return "env failed" if marker.startswith(ENV_FAILED_MARKER) else "preempted"
     if time.time() - run.progress_path.stat().st_mtime < STALE_S:
         return "running"
     return "failed"

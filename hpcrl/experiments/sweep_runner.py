@@ -24,7 +24,7 @@ from typing import IO
 
 from hpcrl.experiments.sweep import Point, Sweep, SweepError, check_points
 from hpcrl.runtime.run_dir import is_finished
-from hpcrl.runtime.signals import EXIT_PREEMPTED
+from hpcrl.runtime.signals import EXIT_ENV_FAILED, EXIT_PREEMPTED
 from hpcrl.scheme.topology import required_world_size
 
 POLL_S = 0.2
@@ -35,7 +35,7 @@ class Outcome:
     """How one point's process ended this time."""
 
     point: Point
-    status: str      # finished, stopped or failed
+    status: str      # finished, stopped, env failed or failed
     exit_code: int
     seconds: float
 
@@ -150,6 +150,8 @@ class SweepRunner:
         run = self.sweep.run_dir(point)
         if code == 0 and is_finished(run):
             status, what = "finished", self._evaluation(run.eval_path)
+        elif code == EXIT_ENV_FAILED:  # (its run's stop marker says which env and why)
+            status, what = "env failed", "checkpointed; fix the env, the same command resumes it"
         elif code == EXIT_PREEMPTED or run.stopped_path.exists():
             status, what = "stopped", "checkpointed; the same command resumes it"
         else:
@@ -167,8 +169,11 @@ class SweepRunner:
 
 
 def exit_code(outcomes: list[Outcome]) -> int:
-    """1 when a point failed, 3 when a stop left points to resume, else 0."""
+    """1 when a point failed, 4 when a point's env failed for good (checkpointed, but a
+    requeue would fail again), 3 when a stop left points to resume, else 0."""
     statuses = {o.status for o in outcomes}
     if "failed" in statuses:
         return 1
+    if "env failed" in statuses:
+        return EXIT_ENV_FAILED
     return EXIT_PREEMPTED if "stopped" in statuses else 0

@@ -62,17 +62,18 @@ def test_the_runs_table_says_what_each_run_did(sweep):
 def test_states_of_runs_cut_short(sweep, tmp_path):
     import shutil
 
-    for name in ("stopped", "dead", "live"):
+    for name in ("stopped", "dead", "live", "broken"):
         shutil.copytree(sweep / "lr3e-4-s0", tmp_path / name)
         (tmp_path / name / "eval.json").unlink()
         rows = (tmp_path / name / "progress.csv").read_text().splitlines()
         (tmp_path / name / "progress.csv").write_text("\n".join(rows[:10]) + "\n")
     (tmp_path / "stopped" / "stopped").write_text("SIGUSR1\n")
+    (tmp_path / "broken" / "stopped").write_text("env failed: env 3 (global index) ...\n")
     old = time.time() - 3600
     os.utime(tmp_path / "dead" / "progress.csv", (old, old))
     records = json.loads(invoke("runs", tmp_path, "--json").output)
     assert {os.path.basename(r["run_dir"]): r["state"] for r in records} == {
-        "dead": "failed", "live": "running", "stopped": "preempted"}
+        "dead": "failed", "live": "running", "stopped": "preempted", "broken": "env failed"}
     out = invoke("runs", "--csv", tmp_path)
     assert out.output.splitlines()[0].startswith("run_dir,group,seed,")
 

@@ -212,3 +212,18 @@ def test_both_sweep_commands_name_the_sweep_directory_as_run_dir_s_default() -> 
         assert "--run-dir DIRECTORY The sweep directory, one run directory per point below " \
                "it (default: runs/sweep-<time>)." in text, text
         assert "<job name>-<job id>" not in text
+
+
+@pytest.mark.quick
+def test_a_point_whose_env_failed_for_good_is_not_a_stop_to_requeue() -> None:
+    # its run checkpointed (and wrote a stop marker), but a requeue of the sweep would only
+    # meet the broken env again: the sweep says so with status 4, not 3
+    from hpcrl.experiments.sweep_runner import Outcome, exit_code
+
+    def ended(*statuses: str) -> int:
+        return exit_code([Outcome(None, s, 0, 1.0) for s in statuses])  # type: ignore[arg-type]
+
+    assert ended("finished", "stopped") == 3
+    assert ended("finished", "env failed", "stopped") == 4
+    assert ended("env failed", "failed") == 1
+    assert ended("finished") == 0
