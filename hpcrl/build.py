@@ -6,7 +6,6 @@ from typing import Any
 import torch
 
 from hpcrl.algorithms import algorithm_capabilities, algorithm_class, algorithm_type
-from hpcrl.algorithms.demo_replay import demos_problem
 from hpcrl.algorithms.model_based_checks import model_env_problem
 from hpcrl.algorithms.own_section import own_section
 from hpcrl.algorithms.registry import algorithm_settings
@@ -23,6 +22,7 @@ from hpcrl.envs.vector import EnvSpaces, UnsupportedEnv, probe_spaces
 from hpcrl.models.actor import ActorCritic
 from hpcrl.models.memory import memory_state_size
 from hpcrl.reference_policies import reference_problem
+from hpcrl.scheme.topology import collecting_ranks
 
 
 def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
@@ -55,17 +55,18 @@ def make_storage(config: Config, spaces: EnvSpaces, device: torch.device | str =
                           discrete_actions=spaces.integer_actions, keep_rewards=rewards)
 
 
-def demonstrations(config: Config) -> Any | None:
-    """The demonstration keys of ``config``'s algorithm (``demos``, ``demos_fraction``,
-    ``demos_own``: PPO+D's) when its own section names a file, else None, as its class
-    reads them (:meth:`~hpcrl.algorithms.algorithm.Algorithm.demonstrations`)."""
-    return algorithm_type(config.algo.name).demonstrations(own_section(config.algo))
+def slot_play(config: Config) -> Any | None:
+    """What some slots of ``config``'s job play instead of stepping an env, as its
+    algorithm's class declares it (:meth:`~hpcrl.algorithms.algorithm.Algorithm.slot_play`:
+    PPO+D's demonstrations), or None."""
+    total = config.env.num_envs * max(collecting_ranks(config.scheme), 1)
+    return algorithm_type(config.algo.name).slot_play(own_section(config.algo), total)
 
 
 def env_groups(config: Config, remote: bool) -> int:
     """How many groups a collecting process of ``config`` cuts its envs into
     (``scheme.env_groups``, 0 resolved): ``remote`` when an inference rank acts for it."""
-    if demonstrations(config) is not None:  # PPO+D's slots replay in one batch of envs
+    if slot_play(config) is not None:  # slots that play (PPO+D's) are in one batch of envs
         return 1
     elsewhere = config.env.vectorization == "async" or uses_envpool(config.env)
     return resolve_groups(config.scheme.env_groups, config.env.num_envs, remote or elsewhere)
@@ -88,13 +89,12 @@ def env_spaces(config: Config) -> EnvSpaces:
         problem = model_env_problem(config.algo, config.env, spaces)
         if problem:
             raise UnsupportedEnv(problem)
-    demos = demonstrations(config)
-    if demos is not None:  # the file fits the env
+    play = slot_play(config)
+    if play is not None:  # what the slots play fits the env (PPO+D's demonstration file)
 
         # probe_spaces builds the spaces of a real env, observation space included
         assert spaces.observation_space is not None
-        problem = demos_problem(demos.demos, spaces.observation_space,
-                                spaces.action_space)
+        problem = play.problem(spaces.observation_space, spaces.action_space)
         if problem:
             raise UnsupportedEnv(problem)
     if config.algo.addons.kl_policies:  # the other policies exist and fit the env

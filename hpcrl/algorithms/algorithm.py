@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from hpcrl.algorithms.capabilities import Capabilities
+from hpcrl.algorithms.family import Family
 from hpcrl.algorithms.key_rules import Rule
 from hpcrl.numerics.gradient_guard import GradientGuard
 
@@ -171,6 +172,14 @@ class Algorithm(ABC):
         return None
 
     @classmethod
+    def slot_play(cls, own: Any, total_envs: int) -> Any | None:
+        """What some slots of a job of ``total_envs`` envs play instead of stepping an env
+        (a :class:`~hpcrl.envs.scripted.SlotPlay`: PPO+D's demonstrations), as its section
+        ``own`` asks; None (the default) when every slot steps an env. The env layer makes
+        the collectors' envs with it (:func:`~hpcrl.envs.scripted.collector_env_groups`)."""
+        return None
+
+    @classmethod
     def epsilon_keys(cls, own: Any) -> Any | None:
         """Its epsilon-greedy keys (``exploration_*``, ``per_collector_eps``,
         ``collector_eps_*``) when it explores epsilon-greedily, else None."""
@@ -237,12 +246,12 @@ class Algorithm(ABC):
 
     # -- what the collectors and the placements read of the class ----------------------------
     # (each family's base sets them; a plug-in inherits its base's)
-    collection_unit: ClassVar[str]
-    """What one collector's unit of collection is, streamed whole to its learner: a
-    ``"rollout"`` (``algo.num_steps`` steps per env, learnt from once) or a ``"chunk"`` of
-    transitions (``algo.num_steps`` steps per env, added to a replay). The placements key
-    their collectors and stream layouts on it (a table per value, no branch on the family)
-    and name it in what they print."""
+    family: ClassVar[Family]
+    """Its family, one declared object (:mod:`~hpcrl.algorithms.family`): what feeds its
+    learner, what its collectors fill and stream (its unit: a ``"rollout"``, learnt from
+    once, or a ``"chunk"`` of transitions added to a replay), what an inference rank answers
+    for it, and the plan's line about it. The placements ask it and never look the family
+    up: a plug-in of a family of its own declares its own object."""
 
     rate_limits_collectors: ClassVar[bool] = False
     """Whether its learner may hold its collector ranks back: a learner that falls behind

@@ -6,7 +6,7 @@ It implements :class:`~hpcrl.algorithms.algorithm.Algorithm` over the actor:
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import torch
@@ -15,7 +15,9 @@ import torch.nn.functional as F
 from hpcrl.algorithms.addons import PolicyLossAddons, PolicyOutputs, addon_stat_names
 from hpcrl.algorithms.algorithm import Algorithm, AlgorithmSettings
 from hpcrl.algorithms.capabilities import ON_POLICY_GAE, Capabilities, Storage
+from hpcrl.algorithms.family import ROLLOUTS, Family
 from hpcrl.buffers.intrinsic import IntrinsicTargets
+from hpcrl.buffers.rollout import Rollout
 from hpcrl.buffers.rollout_storage import RecurrentBatch, RolloutBatch
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.models.actor import ActorCritic, ActorOutputs, actor_on
@@ -272,9 +274,15 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
         self.optimizer.load_state_dict(state["optimizer"])
         self.progress = float(state["progress"])
 
+    def prepare_rollouts(self, rollouts: Sequence[Rollout], total_envs: int) -> None:
+        """Before an update's gradients: rewrite what the rollouts hold that only the
+        learner can compute (PPO+D: the replayed actions' log-probabilities). Nothing by
+        default."""
+
     # -- what the collectors and the placements read of the class (see Algorithm) ------------
-    collection_unit: ClassVar[str] = "rollout"
-    """Its collectors stream whole rollouts, each learnt from in the update it arrives for."""
+    family: ClassVar[Family] = ROLLOUTS
+    """It learns from rollouts: its collectors stream whole rollouts, each learnt from in the
+    update it arrives for."""
 
     policy_record_kind: ClassVar[str] = "actor_critic"
     """It acts with the actor-critic, which a policy record rebuilds from its sections."""

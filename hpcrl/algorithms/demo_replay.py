@@ -25,8 +25,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from hpcrl.algorithms.own_section import own_section
-from hpcrl.algorithms.registry import algorithm_type
 from hpcrl.buffers.demos.episodes import (
     DemoBuffer,
     Episode,
@@ -40,13 +38,10 @@ from hpcrl.buffers.demos.episodes import (
 )
 from hpcrl.buffers.demos.files import read_demos
 from hpcrl.buffers.rollout import Rollout
-from hpcrl.envs.groups import EnvGroups
 from hpcrl.envs.restarts import restart_marks
+from hpcrl.envs.scripted import ScriptedSlots
 from hpcrl.envs.state import from_plain, to_plain
-from hpcrl.envs.vector import make_vector_env, reset_seeded, vector_call, vector_set_attr
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import AlgoConfig, EnvConfig
+from hpcrl.envs.vector import reset_seeded, vector_call, vector_set_attr
 
 if TYPE_CHECKING:
     from hpcrl.models.actor import ActorCritic
@@ -75,7 +70,7 @@ class _Playback:
         self.row = 0
 
 
-class DemoSlots(gym.vector.VectorEnv):
+class DemoSlots(ScriptedSlots):
     """A vector env of ``len(slots)`` envs: the real vector env ``real`` in the slots that are
     False, demonstration replay in those that are True (same-step autoreset and info layout
     as the real env's, widened to every slot)."""
@@ -337,20 +332,23 @@ def demos_problem(path: str, observation_space: gym.Space, action_space: gym.Spa
     return None
 
 
-def collector_envs(env: EnvConfig, algo: AlgoConfig, env_offset: int, total_envs: int,
-                   groups: int = 1) -> EnvGroups:
-    """A collector's ``env.num_envs`` envs of the section ``env`` from global index
-    ``env_offset``, in ``groups`` groups (``scheme.env_groups``, resolved): each a vector
-    env of :func:`~hpcrl.envs.vector.make_vector_env`, or, where the class of the
-    algorithm ``algo.name`` reads demonstrations from its section (PPO+D's
-    ``algo.ppo.demos``; one group, as the config checks), one of :class:`DemoSlots` whose
-    replay slots play the demonstrations."""
-    own = algorithm_type(algo.name).demonstrations(own_section(algo))
-    n = env.num_envs
-    if own is None:
-        return EnvGroups.of(lambda first, count: make_vector_env(
-            env, count, range(env_offset + first, env_offset + first + count)), n, groups)
-    slots = slots_of_collector(total_envs, own.demos_fraction, env_offset, n)
-    buffer = DemoBuffer.from_file(own.demos, own.demos_own)
-    real = [env_offset + int(i) for i in np.flatnonzero(~slots)]
-    return EnvGroups([DemoSlots(make_vector_env(env, len(real), real), slots, buffer)])
+class DemoPlay:
+    """PPO+D's declared play (a :class:`~hpcrl.envs.scripted.SlotPlay`): a fraction
+    ``own.demos_fraction`` of the job's ``total_envs`` slots replays the demonstrations of
+    ``own.demos`` (and the agent's best own episodes, ``own.demos_own``)."""
+
+    def __init__(self, own: Any, total_envs: int) -> None:
+        self.own, self.total_envs = own, total_envs
+
+    def slots(self, env_offset: int, num_envs: int) -> np.ndarray:
+        """The replay slots among a collector's envs."""
+        return slots_of_collector(self.total_envs, self.own.demos_fraction, env_offset,
+                                  num_envs)
+
+    def wrap(self, real: gym.vector.VectorEnv, slots: np.ndarray) -> DemoSlots:
+        """The real envs and the replay slots, over the demonstration file's buffer."""
+        return DemoSlots(real, slots, DemoBuffer.from_file(self.own.demos, self.own.demos_own))
+
+    def problem(self, observation_space: gym.Space, action_space: gym.Space) -> str | None:
+        """Why the demonstration file does not fit the env, or None."""
+        return demos_problem(self.own.demos, observation_space, action_space)

@@ -1,7 +1,7 @@
 """PPO: clipped surrogate objective over epochs x minibatches of each rollout."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,7 +11,9 @@ from hpcrl.algorithm_keys.ppo import PpoConfig
 from hpcrl.algorithms.algorithm import linear_schedule
 from hpcrl.algorithms.base import OnPolicyAlgorithm, entropy_bonus, value_error
 from hpcrl.algorithms.capabilities import Capabilities
+from hpcrl.algorithms.demo_replay import DemoPlay, demo_slots, replayed_log_probs
 from hpcrl.algorithms.key_rules import clip_or_null, positive
+from hpcrl.buffers.rollout import Rollout
 from hpcrl.buffers.rollout_storage import GaeBatch, RolloutStorage
 from hpcrl.numerics.compiling import stat_floats
 
@@ -48,6 +50,20 @@ class PPO(OnPolicyAlgorithm[RolloutStorage, GaeBatch]):
     def demonstrations(cls, own: Any) -> Any | None:
         """``algo.ppo`` when it names a demonstration file (PPO+D), else None."""
         return own if own.demos else None
+
+    @classmethod
+    def slot_play(cls, own: Any, total_envs: int) -> DemoPlay | None:
+        """PPO+D: a fraction of the job's slots replays the demonstrations of
+        ``algo.ppo.demos`` (none without a file)."""
+        return DemoPlay(own, total_envs) if own.demos else None
+
+    def prepare_rollouts(self, rollouts: Sequence[Rollout], total_envs: int) -> None:
+        """PPO+D: the demonstrated actions' log-probabilities under the weights the update
+        starts with, in the replay slots (their collectors stored their own samples')."""
+        own = self.own
+        if own.demos:
+            replayed_log_probs(self.actor, rollouts, demo_slots(total_envs,
+                                                                own.demos_fraction))
 
     @property
     def clip_range(self) -> float:

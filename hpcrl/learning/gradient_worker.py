@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 
 from hpcrl.algorithms.base import OnPolicyAlgorithm
-from hpcrl.algorithms.demo_replay import demo_slots, replayed_log_probs
 from hpcrl.buffers.rollout import Rollout
 from hpcrl.buffers.rollout_storage import RolloutStorage
 from hpcrl.buffers.vtrace_storage import VTraceStorage
@@ -33,9 +32,6 @@ class GradientWorker:
         self.weights_version = 0
         actor = algorithm.actor
         self.message = Gradient.for_actor(actor, len(algorithm.stat_names))
-        # PPO+D's demonstrations, as the algorithm's class reads them from its section
-        own = type(algorithm).demonstrations(algorithm.own)
-        self.demo_slots = demo_slots(total_envs, own.demos_fraction) if own else None
 
     def load_weights(self, weights: Weights) -> None:
         """Load ``weights`` into the algorithm's actor and note their version (what the next
@@ -50,8 +46,7 @@ class GradientWorker:
         ``progress`` (in [0, 1], the job's env steps including these rollouts over the
         budget) sets the schedules; callers compute it the same way on every process.
         """
-        if self.demo_slots is not None:  # PPO+D: the replayed actions' own log-probs
-            replayed_log_probs(self.algorithm.actor, rollouts, self.demo_slots)
+        self.algorithm.prepare_rollouts(rollouts, self.total_envs)  # (PPO+D's log-probs)
         intrinsic = self.algorithm.intrinsic
         parts = (None if intrinsic is None else
                  intrinsic.prepare(rollouts, self.seed, update, self.total_envs,

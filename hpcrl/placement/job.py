@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -23,7 +22,8 @@ from hpcrl.algorithms import (
     make_policy,
 )
 from hpcrl.algorithms.capabilities import Capabilities
-from hpcrl.algorithms.demo_replay import collector_envs
+from hpcrl.algorithms.family import FamilyWiring
+from hpcrl.algorithms.own_section import own_section
 from hpcrl.buffers.rollout import RolloutLayout
 from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout
 from hpcrl.comm import split_by_role, world_comm
@@ -35,6 +35,7 @@ from hpcrl.comm.world import SelfComm
 from hpcrl.config.offpolicy import ReplayConfig
 from hpcrl.config.schema import Config, SchemeConfig, TrainConfig
 from hpcrl.config.validate import minibatches_per_epoch
+from hpcrl.envs.scripted import collector_env_groups
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.learning.replay_learner import make_replay
 from hpcrl.models.actor import ActorCritic, actor_on
@@ -48,6 +49,7 @@ from hpcrl.placement.mpi.launcher import (
 )
 from hpcrl.placement.mpi.node_transport import open_node_memory
 from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
+from hpcrl.plugins import load
 from hpcrl.reference_policies import attach_references
 from hpcrl.roles.collector import Collector, rollout_collector
 from hpcrl.roles.transition_filler import chunk_layout, stream_layout
@@ -217,9 +219,9 @@ class RankJob:
                            streams=self.total_envs)
 
     def stream_layout(self) -> Any:
-        """The layout of what a collector rank streams to its learner: the algorithm's
-        declared unit of collection (:attr:`collection_unit`), a rollout or a chunk."""
-        return STREAM_LAYOUTS[self.collection_unit](self)
+        """The layout of what a collector rank streams to its learner: the unit of the
+        algorithm's family (:attr:`collection_unit`), as its wiring lays it out."""
+        return self.wiring.stream_layout(self)
 
     # -- what the algorithm declares ---------------------------------------------------------
     @cached_property
@@ -235,10 +237,18 @@ class RankJob:
 
     @property
     def collection_unit(self) -> str:
-        """What one collection of a collector is, as the algorithm declares it
-        (``"rollout"`` or ``"chunk"``): the key of the collectors' and stream layouts'
-        tables, and the word the lines about collectors use."""
-        return self.algorithm_type.collection_unit
+        """What one collection of a collector is, as the algorithm's family declares it
+        (``"rollout"``, ``"chunk"``, or a plug-in family's own): the word the lines about
+        collectors use."""
+        return self.algorithm_type.family.unit
+
+    @cached_property
+    def wiring(self) -> FamilyWiring:
+        """What the algorithm's family runs on ranks (its learner's data path, collectors,
+        stream layout and acting spec), found through the family the class declares, as
+        every plug-in is found (:attr:`~hpcrl.algorithms.family.Family.wiring`)."""
+        wiring: FamilyWiring = load(self.algorithm_type.family.wiring, "algo.name")
+        return wiring
 
     def new_policy(self, device: torch.device | None = None) -> nn.Module:
         """A fresh acting policy of the job's algorithm (its class's ``policy_for``: the
@@ -300,14 +310,13 @@ class RankJob:
                                  incarnation=incarnation)
 
     def collector_envs(self) -> Any:
-        """This rank's envs (from its global env offset, in the job's env groups)."""
-        return collector_envs(self.config.env, self.config.algo, self.role.env_offset,
-                              self.total_envs, self.env_groups)
+        """This rank's envs (from its global env offset, in the job's env groups), made by
+        the env layer, with the slots that play recordings where the algorithm declares
+        some (PPO+D's demonstrations: its class's ``slot_play``)."""
+        play = self.algorithm_type.slot_play(own_section(self.config.algo), self.total_envs)
+        return collector_env_groups(self.config.env, self.role.env_offset, self.env_groups,
+                                    play)
 
-
-# a collector's declared unit of collection -> the layout of what it streams
-STREAM_LAYOUTS: dict[str, Callable[[RankJob], Any]] = {"rollout": RankJob.layout,
-                                                       "chunk": RankJob.chunk_layout}
 
 def describe_role(role: RankRole) -> str:
     """A rank's role in words, for error reports: "gradient worker 1 + collector"."""

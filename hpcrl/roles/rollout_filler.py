@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from hpcrl.algorithms.demo_replay import DemoSlots
 from hpcrl.buffers.rollout import Rollout
 from hpcrl.config.schema import EnvConfig
 from hpcrl.envs.groups import EnvGroup
+from hpcrl.envs.scripted import ScriptedSlots
 from hpcrl.envs.vector import as_box
 from hpcrl.models.acting import PolicyEngine, make_engine
 from hpcrl.models.actor import ActorCritic
@@ -52,10 +52,10 @@ class RolloutFiller:
         self.env_dtype = space.dtype if actor.integer_actions and not actor.discrete else None
         self.gamma = gamma
         self.engine = engine if engine is not None else make_engine(actor)
-        # PPO+D's replay slots (hpcrl.algorithms.demo_replay), when the envs have them (one group:
-        # the config refuses demonstrations with several)
+        # slots that play recordings (PPO+D's demonstrations: hpcrl.envs.scripted), when the
+        # envs have them (one group: the config refuses them with several)
         only = core.envs.only
-        self.replay: DemoSlots | None = only if isinstance(only, DemoSlots) else None
+        self.replay: ScriptedSlots | None = only if isinstance(only, ScriptedSlots) else None
         # env.normalize_obs / normalize_reward between the envs and the rollout
         self.normalizing = NormalizingTransform(config, gamma, n)
         # a recurrent actor's state per env: zero at an episode's start, carried across

@@ -1,12 +1,12 @@
 """The rank table of a config, as text for people and JSON for scripts (``hpcrl plan``)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from hpcrl.algorithms import algorithm_capabilities, algorithm_type
-from hpcrl.algorithms.own_section import epsilon_keys, own_section
+from hpcrl.algorithms.own_section import epsilon_keys
 from hpcrl.models.epsilon import collector_epsilon
 from hpcrl.scheme.presets import PRESETS
 from hpcrl.scheme.topology import (
@@ -62,41 +62,9 @@ def exploration_epsilon(config: Config, role: RankRole) -> float | None:
 
 def agent_summary(config: Config) -> str:
     """The agent in words: the algorithm and what the scheme does with its data (what it
-    learns from, as its class declares it, picks the words: :data:`DATA_SUMMARIES`)."""
-    return DATA_SUMMARIES[algorithm_capabilities(config.algo.name).learns_from](config)
-
-
-def rollouts_summary(config: Config) -> str:
-    """An on-policy agent in words: the algorithm, its V-trace targets, the policy lag it
-    drops asynchronous rollouts at."""
-    a, caps = config.algo, algorithm_capabilities(config.algo.name)
-    vtrace = " with V-trace targets" if caps.storage == "vtrace" else ""
-    lag = (f", rollouts more than {config.scheme.max_policy_lag} updates old dropped"
-           if config.scheme.collection == "async" else "")
-    return f"{a.name}{vtrace}{lag}"
-
-
-def replay_summary(config: Config) -> str:
-    """An off-policy agent in words: the algorithm, its replay and its priorities, n-step
-    returns and per-collector epsilon."""
-    a, r = config.algo, config.replay
-    replay = "prioritised replay" if r.prioritized else "uniform replay"
-    if r.prioritized:
-        replay += (" (priorities from the collectors)"
-                   if algorithm_type(a.name).collector_priorities(own_section(a))
-                   else " (new transitions at the max priority)")
-    parts = [a.name, f"{replay} of {r.buffer_size:,}"]
-    if r.n_step > 1:
-        parts.append(f"{r.n_step}-step returns")
-    eps = epsilon_keys(config.algo)
-    if eps is not None and eps.per_collector_eps:
-        parts.append("per-collector epsilon")
-    return ", ".join(parts)
-
-
-# what an algorithm learns from -> how the plan describes its agent
-DATA_SUMMARIES: dict[str, Callable[[Config], str]] = {"rollouts": rollouts_summary,
-                                                      "replay": replay_summary}
+    learns from, as its class's declared family says it)."""
+    cls = algorithm_type(config.algo.name)
+    return cls.family.summary(config, cls)
 
 
 def plan_json(config: Config) -> dict[str, Any]:

@@ -12,9 +12,9 @@ import pytest
 import torch
 from kill_resume import rows, whole_then_killed_and_resumed
 
-from hpcrl.algorithms.demo_replay import collector_envs
 from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout
 from hpcrl.config import from_dict
+from hpcrl.envs.scripted import collector_env_groups
 from hpcrl.roles.collector import rollout_collector
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
@@ -81,7 +81,7 @@ def test_a_group_per_env_collects_the_rollout_of_one_batch():
     for groups in (1, 4):
         torch.manual_seed(0)
         actor = make_actor(cfg, spaces)
-        envs = collector_envs(cfg.env, cfg.algo, 0, 4, groups)
+        envs = collector_env_groups(cfg.env, 0, groups)
         assert len(envs.groups) == groups and envs.num_envs == 4
         collector = rollout_collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed)
         rollouts.append(collector.collect(rollout_layout(cfg, spaces, 4).new()))
@@ -104,7 +104,7 @@ def test_subprocess_envs_overlap_and_auto_takes_two_groups_there():
     assert env_groups(from_dict({}, TINY), remote=True) == 2  # an inference rank acts
     assert env_groups(from_dict({}, TINY + ["env.num_envs=3", "algo.ppo.minibatch_size=24"]),
                       remote=True) == 1  # 3 envs do not split evenly
-    envs = collector_envs(cfg.env, cfg.algo, 0, 4, 2)
+    envs = collector_env_groups(cfg.env, 0, 2)
     assert envs.asynchronous  # its groups' steps are started and waited for apart
     envs.close()
 

@@ -18,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "placement" / "mpi"))  # the 
 import hpcrl_crashing  # noqa: E402,F401  (registers the envs)
 from test_env_groups import assert_same, trained  # noqa: E402
 
-from hpcrl.algorithms.demo_replay import collector_envs  # noqa: E402
 from hpcrl.buffers.returns import gae  # noqa: E402
 from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout  # noqa: E402
 from hpcrl.config import from_dict  # noqa: E402
@@ -30,6 +29,7 @@ from hpcrl.envs.restarts import (  # noqa: E402
     fresh_seed,
     restart_marks,
 )
+from hpcrl.envs.scripted import collector_env_groups  # noqa: E402
 from hpcrl.envs.vector import make_vector_env  # noqa: E402
 from hpcrl.roles.collector import rollout_collector, transition_collector  # noqa: E402
 from hpcrl.roles.transition_filler import chunk_layout  # noqa: E402
@@ -56,8 +56,7 @@ def collect(sets: list[str]):
     cfg = from_dict({}, SETS + sets)
     spaces = env_spaces(cfg)
     actor = make_actor(cfg, spaces)
-    envs = collector_envs(cfg.env, cfg.algo, 0, cfg.env.num_envs,
-                          env_groups(cfg, remote=False))
+    envs = collector_env_groups(cfg.env, 0, env_groups(cfg, remote=False))
     collector = rollout_collector(envs, actor, cfg.env, cfg.algo.gamma, cfg.seed)
     rollout = rollout_layout(cfg, spaces, cfg.env.num_envs).new()
     collector.collect(rollout)
@@ -113,7 +112,7 @@ def test_transitions_of_a_cut_episode_bootstrap_from_its_last_observation():
     spaces = env_spaces(cfg)
     from hpcrl.algorithms import make_policy
 
-    envs = collector_envs(cfg.env, cfg.algo, 0, 2)
+    envs = collector_env_groups(cfg.env, 0)
     collector = transition_collector(envs, make_policy(cfg, spaces), cfg)
     chunk = chunk_layout(cfg.replay, cfg.algo, spaces.obs_shape, spaces.action_shape, 2).new()
     collector.collect(chunk, 8)

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from hpcrl.algorithms.demo_replay import collector_envs
 from hpcrl.buffers.rollout_storage import RolloutStorage
 from hpcrl.buffers.vtrace_storage import VTraceStorage
 from hpcrl.build import env_spaces, make_actor, rollout_layout
 from hpcrl.config import from_dict
+from hpcrl.envs.scripted import collector_env_groups
 from hpcrl.roles.collector import rollout_collector
 from hpcrl.roles.messages import Weights
 from hpcrl.runtime.run_dir import RunDir
@@ -35,7 +35,7 @@ def rollouts_side_by_side(parts: int = 2, envs: int = 3, steps: int = 8):
     out = []
     for k in range(parts):
         offset = k * envs
-        envs_here = collector_envs(cfg.env, cfg.algo, offset, parts * envs)
+        envs_here = collector_env_groups(cfg.env, offset)
         collector = rollout_collector(envs_here, actor,
                                       cfg.env, cfg.algo.gamma, cfg.seed, offset,
                                       total_envs=parts * envs)

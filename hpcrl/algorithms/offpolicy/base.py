@@ -21,6 +21,7 @@ from torch import nn
 
 from hpcrl.algorithms.algorithm import Algorithm, AlgorithmSettings
 from hpcrl.algorithms.capabilities import Capabilities
+from hpcrl.algorithms.family import REPLAY
 from hpcrl.buffers.replay.buffer import ReplayBatch
 from hpcrl.buffers.replay.transitions import Transitions
 from hpcrl.envs.vector import EnvSpaces, as_box
@@ -315,8 +316,8 @@ class OffPolicyAlgorithm(Algorithm):
         self.generator.set_state(state["generator"])
 
     # -- what the collectors and the placements read of the class (see Algorithm) ------------
-    collection_unit = "chunk"
-    """Its collectors stream chunks of transitions into the learner's replay."""
+    family = REPLAY
+    """It learns from a replay: its collectors stream chunks of transitions into it."""
 
     rate_limits_collectors = True
     """Its learner paces its collectors to the replay ratio (``replay.ratio_tolerance``)."""

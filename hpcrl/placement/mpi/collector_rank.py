@@ -5,14 +5,14 @@ rollout (stopping early when its gradient worker says the stragglers may stop), 
 Asynchronous: never wait; take the newest weights that arrived between rollouts, keep one
 rollout in flight while the next is collected, and stop when a STOP command arrives.
 
-The collector of an off-policy agent runs the same asynchronous loop with transition
-chunks of ``algo.num_steps`` steps instead of rollouts (its learner holds the replay).
+What it collects and streams is its algorithm family's unit, built by the family's wiring
+(:attr:`~hpcrl.placement.job.RankJob.wiring`): rollouts, or the transition chunks of
+``algo.num_steps`` steps an off-policy learner adds to its replay; the loops are the same.
 """
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,16 +24,13 @@ from hpcrl.placement.job import RankJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING, stream_out
 from hpcrl.placement.mpi.remote_acting import (
-    RemoteEngine,
     RemoteLinks,
-    RemotePolicyEngine,
     acting_spec,
     client_ends,
 )
-from hpcrl.roles.collector import Collector, transition_collector
+from hpcrl.roles.collector import Collector
 from hpcrl.roles.messages import CHECKPOINT, ENV_FAILED, PREEMPTED, STOP, Weights
 from hpcrl.roles.protocol import TAG_FINAL, TAG_PREEMPT, TAG_STATE, TAG_WEIGHTS
-from hpcrl.scheme import collecting_ranks
 
 
 class PreemptListener:
@@ -79,8 +76,12 @@ class CollectorRank:
         self.worker = job.workers[job.role.group]
         self.envs = job.collector_envs()
         self.link: RemoteLinks | None = None  # to the inference rank that acts for it
-        # what it collects is the algorithm's declared unit: a rollout or a chunk
-        self.collector: Collector[Any] = COLLECTORS[job.collection_unit](self)
+        # what it collects is its family's unit (a rollout, a chunk, a plug-in family's
+        # own), acting with the family's policy or through its inference rank
+        link = self._link if job.role.inference >= 0 else None
+        self.collector: Collector[Any]
+        self.collector, self.module = job.wiring.collector(job, self.envs, link, incarnation)
+        self.weights = Weights.empty_like(self.module)
         self.params = ParamsReceiver(self.channel, self.weights, self.worker, job.codec)
         # a learner that rate-limits its collectors holds this rank back: sends are synchronous
         self.stream = stream_out(job, job.stream_layout(),
@@ -112,28 +113,6 @@ class CollectorRank:
                            job.num_envs // groups, groups, job.memory, region)
         self.link = RemoteLinks(ends, lambda: self.collector.weights_version)
         return self.link
-
-    def _rollout_collector(self) -> Collector[Any]:
-        """A collector of whole rollouts, acting with its own actor-critic, or through its
-        inference rank (the actor then only holds the normalisers)."""
-        job = self.job
-        remote = job.role.inference >= 0
-        self.actor = job.new_actor(None if remote else job.device)
-        engine = RemoteEngine(self._link(self.actor)) if remote else None
-        self.weights = Weights.empty_like(self.actor)
-        return job.rollout_collector(self.envs, self.actor, engine, self.incarnation)
-
-    def _transition_collector(self) -> Collector[Any]:
-        """A collector of transition chunks of ``algo.num_steps`` steps per env."""
-        job, cfg = self.job, self.job.config
-        policy = job.new_policy()
-        acting = RemotePolicyEngine(self._link(policy)) if job.role.inference >= 0 else None
-        collector = transition_collector(self.envs, policy, cfg, job.role.env_offset, job.rank,
-                                         job.total_envs, job.role.env_offset // job.num_envs,
-                                         collecting_ranks(job.scheme), acting,
-                                         self.incarnation)
-        self.weights = Weights.empty_like(policy)
-        return collector
 
     def _send_state(self) -> None:
         """Send this rank's state to the leader without waiting for it to be received.
@@ -198,7 +177,7 @@ class CollectorRank:
         """Collect with version ``w`` from now on (its normalisers alone when an inference
         rank acts for this rank: the parameters stay there)."""
         if self.header_only:
-            w.load_buffers_into(self.actor)
+            w.load_buffers_into(self.module)
             self.collector.follow(w.version)
         else:
             self.collector.load_weights(w)
@@ -279,8 +258,3 @@ class CollectorRank:
             channel.wait(request)
         channel.send(np.array([self.sent], np.int64), self.worker, TAG_FINAL)
 
-
-# a collector rank's declared unit of collection -> how it builds its collector
-COLLECTORS: dict[str, Callable[[CollectorRank], Collector[Any]]] = {
-    "rollout": CollectorRank._rollout_collector,
-    "chunk": CollectorRank._transition_collector}

@@ -3,9 +3,9 @@
 A learner rank holds the job's algorithm and learns update by update in the one learner loop
 (:func:`~hpcrl.learning.loop.run_learner`), whatever the placement (one process, or a rank
 of an MPI job), the scheme, or the family. What differs between the families is the data
-path that feeds the algorithm, and the algorithm declares it by what it learns from
-(:attr:`~hpcrl.algorithms.capabilities.Capabilities.learns_from`, looked up in
-:data:`DATA_PATHS`, not branched on):
+path that feeds the algorithm, which the algorithm's declared family builds
+(:attr:`~hpcrl.algorithms.algorithm.Algorithm.family`, through its wiring; never looked up
+or branched on here):
 
 * ``"rollouts"`` (PPO, A2C, IMPALA, plug-ins on the on-policy base):
   :class:`~hpcrl.placement.mpi.rollout_updates.RolloutUpdates`, a storage that holds one
@@ -26,8 +26,6 @@ from hpcrl.numerics.compiling import compile_loss
 from hpcrl.numerics.reducer import ReducerSlot
 from hpcrl.placement.job import RankJob
 from hpcrl.placement.leader import Leader
-from hpcrl.placement.mpi.replay_updates import ReplayUpdates
-from hpcrl.placement.mpi.rollout_updates import RolloutUpdates
 from hpcrl.roles.protocol import Control, Report
 
 
@@ -62,10 +60,6 @@ class DataPath(Protocol):
         ...
 
 
-# what an algorithm learns from -> the data path that feeds it
-DATA_PATHS: dict[str, Any] = {"rollouts": RolloutUpdates, "replay": ReplayUpdates}
-
-
 class LearnerRank:
     """A learner rank of any scheme and either family (see the module): the algorithm, its
     data path, and the learner loop over them."""
@@ -79,9 +73,9 @@ class LearnerRank:
         self.algorithm = job.new_algorithm(self.reducer)
         if job.train.compile:
             compile_loss(self.algorithm, job.device)
-        learns_from = job.capabilities.learns_from
-        self.updates: DataPath = DATA_PATHS[learns_from](job, resume, leader, self.algorithm,
-                                                         self.reducer)
+        # the data path of the algorithm's family, as its wiring builds it
+        self.updates: DataPath = job.wiring.data_path(job, resume, leader, self.algorithm,
+                                                      self.reducer)
         self.actor = self.updates.actor
         self.preempted = False
         self.env_failed = False

@@ -32,38 +32,17 @@ from hpcrl.exchange.acting import (
     ServerEnd,
     SharedServerSlot,
     SharedSlot,
-    actor_critic_spec,
-    policy_spec,
 )
 from hpcrl.models.acting import Step
-from hpcrl.roles.exploring import EXPLORATIONS
 from hpcrl.roles.protocol import acting_tags
 
 
-def _rollout_spec(job: Any, module: Any) -> ActingSpec:
-    """An actor-critic's steps, shaped as the job's rollouts carry them."""
-    layout = job.layout()
-    return actor_critic_spec(module, layout.obs_shape, layout.obs_dtype, layout.action_shape)
-
-
-def _chunk_spec(job: Any, module: Any) -> ActingSpec:
-    """An off-policy policy's actions, shaped as its algorithm's declared exploration says
-    (env indices or vectors, and whether the policy acts with noise)."""
-    fmt = job.spaces.obs_format
-    exploring = EXPLORATIONS[job.capabilities.exploration]
-    discrete = exploring.integer_actions
-    return policy_spec(fmt.shape, fmt.dtype, discrete, exploring.noisy_policy,
-                       0 if discrete else int(np.prod(job.spaces.action_space.shape)))
-
-
-# what an inference rank answers, by the algorithm's declared unit of collection
-_SPECS = {"rollout": _rollout_spec, "chunk": _chunk_spec}
-
-
 def acting_spec(job: Any, module: Any) -> ActingSpec:
-    """The spec of ``module``'s acting in ``job`` (an :class:`~hpcrl.placement.job.RankJob`):
-    built the same way by a collector and its inference rank, so their records match."""
-    return _SPECS[job.collection_unit](job, module)
+    """The spec of ``module``'s acting in ``job`` (an :class:`~hpcrl.placement.job.RankJob`),
+    as the algorithm family's wiring shapes it: built the same way by a collector and its
+    inference rank, so their records match."""
+    spec: ActingSpec = job.wiring.acting_spec(job, module)
+    return spec
 
 
 def _slot_words(spec: ActingSpec, envs: int, region: np.ndarray, group: int) -> np.ndarray:

@@ -148,7 +148,7 @@ class SyncCollectors:
         self.job, self.channel = job, job.channel
         self.collectors = job.my_collectors
         self.subscribers = job.my_subscribers  # inference ranks, then the collectors
-        layout = job.layout()
+        layout = job.stream_layout()  # the family's unit (rollouts; a plug-in family's own)
         self.streams = [stream_in(job, rank, layout) for rank in self.collectors]
         p = job.scheme.preemption
         self.preempt = _preempting(p)

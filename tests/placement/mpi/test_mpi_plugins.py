@@ -107,10 +107,14 @@ def test_an_offpolicy_plugin_trains_on_the_apex_scheme(tmp_path):
     (3, ["scheme.preset=apex", "algo.name=clipped_double_dqn:ClippedDoubleDQN",
          "algo.cdq.min_weight=0.75", "actor.hidden_sizes=[64,64]",
          "train.total_env_steps=12288"]),
-], ids=["reinforce-ddppo", "clipped-double-dqn-apex"])
+    (3, ["scheme.preset=a2c", "algo.name=evolution_strategies:EvolutionStrategies",
+         "algo.num_steps=500", "algo.lr=0.03", "env.num_envs=4",
+         "train.total_env_steps=40000"]),
+], ids=["reinforce-ddppo", "clipped-double-dqn-apex", "evolution-strategies-a2c"])
 def test_plugins_with_sections_of_their_own_learn_on_mpi_schemes(tmp_path, n, sets):
     """One module each, named by import path on every rank: its own keys reach the
-    learner (and, under Ape-X, the collectors' epsilons and priorities)."""
+    learner (and, under Ape-X, the collectors' epsilons and priorities); evolution
+    strategies, a family of its own, streams its collectors' returns to its own data path."""
     train(n, tmp_path, sets)
     returns = [r for r in column(tmp_path, "episode_return_mean") if r == r]  # nan: none yet
     # about 20 at random play, over 100 on these budgets; the margin is for a loaded box
