@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from hpcrl.cli.predict import prediction_options
 from hpcrl.cli.refusals import refusing
 from hpcrl.config.loader import load_config
 
@@ -157,15 +158,37 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
 @click.argument("config_path", required=False, type=click.Path(dir_okay=False))
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (for scripts).")
+@prediction_options
 @refusing
-def plan(config_path: str | None, overrides: tuple[str, ...], as_json: bool) -> None:
-    """Print the rank table of the config's scheme and the world size it needs."""
+def plan(config_path: str | None, overrides: tuple[str, ...], as_json: bool, predict: bool,
+         nodes: int, gpus_per_node: int, network_name: str, calibration_dir: str | None,
+         calibrate: bool) -> None:
+    """Print the rank table of the config's scheme and the world size it needs; with
+    --predict, also the cost model's figures at --nodes x --gpus-per-node GPUs."""
     from hpcrl.scheme.plan import plan_json, plan_text
     from hpcrl.slurm.survival import lost_collector_notes
 
+    if not predict and (calibrate or calibration_dir is not None):
+        raise click.UsageError("--calibration and --calibrate go with --predict")
+    if config_path is None and calibration_dir is not None:
+        config_path = str(Path(calibration_dir) / "config.yaml")  # the run's own agent
     cfg = load_config(config_path, overrides)
-    click.echo(json.dumps(plan_json(cfg)) if as_json
-               else plan_text(cfg, lost_collector_notes(cfg.scheme)))
+    if not predict:
+        click.echo(json.dumps(plan_json(cfg)) if as_json
+                   else plan_text(cfg, lost_collector_notes(cfg.scheme)))
+        return
+    from hpcrl.cli.predict import calibration_run, prediction
+    from hpcrl.scheme.prediction import prediction_json, prediction_text
+
+    run_dir = (calibration_run(config_path, overrides) if calibrate
+               else Path(calibration_dir) if calibration_dir is not None else None)
+    figures, cal, net = prediction(cfg, nodes, gpus_per_node, network_name, run_dir)
+    if as_json:
+        click.echo(json.dumps({**plan_json(cfg), "prediction": prediction_json(
+            figures, cal, net, gpus_per_node)}))
+    else:
+        click.echo(plan_text(cfg, lost_collector_notes(cfg.scheme)) + "\n\n"
+                   + prediction_text(figures, cal, net, gpus_per_node))
 
 
 @main.group()
