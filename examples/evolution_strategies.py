@@ -326,10 +326,11 @@ class EvaluationWiring:
 EVALUATION_WIRING = EvaluationWiring()
 
 
-def _summary(config: Any, cls: type) -> str:
-    own = own_section(config.algo)
-    return (f"{config.algo.name}, {config.env.num_envs} perturbed policies a collector, "
-            f"sigma {own.sigma}")
+def _summary(sections: Any, cls: type) -> str:
+    """The plan's line: the algorithm, its perturbations per collector and their scale."""
+    algo = sections.algo
+    return (f"{algo.name}, {sections.env.num_envs} perturbed policies a collector, "
+            f"sigma {own_section(algo).sigma}")
 
 
 ES = Family("evolution strategies", "evaluations", _summary,

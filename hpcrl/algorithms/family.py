@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # annotations only: the declaration is read before any rank starts
-    from hpcrl.config.schema import Config
+    from hpcrl.config.offpolicy import ReplayConfig
+    from hpcrl.config.schema import AlgoConfig, EnvConfig, SchemeConfig
 
 
 class FamilyWiring(Protocol):
@@ -62,32 +63,44 @@ class FamilyWiring(Protocol):
 
 
 @dataclass(frozen=True)
+class AgentSections:
+    """The sections of a config that the plan's line about an agent reads (``hpcrl plan``
+    hands them to its family's summary)."""
+
+    algo: AlgoConfig
+    scheme: SchemeConfig
+    replay: ReplayConfig
+    env: EnvConfig
+
+
+@dataclass(frozen=True)
 class Family:
     """An algorithm family: its ``name``, the ``unit`` its collectors send (one word used
     everywhere: in the lines about collectors, and for a plug-in's own), the plan's
-    ``summary`` of an agent of it (``summary(config, algorithm_class)``), and its
+    ``summary`` of an agent of it (``summary(sections, algorithm_class)``, over
+    :class:`AgentSections`), and its
     ``wiring`` (``"module:Name"`` of its :class:`FamilyWiring`)."""
 
     name: str
     unit: str
-    summary: Callable[[Config, type], str]
+    summary: Callable[[AgentSections, Any], str]
     wiring: str
 
 
-def rollouts_summary(config: Config, cls: type) -> str:
+def rollouts_summary(sections: AgentSections, cls: Any) -> str:
     """An on-policy agent in words: the algorithm, its V-trace targets, the policy lag it
     drops asynchronous rollouts at."""
-    a, caps = config.algo, cls.capabilities  # type: ignore[attr-defined]
-    vtrace = " with V-trace targets" if caps.storage == "vtrace" else ""
-    lag = (f", rollouts more than {config.scheme.max_policy_lag} updates old dropped"
-           if config.scheme.collection == "async" else "")
-    return f"{a.name}{vtrace}{lag}"
+    scheme = sections.scheme
+    vtrace = " with V-trace targets" if cls.capabilities.storage == "vtrace" else ""
+    lag = (f", rollouts more than {scheme.max_policy_lag} updates old dropped"
+           if scheme.collection == "async" else "")
+    return f"{sections.algo.name}{vtrace}{lag}"
 
 
-def replay_summary(config: Config, cls: Any) -> str:
+def replay_summary(sections: AgentSections, cls: Any) -> str:
     """An off-policy agent in words: the algorithm, its replay and its priorities, n-step
     returns and per-collector epsilon."""
-    a, r = config.algo, config.replay
+    a, r = sections.algo, sections.replay
     own = getattr(a, cls.section_name(), None)
     replay = "prioritised replay" if r.prioritized else "uniform replay"
     if r.prioritized:

@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from hpcrl.algorithms import algorithm_capabilities, algorithm_type
+from hpcrl.algorithms.family import AgentSections
 from hpcrl.algorithms.own_section import epsilon_keys
 from hpcrl.models.epsilon import collector_epsilon
 from hpcrl.scheme.presets import PRESETS
@@ -64,7 +65,8 @@ def agent_summary(config: Config) -> str:
     """The agent in words: the algorithm and what the scheme does with its data (what it
     learns from, as its class's declared family says it)."""
     cls = algorithm_type(config.algo.name)
-    return cls.family.summary(config, cls)
+    sections = AgentSections(config.algo, config.scheme, config.replay, config.env)
+    return cls.family.summary(sections, cls)
 
 
 def plan_json(config: Config) -> dict[str, Any]:
