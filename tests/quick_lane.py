@@ -47,6 +47,7 @@ QUICK_MODULES = frozenset({
     "tests/learning/test_replay_ratio.py",
     "tests/buffers/test_returns.py",
     "tests/scheme/test_scheme.py",
+    "tests/placement/test_policies.py",
     "tests/placement/test_serial_placement.py",
     "tests/runtime/test_signals.py",
     "tests/slurm/test_slurm_lifecycle.py",
@@ -64,6 +65,9 @@ QUICK_TESTS = frozenset({
     "tests/placement/mpi/test_mpi_offpolicy.py::test_impala_preset_learns_cartpole",
     "tests/placement/mpi/test_mpi_offpolicy.py::test_async_sac_keeps_the_replay_ratio_of_one_process[sac]",
     "tests/placement/mpi/test_mpi_lifecycle.py::test_mpiexec_without_run_dir_trains_in_the_default_run_dir",
+    "tests/algorithms/test_families.py::test_every_built_in_declares_its_family_and_its_wiring_loads",
+    "tests/algorithms/test_families.py::test_no_table_branch_or_protocol_outside_algorithms_and_config_is_keyed_by_family",
+    "tests/experiments/test_sweep.py::test_a_point_whose_env_failed_for_good_is_not_a_stop_to_requeue",
 })
 
 

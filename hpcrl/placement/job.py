@@ -17,7 +17,6 @@ from torch import nn
 from hpcrl.algorithms import (
     Algorithm,
     algorithm_capabilities,
-    algorithm_type,
     make_algorithm,
     make_policy,
 )
@@ -49,7 +48,7 @@ from hpcrl.placement.mpi.launcher import (
 )
 from hpcrl.placement.mpi.node_transport import open_node_memory
 from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
-from hpcrl.plugins import load
+from hpcrl.placement.policies import JobPolicy, job_policies
 from hpcrl.reference_policies import attach_references
 from hpcrl.roles.collector import Collector, rollout_collector
 from hpcrl.roles.transition_filler import chunk_layout, stream_layout
@@ -225,10 +224,22 @@ class RankJob:
 
     # -- what the algorithm declares ---------------------------------------------------------
     @cached_property
+    def policies(self) -> tuple[JobPolicy, ...]:
+        """The policies the job trains and acts with (:mod:`~hpcrl.placement.policies`):
+        one today, ``main``, learnt by every learner rank."""
+        return job_policies(self.config.algo.name, self.table)
+
+    @property
+    def policy(self) -> JobPolicy:
+        """The policy this rank's role serves (the job's one policy today)."""
+        return self.policies[0]
+
+    @property
     def algorithm_type(self) -> type[Algorithm]:
-        """The class of the job's algorithm (``algo.name``, built in or a plug-in): what
-        differs between algorithms is declared on it and read through it here."""
-        return algorithm_type(self.config.algo.name)
+        """The class of the algorithm of this rank's policy (``algo.name``, built in or a
+        plug-in): what differs between algorithms is declared on it and read through it."""
+        cls: type[Algorithm] = self.policy.algorithm
+        return cls
 
     @cached_property
     def capabilities(self) -> Capabilities:
@@ -242,13 +253,12 @@ class RankJob:
         collectors use."""
         return self.algorithm_type.family.unit
 
-    @cached_property
+    @property
     def wiring(self) -> FamilyWiring:
-        """What the algorithm's family runs on ranks (its learner's data path, collectors,
-        stream layout and acting spec), found through the family the class declares, as
-        every plug-in is found (:attr:`~hpcrl.algorithms.family.Family.wiring`)."""
-        wiring: FamilyWiring = load(self.algorithm_type.family.wiring, "algo.name")
-        return wiring
+        """What the family of this rank's policy runs on ranks (its learner's data path,
+        collectors, stream layout and acting spec), found through the family its class
+        declares (:attr:`~hpcrl.placement.policies.JobPolicy.wiring`)."""
+        return self.policy.wiring
 
     def new_policy(self, device: torch.device | None = None) -> nn.Module:
         """A fresh acting policy of the job's algorithm (its class's ``policy_for``: the

@@ -23,7 +23,6 @@ sys.path.insert(0, str(ROOT / "examples"))  # the examples' modules, as PYTHONPA
 ES = "evolution_strategies:EvolutionStrategies"
 
 
-@pytest.mark.quick
 def test_every_built_in_declares_its_family_and_its_wiring_loads():
     for name, family in [("ppo", ROLLOUTS), ("a2c", ROLLOUTS), ("impala", ROLLOUTS),
                          ("dqn", REPLAY), ("sac", REPLAY), ("td3", REPLAY), ("mpc", REPLAY)]:
@@ -35,7 +34,6 @@ def test_every_built_in_declares_its_family_and_its_wiring_loads():
     assert (ROLLOUTS.unit, REPLAY.unit) == ("rollout", "chunk")
 
 
-@pytest.mark.quick
 def test_no_table_branch_or_protocol_outside_algorithms_and_config_is_keyed_by_family():
     """The five tables (DATA_PATHS, DATA_SUMMARIES, STREAM_LAYOUTS, COLLECTORS, _SPECS) are
     gone, and nothing outside algorithms/ and config/ looks a family up by its words."""

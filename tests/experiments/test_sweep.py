@@ -214,7 +214,6 @@ def test_both_sweep_commands_name_the_sweep_directory_as_run_dir_s_default() -> 
         assert "<job name>-<job id>" not in text
 
 
-@pytest.mark.quick
 def test_a_point_whose_env_failed_for_good_is_not_a_stop_to_requeue() -> None:
     # its run checkpointed (and wrote a stop marker), but a requeue of the sweep would only
     # meet the broken env again: the sweep says so with status 4, not 3
