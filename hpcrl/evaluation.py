@@ -120,85 +120,136 @@ def run_episodes(actor: torch.nn.Module, env: EnvConfig, episodes: int, seed: in
     what :class:`~hpcrl.buffers.demos.files.DemoRecorder` records."""
     if episodes <= 0:
         return Episodes([], 0, 0, 0)
-    base = seed + EVAL_SEED_OFFSET
     env_config, parallel = env, MAX_PARALLEL_EPISODES
     if on_frame is not None:
         env_config = replace(env, kwargs={**env.kwargs, "render_mode": "rgb_array"})
         parallel = 1
-    envs = [make_env(env_config, whole_games=True) for _ in range(min(episodes, parallel))]
-    space, fmt = envs[0].action_space, obs_format(envs[0].observation_space)
-    cap = episode_cap(max_episode_steps, envs[0])
-    returns = [0.0] * episodes
-    playing: dict[int, tuple[int, Any]] = {}  # env slot -> (episode, its last observation)
-    lengths = [0] * len(envs)  # steps of the episode each slot plays
-    recurrent = bool(getattr(actor, "recurrent", False))
-    # one row per env slot (an actor is recurrent when it carries a state from step to
-    # step: an ActorCritic with a memory core, or MPC's planning policy with its plans)
-    initial_state = getattr(actor, "initial_state", None) if recurrent else None
-    states = initial_state(len(envs)) if initial_state is not None else None
-    successes: dict[int, bool] = {}  # episode -> is_success at its last step
-    next_episode = truncated = steps = 0
+    play = _Slots(actor, env_config, episodes, parallel, seed + EVAL_SEED_OFFSET,
+                  max_episode_steps, on_frame, on_step)
     progress = _Progress(console, episodes)
-    again = EpisodesAgain(env_config, envs, episodes)  # an env that fails: played again
     try:
-        while next_episode < episodes or playing or again.waiting:
-            for slot in range(len(envs)):
-                if slot not in playing and (again.waiting or next_episode < episodes):
-                    episode = again.waiting.pop() if again.waiting else next_episode
-                    next_episode += int(episode == next_episode)
-                    try:
-                        obs, _ = envs[slot].reset(seed=again.seed(base, episode))
-                    except Exception as err:
-                        again.failed(slot, episode, err, "reset")
-                        continue
-                    playing[slot] = (episode, obs)
-                    returns[episode] = 0.0
-                    lengths[slot] = 0
-                    if on_frame is not None:
-                        on_frame(envs[slot])
-                    if states is not None:
-                        states[slot] = 0.0
-            slots = sorted(playing)
-            with torch.inference_mode():
-                batch = _batch([playing[s][1] for s in slots], fmt)
-                if states is None:
-                    actions = actor(batch).cpu().numpy()
-                else:
-                    index = torch.tensor(slots, device=states.device)
-                    out, new = actor(batch, states[index])
-                    states[index] = new
-                    actions = out.cpu().numpy()
-            for slot, action in zip(slots, actions, strict=True):
-                episode, seen = playing[slot]
-                env_action = _env_action(action, space)
-                try:
-                    obs, reward, terminated, truncated_here, info = envs[slot].step(env_action)
-                except Exception as err:
-                    del playing[slot]
-                    again.failed(slot, episode, err, "step")
-                    continue
-                returns[episode] += float(reward)
-                lengths[slot] += 1
-                steps += 1
-                if on_frame is not None:
-                    on_frame(envs[slot])
-                cut = lengths[slot] >= cap and not (terminated or truncated_here)
-                if on_step is not None:
-                    on_step(episode, seen, env_action, float(reward), bool(terminated),
-                            bool(truncated_here or cut))
-                if terminated or truncated_here or cut:
-                    if "is_success" in info:
-                        successes[episode] = bool(info["is_success"])
-                    del playing[slot]
-                    truncated += int(cut)
-                else:
-                    playing[slot] = (episode, obs)
-            progress(next_episode - len(playing), steps)
+        while play.going():
+            play.start_episodes()
+            slots = sorted(play.playing)
+            play.step(slots, play.act(slots))
+            progress(play.next_episode - len(play.playing), play.steps)
     finally:
-        for played in envs:
+        play.close()
+    return play.played()
+
+
+class _Slots:
+    """The envs of one :func:`run_episodes` call and the episodes they play, one at a time
+    in each env slot: a phase a method (episodes started in the free slots, one batched
+    forward of the actor, a step of every playing slot), which :func:`run_episodes` drives.
+
+    ``config``: the env section the envs are made from (``render_mode`` set for a video);
+    ``parallel``: at most so many envs; ``base``: the seed of episode 0."""
+
+    def __init__(self, actor: torch.nn.Module, config: EnvConfig, episodes: int,
+                 parallel: int, base: int, max_episode_steps: int,
+                 on_frame: Callable[[gym.Env], None] | None,
+                 on_step: StepHook | None) -> None:
+        self.actor, self.episodes, self.base = actor, episodes, base
+        self.on_frame, self.on_step = on_frame, on_step
+        self.envs = [make_env(config, whole_games=True) for _ in range(min(episodes, parallel))]
+        self.space = self.envs[0].action_space
+        self.fmt = obs_format(self.envs[0].observation_space)
+        self.cap = episode_cap(max_episode_steps, self.envs[0])
+        self.returns = [0.0] * episodes
+        self.playing: dict[int, tuple[int, Any]] = {}  # env slot -> (episode, its last obs)
+        self.lengths = [0] * len(self.envs)  # steps of the episode each slot plays
+        recurrent = bool(getattr(actor, "recurrent", False))
+        # one row per env slot (an actor is recurrent when it carries a state from step to
+        # step: an ActorCritic with a memory core, or MPC's planning policy with its plans)
+        initial_state = getattr(actor, "initial_state", None) if recurrent else None
+        self.states = initial_state(len(self.envs)) if initial_state is not None else None
+        self.successes: dict[int, bool] = {}  # episode -> is_success at its last step
+        self.next_episode = self.truncated = self.steps = 0
+        # an env that fails: its episode played again (the list of envs is shared)
+        self.again = EpisodesAgain(config, self.envs, episodes)
+
+    def going(self) -> bool:
+        """Whether an episode is still to start, to finish or to play again."""
+        return bool(self.next_episode < self.episodes or self.playing or self.again.waiting)
+
+    def start_episodes(self) -> None:
+        """Reset every free slot's env for the next episode (one to play again first)."""
+        for slot in range(len(self.envs)):
+            if slot in self.playing or not (self.again.waiting
+                                            or self.next_episode < self.episodes):
+                continue
+            episode = self.again.waiting.pop() if self.again.waiting else self.next_episode
+            self.next_episode += int(episode == self.next_episode)
+            try:
+                obs, _ = self.envs[slot].reset(seed=self.again.seed(self.base, episode))
+            except Exception as err:
+                self.again.failed(slot, episode, err, "reset")
+                continue
+            self.playing[slot] = (episode, obs)
+            self.returns[episode] = 0.0
+            self.lengths[slot] = 0
+            if self.on_frame is not None:
+                self.on_frame(self.envs[slot])
+            if self.states is not None:
+                self.states[slot] = 0.0
+
+    def act(self, slots: list[int]) -> np.ndarray:
+        """The actor's actions for the last observations of ``slots``, in one forward (a
+        recurrent actor's state rows of those slots carried on)."""
+        with torch.inference_mode():
+            batch = _batch([self.playing[s][1] for s in slots], self.fmt)
+            if self.states is None:
+                return self.actor(batch).cpu().numpy()
+            index = torch.tensor(slots, device=self.states.device)
+            out, new = self.actor(batch, self.states[index])
+            self.states[index] = new
+            return out.cpu().numpy()
+
+    def step(self, slots: list[int], actions: np.ndarray) -> None:
+        """Step the env of each of ``slots`` with its action."""
+        for slot, action in zip(slots, actions, strict=True):
+            self._step_slot(slot, action)
+
+    def _step_slot(self, slot: int, action: np.ndarray) -> None:
+        """One step of the env of ``slot``: its return and counts, its episode ended where
+        the env ended it or the cap cuts it, played again where the env raised."""
+        episode, seen = self.playing[slot]
+        env_action = _env_action(action, self.space)
+        try:
+            obs, reward, terminated, truncated_here, info = self.envs[slot].step(env_action)
+        except Exception as err:
+            del self.playing[slot]
+            self.again.failed(slot, episode, err, "step")
+            return
+        self.returns[episode] += float(reward)
+        self.lengths[slot] += 1
+        self.steps += 1
+        if self.on_frame is not None:
+            self.on_frame(self.envs[slot])
+        cut = self.lengths[slot] >= self.cap and not (terminated or truncated_here)
+        if self.on_step is not None:
+            self.on_step(episode, seen, env_action, float(reward), bool(terminated),
+                         bool(truncated_here or cut))
+        if terminated or truncated_here or cut:
+            if "is_success" in info:
+                self.successes[episode] = bool(info["is_success"])
+            del self.playing[slot]
+            self.truncated += int(cut)
+        else:
+            self.playing[slot] = (episode, obs)
+
+    def close(self) -> None:
+        """Close every env (those made again included)."""
+        for played in self.envs:
             played.close()
-    reported = [successes[i] for i in range(episodes)] if len(successes) == episodes else []
-    return Episodes(returns, truncated, cap, steps, reported, again.restarts)
+
+    def played(self) -> Episodes:
+        """What the episodes came to."""
+        successes, episodes = self.successes, self.episodes
+        reported = [successes[i] for i in range(episodes)] if len(successes) == episodes else []
+        return Episodes(self.returns, self.truncated, self.cap, self.steps, reported,
+                        self.again.restarts)
 
 
 class EpisodesAgain:
