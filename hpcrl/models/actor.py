@@ -98,7 +98,6 @@ class ActorCritic(nn.Module):
                  predictors: Sequence[str] = ()) -> None:
         super().__init__()
         self.obs_format = spaces.obs_format
-        hidden = list(config.hidden_sizes)
         self.obs_shape = spaces.obs_shape
         self.discrete = spaces.discrete
         self.integer_actions = spaces.integer_actions  # logits, no log std
@@ -106,15 +105,35 @@ class ActorCritic(nn.Module):
         self.clip_obs = clip_obs
         self.obs_rms = RunningMoments(spaces.obs_shape)
         self.ret_rms = RunningMoments(())
+        # the parts in the order their weights are made (a seeded actor's weights and its
+        # state_dict's keys depend on it): distribution's log std, encoders, memory cores,
+        # trunks and heads, RND, predictor head
+        n_out = self._make_distribution(spaces, config)
+        self.shared = config.shared_trunk
+        features = self._make_encoders(spaces, config)
+        features = self._make_cores(config, features)
+        width = self._make_trunks_and_heads(config, features, n_out, rnd)
+        if config.ortho_init:
+            self._orthogonal_init()
+        # value_heads is 2 exactly when rnd is given and enabled
+        self.rnd = (RandomNetworkDistillation(self.obs_format, rnd)
+                    if rnd is not None and self.value_heads == 2 else None)
+        self._make_predictor_head(predictors, width, config.ortho_init)
+
+    def _make_distribution(self, spaces: EnvSpaces, config: ActorConfig) -> int:
+        """The action distribution (and a Box's learned log std); the policy head's width."""
         categories = spaces.categories
         if categories is not None:
-            n_out = sum(categories)
             self.distribution = make_distribution(categories, spaces.discrete, 0)
-        else:
-            n_out = int(np.prod(spaces.action_shape))
-            self.distribution = make_distribution(None, False, n_out)
-            self.log_std = nn.Parameter(torch.full((n_out,), float(config.log_std_init)))
-        self.shared = config.shared_trunk
+            return sum(categories)
+        n_out = int(np.prod(spaces.action_shape))
+        self.distribution = make_distribution(None, False, n_out)
+        self.log_std = nn.Parameter(torch.full((n_out,), float(config.log_std_init)))
+        return n_out
+
+    def _make_encoders(self, spaces: EnvSpaces, config: ActorConfig) -> int:
+        """The policy's encoder and the value's (the same one with a shared trunk); the
+        width of their features."""
 
         def encoder() -> nn.Module:
             if config.network:  # the user's own (hpcrl.contracts.Network)
@@ -127,6 +146,11 @@ class ActorCritic(nn.Module):
         self.pi_encoder = encoder()
         features = features_of(self.pi_encoder)
         self.vf_encoder = self.pi_encoder if self.shared else encoder()
+        return features
+
+    def _make_cores(self, config: ActorConfig, features: int) -> int:
+        """The memory cores after the encoders (none without ``actor.memory``); the width
+        of the features that enter the trunks."""
 
         def core() -> MemoryCore | None:
             if config.memory == "none":
@@ -135,8 +159,12 @@ class ActorCritic(nn.Module):
 
         self.pi_core = core()
         self.vf_core = self.pi_core if self.shared else core()
-        if self.pi_core is not None:
-            features = self.pi_core.features
+        return features if self.pi_core is None else self.pi_core.features
+
+    def _make_trunks_and_heads(self, config: ActorConfig, features: int, n_out: int,
+                               rnd: RndConfig | None) -> int:
+        """The MLP trunks, the policy head and the value heads; the trunks' output width."""
+        hidden = list(config.hidden_sizes)
         self.pi_trunk = mlp([features] + hidden, config.activation)
         self.vf_trunk = self.pi_trunk if self.shared else mlp([features] + hidden,
                                                               config.activation)
@@ -146,22 +174,25 @@ class ActorCritic(nn.Module):
         # returns of every other agent see the extrinsic head alone (column 0)
         self.value_heads = 2 if rnd is not None and rnd.enabled else 1
         self.vf_head = nn.Linear(width, self.value_heads)
-        if config.ortho_init:
-            for part in (self.pi_encoder, self.pi_trunk) + (
-                    () if self.shared else (self.vf_encoder, self.vf_trunk)):
-                orthogonal_init(part, math.sqrt(2))
-            orthogonal_init(self.pi_head, 0.01)
-            orthogonal_init(self.vf_head, 1.0)
-            reset_fixup(self)  # Fixup's residual blocks keep their own initial values
-        # value_heads is 2 exactly when rnd is given and enabled
-        self.rnd = (RandomNetworkDistillation(self.obs_format, rnd)
-                    if rnd is not None and self.value_heads == 2 else None)
-        # the policy-loss add-ons' predictors (algo.addons): one output column each, on the
-        # policy trunk's features; made last, so that every other weight is what it is
-        # without them
+        return width
+
+    def _orthogonal_init(self) -> None:
+        """``actor.ortho_init``: orthogonal weights for the encoders, trunks and heads."""
+        for part in (self.pi_encoder, self.pi_trunk) + (
+                () if self.shared else (self.vf_encoder, self.vf_trunk)):
+            orthogonal_init(part, math.sqrt(2))
+        orthogonal_init(self.pi_head, 0.01)
+        orthogonal_init(self.vf_head, 1.0)
+        reset_fixup(self)  # Fixup's residual blocks keep their own initial values
+
+    def _make_predictor_head(self, predictors: Sequence[str], width: int,
+                             ortho_init: bool) -> None:
+        """The policy-loss add-ons' predictors (algo.addons): one output column each, on
+        the policy trunk's features; made last, so that every other weight is what it is
+        without them."""
         self.predictors = tuple(predictors)
         self.predictor_head = nn.Linear(width, len(self.predictors)) if predictors else None
-        if self.predictor_head is not None and config.ortho_init:
+        if self.predictor_head is not None and ortho_init:
             orthogonal_init(self.predictor_head, 1.0)
 
     def _heads(self, pi: torch.Tensor, vf: torch.Tensor | None, predict: bool = False
