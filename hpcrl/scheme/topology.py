@@ -9,6 +9,7 @@ component first, and consecutive ranks share a node.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -218,21 +219,43 @@ def collector_restarts_problem(s: SchemeConfig) -> str | None:
 
 
 def scheme_problem(scheme: SchemeConfig, learner_device: str) -> str | None:
-    """Why a scheme makes no sense, with what to use instead; None when it is usable."""
-    s, p = scheme, scheme.preemption
+    """Why a scheme makes no sense, with what to use instead; None when it is usable. The
+    checks run in this order, the first problem found said alone."""
+    checks: tuple[Callable[[SchemeConfig], str | None], ...] = (
+        _count_problem, lost_collector_problem, _preemption_fraction_problem,
+        _asynchrony_problem, _preemption_problem,
+        lambda s: _allreduce_problem(s, learner_device), inference_problem,
+        _compress_problem, _transport_problem, _collector_device_problem)
+    for check in checks:
+        problem = check(scheme)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _count_problem(s: SchemeConfig) -> str | None:
+    """Why the counts of ranks and of the policy lag cannot hold, or None."""
     if s.gradient_workers < 1:
         return "config key 'scheme.gradient_workers' must be >= 1"
     if s.collectors_per_worker < 0:
         return "config key 'scheme.collectors_per_worker' must be >= 0 (0: workers collect)"
     if s.max_policy_lag < 0:
         return "config key 'scheme.max_policy_lag' must be >= 0"
-    lost = lost_collector_problem(s)
-    if lost is not None:
-        return lost
+    return None
+
+
+def _preemption_fraction_problem(s: SchemeConfig) -> str | None:
+    """Why a fraction of ``scheme.preemption`` lies outside (0, 1], or None."""
+    p = s.preemption
     for key, value in (("fraction_workers", p.fraction_workers),
                        ("fraction_samples", p.fraction_samples)):
         if not 0.0 < value <= 1.0:
             return f"config key 'scheme.preemption.{key}' must lie in (0, 1], got {value}"
+    return None
+
+
+def _asynchrony_problem(s: SchemeConfig) -> str | None:
+    """Why asynchronous gradients or collection cannot run as the scheme says, or None."""
     if s.gradients == "async" and s.update == "decentralized":
         return ("scheme.gradients=async with scheme.update=decentralized makes no sense: "
                 "asynchronous gradients are applied one by one as they arrive, which needs an "
@@ -242,43 +265,66 @@ def scheme_problem(scheme: SchemeConfig, learner_device: str) -> str | None:
         return ("scheme.collection=async needs dedicated collector ranks: with "
                 "scheme.collectors_per_worker=0 each gradient worker collects itself, "
                 "synchronously; set scheme.collectors_per_worker >= 1")
-    preempting = p.fraction_workers < 1.0 or p.fraction_samples < 1.0
-    if preempting and s.collection == "async":
+    return None
+
+
+def _preemption_problem(s: SchemeConfig) -> str | None:
+    """Why straggler preemption (a fraction of ``scheme.preemption`` below 1) cannot work
+    in this scheme, or None."""
+    p = s.preemption
+    if not (p.fraction_workers < 1.0 or p.fraction_samples < 1.0):
+        return None
+    if s.collection == "async":
         return ("scheme.preemption applies to synchronous collection only: asynchronous "
                 "collection never waits for stragglers; drop the preemption keys or use "
                 "scheme.collection=sync")
-    if preempting and s.collectors_per_worker == 0 and s.gradients == "async":
+    if s.collectors_per_worker == 0 and s.gradients == "async":
         return ("scheme.preemption needs a synchronous collection step: with "
                 "scheme.gradients=async each gradient worker collects on its own; use "
                 "dedicated collectors (scheme.collectors_per_worker >= 1) or gradients=sync")
     group = s.collectors_per_worker if s.collectors_per_worker else s.gradient_workers
-    if preempting and group < 2:
+    if group < 2:
         return ("scheme.preemption needs at least 2 collecting ranks to wait for: with one "
                 "there is no straggler to preempt; raise scheme.gradient_workers or "
                 "scheme.collectors_per_worker, or drop the preemption keys")
+    return None
+
+
+def _allreduce_problem(s: SchemeConfig, learner_device: str) -> str | None:
+    """Why ``scheme.allreduce`` cannot run on the learners' ``train.device``, or None."""
     if s.allreduce == "nccl" and not learner_device.startswith(("cuda", "auto")):
         return ("scheme.allreduce=nccl needs the gradient workers on GPUs; set "
                 "train.device=cuda (or auto), or use scheme.allreduce=gloo|mpi|auto on CPUs")
-    inference = inference_problem(s)
-    if inference is not None:
-        return inference
-    if s.compress == "lz4":
-        from hpcrl.comm.compression import lz4_problem
+    return None
 
-        if s.collectors_per_worker == 0 and s.gradients != "async":
-            return ("scheme.compress=lz4 compresses the rollouts and weights that cross ranks "
-                    "as messages, and this scheme sends none: its gradient workers collect "
-                    "their own rollouts and share gradients by all-reduce (or weights by "
-                    "broadcast); drop scheme.compress, or use it with collector ranks "
-                    "(scheme.collectors_per_worker >= 1) or asynchronous workers (a3c)")
-        problem = lz4_problem()
-        if problem is not None:
-            return problem
+
+def _compress_problem(s: SchemeConfig) -> str | None:
+    """Why ``scheme.compress`` has nothing to compress or cannot run here, or None."""
+    if s.compress != "lz4":
+        return None
+    from hpcrl.comm.compression import lz4_problem
+
+    if s.collectors_per_worker == 0 and s.gradients != "async":
+        return ("scheme.compress=lz4 compresses the rollouts and weights that cross ranks "
+                "as messages, and this scheme sends none: its gradient workers collect "
+                "their own rollouts and share gradients by all-reduce (or weights by "
+                "broadcast); drop scheme.compress, or use it with collector ranks "
+                "(scheme.collectors_per_worker >= 1) or asynchronous workers (a3c)")
+    return lz4_problem()
+
+
+def _transport_problem(s: SchemeConfig) -> str | None:
+    """Why ``scheme.transport`` has no rollout to move, or None."""
     if s.transport == "shared" and s.collectors_per_worker == 0:
         return ("scheme.transport=shared moves collectors' rollouts through shared memory, "
                 "but with scheme.collectors_per_worker=0 the gradient workers collect "
                 "themselves and no rollout crosses ranks; drop scheme.transport (or set "
                 "scheme.collectors_per_worker >= 1)")
+    return None
+
+
+def _collector_device_problem(s: SchemeConfig) -> str | None:
+    """Why ``scheme.collector_device`` names no device, or None."""
     if s.collector_device not in ("cpu", "cuda") and not s.collector_device.startswith("cuda:"):
         return (f"config key 'scheme.collector_device' must be 'cpu', 'cuda' or 'cuda:N', got "
                 f"{s.collector_device!r}")
