@@ -75,12 +75,12 @@ def calibration_for(config: Config, run_dir: Path | None) -> Calibration:
     if run_dir is None:
         return modelled_calibration(config.env.preset, inputs.steps_per_collection,
                                     inputs.samples_per_update, inputs.gradient_steps, params,
-                                    rollout_bytes)
+                                    rollout_bytes, config.algo.num_steps)
     ran = load_config(str(run_dir / "config.yaml"), ())
     return measured_calibration(read_progress(run_dir), inputs.steps_per_collection,
                                 config_inputs(ran).collecting_ranks, params,
                                 inputs.gradient_steps, rollout_bytes,
-                                f"measured in {run_dir}")
+                                f"measured in {run_dir}", config.algo.num_steps)
 
 
 def prediction(config: Config, nodes: int, gpus_per_node: int, network_name: str,

@@ -77,7 +77,8 @@ def collection_spread(collect_times: Sequence[float], collecting_ranks: int) -> 
 
 def measured_calibration(rows: Sequence[Mapping[str, float]], steps_per_collection: int,
                          collecting_ranks: int, params: int, allreduces: int,
-                         rollout_bytes: float, source: str) -> Calibration:
+                         rollout_bytes: float, source: str, vector_steps: int = 128
+                         ) -> Calibration:
     """A calibration from a run's progress rows (the first update, with its start-up costs,
     left out where there are more): collection and compute times measured, their spread
     measured where at least 3 updates ran, the gradient's size from ``params`` float32
@@ -90,13 +91,13 @@ def measured_calibration(rows: Sequence[Mapping[str, float]], steps_per_collecti
     spread = collection_spread([r["time_collect_s"] for r in later], collecting_ranks)
     measured = {"collect_s", "compute_s"} | ({"collect_cv"} if spread is not None else set())
     return Calibration(steps_per_collection, collect, DEFAULT_CV if spread is None else spread,
-                       compute, 4.0 * params, allreduces, rollout_bytes,
+                       compute, 4.0 * params, allreduces, rollout_bytes, vector_steps,
                        frozenset(measured), source)
 
 
 def modelled_calibration(env_preset: str, steps_per_collection: int, samples_per_update: int,
-                         gradient_steps: int, params: int, rollout_bytes: float
-                         ) -> Calibration:
+                         gradient_steps: int, params: int, rollout_bytes: float,
+                         vector_steps: int = 128) -> Calibration:
     """A calibration from :data:`STEP_COSTS` for a config that has not run: a collecting
     rank's ``steps_per_collection`` env steps, a gradient worker's ``gradient_steps`` over
     ``samples_per_update`` samples (each sample once an epoch: the caller counts epochs in
@@ -106,5 +107,5 @@ def modelled_calibration(env_preset: str, steps_per_collection: int, samples_per
                        DEFAULT_CV,
                        samples_per_update * costs.sample_s
                        + gradient_steps * costs.gradient_step_s,
-                       4.0 * params, gradient_steps, rollout_bytes, frozenset(),
-                       f"modelled ({costs.basis})")
+                       4.0 * params, gradient_steps, rollout_bytes, vector_steps,
+                       frozenset(), f"modelled ({costs.basis})")

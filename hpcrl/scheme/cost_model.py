@@ -11,7 +11,8 @@ same batch), its collector ranks (if any) on the CPUs of its node. One update co
 - *compute*: the gradient worker's gradients and optimiser steps;
 - *communication*: the gradient all-reduces (:mod:`hpcrl.scheme.links`), the per-update
   reports and decisions of rank 0, rollouts and weights between a worker and its
-  collectors, and the preemption notices a DD-PPO worker sends every peer.
+  collectors, and the preemption notices a DD-PPO worker sends every peer and tests at
+  every step (linear in the workers: docs/scaling.md).
 
 Asynchronous collection overlaps collecting with learning, so its update takes the longer
 of the two and never waits for a straggler. Each figure is marked as measured (it came
@@ -40,6 +41,7 @@ class Calibration:
     grad_bytes: float          # bytes of one gradient (= of the weights)
     allreduces: int            # gradient all-reduces per update (epochs x minibatches)
     rollout_bytes: float = 0.0  # bytes of one collector's rollout
+    vector_steps: int = 128    # steps of its vector env a rollout takes (algo.num_steps)
     measured: frozenset[str] = frozenset()
     source: str = "modelled"
 
@@ -50,7 +52,9 @@ class Overheads:
     measured by the emulation (benchmarks/scaling.py; the defaults are its figures on the
     development machine: docs/scaling.md)."""
 
-    per_peer_notice_s: float = 20e-6    # a DD-PPO worker's preemption notice to one peer
+    per_peer_notice_s: float = 5e-6     # a DD-PPO worker's notice to one peer, and its reply
+    per_peer_poll_s: float = 0.65e-6    # ... its test of that peer's notice, each step
+    #                                     (benchmarks/scaling.py --poll)
     per_collector_s: float = 300e-6     # a learner's handling of one collector (in and out)
     local_bandwidth: float = 5e9        # bytes/s between ranks of one node
     act_roundtrip_s: float = 60e-6      # a collector's acting request and reply, a step
@@ -120,8 +124,11 @@ def _update(shape: Shape, cal: Calibration, gpus: int, gpus_per_node: int, net: 
     if k:  # rollouts in and weights out, one collector after the other
         coordination += k * (over.per_collector_s
                              + (cal.rollout_bytes + cal.grad_bytes) / over.local_bandwidth)
-    elif shape.preempting and gpus > 1:  # every worker tells every peer it finished
-        coordination += 2 * (gpus - 1) * over.per_peer_notice_s
+    elif shape.preempting and gpus > 1:
+        # every worker tells every peer it finished, and tests every unfinished peer's
+        # notice at each step of its envs (hpcrl/placement/mpi/rollout_source.py, OwnEnvs)
+        coordination += (gpus - 1) * (2 * over.per_peer_notice_s
+                                      + cal.vector_steps * over.per_peer_poll_s)
     waited = gpus * max(k, 1)  # ranks whose rollouts one synchronous step waits for
     steps = waited * cal.steps_per_collection
     communicate = allreduce + coordination

@@ -51,7 +51,7 @@ def test_predict_from_a_run_directory_gives_the_models_figures(tmp_path):
     params, rollout_bytes = actor_sizes(cfg)
     cal = measured_calibration(read_progress(run), inputs.steps_per_collection,
                                inputs.collecting_ranks, params, inputs.gradient_steps,
-                               rollout_bytes, "")
+                               rollout_bytes, "", cfg.algo.num_steps)
     want = predict(inputs.shape, cal, 128, 8, NETWORKS["ib-ndr"])
     assert got["gpus"] == 128 and got["nodes"] == 16 and got["network"] == "ib-ndr"
     assert got["frames_per_s"] == pytest.approx(want.frames_per_s)

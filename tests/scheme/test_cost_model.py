@@ -76,13 +76,14 @@ def test_asynchronous_collection_waits_for_no_straggler():
 
 
 def test_per_peer_notices_grow_linearly_with_ddppo_workers():
-    cal = Calibration(1024, 0.1, 0.0, 0.05, 4e6, 1)
-    over = Overheads(per_peer_notice_s=1e-5, report_s=0.0)
+    cal = Calibration(1024, 0.1, 0.0, 0.05, 4e6, 1, vector_steps=128)
+    over = Overheads(per_peer_notice_s=1e-5, per_peer_poll_s=2e-6, report_s=0.0)
     net = NETWORKS["ib-hdr"]
     small, large = (predict(DDPPO, cal, n, 8, net, over) for n in (64, 512))
     latency = [2 * math.ceil(math.log2(n)) * net.latency_s for n in (64, 512)]
-    assert small.coordination_s - latency[0] == pytest.approx(2 * 63 * 1e-5)
-    assert large.coordination_s - latency[1] == pytest.approx(2 * 511 * 1e-5)
+    per_peer = 2 * 1e-5 + 128 * 2e-6
+    assert small.coordination_s - latency[0] == pytest.approx(63 * per_peer)
+    assert large.coordination_s - latency[1] == pytest.approx(511 * per_peer)
 
 
 # DD-PPO (Wijmans et al., ICLR 2020) as its paper and code give it: 4 envs x 128 steps a
