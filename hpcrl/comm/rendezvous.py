@@ -61,8 +61,24 @@ def init_gradient_group(
     _check_request(backend, device)
     rank, size = comm.Get_rank(), comm.Get_size()
     timeout = timedelta(seconds=timeout_s)
-    hostnames = comm.allgather(socket.gethostname())
+    store = _open_store(comm, rank, size, host, timeout)
+    _start_group(backend, device, store, rank, size, timeout)
+    _store = store
+    # Everyone is past its use of the store for start-up before anyone can
+    # return, and so before rank 0 could tear the group (and store) down.
+    comm.Barrier()
+    group = dist.group.WORLD
+    assert group is not None
+    return group
 
+
+def _open_store(
+    comm: Comm, rank: int, size: int, host: str | None, timeout: timedelta
+) -> dist.TCPStore:
+    """The group's TCPStore: rank 0 opens it on a port the OS picks and broadcasts
+    ``(host, port)``; the others connect to it. Collective over ``comm``."""
+    import torch.distributed as dist  # heavy: only where used
+    hostnames = comm.allgather(socket.gethostname())
     store: dist.TCPStore | None = None
     endpoint: tuple[str, int] | str
     if rank == 0:
@@ -83,7 +99,16 @@ def init_gradient_group(
     address, port = endpoint
     if store is None:
         store = dist.TCPStore(address, port, world_size=size, is_master=False, timeout=timeout)
+    return store
 
+
+def _start_group(
+    backend: str, device: torch.device, store: dist.TCPStore, rank: int, size: int,
+    timeout: timedelta,
+) -> None:
+    """``init_process_group`` through ``store``; with nccl, ``device`` (this rank's current
+    CUDA device when it names no index) becomes the current device first."""
+    import torch.distributed as dist  # heavy: only where used
     if backend == "nccl":
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
@@ -93,13 +118,6 @@ def init_gradient_group(
         )
     else:
         dist.init_process_group(backend, store=store, rank=rank, world_size=size, timeout=timeout)
-    _store = store
-    # Everyone is past its use of the store for start-up before anyone can
-    # return, and so before rank 0 could tear the group (and store) down.
-    comm.Barrier()
-    group = dist.group.WORLD
-    assert group is not None
-    return group
 
 
 def destroy_gradient_group() -> None:
