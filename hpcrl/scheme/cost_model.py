@@ -21,9 +21,13 @@ from a run's own timings) or modelled (from :mod:`~hpcrl.scheme.links` or a defa
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from hpcrl.scheme.links import Network, allreduce_seconds, collective_latency_seconds
 from hpcrl.scheme.stragglers import synchronous_collection
+
+if TYPE_CHECKING:  # annotations only: the scheme does not import config at run time
+    from hpcrl.config.schema import SchemeConfig
 
 GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
@@ -79,14 +83,12 @@ class Shape:
         return self.fraction_workers < 1.0 or self.fraction_samples < 1.0
 
 
-def shape_of(scheme: object) -> Shape:
-    """The :class:`Shape` of a ``scheme`` section (``hpcrl.config.schema.SchemeConfig``)."""
-    k = int(scheme.collectors_per_worker)
-    workers = max(int(scheme.gradient_workers), 1)
+def shape_of(scheme: SchemeConfig) -> Shape:
+    """The :class:`Shape` of a ``scheme`` section."""
+    workers = max(scheme.gradient_workers, 1)
     p = scheme.preemption
-    return Shape(k, scheme.collection == "async",
-                 int(scheme.inference_ranks) // workers,
-                 float(p.fraction_workers), float(p.fraction_samples))
+    return Shape(scheme.collectors_per_worker, scheme.collection == "async",
+                 scheme.inference_ranks // workers, p.fraction_workers, p.fraction_samples)
 
 
 @dataclass(frozen=True)
