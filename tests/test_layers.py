@@ -41,7 +41,8 @@ loads no torch or gymnasium
 
 Narrow arguments: the files outside ``config/`` that read deep config paths
 (``config.env.num_envs``) are counted, and their number may only fall
-(:data:`DEEP_CONFIG_READERS`).
+(:data:`DEEP_CONFIG_READERS`). No function of the package is longer than
+:data:`MAX_FUNCTION_LINES` lines, from its ``def`` to its last line (issue 52).
 """
 from __future__ import annotations
 
@@ -73,6 +74,9 @@ TRANSPORTS = ("hpcrl.placement", "hpcrl.comm._mpi", "mpi4py")
 # spaces and their counts
 CONFIG_SECTIONS = ("env", "actor", "algo", "train", "replay", "rnd", "scheme")
 DEEP_CONFIG_READERS = 8
+# the longest a function of the package may be, from its ``def`` line to its last line
+# (decorators aside); a longer one is split into named steps
+MAX_FUNCTION_LINES = 60
 
 # why an import may sit inside a function: (importing module or its package, "*" for any;
 # imported module or its package) -> the reason. Cost only, never to dodge a cycle (the
@@ -409,6 +413,44 @@ def test_the_deep_read_count_sees_the_forms_it_names():
     tree = ast.parse("config.env.num_envs\ncfg.algo.name\nself.config.scheme.preset\n"
                      "job.config.train.device\nconfig.scheme\nscheme.preset\nconfig.seed\n")
     assert sum(map(is_deep_config_read, ast.walk(tree))) == 4
+
+
+def long_functions(tree: ast.Module, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``name (N lines)`` of every function of ``tree`` longer than ``limit`` lines, methods
+    and nested functions by their dotted names (``ActorCritic.__init__``)."""
+    found: list[str] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + child.name
+                if not isinstance(child, ast.ClassDef):
+                    assert child.end_lineno is not None
+                    lines = child.end_lineno - child.lineno + 1
+                    if lines > limit:
+                        found.append(f"{name} ({lines} lines)")
+                visit(child, name + ".")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return found
+
+
+def test_no_function_is_longer_than_60_lines():
+    long = [f"{path.relative_to(PACKAGE).as_posix()}: {function}"
+            for path in sorted(PACKAGE.rglob("*.py"))
+            for function in long_functions(ast.parse(path.read_text()))]
+    assert not long, (f"{len(long)} functions of hpcrl/ are longer than {MAX_FUNCTION_LINES} "
+                      f"lines; split each into named steps: {long}")
+
+
+def test_the_length_check_sees_methods_and_nested_functions():
+    step = "x = 0\n"
+    tree = ast.parse("class A:\n  def f(self):\n" + 3 * ("    " + step) + "    def g():\n"
+                     + 3 * ("      " + step) + "\nasync def h():\n" + 6 * ("    " + step))
+    assert long_functions(tree, limit=4) == ["A.f (8 lines)", "h (7 lines)"]
+    assert long_functions(tree, limit=3) == ["A.f (8 lines)", "A.f.g (4 lines)", "h (7 lines)"]
 
 
 def test_the_top_layers_are_subpackages():
