@@ -340,11 +340,12 @@ RECIPES = {
 def prediction_tables(network_name: str, gpus_per_node: int = 8) -> str:
     """Markdown tables of predicted efficiency (against one GPU) at 8 to 1,024 GPUs, per
     preset and recipe, calibrated from modelled per-step costs."""
+    from hpcrl.cli.model_inputs import config_inputs
     from hpcrl.cli.predict import calibration_for
     from hpcrl.config.loader import load_config
     from hpcrl.scheme.cost_model import predict
     from hpcrl.scheme.links import network
-    from hpcrl.scheme.prediction import config_inputs, scaling_loss
+    from hpcrl.scheme.prediction import scaling_loss
 
     counts = (8, 16, 32, 64, 128, 256, 512, 1024)
     net = network(network_name)

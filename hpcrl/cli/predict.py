@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from hpcrl.cli.model_inputs import actor_sizes, config_inputs
 from hpcrl.scheme.calibration import (
     measured_calibration,
     modelled_calibration,
@@ -20,7 +21,6 @@ from hpcrl.scheme.calibration import (
 )
 from hpcrl.scheme.cost_model import Calibration, Prediction, predict
 from hpcrl.scheme.links import Network, network
-from hpcrl.scheme.prediction import config_inputs
 
 if TYPE_CHECKING:
     from hpcrl.config.schema import Config
@@ -34,23 +34,6 @@ ONE_PROCESS = ("scheme.gradient_workers=1", "scheme.collectors_per_worker=0",
                "scheme.preemption.fraction_samples=1.0")
 
 
-def actor_sizes(config: Config) -> tuple[int, float]:
-    """The actor's parameter count and the bytes of one collecting rank's rollout
-    (its observations: ``algo.num_steps`` x ``env.num_envs`` of them)."""
-    import numpy as np
-
-    from hpcrl.algorithms import algorithm_class
-    from hpcrl.algorithms.registry import algorithm_settings
-    from hpcrl.build import env_spaces
-
-    spaces = env_spaces(config)
-    actor = algorithm_class(config.algo.name).policy_for(spaces, algorithm_settings(config))
-    params = sum(p.numel() for p in actor.parameters())
-    itemsize = np.dtype(spaces.obs_format.dtype).itemsize
-    obs = int(np.prod(spaces.obs_format.shape)) * itemsize
-    return params, float(obs * config.algo.num_steps * config.env.num_envs)
-
-
 def calibration_run(config_path: str | None, overrides: tuple[str, ...]) -> Path:
     """A short one-process run of the config (``CALIBRATION_UPDATES`` updates) in a fresh
     temporary directory; returns the run directory."""
@@ -58,8 +41,8 @@ def calibration_run(config_path: str | None, overrides: tuple[str, ...]) -> Path
     from hpcrl.config.loader import load_config
 
     sets = (*overrides, *ONE_PROCESS, "train.tensorboard=false", "train.eval_episodes=0")
-    cfg = load_config(config_path, sets)
-    steps = cfg.algo.num_steps * cfg.env.num_envs * CALIBRATION_UPDATES
+    steps = config_inputs(load_config(config_path, sets)).steps_per_collection
+    steps *= CALIBRATION_UPDATES
     run_dir = Path(tempfile.mkdtemp(prefix="hpcrl-calibration-")) / "run"
     api.train(config_path, sets=(*sets, f"train.total_env_steps={steps}"), run_dir=run_dir)
     return run_dir
@@ -71,16 +54,16 @@ def calibration_for(config: Config, run_dir: Path | None) -> Calibration:
     from hpcrl.config.loader import load_config
 
     params, rollout_bytes = actor_sizes(config)
-    inputs = config_inputs(config)
+    inputs, env = config_inputs(config), config.env
     if run_dir is None:
-        return modelled_calibration(config.env.preset, inputs.steps_per_collection,
+        return modelled_calibration(env.preset, inputs.steps_per_collection,
                                     inputs.samples_per_update, inputs.gradient_steps, params,
-                                    rollout_bytes, config.algo.num_steps)
+                                    rollout_bytes, inputs.vector_steps)
     ran = load_config(str(run_dir / "config.yaml"), ())
     return measured_calibration(read_progress(run_dir), inputs.steps_per_collection,
                                 config_inputs(ran).collecting_ranks, params,
                                 inputs.gradient_steps, rollout_bytes,
-                                f"measured in {run_dir}", config.algo.num_steps)
+                                f"measured in {run_dir}", inputs.vector_steps)
 
 
 def prediction(config: Config, nodes: int, gpus_per_node: int, network_name: str,

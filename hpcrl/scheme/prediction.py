@@ -1,68 +1,11 @@
-"""``hpcrl plan --predict``: a config's scheme at N nodes of G GPUs, as the cost model sees it.
-
-A config's inputs to the model (:func:`config_inputs`: its scheme's shape, the steps a
-collecting rank fills, a gradient worker's gradient steps and samples per update) and the
-text and JSON the plan prints (:func:`prediction_text`, :func:`prediction_json`). The model
-scales weakly: one gradient worker per GPU, each with the config's collector ranks, envs and
-batch, and the config's gradient steps per update on each (a job of N workers keeps each
-worker's minibatches only where its ``algo.ppo.minibatch_size`` grows with N).
-"""
+"""``hpcrl plan --predict``'s figures as text for people and JSON for scripts, each marked
+measured or modelled (what the model reads of a config: :mod:`hpcrl.cli.model_inputs`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hpcrl.algorithms import algorithm_capabilities
-from hpcrl.algorithms.own_section import own_section
-from hpcrl.scheme.cost_model import Calibration, Prediction, Shape, shape_of
+from hpcrl.scheme.cost_model import Calibration, Prediction
 from hpcrl.scheme.links import Network
-
-if TYPE_CHECKING:  # annotations only
-    from hpcrl.config.schema import Config
-
-
-@dataclass(frozen=True)
-class ConfigInputs:
-    """What the model reads of a config: its scheme's shape, a collecting rank's env steps
-    per rollout, a gradient worker's gradient steps and samples (over all epochs) per
-    update, and the collecting ranks of the config's own layout."""
-
-    shape: Shape
-    steps_per_collection: int
-    gradient_steps: int
-    samples_per_update: int
-    collecting_ranks: int
-
-
-def gradient_steps_per_update(config: Config) -> tuple[int, int]:
-    """A gradient worker's gradient steps per update and the samples they go over: PPO's
-    epochs x minibatches; one step on the whole batch (A2C, IMPALA); a replay agent's
-    training rounds in one chunk of ``algo.num_steps`` x its gradient steps."""
-    from hpcrl.config.validate import minibatches_per_epoch
-
-    s, algo = config.scheme, config.algo
-    per_worker = max(s.collectors_per_worker, 1)
-    samples = algo.num_steps * config.env.num_envs * per_worker
-    caps = algorithm_capabilities(algo.name)
-    if caps.learns_from == "replay":
-        r = config.replay
-        rounds = max(algo.num_steps // max(r.train_freq, 1), 1)
-        per_round = r.gradient_steps if r.gradient_steps > 0 else r.train_freq
-        steps = rounds * per_round
-        return steps, steps * r.batch_size
-    if caps.minibatched_epochs:
-        epochs = int(getattr(own_section(algo), "num_epochs", 1))
-        return epochs * minibatches_per_epoch(config), epochs * samples
-    return 1, samples
-
-
-def config_inputs(config: Config) -> ConfigInputs:
-    """The model's inputs from ``config`` (see :class:`ConfigInputs`)."""
-    from hpcrl.scheme.topology import collecting_ranks
-
-    steps, samples = gradient_steps_per_update(config)
-    return ConfigInputs(shape_of(config.scheme), config.algo.num_steps * config.env.num_envs,
-                        steps, samples, collecting_ranks(config.scheme))
 
 
 def _ms(seconds: float) -> str:

@@ -5,13 +5,12 @@ import pytest
 from click.testing import CliRunner
 
 from hpcrl.cli import main
-from hpcrl.cli.predict import actor_sizes
+from hpcrl.cli.model_inputs import actor_sizes, config_inputs
 from hpcrl.config import load_config
 from hpcrl.scheme.calibration import measured_calibration, read_progress
 from hpcrl.scheme.cost_model import predict
 from hpcrl.scheme.links import NETWORKS
 from hpcrl.scheme.plan import plan_json, plan_text
-from hpcrl.scheme.prediction import config_inputs
 from hpcrl.slurm.survival import lost_collector_notes
 
 DDPPO = ["--set", "scheme.preset=ddppo"]
@@ -51,7 +50,7 @@ def test_predict_from_a_run_directory_gives_the_models_figures(tmp_path):
     params, rollout_bytes = actor_sizes(cfg)
     cal = measured_calibration(read_progress(run), inputs.steps_per_collection,
                                inputs.collecting_ranks, params, inputs.gradient_steps,
-                               rollout_bytes, "", cfg.algo.num_steps)
+                               rollout_bytes, "", inputs.vector_steps)
     want = predict(inputs.shape, cal, 128, 8, NETWORKS["ib-ndr"])
     assert got["gpus"] == 128 and got["nodes"] == 16 and got["network"] == "ib-ndr"
     assert got["frames_per_s"] == pytest.approx(want.frames_per_s)

@@ -3,7 +3,6 @@ import math
 
 import pytest
 
-from hpcrl.config import load_config
 from hpcrl.scheme.calibration import (
     DEFAULT_CV,
     collection_spread,
@@ -11,7 +10,6 @@ from hpcrl.scheme.calibration import (
     modelled_calibration,
     step_costs,
 )
-from hpcrl.scheme.prediction import config_inputs, gradient_steps_per_update
 
 
 def _rows(collect, compute):
@@ -45,21 +43,3 @@ def test_modelled_calibration_from_step_costs():
     assert cal.compute_s == pytest.approx(4096 * costs.sample_s + 16 * costs.gradient_step_s)
     assert cal.measured == frozenset() and cal.source.startswith("modelled")
     assert step_costs("no-such-preset") == step_costs("default")
-
-
-def test_atari_recipe_inputs():
-    cfg = load_config("examples/atari-ppo.yaml", ())
-    # 4 epochs x (128 x 8 / 256) minibatches over the 1,024 samples of one rank
-    assert gradient_steps_per_update(cfg) == (16, 4 * 1024)
-    inputs = config_inputs(cfg)
-    assert (inputs.steps_per_collection, inputs.collecting_ranks) == (1024, 1)
-    assert not inputs.shape.asynchronous and not inputs.shape.preempting
-    ddppo = config_inputs(load_config("examples/atari-ppo.yaml", ["scheme.preset=ddppo"]))
-    assert ddppo.shape.preempting and ddppo.collecting_ranks == 2
-
-
-def test_impala_recipe_learns_once_a_batch_of_its_collectors():
-    cfg = load_config("examples/atari-impala.yaml", ())
-    assert gradient_steps_per_update(cfg) == (1, 20 * 8 * 2)
-    shape = config_inputs(cfg).shape
-    assert shape.asynchronous and shape.collectors_per_worker == 2
