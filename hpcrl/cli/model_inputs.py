@@ -47,7 +47,7 @@ def gradient_steps_per_update(algo: Any, env: EnvConfig, scheme: SchemeConfig, r
     agent's training rounds in one chunk of ``algo.num_steps`` x its gradient steps."""
     samples = algo.num_steps * env.num_envs * max(scheme.collectors_per_worker, 1)
     caps = algorithm_capabilities(algo.name)
-    if caps.learns_from == "replay":
+    if caps.replay:  # (a replay learner trains in rounds, not over a batch)
         rounds = max(algo.num_steps // max(replay.train_freq, 1), 1)
         per_round = replay.gradient_steps if replay.gradient_steps > 0 else replay.train_freq
         steps = rounds * per_round
