@@ -5,10 +5,13 @@ A collector asks its policy for actions once per env step, on a few observations
 small MLPs of classic control, torch's per-operation dispatch costs more than the
 arithmetic, so on the CPU the networks are evaluated in numpy with the same weights
 (float32; results agree with torch to rounding, which tests check). An engine holds *views*
-of the module's weights, not copies: weights loaded into the module in place are seen at
-once, and :meth:`sync` re-takes the views (or copies what must be copied, such as a log
-std) after a load that may have re-allocated them. torch serves image encoders, memory
-cores and other devices.
+of the module's weights where it can, and :meth:`sync` re-takes them after every load that
+may have re-allocated them, or copies what it keeps as copies (a log std; the actor-critic's
+policy and value networks, which its numpy engine stacks to run both in one call a layer).
+torch serves image encoders, memory cores and other devices. In a deterministic job
+(``train.deterministic``) an engine that can computes each row of a forward on its own
+(``make_engine(..., rows_alone=True)``), so an env's results do not depend on the rows
+beside it.
 
 Every acting module declares its engine: its class's ``acting_engine(compile, envs)``
 method (:class:`ActingModule`), which :func:`make_engine` calls, so a policy class of a
@@ -193,26 +196,40 @@ class ActingModule(Protocol):
 # an ActorCritic is an nn.Module too: the first overload is the more specific, as at run time
 @overload
 def make_engine(module: ActorCritic,  # type: ignore[overload-overlap]
-                compile: bool = False, envs: ActedEnvs | None = None) -> PolicyEngine:
+                compile: bool = False, envs: ActedEnvs | None = None,
+                rows_alone: bool = False) -> PolicyEngine:
     """An actor-critic's engine: rollouts' actions, log-probs, values and states."""
 
 
 @overload
-def make_engine(module: nn.Module, compile: bool = False, envs: ActedEnvs | None = None
-                ) -> ActingEngine:
+def make_engine(module: nn.Module, compile: bool = False, envs: ActedEnvs | None = None,
+                rows_alone: bool = False) -> ActingEngine:
     """An off-policy acting policy's engine: actions for transition chunks."""
 
 
-def make_engine(module: nn.Module, compile: bool = False, envs: ActedEnvs | None = None
-                ) -> PolicyEngine | ActingEngine:
+def make_engine(module: nn.Module, compile: bool = False, envs: ActedEnvs | None = None,
+                rows_alone: bool = False) -> PolicyEngine | ActingEngine:
     """The engine that evaluates ``module``, as its class declares it
     (:meth:`ActingModule.acting_engine`): the built-ins' in numpy where that is faster (a
     feedforward MLP on the CPU), else by torch (compiled when ``compile``); ``envs``: the
-    collector's envs it acts for (a planner keeps their plans)."""
+    collector's envs it acts for (a planner keeps their plans). ``rows_alone`` (a
+    deterministic job): each row of a forward computed on its own, where the engine can
+    (:func:`computes_rows_alone` says whether it does)."""
     declared = getattr(type(module), "acting_engine", None)
     if declared is None:
         raise TypeError(f"{type(module).__name__} declares no acting engine: give the class "
                         f"an acting_engine(compile, envs) method returning the engine that "
                         f"acts with it (hpcrl.models.acting.ActingModule; docs/components.md)")
     engine: PolicyEngine | ActingEngine = declared(module, compile, envs)
+    if rows_alone and hasattr(engine, "rows_alone"):
+        engine.rows_alone = True
     return engine
+
+
+def computes_rows_alone(engine: Any) -> bool:
+    """Whether ``engine`` computes every row of a forward on its own, so that a row's result
+    does not depend on the rows beside it (an engine with a ``rows_alone`` switch, set: the
+    numpy engine's). Other engines' forwards (torch's kernels, chosen by the batch's shape)
+    round a row differently in batches of other sizes: a deterministic inference rank runs
+    them over one request at a time."""
+    return bool(getattr(engine, "rows_alone", False))

@@ -15,7 +15,7 @@ import torch
 
 from hpcrl.models.acting import StepsAtOnce
 from hpcrl.models.distributions import MultiCategoricalActions
-from hpcrl.models.mlp_kernel import forward, layer_views
+from hpcrl.models.mlp_kernel import forward, forward_pair, layer_views, paired
 from hpcrl.numerics.compiling import compiled
 
 if TYPE_CHECKING:  # annotations only: the actor imports its engines
@@ -25,43 +25,54 @@ _LOG_SQRT_2PI = np.float32(0.5 * math.log(2.0 * math.pi))
 
 
 class NumpyEngine(StepsAtOnce):
-    """The actor's networks evaluated in numpy on the CPU."""
+    """The actor's networks evaluated in numpy on the CPU. With :attr:`rows_alone` (a
+    deterministic job's, ``train.deterministic``) every row of a forward is computed on its
+    own (:func:`~hpcrl.models.mlp_kernel.rows_alone`), so an env's actions, log-probs and
+    values do not depend on the rows beside it: the same on one collector of 8 envs as on
+    two of 4, in a group of 2 as in an inference rank's batch of 16."""
+
+    rows_alone = False  # make_engine(..., rows_alone=True) sets it
 
     def __init__(self, actor: ActorCritic) -> None:
         self.actor = actor
         self.sync()
 
     def sync(self) -> None:
-        """Re-take views of the actor's layers (and a copy of its log std) after new weights."""
+        """Re-take views of the actor's layers after new weights (and copies of its log std
+        and of its policy and value networks stacked, :func:`~hpcrl.models.mlp_kernel.paired`:
+        half the numpy calls of running them apart)."""
         a = self.actor
-        self.pi = layer_views(a.pi_trunk)
-        self.vf = None if a.shared else layer_views(a.vf_trunk)
+        self.trunk = layer_views(a.pi_trunk)  # the policy's, or both heads' when shared
         self.pi_head, self.vf_head = layer_views(a.pi_head)[0], layer_views(a.vf_head)[0]
+        self.actions_width = self.pi_head[0].shape[1]
+        self.pair = None if a.shared else paired(self.trunk + [self.pi_head],
+                                                 layer_views(a.vf_trunk, a.vf_head))
         self.log_std = None if a.integer_actions else a.log_std.detach().numpy().copy()
         self.categories = (a.distribution.categories  # several components, or None
                            if isinstance(a.distribution, MultiCategoricalActions) else None)
 
-    def _features(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _heads(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The policy head's output ``[B, outputs]`` and the extrinsic values ``[B]`` of
+        ``obs``."""
         x = self.actor.obs_format.encode_numpy(obs)
-        pi = forward(self.pi, x)
-        return pi, (pi if self.vf is None else forward(self.vf, x))
-
-    def _value(self, features: np.ndarray) -> np.ndarray:
-        w, b, _ = self.vf_head
-        return (features @ w + b)[:, 0]
+        alone = self.rows_alone
+        if self.pair is not None:
+            out, values = forward_pair(self.pair, x, alone=alone)
+            return out[:, :self.actions_width], values[:, 0]
+        features = forward(self.trunk, x, alone=alone)  # a shared trunk
+        return (forward([self.pi_head], features, alone=alone),
+                forward([self.vf_head], features, alone=alone)[:, 0])
 
     def value(self, obs: np.ndarray, state: np.ndarray | None = None,
               group: int = 0) -> np.ndarray:
         """Values ``[B]`` of ``obs`` (a feedforward actor: ``state`` unused)."""
-        return self._value(self._features(obs)[1])
+        return self._heads(obs)[1]
 
     def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
         """Actions, their float32 log-probs and values ``[B]`` of ``obs`` in numpy, drawn with
         ``noise`` as the torch actor draws them; no recurrent state (None)."""
-        pi, vf = self._features(obs)
-        w, b, _ = self.pi_head
-        out = pi @ w + b
+        out, values = self._heads(obs)
         if self.categories is not None:
             parts = np.split(out, np.cumsum(self.categories)[:-1], axis=1)
             sampled = [categorical_sample(p, noise[:, j]) for j, p in enumerate(parts)]
@@ -72,7 +83,7 @@ class NumpyEngine(StepsAtOnce):
         else:
             actions = out + np.exp(self.log_std) * noise
             log_probs = (-0.5 * noise * noise - self.log_std - _LOG_SQRT_2PI).sum(axis=1)
-        return actions, log_probs.astype(np.float32), self._value(vf), None
+        return actions, log_probs.astype(np.float32), values, None
 
 
 def categorical_sample(logits: np.ndarray, uniforms: np.ndarray

@@ -112,18 +112,73 @@ def layer_views(*modules: nn.Module) -> list[Layer]:
     return [_views(m.weight, m.bias, act) for m, act in zip(linears, acts, strict=True)]
 
 
+def rows_alone(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``x @ w`` for ``x [B, in]`` with every row multiplied on its own (one matrix-vector
+    product each, in one call): a row's result then depends on that row alone. A matrix
+    product of the whole batch does not promise that: BLAS picks its kernels by the
+    matrix's shape (a single row, a remainder of rows), and they round differently, so one
+    observation's actions and values would change in their last bit with the rows beside
+    it (a collector's other envs, the requests an inference rank batched)."""
+    return np.matmul(x[:, None, :], w)[:, 0, :]
+
+
 def forward(layers: Sequence[Layer], x: np.ndarray,
-            outputs: list[np.ndarray] | None = None) -> np.ndarray:
+            outputs: list[np.ndarray] | None = None, alone: bool = False) -> np.ndarray:
     """The chain's output for a batch ``x [B, in]`` (float32); with ``outputs``, each
-    layer's output is appended to it (what a backward pass needs)."""
+    layer's output is appended to it (what a backward pass needs); ``alone``: every row
+    through :func:`rows_alone` (results that do not depend on the batch)."""
     for w, b, act in layers:
-        x = x @ w
+        x = rows_alone(x, w) if alone else x @ w
         x += b
         if act is not None:
             x = act(x)
         if outputs is not None:
             outputs.append(x)
     return x
+
+
+def paired(first: Sequence[Layer], second: Sequence[Layer]) -> list[Layer] | None:
+    """Two chains fed the same input and alike in depth, activations and widths but for
+    their last layer's outputs (an actor's policy and value networks: equal trunks, heads
+    of their own), as one chain of stacked copies (weights ``[2, in, out]``, biases
+    ``[2, 1, out]``, the narrower last layer padded with zero columns) that
+    :func:`forward_pair` runs with one call per layer for both; None where they differ
+    otherwise. Copies: made again after new weights."""
+    if len(first) != len(second):
+        return None
+    for i, ((w1, _, act1), (w2, _, act2)) in enumerate(zip(first, second, strict=True)):
+        widths_differ = w1.shape[1] != w2.shape[1] and i < len(first) - 1
+        if act1 is not act2 or w1.shape[0] != w2.shape[0] or widths_differ:
+            return None
+    layers: list[Layer] = []
+    for (w1, b1, act), (w2, b2, _) in zip(first, second, strict=True):
+        out = max(w1.shape[1], w2.shape[1])
+        # each weight as torch keeps it ([out, in], rows contiguous), viewed as [in, out]:
+        # the memory order of layer_views' transposed views
+        w = np.zeros((2, out, w1.shape[0]), np.float32)
+        b = np.zeros((2, 1, out), np.float32)
+        for k, (wk, bk) in enumerate(((w1, b1), (w2, b2))):
+            w[k, :wk.shape[1]] = wk.T
+            b[k, 0, :bk.shape[0]] = bk
+        layers.append((w.transpose(0, 2, 1), b, act))
+    return layers
+
+
+def forward_pair(layers: Sequence[Layer], x: np.ndarray, alone: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Both chains of :func:`paired` on ``x [B, in]``: their outputs ``[B, out]`` (the
+    narrower one's padding included), with one matrix product, one bias and one activation
+    call per layer for the two; ``alone``: every row multiplied on its own, as
+    :func:`rows_alone` does."""
+    h = x[None, :, None, :] if alone else x[None]  # [1, B, 1, in] or [1, B, in]
+    for w, b, act in layers:
+        h = np.matmul(h, w[:, None] if alone else w)  # [2, B, 1, out] or [2, B, out]
+        h += b[:, None] if alone else b
+        if act is not None:
+            h = act(h)
+    if alone:
+        h = h[:, :, 0, :]
+    return h[0], h[1]
 
 
 def _kernel_applies(x: torch.Tensor, linears: list[nn.Linear]) -> bool:

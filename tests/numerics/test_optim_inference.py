@@ -5,6 +5,7 @@ import torch
 
 from hpcrl.build import env_spaces, make_actor
 from hpcrl.config import from_dict
+from hpcrl.models.acting import computes_rows_alone, make_engine
 from hpcrl.models.actor_engines import NumpyEngine
 from hpcrl.numerics.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
 from hpcrl.numerics.optim import FlatAdam, FlatRMSprop
@@ -46,15 +47,22 @@ def test_flat_gradients_are_views_filled_by_backward():
     assert zero_flat_gradients(net) is grads and grads.abs().sum() == 0
 
 
-@pytest.mark.parametrize("env_id, shared", [("CartPole-v1", False), ("CartPole-v1", True),
-                                            ("Pendulum-v1", False)])
-def test_numpy_engine_matches_torch_actor(env_id, shared):
+def moved_actor(env_id: str, shared: bool):
     cfg = from_dict({}, [f"env.id={env_id}", f"actor.shared_trunk={str(shared).lower()}"])
     actor = make_actor(cfg, env_spaces(cfg))
     with torch.no_grad():
         for p in actor.parameters():
             p.add_(torch.randn_like(p) * 0.3)  # move off the tiny-head initialisation
-    engine = NumpyEngine(actor)
+    return actor
+
+
+@pytest.mark.parametrize("rows_alone", [False, True], ids=["batched", "rows-alone"])
+@pytest.mark.parametrize("env_id, shared", [("CartPole-v1", False), ("CartPole-v1", True),
+                                            ("Pendulum-v1", False)])
+def test_numpy_engine_matches_torch_actor(env_id, shared, rows_alone):
+    actor = moved_actor(env_id, shared)
+    engine = make_engine(actor, rows_alone=rows_alone)
+    assert isinstance(engine, NumpyEngine) and computes_rows_alone(engine) == rows_alone
     obs = np.random.default_rng(0).standard_normal((64,) + actor.obs_shape).astype(np.float32)
     if actor.discrete:
         noise = np.random.default_rng(1).random(64, dtype=np.float32)
@@ -68,3 +76,24 @@ def test_numpy_engine_matches_torch_actor(env_id, shared):
     np.testing.assert_allclose(logp, tlogp.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(v, tv.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(engine.value(obs), tv.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("env_id, shared", [("CartPole-v1", False), ("CartPole-v1", True),
+                                            ("Acrobot-v1", False), ("Pendulum-v1", False)])
+def test_rows_computed_alone_do_not_depend_on_the_rows_beside_them(env_id, shared):
+    """A deterministic job's engine: the actions, log-probs and values of rows a..b are
+    those of the same rows in a batch of 12, bit for bit, for every a < b (a matrix product
+    of the whole batch rounds some of them otherwise: BLAS picks kernels by shape)."""
+    actor = moved_actor(env_id, shared)
+    engine = make_engine(actor, rows_alone=True)
+    rng = np.random.default_rng(0)
+    obs = rng.standard_normal((12,) + actor.obs_shape).astype(np.float32)
+    shape = (12,) + tuple(actor.distribution.noise_shape())
+    noise = (rng.random(shape, dtype=np.float32) if actor.distribution.uniform_noise
+             else rng.standard_normal(shape, dtype=np.float32))
+    whole, values = engine.step(obs, noise)[:3], engine.value(obs)
+    for a in range(12):
+        for b in range(a + 1, 13):
+            part = engine.step(obs[a:b], noise[a:b])[:3]
+            assert all(np.array_equal(p, w[a:b]) for p, w in zip(part, whole, strict=True))
+            assert np.array_equal(engine.value(obs[a:b]), values[a:b])
