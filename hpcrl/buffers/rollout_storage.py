@@ -318,15 +318,16 @@ class RolloutStorage:
 
     def full_batch(self) -> RolloutBatch | RecurrentBatch:
         """Every sample of the update, flattened (every sequence, for a recurrent actor):
-        rollouts held in place are joined here, once for every epoch."""
+        rollouts held in place are joined here, once for every epoch, side by side and then
+        time-major, the order of one rollout of every env whichever rollouts hold them."""
         if self.sequences is not None:
             return self.sequences
         if self.flat is not None:
             return self.flat
         if self._flattened is None:
-            if self.parts is not None:
-                self._flattened = RolloutBatch.joined([p.flatten() for p in self.parts],
-                                                      lambda ts: torch.cat(ts, dim=0))
+            if self.parts is not None:  # side by side, then time-major: the job's order
+                self._flattened = RolloutBatch.joined(
+                    self.parts, lambda ts: torch.cat(ts, dim=1)).flatten()
             else:
                 assert self.batch is not None, "load() a rollout first"
                 self._flattened = self.batch.flatten()  # views of the joined batch
@@ -337,8 +338,9 @@ class RolloutStorage:
         """``num_minibatches`` disjoint minibatches covering the batch once, for one epoch.
 
         ``seed`` must be the same on every process of the job for the same epoch;
-        ``total_envs`` is the number of envs of the whole job. One minibatch is the whole
-        batch as it lies: its loss is a mean, which no order changes.
+        ``total_envs`` is the number of envs of the whole job. Rows lie in an order that
+        does not depend on which rollouts hold them (:meth:`full_batch`, :meth:`_gather`): a
+        loss is a mean, and a sum's rounding follows the order of its terms.
         """
         if num_minibatches == 1:
             yield self.full_batch()
@@ -366,13 +368,17 @@ class RolloutStorage:
 
     def _gather(self, times: torch.Tensor) -> RolloutBatch:
         """The samples at steps ``times[i, j]`` of env column ``j`` (of the rollouts side by
-        side), rollout by rollout, each field copied once from where it lies."""
+        side), env-major: env by env in the job's order, each env's steps as ``times`` lists
+        them. Rollouts hold consecutive envs, so taking them rollout by rollout keeps that
+        order, and the rows lie alike whether one rollout or several hold the envs; each
+        field is copied once from where it lies."""
         assert self.parts is not None
         indices, first = [], 0
         for part in self.parts:
             width = part.log_probs.shape[1]
             columns = torch.arange(width, device=times.device)
-            indices.append((times[:, first:first + width] * width + columns).flatten())
+            rows = times[:, first:first + width] * width + columns  # [steps, envs]
+            indices.append(rows.t().flatten())
             first += width
         flat = [p.flatten() for p in self.parts]  # views: each part is contiguous
 

@@ -8,14 +8,16 @@ from hpcrl.buffers.rollout_storage import RolloutStorage
 from hpcrl.build import env_spaces, make_actor, rollout_layout
 from hpcrl.config import from_dict
 from hpcrl.envs.vector import make_vector_env
+from hpcrl.models.acting import make_engine
 from hpcrl.roles.collector import rollout_collector
 
 
-def collect(config, num_envs, env_offset=0, steps=None):
+def collect(config, num_envs, env_offset=0, steps=None, rows_alone=False):
     spaces = env_spaces(config)
     envs = make_vector_env(config.env, num_envs)
-    collector = rollout_collector(envs, make_actor(config, spaces), config.env,
-                                  config.algo.gamma, config.seed, env_offset)
+    actor = make_actor(config, spaces)
+    collector = rollout_collector(envs, actor, config.env, config.algo.gamma, config.seed,
+                                  env_offset, engine=make_engine(actor, rows_alone=rows_alone))
     layout = rollout_layout(config, spaces, num_envs)
     rollout = collector.collect(
         layout.new(), should_stop=None if steps is None else (lambda done: done >= steps))
@@ -62,6 +64,30 @@ def test_same_global_envs_give_same_columns_whatever_the_split():
     for name in ("obs", "actions", "log_probs", "rewards", "terminated", "next_values"):
         joined = np.concatenate([getattr(left, name), getattr(right, name)], axis=1)
         np.testing.assert_allclose(getattr(whole, name), joined, rtol=1e-6, atol=1e-6)
+
+
+def test_rollouts_side_by_side_give_the_rows_of_one_rollout_bit_for_bit():
+    """A deterministic job's collectors (each env's row acted on alone) of envs 0-1 and 2-3
+    give one collector's rollout of envs 0-3, column for column and to the bit; a learner
+    holding the two gives the whole batch and every minibatch of one holding the one, row
+    for row, so its sums round alike: 2 ranks x 2 envs train the weights of 1 x 4."""
+    cfg = from_dict({}, ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=16"])
+    whole = collect(cfg, 4, rows_alone=True)
+    left, right = collect(cfg, 2, 0, rows_alone=True), collect(cfg, 2, 2, rows_alone=True)
+    for name in ("obs", "actions", "log_probs", "values", "rewards", "next_values"):
+        joined = np.concatenate([getattr(left, name), getattr(right, name)], axis=1)
+        assert np.array_equal(getattr(whole, name), joined), name
+    one, two = RolloutStorage(0.99, 0.95), RolloutStorage(0.99, 0.95)
+    one.load([whole])
+    two.load([right, left])  # in any order of arrival
+
+    def same(a, b):
+        return all(torch.equal(x, y) for x, y in zip(a, b, strict=True) if x is not None)
+
+    assert same(one.full_batch(), two.full_batch())
+    for a, b in zip(one.minibatches(4, seed=5, total_envs=4),
+                    two.minibatches(4, seed=5, total_envs=4), strict=True):
+        assert same(a, b)
 
 
 def test_storage_shapes_and_minibatches_cover_the_batch_once():
