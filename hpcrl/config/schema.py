@@ -289,6 +289,21 @@ class TrainConfig:
         "GPU); the first updates wait for the compilation. Collectors that act in numpy (a "
         "feedforward MLP on the CPU) are not compiled: numpy is faster there. On a CPU it "
         "needs a C++ compiler (torch's inductor builds its kernels with one).", False)
+    deterministic: Literal["auto", True, False] = doc(
+        "Weights that depend on the config and seed alone, to the bit: every run of the job "
+        "gives the same, and so does every layout of its envs whose gradients one learner "
+        "computes (one process; collector ranks feeding one gradient worker through shared "
+        "memory or messages, lz4 or not; acting on them or on inference ranks, in any env "
+        "groups). It takes acting forwards that compute each env's row on its own (numpy "
+        "MLPs) or, on an inference rank, over one request at a time (other networks); the "
+        "learner's minibatches hold their rows in one order whatever the layout. 'auto': so "
+        "wherever neither timing nor a GPU decides the weights (synchronous collection and "
+        "gradients, no preemption, CPUs); several gradient workers then repeat their own "
+        "weights run to run, but their all-reduce rounds otherwise than one learner. true: "
+        "the same, and a layout that cannot keep the promise (asynchronous collection or "
+        "gradients, DD-PPO preemption, a GPU, several gradient workers) is refused before "
+        "any rank starts. false: never paid for (an inference rank batches whatever requests "
+        "are ready into one forward).", "auto")
     eval_every: int = doc(
         "Env steps between deterministic evaluations of train.eval_episodes episodes during "
         "training (0: the final one only). Each adds a row to eval.csv and the best policy so "

@@ -17,6 +17,7 @@ from hpcrl.algorithms import (
 )
 from hpcrl.config.algo_sections import unread_section_problem
 from hpcrl.config.checks import algorithms_with, in_unit, positive, unread
+from hpcrl.config.determinism import check_deterministic
 from hpcrl.config.schema import Config
 from hpcrl.config.validate_addons import (
     check_demos,
@@ -389,6 +390,7 @@ def _check_sections(c: Config) -> list[str]:
 
 CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, check_rnd, check_demos,
                        _check_scheme, check_env_groups, check_env_restarts, check_compile,
+                       check_deterministic,
                        _check_batch,
                        _check_memory,
                        _check_budget, _check_device,

@@ -31,12 +31,14 @@ from hpcrl.comm.compression import PlainCodec, make_codec
 from hpcrl.comm.faults import LOST, PeerInfo, gather_peers, survival_problem
 from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.comm.world import SelfComm
+from hpcrl.config.determinism import runs_deterministically
 from hpcrl.config.offpolicy import ReplayConfig
 from hpcrl.config.schema import Config, SchemeConfig, TrainConfig
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.envs.scripted import collector_env_groups
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.learning.replay_learner import make_replay
+from hpcrl.models.acting import make_engine
 from hpcrl.models.actor import ActorCritic, actor_on
 from hpcrl.numerics.reducer import Reducer
 from hpcrl.placement.mpi.launcher import (
@@ -166,6 +168,14 @@ class RankJob:
         slot per group of each of its collectors)."""
         remote = any(r.role == INFERENCE for r in self.table)
         return env_groups(self.config, remote)
+
+    @cached_property
+    def deterministic(self) -> bool:
+        """Whether the job takes the deterministic paths (``train.deterministic``, ``auto``
+        resolved: :func:`~hpcrl.config.determinism.runs_deterministically`): acting forwards
+        that compute each env's row on its own, an inference rank that runs other engines
+        over one request at a time."""
+        return runs_deterministically(self.config)
 
     @property
     def total_envs(self) -> int:
@@ -313,7 +323,10 @@ class RankJob:
                           incarnation: int = 0) -> Collector[Any]:
         """The rollout collector of this rank's envs ``envs`` (its global env offset and the
         job's env count), acting with ``actor`` or through ``engine`` (an inference rank's
-        link); ``incarnation`` > 0 for a spare that took a lost collector's place."""
+        link; default: ``actor``'s own engine, its rows computed alone where the job is
+        deterministic); ``incarnation`` > 0 for a spare that took a lost collector's place."""
+        if engine is None:
+            engine = make_engine(actor, rows_alone=self.deterministic)
         return rollout_collector(envs, actor, self.config.env, self.config.algo.gamma,
                                  self.config.seed, self.role.env_offset, collector_id=self.rank,
                                  total_envs=self.total_envs, engine=engine,

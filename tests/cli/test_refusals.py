@@ -104,6 +104,17 @@ def test_a_component_or_env_that_breaks_its_contract_is_refused_in_one_line(
     assert not (plugins / "run").exists()
 
 
+def test_a_deterministic_asynchronous_job_is_refused_in_one_line(tmp_path: Path) -> None:
+    """``train.deterministic=true`` where timing decides the weights: refused before any
+    work, as ``hpcrl plan`` refuses it, naming the cause and both ways out."""
+    args = ["--set", "scheme.preset=impala", "--set", "train.deterministic=true"]
+    needles = ("config key 'train.deterministic' (true): asynchronous collection",
+               "use scheme.collection=sync", "or set train.deterministic=auto")
+    refused_in_process("train", "--run-dir", str(tmp_path / "run"), *args, needles=needles)
+    refused_in_process("plan", *args, needles=needles)
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_file_that_is_no_checkpoint_is_refused_in_one_line(plugins: Path) -> None:
     refused_in_process("eval", str(plugins / "refusal_plugins.py"),
                        needles=("cannot be read safely as a checkpoint", "refusal_plugins.py"))

@@ -92,3 +92,46 @@ def test_off_policy_learners_take_train_device(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="'train.device' asks for 'cuda', but CUDA is not "
                                          "available.*use train.device=cpu or auto"):
         Trainer(config, RunDir(tmp_path), console=None)
+
+
+@pytest.mark.parametrize("sets, reason, repeats_itself", [
+    (["scheme.preset=async-ppo"], "asynchronous collection (scheme.collection=async)", False),
+    (["scheme.preset=a3c"], "asynchronous gradients (scheme.gradients=async)", False),
+    (["scheme.preset=ddppo"], "straggler preemption (scheme.preemption.fraction_workers=0.6",
+     False),
+    (["scheme.preset=ddppo", "scheme.preemption.fraction_workers=1",
+      "scheme.preemption.fraction_samples=1"],
+     "scheme.gradient_workers=2 sum their gradients (all-reduce)", True),
+    (["train.device=cuda"], "train.device=cuda puts a role on a GPU", False),
+    (["scheme.preset=a2c", "scheme.inference_ranks=1", "scheme.inference_device=cuda:0"],
+     "scheme.inference_device=cuda:0 puts a role on a GPU", False),
+])
+def test_a_deterministic_job_is_refused_where_its_layout_cannot_keep_the_bits(
+        sets, reason, repeats_itself):
+    """train.deterministic=true is refused in one line naming the cause and the fixes; at
+    auto the same layout runs, deterministically only where it repeats itself run to run
+    (several gradient workers do: only timing or a GPU makes a run differ from the next)."""
+    from hpcrl.config.determinism import runs_deterministically
+
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["train.deterministic=true", *sets])
+    message = str(err.value)
+    assert message.startswith("config key 'train.deterministic' (true): "), message
+    assert reason in message and "or set train.deterministic=auto" in message
+    assert "\n" not in message
+    assert runs_deterministically(load_config(None, sets), cuda=False) == repeats_itself
+
+
+@pytest.mark.parametrize("sets", [
+    [],
+    ["scheme.preset=a2c", "scheme.compress=lz4", "scheme.transport=messages"],
+    ["scheme.preset=a2c", "scheme.inference_ranks=1", "scheme.inference_device=cpu",
+     "scheme.env_groups=2"],
+    ["algo.name=dqn"],
+], ids=["serial", "a2c-lz4-messages", "a2c-inference-groups", "serial-dqn"])
+def test_layouts_with_one_learner_take_a_deterministic_job(sets):
+    from hpcrl.config.determinism import runs_deterministically
+
+    for mode, expected in (("true", True), ("auto", True), ("false", False)):
+        config = load_config(None, [f"train.deterministic={mode}", *sets])
+        assert runs_deterministically(config, cuda=True) is expected, mode

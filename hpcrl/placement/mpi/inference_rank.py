@@ -6,7 +6,10 @@ through one slot per group of its envs (:mod:`hpcrl.exchange.acting`: the node's
 window, or messages from another node). Each turn it takes every request that has arrived,
 runs the step requests of all of them as one forward over the concatenated envs, and writes
 each slot its rows; a value request (a truncated episode's final observation, a rollout's
-bootstrap) is answered alone. Sample Factory's policy workers batch alike.
+bootstrap) is answered alone. Sample Factory's policy workers batch alike. Which requests
+are ready depends on timing, so in a deterministic job (``train.deterministic``) a forward
+must not depend on them: the numpy engine computes each row on its own, and any other
+engine runs one request at a time.
 
 Weights reach it from the worker the way they reach collectors (the same messages, commands
 included), and it serves a request only once it holds the weights version the collector
@@ -24,7 +27,7 @@ import numpy as np
 
 from hpcrl.comm.faults import DEAD, LOST, is_peer_failure
 from hpcrl.exchange.acting import BYE, VALUE, ServerEnd, serve_until
-from hpcrl.models.acting import make_engine
+from hpcrl.models.acting import computes_rows_alone, make_engine
 from hpcrl.placement.job import RankJob
 from hpcrl.placement.mpi.latest_weights import ParamsReceiver
 from hpcrl.placement.mpi.node_transport import ACTING
@@ -37,10 +40,12 @@ def serving_engine(job: RankJob) -> tuple[Any, Any]:
     """The module an inference rank holds and the engine that evaluates it: the job's acting
     policy, on the rank's device and compiled under ``train.compile`` where the algorithm
     declares it acts there (the actor-critic), else in numpy on the CPU (an off-policy
-    agent's policy: :attr:`~hpcrl.algorithms.algorithm.Algorithm.acts_on_device`)."""
+    agent's policy: :attr:`~hpcrl.algorithms.algorithm.Algorithm.acts_on_device`); each
+    row computed alone where the job is deterministic and the engine can."""
     on_device = job.algorithm_type.acts_on_device
     policy = job.new_policy(job.device if on_device else None)
-    return policy, make_engine(policy, compile=on_device and job.train.compile)
+    return policy, make_engine(policy, compile=on_device and job.train.compile,
+                               rows_alone=job.deterministic)
 
 
 class InferenceRank:
@@ -51,6 +56,10 @@ class InferenceRank:
         self.worker = job.workers[job.role.group]
         self.collectors = list(job.role.feeds)
         self.actor, self.engine = serving_engine(job)
+        # a deterministic job's forwards must not depend on which requests were ready: an
+        # engine whose rows are computed alone batches them all the same, another runs one
+        # request (one group of one collector's envs) at a time
+        self.one_by_one = job.deterministic and not computes_rows_alone(self.engine)
         spec = acting_spec(job, self.actor)
         self.on_policy = spec.on_policy
         self.noisy = spec.noise_shape is not None  # requests carry noise / recurrent state
@@ -129,7 +138,10 @@ class InferenceRank:
                 self.left.add(i)
             elif int(request.version) <= self.version:
                 (values if method == VALUE else steps).append(i)
-        if steps:
+        if steps and self.one_by_one:
+            for i in steps:
+                self._step([i])
+        elif steps:
             self._step(steps)
         for i in values:
             self._value(i)
