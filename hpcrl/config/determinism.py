@@ -11,8 +11,9 @@ inference ranks, in any env groups). Two things make it so:
   (always: :class:`~hpcrl.buffers.rollout_storage.RolloutStorage`);
 - every acting forward computes each row on its own where its engine can (the numpy
   engine of an MLP actor on the CPU), so an env's actions, log-probs and values do not
-  depend on the envs beside it; an inference rank runs any other engine over one request
-  at a time, so its forwards do not depend on which requests happened to be ready.
+  depend on the envs beside it; under ``true`` an inference rank runs any other engine
+  (torch's: memory cores, image encoders) over one request at a time, so its forwards do
+  not depend on which requests happened to be ready.
 
 What cannot keep it is timing or a GPU: asynchronous collection or gradients, and DD-PPO
 preemption, decide by the clock what an update holds; GPU kernels are chosen by shape and
@@ -20,7 +21,9 @@ some add in an order of their own. Several gradient workers repeat their own wei
 to run but not one learner's: their all-reduce sums the gradients of half batches, which
 rounds otherwise than one learner summing the whole batch. ``true`` refuses all of these
 before any rank starts; ``auto`` (the default) runs deterministically where neither timing
-nor a GPU stands in the way, and as fast as it can elsewhere; ``false`` never pays for it.
+nor a GPU stands in the way, and as fast as it can elsewhere, but leaves an inference rank
+serving a torch engine to batch whatever is ready (unbatched, a Nature CNN's forwards take
+1.5x the time); ``false`` never pays for any of it.
 """
 from __future__ import annotations
 
@@ -93,7 +96,8 @@ def check_deterministic(c: Config) -> str | None:
 def runs_deterministically(c: Config, cuda: bool | None = None) -> bool:
     """Whether a job of ``c`` takes the deterministic paths: ``true``, or ``auto`` where
     neither timing nor a GPU decides its weights (:func:`timing_problem`; several gradient
-    workers then repeat their own weights run to run)."""
+    workers then repeat their own weights run to run). Inference ranks that serve a torch
+    engine run one request at a time under ``true`` alone."""
     mode = c.train.deterministic
     if mode == "auto":
         return timing_problem(c, cuda) is None

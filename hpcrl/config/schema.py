@@ -298,12 +298,15 @@ class TrainConfig:
         "MLPs) or, on an inference rank, over one request at a time (other networks); the "
         "learner's minibatches hold their rows in one order whatever the layout. 'auto': so "
         "wherever neither timing nor a GPU decides the weights (synchronous collection and "
-        "gradients, no preemption, CPUs); several gradient workers then repeat their own "
-        "weights run to run, but their all-reduce rounds otherwise than one learner. true: "
-        "the same, and a layout that cannot keep the promise (asynchronous collection or "
-        "gradients, DD-PPO preemption, a GPU, several gradient workers) is refused before "
-        "any rank starts. false: never paid for (an inference rank batches whatever requests "
-        "are ready into one forward).", "auto")
+        "gradients, no preemption, CPUs), but an inference rank serving a network of torch "
+        "kernels (memory cores, image encoders) still batches whatever requests are ready, "
+        "which 1 request at a time would slow (a Nature CNN's 16 rows take 1.5x the time in "
+        "4 forwards); several gradient workers repeat their own weights run to run, but "
+        "their all-reduce rounds otherwise than one learner. true: all of it, and a layout "
+        "that cannot keep the promise (asynchronous collection or gradients, DD-PPO "
+        "preemption, a GPU, several gradient workers) is refused before any rank starts. "
+        "false: never paid for (an inference rank batches whatever requests are ready into "
+        "one forward, numpy forwards multiply whole batches).", "auto")
     eval_every: int = doc(
         "Env steps between deterministic evaluations of train.eval_episodes episodes during "
         "training (0: the final one only). Each adds a row to eval.csv and the best policy so "

@@ -173,8 +173,8 @@ class RankJob:
     def deterministic(self) -> bool:
         """Whether the job takes the deterministic paths (``train.deterministic``, ``auto``
         resolved: :func:`~hpcrl.config.determinism.runs_deterministically`): acting forwards
-        that compute each env's row on its own, an inference rank that runs other engines
-        over one request at a time."""
+        that compute each env's row on its own (and with ``true``, an inference rank that
+        runs other engines over one request at a time)."""
         return runs_deterministically(self.config)
 
     @property

@@ -32,17 +32,20 @@ def eval_return(run_dir: Path) -> float:
     # the default: two groups of envs per collector, each with its slot in shared memory
     (["env.normalize_obs=true"], []),
     # checkpoints every 2 updates: mid-run ones gather the collectors' GRU states too
-    # (checked below); one group per collector, its slot carried as messages
-    (["actor.memory=gru", "actor.memory_size=16", "train.checkpoint_every=2"],
-     ["scheme.env_groups=1", "scheme.transport=messages"])],
+    # (checked below); one group per collector, its slot carried as messages; the torch
+    # engine's bits asked for (train.deterministic=true: one request a forward)
+    (["actor.memory=gru", "actor.memory_size=16", "train.checkpoint_every=2",
+      "train.deterministic=true"],
+     ["scheme.env_groups=1", "scheme.transport=messages", "scheme.inference_device=cpu"])],
     ids=["mlp-normalised-2-groups-shared", "gru-1-group-messages"])
 def test_acting_on_an_inference_rank_reaches_the_weights_of_acting_on_the_collectors(
         actor, acting, tmp_path):
     # a2c: 1 gradient worker + 2 collectors (one group each); the inference rank batches the
     # groups that are ready with the noise each collector drew for its envs. The same bits
     # (train.deterministic): the MLP's numpy engine computes each env's row on its own,
-    # whatever batch it is in; the GRU's torch engine runs one request at a time, and in one
-    # group per collector those are the rows a collector's own forward holds
+    # whatever batch it is in (auto); the GRU's torch engine runs one request at a time
+    # (true), and in one group per collector those are the rows a collector's own forward
+    # holds
     train(3, tmp_path / "local", SYNC + actor, timeout=140)
     train(4, tmp_path / "remote", SYNC + actor + ["scheme.inference_ranks=1"] + acting,
           timeout=140)
