@@ -57,9 +57,8 @@ class Overheads:
     development machine: docs/scaling.md)."""
 
     per_peer_notice_s: float = 5e-6     # a DD-PPO worker's notice to one peer, and its reply
-    per_peer_poll_s: float = 0.65e-6    # one test of its standing receive of the peers'
-    #                                     notices (benchmarks/scaling.py --poll), each step
-    #                                     once it has its minimum share
+    per_peer_poll_s: float = 0.65e-6    # ... its test of that peer's notice, each step
+    #                                     (benchmarks/scaling.py --poll)
     per_collector_s: float = 300e-6     # a learner's handling of one collector (in and out)
     local_bandwidth: float = 5e9        # bytes/s between ranks of one node
     act_roundtrip_s: float = 60e-6      # a collector's acting request and reply, a step
@@ -128,12 +127,10 @@ def _update(shape: Shape, cal: Calibration, gpus: int, gpus_per_node: int, net: 
         coordination += k * (over.per_collector_s
                              + (cal.rollout_bytes + cal.grad_bytes) / over.local_bandwidth)
     elif shape.preempting and gpus > 1:
-        # every worker tells every peer it finished, and counts its peers' notices through
-        # one standing receive, tested at each step once it collected its minimum share
-        # (hpcrl/placement/mpi/rollout_source.py, PeerNotices): flat in the workers
-        polled = cal.vector_steps * (1.0 - shape.fraction_samples)
-        coordination += ((gpus - 1) * 2 * over.per_peer_notice_s
-                         + polled * over.per_peer_poll_s)
+        # every worker tells every peer it finished, and tests every unfinished peer's
+        # notice at each step of its envs (hpcrl/placement/mpi/rollout_source.py, OwnEnvs)
+        coordination += (gpus - 1) * (2 * over.per_peer_notice_s
+                                      + cal.vector_steps * over.per_peer_poll_s)
     waited = gpus * max(k, 1)  # ranks whose rollouts one synchronous step waits for
     steps = waited * cal.steps_per_collection
     communicate = allreduce + coordination

@@ -44,37 +44,6 @@ def _preempting(preemption: Any) -> bool:
     return preemption.fraction_workers < 1.0 or preemption.fraction_samples < 1.0
 
 
-class PeerNotices:
-    """The notices "I finished this update's rollout" of a DD-PPO worker's ``peers`` peers,
-    counted through one standing receive from any of them: a test costs the same whatever
-    the number of workers (one receive per peer, each tested at every env step, made the
-    per-step cost grow with the job: ``benchmarks/scaling.py --poll``). Every notice in
-    flight is this update's: no peer starts the next before the update's all-reduce."""
-
-    def __init__(self, channel: Any, peers: int) -> None:
-        self.channel, self.peers = channel, peers
-        self.box = np.zeros(1, np.int64)
-        self.arrived = 0
-        self.request = channel.irecv(self.box, None, TAG_DONE) if peers else None
-
-    def count(self) -> int:
-        """The notices arrived so far (each test takes every one that has)."""
-        while self.request is not None and self.channel.test(self.request):
-            self._took()
-        return self.arrived
-
-    def _took(self) -> None:
-        self.arrived += 1
-        more = self.arrived < self.peers
-        self.request = self.channel.irecv(self.box, None, TAG_DONE) if more else None
-
-    def wait_all(self) -> None:
-        """Wait for every peer's notice."""
-        while self.request is not None:
-            self.channel.wait(self.request)
-            self._took()
-
-
 class OwnEnvs:
     """The worker's own envs, stepped in its process; with ``actor`` (the learner's, on the
     CPU) the collector acts with the learner's weights as they are, without a copy."""
@@ -103,6 +72,7 @@ class OwnEnvs:
         self.needed = math.ceil(p.fraction_workers * len(job.workers))
         self.min_steps = math.ceil(p.fraction_samples * job.steps_per_collection)
         self.notice = np.zeros(1, np.int64)
+        self.inbox = [np.zeros(1, np.int64) for _ in self.peers]
         self.dropped = 0
         self.live_collectors = 1  # this worker itself
         self.starved = False
@@ -131,19 +101,22 @@ class OwnEnvs:
             if self.starved:
                 return [], 0.0, 0.0
             return [self.rollout], self.rollout.collect_seconds, 0.0
-        notices = PeerNotices(self.job.channel, len(self.peers))
+        channel = self.job.channel
+        requests = [channel.irecv(box, peer, TAG_DONE)
+                    for box, peer in zip(self.inbox, self.peers, strict=True)]
+        finished = [False] * len(requests)
 
         def should_stop(steps_done: int) -> bool:
-            # before its minimum share no notice could stop the rollout: none is tested
-            return steps_done >= self.min_steps and notices.count() >= self.needed
+            for i, request in enumerate(requests):
+                if not finished[i] and channel.test(request):
+                    finished[i] = True
+            return steps_done >= self.min_steps and sum(finished) >= self.needed
 
         self._collect(should_stop)  # (a failure still tells the peers it finished)
         self.notice[0] = update
-        channel = self.job.channel
         sends = [channel.isend(self.notice, peer, TAG_DONE) for peer in self.peers]
         started = time.perf_counter()
-        notices.wait_all()
-        for request in sends:
+        for request in requests + sends:
             channel.wait(request)
         waited = time.perf_counter() - started
         if self.starved:
