@@ -95,8 +95,10 @@ def test_a_hung_collector_killed_after_the_timeout_is_replaced(openmpi, tmp_path
     the job goes on with one collector fewer, as a killed one's jobs in
     tests/placement/mpi/test_mpi_lost_collectors.py show."""
     run_dir = tmp_path / "run"
+    # (a budget the job cannot spend before the timeout runs out: 30,000 steps took about 6 s
+    # on a faster machine, which ended the job before the hung collector was lost)
     done = train_ft(openmpi, 5, run_dir, ["scheme.preset=async-ppo", "train.total_env_steps"
-                                          "=30000", "scheme.collector_timeout_s=8", *SPARE],
+                                          "=120000", "scheme.collector_timeout_s=8", *SPARE],
                     "hang:2", step=60)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "rank 2 (collector of gradient worker 0) on " in done.stderr, done.stderr[-3000:]
