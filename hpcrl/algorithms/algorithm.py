@@ -165,13 +165,6 @@ class Algorithm(ABC):
         returns (each family's base defines it)."""
 
     @classmethod
-    def demonstrations(cls, own: Any) -> Any | None:
-        """Its demonstration keys (PPO+D's ``demos``, ``demos_fraction``, ``demos_own``)
-        when its section ``own`` sets a file, else None: what the collectors and gradient
-        workers read instead of another algorithm's section."""
-        return None
-
-    @classmethod
     def slot_play(cls, own: Any, total_envs: int) -> Any | None:
         """What some slots of a job of ``total_envs`` envs play instead of stepping an env
         (a :class:`~hpcrl.envs.scripted.SlotPlay`: PPO+D's demonstrations), as its section

@@ -47,11 +47,6 @@ class PPO(OnPolicyAlgorithm[RolloutStorage, GaeBatch]):
                                 demonstrations=True)
 
     @classmethod
-    def demonstrations(cls, own: Any) -> Any | None:
-        """``algo.ppo`` when it names a demonstration file (PPO+D), else None."""
-        return own if own.demos else None
-
-    @classmethod
     def slot_play(cls, own: Any, total_envs: int) -> DemoPlay | None:
         """PPO+D: a fraction of the job's slots replays the demonstrations of
         ``algo.ppo.demos`` (none without a file)."""
