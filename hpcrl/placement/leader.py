@@ -117,9 +117,6 @@ class Leader:
         if count <= 0 or self.recorder.env_note is not None:
             return
         self._say_failures(self.failures.take(count) or ["an env failed for good"])
-        self.job.say(f"hpcrl: an env failed for good: checkpointing and stopping with exit "
-                     f"status {EXIT_ENV_FAILED}; the checkpoint resumes once the env is fixed "
-                     f"(the failed envs start afresh from their seeds)")
 
     @property
     def collector_ranks(self) -> int:
@@ -127,13 +124,20 @@ class Leader:
         return sum(1 for r in self.job.table if r.collects)
 
     def _say_failures(self, lines: list[str]) -> None:
-        """Say the lines of envs that failed for good, and add them to the stop's note."""
+        """Say the lines of envs that failed for good, and add them to the stop's note; the
+        first failure also says that the job stops (whether a learner's count or a
+        checkpoint's failed state told rank 0 first)."""
         if not lines:
             return
         for line in lines:
             self.job.say(f"hpcrl: {line}")
+        first = self.recorder.env_note is None
         notes = ([self.recorder.env_note] if self.recorder.env_note else []) + lines
         self.recorder.env_note = "; ".join(notes)
+        if first:
+            self.job.say(f"hpcrl: an env failed for good: checkpointing and stopping with "
+                         f"exit status {EXIT_ENV_FAILED}; the checkpoint resumes once the env "
+                         f"is fixed (the failed envs start afresh from their seeds)")
 
     def _count_live(self, live: int, starved: int = 0) -> None:
         """Note how many collecting ranks are live; below ``scheme.min_collectors``, or once

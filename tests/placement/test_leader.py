@@ -30,3 +30,47 @@ def test_a_policy_of_either_family_is_rebuilt_with_its_weights(agent):
     trained_state, host_state = trained.state_dict(), host.state_dict()
     assert trained_state.keys() == host_state.keys()
     assert all(torch.equal(trained_state[k], host_state[k]) for k in trained_state)
+
+
+class _Said:
+    """A job and recorder as much as the leader's env-failure lines use of them."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.env_note = None
+
+    def say(self, line: str) -> None:
+        self.lines.append(line)
+
+
+class _Notes:
+    def __init__(self, lines):
+        self.pending = list(lines)
+
+    def take(self, count):
+        taken, self.pending = self.pending, []
+        return taken
+
+    def take_from(self, ranks):
+        return self.take(len(ranks))
+
+
+@pytest.mark.parametrize("first", ["update", "checkpoint"])
+def test_the_stop_for_a_failed_env_is_said_once_whichever_way_rank_0_hears_first(first):
+    # a learner's count in an update, or a collector's failed state at a checkpoint, may
+    # tell rank 0 first: either way the job says once that it checkpoints and stops
+    from hpcrl.placement.leader import Leader
+
+    leader = object.__new__(Leader)
+    leader.job = leader.recorder = said = _Said()
+    leader.failures = _Notes(["rank 1 (collector): env 0 failed"])
+    if first == "update":
+        leader._note_env_failures(1)
+    else:
+        leader._say_failures(leader.failures.take_from([1]))
+    leader._note_env_failures(1)  # the other way hears of the same failure later
+    leader.failures.pending = ["rank 2 (collector): env 1 failed"]
+    leader._say_failures(leader.failures.take_from([2]))
+    stops = [line for line in said.lines if "checkpointing and stopping with exit status 4" in line]
+    assert len(stops) == 1 and said.lines[0] == "hpcrl: rank 1 (collector): env 0 failed"
+    assert said.env_note == "rank 1 (collector): env 0 failed; rank 2 (collector): env 1 failed"
