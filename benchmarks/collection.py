@@ -22,9 +22,9 @@ import torch  # noqa: E402
 from machine import machine_line
 
 from hpcrl.build import env_spaces, make_actor, rollout_layout  # noqa: E402
+from hpcrl.collection.collector import rollout_collector  # noqa: E402
 from hpcrl.config import from_dict  # noqa: E402
 from hpcrl.envs.vector import make_vector_env  # noqa: E402
-from hpcrl.roles.collector import rollout_collector  # noqa: E402
 
 
 def bare_loop(config, actor, steps: int, policy: bool = True) -> float:

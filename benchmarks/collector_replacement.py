@@ -36,9 +36,9 @@ from mpi4py import MPI  # noqa: E402
 
 from hpcrl.algorithms.demo_replay import collector_envs  # noqa: E402
 from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout  # noqa: E402
+from hpcrl.collection.collector import rollout_collector  # noqa: E402
 from hpcrl.config import from_dict  # noqa: E402
-from hpcrl.roles.collector import rollout_collector  # noqa: E402
-from hpcrl.roles.messages import Weights  # noqa: E402
+from hpcrl.exchange.messages import Weights  # noqa: E402
 
 SETS = ["env.num_envs=4", "algo.num_steps=64", "algo.ppo.minibatch_size=64"]
 ASSIGN, WEIGHTS, PARAMS, READY = 60, 61, 62, 63

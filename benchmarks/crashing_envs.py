@@ -45,8 +45,8 @@ def serial(sets: list[str], run_dir: Path, env: dict[str, str]) -> list[float]:
     """Train in this process; returns the seconds of each restart (close, make, reset)."""
     from hpcrl.config import from_dict
     from hpcrl.envs.restarts import RestartingEnv
+    from hpcrl.placement.serial_run import Trainer
     from hpcrl.runtime.run_dir import RunDir
-    from hpcrl.training import Trainer
 
     took: list[float] = []
     make_again, first_reset = RestartingEnv._make_again, RestartingEnv._first_reset

@@ -112,7 +112,7 @@ SERIAL_WEIGHTS = textwrap.dedent("""
     from hpcrl.config import from_dict
     from hpcrl.numerics.flat import params_to_flat
     from hpcrl.runtime.run_dir import RunDir
-    from hpcrl.training import Trainer
+    from hpcrl.placement.serial_run import Trainer
     device, steps, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     flats = []
     for dev in ("cpu", device):

@@ -8,7 +8,7 @@ env step, automatic temperature; HER with 4 relabelled goals per transition, 'fu
 Plain SAC is the same recipe without relabelling (``replay.her_strategy=none``, SB3's
 default replay buffer).
 
-Every trained policy is scored by hpcrl's evaluator (:func:`hpcrl.evaluation.run_episodes`)
+Every trained policy is scored by hpcrl's evaluator (:func:`hpcrl.learning.evaluation.run_episodes`)
 on the same ``--eval-episodes`` deterministic episodes (one eval seed for every job): the
 success rate is the share of episodes whose last step reports ``info["is_success"]``.
 Every training job runs in its own process, one at a time; "wall s" is the whole process
@@ -43,7 +43,7 @@ def success_rate(act: Callable[[Any], Any], episodes: int) -> float:
     """Success rate of ``episodes`` deterministic episodes of the recipe's env, scored by
     hpcrl's evaluator; ``act`` maps a batch of carried observations to actions."""
     from hpcrl.config.loader import load_config
-    from hpcrl.evaluation import run_episodes
+    from hpcrl.learning.evaluation import run_episodes
 
     config = load_config(RECIPE)
     played = run_episodes(act, config.env, episodes, EVAL_SEED,

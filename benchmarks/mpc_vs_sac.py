@@ -7,7 +7,7 @@ scored, then resumes to the next point (``hpcrl train --resume --set
 train.total_env_steps=...``: a resumed run ends with the weights of an uninterrupted one, and
 both recipes keep a constant learning rate, so the budget does not change what they learn
 before it) and is scored again. Every policy is scored by hpcrl's evaluator
-(:func:`hpcrl.evaluation.run_episodes`, MPC planning as its evaluation does) on the same
+(:func:`hpcrl.learning.evaluation.run_episodes`, MPC planning as its evaluation does) on the same
 ``--eval-episodes`` episodes, whose start states come from one eval seed shared by every
 job: Pendulum's return depends mostly on where the pendulum starts. "train s" is the
 training loop (``progress.csv``'s ``wall_time_s``), "wall s" the training processes whole
@@ -58,7 +58,7 @@ def score(run: Path, algo: str, episodes: int) -> list[float]:
     """Returns of ``episodes`` evaluation episodes of the run's policy, from the shared seed."""
     import hpcrl
     from hpcrl.config.loader import load_config
-    from hpcrl.evaluation import run_episodes
+    from hpcrl.learning.evaluation import run_episodes
 
     config = load_config(ROOT / "examples" / RECIPES[algo])
     policy = hpcrl.load_policy(run).eval()

@@ -60,7 +60,7 @@ def score(run: Path, episodes: int) -> list[float]:
     eval seed."""
     import hpcrl
     from hpcrl.config.loader import load_config
-    from hpcrl.evaluation import run_episodes
+    from hpcrl.learning.evaluation import run_episodes
 
     config = load_config(run / "config.yaml")
     return run_episodes(hpcrl.load_policy(run), config.env, episodes, EVAL_SEED,

@@ -2,11 +2,11 @@
 classes:
 
 * **acting round trip**: a collector's request and its reply through one slot
-  (:mod:`hpcrl.exchange.acting`) as MPI messages and in the node's shared window, the
+  (:mod:`hpcrl.exchange.acting_slots`) as MPI messages and in the node's shared window, the
   server waiting for requests as an inference rank does
-  (:func:`~hpcrl.exchange.acting.serve_until`): median microseconds per round trip, and
+  (:func:`~hpcrl.exchange.acting_slots.serve_until`): median microseconds per round trip, and
   their ratio;
-* **env groups**: a collector (rank 1, hpcrl's :class:`~hpcrl.roles.collector.Collector`
+* **env groups**: a collector (rank 1, hpcrl's :class:`~hpcrl.collection.collector.Collector`
   and rollout filler) acting through rank 0, whose every forward costs about as long as
   one step of the collector's envs (both busy-wait ``--cost-us``): env steps per second
   with ``scheme.env_groups`` 1 and 2, and their ratio;
@@ -32,14 +32,14 @@ from mpi4py import MPI
 from hpcrl.buffers.rollout_storage import RolloutStorage
 from hpcrl.buffers.vtrace_storage import VTraceStorage
 from hpcrl.build import env_spaces, make_actor, rollout_layout
+from hpcrl.collection.collector import rollout_collector
 from hpcrl.comm.channel import MpiChannel
 from hpcrl.comm.node_memory import NodeMemory, node_peers
 from hpcrl.config import from_dict
 from hpcrl.envs.groups import EnvGroups
-from hpcrl.exchange.acting import BYE, STEP, actor_critic_spec, serve_until
+from hpcrl.exchange.acting_slots import BYE, STEP, actor_critic_spec, serve_until
+from hpcrl.exchange.remote_acting import RemoteEngine, RemoteLinks, client_ends, server_ends
 from hpcrl.models.acting import make_engine
-from hpcrl.placement.mpi.remote_acting import RemoteEngine, RemoteLinks, client_ends, server_ends
-from hpcrl.roles.collector import rollout_collector
 
 ENVS, FRAMES = 8, (4, 84, 84)  # an Atari collector's request
 COLLECT_ENVS, COLLECT_STEPS = 8, 32

@@ -45,11 +45,11 @@ LIBS = ("hpcrl", "sb3")
 
 def evaluate(act: Callable[[Any], Any], algo: str, episodes: int) -> list[float]:
     """Returns of ``episodes`` deterministic episodes of ``algo``'s env, scored by hpcrl's own
-    evaluator (:func:`hpcrl.evaluation.run_episodes`: actions clipped to the action space)
+    evaluator (:func:`hpcrl.learning.evaluation.run_episodes`: actions clipped to the action space)
     from the same reset seeds for every job; ``act`` maps an observation to an action
     tensor."""
     from hpcrl.config.loader import load_config
-    from hpcrl.evaluation import run_episodes
+    from hpcrl.learning.evaluation import run_episodes
 
     config = load_config(ROOT / "examples" / RECIPES[algo][0])
     return run_episodes(act, config.env, episodes, EVAL_SEED,

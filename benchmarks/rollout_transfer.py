@@ -34,8 +34,8 @@ from hpcrl.comm import wait
 from hpcrl.comm.channel import MpiChannel
 from hpcrl.comm.compression import Lz4Codec, PlainCodec
 from hpcrl.comm.node_memory import NodeMemory, node_peers
+from hpcrl.exchange.node_transport import STREAM, STREAM_SLOTS
 from hpcrl.exchange.streams import StreamIn, StreamOut
-from hpcrl.placement.mpi.node_transport import STREAM, STREAM_SLOTS
 
 ENVS, STEPS, FRAMES = 8, 128, (4, 84, 84)
 

@@ -34,11 +34,11 @@ import hpcrl
 from hpcrl.algorithms.family import Family
 from hpcrl.algorithms.own_section import own_section
 from hpcrl.errors import ConfigError
+from hpcrl.exchange.protocol import CHECKPOINT, STOP, Control, Report, ReportLayout
 from hpcrl.numerics.flat import contiguous_parameters
 from hpcrl.numerics.records import RecordLayout, attach_views, buffer_words, scalar_fields
-from hpcrl.placement.mpi.job_control import JobControl, write_checkpoint
-from hpcrl.placement.mpi.rollout_source import SyncCollectors
-from hpcrl.roles.protocol import CHECKPOINT, STOP, Control, Report, ReportLayout
+from hpcrl.placement.ranks.job_control import JobControl, write_checkpoint
+from hpcrl.placement.wiring.rollout_source import SyncCollectors
 
 
 @dataclass

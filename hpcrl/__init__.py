@@ -5,8 +5,8 @@ The Python API (:mod:`hpcrl.api`): :func:`make_config`, :func:`train`, :func:`re
 bases of your own, on-policy (:class:`OnPolicyAlgorithm`, :class:`PPO`, :class:`A2C`,
 :class:`IMPALA`) and off-policy (:class:`OffPolicyAlgorithm`, :class:`DQN`, :class:`SAC`,
 :class:`TD3`, :class:`DDPG`, :class:`MPO`, :class:`MPC`), with the :class:`Capabilities`
-each declares; and the contracts of components (:mod:`hpcrl.contracts`). Names are imported
-on first use, so ``import hpcrl`` stays cheap.
+each declares; and the contracts of components (:mod:`hpcrl.components.contracts`). Names
+are imported on first use, so ``import hpcrl`` stays cheap.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ _LAZY = {"make_config": "hpcrl.api", "train": "hpcrl.api", "resume": "hpcrl.api"
          "RolloutBatch": "hpcrl.buffers.rollout_storage",
          "RecurrentBatch": "hpcrl.buffers.rollout_storage",
          "SequenceBatch": "hpcrl.buffers.vtrace_storage",
-         "Network": "hpcrl.contracts", "Capabilities": "hpcrl.algorithms",
+         "Network": "hpcrl.components.contracts", "Capabilities": "hpcrl.algorithms",
          "OffPolicyAlgorithm": "hpcrl.algorithms.offpolicy",
          "OnPolicyAlgorithm": "hpcrl.algorithms",
          "DQN": "hpcrl.algorithms.offpolicy", "SAC": "hpcrl.algorithms.offpolicy",
@@ -36,8 +36,8 @@ _LAZY = {"make_config": "hpcrl.api", "train": "hpcrl.api", "resume": "hpcrl.api"
 
 def load_policy(path: Any, device: Any = "cpu", best: bool = False) -> torch.nn.Module:
     """The trained actor of a run directory or checkpoint; ``best=True``: the one that
-    scored best in the evaluations during training (see :mod:`hpcrl.policy`)."""
-    from hpcrl.policy import load_policy as _load
+    scored best in the evaluations during training (see :mod:`hpcrl.trained.loading`)."""
+    from hpcrl.trained.loading import load_policy as _load
 
     return _load(path, device, best)
 

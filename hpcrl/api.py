@@ -21,8 +21,9 @@ its env subprocesses find the class in ``__main__`` and never import the script 
 unguarded script trains once. A later process (``hpcrl eval``, ``hpcrl.load_policy``,
 ``hpcrl.resume``) has to import the script: it does so only when the script's training sits
 under ``if __name__ == "__main__":``, and refuses otherwise, naming the line (the rule of
-:mod:`hpcrl.scripts`); a call of :func:`train` or :func:`resume` while hpcrl imports a
-component's module raises :class:`~hpcrl.scripts.TrainingDuringImport` instead of training.
+:mod:`hpcrl.components.scripts`); a call of :func:`train` or :func:`resume` while hpcrl
+imports a component's module raises
+:class:`~hpcrl.components.scripts.TrainingDuringImport` instead of training.
 """
 from __future__ import annotations
 
@@ -33,12 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from hpcrl.components.import_paths import path_of
+from hpcrl.components.scripts import refuse_training_during_import
 from hpcrl.config.loader import load_config, resolve
 from hpcrl.config.schema import Config
 from hpcrl.errors import ExplainedError
-from hpcrl.plugins import path_of
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.scripts import refuse_training_during_import
 
 
 class RunDirTaken(ExplainedError):
@@ -99,7 +100,7 @@ def train(config: Config | Mapping[str, Any] | str | Path | None = None, *,
     ``runs/<algo>-<env>-<time>``), serially or, started under ``mpiexec``/``srun``, as this
     rank's part of the scheme; progress goes to ``console`` (the process's stderr by default;
     None: quiet). Called while hpcrl imports a component's module, it raises
-    :class:`~hpcrl.scripts.TrainingDuringImport` and trains nothing."""
+    :class:`~hpcrl.components.scripts.TrainingDuringImport` and trains nothing."""
     refuse_training_during_import("train")
     cfg = make_config(config, sets)
     return _run(cfg, None if run_dir is None else Path(run_dir), False, _stream(console))
@@ -111,7 +112,7 @@ def resume(run_dir: str | Path, *, sets: Sequence[str] = (),
     change through ``sets``); refused like :func:`train` while a component's module is being
     imported. A run that already trained its budget and was evaluated trains and evaluates
     nothing: it says so and how to extend it, and the result holds its saved evaluation."""
-    from hpcrl.training import resume_config
+    from hpcrl.placement.serial_run import resume_config
 
     refuse_training_during_import("resume")
     run = RunDir(Path(run_dir))
@@ -124,7 +125,7 @@ def _complete(run: RunDir, cfg: Config, console: IO[str] | None) -> TrainResult 
     """The result of a run that has nothing left to do under ``cfg`` (it is finished and
     its checkpoint reached ``train.total_env_steps``: progress rows may run ahead of a
     checkpoint that could not be written), said on the console; else None."""
-    from hpcrl.placement.mpi.launcher import launched_rank, launched_size
+    from hpcrl.placement.launch import launched_rank, launched_size
     from hpcrl.runtime.checkpoint import checkpoint_env_steps
     from hpcrl.runtime.run_dir import is_finished
 
@@ -152,8 +153,8 @@ def _stream(console: IO[str] | None | str) -> IO[str] | None:
 def _run(cfg: Config, run_dir: Path | None, resume: bool,
          console: IO[str] | None) -> TrainResult:
     from hpcrl.placement.job import wants_mpi
+    from hpcrl.placement.serial_run import Trainer
     from hpcrl.runtime.run_dir import default_run_dir
-    from hpcrl.training import Trainer
 
     if wants_mpi(cfg):
         return _run_mpi(cfg, run_dir, resume, console)

@@ -13,16 +13,16 @@ from hpcrl.buffers.replay.goals import goal_env_problem
 from hpcrl.buffers.rollout import RolloutLayout
 from hpcrl.buffers.rollout_storage import RolloutStorage
 from hpcrl.buffers.vtrace_storage import VTraceStorage
+from hpcrl.components.contracts import make_network
 from hpcrl.config.schema import Config
 from hpcrl.config.validate import sequence_length
-from hpcrl.contracts import make_network
 from hpcrl.envs.backends.envpool import uses_envpool
 from hpcrl.envs.groups import resolve_groups
 from hpcrl.envs.vector import EnvSpaces, UnsupportedEnv, probe_spaces
 from hpcrl.models.actor import ActorCritic
 from hpcrl.models.memory import memory_state_size
-from hpcrl.reference_policies import reference_problem
 from hpcrl.scheme.topology import collecting_ranks
+from hpcrl.trained.reference_policies import reference_problem
 
 
 def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:

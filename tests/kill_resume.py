@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from hpcrl.placement.serial_run import Trainer, resume_config
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer, resume_config
 
 # progress columns that differ between any two runs (wall-clock), left out of comparisons
 TIME_COLUMNS = {"wall_time_s", "fps", "time_collect_s", "time_compute_s", "time_wait_s",

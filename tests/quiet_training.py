@@ -7,8 +7,8 @@ from pathlib import Path
 def train_quietly(tmp_path: Path, overrides: list[str]):
     """Train a config in ``tmp_path`` with no console, TensorBoard or final eval."""
     from hpcrl.config import from_dict
+    from hpcrl.placement.serial_run import Trainer
     from hpcrl.runtime.run_dir import RunDir
-    from hpcrl.training import Trainer
 
     trainer = Trainer(from_dict({}, overrides + ["train.eval_episodes=0",
                                                  "train.tensorboard=false"]),

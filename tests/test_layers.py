@@ -59,11 +59,12 @@ PACKAGE = Path(__file__).parents[1] / "hpcrl"
 # the components (envs, models, buffers, algorithms and the numerics below them, formerly
 # core): what they may not import, the layers above them
 CORE = ("envs", "models", "buffers", "algorithms", "numerics")
-ABOVE_CORE = ("config", "runtime", "placement", "learning", "roles", "scheme", "slurm", "comm",
-              "experiments", "cli")
+ABOVE_CORE = ("config", "runtime", "placement", "learning", "collection", "exchange", "scheme",
+              "slurm", "comm", "experiments", "cli")
 # the top layers, and the subpackages below them that may import neither
 TOP = ("experiments", "cli")
-BELOW_TOP = (*CORE, "comm", "roles", "learning", "placement", "runtime", "scheme", "config")
+BELOW_TOP = (*CORE, "comm", "collection", "exchange", "learning", "placement", "runtime", "scheme",
+             "config")
 # what the learner (its loop, replay rule and records) may not import: a transport
 TRANSPORTS = ("hpcrl.placement", "hpcrl.comm._mpi", "mpi4py")
 # the sections of a Config, and how many files outside config/ read a deep config path
@@ -89,6 +90,8 @@ CONFIG_DATA = ("config's loader imports its checks (core's algorithms, the schem
 DECLARED = ("the algorithms' declarations (their sections, defaults and rules, on their "
             "classes: core's registry, torch with it) are asked when a config is loaded, so "
             "that importing config's data stays light")
+MULTI_RANK = ("what only a job of several ranks needs (spares, the watch for lost ranks) is "
+              "imported by such a job: a run of one process loads nothing of placement/mpi")
 OPTIONAL = "an optional package (an extra), imported by the feature that needs it"
 LIGHT_SCHEME = ("the scheme's topology (what config's data and `hpcrl plan` read) stays light: "
                 "comm's package loads torch; asked only when lz4 is configured")
@@ -101,6 +104,7 @@ LAZY: dict[tuple[str, str], str] = {
     ("hpcrl.api", "hpcrl"): ENTRY_POINT,
     ("hpcrl.cli", "hpcrl"): ENTRY_POINT,
     ("hpcrl.config.loader", "hpcrl.config.validate"): CONFIG_DATA,
+    ("hpcrl.placement.job_run", "hpcrl.placement.mpi"): MULTI_RANK,
     ("hpcrl.config.algo_defaults", "hpcrl.algorithms"): DECLARED,
     ("hpcrl.scheme.topology", "hpcrl.comm.compression"): LIGHT_SCHEME,
     ("hpcrl.comm._mpi", "mpi4py"): MPI_INIT,

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from hpcrl.build import env_spaces, make_actor
 from hpcrl.cli import main
 from hpcrl.config.loader import load_config
-from hpcrl.envs.suites.registry import suite_of
+from hpcrl.envs.suites.suite_ids import suite_of
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 sys.path.insert(0, str(EXAMPLES))  # custom_components.yaml's classes (PYTHONPATH=examples)

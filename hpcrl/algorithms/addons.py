@@ -18,7 +18,7 @@ the terms cost no second forward pass; an algorithm whose loss evaluates the act
 other way gets one (:meth:`~hpcrl.algorithms.base.OnPolicyAlgorithm.addon_outputs`).
 Each term is reported as a loss stat, so it becomes a ``progress.csv`` column.
 
-The other policies are loaded above ``core`` (:mod:`hpcrl.reference_policies`) and handed
+The other policies are loaded above ``core`` (:mod:`hpcrl.trained.reference_policies`) and handed
 over with :meth:`PolicyLossAddons.attach`; their fingerprints travel in the algorithm's
 checkpoint state, so a resume refuses a policy file that changed since the run started.
 """
@@ -146,7 +146,7 @@ class PolicyLossAddons:
         if self.terms:
             if self.references is None:
                 raise RuntimeError("the KL add-ons' policies were not attached "
-                                   "(hpcrl.reference_policies.attach_references)")
+                                   "(hpcrl.trained.reference_policies.attach_references)")
             for term, other in zip(self.terms, self.references, strict=True):
                 with torch.no_grad():
                     target = other.policy_params(other.normalize(outputs.obs))

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from hpcrl.algorithms.algorithm import Algorithm
+from hpcrl.components.import_paths import CONTRACTS, PluginError, failure, is_import_path, load
 from hpcrl.errors import ExplainedError
-from hpcrl.plugins import CONTRACTS, PluginError, failure, is_import_path, load
 
 
 def load_algorithm_class(name: str, bases: tuple[type[Any], ...], derive_from: str

@@ -40,9 +40,9 @@ from hpcrl.algorithms.offpolicy.sac import SAC
 from hpcrl.algorithms.offpolicy.td3 import DDPG, TD3
 from hpcrl.algorithms.plugin import build_algorithm, load_algorithm_class
 from hpcrl.algorithms.ppo import PPO
+from hpcrl.components.import_paths import CONTRACTS, PluginError, check_kwargs, is_import_path
 from hpcrl.envs.vector import EnvSpaces, as_box
 from hpcrl.numerics.reducer import Reducer
-from hpcrl.plugins import CONTRACTS, PluginError, check_kwargs, is_import_path
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.schema import AlgoConfig, Config
@@ -64,7 +64,7 @@ _DERIVE_FROM = ("hpcrl.PPO, hpcrl.A2C, hpcrl.IMPALA or hpcrl.OnPolicyAlgorithm (
 def algorithm_type(name: str) -> type[Algorithm]:
     """The class of ``algo.name``, of either family: a built-in, or a plug-in's
     ``module:Class``, a concrete subclass of one family's base that meets its contract
-    (each breach a :class:`~hpcrl.plugins.PluginError` naming the fix)."""
+    (each breach a :class:`~hpcrl.components.import_paths.PluginError` naming the fix)."""
     if not is_import_path(name):
         return ALGORITHMS[name]
     cls = load_algorithm_class(name, (OnPolicyAlgorithm, OffPolicyAlgorithm), _DERIVE_FROM)

@@ -86,7 +86,7 @@ def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True,
     requeues; 4, an env that failed for good, requeues only while the job makes progress).
     ``tell`` (rank 0 only, under MPI) prints how the run continues: the requeue of a Slurm
     job, or the resume command with the launcher and rank count of this one."""
-    from hpcrl.placement.mpi.launcher import stop_message
+    from hpcrl.placement.launch import stop_message
     from hpcrl.runtime.signals import EXIT_ENV_FAILED, EXIT_PREEMPTED, STOP_REQUEST
 
     if tell:
@@ -122,10 +122,10 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
                  best: bool, max_episode_steps: int | None) -> None:
     """Run the trained policy of RUN_DIR (or a checkpoint file) deterministically."""
     from hpcrl.buffers.demos.files import DemoRecorder
-    from hpcrl.evaluation import evaluate, success_note, truncation_note
     from hpcrl.experiments.video import record
-    from hpcrl.policy import load_policy_and_config
+    from hpcrl.learning.evaluation import evaluate, success_note, truncation_note
     from hpcrl.runtime.devices import node_local_rank, pick_device
+    from hpcrl.trained.loading import load_policy_and_config
 
     if record_path is not None and not record_path.endswith(".npz"):
         raise click.UsageError(f"--record '{record_path}': a demonstration file ends in .npz")

@@ -24,7 +24,7 @@ Command = TypeVar("Command", bound=Callable[..., Any])
 def refusal(err: Exception) -> click.ClickException | click.exceptions.Exit:
     """The error a command ends with for ``err``: its message on the launcher's rank 0, a
     silent exit 1 on the other ranks."""
-    from hpcrl.placement.mpi.launcher import launched_rank
+    from hpcrl.placement.launch import launched_rank
 
     if launched_rank() != 0:
         return click.exceptions.Exit(1)

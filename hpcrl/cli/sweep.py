@@ -81,7 +81,7 @@ def sweep_command(config: str | None, seeds: str | None, grid: tuple[str, ...],
     3 when a signal stopped it with points left to resume.
     """
     from hpcrl.experiments.sweep_runner import SweepRunner, exit_code
-    from hpcrl.placement.mpi.launcher import launched_size
+    from hpcrl.placement.launch import launched_size
 
     if launched_size() > 1:
         raise click.UsageError("hpcrl sweep starts each point's ranks itself: run it without "

@@ -37,7 +37,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from hpcrl.plugins import PluginError, is_import_path
+from hpcrl.components.import_paths import PluginError, is_import_path
 
 SHARED_KEYS = ("env.num_envs", "actor.hidden_sizes", "actor.activation", "actor.ortho_init",
                "algo.num_steps", "algo.gamma", "algo.lr", "algo.lr_schedule",

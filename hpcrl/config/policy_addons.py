@@ -14,7 +14,7 @@ library PyTorchRL offered them:
 Each entry of ``kl_policies`` is a mapping with the keys of :data:`KL_POLICY_KEYS`; the
 checks are :func:`hpcrl.config.validate_addons.check_policy_addons`, and the other policies
 are loaded and checked against the env's spaces where training starts
-(:mod:`hpcrl.reference_policies`).
+(:mod:`hpcrl.trained.reference_policies`).
 """
 from __future__ import annotations
 

@@ -15,6 +15,8 @@ from hpcrl.algorithms import (
     algorithm_type,
     check_algorithm_kwargs,
 )
+from hpcrl.components.contracts import network_factory
+from hpcrl.components.import_paths import PluginError, check_kwargs, is_import_path
 from hpcrl.config.algo_sections import unread_section_problem
 from hpcrl.config.checks import algorithms_with, in_unit, positive, unread
 from hpcrl.config.determinism import check_deterministic
@@ -28,10 +30,8 @@ from hpcrl.config.validate_addons import (
 from hpcrl.config.validate_collection import check_compile, check_env_groups
 from hpcrl.config.validate_restarts import check_env_restarts
 from hpcrl.config.validate_sections import section_problems
-from hpcrl.contracts import network_factory
 from hpcrl.envs.make import wrapper_factory, wrapper_specs
 from hpcrl.envs.vector import env_problem
-from hpcrl.plugins import PluginError, check_kwargs, is_import_path
 from hpcrl.scheme.topology import (
     envs_per_gradient_step,
     gradient_step_factors,

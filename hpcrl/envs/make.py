@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.envs.atari import LIFE_LOST, atari_env
+from hpcrl.components.import_paths import CONTRACTS, PluginError, component_factory, failure
+from hpcrl.envs.atari_preprocessing import LIFE_LOST, atari_env
 from hpcrl.envs.noise import quiet_mujoco
 from hpcrl.envs.suites.atari import ATARI
-from hpcrl.envs.suites.registry import adapt_env, register_suite
-from hpcrl.envs.vizdoom import vizdoom_env, vizdoom_problem
+from hpcrl.envs.suites.suite_ids import adapt_env, register_suite
+from hpcrl.envs.vizdoom_preset import vizdoom_env, vizdoom_problem
 from hpcrl.errors import ConfigError, ExplainedError
-from hpcrl.plugins import CONTRACTS, PluginError, component_factory, failure
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.schema import EnvConfig

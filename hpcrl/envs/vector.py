@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.envs.backends.record import backend_problem, vector_backend
+from hpcrl.envs.backends.backend import backend_problem, vector_backend
 from hpcrl.envs.make import make_env, preset_problem
 from hpcrl.envs.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
 from hpcrl.envs.state import capture_env_state, restore_env_state
-from hpcrl.envs.suites.registry import install_of_module, register_suite
+from hpcrl.envs.suites.suite_ids import install_of_module, register_suite
 from hpcrl.errors import ConfigError
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time

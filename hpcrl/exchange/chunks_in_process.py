@@ -1,7 +1,7 @@
 """The chunk stream in one process: the replay learner's own collector, stepped on demand.
 
 A replay learner takes transition chunks from a :class:`~hpcrl.learning.replay_loop.ChunkSource`:
-its collector ranks' streams in a job (:class:`~hpcrl.placement.mpi.inbox.CollectorInbox`),
+its collector ranks' streams in a job (:class:`~hpcrl.exchange.inbox.CollectorInbox`),
 or, where it collects itself (one process), :class:`ChunksInProcess`: when the loop asks
 whether a chunk arrived, the collector collects it then. Its weights sync is
 :class:`~hpcrl.exchange.weights.SharedInPlace` where the collector acts with the learner's
@@ -12,18 +12,32 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from hpcrl.buffers.replay.transitions import Transitions
 from hpcrl.envs.restarts import EnvFailure
-from hpcrl.roles.collector import Collector
+
+
+class ChunkCollector(Protocol):
+    """What the stream asks of the collector it steps (a
+    :class:`~hpcrl.collection.collector.Collector` of transitions): collect into a chunk,
+    and its state for a checkpoint and a resume."""
+
+    def collect(self, buffer: Transitions, steps: int, *, job_env_steps: int) -> Any:
+        """Fill ``buffer`` with ``steps`` steps of every env."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """The collector's state."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> list[str]:
+        """Resume from ``state``; the env attributes that could not be restored."""
 
 
 class ChunksInProcess:
     """A chunk source of one collector in this process: ``steps()`` steps of every env per
     chunk, counted from the job's ``job_env_steps()``."""
 
-    def __init__(self, collector: Collector[Transitions], chunk: Transitions,
+    def __init__(self, collector: ChunkCollector, chunk: Transitions,
                  steps: Callable[[], int], job_env_steps: Callable[[], int],
                  on_env_failure: Callable[[EnvFailure, Transitions], None] | None = None
                  ) -> None:

@@ -21,7 +21,7 @@ and a sender waits for the send of message ``m + 1`` before it fills message ``m
 the slot it fills (that of ``m``) is free: no "slot free" message is needed.
 
 These classes know nothing of ranks' roles or configs: the placement that wires a job
-(:mod:`hpcrl.placement.mpi.node_transport`) hands each end its channel, peer, layout, region
+(:mod:`hpcrl.exchange.node_transport`) hands each end its channel, peer, layout, region
 and codec.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.roles.protocol import TAG_ROLLOUT
+from hpcrl.exchange.protocol import TAG_ROLLOUT
 
 # a sender fills the next slot while its receiver reads the last one and another waits: a
 # slot is written again only once the receiver posted the receive after it

@@ -8,9 +8,9 @@ stop) when there is one. What happens to them depends on where the collectors ac
   on the CPU): only the version changes hands, no parameter is copied;
 * :class:`CopyInProcess`: the collector holds its own copy in this process (a learner on a
   GPU, collectors on the CPU): the parameters are copied into it;
-* across ranks, messages: :class:`~hpcrl.placement.mpi.latest_weights.LatestWeights`
+* across ranks, messages: :class:`~hpcrl.exchange.latest_weights.LatestWeights`
   (newest-weights delivery to asynchronous collectors, never waiting for one) and
-  :class:`~hpcrl.placement.mpi.latest_weights.BroadcastWeights` (every synchronous collector
+  :class:`~hpcrl.exchange.latest_weights.BroadcastWeights` (every synchronous collector
   takes each version, with its command).
 
 All of them implement :class:`WeightsSync`.
@@ -22,7 +22,7 @@ from typing import Protocol
 
 from torch import nn
 
-from hpcrl.roles.messages import Weights
+from hpcrl.exchange.messages import Weights
 
 
 class WeightsSync(Protocol):

@@ -17,7 +17,7 @@ import torch
 from hpcrl.config.schema import EnvConfig
 from hpcrl.envs.noise import headless_rendering
 from hpcrl.errors import ExplainedError
-from hpcrl.evaluation import evaluate
+from hpcrl.learning.evaluation import evaluate
 
 FORMATS = (".mp4", ".gif")
 VIDEO_INSTALL = 'pip install "hpcrl[video]"  (imageio and imageio-ffmpeg)'
@@ -46,7 +46,7 @@ def record(actor: torch.nn.Module, env: EnvConfig, episodes: int, path: str | Pa
            seed: int, max_episode_steps: int = 0, console: IO[str] | None = None,
            on_step: Any | None = None) -> dict[str, Any]:
     """Play ``episodes`` deterministic episodes of the envs of ``env`` into the video
-    ``path``; returns the evaluation figures (as :func:`hpcrl.evaluation.evaluate`, from
+    ``path``; returns the evaluation figures (as :func:`hpcrl.learning.evaluation.evaluate`, from
     ``seed`` and cut at ``max_episode_steps``, which says how far a long one got on
     ``console`` and passes every step to ``on_step``) with ``frames`` and ``video``."""
     headless_rendering()  # MuJoCo and SDL render off-screen on a node without a display

@@ -12,8 +12,8 @@ from hpcrl.algorithms.base import OnPolicyAlgorithm
 from hpcrl.buffers.rollout import Rollout
 from hpcrl.buffers.rollout_storage import RolloutStorage
 from hpcrl.buffers.vtrace_storage import VTraceStorage
+from hpcrl.exchange.messages import Gradient, Weights
 from hpcrl.numerics.normalization import Moments, merge_moments
-from hpcrl.roles.messages import Gradient, Weights
 
 
 def rollout_moments(rollouts: Sequence[Rollout]) -> tuple[Moments, Moments]:

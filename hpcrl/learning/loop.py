@@ -26,8 +26,7 @@ from typing import Protocol
 
 from torch import nn
 
-from hpcrl.learning.recorder import RunRecorder
-from hpcrl.roles.protocol import (
+from hpcrl.exchange.protocol import (
     CONTROL_LAYOUT,
     ENV_FAILED,
     PREEMPTED,
@@ -37,6 +36,7 @@ from hpcrl.roles.protocol import (
     ReportLayout,
     update_row,
 )
+from hpcrl.learning.recorder import RunRecorder
 
 
 class Learner(Protocol):
@@ -100,7 +100,7 @@ class RecorderControl:
 
     def record(self, figures: dict[str, float], gradient_asynchrony: float = 0.0) -> None:
         """Write one update's row from its combined ``figures``
-        (:meth:`~hpcrl.roles.protocol.ReportLayout.combine` of the learners' reports) and
+        (:meth:`~hpcrl.exchange.protocol.ReportLayout.combine` of the learners' reports) and
         hand the policy to an evaluation during training when one is due."""
         self.recorder.add_update(*update_row(figures, self.layout.stat_names,
                                              gradient_asynchrony))

@@ -26,7 +26,7 @@ from typing import IO, Any
 from torch import nn
 
 from hpcrl.config.schema import TrainConfig
-from hpcrl.evaluation import truncation_note
+from hpcrl.learning.evaluation import truncation_note
 from hpcrl.runtime.finite import save_finite_checkpoint
 from hpcrl.runtime.progress import rewrite_rows, truncate_rows
 from hpcrl.runtime.run_dir import RunDir, writing
@@ -53,7 +53,7 @@ def _kept_rows(path: Path, env_steps: int) -> list[dict[str, str]]:
     return kept
 
 
-#: ``evaluate(actor, episodes)``: the run's evaluation (:func:`hpcrl.evaluation.evaluate`
+#: ``evaluate(actor, episodes)``: the run's evaluation (:func:`hpcrl.learning.evaluation.evaluate`
 #: over its env), what the evaluator calls on each snapshot
 Evaluation = Callable[[nn.Module, int], dict[str, Any]]
 
@@ -64,7 +64,7 @@ class PeriodicEvaluator:
                  resumed: bool, policy_record: Callable[[nn.Module], dict[str, Any]],
                  console: IO[str] | None) -> None:
         """Evaluate every ``train.eval_every`` env steps for ``train.eval_episodes``
-        episodes with ``evaluate`` (the run's :func:`hpcrl.evaluation.evaluate`), appending
+        episodes with ``evaluate`` (the run's :func:`hpcrl.learning.evaluation.evaluate`), appending
         to ``eval.csv`` (cut back to ``env_steps`` when ``resumed``)."""
         self.run, self.console, self.evaluate = run, console, evaluate
         self.every, self.episodes = train.eval_every, train.eval_episodes

@@ -3,7 +3,7 @@
 :class:`RunRecorder` writes ``config.yaml``, one ``progress.csv`` row per update (mirrored to
 TensorBoard, W&B and the console), the checkpoint dict, the evaluations during training
 (:mod:`~hpcrl.learning.periodic_eval`) and the final evaluation. The serial
-:class:`~hpcrl.training.Trainer` and the MPI :class:`~hpcrl.placement.leader.Leader`
+:class:`~hpcrl.placement.serial_run.Trainer` and the MPI :class:`~hpcrl.placement.leader.Leader`
 both record through it, so a column, a checkpoint key or the evaluation line means the same
 thing whatever ran the updates.
 """
@@ -21,10 +21,9 @@ from torch import nn
 from hpcrl.config.loader import dump_yaml, to_dict
 from hpcrl.config.schema import Config
 from hpcrl.envs.vector import EnvSpaces
-from hpcrl.evaluation import evaluate, success_note, truncation_note
+from hpcrl.exchange.messages import CHECKPOINT, ENV_FAILED, PREEMPTED, STOP
+from hpcrl.learning.evaluation import evaluate, success_note, truncation_note
 from hpcrl.learning.periodic_eval import PeriodicEvaluator
-from hpcrl.policy_records import policy_record
-from hpcrl.roles.messages import CHECKPOINT, ENV_FAILED, PREEMPTED, STOP
 from hpcrl.runtime.checkpoint import keep_recent
 from hpcrl.runtime.finite import save_finite_checkpoint
 from hpcrl.runtime.metrics import EpisodeWindow, progress_row
@@ -33,6 +32,7 @@ from hpcrl.runtime.rng import rng_state
 from hpcrl.runtime.run_dir import ENV_FAILED_MARKER, LOST_MARKER, RunDir, write_run_file
 from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.runtime.wandb_log import WandbLog
+from hpcrl.trained.policy_file import policy_record
 
 
 class RunRecorder:
@@ -79,12 +79,12 @@ class RunRecorder:
     def evaluate(self, actor: nn.Module, episodes: int, console: IO[str] | None = None
                  ) -> dict[str, Any]:
         """``actor`` evaluated over ``episodes`` deterministic episodes of the run's env
-        (:func:`hpcrl.evaluation.evaluate`)."""
+        (:func:`hpcrl.learning.evaluation.evaluate`)."""
         return evaluate(actor, self.config.env, episodes, self.config.seed,
                         self.train.eval_max_episode_steps, console=console)
 
     def policy_record(self, actor: nn.Module) -> dict[str, Any]:
-        """``actor``'s record for a checkpoint (:func:`hpcrl.policy_records.policy_record`)."""
+        """``actor``'s record for a checkpoint (:func:`hpcrl.trained.policy_file.policy_record`)."""
         return policy_record(self.config_dict, self.spaces, actor)
 
     @property

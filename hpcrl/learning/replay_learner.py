@@ -20,8 +20,8 @@ from hpcrl.buffers.replay.transitions import Transitions
 from hpcrl.config.offpolicy import ReplayConfig
 from hpcrl.config.schema import EnvConfig
 from hpcrl.envs.obs_format import ObsFormat
+from hpcrl.exchange.messages import Weights
 from hpcrl.numerics.gradient_guard import was_applied
-from hpcrl.roles.messages import Weights
 from hpcrl.runtime.cpu import flush_denormals
 
 

@@ -3,7 +3,7 @@ replay-ratio rule, one progress row per update's worth of env steps.
 
 The loop does not know where its chunks come from or where its weights go. A
 :class:`ChunkSource` hands it chunks (the collector ranks' streams under MPI,
-:class:`~hpcrl.placement.mpi.inbox.CollectorInbox`; the collector in this very process in a
+:class:`~hpcrl.exchange.inbox.CollectorInbox`; the collector in this very process in a
 serial run, :class:`~hpcrl.exchange.chunks_in_process.ChunksInProcess`) and a
 :class:`~hpcrl.exchange.weights.WeightsSync` takes each new policy (newest-weights delivery
 to those ranks, or that collector's own policy, unchanged or loaded). So a one-process run
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hpcrl.config.offpolicy import ReplayConfig
+from hpcrl.exchange.protocol import Report, ReportLayout
 from hpcrl.exchange.weights import WeightsSync
 from hpcrl.learning.replay_learner import ReplayLearner
-from hpcrl.roles.protocol import Report, ReportLayout
 
 
 class ChunkSource(Protocol):

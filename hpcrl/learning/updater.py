@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from hpcrl.algorithms.base import OnPolicyAlgorithm
-from hpcrl.roles.messages import Gradient, Weights
+from hpcrl.exchange.messages import Gradient, Weights
 
 
 class Updater:

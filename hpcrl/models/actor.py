@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.contracts import make_network
+from hpcrl.components.contracts import make_network
 from hpcrl.envs.obs_format import ObsInput
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.models.acting import ActedEnvs
@@ -136,7 +136,7 @@ class ActorCritic(nn.Module):
         width of their features."""
 
         def encoder() -> nn.Module:
-            if config.network:  # the user's own (hpcrl.contracts.Network)
+            if config.network:  # the user's own (hpcrl.components.contracts.Network)
                 return make_network(config.network, config.network_kwargs,
                                     spaces.observation_space)
             return make_encoder(config.encoder, self.obs_format, config.features,

@@ -293,7 +293,7 @@ class DictEncoder(nn.Module):
 
 def features_of(encoder: nn.Module) -> int:
     """The width of ``encoder``'s output: its int ``features`` attribute. Every encoder has
-    one (hpcrl's set it; :func:`hpcrl.contracts.make_network` refuses a network without
+    one (hpcrl's set it; :func:`hpcrl.components.contracts.make_network` refuses a network without
     it), but torch types a module's attributes as ``Tensor | Module``, so callers read it
     through here to get the int it is."""
     features = encoder.features

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from hpcrl.comm.faults import LOST
-from hpcrl.placement.mpi.lost_collectors import CollectorWatch
-from hpcrl.roles.protocol import TAG_STATE
+from hpcrl.exchange.lost_collectors import CollectorWatch
+from hpcrl.exchange.protocol import TAG_STATE
 from hpcrl.scheme import COLLECTOR
 
 

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from hpcrl.envs.restarts import EnvFailure
-from hpcrl.roles.protocol import TAG_ENV_FAILED
+from hpcrl.exchange.protocol import TAG_ENV_FAILED
 
 # how long rank 0 waits for a line a learner counted (it was sent before the failed batch
 # that the learner took, so it is on its way: this only bounds a wait that cannot happen)

@@ -25,6 +25,8 @@ from hpcrl.algorithms.family import FamilyWiring
 from hpcrl.algorithms.own_section import own_section
 from hpcrl.buffers.rollout import RolloutLayout
 from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout
+from hpcrl.collection.collector import Collector, rollout_collector
+from hpcrl.collection.transition_filler import chunk_layout, stream_layout
 from hpcrl.comm import split_by_role, world_comm
 from hpcrl.comm.channel import Channel, channel_for
 from hpcrl.comm.compression import PlainCodec, make_codec
@@ -37,25 +39,21 @@ from hpcrl.config.schema import Config, SchemeConfig, TrainConfig
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.envs.scripted import collector_env_groups
 from hpcrl.envs.vector import EnvSpaces
+from hpcrl.exchange.node_transport import open_node_memory
 from hpcrl.learning.replay_learner import make_replay
 from hpcrl.models.acting import make_engine
 from hpcrl.models.actor import ActorCritic, actor_on
 from hpcrl.numerics.reducer import Reducer
-from hpcrl.placement.mpi.launcher import (
+from hpcrl.placement.launch import (
     in_slurm_step,
     launched_rank,
     launched_size,
     lone_rank_problem,
     srun_command,
 )
-from hpcrl.placement.mpi.node_transport import open_node_memory
-from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
 from hpcrl.placement.policies import JobPolicy, job_policies
-from hpcrl.reference_policies import attach_references
-from hpcrl.roles.collector import Collector, rollout_collector
-from hpcrl.roles.transition_filler import chunk_layout, stream_layout
 from hpcrl.runtime.devices import DeviceError, node_local_rank, pick_device
-from hpcrl.runtime.refused import exit_refused
+from hpcrl.runtime.refused import exit_if_any_rank_refuses, exit_refused
 from hpcrl.scheme import (
     COLLECTOR,
     INFERENCE,
@@ -68,6 +66,7 @@ from hpcrl.scheme import (
     spare_ranks,
 )
 from hpcrl.scheme.plan import role_device_key
+from hpcrl.trained.reference_policies import attach_references
 
 LONE_RANK_GRACE_S = 20.0  # how long the other lone tasks leave task 0 to report the mismatch
 
@@ -90,7 +89,7 @@ class RankJob:
     device: torch.device
     spaces: EnvSpaces
     # the node's shared window (rollouts, observations and actions between ranks of one
-    # node; see :mod:`~hpcrl.placement.mpi.node_transport`), None where messages carry all
+    # node; see :mod:`~hpcrl.exchange.node_transport`), None where messages carry all
     memory: NodeMemory | None = None
     transport_note: str | None = None  # the leader's: what goes through shared memory
     # the job goes on without a lost collector (asynchronous collection on an MPI that

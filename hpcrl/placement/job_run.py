@@ -29,20 +29,17 @@ from hpcrl.config.schema import Config
 from hpcrl.errors import ConfigError
 from hpcrl.learning.replay_loop import UpdateFigures
 from hpcrl.placement.job import RankJob, build_job
+from hpcrl.placement.launch import resume_command, stop_message
 from hpcrl.placement.leader import Leader
-from hpcrl.placement.mpi.collector_rank import CollectorRank
-from hpcrl.placement.mpi.inference_rank import InferenceRank
-from hpcrl.placement.mpi.job_control import collector_state_for
-from hpcrl.placement.mpi.launcher import resume_command, stop_message
-from hpcrl.placement.mpi.learner_rank import LearnerRank
-from hpcrl.placement.mpi.refusals import exit_if_any_rank_refuses
-from hpcrl.placement.mpi.spares import SparePool, SpareRank
-from hpcrl.placement.mpi.updater_ranks import AsyncUpdaterRank, SyncUpdaterRank
-from hpcrl.placement.mpi.watch import watch_failures
+from hpcrl.placement.ranks.collector_rank import CollectorRank
+from hpcrl.placement.ranks.inference_rank import InferenceRank
+from hpcrl.placement.ranks.job_control import collector_state_for
+from hpcrl.placement.ranks.learner_rank import LearnerRank
+from hpcrl.placement.ranks.updater_ranks import AsyncUpdaterRank, SyncUpdaterRank
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.cpu import set_compute_threads, startup_objects_frozen
 from hpcrl.runtime.finite import naming_last_good
-from hpcrl.runtime.refused import exit_refused
+from hpcrl.runtime.refused import exit_if_any_rank_refuses, exit_refused
 from hpcrl.runtime.rng import seed_everything, set_rng_state
 from hpcrl.runtime.run_dir import RunDir, default_run_dir
 from hpcrl.runtime.signals import STOP_REQUEST
@@ -247,7 +244,10 @@ def prepare(config: Config, run_dir: Path | None, resume: bool = False,
     run = agree_run_dir(job, None if run_dir is None else Path(run_dir), resume)
     _action_space_check(job)
     watch = None
-    if job.world.Get_size() > 1:
+    if job.world.Get_size() > 1:  # (a run of one process loads nothing of placement/mpi)
+        from hpcrl.placement.mpi.spares import SparePool
+        from hpcrl.placement.mpi.watch import watch_failures
+
         install_abort_handler(job.world, job.describe)
         if job.is_leader and spare_ranks(config.scheme):
             # rank 0 gives lost collectors' places to spares (where the job survives a loss)
@@ -297,7 +297,9 @@ def make_role(job: RankJob, state: dict[str, Any] | None, console: IO[str] | Non
     role = job.role.role
     if role == COLLECTOR:
         return CollectorRank(job, collector_state_for(state, job.role.env_offset))
-    if role == SPARE:
+    if role == SPARE:  # (only a job of several ranks has spares)
+        from hpcrl.placement.mpi.spares import SpareRank
+
         return SpareRank(job)
     if role == INFERENCE:
         return InferenceRank(job)

@@ -15,11 +15,11 @@ from torch import nn
 from hpcrl.comm import report_and_abort
 from hpcrl.comm.faults import LOST
 from hpcrl.errors import ExplainedError
+from hpcrl.exchange.protocol import Control, ReportLayout
 from hpcrl.learning.loop import RecorderControl
 from hpcrl.learning.recorder import RunRecorder
 from hpcrl.placement.env_failures import FailureNotes
 from hpcrl.placement.job import RankJob
-from hpcrl.roles.protocol import Control, ReportLayout
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.runtime.signals import EXIT_ENV_FAILED
 

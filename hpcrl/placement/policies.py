@@ -17,7 +17,7 @@ from typing import Any
 
 from hpcrl.algorithms import algorithm_type
 from hpcrl.algorithms.family import Family, FamilyWiring
-from hpcrl.plugins import load
+from hpcrl.components.import_paths import load
 from hpcrl.scheme import RankRole
 
 MAIN = "main"  # the name of a job's one policy

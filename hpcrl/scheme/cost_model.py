@@ -128,7 +128,7 @@ def _update(shape: Shape, cal: Calibration, gpus: int, gpus_per_node: int, net: 
                              + (cal.rollout_bytes + cal.grad_bytes) / over.local_bandwidth)
     elif shape.preempting and gpus > 1:
         # every worker tells every peer it finished, and tests every unfinished peer's
-        # notice at each step of its envs (hpcrl/placement/mpi/rollout_source.py, OwnEnvs)
+        # notice at each step of its envs (hpcrl/placement/wiring/rollout_source.py, OwnEnvs)
         coordination += (gpus - 1) * (2 * over.per_peer_notice_s
                                       + cal.vector_steps * over.per_peer_poll_s)
     waited = gpus * max(k, 1)  # ranks whose rollouts one synchronous step waits for

@@ -1,7 +1,7 @@
 """Both families implement one contract, ``hpcrl.Algorithm``, sit in one registry and are
 built by one constructor: a driver that knows only the contract trains a PPO and a DQN
 alike (a class that derives from the contract but from neither family's base is refused in
-tests/test_plugins.py, naming the bases to use; a plug-in written for the constructors of
+tests/components/test_plugins.py, naming the bases to use; a plug-in written for the constructors of
 before is refused here, naming the one signature)."""
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def test_a_driver_that_knows_only_the_contract_trains_either_family(make):
 
 @pytest.mark.parametrize("name", ["FailingPPO", "FailingDQN"])
 def test_a_plugin_whose_constructor_fails_is_named_with_the_one_call(name, monkeypatch):
-    from hpcrl.plugins import PluginError
+    from hpcrl.components.import_paths import PluginError
 
     tests = Path(__file__).parents[1]
     monkeypatch.syspath_prepend(str(tests / "placement" / "mpi"))  # the broken components

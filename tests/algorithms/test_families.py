@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from hpcrl.algorithms import algorithm_type
 from hpcrl.algorithms.family import REPLAY, ROLLOUTS, Family
 from hpcrl.cli import main
-from hpcrl.plugins import load
+from hpcrl.components.import_paths import load
 
 ROOT = Path(__file__).parents[2]
 sys.path.insert(0, str(ROOT / "examples"))  # the examples' modules, as PYTHONPATH=examples

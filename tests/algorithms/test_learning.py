@@ -3,9 +3,9 @@
 import pytest
 from quiet_training import train_quietly
 
-from hpcrl.evaluation import evaluate
+from hpcrl.learning.evaluation import evaluate
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 
 def train(tmp_path, overrides):

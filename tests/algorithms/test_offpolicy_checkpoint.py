@@ -10,9 +10,9 @@ from kill_resume import rows, whole_then_killed_and_resumed
 import hpcrl
 from hpcrl.cli import main
 from hpcrl.config import ConfigError, from_dict
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.checkpoint import load_checkpoint, save_atomic
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 TINY = ["actor.hidden_sizes=[16,16]", "algo.num_steps=25", "replay.batch_size=16",
         "replay.learning_starts=60", "replay.train_freq=3", "replay.gradient_steps=2",

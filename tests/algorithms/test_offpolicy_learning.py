@@ -3,7 +3,7 @@ learning stops. (The benchmark targets are in benchmarks/offpolicy_vs_sb3.py.)""
 import pytest
 from quiet_training import train_quietly
 
-from hpcrl.evaluation import evaluate
+from hpcrl.learning.evaluation import evaluate
 
 DQN = ["algo.name=dqn", "env.num_envs=1", "actor.hidden_sizes=[64,64]", "actor.activation=relu",
        "actor.ortho_init=false", "algo.lr=1e-3", "algo.lr_schedule=constant", "algo.gamma=0.99",

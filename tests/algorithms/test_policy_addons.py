@@ -20,12 +20,12 @@ from hpcrl.buffers.rollout_storage import RolloutBatch
 from hpcrl.build import env_spaces, make_actor
 from hpcrl.cli import main
 from hpcrl.config import ConfigError, from_dict
-from hpcrl.evaluation import run_episodes
+from hpcrl.learning.evaluation import run_episodes
 from hpcrl.models.distributions import make_distribution
-from hpcrl.policy import load_policy_and_config
+from hpcrl.placement.serial_run import Trainer, resume_config
 from hpcrl.runtime.checkpoint import load_checkpoint, save_atomic
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer, resume_config
+from hpcrl.trained.loading import load_policy_and_config
 
 # what each algorithm learns CartPole with in a few seconds
 AGENTS = {"ppo": [],

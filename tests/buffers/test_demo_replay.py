@@ -19,14 +19,14 @@ from hpcrl.algorithms.demo_replay import (
 )
 from hpcrl.buffers.demos.episodes import DemoBuffer, Episode
 from hpcrl.build import env_spaces, make_actor, rollout_layout
+from hpcrl.collection.collector import rollout_collector
 from hpcrl.config import from_dict
 from hpcrl.envs.vector import make_vector_env
 from hpcrl.errors import ConfigError
-from hpcrl.roles.collector import rollout_collector
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.tasks.corridor import record_walk
-from hpcrl.training import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "examples" / "demos" / "corridor-walk.npz"

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from quiet_training import train_quietly
 
 from hpcrl.cli import main
-from hpcrl.evaluation import evaluate
+from hpcrl.learning.evaluation import evaluate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TASK = ["env.id=hpcrl.tasks:PointReach-v0", "env.num_envs=1", "actor.hidden_sizes=[64,64]",

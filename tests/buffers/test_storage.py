@@ -6,10 +6,10 @@ import torch
 from hpcrl.buffers.rollout import RolloutLayout
 from hpcrl.buffers.rollout_storage import RolloutStorage
 from hpcrl.build import env_spaces, make_actor, rollout_layout
+from hpcrl.collection.collector import rollout_collector
 from hpcrl.config import from_dict
 from hpcrl.envs.vector import make_vector_env
 from hpcrl.models.acting import make_engine
-from hpcrl.roles.collector import rollout_collector
 
 
 def collect(config, num_envs, env_offset=0, steps=None, rows_alone=False):

@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 
 from hpcrl.build import env_spaces, make_actor, rollout_layout
+from hpcrl.collection.collector import rollout_collector
 from hpcrl.comm import SelfComm
 from hpcrl.comm.channel import LocalChannel, MpiChannel, channel_for
 from hpcrl.comm.compression import make_codec
 from hpcrl.config import from_dict
 from hpcrl.envs.vector import make_vector_env
+from hpcrl.exchange.latest_weights import LatestWeights, ParamsReceiver
+from hpcrl.exchange.messages import CHECKPOINT, Weights
+from hpcrl.exchange.protocol import TAG_WEIGHTS
 from hpcrl.exchange.streams import StreamIn, StreamOut
-from hpcrl.placement.mpi.latest_weights import LatestWeights, ParamsReceiver
-from hpcrl.roles.collector import rollout_collector
-from hpcrl.roles.messages import CHECKPOINT, Weights
-from hpcrl.roles.protocol import TAG_WEIGHTS
 
 
 def test_messages_of_a_tag_arrive_in_order_whichever_side_comes_first() -> None:

@@ -13,8 +13,8 @@ from hpcrl.config import ConfigError, dump_yaml, from_dict, load_config
 from hpcrl.config.algo_sections import FLAT_NAMES
 from hpcrl.config.docs import annotated_yaml
 from hpcrl.config.loader import all_keys, resolve
+from hpcrl.placement.serial_run import Trainer, resume_config
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer, resume_config
 
 PENDULUM = ["env.id=Pendulum-v1"]
 # the built-ins' own sections, as their classes declare them

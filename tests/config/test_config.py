@@ -83,8 +83,8 @@ def test_off_policy_learners_take_train_device(monkeypatch, tmp_path):
     ``cuda`` stops at the device check that names the fix, before any env step."""
     import torch
 
+    from hpcrl.placement.serial_run import Trainer
     from hpcrl.runtime.run_dir import RunDir
-    from hpcrl.training import Trainer
 
     config = load_config(None, ["algo.name=sac", "env.id=Pendulum-v1", "train.device=cuda",
                                 "train.total_env_steps=2000", "train.tensorboard=false"])

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 
 from hpcrl.build import env_spaces, make_actor, rollout_layout
 from hpcrl.cli import main
+from hpcrl.collection.collector import rollout_collector
 from hpcrl.config import from_dict
 from hpcrl.config.loader import ConfigError
 from hpcrl.envs.make import make_env
 from hpcrl.envs.vector import make_vector_env, probe_spaces
-from hpcrl.roles.collector import rollout_collector
 
 pytest.importorskip("ale_py", reason='needs pip install "hpcrl[atari]"')
 

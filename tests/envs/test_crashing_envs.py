@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "placement" / "mpi"))  # the 
 from hpcrl_crashing import RATES, crashing, faults_logged, restarts_counted  # noqa: E402
 
 from hpcrl.config import from_dict  # noqa: E402
+from hpcrl.placement.serial_run import Trainer  # noqa: E402
 from hpcrl.runtime.run_dir import RunDir  # noqa: E402
-from hpcrl.training import Trainer  # noqa: E402
 
 BUDGET = 20000
 

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 import hpcrl
 from hpcrl.cli import main
-from hpcrl.envs.suites.registry import suite_of
+from hpcrl.envs.suites.suite_ids import suite_of
 
 FAMILIES = {
     "classic control": ["CartPole-v1", "Acrobot-v1", "MountainCar-v0",

@@ -13,12 +13,12 @@ import torch
 from kill_resume import rows, whole_then_killed_and_resumed
 
 from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout
+from hpcrl.collection.collector import rollout_collector
 from hpcrl.config import from_dict
 from hpcrl.envs.scripted import collector_env_groups
-from hpcrl.roles.collector import rollout_collector
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 # A group's forward multiplies fewer rows at once than the whole batch's, and BLAS picks
 # another kernel for another row count: values and log-probs differ in their last bit,

@@ -9,11 +9,11 @@ import gymnasium as gym
 import pytest
 
 from hpcrl.config import ConfigError, load_config
+from hpcrl.envs.backends.backend import BACKENDS, Backend, backend_problem, vector_backend
 from hpcrl.envs.backends.gymnasium import gymnasium_vector_env
-from hpcrl.envs.backends.record import BACKENDS, Backend, backend_problem, vector_backend
 from hpcrl.envs.registry import Registry, UnknownName
-from hpcrl.envs.suites.record import SUITES
-from hpcrl.envs.suites.registry import suite_of
+from hpcrl.envs.suites.suite import SUITES
+from hpcrl.envs.suites.suite_ids import suite_of
 from hpcrl.envs.vector import make_vector_env
 
 BUILT_IN_SUITES = {"Atari", "Crafter", "DeepMind Control", "MinAtar", "MiniGrid", "PyBullet",

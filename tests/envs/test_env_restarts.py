@@ -20,6 +20,8 @@ from test_env_groups import assert_same, trained  # noqa: E402
 
 from hpcrl.buffers.returns import gae  # noqa: E402
 from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout  # noqa: E402
+from hpcrl.collection.collector import rollout_collector, transition_collector  # noqa: E402
+from hpcrl.collection.transition_filler import chunk_layout  # noqa: E402
 from hpcrl.config import from_dict  # noqa: E402
 from hpcrl.envs.restarts import (  # noqa: E402
     IN_PLACE,
@@ -31,8 +33,6 @@ from hpcrl.envs.restarts import (  # noqa: E402
 )
 from hpcrl.envs.scripted import collector_env_groups  # noqa: E402
 from hpcrl.envs.vector import make_vector_env  # noqa: E402
-from hpcrl.roles.collector import rollout_collector, transition_collector  # noqa: E402
-from hpcrl.roles.transition_filler import chunk_layout  # noqa: E402
 
 FAIL_ONCE = "hpcrl_crashing:FailOnceCartPole-v0"
 SEED = 7  # env i of a job is first reset with SEED + i

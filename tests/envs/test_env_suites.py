@@ -26,8 +26,8 @@ from hpcrl.config import from_dict
 from hpcrl.config.loader import ConfigError, load_config
 from hpcrl.envs.old_gym import OldGymEnv
 from hpcrl.envs.state import capture_env_state, restore_env_state
-from hpcrl.envs.suites.record import SUITES
-from hpcrl.envs.suites.registry import register_suite, suite_of
+from hpcrl.envs.suites.suite import SUITES
+from hpcrl.envs.suites.suite_ids import register_suite, suite_of
 from hpcrl.envs.vector import UnsupportedEnv, probe_spaces
 from hpcrl.models.encoders import DictEncoder, FormatEncoder, NatureCNN
 from hpcrl.runtime.checkpoint import unloadable_value

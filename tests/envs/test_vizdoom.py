@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from hpcrl.build import env_spaces, make_actor, rollout_layout
+from hpcrl.collection.collector import rollout_collector
 from hpcrl.config import from_dict
 from hpcrl.config.loader import load_config
 from hpcrl.envs.make import make_env
 from hpcrl.envs.vector import make_vector_env
 from hpcrl.errors import ConfigError
 from hpcrl.models.encoders import FixupResidual
-from hpcrl.roles.collector import rollout_collector
 
 pytest.importorskip("vizdoom")
 
@@ -164,7 +164,7 @@ def test_games_started_together_in_one_directory_each_run_their_engine_apart(
 def test_a_forked_child_does_not_share_its_parents_engine_directory():
     import multiprocessing
 
-    from hpcrl.envs.vizdoom import engine_dir
+    from hpcrl.envs.vizdoom_preset import engine_dir
 
     mine = engine_dir()
     ctx = multiprocessing.get_context("fork")

@@ -1,4 +1,4 @@
-"""The acting exchange's slots (hpcrl.exchange.acting), both ends in one process: a request
+"""The acting exchange's slots (hpcrl.exchange.acting_slots), both ends in one process: a request
 posted is seen once by the server, its reply once by the collector, in shared memory (here a
 plain array both ends map, as the node's window is mapped by two ranks) and as messages (the
 in-process channel). The ranks' use of them is tested under mpiexec in
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from hpcrl.comm.channel import LocalChannel
-from hpcrl.exchange.acting import (
+from hpcrl.exchange.acting_slots import (
     BYE,
     STEP,
     MessageServerSlot,
@@ -21,7 +21,7 @@ from hpcrl.exchange.acting import (
     SharedSlot,
     actor_critic_spec,
 )
-from hpcrl.placement.mpi.remote_acting import client_ends, server_ends
+from hpcrl.exchange.remote_acting import client_ends, server_ends
 
 
 class _Actor:

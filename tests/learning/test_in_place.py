@@ -12,12 +12,12 @@ import torch
 from hpcrl.buffers.rollout_storage import RolloutStorage
 from hpcrl.buffers.vtrace_storage import VTraceStorage
 from hpcrl.build import env_spaces, make_actor, rollout_layout
+from hpcrl.collection.collector import rollout_collector
 from hpcrl.config import from_dict
 from hpcrl.envs.scripted import collector_env_groups
-from hpcrl.roles.collector import rollout_collector
-from hpcrl.roles.messages import Weights
+from hpcrl.exchange.messages import Weights
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 TINY = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=32",
         "algo.ppo.num_epochs=2", "train.total_env_steps=1024", "train.eval_episodes=0",

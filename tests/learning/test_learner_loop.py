@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from hpcrl.config.loader import from_dict
+from hpcrl.exchange.protocol import CHECKPOINT, CONTROL_LAYOUT, PREEMPTED, STOP, ReportLayout
 from hpcrl.learning.loop import run_learner
-from hpcrl.placement.mpi.job_control import JobControl
-from hpcrl.roles.protocol import CHECKPOINT, CONTROL_LAYOUT, PREEMPTED, STOP, ReportLayout
+from hpcrl.placement.ranks.job_control import JobControl
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 
 class ScriptedLearner:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import csv
 
 from hpcrl.config import from_dict
+from hpcrl.placement.serial_run import train
 from hpcrl.runtime.checkpoint import load_checkpoint
-from hpcrl.training import train
 
 SETS = ["algo.name=dqn", "env.num_envs=2", "actor.hidden_sizes=[16,16]", "algo.num_steps=25",
         "replay.batch_size=16", "replay.train_freq=3", "replay.gradient_steps=2",

@@ -8,13 +8,13 @@ from torch import nn
 
 from hpcrl.algorithms import make_policy
 from hpcrl.build import env_spaces
+from hpcrl.collection.collector import transition_collector
+from hpcrl.collection.transition_filler import chunk_layout
 from hpcrl.config import from_dict
 from hpcrl.envs.vector import make_vector_env
 from hpcrl.models.acting import ActedEnvs, ActsAtOnce, make_engine
 from hpcrl.models.actor_engines import NumpyEngine
 from hpcrl.models.continuous_policies import DeterministicEngine, DeterministicPolicy
-from hpcrl.roles.collector import transition_collector
-from hpcrl.roles.transition_filler import chunk_layout
 
 STEPS = 20
 

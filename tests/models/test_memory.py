@@ -11,11 +11,11 @@ import torch
 
 from hpcrl.algorithms import make_algorithm
 from hpcrl.build import env_spaces, make_storage, rollout_layout
+from hpcrl.collection.collector import rollout_collector
 from hpcrl.config.loader import ConfigError, from_dict
 from hpcrl.config.validate import validate
 from hpcrl.envs.vector import make_vector_env
 from hpcrl.models.memory import evaluate_rollouts
-from hpcrl.roles.collector import rollout_collector
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "placement" / "mpi"))
 import hpcrl_testenvs  # noqa: E402,F401  (registers CueMemory-v0)

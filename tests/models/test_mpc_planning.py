@@ -13,8 +13,8 @@ import torch
 from hpcrl.config.algo_sections import MpcConfig
 from hpcrl.config.schema import ActorConfig
 from hpcrl.envs.vector import spaces_of
-from hpcrl.models.model_based.acting import PlanningEngine
 from hpcrl.models.model_based.planners import Pddm, draw, make_planner
+from hpcrl.models.model_based.planning_engine import PlanningEngine
 from hpcrl.models.model_based.policy import PlanningPolicy
 
 TARGETS = torch.tensor([[[0.5, -0.3], [0.2, 0.7], [-0.6, 0.1]],

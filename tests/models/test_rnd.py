@@ -16,8 +16,8 @@ from hpcrl.buffers.rollout_storage import RolloutStorage
 from hpcrl.build import env_spaces, make_actor, rollout_layout
 from hpcrl.config import from_dict
 from hpcrl.errors import ConfigError
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 CORRIDOR = ["env.id=hpcrl.tasks:Corridor-v0", "env.num_envs=8", "algo.num_steps=64",
             "algo.ppo.minibatch_size=128", "algo.ppo.num_epochs=4", "algo.gamma=0.99",

@@ -14,9 +14,9 @@ from hpcrl.config import from_dict
 from hpcrl.config.loader import ConfigError
 from hpcrl.models.actor_engines import TorchEngine
 from hpcrl.numerics import compiling
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 TINY = ["env.num_envs=4", "algo.num_steps=16", "algo.ppo.minibatch_size=32",
         "algo.ppo.num_epochs=2", "train.total_env_steps=512", "train.eval_episodes=0",

@@ -12,8 +12,8 @@ import pytest
 from heap_probe import HeapProbe
 
 from hpcrl.config import from_dict
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 FIRST, LAST = 100, 350
 MAX_OBJECTS, MAX_ITEMS = 5, 150  # a flat run: 0 objects, items within +-60 (episode window)

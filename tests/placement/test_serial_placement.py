@@ -6,8 +6,8 @@ import numpy as np
 
 from hpcrl.algorithms.base import OnPolicyAlgorithm
 from hpcrl.config import from_dict
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 FAST = ["train.tensorboard=false", "train.eval_episodes=0", "train.total_env_steps=1024",
         "env.num_envs=4", "algo.num_steps=32", "algo.ppo.num_epochs=2",

@@ -11,11 +11,11 @@ import pytest
 from hpcrl.comm.channel import LocalChannel
 from hpcrl.comm.faults import LOST
 from hpcrl.config import ConfigError, load_config
+from hpcrl.exchange.protocol import TAG_ASSIGN, TAG_REPLACED, TAG_STATE
 from hpcrl.placement.collector_states import collect_states
 from hpcrl.placement.job import describe_role
 from hpcrl.placement.mpi.spares import SparePool
-from hpcrl.placement.mpi.takeovers import Takeovers
-from hpcrl.roles.protocol import TAG_ASSIGN, TAG_REPLACED, TAG_STATE
+from hpcrl.placement.takeovers import Takeovers
 from hpcrl.scheme import COLLECTOR, SPARE, assign_roles, describe, required_world_size
 
 ASYNC = ["scheme.preset=async-ppo", "scheme.collectors_per_worker=3", "algo.ppo.minibatch_size=192"]

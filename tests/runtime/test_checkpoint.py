@@ -5,9 +5,9 @@ import torch
 from kill_resume import rows, whole_then_killed_and_resumed
 
 from hpcrl.config import from_dict
+from hpcrl.placement.serial_run import Trainer, resume_config
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer, resume_config
 
 
 def weights(run_dir):

@@ -192,9 +192,9 @@ def test_checkpoint_writer_refuses_non_finite_weights_statistics_and_optimiser(t
 
 def test_the_raw_observations_the_check_reads_give_the_normaliser_moments():
     from hpcrl.build import env_spaces, make_actor, rollout_layout
+    from hpcrl.collection.collector import rollout_collector
     from hpcrl.config import from_dict
     from hpcrl.envs.vector import make_vector_env
-    from hpcrl.roles.collector import rollout_collector
 
     def rollout(normalize: bool):
         cfg = from_dict({}, ["env.num_envs=3", "algo.num_steps=50", "algo.ppo.minibatch_size=30",

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from hpcrl.config import from_dict
+from hpcrl.placement.serial_run import Trainer, resume_config
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.runtime.signals import STOP_REQUEST
-from hpcrl.training import Trainer, resume_config
 
 
 @pytest.fixture(autouse=True)

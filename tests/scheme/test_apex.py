@@ -11,12 +11,12 @@ from hpcrl.algorithms import make_policy
 from hpcrl.buffers.replay import PrioritizedReplayBuffer
 from hpcrl.build import env_spaces
 from hpcrl.cli import main
+from hpcrl.collection.collector import transition_collector
+from hpcrl.collection.transition_filler import chunk_layout
 from hpcrl.config import ConfigError, from_dict
 from hpcrl.envs.vector import make_vector_env
 from hpcrl.models.acting import make_engine
 from hpcrl.models.epsilon import collector_epsilon
-from hpcrl.roles.collector import transition_collector
-from hpcrl.roles.transition_filler import chunk_layout
 
 APEX_SMALL = ["scheme.preset=apex", "actor.hidden_sizes=[16]", "env.num_envs=4",
               "replay.learning_starts=0", "replay.train_freq=8", "replay.n_step=1"]

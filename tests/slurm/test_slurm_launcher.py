@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from hpcrl.cli import main
-from hpcrl.placement.mpi.launcher import launched_size, lone_rank_problem, stop_message
+from hpcrl.placement.launch import launched_size, lone_rank_problem, stop_message
 from hpcrl.slurm import RenderOptions, render
 from hpcrl.slurm.mpi_plugin import library_name, plugin_for
 

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.envs.atari import LIFE_LOST
-from hpcrl.envs.backends.record import BACKENDS, Backend, vector_backend
+from hpcrl.envs.atari_preprocessing import LIFE_LOST
+from hpcrl.envs.backends.backend import BACKENDS, Backend, vector_backend
 from hpcrl.envs.make import is_atari
 from hpcrl.envs.restarts import (
     CUT,
@@ -47,7 +47,7 @@ from hpcrl.envs.restarts import (
     describe_error,
     fresh_seed,
 )
-from hpcrl.envs.suites.registry import register_suite
+from hpcrl.envs.suites.suite_ids import register_suite
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.schema import EnvConfig
@@ -145,7 +145,7 @@ def auto_picks_envpool(config: EnvConfig) -> bool:
 
 def uses_envpool(config: EnvConfig) -> bool:
     """Whether a collector's envs of ``config`` run on EnvPool; raises
-    :class:`~hpcrl.envs.backends.record.BackendUnavailable` for ``env.backend=envpool``
+    :class:`~hpcrl.envs.backends.backend.BackendUnavailable` for ``env.backend=envpool``
     where it cannot."""
     return vector_backend(config).name == ENVPOOL
 

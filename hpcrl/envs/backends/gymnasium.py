@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import gymnasium as gym
 
-from hpcrl.envs.backends.record import BACKENDS, DEFAULT_BACKEND, Backend
+from hpcrl.envs.backends.backend import BACKENDS, DEFAULT_BACKEND, Backend
 from hpcrl.envs.child_signals import stop_signals_held
 from hpcrl.envs.restarting_async import RestartingAsyncVectorEnv
 from hpcrl.envs.restarts import restartable

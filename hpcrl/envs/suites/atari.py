@@ -1,7 +1,7 @@
 """Atari 2600 games through the Arcade Learning Environment (``ale-py``).
 
 ``ALE/Pong-v5`` and ``PongNoFrameskip-v4`` are registered by ``ale_py``; their
-preprocessing chain is ``env.preset: atari`` (:mod:`hpcrl.envs.atari`).
+preprocessing chain is ``env.preset: atari`` (:mod:`hpcrl.envs.atari_preprocessing`).
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 
 import gymnasium as gym
 
-from hpcrl.envs.suites.record import SUITES, Suite
+from hpcrl.envs.suites.suite import SUITES, Suite
 
 
 def _register() -> None:

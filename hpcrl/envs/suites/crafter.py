@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 from hpcrl.envs.old_gym import OldGymEnv
-from hpcrl.envs.suites.record import SUITES, Suite
+from hpcrl.envs.suites.suite import SUITES, Suite
 
 CRAFTER_IDS = {"CrafterReward-v1": True, "CrafterNoReward-v1": False}  # id -> rewarded
 CRAFTER_STEPS = 10000  # Crafter's own episode length, as its gym registration has it

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from hpcrl.envs.noise import headless_gl, no_display_probe_warning
-from hpcrl.envs.suites.record import SUITES, Suite
+from hpcrl.envs.suites.suite import SUITES, Suite
 
 
 def _register() -> None:

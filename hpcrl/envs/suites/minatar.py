@@ -9,7 +9,7 @@ import re
 
 import gymnasium as gym
 
-from hpcrl.envs.suites.record import SUITES, Suite
+from hpcrl.envs.suites.suite import SUITES, Suite
 
 
 def _register() -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.envs.suites.record import SUITES, Suite
+from hpcrl.envs.suites.suite import SUITES, Suite
 
 IMAGE, MISSION = "image", "mission"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from hpcrl.envs.suites.record import SUITES, Suite
+from hpcrl.envs.suites.suite import SUITES, Suite
 
 
 def _register() -> None:

@@ -1,13 +1,13 @@
 """ViZDoom's scenarios, registered by importing ``vizdoom.gymnasium_wrapper``.
 
-Their preprocessing chain is ``env.preset: vizdoom`` (:mod:`hpcrl.envs.vizdoom`); a
+Their preprocessing chain is ``env.preset: vizdoom`` (:mod:`hpcrl.envs.vizdoom_preset`); a
 scenario made without it still starts its engine in a directory of its own process's
-(:class:`~hpcrl.envs.vizdoom.EngineDirectory`).
+(:class:`~hpcrl.envs.vizdoom_preset.EngineDirectory`).
 """
 from __future__ import annotations
 
-from hpcrl.envs.suites.record import SUITES, Suite
-from hpcrl.envs.vizdoom import VIZDOOM_IDS, VIZDOOM_PACKAGES, EngineDirectory
+from hpcrl.envs.suites.suite import SUITES, Suite
+from hpcrl.envs.vizdoom_preset import VIZDOOM_IDS, VIZDOOM_PACKAGES, EngineDirectory
 
 
 def _register() -> None:

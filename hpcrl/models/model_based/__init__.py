@@ -8,7 +8,7 @@
 - :mod:`~hpcrl.models.model_based.rewards`: the reward a planner scores with (the env's own
   vectorised reward, or the learned one);
 - :mod:`~hpcrl.models.model_based.policy`: the planning policy MPC publishes, and
-  :mod:`~hpcrl.models.model_based.acting`: a collector's planning, env by env.
+  :mod:`~hpcrl.models.model_based.planning_engine`: a collector's planning, env by env.
 
 The algorithm that trains the model from a replay is
 :class:`~hpcrl.algorithms.offpolicy.mpc.MPC`.

@@ -11,7 +11,7 @@ episode's start. Evaluation carries that state as it carries a recurrent actor's
 policy on observations alone plans from a fresh state. The noise of an evaluation step comes
 from a generator seeded by the episode's step count, so an evaluation episode plays the same
 whatever other episodes are batched with it, and twice the same; collectors draw theirs from
-each env's own stream (:class:`~hpcrl.models.model_based.acting.PlanningEngine`).
+each env's own stream (:class:`~hpcrl.models.model_based.planning_engine.PlanningEngine`).
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from hpcrl.envs.obs_format import ObsInput
 from hpcrl.envs.vector import EnvSpaces, as_box
 from hpcrl.models.acting import ActedEnvs
 from hpcrl.models.continuous_policies import ActionScale
-from hpcrl.models.model_based.acting import PlanningEngine
 from hpcrl.models.model_based.planners import Planner, draw, make_planner
+from hpcrl.models.model_based.planning_engine import PlanningEngine
 from hpcrl.models.model_based.rewards import RewardFunction
 from hpcrl.models.model_based.world_model import Scales, WorldModel
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from hpcrl.components.import_paths import PluginError, is_import_path, load
 from hpcrl.envs.make import make_env
-from hpcrl.plugins import PluginError, is_import_path, load
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.schema import EnvConfig

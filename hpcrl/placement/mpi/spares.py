@@ -6,7 +6,7 @@ the rank table), idle until one is needed. When rank 0's failure watch sees a co
 (its own death, a crash, a kill, or a hung one its learner killed), :class:`SparePool` picks
 an idle spare, tells it whose place it takes (``TAG_ASSIGN``: the lost rank's slot in the
 rank table and how many ranks held it before), and tells the slot's learner which rank holds
-it now (``TAG_REPLACED``, taken by :class:`~hpcrl.placement.mpi.takeovers.Takeovers`). The
+it now (``TAG_REPLACED``, taken by :class:`~hpcrl.placement.takeovers.Takeovers`). The
 spare (:class:`SpareRank`) builds the lost rank's envs from fresh seeds (its incarnation
 sets them apart from every earlier holder's), waits for its learner's newest weights, and
 collects as that collector did: same envs, same slot in the learner's inbox, same place in
@@ -29,8 +29,8 @@ import time
 from typing import Any
 
 from hpcrl.comm.faults import LOST
-from hpcrl.placement.mpi.collector_rank import CollectorRank
-from hpcrl.roles.protocol import TAG_ASSIGN, TAG_REPLACED, TAG_WEIGHTS
+from hpcrl.exchange.protocol import TAG_ASSIGN, TAG_REPLACED, TAG_WEIGHTS
+from hpcrl.placement.ranks.collector_rank import CollectorRank
 from hpcrl.scheme import COLLECTOR, SPARE
 
 IDLE_POLL_S = 0.05  # how often an idle spare looks for its orders

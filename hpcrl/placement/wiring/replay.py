@@ -1,9 +1,9 @@
 """The replay family on ranks: chunks of transitions streamed into the replay of one learner
-that samples it at the replay ratio (:class:`~hpcrl.placement.mpi.replay_updates.ReplayUpdates`).
+that samples it at the replay ratio (:class:`~hpcrl.placement.wiring.replay_updates.ReplayUpdates`).
 
 Its collectors act with the algorithm's own policy (and explore as its class declares), or
 through their inference rank with a
-:class:`~hpcrl.placement.mpi.remote_acting.RemotePolicyEngine`; an inference rank answers
+:class:`~hpcrl.exchange.remote_acting.RemotePolicyEngine`; an inference rank answers
 actions shaped as that exploration says.
 """
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.exchange.acting import ActingSpec, policy_spec
-from hpcrl.placement.mpi.remote_acting import RemotePolicyEngine
-from hpcrl.placement.mpi.replay_updates import ReplayUpdates
-from hpcrl.roles.collector import transition_collector
-from hpcrl.roles.exploring import EXPLORATIONS
+from hpcrl.collection.collector import transition_collector
+from hpcrl.collection.exploring import EXPLORATIONS
+from hpcrl.exchange.acting_slots import ActingSpec, policy_spec
+from hpcrl.exchange.remote_acting import RemotePolicyEngine
+from hpcrl.placement.wiring.replay_updates import ReplayUpdates
 from hpcrl.scheme import collecting_ranks
 
 

@@ -1,9 +1,9 @@
 """The rollouts family on ranks: whole rollouts streamed to a learner that trains on each
 update's rollouts in minibatch epochs
-(:class:`~hpcrl.placement.mpi.rollout_updates.RolloutUpdates`).
+(:class:`~hpcrl.placement.wiring.rollout_updates.RolloutUpdates`).
 
 Its collectors act with the job's actor-critic, or through their inference rank with a
-:class:`~hpcrl.placement.mpi.remote_acting.RemoteEngine` (the actor then only holds the
+:class:`~hpcrl.exchange.remote_acting.RemoteEngine` (the actor then only holds the
 normalisers); an inference rank answers an actor-critic's steps shaped as the rollouts
 carry them.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hpcrl.exchange.acting import ActingSpec, actor_critic_spec
-from hpcrl.placement.mpi.remote_acting import RemoteEngine
-from hpcrl.placement.mpi.rollout_updates import RolloutUpdates
+from hpcrl.exchange.acting_slots import ActingSpec, actor_critic_spec
+from hpcrl.exchange.remote_acting import RemoteEngine
+from hpcrl.placement.wiring.rollout_updates import RolloutUpdates
 
 
 class RolloutWiring:

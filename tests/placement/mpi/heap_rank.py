@@ -16,9 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/
 from heap_probe import HeapProbe  # noqa: E402
 
 from hpcrl.cli import main  # noqa: E402
+from hpcrl.collection.collector import Collector  # noqa: E402
 from hpcrl.learning.gradient_worker import GradientWorker  # noqa: E402
 from hpcrl.learning.replay_learner import ReplayLearner  # noqa: E402
-from hpcrl.roles.collector import Collector  # noqa: E402
 
 FIRST, LAST = (int(n) for n in os.environ["HPCRL_TEST_HEAP_CALLS"].split(","))
 PROBES = {"collect": HeapProbe(Collector, "collect", FIRST, LAST),

@@ -75,7 +75,7 @@ def _patch(when: str) -> None:
 
         streams.StreamOut.send = send
     elif when == "weights":
-        from hpcrl.placement.mpi import latest_weights
+        from hpcrl.exchange import latest_weights
 
         original_post = latest_weights.ParamsReceiver.post
 

@@ -14,8 +14,8 @@ import hpcrl
 from hpcrl.config import from_dict
 from hpcrl.envs.obs_format import format_from_record, obs_format
 from hpcrl.models.encoders import DictEncoder, ImpalaResNet, make_encoder
+from hpcrl.placement.serial_run import Trainer, resume_config
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer, resume_config
 
 ENV = "hpcrl_testenvs:DictMatch-v0"
 

@@ -15,11 +15,11 @@ from mpirun import FAST
 
 from hpcrl.comm import world_comm
 from hpcrl.config import from_dict
+from hpcrl.exchange.latest_weights import send_weights
+from hpcrl.exchange.messages import STOP, Weights
+from hpcrl.exchange.remote_acting import RemoteEngine, RemoteLinks, acting_spec, client_ends
 from hpcrl.placement.job import build_job
-from hpcrl.placement.mpi.inference_rank import InferenceRank
-from hpcrl.placement.mpi.latest_weights import send_weights
-from hpcrl.placement.mpi.remote_acting import RemoteEngine, RemoteLinks, acting_spec, client_ends
-from hpcrl.roles.messages import STOP, Weights
+from hpcrl.placement.ranks.inference_rank import InferenceRank
 
 TAG_ASKED = 98  # the collector's request is on its way: only then does STOP go out
 

@@ -9,9 +9,9 @@ import pytest
 
 from hpcrl.comm import irecv, wait, world_comm
 from hpcrl.comm.channel import MpiChannel
-from hpcrl.placement.mpi.latest_weights import LatestWeights
-from hpcrl.roles.messages import CHECKPOINT, Weights
-from hpcrl.roles.protocol import TAG_WEIGHTS
+from hpcrl.exchange.latest_weights import LatestWeights
+from hpcrl.exchange.messages import CHECKPOINT, Weights
+from hpcrl.exchange.protocol import TAG_WEIGHTS
 
 NUM = 1 << 20  # 4 MB of float32: far above the eager limit, so a send waits for its receive
 TAG_READY = 99  # rank 0 made its three offers: only then does the collector start taking

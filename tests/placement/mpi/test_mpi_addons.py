@@ -10,8 +10,8 @@ from test_mpi_equivalence import two_ranks_then_one
 
 from hpcrl.config import from_dict
 from hpcrl.numerics.flat import params_to_flat
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 PREDICTORS = ["algo.addons.reward_predictor_coef=0.5", "algo.addons.return_predictor_coef=0.5"]
 

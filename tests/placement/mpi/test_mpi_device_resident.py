@@ -6,7 +6,7 @@ import torch
 from device_recording import Call, RecordingAllreducer
 from mpirun import shared_dir
 
-import hpcrl.placement.mpi.gradient_routes as routes
+import hpcrl.placement.wiring.gradient_routes as routes
 from hpcrl.config import from_dict
 from hpcrl.placement.job_run import train_mpi
 

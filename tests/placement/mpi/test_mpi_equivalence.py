@@ -6,8 +6,8 @@ from mpirun import FAST, ROUNDING_SAFE_ADAM, rows, shared_dir, train
 from hpcrl.config import from_dict
 from hpcrl.numerics.flat import params_to_flat
 from hpcrl.placement.job_run import train_mpi
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 K_UPDATES = 6
 COMMON = ["train.tensorboard=false", "train.eval_episodes=0", "algo.ppo.num_epochs=4",

@@ -12,8 +12,8 @@ from mpirun import FAST, ROOT, ROUNDING_SAFE_ADAM, rows, run, shared_dir
 from hpcrl.config import from_dict
 from hpcrl.numerics.flat import params_to_flat
 from hpcrl.placement.job_run import train_mpi
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 RECIPES = {"rnd": str(ROOT / "examples" / "ppo-rnd.yaml"),
            "demos": str(ROOT / "examples" / "ppo-demos.yaml")}

@@ -5,7 +5,7 @@ import pytest
 import torch
 from mpirun import FAST, ROOT, column, run
 
-from hpcrl.models.model_based.acting import plan_generator
+from hpcrl.models.model_based.planning_engine import plan_generator
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 

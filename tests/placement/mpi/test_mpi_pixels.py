@@ -8,9 +8,9 @@ from mpirun import ROUNDING_SAFE_ADAM, column, shared_dir, train
 from hpcrl.config import from_dict
 from hpcrl.numerics.flat import params_to_flat
 from hpcrl.placement.job_run import train_mpi
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 MINATAR = ["env.id=MinAtar/Breakout-v1", "actor.encoder=impala_resnet", "actor.features=64",
            "actor.hidden_sizes=[]"]

@@ -12,8 +12,8 @@ from mpirun import column, train
 import hpcrl
 from hpcrl.config import from_dict
 from hpcrl.models.distributions import CategoricalActions, MultiCategoricalActions
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 ENVS = {"multi_discrete": "hpcrl_testenvs:MultiDiscreteMatch-v0",
         "multi_binary": "hpcrl_testenvs:MultiBinaryMatch-v0"}

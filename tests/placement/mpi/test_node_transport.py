@@ -8,12 +8,12 @@ from mpirun import FAST, run, shared_dir
 
 from hpcrl.comm.node_memory import NodeMemory, node_peers
 from hpcrl.config import from_dict
-from hpcrl.exchange.acting import MessageServerSlot, MessageSlot, SharedServerSlot, SharedSlot
+from hpcrl.exchange.acting_slots import MessageServerSlot, MessageSlot, SharedServerSlot, SharedSlot
 from hpcrl.numerics.flat import params_to_flat
 from hpcrl.placement.job_run import train_mpi
+from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
-from hpcrl.training import Trainer
 
 SYNC = [*FAST, "scheme.preset=a2c", "env.num_envs=4", "algo.num_steps=16",
         "algo.ppo.minibatch_size=32", "algo.ppo.num_epochs=2", "train.total_env_steps=2048",
@@ -165,7 +165,7 @@ def test_every_streamed_rollout_and_chunk_arrives_by_shared_memory_and_lz4_messa
 @pytest.mark.timeout(120)
 @pytest.mark.parallel(2)
 def test_too_little_dev_shm_falls_back_to_messages_or_is_refused(monkeypatch, capsys):
-    import hpcrl.placement.mpi.node_transport as transport
+    import hpcrl.exchange.node_transport as transport
 
     comm = world()
     run_dir = shared_dir(comm)

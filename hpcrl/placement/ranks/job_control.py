@@ -1,0 +1,64 @@
+"""What every learner rank of a job shares with rank 0: the update's decision and the
+checkpoint it writes.
+
+Rank 0 is the job's leader (:class:`~hpcrl.placement.leader.Leader`): it records every
+learner's report of an update and decides whether the job goes on, checkpoints or stops
+(:class:`JobControl`), and it writes the checkpoint with the states of every collector
+(:func:`write_checkpoint`), whichever learner rank or updater it is.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hpcrl.comm.collectives import bcast_, gather_rows
+from hpcrl.exchange.protocol import CONTROL_LAYOUT, Control, Report
+from hpcrl.placement.collector_states import collect_states
+from hpcrl.placement.job import RankJob
+from hpcrl.placement.leader import Leader
+
+
+def collector_state_for(state: dict[str, Any] | None, offset: int) -> dict | None:
+    """This rank's collector state in a checkpoint (by global env offset), if any."""
+    if state is None:
+        return None
+    for entry in state["placement"]["collectors"]:
+        if entry["env_offset"] == offset:
+            return entry
+    return None
+
+
+class JobControl:
+    """The decision of a job's learner ranks (:class:`~hpcrl.learning.loop.UpdateControl`):
+    every learner's report gathered on rank 0, whose leader records the update and decides;
+    the decision broadcast to every learner rank."""
+
+    def __init__(self, job: RankJob, leader: Leader | None) -> None:
+        self.job, self.leader = job, leader
+
+    def decide(self, report: Report) -> Control:
+        """Gather the reports on rank 0, record them there and share its decision."""
+        rows = gather_rows(self.job.learners, report.data, root=0)
+        control = CONTROL_LAYOUT.new()
+        if self.leader is not None:
+            self.leader.record(rows)
+            control = self.leader.control()
+        bcast_(self.job.learners, control.data, root=0)
+        return control
+
+
+def write_checkpoint(job: RankJob, leader: Leader, actor: Any, learner_state: Any,
+                     gathered: list[list[dict[str, Any]]], version: int,
+                     idle: Callable[[], Any] | None = None) -> None:
+    """Rank 0: add the dedicated collectors' states (answers to the weights message of
+    ``version``; a lost collector's is not waited for: it resumes afresh) to the gathered
+    ones and write; ``idle`` runs while it waits (rank 0's own collectors' weights)."""
+    states = [s for part in gathered for s in part]
+    pool = job.spares
+    states += collect_states(job, version, pool.holder if pool is not None else _itself, idle)
+    leader.write_checkpoint(actor, learner_state, states)
+
+
+def _itself(slot: int) -> int:
+    """A collector place held by its first rank (no spares)."""
+    return slot

@@ -1,0 +1,51 @@
+"""Load a trained actor for use outside hpcrl."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from hpcrl.config.schema import Config
+from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
+from hpcrl.runtime.run_dir import RunDir
+from hpcrl.trained.policy_file import actor_from_record, config_from_record
+
+
+def checkpoint_file(path: str | Path, best: bool = False) -> Path:
+    """The checkpoint of a run directory (its best policy with ``best``), or ``path``
+    itself when it is a file."""
+    path = Path(path)
+    if not path.is_dir():
+        if best:
+            raise CheckpointError(f"best=True / --best takes a run directory, not the file "
+                                  f"'{path}'")
+        return path
+    run = RunDir(path)
+    if best and not run.best_path.is_file():
+        raise CheckpointError(f"'{path}' has no {run.best_path.relative_to(path)}: a run keeps "
+                              f"its best policy when trained with train.eval_every > 0")
+    return run.best_path if best else run.checkpoint_path
+
+
+def load_policy(path: str | Path, device: str | torch.device = "cpu",
+                best: bool = False) -> torch.nn.Module:
+    """The trained actor of a run directory or checkpoint file, as a ``torch.nn.Module`` on
+    ``device``; with ``best``, the one that scored best in the evaluations during training
+    (``train.eval_every``).
+
+    Calling it on raw observations (one, or a batch; on the host) returns deterministic
+    actions on ``device``; it normalises observations itself when the run did. The file is
+    read with ``weights_only=True``. The run's components are imported by the paths it
+    recorded; one from a script whose top level trains (no ``if __name__ == "__main__":``
+    around its training) is refused with a
+    :class:`~hpcrl.components.import_paths.PluginError` naming the fix, and nothing of that
+    script runs (:mod:`hpcrl.components.scripts`).
+    """
+    return load_policy_and_config(path, device, best)[0]
+
+
+def load_policy_and_config(path: str | Path, device: str | torch.device = "cpu",
+                           best: bool = False) -> tuple[torch.nn.Module, Config]:
+    """:func:`load_policy` and the run's config."""
+    record = load_checkpoint(checkpoint_file(path, best))["policy"]
+    return actor_from_record(record).to(device), config_from_record(record)
