@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -76,14 +77,26 @@ class ActReply(Record):
     state: np.ndarray
 
 
+#: how an engine answers one forward's requests: (engine, observations, noise or None,
+#: recurrent state or None) -> the reply's fields by name (actions, any of the spec's
+#: ``reply_fields``, ``state`` where the policy is recurrent)
+Serve = Callable[[Any, np.ndarray, "np.ndarray | None", "np.ndarray | None"],
+                 dict[str, np.ndarray]]
+
+
 @dataclass(frozen=True)
 class ActingSpec:
-    """The shapes and dtypes of one env's part of a request and of its reply.
+    """The shapes and dtypes of one env's part of a request and of its reply, and how an
+    engine answers.
 
     ``obs``: the observation as the collector carries it; ``noise``: the per-env noise of a
     step (None when the policy draws none); ``state``: the recurrent state size (0: none);
-    ``action``: the shape and dtype of one env's action; ``on_policy``: the reply holds
-    log-probs and values (an actor-critic's step) or actions alone (an off-policy policy).
+    ``action``: the shape and dtype of one env's action; ``reply_fields``: what the reply
+    holds for each env beside its action (an actor-critic's step: its log-prob and value;
+    an action-only policy: nothing); ``serve``: the call that computes a reply with the
+    policy's engine (:func:`serve_steps`, :func:`serve_actions`). A family's wiring builds
+    its spec (:meth:`~hpcrl.algorithms.family.FamilyWiring.acting_spec`): the inference
+    rank answers every spec alike.
     """
 
     obs_shape: tuple[int, ...]
@@ -92,7 +105,8 @@ class ActingSpec:
     state_size: int
     action_shape: tuple[int, ...]
     action_dtype: str
-    on_policy: bool
+    reply_fields: tuple[str, ...]
+    serve: Serve = field(compare=False)
 
     def request_layout(self, envs: int) -> RecordLayout[ActRequest]:
         """The record a group of ``envs`` envs sends: method, version, count, observations,
@@ -107,13 +121,12 @@ class ActingSpec:
         return RecordLayout(fields, record_type=ActRequest)
 
     def reply_layout(self, envs: int) -> RecordLayout[ActReply]:
-        """The record that answers it: version and actions, log-probs and values for an
-        actor-critic, and the next recurrent state when there is one."""
+        """The record that answers it: version, actions, one float per env for each of the
+        ``reply_fields``, and the next recurrent state when there is one."""
         fields: list[Any] = [("version", (), np.int64),
                              ("actions", (envs,) + self.action_shape,
                               np.dtype(self.action_dtype))]
-        if self.on_policy:
-            fields += [("log_probs", (envs,), np.float32), ("values", (envs,), np.float32)]
+        fields += [(name, (envs,), np.float32) for name in self.reply_fields]
         if self.state_size:
             fields.append(("state", (envs, self.state_size), np.float32))
         return RecordLayout(fields, record_type=ActReply)
@@ -124,13 +137,32 @@ class ActingSpec:
         return CONTROL_WORDS + self.request_layout(envs).words + self.reply_layout(envs).words
 
 
+def serve_steps(engine: Any, obs: np.ndarray, noise: np.ndarray | None,
+                state: np.ndarray | None) -> dict[str, np.ndarray]:
+    """An actor-critic's reply: its engine's step (actions, log-probs, values and the next
+    recurrent state where there is one)."""
+    actions, log_probs, values, new_state = engine.step(obs, noise, state)
+    out = {"actions": actions, "log_probs": log_probs, "values": values}
+    if new_state is not None:
+        out["state"] = new_state
+    return out
+
+
+def serve_actions(engine: Any, obs: np.ndarray, noise: np.ndarray | None,
+                  state: np.ndarray | None) -> dict[str, np.ndarray]:
+    """An action-only policy's reply (greedy Q, deterministic or squashed Gaussian): its
+    engine's actions."""
+    return {"actions": engine.act(obs, noise)}
+
+
 def actor_critic_spec(actor: Any, obs_shape: tuple[int, ...], obs_dtype: str,
                       action_shape: tuple[int, ...]) -> ActingSpec:
     """The spec of an actor-critic's steps (:class:`~hpcrl.models.actor.ActorCritic`)."""
     return ActingSpec(tuple(obs_shape), str(np.dtype(obs_dtype)),
                       tuple(actor.distribution.noise_shape()),
                       actor.state_size if actor.recurrent else 0, tuple(action_shape),
-                      "int64" if actor.integer_actions else "float32", on_policy=True)
+                      "int64" if actor.integer_actions else "float32",
+                      reply_fields=("log_probs", "values"), serve=serve_steps)
 
 
 def policy_spec(obs_shape: tuple[int, ...], obs_dtype: str, discrete: bool, sampling: bool,
@@ -140,7 +172,7 @@ def policy_spec(obs_shape: tuple[int, ...], obs_dtype: str, discrete: bool, samp
     return ActingSpec(tuple(obs_shape), str(np.dtype(obs_dtype)),
                       (action_dim,) if sampling else None, 0,
                       () if discrete else (action_dim,), "int64" if discrete else "float32",
-                      on_policy=False)
+                      reply_fields=(), serve=serve_actions)
 
 
 def spin_wait(ready: Any, spin_s: float = REPLY_SPIN_S, poll: Poll = REPLY_POLL) -> None:

@@ -64,7 +64,7 @@ class InferenceRank:
         self.one_by_one = (job.train.deterministic is True
                            and not computes_rows_alone(self.engine))
         spec = acting_spec(job, self.actor)
-        self.on_policy = spec.on_policy
+        self.serve = spec.serve  # how the engine answers: the family's wiring says
         self.noisy = spec.noise_shape is not None  # requests carry noise / recurrent state
         self.stateful = spec.state_size > 0
         groups = job.env_groups
@@ -170,14 +170,8 @@ class InferenceRank:
         requests = [self.ends[i].request for i in ids]
         obs = np.concatenate([r.obs for r in requests])
         noise = np.concatenate([r.noise for r in requests]) if self.noisy else None
-        if self.on_policy:
-            state = np.concatenate([r.state for r in requests]) if self.stateful else None
-            actions, log_probs, values, new_state = self.engine.step(obs, noise, state)
-            out = {"actions": actions, "log_probs": log_probs, "values": values}
-            if new_state is not None:
-                out["state"] = new_state
-        else:
-            out = {"actions": self.engine.act(obs, noise)}
+        state = np.concatenate([r.state for r in requests]) if self.stateful else None
+        out = self.serve(self.engine, obs, noise, state)
         n = self.envs
         for k, i in enumerate(ids):
             self._reply(i, **{name: value[k * n:(k + 1) * n] for name, value in out.items()})
