@@ -1,6 +1,8 @@
 """A serial run is the job of one rank: the MPI learner loop in one process, one actor, and
 progress figures defined as every placement defines them."""
 import csv
+import subprocess
+import sys
 
 import numpy as np
 
@@ -57,3 +59,21 @@ def test_each_gradient_is_applied_where_backward_wrote_it(tmp_path, monkeypatch)
     monkeypatch.setattr(OnPolicyAlgorithm, "apply_gradients", recording)
     Trainer(from_dict({}, FAST), RunDir(tmp_path), console=None).train()
     assert handed and all(given == backward for given, backward in handed)
+
+
+def test_a_serial_run_loads_no_module_of_a_folder_named_mpi(tmp_path):
+    # what only a job of several ranks needs lives in placement/mpi; a run of one process
+    # (either family) trains without loading any of it
+    runs = {"ppo": FAST + ["algo.ppo.num_epochs=1"],
+            "dqn": ["algo.name=dqn", "train.total_env_steps=600", "env.num_envs=2",
+                    "algo.num_steps=50", "train.eval_episodes=0", "train.tensorboard=false"]}
+    probe = ("import sys\n"
+             "from hpcrl.api import train\n"
+             f"for name, sets in {runs!r}.items():\n"
+             f"    train(sets=sets, run_dir={str(tmp_path)!r} + '/' + name, console=None)\n"
+             "print(sorted(m for m in sys.modules if m.startswith('hpcrl') and "
+             "'mpi' in m.split('.')[:-1]))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout[-2000:]
