@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hpcrl.fields import doc
+from hpcrl.field_docs import doc
 
 
 @dataclass

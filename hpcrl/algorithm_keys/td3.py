@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from hpcrl.fields import doc
+from hpcrl.field_docs import doc
 
 
 @dataclass
