@@ -32,7 +32,7 @@ from hpcrl.numerics.gradient_guard import GradientGuard
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.offpolicy import ReplayConfig
-    from hpcrl.config.rnd import RndConfig
+    from hpcrl.config.rnd_section import RndConfig
     from hpcrl.config.schema import ActorConfig, AlgoConfig, EnvConfig
     from hpcrl.envs.vector import EnvSpaces
     from hpcrl.numerics.reducer import Reducer
