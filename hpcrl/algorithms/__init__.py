@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from hpcrl.algorithms.a2c import A2C
 from hpcrl.algorithms.algorithm import CONSTRUCTOR, Algorithm
-from hpcrl.algorithms.base import OnPolicyAlgorithm
 from hpcrl.algorithms.capabilities import Capabilities
 from hpcrl.algorithms.impala import IMPALA
 from hpcrl.algorithms.offpolicy import OffPolicyAlgorithm
+from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
 from hpcrl.algorithms.ppo import PPO
 from hpcrl.algorithms.registry import (
     ALGORITHMS,

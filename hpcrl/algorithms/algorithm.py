@@ -8,9 +8,9 @@ that updates live in different processes. It declares what it learns from and su
 :attr:`Algorithm.stat_names`, follows the run's progress for its schedules, publishes
 :attr:`Algorithm.policy` to whoever acts and keeps its state for checkpoints.
 
-The two families derive from it: :class:`~hpcrl.algorithms.base.OnPolicyAlgorithm`
+The two families derive from it: :class:`~hpcrl.algorithms.on_policy.OnPolicyAlgorithm`
 (PPO, A2C, IMPALA: batches cut from rollouts, over one actor-critic) and
-:class:`~hpcrl.algorithms.offpolicy.base.OffPolicyAlgorithm` (DQN, SAC, TD3, DDPG,
+:class:`~hpcrl.algorithms.off_policy.OffPolicyAlgorithm` (DQN, SAC, TD3, DDPG,
 MPO: batches sampled from a replay, over several networks with targets). What is common
 to both is written here once; what a family adds (minibatches of a rollout, segments and
 target networks) is its base's.

@@ -24,7 +24,6 @@ from torch import nn
 
 from hpcrl.algorithms.a2c import A2C
 from hpcrl.algorithms.algorithm import CONSTRUCTOR, Algorithm, AlgorithmSettings
-from hpcrl.algorithms.base import OnPolicyAlgorithm
 from hpcrl.algorithms.capabilities import (
     ACTION_WORDS,
     SPACE_NAMES,
@@ -32,12 +31,13 @@ from hpcrl.algorithms.capabilities import (
     action_kind,
 )
 from hpcrl.algorithms.impala import IMPALA
-from hpcrl.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.algorithms.off_policy import OffPolicyAlgorithm
 from hpcrl.algorithms.offpolicy.dqn import DQN
 from hpcrl.algorithms.offpolicy.mpc import MPC
 from hpcrl.algorithms.offpolicy.mpo import MPO
 from hpcrl.algorithms.offpolicy.sac import SAC
 from hpcrl.algorithms.offpolicy.td3 import DDPG, TD3
+from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
 from hpcrl.algorithms.plugin import build_algorithm, load_algorithm_class
 from hpcrl.algorithms.ppo import PPO
 from hpcrl.envs.vector import EnvSpaces, as_box

@@ -4,7 +4,7 @@ import csv
 
 import numpy as np
 
-from hpcrl.algorithms.base import OnPolicyAlgorithm
+from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
 from hpcrl.config import from_dict
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.training import Trainer

@@ -3,7 +3,7 @@ derive from (``algo.name: module:Class``). They are registered, resolved and bui
 on-policy ones: :mod:`hpcrl.algorithms.registry`."""
 from __future__ import annotations
 
-from hpcrl.algorithms.offpolicy.base import OffPolicyAlgorithm, Segment
+from hpcrl.algorithms.off_policy import OffPolicyAlgorithm, Segment
 from hpcrl.algorithms.offpolicy.dqn import DQN
 from hpcrl.algorithms.offpolicy.mpc import MPC
 from hpcrl.algorithms.offpolicy.mpo import MPO

@@ -27,7 +27,7 @@ from torch import nn
 
 from hpcrl.algorithm_keys.sac import SacConfig
 from hpcrl.algorithms.key_rules import positive
-from hpcrl.algorithms.offpolicy.base import (
+from hpcrl.algorithms.off_policy import (
     CONTINUOUS_DEFAULTS,
     OffPolicyAlgorithm,
     Scalar,

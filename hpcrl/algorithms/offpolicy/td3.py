@@ -21,7 +21,7 @@ from torch import nn
 
 from hpcrl.algorithm_keys.td3 import DdpgConfig, Td3Config
 from hpcrl.algorithms.key_rules import Rule, not_negative, positive
-from hpcrl.algorithms.offpolicy.base import (
+from hpcrl.algorithms.off_policy import (
     CONTINUOUS_DEFAULTS,
     OffPolicyAlgorithm,
     continuous_control,

@@ -46,7 +46,7 @@ from hpcrl.roles.protocol import (
 )
 
 if TYPE_CHECKING:
-    from hpcrl.algorithms.base import OnPolicyAlgorithm
+    from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
     from hpcrl.learning.gradient_worker import GradientWorker
     from hpcrl.placement.mpi.rollout_updates import RolloutUpdates
 

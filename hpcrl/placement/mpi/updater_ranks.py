@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from hpcrl.algorithms.base import OnPolicyAlgorithm
+from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
 from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
 from hpcrl.learning.loop import run_learner
 from hpcrl.learning.updater import Updater
