@@ -494,6 +494,6 @@ def test_an_import_inside_a_function_makes_an_edge(tmp_path):
     assert isinstance(node, ast.ImportFrom)
     assert _names(node, "hpcrl.models.x", False)[0] == "hpcrl.cli"
     assert any(not imp.top for imp in all_imports())
-    assert list(_loaded("hpcrl.algorithms.ppo", "hpcrl.config.schema")) == [
+    assert list(_loaded("hpcrl.algorithms.ppo.clipped_surrogate", "hpcrl.config.schema")) == [
         "hpcrl.config", "hpcrl.config.schema"]
     assert list(_loaded("hpcrl.config.loader", "hpcrl.config.schema")) == ["hpcrl.config.schema"]

@@ -16,14 +16,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr__
-    from hpcrl.algorithms.a2c import A2C
+    from hpcrl.algorithms.a2c.advantage_actor_critic import A2C
     from hpcrl.algorithms.algorithm import CONSTRUCTOR, Algorithm
     from hpcrl.algorithms.capabilities import Capabilities
-    from hpcrl.algorithms.impala import IMPALA
+    from hpcrl.algorithms.impala.vtrace_learner import IMPALA
     from hpcrl.algorithms.off_policy import OffPolicyAlgorithm
     from hpcrl.algorithms.offpolicy import DDPG, DQN, MPC, MPO, SAC, TD3
     from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
-    from hpcrl.algorithms.ppo import PPO
+    from hpcrl.algorithms.ppo.clipped_surrogate import PPO
     from hpcrl.algorithms.registry import (
         ALGORITHMS,
         BUILT_IN_ALGOS,

@@ -24,12 +24,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from hpcrl.algorithm_keys.dqn import DqnConfig
-from hpcrl.algorithm_keys.impala import ImpalaConfig
 from hpcrl.algorithm_keys.mpc import MpcConfig
 from hpcrl.algorithm_keys.mpo import MpoConfig
-from hpcrl.algorithm_keys.ppo import PpoConfig
 from hpcrl.algorithm_keys.sac import SacConfig
 from hpcrl.algorithm_keys.td3 import DdpgConfig, Td3Config
+from hpcrl.algorithms.impala import ImpalaConfig
+from hpcrl.algorithms.ppo import PpoConfig
 from hpcrl.config.algo_defaults import builtin_sections
 
 __all__ = ["FLAT_NAMES", "DdpgConfig", "DqnConfig", "ImpalaConfig", "MpcConfig", "MpoConfig",

@@ -1,5 +1,8 @@
-"""IMPALA's own config keys (``algo.impala.*``): the dataclass the class
-declares as its ``section_keys``, torch-free so that the config's schema can hold it."""
+"""IMPALA (``algo.name: impala``): its class,
+:class:`~hpcrl.algorithms.impala.vtrace_learner.IMPALA` (its defaults and key rules declared
+on it), and here its own config keys (``algo.impala.*``), the dataclass the class declares
+as its ``section_keys``: torch-free, so that the config's schema holds it and importing the
+config's data loads no torch."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 
-from hpcrl.algorithm_keys.impala import ImpalaConfig
 from hpcrl.algorithms.addons import PolicyOutputs
 from hpcrl.algorithms.capabilities import Capabilities
+from hpcrl.algorithms.impala import ImpalaConfig
 from hpcrl.algorithms.key_rules import clip_or_null
 from hpcrl.algorithms.on_policy import OnPolicyAlgorithm, entropy_bonus
 from hpcrl.buffers.returns import vtrace
