@@ -7,10 +7,13 @@ One registry (:data:`ALGORITHMS`, :mod:`~hpcrl.algorithms.registry`) holds both 
 one resolver (:func:`algorithm_type`) takes any ``algo.name``, a plug-in's import path
 included, and one constructor (:func:`make_algorithm`) builds every algorithm alike.
 
-This package is light: its names are imported on first use (:func:`__getattr__`), so that
-the config's data, which imports each built-in's section keys from its folder
-(``hpcrl.algorithms.ppo``: its keys, torch-free; its class beside them), loads no torch or
-gymnasium."""
+Each built-in has a folder (``ppo/``, ``a2c/``, ``impala/``, ``dqn/``, ``sac/``, ``td3/``
+with DDPG, ``mpo/``, ``mpc/``): its package's ``__init__`` holds the dataclass of its own
+section's keys, torch-free because the config's schema holds it, and a module of a name of
+its own (``ppo/clipped_surrogate.py``) its class, which declares its section, defaults and
+key rules. This package is light too: its names are imported on first use
+(:func:`__getattr__`), so that importing the config's data, which imports those keys,
+loads no torch or gymnasium."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -19,9 +22,11 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr
     from hpcrl.algorithms.a2c.advantage_actor_critic import A2C
     from hpcrl.algorithms.algorithm import CONSTRUCTOR, Algorithm
     from hpcrl.algorithms.capabilities import Capabilities
+    from hpcrl.algorithms.dqn.q_learning import DQN
     from hpcrl.algorithms.impala.vtrace_learner import IMPALA
+    from hpcrl.algorithms.mpc.model_predictive import MPC
+    from hpcrl.algorithms.mpo.maximum_a_posteriori import MPO
     from hpcrl.algorithms.off_policy import OffPolicyAlgorithm
-    from hpcrl.algorithms.offpolicy import DDPG, DQN, MPC, MPO, SAC, TD3
     from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
     from hpcrl.algorithms.ppo.clipped_surrogate import PPO
     from hpcrl.algorithms.registry import (
@@ -39,6 +44,8 @@ if TYPE_CHECKING:  # the names as type checkers see them; at run time, __getattr
         make_algorithm,
         make_policy,
     )
+    from hpcrl.algorithms.sac.soft_actor_critic import SAC
+    from hpcrl.algorithms.td3.twin_delayed import DDPG, TD3
 
 __all__ = ["A2C", "ALGORITHMS", "Algorithm", "BUILT_IN_ALGOS", "CONSTRUCTOR", "Capabilities",
            "DDPG", "DQN", "IMPALA", "MPC", "MPO", "PPO", "SAC", "TD3", "OffPolicyAlgorithm",

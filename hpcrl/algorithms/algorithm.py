@@ -103,8 +103,8 @@ class Algorithm(ABC):
     # names its section here and declares its keys in section_keys
     section: ClassVar[str | None] = None
     # the dataclass of its own section (field defaults are its defaults); None for an
-    # algorithm with no keys of its own (A2C). The built-ins' dataclasses live in
-    # hpcrl.algorithm_keys (no torch: the config's schema holds those sections)
+    # algorithm with no keys of its own (A2C). A built-in's dataclass lives in its folder's
+    # package (hpcrl.algorithms.ppo, ...: no torch, as the config's schema holds it)
     section_keys: ClassVar[type | None] = None
     # the standard value of every shared key whose good value depends on the algorithm
     # (``{"algo.lr": 3e-4, "replay.batch_size": 256, ...}``), filled in under the keys a

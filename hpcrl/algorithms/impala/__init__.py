@@ -1,8 +1,5 @@
-"""IMPALA (``algo.name: impala``): its class,
-:class:`~hpcrl.algorithms.impala.vtrace_learner.IMPALA` (its defaults and key rules declared
-on it), and here its own config keys (``algo.impala.*``), the dataclass the class declares
-as its ``section_keys``: torch-free, so that the config's schema holds it and importing the
-config's data loads no torch."""
+"""IMPALA: the V-trace clips of ``algo.impala.*`` (here, torch-free) and the learner,
+:class:`~hpcrl.algorithms.impala.vtrace_learner.IMPALA`."""
 from __future__ import annotations
 
 from dataclasses import dataclass

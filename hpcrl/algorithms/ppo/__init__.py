@@ -1,7 +1,5 @@
-"""PPO (``algo.name: ppo``): its class, :class:`~hpcrl.algorithms.ppo.clipped_surrogate.PPO`
-(its defaults and key rules declared on it), and here its own config keys (``algo.ppo.*``),
-the dataclass the class declares as its ``section_keys``: torch-free, so that the config's
-schema holds it and importing the config's data loads no torch."""
+"""PPO: its section's keys (``algo.ppo.*``, here, torch-free: see :mod:`hpcrl.algorithms`)
+and its class, :class:`~hpcrl.algorithms.ppo.clipped_surrogate.PPO`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
