@@ -33,7 +33,7 @@ QUICK_MODULES = frozenset({
     "tests/models/test_memory.py",
     "tests/roles/test_messages.py",
     "tests/models/test_mlp_kernel.py",
-    "tests/algorithms/mpo/test_mpo.py",
+    "tests/algorithms/test_mpo.py",
     "tests/runtime/test_nonfinite.py",
     "tests/buffers/test_nstep.py",
     "tests/envs/test_obs_format.py",

@@ -1,5 +1,5 @@
 """What a refusal looks like to a user, checked: shared by the tests of every refusal
-(tests/cli/test_refusals.py) and the algorithms' own (tests/algorithms/mpc/test_mpc.py)."""
+(tests/cli/test_refusals.py) and the algorithms' own (tests/algorithms/test_mpc.py)."""
 from __future__ import annotations
 
 from click.testing import CliRunner

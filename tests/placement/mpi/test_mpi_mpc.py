@@ -18,10 +18,10 @@ SMALL = ["algo.mpc.ensemble_size=3", "actor.hidden_sizes=[32,32]", "algo.mpc.can
 def test_collector_ranks_plan_with_the_model_the_learner_rank_trains(tmp_path):
     """The recipe (its planner, CEM) on async-sac's layout (a learner rank, two collector
     ranks) as docs/algorithms.md gives it, with chunks of 50 steps (a newer model every
-    quarter episode); its model and planner made smaller, as in
-    tests/algorithms/mpc/test_mpc.py. One planner is enough here: the planners differ only
-    inside a collector's step, which tests/algorithms/mpc/test_mpc.py learns with for each,
-    and the ranks carry the same model and plan state whichever plans."""
+    quarter episode); its model and planner made smaller, as in tests/algorithms/test_mpc.py. One
+    planner is enough here: the planners differ only inside a collector's step, which
+    tests/algorithms/test_mpc.py learns with for each, and the ranks carry the same model and plan
+    state whichever plans."""
     run_dir = tmp_path / "mpc"
     done = run(3, ["train", str(ROOT / "examples" / "mpc-pendulum.yaml"), "--run-dir",
                    str(run_dir)],

@@ -20,7 +20,7 @@ from hpcrl.cli import main
 from hpcrl.config import from_dict
 from hpcrl.models.model_based import rewards
 
-RECIPE = Path(__file__).resolve().parents[3] / "examples" / "mpc-pendulum.yaml"
+RECIPE = Path(__file__).resolve().parents[2] / "examples" / "mpc-pendulum.yaml"
 # the recipe with a smaller model and planner: about 15 ms of CPU an env step, not 70
 FAST = ["algo.mpc.ensemble_size=3", "actor.hidden_sizes=[32,32]", "algo.mpc.candidates=100",
         "algo.mpc.horizon=15", "replay.gradient_steps=4"]
