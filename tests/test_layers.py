@@ -345,6 +345,15 @@ def test_the_scheme_imports_no_config_at_run_time():
     assert ("scheme", "config") not in edges, edges.get(("scheme", "config"))
 
 
+def probe_output(probe: str) -> str:
+    """What ``probe``, Python source, prints when a fresh interpreter runs it from the
+    repository's root (so that the modules it finds loaded are the ones it imported)."""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
 def test_loading_config_data_loads_no_torch():
     # the reasons CONFIG_DATA and LIGHT_ALGORITHMS give, as the interpreter sees it: the
     # built-ins' keys (hpcrl.algorithms.ppo, ...) and their light package may load, their
@@ -352,10 +361,8 @@ def test_loading_config_data_loads_no_torch():
     probe = ("import sys, hpcrl.config.schema, hpcrl.scheme.topology, hpcrl.runtime.run_dir\n"
              "print(sorted(m for m in ('torch', 'gymnasium', 'hpcrl.algorithms.registry') "
              "if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=120, cwd=PACKAGE.parent)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "[]", done.stdout
+    out = probe_output(probe)
+    assert out.strip() == "[]", out
 
 
 def test_the_algorithms_package_names_load_when_asked():
@@ -366,10 +373,8 @@ def test_the_algorithms_package_names_load_when_asked():
              "missing = [n for n in (*a.__all__, *hpcrl.__all__) if getattr(a if n in a.__all__ "
              "else hpcrl, n) is None]\n"
              "print(light, missing, hpcrl.DQN is a.DQN, a.PPO is a.ALGORITHMS['ppo'])")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=120, cwd=PACKAGE.parent)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["True", "[]", "True", "True"], done.stdout
+    out = probe_output(probe)
+    assert out.split() == ["True", "[]", "True", "True"], out
 
 
 def test_importing_all_of_core_loads_no_layer_above_it():
@@ -382,10 +387,8 @@ def test_importing_all_of_core_loads_no_layer_above_it():
              "        importlib.import_module(m.name)\n"
              "print(' '.join(sorted({n.split('.')[1] for n in sys.modules\n"
              "                       if n.startswith('hpcrl.') and n.count('.') >= 1})))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=120, cwd=PACKAGE.parent)
-    assert done.returncode == 0, done.stderr[-2000:]
-    loaded = set(done.stdout.split())
+    out = probe_output(probe)
+    loaded = set(out.split())
     assert set(CORE) <= loaded and not loaded & set(ABOVE_CORE), loaded
 
 
