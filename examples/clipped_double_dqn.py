@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import hpcrl
-from hpcrl.algorithm_keys.dqn import DqnConfig
+from hpcrl.algorithms.dqn import DqnConfig
 from hpcrl.models.target import TargetNetwork
 from hpcrl.numerics.compiling import stat_floats
 

@@ -30,7 +30,7 @@ from typing import Literal
 import torch
 
 import hpcrl
-from hpcrl.algorithms.base import entropy_bonus, value_error
+from hpcrl.algorithms.on_policy import entropy_bonus, value_error
 from hpcrl.buffers.rollout_storage import GaeBatch
 from hpcrl.numerics.compiling import stat_floats
 from hpcrl.numerics.reducer import global_mean_std

@@ -26,11 +26,11 @@ _LAZY = {"make_config": "hpcrl.api", "train": "hpcrl.api", "resume": "hpcrl.api"
          "RecurrentBatch": "hpcrl.buffers.rollout_storage",
          "SequenceBatch": "hpcrl.buffers.vtrace_storage",
          "Network": "hpcrl.components.contracts", "Capabilities": "hpcrl.algorithms",
-         "OffPolicyAlgorithm": "hpcrl.algorithms.offpolicy",
+         "OffPolicyAlgorithm": "hpcrl.algorithms",
          "OnPolicyAlgorithm": "hpcrl.algorithms",
-         "DQN": "hpcrl.algorithms.offpolicy", "SAC": "hpcrl.algorithms.offpolicy",
-         "TD3": "hpcrl.algorithms.offpolicy", "DDPG": "hpcrl.algorithms.offpolicy",
-         "MPO": "hpcrl.algorithms.offpolicy", "MPC": "hpcrl.algorithms.offpolicy",
+         "DQN": "hpcrl.algorithms", "SAC": "hpcrl.algorithms",
+         "TD3": "hpcrl.algorithms", "DDPG": "hpcrl.algorithms",
+         "MPO": "hpcrl.algorithms", "MPC": "hpcrl.algorithms",
          "ReplayBatch": "hpcrl.buffers.replay.buffer"}
 
 

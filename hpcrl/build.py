@@ -27,7 +27,7 @@ from hpcrl.trained.reference_policies import reference_problem
 
 def make_actor(config: Config, spaces: EnvSpaces) -> ActorCritic:
     """A freshly initialised actor-critic of the on-policy ``config.algo.name`` (its class's
-    :meth:`~hpcrl.algorithms.base.OnPolicyAlgorithm.policy_for`); the same seed gives
+    :meth:`~hpcrl.algorithms.on_policy.OnPolicyAlgorithm.policy_for`); the same seed gives
     the same weights everywhere."""
     return algorithm_class(config.algo.name).policy_for(spaces, algorithm_settings(config))
 

@@ -87,6 +87,9 @@ ENTRY_POINT = ("an entry point imports what it runs when it runs, so that `impor
 CONFIG_DATA = ("config's loader imports its checks (core's algorithms, the scheme's "
                "topology, torch and gymnasium with them) when it checks a config, so that "
                "importing config's data stays light")
+LIGHT_ALGORITHMS = ("hpcrl.algorithms' package imports its names (the registry, torch with it) "
+                    "when one is first asked, so that importing a built-in's keys from its "
+                    "folder (what config's data does) stays light")
 DECLARED = ("the algorithms' declarations (their sections, defaults and rules, on their "
             "classes: core's registry, torch with it) are asked when a config is loaded, so "
             "that importing config's data stays light")
@@ -106,6 +109,7 @@ LAZY: dict[tuple[str, str], str] = {
     ("hpcrl.config.loader", "hpcrl.config.validate"): CONFIG_DATA,
     ("hpcrl.placement.job_run", "hpcrl.placement.mpi"): MULTI_RANK,
     ("hpcrl.config.algo_defaults", "hpcrl.algorithms"): DECLARED,
+    ("hpcrl.algorithms", "hpcrl.algorithms.registry"): LIGHT_ALGORITHMS,
     ("hpcrl.scheme.topology", "hpcrl.comm.compression"): LIGHT_SCHEME,
     ("hpcrl.comm._mpi", "mpi4py"): MPI_INIT,
     ("hpcrl.comm.allreduce", "torch.distributed"): DISTRIBUTED,
@@ -129,6 +133,10 @@ LAZY: dict[tuple[str, str], str] = {
     ("*", "wandb"): OPTIONAL,
     ("*", "torch.utils.tensorboard"): OPTIONAL,
 }
+
+# the packages whose ``__init__`` alone a LAZY entry naming them as importer covers (their
+# modules import at the top like any other)
+LAZY_INITS = ("hpcrl", "hpcrl.algorithms")
 
 
 @dataclass(frozen=True)
@@ -268,11 +276,11 @@ def _within(name: str, prefix: str) -> bool:
 
 
 def _covers(entry: tuple[str, str], imp: Import) -> bool:
-    """Whether the :data:`LAZY` entry names ``imp``: the root ``hpcrl`` as importer is its
-    ``__init__`` alone, ``*`` any module."""
+    """Whether the :data:`LAZY` entry names ``imp``: a package of :data:`LAZY_INITS` as
+    importer is its ``__init__`` alone, ``*`` any module."""
     importer, imported = entry
     by = (importer == "*" or imp.module == importer
-          or (importer != "hpcrl" and _within(imp.module, importer)))
+          or (importer not in LAZY_INITS and _within(imp.module, importer)))
     return by and _within(imp.name, imported)
 
 
@@ -341,15 +349,36 @@ def test_the_scheme_imports_no_config_at_run_time():
     assert ("scheme", "config") not in edges, edges.get(("scheme", "config"))
 
 
-def test_loading_config_data_loads_no_torch():
-    # the reason CONFIG_DATA gives, as the interpreter sees it
-    probe = ("import sys, hpcrl.config.schema, hpcrl.scheme.topology, hpcrl.runtime.run_dir\n"
-             "print(sorted(m for m in ('torch', 'gymnasium', 'hpcrl.algorithms') "
-             "if m in sys.modules))")
+def probe_output(probe: str) -> str:
+    """What ``probe``, Python source, prints when a fresh interpreter runs it from the
+    repository's root (so that the modules it finds loaded are the ones it imported)."""
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=120, cwd=PACKAGE.parent)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "[]", done.stdout
+    return done.stdout
+
+
+def test_loading_config_data_loads_no_torch():
+    # the reasons CONFIG_DATA and LIGHT_ALGORITHMS give, as the interpreter sees it: the
+    # built-ins' keys (hpcrl.algorithms.ppo, ...) and their light package may load, their
+    # classes may not
+    probe = ("import sys, hpcrl.config.schema, hpcrl.scheme.topology, hpcrl.runtime.run_dir\n"
+             "print(sorted(m for m in ('torch', 'gymnasium', 'hpcrl.algorithms.registry') "
+             "if m in sys.modules))")
+    out = probe_output(probe)
+    assert out.strip() == "[]", out
+
+
+def test_the_algorithms_package_names_load_when_asked():
+    # LIGHT_ALGORITHMS: importing the package loads no class; each public name of it and of
+    # hpcrl resolves on first use
+    probe = ("import sys, hpcrl, hpcrl.algorithms as a\n"
+             "light = 'torch' not in sys.modules\n"
+             "missing = [n for n in (*a.__all__, *hpcrl.__all__) if getattr(a if n in a.__all__ "
+             "else hpcrl, n) is None]\n"
+             "print(light, missing, hpcrl.DQN is a.DQN, a.PPO is a.ALGORITHMS['ppo'])")
+    out = probe_output(probe)
+    assert out.split() == ["True", "[]", "True", "True"], out
 
 
 def test_importing_all_of_core_loads_no_layer_above_it():
@@ -362,10 +391,8 @@ def test_importing_all_of_core_loads_no_layer_above_it():
              "        importlib.import_module(m.name)\n"
              "print(' '.join(sorted({n.split('.')[1] for n in sys.modules\n"
              "                       if n.startswith('hpcrl.') and n.count('.') >= 1})))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=120, cwd=PACKAGE.parent)
-    assert done.returncode == 0, done.stderr[-2000:]
-    loaded = set(done.stdout.split())
+    out = probe_output(probe)
+    loaded = set(out.split())
     assert set(CORE) <= loaded and not loaded & set(ABOVE_CORE), loaded
 
 
@@ -474,6 +501,6 @@ def test_an_import_inside_a_function_makes_an_edge(tmp_path):
     assert isinstance(node, ast.ImportFrom)
     assert _names(node, "hpcrl.models.x", False)[0] == "hpcrl.cli"
     assert any(not imp.top for imp in all_imports())
-    assert list(_loaded("hpcrl.algorithms.ppo", "hpcrl.config.schema")) == [
+    assert list(_loaded("hpcrl.algorithms.ppo.clipped_surrogate", "hpcrl.config.schema")) == [
         "hpcrl.config", "hpcrl.config.schema"]
     assert list(_loaded("hpcrl.config.loader", "hpcrl.config.schema")) == ["hpcrl.config.schema"]

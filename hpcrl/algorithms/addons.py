@@ -1,5 +1,5 @@
 """Policy-loss add-ons of the on-policy algorithms (``algo.addons``): terms that
-:meth:`~hpcrl.algorithms.base.OnPolicyAlgorithm.compute_gradients` adds to any
+:meth:`~hpcrl.algorithms.on_policy.OnPolicyAlgorithm.compute_gradients` adds to any
 on-policy loss, PPO's, A2C's, IMPALA's or a plug-in's.
 
 - **KL attraction / repulsion** to other, frozen policies: per sample of the minibatch,
@@ -15,7 +15,7 @@ on-policy loss, PPO's, A2C's, IMPALA's or a plug-in's.
 The loss reads what the algorithm's own evaluation of the minibatch produced
 (:class:`PolicyOutputs`: the distribution parameters and predictions carry their graph), so
 the terms cost no second forward pass; an algorithm whose loss evaluates the actor some
-other way gets one (:meth:`~hpcrl.algorithms.base.OnPolicyAlgorithm.addon_outputs`).
+other way gets one (:meth:`~hpcrl.algorithms.on_policy.OnPolicyAlgorithm.addon_outputs`).
 Each term is reported as a loss stat, so it becomes a ``progress.csv`` column.
 
 The other policies are loaded above ``core`` (:mod:`hpcrl.trained.reference_policies`) and handed

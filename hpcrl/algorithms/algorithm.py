@@ -8,9 +8,9 @@ that updates live in different processes. It declares what it learns from and su
 :attr:`Algorithm.stat_names`, follows the run's progress for its schedules, publishes
 :attr:`Algorithm.policy` to whoever acts and keeps its state for checkpoints.
 
-The two families derive from it: :class:`~hpcrl.algorithms.base.OnPolicyAlgorithm`
+The two families derive from it: :class:`~hpcrl.algorithms.on_policy.OnPolicyAlgorithm`
 (PPO, A2C, IMPALA: batches cut from rollouts, over one actor-critic) and
-:class:`~hpcrl.algorithms.offpolicy.base.OffPolicyAlgorithm` (DQN, SAC, TD3, DDPG,
+:class:`~hpcrl.algorithms.off_policy.OffPolicyAlgorithm` (DQN, SAC, TD3, DDPG,
 MPO: batches sampled from a replay, over several networks with targets). What is common
 to both is written here once; what a family adds (minibatches of a rollout, segments and
 target networks) is its base's.
@@ -32,7 +32,7 @@ from hpcrl.numerics.gradient_guard import GradientGuard
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.config.offpolicy import ReplayConfig
-    from hpcrl.config.rnd import RndConfig
+    from hpcrl.config.rnd_section import RndConfig
     from hpcrl.config.schema import ActorConfig, AlgoConfig, EnvConfig
     from hpcrl.envs.vector import EnvSpaces
     from hpcrl.numerics.reducer import Reducer
@@ -103,8 +103,8 @@ class Algorithm(ABC):
     # names its section here and declares its keys in section_keys
     section: ClassVar[str | None] = None
     # the dataclass of its own section (field defaults are its defaults); None for an
-    # algorithm with no keys of its own (A2C). The built-ins' dataclasses live in
-    # hpcrl.algorithm_keys (no torch: the config's schema holds those sections)
+    # algorithm with no keys of its own (A2C). A built-in's dataclass lives in its folder's
+    # package (hpcrl.algorithms.ppo, ...: no torch, as the config's schema holds it)
     section_keys: ClassVar[type | None] = None
     # the standard value of every shared key whose good value depends on the algorithm
     # (``{"algo.lr": 3e-4, "replay.batch_size": 256, ...}``), filled in under the keys a

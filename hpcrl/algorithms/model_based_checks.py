@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.algorithms import algorithms_with
 from hpcrl.algorithms.own_section import own_section
+from hpcrl.algorithms.registry import algorithms_with
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.models.model_based.rewards import reward_function, reward_output_problem
 

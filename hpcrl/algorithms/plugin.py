@@ -1,8 +1,8 @@
 """Loading a user's algorithm class by import path, and the contract every family shares.
 
 ``algo.name: module:Class`` names an on-policy class (a subclass of
-:class:`~hpcrl.algorithms.base.OnPolicyAlgorithm`) or an off-policy one (of
-:class:`~hpcrl.algorithms.offpolicy.base.OffPolicyAlgorithm`); the registry's one
+:class:`~hpcrl.algorithms.on_policy.OnPolicyAlgorithm`) or an off-policy one (of
+:class:`~hpcrl.algorithms.off_policy.OffPolicyAlgorithm`); the registry's one
 resolver (:func:`~hpcrl.algorithms.registry.algorithm_type`) asks the family's base
 for its own extra terms after :func:`load_algorithm_class`.
 """

@@ -22,24 +22,24 @@ import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.algorithms.a2c import A2C
+from hpcrl.algorithms.a2c.advantage_actor_critic import A2C
 from hpcrl.algorithms.algorithm import CONSTRUCTOR, Algorithm, AlgorithmSettings
-from hpcrl.algorithms.base import OnPolicyAlgorithm
 from hpcrl.algorithms.capabilities import (
     ACTION_WORDS,
     SPACE_NAMES,
     Capabilities,
     action_kind,
 )
-from hpcrl.algorithms.impala import IMPALA
-from hpcrl.algorithms.offpolicy.base import OffPolicyAlgorithm
-from hpcrl.algorithms.offpolicy.dqn import DQN
-from hpcrl.algorithms.offpolicy.mpc import MPC
-from hpcrl.algorithms.offpolicy.mpo import MPO
-from hpcrl.algorithms.offpolicy.sac import SAC
-from hpcrl.algorithms.offpolicy.td3 import DDPG, TD3
+from hpcrl.algorithms.dqn.q_learning import DQN
+from hpcrl.algorithms.impala.vtrace_learner import IMPALA
+from hpcrl.algorithms.mpc.model_predictive import MPC
+from hpcrl.algorithms.mpo.maximum_a_posteriori import MPO
+from hpcrl.algorithms.off_policy import OffPolicyAlgorithm
+from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
 from hpcrl.algorithms.plugin import build_algorithm, load_algorithm_class
-from hpcrl.algorithms.ppo import PPO
+from hpcrl.algorithms.ppo.clipped_surrogate import PPO
+from hpcrl.algorithms.sac.soft_actor_critic import SAC
+from hpcrl.algorithms.td3.twin_delayed import DDPG, TD3
 from hpcrl.components.import_paths import CONTRACTS, PluginError, check_kwargs, is_import_path
 from hpcrl.envs.vector import EnvSpaces, as_box
 from hpcrl.numerics.reducer import Reducer

@@ -5,9 +5,9 @@ Keys that every algorithm of a family reads stay in the shared sections (``algo.
 ``algo.lr``, ``replay.batch_size``, ...); a key that one algorithm reads lives in that
 algorithm's section, whose field defaults are that algorithm's standard values. Each
 algorithm's class names its section and the dataclass of its keys (``PPO.section = "ppo"``,
-``PPO.section_keys = PpoConfig``; the built-ins' dataclasses live in
-:mod:`hpcrl.algorithm_keys`, which imports no torch, and are named here too for the
-schema). A run reads the section its algorithm's class declares (``section_name()``: a
+``PPO.section_keys = PpoConfig``; a built-in's dataclass lives in its folder's package,
+:mod:`hpcrl.algorithms.ppo` and the like, which imports no torch, and is named here too for
+the schema). A run reads the section its algorithm's class declares (``section_name()``: a
 plug-in subclass of ``hpcrl.TD3`` takes its settings from ``algo.td3``, unless it declares
 a section of its own, whose keys the loader builds from the class's ``section_keys``). A
 section of another algorithm set away from its defaults is refused
@@ -23,13 +23,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from hpcrl.algorithm_keys.dqn import DqnConfig
-from hpcrl.algorithm_keys.impala import ImpalaConfig
-from hpcrl.algorithm_keys.mpc import MpcConfig
-from hpcrl.algorithm_keys.mpo import MpoConfig
-from hpcrl.algorithm_keys.ppo import PpoConfig
-from hpcrl.algorithm_keys.sac import SacConfig
-from hpcrl.algorithm_keys.td3 import DdpgConfig, Td3Config
+from hpcrl.algorithms.dqn import DqnConfig
+from hpcrl.algorithms.impala import ImpalaConfig
+from hpcrl.algorithms.mpc import MpcConfig
+from hpcrl.algorithms.mpo import MpoConfig
+from hpcrl.algorithms.ppo import PpoConfig
+from hpcrl.algorithms.sac import SacConfig
+from hpcrl.algorithms.td3 import DdpgConfig, Td3Config
 from hpcrl.config.algo_defaults import builtin_sections
 
 __all__ = ["FLAT_NAMES", "DdpgConfig", "DqnConfig", "ImpalaConfig", "MpcConfig", "MpoConfig",

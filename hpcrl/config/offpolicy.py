@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from hpcrl.config.fields import doc
+from hpcrl.field_docs import doc
 
 
 @dataclass

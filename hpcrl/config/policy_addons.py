@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hpcrl.config.fields import doc
+from hpcrl.field_docs import doc
 
 # the keys of an entry of algo.addons.kl_policies (policy and mode are required)
 KL_POLICY_KEYS = ("policy", "mode", "coef", "name", "max_kl")

@@ -19,10 +19,10 @@ from hpcrl.config.algo_sections import (
     SacConfig,
     Td3Config,
 )
-from hpcrl.config.fields import doc
 from hpcrl.config.offpolicy import ReplayConfig
 from hpcrl.config.policy_addons import PolicyAddonsConfig
-from hpcrl.config.rnd import RndConfig
+from hpcrl.config.rnd_section import RndConfig
+from hpcrl.field_docs import doc
 
 
 @dataclass

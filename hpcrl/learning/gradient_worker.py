@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 
-from hpcrl.algorithms.base import OnPolicyAlgorithm
+from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
 from hpcrl.buffers.rollout import Rollout
 from hpcrl.buffers.rollout_storage import RolloutStorage
 from hpcrl.buffers.vtrace_storage import VTraceStorage

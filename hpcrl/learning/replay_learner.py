@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcrl.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.algorithms.off_policy import OffPolicyAlgorithm
 from hpcrl.buffers.replay.buffer import ReplayBuffer
 from hpcrl.buffers.replay.goals import GoalRewards
 from hpcrl.buffers.replay.her import HerReplayBuffer

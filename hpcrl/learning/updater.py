@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hpcrl.algorithms.base import OnPolicyAlgorithm
+from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
 from hpcrl.exchange.messages import Gradient, Weights
 
 

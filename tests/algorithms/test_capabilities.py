@@ -22,8 +22,7 @@ from hpcrl.envs.vector import spaces_of
 
 HPCRL = Path(__file__).resolve().parents[2] / "hpcrl"
 # the modules that map names to classes or defaults: the registrations themselves
-REGISTRIES = {"algorithms/__init__.py", "algorithms/offpolicy/__init__.py",
-              "config/algo_defaults.py", "scheme/presets.py"}
+REGISTRIES = {"algorithms/__init__.py", "config/algo_defaults.py", "scheme/presets.py"}
 NAME_BRANCH = re.compile(r"algo\.(name|kind)\s*(==|!=|in\b|not in\b)|"
                          r"""\bname\s*(==|!=)\s*["'](ppo|a2c|impala|dqn|sac|td3|ddpg|mpo|mpc)["']""")
 

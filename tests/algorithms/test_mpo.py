@@ -12,9 +12,8 @@ from test_offpolicy_algorithms import gradients_and_draws
 from test_offpolicy_algorithms import setup as offpolicy_setup
 from torch.distributions import Normal, kl_divergence
 
-from hpcrl.algorithms import action_space_problem, make_policy
-from hpcrl.algorithms.offpolicy import MPO
-from hpcrl.algorithms.offpolicy.mpo import decoupled_kl, temperature_loss
+from hpcrl.algorithms import MPO, action_space_problem, make_policy
+from hpcrl.algorithms.mpo.maximum_a_posteriori import decoupled_kl, temperature_loss
 from hpcrl.build import env_spaces
 from hpcrl.config import ConfigError, load_config
 from hpcrl.models.continuous_policies import SquashedGaussianPolicy

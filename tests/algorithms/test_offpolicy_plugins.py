@@ -13,8 +13,7 @@ import torch
 from click.testing import CliRunner
 
 import hpcrl
-from hpcrl.algorithms import algorithm_capabilities, algorithm_kind, make_algorithm
-from hpcrl.algorithms.offpolicy import DQN
+from hpcrl.algorithms import DQN, algorithm_capabilities, algorithm_kind, make_algorithm
 from hpcrl.build import env_spaces
 from hpcrl.cli import main
 from hpcrl.config import from_dict

@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from hpcrl.algorithms.base import OnPolicyAlgorithm
+from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
 from hpcrl.config import from_dict
 from hpcrl.placement.serial_run import Trainer
 from hpcrl.runtime.run_dir import RunDir

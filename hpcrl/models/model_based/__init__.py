@@ -11,5 +11,5 @@
   :mod:`~hpcrl.models.model_based.planning_engine`: a collector's planning, env by env.
 
 The algorithm that trains the model from a replay is
-:class:`~hpcrl.algorithms.offpolicy.mpc.MPC`.
+:class:`~hpcrl.algorithms.mpc.model_predictive.MPC`.
 """

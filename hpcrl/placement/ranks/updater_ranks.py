@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from hpcrl.algorithms.base import OnPolicyAlgorithm
+from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
 from hpcrl.collection.info_reducers import combine_infos
 from hpcrl.comm.collectives import bcast_, gather_rows, reduce_sum_
 from hpcrl.exchange.latest_weights import send_weights

@@ -46,7 +46,7 @@ from hpcrl.placement.leader import Leader
 from hpcrl.placement.ranks.job_control import JobControl, write_checkpoint
 
 if TYPE_CHECKING:
-    from hpcrl.algorithms.base import OnPolicyAlgorithm
+    from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
     from hpcrl.learning.gradient_worker import GradientWorker
     from hpcrl.placement.wiring.rollout_updates import RolloutUpdates
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from hpcrl.algorithms.base import OnPolicyAlgorithm
+from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
 from hpcrl.build import make_storage
 from hpcrl.exchange.protocol import STOP, Control, Report, ReportLayout
 from hpcrl.learning.gradient_worker import GradientWorker

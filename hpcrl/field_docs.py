@@ -2,7 +2,9 @@
 config show --docs``, the docs site and the error messages quote.
 
 It sits below every layer, so that the config's schema and the algorithms' own sections
-(declared beside their classes, in core) declare their keys alike."""
+(declared beside their classes, in core) declare their keys alike: a module of ``config``
+would make core import the layer above it. It is the one module of the name (formerly
+``hpcrl.fields``, re-exported as ``hpcrl.config.fields``)."""
 from __future__ import annotations
 
 from dataclasses import field

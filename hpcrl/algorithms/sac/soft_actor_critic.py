@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from hpcrl.algorithm_keys.sac import SacConfig
 from hpcrl.algorithms.key_rules import positive
-from hpcrl.algorithms.offpolicy.base import (
+from hpcrl.algorithms.off_policy import (
     CONTINUOUS_DEFAULTS,
     OffPolicyAlgorithm,
     Scalar,
     continuous_control,
     squashed_gaussian,
 )
+from hpcrl.algorithms.sac import SacConfig
 from hpcrl.buffers.replay.buffer import ReplayBatch
 from hpcrl.envs.vector import EnvSpaces, as_box
 from hpcrl.models.continuous_policies import SquashedGaussianPolicy

@@ -1,10 +1,10 @@
-"""IMPALA's own config keys (``algo.impala.*``): the dataclass the class
-declares as its ``section_keys``, torch-free so that the config's schema can hold it."""
+"""IMPALA: the V-trace clips of ``algo.impala.*`` (here, torch-free) and the learner,
+:class:`~hpcrl.algorithms.impala.vtrace_learner.IMPALA`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hpcrl.fields import doc
+from hpcrl.field_docs import doc
 
 
 @dataclass

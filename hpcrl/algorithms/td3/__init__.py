@@ -1,12 +1,12 @@
-"""DDPG's and TD3's own config keys (``algo.ddpg.*``, ``algo.td3.*``): the dataclasses the
-classes declare as their ``section_keys``, torch-free so that the config's schema can hold
-them."""
+"""TD3 and DDPG, which it extends (twin critics, delayed policy, target smoothing): their
+``algo.td3.*`` and ``algo.ddpg.*`` keys, torch-free, and their classes in
+:mod:`~hpcrl.algorithms.td3.twin_delayed`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-from hpcrl.fields import doc
+from hpcrl.field_docs import doc
 
 
 @dataclass

@@ -23,10 +23,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from hpcrl.algorithm_keys.mpc import MpcConfig
 from hpcrl.algorithms.capabilities import Capabilities
 from hpcrl.algorithms.key_rules import below_one, in_unit, not_negative, positive, unread
-from hpcrl.algorithms.offpolicy.base import CONTINUOUS_DEFAULTS, OffPolicyAlgorithm
+from hpcrl.algorithms.mpc import MpcConfig
+from hpcrl.algorithms.off_policy import CONTINUOUS_DEFAULTS, OffPolicyAlgorithm
 from hpcrl.buffers.replay.buffer import ReplayBatch
 from hpcrl.buffers.replay.transitions import Transitions
 from hpcrl.envs.vector import EnvSpaces

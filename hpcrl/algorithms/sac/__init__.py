@@ -1,10 +1,10 @@
-"""SAC's own config keys (``algo.sac.*``): the dataclass the class
-declares as its ``section_keys``, torch-free so that the config's schema can hold it."""
+"""SAC's keys, ``algo.sac.*``, torch-free; its class is
+:class:`~hpcrl.algorithms.sac.soft_actor_critic.SAC`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hpcrl.fields import doc
+from hpcrl.field_docs import doc
 
 
 @dataclass

@@ -1,11 +1,11 @@
-"""PPO's own config keys (``algo.ppo.*``): the dataclass the class
-declares as its ``section_keys``, torch-free so that the config's schema can hold it."""
+"""PPO: its section's keys (``algo.ppo.*``, here, torch-free: see :mod:`hpcrl.algorithms`)
+and its class, :class:`~hpcrl.algorithms.ppo.clipped_surrogate.PPO`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-from hpcrl.fields import doc
+from hpcrl.field_docs import doc
 
 
 @dataclass

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import torch
 
-from hpcrl.algorithms.base import OnPolicyAlgorithm, entropy_bonus, value_error
+from hpcrl.algorithms.on_policy import OnPolicyAlgorithm, entropy_bonus, value_error
 from hpcrl.buffers.rollout_storage import GaeBatch, RolloutStorage
 from hpcrl.numerics.compiling import stat_floats
 

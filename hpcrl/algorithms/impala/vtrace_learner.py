@@ -19,11 +19,11 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 
-from hpcrl.algorithm_keys.impala import ImpalaConfig
 from hpcrl.algorithms.addons import PolicyOutputs
-from hpcrl.algorithms.base import OnPolicyAlgorithm, entropy_bonus
 from hpcrl.algorithms.capabilities import Capabilities
+from hpcrl.algorithms.impala import ImpalaConfig
 from hpcrl.algorithms.key_rules import clip_or_null
+from hpcrl.algorithms.on_policy import OnPolicyAlgorithm, entropy_bonus
 from hpcrl.buffers.returns import vtrace
 from hpcrl.buffers.vtrace_storage import SequenceBatch, VTraceStorage
 from hpcrl.models.actor import ActorOutputs

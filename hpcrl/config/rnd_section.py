@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hpcrl.config.fields import doc
+from hpcrl.field_docs import doc
 
 
 @dataclass

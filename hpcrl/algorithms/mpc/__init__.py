@@ -1,11 +1,11 @@
-"""MPC's own config keys (``algo.mpc.*``): the dataclass the class
-declares as its ``section_keys``, torch-free so that the config's schema can hold it."""
+"""Model-predictive control: ``algo.mpc.*`` (world model, planner; torch-free) here, the
+agent in :class:`~hpcrl.algorithms.mpc.model_predictive.MPC`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-from hpcrl.fields import doc
+from hpcrl.field_docs import doc
 
 
 @dataclass

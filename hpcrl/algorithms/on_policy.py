@@ -189,7 +189,7 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
         """What the add-ons read of ``batch`` when the loss left them nothing (a plug-in's
         loss that evaluates the actor its own way): one more evaluation of it, by this
         base's :meth:`evaluate` whatever a subclass made of it (GAE batches;
-        :class:`~hpcrl.algorithms.impala.IMPALA` evaluates its sequences)."""
+        :class:`~hpcrl.algorithms.impala.vtrace_learner.IMPALA` evaluates its sequences)."""
         assert isinstance(batch, (RolloutBatch, RecurrentBatch))  # storage "gae"
         OnPolicyAlgorithm.evaluate(self, batch)
         assert self._outputs is not None  # evaluate() keeps them when there are add-ons

@@ -34,9 +34,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hpcrl.algorithm_keys.mpo import MpoConfig
 from hpcrl.algorithms.key_rules import positive
-from hpcrl.algorithms.offpolicy.base import (
+from hpcrl.algorithms.mpo import MpoConfig
+from hpcrl.algorithms.off_policy import (
     CONTINUOUS_DEFAULTS,
     OffPolicyAlgorithm,
     continuous_control,

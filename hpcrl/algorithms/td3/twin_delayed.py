@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 from torch import nn
 
-from hpcrl.algorithm_keys.td3 import DdpgConfig, Td3Config
 from hpcrl.algorithms.key_rules import Rule, not_negative, positive
-from hpcrl.algorithms.offpolicy.base import (
+from hpcrl.algorithms.off_policy import (
     CONTINUOUS_DEFAULTS,
     OffPolicyAlgorithm,
     continuous_control,
 )
+from hpcrl.algorithms.td3 import DdpgConfig, Td3Config
 from hpcrl.buffers.replay.buffer import ReplayBatch
 from hpcrl.envs.vector import EnvSpaces, as_box
 from hpcrl.models.continuous_policies import DeterministicPolicy

@@ -7,12 +7,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from hpcrl.algorithm_keys.ppo import PpoConfig
 from hpcrl.algorithms.algorithm import linear_schedule
-from hpcrl.algorithms.base import OnPolicyAlgorithm, entropy_bonus, value_error
 from hpcrl.algorithms.capabilities import Capabilities
 from hpcrl.algorithms.demo_replay import DemoPlay, demo_slots, replayed_log_probs
 from hpcrl.algorithms.key_rules import clip_or_null, positive
+from hpcrl.algorithms.on_policy import OnPolicyAlgorithm, entropy_bonus, value_error
+from hpcrl.algorithms.ppo import PpoConfig
 from hpcrl.buffers.rollout import Rollout
 from hpcrl.buffers.rollout_storage import GaeBatch, RolloutStorage
 from hpcrl.numerics.compiling import stat_floats

@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hpcrl.algorithm_keys.dqn import DqnConfig
 from hpcrl.algorithms.capabilities import Capabilities
+from hpcrl.algorithms.dqn import DqnConfig
 from hpcrl.algorithms.key_rules import in_unit, not_negative
-from hpcrl.algorithms.offpolicy.base import OffPolicyAlgorithm
+from hpcrl.algorithms.off_policy import OffPolicyAlgorithm
 from hpcrl.buffers.replay.buffer import ReplayBatch
 from hpcrl.envs.vector import EnvSpaces, as_discrete
 from hpcrl.models.qnetwork import QNetwork

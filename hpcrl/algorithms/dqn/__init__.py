@@ -1,11 +1,11 @@
-"""DQN's own config keys (``algo.dqn.*``): the dataclass the class
-declares as its ``section_keys``, torch-free so that the config's schema can hold it."""
+"""DQN: ``algo.dqn.*`` (epsilon-greedy exploration, double Q; no torch here) and the class,
+:class:`~hpcrl.algorithms.dqn.q_learning.DQN`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-from hpcrl.fields import doc
+from hpcrl.field_docs import doc
 
 
 @dataclass

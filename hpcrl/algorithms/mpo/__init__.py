@@ -1,10 +1,10 @@
-"""MPO's own config keys (``algo.mpo.*``): the dataclass the class
-declares as its ``section_keys``, torch-free so that the config's schema can hold it."""
+"""MPO's ``algo.mpo.*`` (torch-free) beside its class,
+:class:`~hpcrl.algorithms.mpo.maximum_a_posteriori.MPO`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hpcrl.fields import doc
+from hpcrl.field_docs import doc
 
 
 @dataclass
