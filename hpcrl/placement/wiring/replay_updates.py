@@ -104,7 +104,7 @@ class ReplayUpdates:
         envs = job.collector_envs()
         shared = job.device.type == "cpu" and has_flat_parameters(algorithm.policy)
         policy = algorithm.policy if shared else job.new_policy()
-        collector = transition_collector(envs, policy, job.config)
+        collector = transition_collector(envs, policy, job.transition_sections)
         self.weights = (SharedInPlace(collector.follow) if shared else
                         CopyInProcess(policy, collector.load_weights))
         chunk = job.own_chunk_layout().new()
