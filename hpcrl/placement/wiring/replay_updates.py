@@ -135,7 +135,7 @@ class ReplayUpdates:
     # -- the learner loop --------------------------------------------------------------------
     def control(self) -> UpdateControl:
         """Who decides after each update: rank 0's leader, this very rank."""
-        return JobControl(self.job, self.leader)
+        return JobControl(self.job.learners, self.leader)
 
     def start(self) -> None:
         """Offer the first weights to the collectors."""
