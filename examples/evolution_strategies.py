@@ -223,7 +223,7 @@ class EsUpdates:
 
     def control(self) -> Any:
         """Rank 0's leader decides for the learner."""
-        return JobControl(self.job, self.leader)
+        return JobControl(self.job.learners, self.leader)
 
     def start(self) -> None:
         """The collectors start with the learner's weights."""

@@ -34,7 +34,11 @@ from torch import nn
 
 from hpcrl.collection.env_core import CollectionFacts, EnvCore, StepFacts, restart_ledger
 from hpcrl.collection.rollout_filler import RolloutFiller
-from hpcrl.collection.transition_filler import COLLECT_STREAM, TransitionFiller
+from hpcrl.collection.transition_filler import (
+    COLLECT_STREAM,
+    TransitionFiller,
+    TransitionSections,
+)
 from hpcrl.envs.groups import EnvGroup, EnvGroups
 from hpcrl.envs.obs_format import obs_format
 from hpcrl.exchange.messages import Weights
@@ -43,7 +47,7 @@ from hpcrl.runtime.finite import check_env_rows, check_env_steps
 if TYPE_CHECKING:  # annotations only
     from hpcrl.buffers.replay.transitions import Transitions
     from hpcrl.buffers.rollout import Rollout
-    from hpcrl.config.schema import Config, EnvConfig
+    from hpcrl.config.schema import EnvConfig
     from hpcrl.models.acting import PolicyEngine
     from hpcrl.models.actor import ActorCritic
 
@@ -271,17 +275,19 @@ def rollout_collector(envs: gym.vector.VectorEnv | EnvGroups, actor: ActorCritic
     return Collector(core, RolloutFiller(core, actor, config, gamma, engine), collector_id)
 
 
-def transition_collector(envs: gym.vector.VectorEnv | EnvGroups, policy: nn.Module, config: Config,
-                         env_offset: int = 0, collector_id: int = 0,
-                         total_envs: int | None = None, collector_index: int = 0,
-                         collector_count: int = 1, acting: Any = None,
+def transition_collector(envs: gym.vector.VectorEnv | EnvGroups, policy: nn.Module,
+                         sections: TransitionSections, env_offset: int = 0,
+                         collector_id: int = 0, total_envs: int | None = None,
+                         collector_index: int = 0, collector_count: int = 1, acting: Any = None,
                          incarnation: int = 0) -> Collector[Transitions]:
     """An off-policy collector of ``envs`` that fills transition chunks with ``policy``'s
-    exploration (see :class:`~hpcrl.collection.transition_filler.TransitionFiller`)."""
-    core = EnvCore(envs, obs_format(envs.single_observation_space), config.seed, env_offset,
+    exploration (see :class:`~hpcrl.collection.transition_filler.TransitionFiller`), reading
+    only the ``sections`` a transition collector needs."""
+    seed = sections.seed
+    core = EnvCore(envs, obs_format(envs.single_observation_space), seed, env_offset,
                    total_envs, stream=(COLLECT_STREAM,),
-                   restarts=restart_ledger(config.env, envs.num_envs, env_offset),
+                   restarts=restart_ledger(sections.env, envs.num_envs, env_offset),
                    incarnation=incarnation)
-    filler = TransitionFiller(core, policy, config.replay, config.algo, config.seed,
-                              config.train, collector_index, collector_count, acting)
+    filler = TransitionFiller(core, policy, sections.replay, sections.algo, seed,
+                              sections.train, collector_index, collector_count, acting)
     return Collector(core, filler, collector_id)

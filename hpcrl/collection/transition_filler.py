@@ -18,6 +18,7 @@ Under Ape-X's settings a DQN collector acts with its own fixed epsilon
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -31,12 +32,25 @@ from hpcrl.buffers.replay.transitions import TransitionLayout, Transitions
 from hpcrl.collection.env_core import CollectionFacts, EnvCore, StepFacts
 from hpcrl.collection.exploring import EXPLORATIONS
 from hpcrl.config.offpolicy import ReplayConfig
-from hpcrl.config.schema import AlgoConfig, TrainConfig
+from hpcrl.config.schema import AlgoConfig, EnvConfig, TrainConfig
 from hpcrl.envs.groups import EnvGroup
 from hpcrl.models.acting import ActedEnvs, ActingEngine, QValueEngine, make_engine
 from hpcrl.numerics.flat import contiguous_parameters
 
 COLLECT_STREAM = 0x0FF  # per-env generators, apart from the on-policy collector's
+
+
+@dataclass(frozen=True)
+class TransitionSections:
+    """The config sections a transition collector reads, and no others: ``env`` (its
+    restart budget), ``replay`` and ``algo`` (n-step returns, priorities, exploration),
+    ``train`` (the budget exploration schedules over) and the run's ``seed``."""
+
+    env: EnvConfig
+    replay: ReplayConfig
+    algo: AlgoConfig
+    train: TrainConfig
+    seed: int
 
 
 def chunk_layout(replay: ReplayConfig, algo: AlgoConfig, obs_shape: tuple[int, ...],

@@ -21,39 +21,101 @@ from __future__ import annotations
 
 import socket
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcrl.comm.node_memory import NodeMemory, NodePeers, aligned, node_peers, shm_free_bytes
 from hpcrl.exchange.remote_acting import acting_spec
 from hpcrl.exchange.streams import STREAM_SLOTS, StreamIn, StreamOut
 from hpcrl.runtime.refused import exit_if_any_rank_refuses
-from hpcrl.scheme import COLLECTOR
+from hpcrl.scheme import COLLECTOR, RankRole
 
-if TYPE_CHECKING:
-    from hpcrl.placement.job import RankJob
+if TYPE_CHECKING:  # annotations only
+    from hpcrl.comm.channel import Channel
+    from hpcrl.config.schema import SchemeConfig
 
 STREAM, ACTING = "stream", "acting"
 
 
-def stream_bytes(job: RankJob) -> int:
+class ExchangeJob(Protocol):
+    """What the node's exchanges read of a rank's job (a
+    :class:`~hpcrl.placement.job.RankJob`): who talks to whom (the rank table, this rank's
+    role and its gradient workers), how (the scheme's transport, the channel and codec, the
+    node's shared window) and the sizes of what crosses (the stream layout, the acting
+    policy and its env groups). Declared here, where it is used, so that the exchanges
+    depend on these parts and not on the placement that assembles them."""
+
+    world: Any
+    role: RankRole
+    table: list[RankRole]
+    memory: NodeMemory | None
+    transport_note: str | None
+    survives: bool
+
+    @property
+    def rank(self) -> int:
+        """This rank in the world."""
+
+    @property
+    def channel(self) -> Channel:
+        """The channel every message of the roles goes through."""
+
+    @property
+    def codec(self) -> Any:
+        """How streamed buffers are packed for messages (``scheme.compress``)."""
+
+    @property
+    def scheme(self) -> SchemeConfig:
+        """The ``scheme`` section (``transport``, ``compress``)."""
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this is rank 0, which says the transport line."""
+
+    @property
+    def workers(self) -> list[int]:
+        """The gradient workers' ranks, by group."""
+
+    @property
+    def env_groups(self) -> int:
+        """The groups a collecting rank cuts its envs into (one acting slot each)."""
+
+    @property
+    def num_envs(self) -> int:
+        """The envs of one collecting rank."""
+
+    @property
+    def wiring(self) -> Any:
+        """The algorithm family's wiring (its acting spec)."""
+
+    def describe(self) -> str:
+        """This rank in words, for a refusal."""
+
+    def stream_layout(self) -> Any:
+        """The layout of one buffer a collector streams."""
+
+    def new_policy(self) -> Any:
+        """A fresh acting policy (its shapes size the acting slots)."""
+
+
+def stream_bytes(job: ExchangeJob) -> int:
     """Bytes of one step buffer of what a collector streams (its float32 words x 4)."""
     return job.stream_layout().data_size * 4
 
 
-def acting_bytes(job: RankJob) -> int:
+def acting_bytes(job: ExchangeJob) -> int:
     """Bytes of a collector's acting slots, one per group of its envs."""
     spec = acting_spec(job, acting_module(job))
     groups = job.env_groups
     return groups * spec.slot_words(job.num_envs // groups) * 4
 
 
-def acting_module(job: RankJob) -> Any:
+def acting_module(job: ExchangeJob) -> Any:
     """The module whose acting a collector's inference rank runs (on the CPU, for shapes):
     the job's acting policy."""
     return job.new_policy()
 
 
-def collector_regions(job: RankJob, peers: NodePeers) -> dict[str, int]:
+def collector_regions(job: ExchangeJob, peers: NodePeers) -> dict[str, int]:
     """The regions this rank owns: a collector's for each exchange whose peer shares its
     node (nothing for any other role)."""
     role = job.role
@@ -67,7 +129,7 @@ def collector_regions(job: RankJob, peers: NodePeers) -> dict[str, int]:
     return regions
 
 
-def straddling(job: RankJob, peers: NodePeers) -> str | None:
+def straddling(job: ExchangeJob, peers: NodePeers) -> str | None:
     """Why ``scheme.transport=shared`` cannot hold for this rank (a peer of its exchanges on
     another node), or None."""
     role = job.role
@@ -82,26 +144,26 @@ def straddling(job: RankJob, peers: NodePeers) -> str | None:
     return None
 
 
-def _region(job: RankJob, owner: int, name: str) -> Any:
+def _region(job: ExchangeJob, owner: int, name: str) -> Any:
     """``owner``'s region ``name`` of the node's window, or None (messages carry it)."""
     return None if job.memory is None else job.memory.region(owner, name)
 
 
-def stream_out(job: RankJob, layout: Any, synchronous: bool = False) -> StreamOut:
+def stream_out(job: ExchangeJob, layout: Any, synchronous: bool = False) -> StreamOut:
     """A collector's end of its stream to its learner: in its region of the node's window
     where it has one, else as messages through the job's channel and codec."""
     return StreamOut(job.channel, job.workers[job.role.group], layout, job.codec,
                      _region(job, job.rank, STREAM), job.memory, synchronous, job.rank)
 
 
-def stream_in(job: RankJob, source: int, layout: Any) -> StreamIn:
+def stream_in(job: ExchangeJob, source: int, layout: Any) -> StreamIn:
     """A learner's end of collector ``source``'s stream (in that collector's region of the
     node's window where it has one, else as messages)."""
     return StreamIn(job.channel, source, layout, job.codec, _region(job, source, STREAM),
                     job.memory)
 
 
-def uses_exchanges(job: RankJob) -> bool:
+def uses_exchanges(job: ExchangeJob) -> bool:
     """Whether any rank of the job collects for another through shared memory (the same
     answer on every rank). A job that survives lost collectors takes messages under
     ``transport=auto``: Open MPI does not promise its shared windows work after a rank died,
@@ -112,7 +174,7 @@ def uses_exchanges(job: RankJob) -> bool:
     return job.world.Get_size() > 1 and any(r.role == COLLECTOR for r in job.table)
 
 
-def open_node_memory(job: RankJob) -> NodeMemory | None:
+def open_node_memory(job: ExchangeJob) -> NodeMemory | None:
     """The node's shared window with this job's regions, or None when messages carry every
     exchange. Collective over the world (every rank calls it in :func:`build_job`); every
     rank exits with status 2 when ``transport=shared`` cannot hold somewhere."""
@@ -163,7 +225,7 @@ def _exchanges(streams: list[int], acts: list[int]) -> str:
     return " and ".join(parts)
 
 
-def transport_note(job: RankJob, owned: list[tuple[str, ...]], total_bytes: int) -> str:
+def transport_note(job: ExchangeJob, owned: list[tuple[str, ...]], total_bytes: int) -> str:
     """One line for the leader to print: which collectors' exchanges go through shared
     memory and which as messages (their peer on another node, or no room in /dev/shm)."""
     collectors = [r for r in job.table if r.role == COLLECTOR]

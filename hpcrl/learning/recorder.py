@@ -13,13 +13,13 @@ import json
 import signal
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from torch import nn
 
-from hpcrl.config.loader import dump_yaml, to_dict
-from hpcrl.config.schema import Config
+from hpcrl.config.schema import EnvConfig, TrainConfig
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.exchange.messages import CHECKPOINT, ENV_FAILED, PREEMPTED, STOP
 from hpcrl.learning.evaluation import evaluate, success_note, truncation_note
@@ -35,6 +35,20 @@ from hpcrl.runtime.wandb_log import WandbLog
 from hpcrl.trained.policy_file import policy_record
 
 
+@dataclass(frozen=True)
+class RecordedConfig:
+    """What the recorder reads of a run's config: the train section (budget, logs,
+    checkpoints, evaluations), and the env and seed its evaluations play. The whole config
+    reaches it only as data it writes and never reads (``text`` for ``config.yaml``, ``data``
+    for checkpoints and W&B), so the recorder depends on two sections, not on every key."""
+
+    train: TrainConfig
+    env: EnvConfig
+    seed: int
+    text: str  # the resolved config as YAML (hpcrl.config.loader.dump_yaml)
+    data: dict[str, Any]  # the config as plain dicts (hpcrl.config.loader.to_dict)
+
+
 class RunRecorder:
     """Counters, progress rows, checkpoints and the final evaluation of one run.
 
@@ -42,7 +56,7 @@ class RunRecorder:
     cuts ``progress.csv`` back to the checkpoint's rows.
     """
 
-    def __init__(self, config: Config, spaces: EnvSpaces, run: RunDir,
+    def __init__(self, config: RecordedConfig, spaces: EnvSpaces, run: RunDir,
                  stat_names: tuple[str, ...], resume_state: dict[str, Any] | None,
                  console: IO[str] | None) -> None:
         self.config, self.spaces, self.run = config, spaces, run
@@ -55,14 +69,14 @@ class RunRecorder:
             self.updates, self.env_steps = int(c["updates"]), int(c["env_steps"])
             self.wall_before = float(c["wall_time_s"])
             self.episodes.load(resume_state["episodes"])
-        write_run_file("run config", run.config_path, dump_yaml(config))
+        write_run_file("run config", run.config_path, config.text)
         run.stopped_path.unlink(missing_ok=True)  # going again: no longer a stopped run
         self.log = ProgressLog(run.path, columns_for(stat_names),
                                self.updates if resume_state is not None else None,
                                train.tensorboard)
         self.console = (ConsoleProgress(train.total_env_steps, train.log_interval_s, console)
                         if console is not None else None)
-        self.config_dict = to_dict(config)  # once: see policy_record
+        self.config_dict = config.data  # see policy_record
         self.wandb = (WandbLog(train.wandb, run, self.config_dict)
                       if train.wandb.project else None)
         self.started = time.perf_counter()

@@ -24,9 +24,9 @@ from hpcrl.algorithms.capabilities import Capabilities
 from hpcrl.algorithms.family import FamilyWiring
 from hpcrl.algorithms.own_section import own_section
 from hpcrl.buffers.rollout import RolloutLayout
-from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout
+from hpcrl.build import env_groups, env_spaces, make_actor, make_storage, rollout_layout
 from hpcrl.collection.collector import Collector, rollout_collector
-from hpcrl.collection.transition_filler import chunk_layout, stream_layout
+from hpcrl.collection.transition_filler import TransitionSections, chunk_layout, stream_layout
 from hpcrl.comm import split_by_role, world_comm
 from hpcrl.comm.channel import Channel, channel_for
 from hpcrl.comm.compression import PlainCodec, make_codec
@@ -34,12 +34,14 @@ from hpcrl.comm.faults import LOST, PeerInfo, gather_peers, survival_problem
 from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.comm.world import SelfComm
 from hpcrl.config.determinism import runs_deterministically
+from hpcrl.config.loader import dump_yaml, to_dict
 from hpcrl.config.offpolicy import ReplayConfig
 from hpcrl.config.schema import Config, SchemeConfig, TrainConfig
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.envs.scripted import collector_env_groups
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.exchange.node_transport import open_node_memory
+from hpcrl.learning.recorder import RecordedConfig
 from hpcrl.learning.replay_learner import make_replay
 from hpcrl.models.acting import make_engine
 from hpcrl.models.actor import ActorCritic, actor_on
@@ -217,6 +219,16 @@ class RankJob:
         return chunk_layout(self.config.replay, self.config.algo, s.obs_shape, s.action_shape,
                             self.num_envs, s.obs_format.dtype)
 
+    def new_storage(self) -> Any:
+        """A gradient worker's rollout storage on this rank's device (GAE targets, or
+        V-trace sequences: :func:`~hpcrl.build.make_storage`)."""
+        return make_storage(self.config, self.spaces, self.device)
+
+    @property
+    def seed(self) -> int:
+        """The run's seed (``seed``), which minibatch orders and collectors start from."""
+        return self.config.seed
+
     def new_replay(self) -> Any:
         """The replay of the job's replay learner (``replay``: uniform, prioritised or
         hindsight), observations stored in the env's carried dtype, the episodes of the
@@ -290,6 +302,19 @@ class RankJob:
     def replay(self) -> ReplayConfig:
         """The ``replay`` section (a replay learner's ratio and pacing)."""
         return self.config.replay
+
+    @property
+    def transition_sections(self) -> TransitionSections:
+        """The sections a transition collector of this job reads (env, replay, algo, train
+        and the seed)."""
+        c = self.config
+        return TransitionSections(c.env, c.replay, c.algo, c.train, c.seed)
+
+    def recorded_config(self) -> RecordedConfig:
+        """What rank 0's recorder reads of the config (train, env, seed) and writes of it
+        (its YAML text and dict)."""
+        c = self.config
+        return RecordedConfig(c.train, c.env, c.seed, dump_yaml(c), to_dict(c))
 
     @property
     def num_envs(self) -> int:

@@ -53,8 +53,8 @@ class Leader:
                  min_collectors: int) -> None:
         self.job, self.run, self.min_collectors = job, run, min_collectors
         self.layout = ReportLayout(stat_names)
-        self.recorder = RunRecorder(job.config, job.spaces, run, stat_names, resume_state,
-                                    console)
+        self.recorder = RunRecorder(job.recorded_config(), job.spaces, run, stat_names,
+                                    resume_state, console)
         self.evaluation: dict[str, Any] | None = None  # the final one, once run
         self.live_collectors = self.collector_ranks  # as the last update counted them
         self.failures = FailureNotes(job.channel)  # the lines of envs that failed for good

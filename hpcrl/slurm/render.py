@@ -170,7 +170,7 @@ def _header(shape: JobShape, opts: RenderOptions, launch_note: str,
 def _survival(shape: JobShape, launch: str | None) -> list[str]:
     """The comment lines on what a lost collector does to the rendered job (none for a job
     without collector ranks), wrapped at 96 characters."""
-    line = lost_collector_line(shape.config.scheme, mpi_library_version()[0],
+    line = lost_collector_line(shape.scheme, mpi_library_version()[0],
                                launch=launch if launch is not None else "srun")
     if line is None:  # (with launch None the job picks srun: the library is unknown)
         return []
@@ -198,7 +198,7 @@ def render(opts: RenderOptions) -> Rendered:
     mark = next(i for i, line in enumerate(lines) if line.startswith("# hpcrl-template:"))
     lines[mark + 1:mark + 1] = _header(shape, opts, launch_note, launch)
     warnings = []
-    if shape.config.train.device == "cpu":
+    if shape.device == "cpu":
         warnings.append("train.device is 'cpu': the job's GPUs stay idle; --set "
                         "train.device=auto puts the learners on them")
     return Rendered("\n".join(lines) + "\n", shape, launch_note, warnings)

@@ -44,11 +44,14 @@ class Component:
 
 @dataclass(frozen=True)
 class JobShape:
-    """What a rendered job runs: the scheme overrides, the config and its components."""
+    """What a rendered job runs: the scheme overrides, the scheme section it sizes, the
+    learners' device (the script warns when GPUs stay idle) and its components. Only those
+    parts of the config: the shape describes a job, it does not assemble one."""
 
     template: str
     scheme_sets: tuple[str, ...]
-    config: Config
+    scheme: SchemeConfig
+    device: str
     table: tuple[RankRole, ...]
     components: tuple[Component, ...]
 
@@ -63,7 +66,7 @@ class JobShape:
         where = f"{gpu.nodes} node{'s' if gpu.nodes != 1 else ''} x {gpu.tasks_per_node} GPUs"
         for part in self.components[1:]:
             where += f" + {part.tasks} CPU tasks"
-        scheme = self.config.scheme
+        scheme = self.scheme
         return (f"{self.template} job: {where}, {self.world_size} ranks: "
                 f"{describe(scheme)} (scheme.preset={scheme.preset})")
 
@@ -223,4 +226,4 @@ def size_job(template: str, config_path: str | None, sets: Sequence[str], nodes:
     gpu_part = Component(gpu_ranks, cpus(gpu_ranks), nodes, gpus_per_node)
     rest = tuple(r.rank for r in table if r.rank not in gpu_ranks)
     parts = (gpu_part,) if not rest else (gpu_part, Component(rest, cpus(rest)))
-    return JobShape(template, scheme_sets, config, table, parts)
+    return JobShape(template, scheme_sets, config.scheme, config.train.device, table, parts)

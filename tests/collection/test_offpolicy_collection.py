@@ -8,7 +8,7 @@ import pytest
 from hpcrl.algorithms import make_policy
 from hpcrl.build import env_spaces
 from hpcrl.collection.collector import transition_collector
-from hpcrl.collection.transition_filler import chunk_layout
+from hpcrl.collection.transition_filler import TransitionSections, chunk_layout
 from hpcrl.config import from_dict
 from hpcrl.envs.vector import make_vector_env
 
@@ -36,7 +36,8 @@ def test_pendulum_rows_scale_actions_and_bootstrap_through_the_time_limit(algo):
                          f"algo.num_steps={STEPS}"])
     spaces = env_spaces(cfg)
     envs = make_vector_env(cfg.env, 1)
-    collector = transition_collector(envs, make_policy(cfg, spaces), cfg)
+    sections = TransitionSections(cfg.env, cfg.replay, cfg.algo, cfg.train, cfg.seed)
+    collector = transition_collector(envs, make_policy(cfg, spaces), sections)
     layout = chunk_layout(cfg.replay, cfg.algo, spaces.obs_shape, spaces.action_shape, 1)
     chunk = collector.collect(layout.new(), STEPS, job_env_steps=0)
     envs.close()

@@ -21,7 +21,7 @@ from test_env_groups import assert_same, trained  # noqa: E402
 from hpcrl.buffers.returns import gae  # noqa: E402
 from hpcrl.build import env_groups, env_spaces, make_actor, rollout_layout  # noqa: E402
 from hpcrl.collection.collector import rollout_collector, transition_collector  # noqa: E402
-from hpcrl.collection.transition_filler import chunk_layout  # noqa: E402
+from hpcrl.collection.transition_filler import TransitionSections, chunk_layout  # noqa: E402
 from hpcrl.config import from_dict  # noqa: E402
 from hpcrl.envs.restarts import (  # noqa: E402
     IN_PLACE,
@@ -113,7 +113,8 @@ def test_transitions_of_a_cut_episode_bootstrap_from_its_last_observation():
     from hpcrl.algorithms import make_policy
 
     envs = collector_env_groups(cfg.env, 0)
-    collector = transition_collector(envs, make_policy(cfg, spaces), cfg)
+    sections = TransitionSections(cfg.env, cfg.replay, cfg.algo, cfg.train, cfg.seed)
+    collector = transition_collector(envs, make_policy(cfg, spaces), sections)
     chunk = chunk_layout(cfg.replay, cfg.algo, spaces.obs_shape, spaces.action_shape, 2).new()
     collector.collect(chunk, 8)
     envs.close()

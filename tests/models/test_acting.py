@@ -9,7 +9,7 @@ from torch import nn
 from hpcrl.algorithms import make_policy
 from hpcrl.build import env_spaces
 from hpcrl.collection.collector import transition_collector
-from hpcrl.collection.transition_filler import chunk_layout
+from hpcrl.collection.transition_filler import TransitionSections, chunk_layout
 from hpcrl.config import from_dict
 from hpcrl.envs.vector import make_vector_env
 from hpcrl.models.acting import ActedEnvs, ActsAtOnce, make_engine
@@ -77,7 +77,8 @@ def test_the_collector_acts_through_a_plugin_policys_declared_engine():
     spaces = env_spaces(cfg)
     policy = HalvedPolicy(spaces.obs_shape, spaces.action_space, cfg.actor, spaces.obs_format)
     envs = make_vector_env(cfg.env, 1)
-    collector = transition_collector(envs, policy, cfg)
+    sections = TransitionSections(cfg.env, cfg.replay, cfg.algo, cfg.train, cfg.seed)
+    collector = transition_collector(envs, policy, sections)
     layout = chunk_layout(cfg.replay, cfg.algo, spaces.obs_shape, spaces.action_shape, 1)
     chunk = collector.collect(layout.new(), STEPS, job_env_steps=0)
     envs.close()

@@ -12,7 +12,7 @@ from hpcrl.buffers.replay import PrioritizedReplayBuffer
 from hpcrl.build import env_spaces
 from hpcrl.cli import main
 from hpcrl.collection.collector import transition_collector
-from hpcrl.collection.transition_filler import chunk_layout
+from hpcrl.collection.transition_filler import TransitionSections, chunk_layout
 from hpcrl.config import ConfigError, from_dict
 from hpcrl.envs.vector import make_vector_env
 from hpcrl.models.acting import make_engine
@@ -82,7 +82,8 @@ def collector(sets, index=0, count=1):
     spaces = env_spaces(cfg)
     envs = make_vector_env(cfg.env, cfg.env.num_envs)
     policy = make_policy(cfg, spaces)
-    c = transition_collector(envs, policy, cfg, collector_index=index, collector_count=count)
+    sections = TransitionSections(cfg.env, cfg.replay, cfg.algo, cfg.train, cfg.seed)
+    c = transition_collector(envs, policy, sections, collector_index=index, collector_count=count)
     chunk = chunk_layout(cfg.replay, cfg.algo, spaces.obs_shape, spaces.action_shape,
                          cfg.env.num_envs).new()
     return cfg, c, chunk, policy

@@ -31,19 +31,21 @@ def collector_state_for(state: dict[str, Any] | None, offset: int) -> dict | Non
 class JobControl:
     """The decision of a job's learner ranks (:class:`~hpcrl.learning.loop.UpdateControl`):
     every learner's report gathered on rank 0, whose leader records the update and decides;
-    the decision broadcast to every learner rank."""
+    the decision broadcast to every learner rank. It talks over ``learners`` alone (the
+    communicator of the updater and gradient workers: the job's ``learners``), nothing
+    else of the job."""
 
-    def __init__(self, job: RankJob, leader: Leader | None) -> None:
-        self.job, self.leader = job, leader
+    def __init__(self, learners: Any, leader: Leader | None) -> None:
+        self.learners, self.leader = learners, leader
 
     def decide(self, report: Report) -> Control:
         """Gather the reports on rank 0, record them there and share its decision."""
-        rows = gather_rows(self.job.learners, report.data, root=0)
+        rows = gather_rows(self.learners, report.data, root=0)
         control = CONTROL_LAYOUT.new()
         if self.leader is not None:
             self.leader.record(rows)
             control = self.leader.control()
-        bcast_(self.job.learners, control.data, root=0)
+        bcast_(self.learners, control.data, root=0)
         return control
 
 

@@ -110,7 +110,7 @@ class SyncUpdaterRank:
     def run(self) -> None:
         """Update until STOP (:func:`~hpcrl.learning.loop.run_learner`), deciding each command
         as the job's leader."""
-        run_learner(self, JobControl(self.job, self.leader))
+        run_learner(self, JobControl(self.job.learners, self.leader))
 
 
 class AsyncUpdaterRank:

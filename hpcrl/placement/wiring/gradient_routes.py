@@ -69,7 +69,7 @@ class SynchronousRoute:
 
     def control(self, updates: RolloutUpdates) -> UpdateControl:
         """Rank 0's leader decides for every learner."""
-        return JobControl(self.job, self.leader)
+        return JobControl(self.job.learners, self.leader)
 
 
 class AllReduced(SynchronousRoute):

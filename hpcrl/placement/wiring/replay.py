@@ -41,7 +41,7 @@ class ChunkWiring:
         policy = job.new_policy()
         acting = RemotePolicyEngine(link(policy)) if link is not None else None
         offset = job.role.env_offset
-        collector = transition_collector(envs, policy, job.config, offset, job.rank,
+        collector = transition_collector(envs, policy, job.transition_sections, offset, job.rank,
                                          job.total_envs, offset // job.num_envs,
                                          collecting_ranks(job.scheme), acting, incarnation)
         return collector, policy

@@ -104,7 +104,7 @@ class ReplayUpdates:
         envs = job.collector_envs()
         shared = job.device.type == "cpu" and has_flat_parameters(algorithm.policy)
         policy = algorithm.policy if shared else job.new_policy()
-        collector = transition_collector(envs, policy, job.config)
+        collector = transition_collector(envs, policy, job.transition_sections)
         self.weights = (SharedInPlace(collector.follow) if shared else
                         CopyInProcess(policy, collector.load_weights))
         chunk = job.own_chunk_layout().new()
@@ -135,7 +135,7 @@ class ReplayUpdates:
     # -- the learner loop --------------------------------------------------------------------
     def control(self) -> UpdateControl:
         """Who decides after each update: rank 0's leader, this very rank."""
-        return JobControl(self.job, self.leader)
+        return JobControl(self.job.learners, self.leader)
 
     def start(self) -> None:
         """Offer the first weights to the collectors."""

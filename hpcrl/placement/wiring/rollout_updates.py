@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
-from hpcrl.build import make_storage
 from hpcrl.exchange.protocol import STOP, Control, Report, ReportLayout
 from hpcrl.learning.gradient_worker import GradientWorker
 from hpcrl.learning.loop import UpdateControl
@@ -55,8 +54,7 @@ class RolloutUpdates:
         route = self.route
         reducer.bind(route.statistics_reducer())
         self.actor = algorithm.actor
-        storage = make_storage(job.config, job.spaces, job.device)
-        self.worker = GradientWorker(algorithm, storage, job.config.seed, job.total_envs,
+        self.worker = GradientWorker(algorithm, job.new_storage(), job.seed, job.total_envs,
                                      job.minibatches_per_epoch)
         self.version = 0
         if resume is not None:
