@@ -30,7 +30,7 @@ from hpcrl.runtime.run_dir import writing
 __all__ = ["Snapshot", "Workspace", "write_atomic", "write_text_atomic"]
 
 
-def write_atomic(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+def write_atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Make ``path`` hold what ``write`` writes, atomically: a temporary file in the same
     directory, fsync, ``os.replace``. A failure leaves the old file as it was and no temporary
     file; an ``OSError`` becomes a :class:`~hpcrl.runtime.run_dir.RunWriteError`."""
@@ -86,11 +86,12 @@ class Snapshot:
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         hyper = data.get("hyperparameters")
-        good = (isinstance(data.get("member"), int) and isinstance(data.get("env_steps"), int)
+        if not isinstance(hyper, dict) or not all(
+                isinstance(k, str) and _number(v) for k, v in hyper.items()):
+            raise ValueError("hyperparameters missing or not a mapping of names to numbers")
+        if not (isinstance(data.get("member"), int) and isinstance(data.get("env_steps"), int)
                 and _number(data.get("score")) and isinstance(data.get("checkpoint"), str)
-                and _number(data.get("time")) and isinstance(hyper, dict)
-                and all(isinstance(k, str) and _number(v) for k, v in hyper.items()))
-        if not good:
+                and _number(data.get("time"))):
             raise ValueError("a field is missing or of the wrong type")
         return cls(member=data["member"], env_steps=data["env_steps"],
                    score=float(data["score"]), hyperparameters={k: float(v) for k, v in
