@@ -60,11 +60,11 @@ PACKAGE = Path(__file__).parents[1] / "hpcrl"
 # core): what they may not import, the layers above them
 CORE = ("envs", "models", "buffers", "algorithms", "numerics")
 ABOVE_CORE = ("config", "runtime", "placement", "learning", "collection", "exchange", "scheme",
-              "slurm", "comm", "experiments", "cli")
+              "slurm", "comm", "population", "experiments", "cli")
 # the top layers, and the subpackages below them that may import neither
 TOP = ("experiments", "cli")
 BELOW_TOP = (*CORE, "comm", "collection", "exchange", "learning", "placement", "runtime", "scheme",
-             "config")
+             "config", "population")
 # what the learner (its loop, replay rule and records) may not import: a transport
 TRANSPORTS = ("hpcrl.placement", "hpcrl.comm._mpi", "mpi4py")
 # the sections of a Config, and how many files outside config/ read a deep config path

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcrl.errors import ConfigError
-from hpcrl.fields import doc
+from hpcrl.field_docs import doc
 
 __all__ = ["SCALES", "KeyRange", "PbtSettings"]
 
