@@ -22,7 +22,6 @@
     python benchmarks/scaling.py --compare --json results.jsonl   # the model against them
     python benchmarks/scaling.py --plot scaling.png --json results.jsonl
     python benchmarks/scaling.py --table ib-hdr    # predicted efficiency, 8 to 1,024 GPUs
-    python benchmarks/scaling.py --poll            # one test of a peer's preemption notice
 
 Preset layouts at N ranks: ddppo N gradient workers; a2c and async-ppo N/4 workers with 3
 collector ranks each; impala N/4 workers with 1 inference rank and 2 collectors each; apex
@@ -219,8 +218,6 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="Append results here.")
     parser.add_argument("--table", default=None, metavar="NETWORK",
                         help="Print the predicted efficiency tables over NETWORK and stop.")
-    parser.add_argument("--poll", action="store_true",
-                        help="Time one test of a peer's preemption notice and stop.")
     parser.add_argument("--compare", action="store_true",
                         help="Compare the model with the runs of --json and stop.")
     parser.add_argument("--plot", type=Path, default=None,
@@ -236,11 +233,6 @@ def main() -> None:
         return
     if args.compare:
         compare(args.json)
-        return
-    if args.poll:
-        costs = sorted(poll_cost() for _ in range(5))
-        print(f"one test of a peer's notice: {costs[2] * 1e6:.2f} us (median of 5; load "
-              f"{os.getloadavg()[0]:.1f}); a DD-PPO worker makes one a step per unfinished peer")
         return
     cal = calibrate(args.calibration)
     print(f"calibration (real Atari PPO here): collection {cal['collect_s']:.3f} s, "
@@ -435,26 +427,6 @@ def compare(results: Path) -> None:
             print(f"| {preset} | {run['ranks']} | {measured:.2f} s | {base:.2f} s | "
                   f"{(base - measured) / measured:+.1%} | {own:.2f} s | "
                   f"{(own - measured) / measured:+.1%} |")
-
-
-def poll_cost(peers: int = 127, steps: int = 128) -> float:
-    """Seconds one test of a peer's preemption notice takes, as a DD-PPO worker does it at
-    every step for each unfinished peer (hpcrl's MPI channel, notices that never come)."""
-    import numpy as np
-    from mpi4py import MPI
-
-    from hpcrl.comm.channel import channel_for
-
-    channel = channel_for(MPI.COMM_SELF.Dup())
-    boxes = [np.zeros(1, np.int64) for _ in range(peers)]
-    requests = [channel.irecv(box, 0, 5) for box in boxes]
-    finished = [False] * peers
-    started = time.perf_counter()
-    for _ in range(steps):  # the loop of OwnEnvs.gather's should_stop
-        for i, request in enumerate(requests):
-            if not finished[i] and channel.test(request):
-                finished[i] = True
-    return (time.perf_counter() - started) / (peers * steps)
 
 
 def ddppo_sensitivity() -> str:
