@@ -13,7 +13,9 @@ same batch), its collector ranks (if any) on the CPUs of its node. One update co
   reports and decisions of rank 0, rollouts and weights between a worker and its
   collectors, and DD-PPO's preemption notices: each worker sends every peer one an update
   (linear in the workers, once an update) and looks for its peers' with one probe a step
-  once it has its minimum share (flat in the workers: docs/scaling.md).
+  once it has its minimum share (flat in the workers: docs/scaling.md); where
+  :class:`Overheads` says how often and at what cost, the checkpoints (every rank's state
+  gathered on rank 0, amortised over the updates between two).
 
 Asynchronous collection overlaps collecting with learning, so its update takes the longer
 of the two and never waits for a straggler. Each figure is marked as measured (it came
@@ -64,6 +66,11 @@ class Overheads:
     local_bandwidth: float = 5e9        # bytes/s between ranks of one node
     act_roundtrip_s: float = 60e-6      # a collector's acting request and reply, a step
     report_s: float = 50e-6             # rank 0's gather of reports and its decision
+    # a checkpoint: rank 0 gathers every rank's state and writes it, ``state_s`` a rank,
+    # once every ``checkpoint_every`` updates (0: not counted; the cost is the ranks' states
+    # and the filesystem's, which no default knows: benchmarks/scaling.py fits it)
+    state_s: float = 0.0
+    checkpoint_every: int = 0
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,9 @@ def _update(shape: Shape, cal: Calibration, gpus: int, gpus_per_node: int, net: 
         probed = cal.vector_steps * (1.0 - shape.fraction_samples)
         coordination += ((gpus - 1) * 2 * over.per_peer_notice_s
                          + probed * over.notice_probe_s)
+    if over.checkpoint_every > 0:  # every rank's state, amortised over the updates
+        ranks = gpus * (1 + k + shape.inference_per_worker)
+        coordination += ranks * over.state_s / over.checkpoint_every
     waited = gpus * max(k, 1)  # ranks whose rollouts one synchronous step waits for
     steps = waited * cal.steps_per_collection
     communicate = allreduce + coordination

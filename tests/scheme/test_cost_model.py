@@ -112,3 +112,15 @@ def test_scaling_curve_covers_1_to_1024_gpus():
     # past one node the wait is the 60th percentile's, flat; the notices keep growing
     assert curve[10].straggler_s == pytest.approx(curve[7].straggler_s, abs=0.01)
     assert curve[10].coordination_s > curve[7].coordination_s
+
+
+def test_checkpoints_cost_every_rank_state_amortised_over_the_updates():
+    cal = Calibration(1024, 0.1, 0.0, 0.05, 4e6, 1)
+    shape = Shape(collectors_per_worker=2, asynchronous=True, inference_per_worker=1)
+    net = NETWORKS["ib-hdr"]
+    plain = predict(shape, cal, 16, 8, net)
+    every4 = predict(shape, cal, 16, 8, net, Overheads(state_s=0.01, checkpoint_every=4))
+    # 16 workers, each with 2 collectors and 1 inference rank: 64 ranks' states every 4
+    assert every4.coordination_s - plain.coordination_s == pytest.approx(64 * 0.01 / 4)
+    assert predict(shape, cal, 16, 8, net, Overheads(state_s=0.01)).coordination_s \
+        == pytest.approx(plain.coordination_s)  # checkpoint_every 0: not counted
