@@ -22,7 +22,6 @@
     python benchmarks/scaling.py --compare --json results.jsonl   # the model against them
     python benchmarks/scaling.py --plot scaling.png --json results.jsonl
     python benchmarks/scaling.py --table ib-hdr    # predicted efficiency, 8 to 1,024 GPUs
-    python benchmarks/scaling.py --poll            # one test of a peer's preemption notice
 
 Preset layouts at N ranks: ddppo N gradient workers; a2c and async-ppo N/4 workers with 3
 collector ranks each; impala N/4 workers with 1 inference rank and 2 collectors each; apex
@@ -52,6 +51,9 @@ ROOT = HERE.parent
 NATURE_CNN_PARAMS = 1_687_719  # the Atari recipe's actor (Nature CNN, 6 actions)
 STEPS, ENVS = 128, 8
 PRESETS = ("ddppo", "a2c", "async-ppo", "impala", "apex")
+# each update's own figures, kept beside the medians (an update that checkpoints costs more)
+ROW_KEYS = ("updates", "env_steps", "wall_time_s", "time_collect_s", "time_wait_s",
+            "time_compute_s", "time_communicate_s")
 LIGHT = {"train": {"tensorboard": False, "eval_episodes": 0, "log_interval_s": 600,
                    "checkpoint_every": 2}}
 
@@ -219,8 +221,6 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="Append results here.")
     parser.add_argument("--table", default=None, metavar="NETWORK",
                         help="Print the predicted efficiency tables over NETWORK and stop.")
-    parser.add_argument("--poll", action="store_true",
-                        help="Time one test of a peer's preemption notice and stop.")
     parser.add_argument("--compare", action="store_true",
                         help="Compare the model with the runs of --json and stop.")
     parser.add_argument("--plot", type=Path, default=None,
@@ -236,11 +236,6 @@ def main() -> None:
         return
     if args.compare:
         compare(args.json)
-        return
-    if args.poll:
-        costs = sorted(poll_cost() for _ in range(5))
-        print(f"one test of a peer's notice: {costs[2] * 1e6:.2f} us (median of 5; load "
-              f"{os.getloadavg()[0]:.1f}); a DD-PPO worker makes one a step per unfinished peer")
         return
     cal = calibrate(args.calibration)
     print(f"calibration (real Atari PPO here): collection {cal['collect_s']:.3f} s, "
@@ -264,6 +259,7 @@ def main() -> None:
             coord = coordination(fig, preset == "ddppo")
             record = {"preset": preset, "ranks": ranks, "dilation": args.dilation,
                       "calibration": cal, "figures": fig, "coordination": coord,
+                      "rows": [{k: r.get(k) for k in ROW_KEYS} for r in rows],
                       "rss_mb": rss, "job_s": wall, "machine": machine_line(),
                       "load": os.getloadavg()[0]}
             print(f"{preset:>9} {ranks:>3} ranks: update {fig['update_s']:.3f} s, collect "
@@ -370,54 +366,118 @@ def prediction_tables(network_name: str, gpus_per_node: int = 8) -> str:
     return "\n".join(out)
 
 
+def steps_per_update(preset: str, ranks: int) -> int:
+    """Env steps of one update of ``preset``'s job at ``ranks`` ranks (its workers' collecting
+    ranks' rollouts; Ape-X's learner ends a progress row once that many arrived)."""
+    workers = ranks if preset == "ddppo" else 1 if preset == "apex" else ranks // 4
+    return workers * collecting_per_worker(preset, ranks) * STEPS * ENVS
+
+
+def later_rows(run: dict[str, Any]) -> list[tuple[float, float, bool]]:
+    """``(wall s, env steps, after a checkpoint)`` of each update after the first but the last
+    (none for a record without rows). A checkpoint taken at the end of update u falls in
+    update u + 1. The last is the job's end: an Ape-X learner there takes every chunk still
+    arriving and trains every gradient step due (152 s of 156 at 16 ranks), no update's."""
+    rows, every = (run.get("rows") or [])[:-1], LIGHT["train"]["checkpoint_every"]
+    return [(b["wall_time_s"] - a["wall_time_s"], b["env_steps"] - a["env_steps"],
+             (int(b["updates"]) - 1) % every == 0) for a, b in zip(rows, rows[1:],
+                                                                   strict=False)]
+
+
+def measured_update(preset: str, run: dict[str, Any]) -> float:
+    """Seconds of one update of ``run``: the later rows' wall per env step times an update's
+    steps (checkpoint rows in, as often as the job takes them; an Ape-X row may hold more
+    than one update's steps), else the median row's, scaled to an update's steps."""
+    rows = later_rows(run)
+    per_update = steps_per_update(preset, run["ranks"])
+    if rows:
+        return sum(w for w, _, _ in rows) / sum(n for _, n, _ in rows) * per_update
+    return run["figures"]["update_s"] * per_update / max(run["figures"]["steps"], 1.0)
+
+
+def state_seconds(preset: str, run: dict[str, Any]) -> float:
+    """Seconds a checkpoint costs per rank, from ``run``'s rows: what a row after a
+    checkpoint took beyond the others (per env step, times an update's steps), over the
+    ranks whose states rank 0 gathered; 0 without rows of both kinds."""
+    rows = later_rows(run)
+    after = [w / n for w, n, c in rows if c]
+    others = [w / n for w, n, c in rows if not c]
+    if not after or not others:
+        return 0.0
+    extra = statistics.mean(after) - statistics.mean(others)
+    return max(extra, 0.0) * steps_per_update(preset, run["ranks"]) / run["ranks"]
+
+
 def model_of_run(preset: str, ranks: int, base: dict[str, Any],
                  own: dict[str, Any] | None = None) -> float:
     """The cost model's update time for ``preset`` on ``ranks`` ranks of this host, calibrated
     on the ``base`` record (the preset's smallest run): its collection and compute times and
     their spread as measured (``own``'s, the run being predicted, where given: its emulated
-    compute as the loaded host stretched it), a host link fitted to its all-reduce time, and
-    its learner's time per collector. Two cores do every rank's share of an all-reduce
-    here, so the host's bus bandwidth is taken to fall as 1 / gradient workers (a cluster
-    gives each GPU its own link)."""
+    compute as the loaded host stretched it), a host link fitted to its all-reduce time, its
+    learner's time per collector and its checkpoints' cost per rank. Two cores do every
+    rank's share of an all-reduce here, so the host's bus bandwidth is taken to fall as
+    1 / gradient workers (a cluster gives each GPU its own link). Times of a row are scaled
+    to an update's env steps (an Ape-X row may hold more)."""
     from hpcrl.scheme.calibration import DEFAULT_CV, collection_spread
-    from hpcrl.scheme.cost_model import Calibration, Overheads, Shape, predict
-    from hpcrl.scheme.links import Network
+    from hpcrl.scheme.cost_model import Calibration, Shape, predict
 
-    def workers(n: int) -> int:
-        return n if preset == "ddppo" else 1 if preset == "apex" else n // 4
-
-    fig = base["figures"]
+    fig, timed = base["figures"], (own or base)["figures"]
     k = 0 if preset == "ddppo" else collecting_per_worker(preset, ranks)
-    collecting = workers(base["ranks"]) * max(collecting_per_worker(preset, base["ranks"]), 1)
+    w0, w = _workers(preset, base["ranks"]), _workers(preset, ranks)
+    collecting = w0 * max(collecting_per_worker(preset, base["ranks"]), 1)
     cv = collection_spread(fig.get("collect_times", []), collecting) or DEFAULT_CV
     steps = {"ddppo": 16, "a2c": 16, "async-ppo": 16, "impala": 1, "apex": 16}[preset]
-    w0, w = workers(base["ranks"]), workers(ranks)
-    grad = 4.0 * NATURE_CNN_PARAMS
-    # busbw at the base run from its measured exchange (2(p-1)/p of each gradient)
-    per_step = fig["communicate_s"] / steps
-    busbw0 = (2 * (w0 - 1) / w0 * grad / per_step) if w0 > 1 and per_step > 0 else 1e12
-    host = Network("host", busbw0 * w0 / max(w, 1), 0.0, busbw0 * w0 / max(w, 1), 1, 0.0,
-                   "this 2-core host")
     shape = Shape(collectors_per_worker=k, asynchronous=preset in ("async-ppo", "impala",
                                                                   "apex"),
                   inference_per_worker=1 if preset == "impala" else 0,
                   fraction_workers=0.6 if preset == "ddppo" else 1.0,
                   fraction_samples=0.25 if preset == "ddppo" else 1.0)
+    # a row's learner times, scaled to one update's env steps
+    scale = steps_per_update(preset, (own or base)["ranks"]) / max(timed["steps"], 1.0)
     # an asynchronous learner here waits for part of a collection (the policy-lag bound
     # drops rollouts older than max_policy_lag): that wait, as measured, stays in
-    timed = (own or base)["figures"]
-    wait = timed["wait_s"] if shape.asynchronous else 0.0
-    cal = Calibration(STEPS * ENVS, timed["collect_s"], cv, timed["compute_s"] + wait, grad,
-                      steps, rollout_bytes=STEPS * ENVS * 4 * 84 * 84)
-    # what the base run's learner spent beside compute, exchange and waits, per collector it
-    # serves (rollouts in, weights out, a replay's inserts): the model's per-collector cost
+    wait = timed["wait_s"] * scale if shape.asynchronous else 0.0
+    cal = Calibration(STEPS * ENVS, timed["collect_s"], cv, timed["compute_s"] * scale + wait,
+                      4.0 * NATURE_CNN_PARAMS, steps,
+                      rollout_bytes=STEPS * ENVS * 4 * 84 * 84)
+    return predict(shape, cal, w, 10**6, _host_link(fig, w0, w, steps),
+                   _overheads(preset, base)).update_s
+
+
+def _workers(preset: str, ranks: int) -> int:
+    return ranks if preset == "ddppo" else 1 if preset == "apex" else ranks // 4
+
+
+def _host_link(fig: dict[str, Any], w0: int, w: int, steps: int) -> Any:
+    """This host's all-reduce as a link: its bus bandwidth at the base run, from the measured
+    exchange (2(p-1)/p of each gradient), falling as 1 / workers."""
+    from hpcrl.scheme.links import Network
+
+    per_step = fig["communicate_s"] / steps
+    grad = 4.0 * NATURE_CNN_PARAMS
+    busbw0 = (2 * (w0 - 1) / w0 * grad / per_step) if w0 > 1 and per_step > 0 else 1e12
+    busbw = busbw0 * w0 / max(w, 1)
+    return Network("host", busbw, 0.0, busbw, 1, 0.0, "this 2-core host")
+
+
+def _overheads(preset: str, base: dict[str, Any]) -> Any:
+    """What the base run's learner spent beside compute, exchange, waits and checkpoints,
+    per collector it serves (rollouts in, weights out, a replay's inserts) and per update's
+    env steps; and its checkpoints' cost per rank, every ``checkpoint_every`` updates."""
+    from hpcrl.scheme.cost_model import Overheads
+
     k0 = 0 if preset == "ddppo" else collecting_per_worker(preset, base["ranks"])
-    rest = base["coordination"]["rest_s"]
-    if w0 == 1:  # no all-reduce: what the learner exchanged went to its collectors
-        rest += base["coordination"]["exchange_s"]
-    over = Overheads(per_collector_s=rest / k0 if k0 else 0.0, local_bandwidth=1e15,
-                     report_s=0.0 if k0 else rest)
-    return predict(shape, cal, w, 10**6, host, over).update_s
+    every = LIGHT["train"]["checkpoint_every"]
+    state_s = state_seconds(preset, base)
+    scale = steps_per_update(preset, base["ranks"]) / max(base["figures"]["steps"], 1.0)
+    rest = base["coordination"]["rest_s"] * scale
+    if state_s:  # the rows' medians hold checkpoints as often as not: counted apart
+        rest = max(rest - base["ranks"] * state_s / every / 2, 0.0)
+    if _workers(preset, base["ranks"]) == 1:  # no all-reduce: its exchange was collectors'
+        rest += base["coordination"]["exchange_s"] * scale
+    return Overheads(per_collector_s=rest / k0 if k0 else 0.0, local_bandwidth=1e15,
+                     report_s=0.0 if k0 else rest, state_s=state_s,
+                     checkpoint_every=every if state_s else 0)
 
 
 def compare(results: Path) -> None:
@@ -429,32 +489,12 @@ def compare(results: Path) -> None:
     for preset in PRESETS:
         runs = sorted((r for r in records if r["preset"] == preset), key=lambda r: r["ranks"])
         for run in runs:
-            measured = run["figures"]["update_s"]
+            measured = measured_update(preset, run)
             base = model_of_run(preset, run["ranks"], runs[0])
             own = model_of_run(preset, run["ranks"], runs[0], run)
             print(f"| {preset} | {run['ranks']} | {measured:.2f} s | {base:.2f} s | "
                   f"{(base - measured) / measured:+.1%} | {own:.2f} s | "
                   f"{(own - measured) / measured:+.1%} |")
-
-
-def poll_cost(peers: int = 127, steps: int = 128) -> float:
-    """Seconds one test of a peer's preemption notice takes, as a DD-PPO worker does it at
-    every step for each unfinished peer (hpcrl's MPI channel, notices that never come)."""
-    import numpy as np
-    from mpi4py import MPI
-
-    from hpcrl.comm.channel import channel_for
-
-    channel = channel_for(MPI.COMM_SELF.Dup())
-    boxes = [np.zeros(1, np.int64) for _ in range(peers)]
-    requests = [channel.irecv(box, 0, 5) for box in boxes]
-    finished = [False] * peers
-    started = time.perf_counter()
-    for _ in range(steps):  # the loop of OwnEnvs.gather's should_stop
-        for i, request in enumerate(requests):
-            if not finished[i] and channel.test(request):
-                finished[i] = True
-    return (time.perf_counter() - started) / (peers * steps)
 
 
 def ddppo_sensitivity() -> str:

@@ -11,8 +11,11 @@ same batch), its collector ranks (if any) on the CPUs of its node. One update co
 - *compute*: the gradient worker's gradients and optimiser steps;
 - *communication*: the gradient all-reduces (:mod:`hpcrl.scheme.links`), the per-update
   reports and decisions of rank 0, rollouts and weights between a worker and its
-  collectors, and the preemption notices a DD-PPO worker sends every peer and tests at
-  every step (linear in the workers: docs/scaling.md).
+  collectors, and DD-PPO's preemption notices: each worker sends every peer one an update
+  (linear in the workers, once an update) and looks for its peers' with one probe a step
+  once it has its minimum share (flat in the workers: docs/scaling.md); where
+  :class:`Overheads` says how often and at what cost, the checkpoints (every rank's state
+  gathered on rank 0, amortised over the updates between two).
 
 Asynchronous collection overlaps collecting with learning, so its update takes the longer
 of the two and never waits for a straggler. Each figure is marked as measured (it came
@@ -57,12 +60,17 @@ class Overheads:
     development machine: docs/scaling.md)."""
 
     per_peer_notice_s: float = 5e-6     # a DD-PPO worker's notice to one peer, and its reply
-    per_peer_poll_s: float = 0.65e-6    # ... its test of that peer's notice, each step
-    #                                     (benchmarks/scaling.py --poll)
+    notice_probe_s: float = 0.4e-6      # its one look for any peer's notice, a step once it
+    #                                     has its minimum share (benchmarks/notice_poll.py)
     per_collector_s: float = 300e-6     # a learner's handling of one collector (in and out)
     local_bandwidth: float = 5e9        # bytes/s between ranks of one node
     act_roundtrip_s: float = 60e-6      # a collector's acting request and reply, a step
     report_s: float = 50e-6             # rank 0's gather of reports and its decision
+    # a checkpoint: rank 0 gathers every rank's state and writes it, ``state_s`` a rank,
+    # once every ``checkpoint_every`` updates (0: not counted; the cost is the ranks' states
+    # and the filesystem's, which no default knows: benchmarks/scaling.py fits it)
+    state_s: float = 0.0
+    checkpoint_every: int = 0
 
 
 @dataclass(frozen=True)
@@ -127,10 +135,15 @@ def _update(shape: Shape, cal: Calibration, gpus: int, gpus_per_node: int, net: 
         coordination += k * (over.per_collector_s
                              + (cal.rollout_bytes + cal.grad_bytes) / over.local_bandwidth)
     elif shape.preempting and gpus > 1:
-        # every worker tells every peer it finished, and tests every unfinished peer's
-        # notice at each step of its envs (hpcrl/placement/wiring/rollout_source.py, OwnEnvs)
-        coordination += (gpus - 1) * (2 * over.per_peer_notice_s
-                                      + cal.vector_steps * over.per_peer_poll_s)
+        # every worker tells every peer it finished, and looks for its peers' notices with
+        # one probe a step once it has its minimum share (hpcrl/placement/wiring/
+        # rollout_source.py, PeerNotices): flat in the workers
+        probed = cal.vector_steps * (1.0 - shape.fraction_samples)
+        coordination += ((gpus - 1) * 2 * over.per_peer_notice_s
+                         + probed * over.notice_probe_s)
+    if over.checkpoint_every > 0:  # every rank's state, amortised over the updates
+        ranks = gpus * (1 + k + shape.inference_per_worker)
+        coordination += ranks * over.state_s / over.checkpoint_every
     waited = gpus * max(k, 1)  # ranks whose rollouts one synchronous step waits for
     steps = waited * cal.steps_per_collection
     communicate = allreduce + coordination

@@ -75,15 +75,16 @@ def test_asynchronous_collection_waits_for_no_straggler():
     assert sync.straggler_s == pytest.approx(expected_maximum(384, 1.0, 0.5) - 1.0)
 
 
-def test_per_peer_notices_grow_linearly_with_ddppo_workers():
+def test_ddppo_notices_grow_linearly_once_an_update_and_their_probes_stay_flat():
     cal = Calibration(1024, 0.1, 0.0, 0.05, 4e6, 1, vector_steps=128)
-    over = Overheads(per_peer_notice_s=1e-5, per_peer_poll_s=2e-6, report_s=0.0)
+    over = Overheads(per_peer_notice_s=1e-5, notice_probe_s=2e-6, report_s=0.0)
     net = NETWORKS["ib-hdr"]
     small, large = (predict(DDPPO, cal, n, 8, net, over) for n in (64, 512))
     latency = [2 * math.ceil(math.log2(n)) * net.latency_s for n in (64, 512)]
-    per_peer = 2 * 1e-5 + 128 * 2e-6
-    assert small.coordination_s - latency[0] == pytest.approx(63 * per_peer)
-    assert large.coordination_s - latency[1] == pytest.approx(511 * per_peer)
+    # probes once it has its minimum share: the last (1 - fraction_samples) of its steps
+    probes = 128 * (1 - DDPPO.fraction_samples) * 2e-6
+    assert small.coordination_s - latency[0] == pytest.approx(63 * 2 * 1e-5 + probes)
+    assert large.coordination_s - latency[1] == pytest.approx(511 * 2 * 1e-5 + probes)
 
 
 # DD-PPO (Wijmans et al., ICLR 2020) as its paper and code give it: 4 envs x 128 steps a
@@ -111,3 +112,15 @@ def test_scaling_curve_covers_1_to_1024_gpus():
     # past one node the wait is the 60th percentile's, flat; the notices keep growing
     assert curve[10].straggler_s == pytest.approx(curve[7].straggler_s, abs=0.01)
     assert curve[10].coordination_s > curve[7].coordination_s
+
+
+def test_checkpoints_cost_every_rank_state_amortised_over_the_updates():
+    cal = Calibration(1024, 0.1, 0.0, 0.05, 4e6, 1)
+    shape = Shape(collectors_per_worker=2, asynchronous=True, inference_per_worker=1)
+    net = NETWORKS["ib-hdr"]
+    plain = predict(shape, cal, 16, 8, net)
+    every4 = predict(shape, cal, 16, 8, net, Overheads(state_s=0.01, checkpoint_every=4))
+    # 16 workers, each with 2 collectors and 1 inference rank: 64 ranks' states every 4
+    assert every4.coordination_s - plain.coordination_s == pytest.approx(64 * 0.01 / 4)
+    assert predict(shape, cal, 16, 8, net, Overheads(state_s=0.01)).coordination_s \
+        == pytest.approx(plain.coordination_s)  # checkpoint_every 0: not counted

@@ -24,6 +24,8 @@ import numpy as np
 from torch import nn
 
 from hpcrl.buffers.rollout import Rollout
+from hpcrl.comm.buffers import poll_until
+from hpcrl.comm.channel import Channel
 from hpcrl.comm.faults import is_peer_failure
 from hpcrl.envs.restarts import EnvFailure
 from hpcrl.exchange.inbox import CollectorInbox
@@ -42,6 +44,46 @@ from hpcrl.placement.takeovers import Takeovers
 def _preempting(preemption: Any) -> bool:
     """Whether ``scheme.preemption`` lets stragglers stop early."""
     return preemption.fraction_workers < 1.0 or preemption.fraction_samples < 1.0
+
+
+class PeerNotices:
+    """The notices "I finished update ``update``'s rollout" of a DD-PPO worker's ``peers``
+    peers, counted at a cost that does not grow with the workers: a test is one probe for a
+    notice from any peer, and each notice found is received from the peer the probe names.
+
+    Why not simpler: a receive from each peer, each tested at every env step, cost (p - 1)
+    tests a step (``benchmarks/scaling.py --poll``); one standing ``ANY_SOURCE`` receive
+    loses notices under MPICH 5.0.2 (ch4, shared memory beside a network module) when it is
+    posted after notices from peers on its own node and on another already arrived (a
+    receive matched on both sides, one message dropped: docs/scaling.md), which hung DD-PPO
+    across two Slurm nodes. A probe receives nothing, so no message can be lost to it.
+
+    Every notice found is this update's: no peer starts the next update before this one's
+    all-reduce, which this worker enters only once it took every peer's notice."""
+
+    def __init__(self, channel: Channel, peers: int, update: int) -> None:
+        self.channel, self.peers, self.update = channel, peers, update
+        self.box = np.zeros(1, np.int64)
+        self.arrived = 0
+
+    def count(self) -> int:
+        """The peers' notices arrived so far (one probe when none is pending)."""
+        while self.arrived < self.peers:
+            envelope = self.channel.probe(None, TAG_DONE)
+            if envelope is None:
+                break
+            self.channel.wait(self.channel.irecv(self.box, envelope.source, TAG_DONE))
+            if int(self.box[0]) != self.update:
+                raise RuntimeError(f"rank {envelope.source}'s notice of update "
+                                   f"{int(self.box[0])} came during update {self.update}: "
+                                   "the workers are out of step")
+            self.arrived += 1
+        return self.arrived
+
+    def wait_all(self) -> None:
+        """Wait, polling without spinning, until every peer's notice arrived."""
+        poll_until(lambda: True if self.count() >= self.peers else None,
+                   what="the peers' notices that they finished the update's rollout")
 
 
 class OwnEnvs:
@@ -72,7 +114,6 @@ class OwnEnvs:
         self.needed = math.ceil(p.fraction_workers * len(job.workers))
         self.min_steps = math.ceil(p.fraction_samples * job.steps_per_collection)
         self.notice = np.zeros(1, np.int64)
-        self.inbox = [np.zeros(1, np.int64) for _ in self.peers]
         self.dropped = 0
         self.live_collectors = 1  # this worker itself
         self.starved = False
@@ -102,21 +143,18 @@ class OwnEnvs:
                 return [], 0.0, 0.0
             return [self.rollout], self.rollout.collect_seconds, 0.0
         channel = self.job.channel
-        requests = [channel.irecv(box, peer, TAG_DONE)
-                    for box, peer in zip(self.inbox, self.peers, strict=True)]
-        finished = [False] * len(requests)
+        notices = PeerNotices(channel, len(self.peers), update)
 
         def should_stop(steps_done: int) -> bool:
-            for i, request in enumerate(requests):
-                if not finished[i] and channel.test(request):
-                    finished[i] = True
-            return steps_done >= self.min_steps and sum(finished) >= self.needed
+            # before its minimum share no notice could stop the rollout: none is looked for
+            return steps_done >= self.min_steps and notices.count() >= self.needed
 
         self._collect(should_stop)  # (a failure still tells the peers it finished)
         self.notice[0] = update
         sends = [channel.isend(self.notice, peer, TAG_DONE) for peer in self.peers]
         started = time.perf_counter()
-        for request in requests + sends:
+        notices.wait_all()
+        for request in sends:
             channel.wait(request)
         waited = time.perf_counter() - started
         if self.starved:
