@@ -113,6 +113,11 @@ TYPE_CIRCLES = [list(group) for group in TYPE_CIRCLES_WHY]
 # the longest a function of the package may be, from its ``def`` line to its last line
 # (decorators aside); a longer one is split into named steps
 MAX_FUNCTION_LINES = 60
+# module basenames that more than one module of the package has (``__init__`` and
+# ``__main__`` aside): each a name shared by ideas a reader must tell apart by their folder,
+# so at most this many (issue 52); the two left name the same idea at different layers:
+# a registry (algorithms', envs') and a sweep (the command, its expansion, its job array)
+MAX_REPEATED_BASENAMES = 3
 
 # why an import may sit inside a function: (importing module or its package, "*" for any;
 # imported module or its package) -> the reason. Cost only, never to dodge a cycle (the
@@ -617,3 +622,27 @@ def test_an_import_inside_a_function_makes_an_edge(tmp_path):
     assert list(_loaded("hpcrl.algorithms.ppo.clipped_surrogate", "hpcrl.config.schema")) == [
         "hpcrl.config", "hpcrl.config.schema"]
     assert list(_loaded("hpcrl.config.loader", "hpcrl.config.schema")) == ["hpcrl.config.schema"]
+
+
+def repeated_basenames(package: Path = PACKAGE) -> dict[str, list[str]]:
+    """Module basenames that several modules of ``package`` share -> their paths."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for path in sorted(package.rglob("*.py")):
+        if path.stem not in ("__init__", "__main__"):
+            found[path.name].append(path.relative_to(package).as_posix())
+    return {name: paths for name, paths in found.items() if len(paths) > 1}
+
+
+def test_few_module_names_repeat():
+    repeated = repeated_basenames()
+    assert len(repeated) <= MAX_REPEATED_BASENAMES, (
+        f"{len(repeated)} module basenames repeat (at most {MAX_REPEATED_BASENAMES}): name "
+        f"each module for what it holds: {repeated}")
+
+
+def test_the_name_check_sees_a_repeat(tmp_path):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "registry.py").write_text("")
+        (tmp_path / folder / "__init__.py").write_text("")
+    assert repeated_basenames(tmp_path) == {"registry.py": ["a/registry.py", "b/registry.py"]}
