@@ -249,9 +249,12 @@ class SeatEnv:
     def _seat_ends(self, seat: str, obs: Any, info: Mapping[str, Any] | None,
                    terminated: bool, truncated: bool) -> None:
         """The match ended for ``seat`` (once: later calls are ignored); ``obs`` is its final
-        observation, or None where the env has none to give."""
+        observation, or None where the env has none to give. Termination wins over truncation
+        where an env flags both (shimmy's OpenSpiel games do at every game's end): there is no
+        value to bootstrap after a terminal state."""
         if seat in self._ended:
             return
+        truncated = truncated and not terminated
         self._match.join(seat)
         self._ended.add(seat)
         reward = self._reward.pop(seat, 0.0)
