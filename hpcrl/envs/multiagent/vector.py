@@ -87,10 +87,12 @@ class SeatVector:
 
     def step(self, actions: Mapping[str, np.ndarray]) -> VectorStep:
         """Step every env with ``actions[seat][n]`` for each seat acting in env ``n`` (the
-        other entries are ignored; a seat that acts nowhere needs no entry)."""
+        other entries are ignored; a seat that acts nowhere needs no entry: one that acts
+        somewhere and has none is refused by its env, with its name)."""
         steps = []
         for n, env in enumerate(self.envs):
-            steps.append(env.step({seat: actions[seat][n] for seat in env.acting}))
+            steps.append(env.step({seat: actions[seat][n] for seat in env.acting
+                                   if seat in actions}))
         return self._gather(steps)
 
     def returns(self) -> np.ndarray:

@@ -76,7 +76,9 @@ def test_random_legal_play_of_100_games_is_fast_and_consistent():
     finished = []
     started = time.perf_counter()
     while len(finished) < 100:
-        assert (step.acting.sum(axis=1) == 1).all()  # one seat moves in each game
+        assert (step.acting.sum(axis=1) == 1).all()  # one seat moves in each game: its turn's
+        turns = [envs.seats.index(env.env.agent_selection) for env in envs.envs]
+        assert step.acting[np.arange(8), turns].all()
         actions = random_legal(step.masks, envs.seats, rng)
         for k, seat in enumerate(envs.seats):  # a random-legal move is legal
             acting = step.acting[:, k]

@@ -39,6 +39,8 @@ def test_acting_masks_follow_each_envs_turn_and_other_seats_actions_are_ignored(
     step = envs.step({"player_1": np.array([3, 3])})  # a seat that acts nowhere: no entry
     assert step.acting.tolist() == [[True, False]] * 2
     assert step.stepped.tolist() == [[True, False]] * 2  # player_0's move is complete
+    with pytest.raises(ValueError, match="'player_0' acts now but was given no action"):
+        envs.step({"player_1": np.array([0, 0])})
 
 
 def test_leaving_and_joining_seats_show_in_the_arrays():
