@@ -1,0 +1,51 @@
+"""PettingZoo's AEC (turn-based) envs as seats: one seat acts at a time.
+
+The adapter drives ``agent_selection`` itself: after the acting seat's move it gives every
+seat the env selects whose match has ended its dead step (``step(None)``), reporting that
+seat's final step, until a seat that can act is selected or no agent is left (the match is
+over). Rewards are read from ``env.rewards`` after every env step, the dead steps included,
+and summed per seat between its turns: the loser of a board game gets its -1 on the winner's
+turn, and it reaches the loser's last move.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from hpcrl.envs.multiagent.seats import SeatEnv
+
+
+def is_aec(env: Any) -> bool:
+    """Whether ``env`` follows PettingZoo's AEC API (asked of its class: PettingZoo's
+    order-enforcing wrapper refuses attribute reads before the first reset)."""
+    kind = type(env)
+    return callable(getattr(kind, "agent_iter", None)) and callable(getattr(kind, "last", None))
+
+
+class AECSeats(SeatEnv):
+    """A PettingZoo AEC env (``AECEnv``: classic board games, OpenSpiel through shimmy) as a
+    :class:`~hpcrl.envs.multiagent.seats.SeatEnv`."""
+
+    def _begin(self, seed: int) -> None:
+        self.env.reset(seed=seed)
+        self._settle()
+
+    def _advance(self, actions: dict[str, Any]) -> None:
+        env = self.env
+        env.step(actions[env.agent_selection])
+        self._receive(env.rewards)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Give the selected seats whose match ended their dead steps, up to a seat that acts
+        (reported ready) or an empty ``agents`` (the match is over)."""
+        env = self.env
+        while env.agents:
+            seat = env.agent_selection
+            terminated = bool(env.terminations.get(seat, False))
+            truncated = bool(env.truncations.get(seat, False))
+            if not (terminated or truncated):
+                self._seat_ready(seat, env.observe(seat), env.infos.get(seat))
+                return
+            self._seat_ends(seat, env.observe(seat), env.infos.get(seat), terminated, truncated)
+            env.step(None)
+            self._receive(env.rewards)
