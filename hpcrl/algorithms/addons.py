@@ -39,7 +39,7 @@ from hpcrl.models.distributions import ActionDistribution
 from hpcrl.numerics.compiling import stat_floats
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.policy_addons import PolicyAddonsConfig
+    from hpcrl.sections.policy_addons import PolicyAddonsConfig
 
 
 class PolicyOutputs(NamedTuple):

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # annotations only: the declaration is read before any rank starts
-    from hpcrl.config.offpolicy import ReplayConfig
-    from hpcrl.config.schema import AlgoConfig, EnvConfig, SchemeConfig
+    from hpcrl.sections.offpolicy import ReplayConfig
+    from hpcrl.sections.schema import AlgoConfig, EnvConfig, SchemeConfig
 
 
 class FamilyWiring(Protocol):

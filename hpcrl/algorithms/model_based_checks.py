@@ -15,7 +15,7 @@ from hpcrl.envs.vector import EnvSpaces
 from hpcrl.models.model_based.rewards import reward_function, reward_output_problem
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import AlgoConfig, EnvConfig
+    from hpcrl.sections.schema import AlgoConfig, EnvConfig
 
 
 def has_images(spaces: EnvSpaces) -> bool:

@@ -32,7 +32,7 @@ from hpcrl.numerics.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.numerics.reducer import Reducer
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
+    from hpcrl.sections.schema import ActorConfig
 
 NOISE_STREAM = 0x7A3  # seeds the learner's torch generator apart from everything else
 

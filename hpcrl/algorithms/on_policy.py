@@ -26,7 +26,7 @@ from hpcrl.numerics.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.numerics.reducer import LocalReducer, Reducer, global_mean_std
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.policy_addons import PolicyAddonsConfig
+    from hpcrl.sections.policy_addons import PolicyAddonsConfig
 
 # What an algorithm trains from and on: RolloutStorage and its GaeBatch (PPO, A2C), or
 # VTraceStorage and its SequenceBatch (IMPALA); a plug-in that names neither gets Any.

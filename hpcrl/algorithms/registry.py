@@ -45,7 +45,7 @@ from hpcrl.envs.vector import EnvSpaces, as_box
 from hpcrl.numerics.reducer import Reducer
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import AlgoConfig, Config
+    from hpcrl.sections.schema import AlgoConfig, Config
 
 #: Every built-in algorithm, of both families, by its ``algo.name``: one line each.
 ALGORITHMS: dict[str, type[Algorithm]] = {

@@ -22,7 +22,7 @@ from hpcrl.scheme.cost_model import Shape, shape_of
 from hpcrl.scheme.topology import collecting_ranks
 
 if TYPE_CHECKING:  # annotations only
-    from hpcrl.config.schema import Config, EnvConfig, SchemeConfig
+    from hpcrl.sections.schema import Config, EnvConfig, SchemeConfig
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from hpcrl.scheme.cost_model import Calibration, Prediction, predict
 from hpcrl.scheme.links import Network, network
 
 if TYPE_CHECKING:
-    from hpcrl.config.schema import Config
+    from hpcrl.sections.schema import Config
 
 CALIBRATION_UPDATES = 4
 # one process of the same agent: the calibration measures one rank's costs

@@ -47,9 +47,9 @@ from hpcrl.runtime.finite import check_env_rows, check_env_steps
 if TYPE_CHECKING:  # annotations only
     from hpcrl.buffers.replay.transitions import Transitions
     from hpcrl.buffers.rollout import Rollout
-    from hpcrl.config.schema import EnvConfig
     from hpcrl.models.acting import PolicyEngine
     from hpcrl.models.actor import ActorCritic
+    from hpcrl.sections.schema import EnvConfig
 
 StopCheck = Callable[[int], bool]
 BufferT = TypeVar("BufferT")

@@ -19,7 +19,7 @@ from hpcrl.models.actor import ActorCritic
 from hpcrl.numerics.normalization import Moments, Normalizer
 
 if TYPE_CHECKING:  # annotations only
-    from hpcrl.config.schema import EnvConfig
+    from hpcrl.sections.schema import EnvConfig
 
 
 class NormalizingTransform:

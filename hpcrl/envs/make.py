@@ -20,7 +20,7 @@ from hpcrl.envs.vizdoom_preset import vizdoom_env, vizdoom_problem
 from hpcrl.errors import ConfigError, ExplainedError
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+    from hpcrl.sections.schema import EnvConfig
 
 WRAPPER_CALL = "Class(env, **kwargs)"
 

@@ -20,7 +20,7 @@ from hpcrl.envs.groups import EnvGroups
 from hpcrl.envs.vector import make_vector_env
 
 if TYPE_CHECKING:  # annotations only: envs do not import config at run time
-    from hpcrl.config.schema import EnvConfig
+    from hpcrl.sections.schema import EnvConfig
 
 
 class ScriptedSlots(gym.vector.VectorEnv, ABC):

@@ -24,7 +24,7 @@ from hpcrl.envs.suites.suite_ids import install_of_module, register_suite
 from hpcrl.errors import ConfigError
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+    from hpcrl.sections.schema import EnvConfig
 
 
 class UnsupportedEnv(ConfigError):

@@ -44,7 +44,7 @@ from hpcrl.envs.child_signals import stop_signals_held
 from hpcrl.envs.suites.suite import install_line
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+    from hpcrl.sections.schema import EnvConfig
 
 
 VIZDOOM_PACKAGES = ("vizdoom", "opencv-python-headless")  # what the vizdoom extra installs

@@ -31,7 +31,7 @@ from hpcrl.scheme import COLLECTOR, RankRole
 
 if TYPE_CHECKING:  # annotations only
     from hpcrl.comm.channel import Channel
-    from hpcrl.config.schema import SchemeConfig
+    from hpcrl.sections.schema import SchemeConfig
 
 STREAM, ACTING = "stream", "acting"
 

@@ -37,8 +37,8 @@ from hpcrl.numerics.normalization import RunningMoments
 from hpcrl.numerics.precision import compute_dtype
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.rnd_section import RndConfig
-    from hpcrl.config.schema import ActorConfig
+    from hpcrl.sections.rnd_section import RndConfig
+    from hpcrl.sections.schema import ActorConfig
 
 M = TypeVar("M", bound=nn.Module)  # a module moved by actor_on keeps its type
 

@@ -33,7 +33,7 @@ from hpcrl.models.encoders import orthogonal_init
 from hpcrl.models.mlp_kernel import forward, layer_views
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
+    from hpcrl.sections.schema import ActorConfig
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 SQUASH_EPS = 1e-6

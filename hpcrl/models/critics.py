@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
+    from hpcrl.sections.schema import ActorConfig
 
 
 

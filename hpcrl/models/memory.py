@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
+    from hpcrl.sections.schema import ActorConfig
 
 
 if TYPE_CHECKING:  # actor.py imports this module

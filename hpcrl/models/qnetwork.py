@@ -28,7 +28,7 @@ from hpcrl.models.mlp_kernel import forward, layer_views
 from hpcrl.numerics.precision import compute_dtype
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
+    from hpcrl.sections.schema import ActorConfig
 
 
 def batch_obs(obs: torch.Tensor | np.ndarray, obs_shape: tuple[int, ...]

@@ -25,7 +25,7 @@ from hpcrl.models.encoders import ImageInput
 from hpcrl.numerics.normalization import Moments, RunningMoments
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.rnd_section import RndConfig
+    from hpcrl.sections.rnd_section import RndConfig
 
 
 def _mlp(sizes: list[int]) -> nn.Sequential:

@@ -27,7 +27,7 @@ from hpcrl.scheme.links import Network, allreduce_seconds, collective_latency_se
 from hpcrl.scheme.stragglers import synchronous_collection
 
 if TYPE_CHECKING:  # annotations only: the scheme does not import config at run time
-    from hpcrl.config.schema import SchemeConfig
+    from hpcrl.sections.schema import SchemeConfig
 
 GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 

@@ -20,7 +20,7 @@ from hpcrl.scheme.topology import (
 )
 
 if TYPE_CHECKING:  # annotations only: the scheme does not import config at run time
-    from hpcrl.config.schema import Config, SchemeConfig
+    from hpcrl.sections.schema import Config, SchemeConfig
 
 
 def role_device_key(config: Config, role: RankRole) -> tuple[str, str]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from hpcrl.errors import ExplainedError
 
 if TYPE_CHECKING:  # annotations only: the scheme does not import config at run time
-    from hpcrl.config.schema import SchemeConfig
+    from hpcrl.sections.schema import SchemeConfig
 
 UPDATER, WORKER, COLLECTOR = "updater", "gradient_worker", "collector"
 INFERENCE = "inference"

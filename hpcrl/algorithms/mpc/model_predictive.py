@@ -37,7 +37,7 @@ from hpcrl.numerics.normalization import Moments, merge_moments
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
     from hpcrl.algorithms.algorithm import AlgorithmSettings
-    from hpcrl.config.schema import ActorConfig
+    from hpcrl.sections.schema import ActorConfig
 
 #: The planners that read each planner-specific key of ``algo.mpc``.
 PLANNER_KEYS: dict[str, tuple[str, ...]] = {

@@ -34,7 +34,7 @@ from hpcrl.models.target import TargetNetwork
 from hpcrl.numerics.compiling import stat_floats
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
+    from hpcrl.sections.schema import ActorConfig
 
 
 # the exploration noise's keys, which DDPG's section and TD3's share

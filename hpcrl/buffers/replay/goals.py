@@ -29,7 +29,7 @@ from hpcrl.envs.make import make_env
 from hpcrl.envs.obs_format import ObsFormat
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+    from hpcrl.sections.schema import EnvConfig
 
 GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
 

@@ -19,7 +19,7 @@ from hpcrl.envs.registry import Registry, UnknownName
 from hpcrl.errors import ExplainedError
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+    from hpcrl.sections.schema import EnvConfig
 
 AUTO = "auto"  # env.backend's default: the backend that suits the config
 DEFAULT_BACKEND = "gymnasium"  # what auto falls back to, and steps every env

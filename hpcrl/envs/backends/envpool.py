@@ -50,7 +50,7 @@ from hpcrl.envs.restarts import (
 from hpcrl.envs.suites.suite_ids import register_suite
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+    from hpcrl.sections.schema import EnvConfig
 
 ENVPOOL = "envpool"  # the backend's name, as env.backend writes it
 ENVPOOL_INSTALL = "pip install 'hpcrl[envpool]' (or pip install envpool)"

@@ -20,7 +20,7 @@ from hpcrl.envs.restarts import restartable
 from hpcrl.envs.vector import env_factory
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+    from hpcrl.sections.schema import EnvConfig
 
 
 def gymnasium_vector_env(config: EnvConfig, num_envs: int,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Literal
 import torch
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.algo_sections import MpcConfig
+    from hpcrl.sections.algorithm_keys import MpcConfig
 
 Returns = Callable[[torch.Tensor], torch.Tensor]
 

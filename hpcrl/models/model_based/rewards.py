@@ -27,7 +27,7 @@ from hpcrl.components.import_paths import PluginError, is_import_path, load
 from hpcrl.envs.make import make_env
 
 if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+    from hpcrl.sections.schema import EnvConfig
 
 RewardFunction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 ENV_HOOK = "planning_reward"  # the method an env defines to give planners its reward
