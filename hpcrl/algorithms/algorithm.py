@@ -29,13 +29,13 @@ from hpcrl.algorithms.capabilities import Capabilities
 from hpcrl.algorithms.family import Family
 from hpcrl.algorithms.key_rules import Rule
 from hpcrl.numerics.gradient_guard import GradientGuard
+from hpcrl.sections.offpolicy import ReplayConfig
+from hpcrl.sections.rnd_section import RndConfig
+from hpcrl.sections.schema import ActorConfig, AlgoConfig, EnvConfig
 
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
+if TYPE_CHECKING:  # annotations only
     from hpcrl.envs.vector import EnvSpaces
     from hpcrl.numerics.reducer import Reducer
-    from hpcrl.sections.offpolicy import ReplayConfig
-    from hpcrl.sections.rnd_section import RndConfig
-    from hpcrl.sections.schema import ActorConfig, AlgoConfig, EnvConfig
 
 #: How hpcrl builds every algorithm, built in or a plug-in (``algo.kwargs`` follow).
 CONSTRUCTOR = "Class(spaces, settings, device, reducer, **algo.kwargs)"

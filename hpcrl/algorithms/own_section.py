@@ -7,12 +7,10 @@ The lookup needs the algorithm's class, so it lives here, beside the registry, a
 the config's data (:mod:`hpcrl.sections`), which sits below core and looks nothing up."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hpcrl.algorithms.registry import algorithm_type
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.sections.schema import AlgoConfig
+from hpcrl.sections.schema import AlgoConfig
 
 
 def own_section(algo: AlgoConfig) -> Any:

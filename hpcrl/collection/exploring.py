@@ -26,10 +26,10 @@ from hpcrl.envs.vector import as_discrete
 from hpcrl.models.epsilon import collector_epsilon, linear_epsilon
 from hpcrl.models.exploration import make_noise, standard_normal
 from hpcrl.sections.algorithm_keys import DdpgConfig, DqnConfig
+from hpcrl.sections.schema import AlgoConfig
 
 if TYPE_CHECKING:  # annotations only
     from hpcrl.models.continuous_policies import ActionScale
-    from hpcrl.sections.schema import AlgoConfig
 
 
 def exploration_noise_keys(algo: AlgoConfig) -> DdpgConfig:
