@@ -37,9 +37,9 @@ from typing import IO, Any
 from hpcrl.components.import_paths import path_of
 from hpcrl.components.scripts import refuse_training_during_import
 from hpcrl.config.loader import load_config, resolve
-from hpcrl.config.schema import Config
 from hpcrl.errors import ExplainedError
 from hpcrl.runtime.run_dir import RunDir
+from hpcrl.sections.schema import Config
 
 
 class RunDirTaken(ExplainedError):

@@ -14,7 +14,6 @@ from hpcrl.buffers.rollout import RolloutLayout
 from hpcrl.buffers.rollout_storage import RolloutStorage
 from hpcrl.buffers.vtrace_storage import VTraceStorage
 from hpcrl.components.contracts import make_network
-from hpcrl.config.schema import Config
 from hpcrl.config.validate import sequence_length
 from hpcrl.envs.backends.envpool import uses_envpool
 from hpcrl.envs.groups import resolve_groups
@@ -22,6 +21,7 @@ from hpcrl.envs.vector import EnvSpaces, UnsupportedEnv, probe_spaces
 from hpcrl.models.actor import ActorCritic
 from hpcrl.models.memory import memory_state_size
 from hpcrl.scheme.topology import collecting_ranks
+from hpcrl.sections.schema import Config
 from hpcrl.trained.reference_policies import reference_problem
 
 

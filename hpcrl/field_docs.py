@@ -1,10 +1,10 @@
 """The one way a config field is declared: a default and the documentation that ``hpcrl
 config show --docs``, the docs site and the error messages quote.
 
-It sits below every layer, so that the config's schema and the algorithms' own sections
-(declared beside their classes, in core) declare their keys alike: a module of ``config``
-would make core import the layer above it. It is the one module of the name (formerly
-``hpcrl.fields``, re-exported as ``hpcrl.config.fields``)."""
+It sits below every layer, so that the config's data (:mod:`hpcrl.sections`: the schema
+and the algorithms' own sections) and a plug-in's own section declare their keys alike. It
+is the one module of the name (formerly ``hpcrl.fields``, re-exported as
+``hpcrl.config.fields``)."""
 from __future__ import annotations
 
 from dataclasses import field

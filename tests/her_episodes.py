@@ -7,8 +7,8 @@ import numpy as np
 
 from hpcrl.buffers.replay.goals import GoalCodec, GoalRewards
 from hpcrl.buffers.replay.her import HerReplayBuffer
-from hpcrl.config.schema import EnvConfig
 from hpcrl.envs.obs_format import obs_format
+from hpcrl.sections.schema import EnvConfig
 from hpcrl.tasks.point_reach import ENV_ID, PointReach
 
 DIM = 2

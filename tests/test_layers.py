@@ -1,11 +1,13 @@
 """The package's layers: no import cycle between hpcrl's subpackages nor between its modules,
-the components (``envs``, ``models``, ``buffers``, ``algorithms`` and ``numerics``,
-formerly ``core``) import nothing of the configuration
-(``config``: it names the config sections it reads in annotations only) nor of the
-run-time layer (``runtime``: run directories, checkpoints, signals) nor of what is built on
-them, ``scheme`` (the rank table) imports nothing of ``config`` at run time either, and the
-top layers (``experiments``: sweeps, runs, plots, videos; ``cli``: the commands) are
-imported by nothing below them, the commands by nothing at all.
+with or without the imports under ``if TYPE_CHECKING:``. At the bottom, the config's data
+(``sections``: ``Config`` and its section dataclasses) imports nothing of hpcrl but
+:mod:`hpcrl.field_docs`. The components (``envs``, ``models``, ``buffers``, ``algorithms``
+and ``numerics``, formerly ``core``) name the sections they read and import nothing of the
+configuration's loader and checks (``config``) nor of the run-time layer (``runtime``: run
+directories, checkpoints, signals) nor of what is built on them, not even in annotations;
+``scheme`` (the rank table) imports nothing of ``config`` either, and the top layers
+(``experiments``: sweeps, runs, plots, videos; ``cli``: the commands) are imported by
+nothing below them, the commands by nothing at all.
 
 Read from the source, every import counted: those at a module's top level and those inside
 functions alike (an import inside a function is an edge of the graph all the same: it only
@@ -14,30 +16,39 @@ runs later). Importing ``a.b.c`` from outside ``a.b`` runs the packages ``a.b``'
 ``__init__`` imports nothing when it loads, :func:`test_importing_hpcrl_loads_nothing`).
 Exempt: imports under ``if TYPE_CHECKING:`` (annotations, which never run). So a new cycle
 fails here, naming the imports that close it, before it fails as a half-initialised module
-somewhere, and no import inside a function can hide one.
+somewhere, and no import inside a function can hide one. Counted with them
+(:func:`test_no_type_checking_import_closes_a_circle_between_subpackages`), the types'
+dependencies draw no circle either: a circle there says that the packages depend on each
+other even where the run-time imports hide it.
 
 An import inside a function is allowed only where :data:`LAZY` gives the reason, and the
 reason is cost, never a cycle: an optional or heavy package (an env suite, MPI, plotting),
 or keeping a light entry point light (``import hpcrl``, ``hpcrl --help``, the config's
 data).
 
-Config and core (why the config imports core and not the other way): a config's checks need
-the algorithms' declared capabilities (an off-policy algorithm refuses a recurrent actor, a
-preset needs a replay agent) and the scheme's topology (the envs of one update). The config
-is data that every layer reads, so those lookups must not live on the config's data (the
-former ``AlgoConfig.kind``, ``.own`` and ``.capabilities`` properties, which made config
-and core import each other). They live in core (``hpcrl.algorithms``:
-``algorithm_kind``, ``algorithm_capabilities``; ``own_section`` beside them), which reads the config
-in annotations only, and the config's checks (``config/validate*.py``, ``checks.py``), the
-layer that turns files into a validated ``Config``, import core and the scheme like any
-layer above them. Core registering its capabilities into a neutral module was the other
-way out, and refused: a lookup that works only after something else imported core is a
-dependency the imports no longer show. Two lazy edges are left, both for cost: the loader
-imports its checks when it checks, and it asks core's registry for the algorithms'
-declarations (sections, defaults) when it loads a config, so that importing config's data
-(``hpcrl.config.schema``: every layer's annotations, ``hpcrl runs``, ``hpcrl --help``)
-loads no torch or gymnasium
-(:func:`test_loading_config_data_loads_no_torch`).
+The config's data and its loader (why they are two packages, one below core and one above
+it): a config's checks need the algorithms' declared capabilities (an off-policy algorithm
+refuses a recurrent actor, a preset needs a replay agent) and the scheme's topology (the
+envs of one update), and the loader needs the algorithms' declared sections and defaults,
+while every layer names the sections it reads. So the data (``hpcrl.sections``: the
+dataclasses, each built-in algorithm's own section among them, in
+``sections/algorithm_keys.py``, which each algorithm's folder re-exports) sits below core,
+and the loader and checks (``hpcrl.config``: ``loader.py``, ``validate*.py``,
+``checks.py``, ``algo_defaults.py``, ``algo_sections.py``), the layer that turns files into
+a validated ``Config``, sit above core and the scheme and import them like any layer above
+them; ``hpcrl.config`` re-exports the data's main names (``from hpcrl.config import
+Config, load_config``). The lookups on an algorithm's class live in core
+(``hpcrl.algorithms``: ``algorithm_kind``, ``algorithm_capabilities``; ``own_section``
+beside them), never on the data (the former ``AlgoConfig.kind``, ``.own`` and
+``.capabilities`` properties made config and core import each other). Core registering its
+capabilities into a neutral module was another way out, and refused: a lookup that works
+only after something else imported core is a dependency the imports no longer show; so was
+core naming what it reads through protocols of its own, a second copy of every section's
+fields. Two lazy edges are left, both for cost: the loader imports its checks when it
+checks, and it asks core's registry for the algorithms' declarations (sections, defaults)
+when it loads a config, so that importing the config's data and its loader
+(``hpcrl.sections``: every layer's annotations; ``hpcrl.config``: ``hpcrl runs``,
+``hpcrl --help``) loads no torch or gymnasium (:func:`test_loading_config_data_loads_no_torch`).
 
 Narrow arguments: the files outside ``config/`` that read deep config paths
 (``config.env.num_envs``) are counted, and their number may only fall
@@ -56,6 +67,9 @@ from functools import cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "hpcrl"
+# the config's data, below every layer: what it may import of hpcrl (the documented field)
+DATA = "sections"
+DATA_IMPORTS = ("hpcrl.field_docs",)
 # the components (envs, models, buffers, algorithms and the numerics below them, formerly
 # core): what they may not import, the layers above them
 CORE = ("envs", "models", "buffers", "algorithms", "numerics")
@@ -64,7 +78,7 @@ ABOVE_CORE = ("config", "runtime", "placement", "learning", "collection", "excha
 # the top layers, and the subpackages below them that may import neither
 TOP = ("experiments", "cli")
 BELOW_TOP = (*CORE, "comm", "collection", "exchange", "learning", "placement", "runtime", "scheme",
-             "config", "population")
+             "config", "population", DATA)
 # what the learner (its loop, replay rule and records) may not import: a transport
 TRANSPORTS = ("hpcrl.placement", "hpcrl.comm._mpi", "mpi4py")
 # the sections of a Config, and how many files outside config/ read a deep config path
@@ -95,21 +109,6 @@ CONFIG_ASSEMBLERS: dict[str, str] = {
                                "whose own section is cut, so make_policy and make_algorithm "
                                "take the Config and cut it once, here"),
 }
-# the circles between subpackages that TYPE_CHECKING imports still close (their members,
-# sorted) -> why they are left: a list that only shrinks (issue 52 wants it empty)
-TYPE_CIRCLES_WHY = {
-    ("algorithms", "buffers", "config", "envs", "models", "scheme"): (
-        "config holds both the section dataclasses core names in its annotations (EnvConfig, "
-        "ActorConfig, SchemeConfig, RndConfig, ReplayConfig, PolicyAddonsConfig, AlgoConfig: "
-        "35 TYPE_CHECKING imports in 30 files of core) and the loader and checks that ask "
-        "core at run time (the algorithms' declared sections and defaults, the scheme's "
-        "topology, the envs' checks), and its AlgoConfig holds the algorithms' own sections "
-        "(the torch-free keys in each algorithm's folder, hpcrl/algorithms/<name>/__init__.py). "
-        "Broken by naming the sections core reads through protocols of core's own instead of "
-        "config's dataclasses, or by moving the loader and checks above core and the "
-        "sections core reads below it: a change of some 70 files, left for its own step"),
-}
-TYPE_CIRCLES = [list(group) for group in TYPE_CIRCLES_WHY]
 # the longest a function of the package may be, from its ``def`` line to its last line
 # (decorators aside); a longer one is split into named steps
 MAX_FUNCTION_LINES = 60
@@ -126,17 +125,17 @@ ENTRY_POINT = ("an entry point imports what it runs when it runs, so that `impor
                "`hpcrl --help` and the light commands load no torch, MPI or plotting")
 CONFIG_DATA = ("config's loader imports its checks (core's algorithms, the scheme's "
                "topology, torch and gymnasium with them) when it checks a config, so that "
-               "importing config's data stays light")
+               "importing the loader (hpcrl.config: `hpcrl --help`, `hpcrl runs`) stays light")
 LIGHT_ALGORITHMS = ("hpcrl.algorithms' package imports its names (the registry, torch with it) "
-                    "when one is first asked, so that importing a built-in's keys from its "
-                    "folder (what config's data does) stays light")
+                    "when one is first asked, so that importing the package or a built-in's "
+                    "folder (`from hpcrl.algorithms.dqn import DqnConfig`) stays light")
 DECLARED = ("the algorithms' declarations (their sections, defaults and rules, on their "
             "classes: core's registry, torch with it) are asked when a config is loaded, so "
-            "that importing config's data stays light")
+            "that importing the loader (hpcrl.config) stays light")
 MULTI_RANK = ("what only a job of several ranks needs (spares, the watch for lost ranks) is "
               "imported by such a job: a run of one process loads nothing of placement/mpi")
 OPTIONAL = "an optional package (an extra), imported by the feature that needs it"
-LIGHT_SCHEME = ("the scheme's topology (what config's data and `hpcrl plan` read) stays light: "
+LIGHT_SCHEME = ("the scheme's topology (what config's checks and `hpcrl plan` read) stays light: "
                 "comm's package loads torch; asked only when lz4 is configured")
 DISTRIBUTED = ("torch.distributed is slow to import: only the all-reduce and the rendezvous "
                "that use it import it, when they run")
@@ -344,24 +343,27 @@ def test_no_import_cycle_between_subpackages():
 def test_no_type_checking_import_closes_a_circle_between_subpackages():
     # the types' dependencies, TYPE_CHECKING imports counted: a circle they close says the
     # packages depend on each other even where the run-time imports hide it (issue 52).
-    # Fix one by moving the type to the lower package, or by a Protocol where it is used
-    # (exchange's ExchangeJob, which broke exchange -> placement -> exchange)
+    # Fix one by moving the type to the lower package (the config's sections, which broke
+    # algorithms -> config -> algorithms: hpcrl/sections/), or by a Protocol where it is
+    # used (exchange's ExchangeJob, which broke exchange -> placement -> exchange)
     edges = import_edges(annotations=True)
-    found = [group for group in cycles(edges) if group not in TYPE_CIRCLES]
+    found = cycles(edges)
     closing = [edges[(a, b)] for group in found for a in group for b in group
                if (a, b) in edges and (a, b) not in import_edges()]
     assert not found, f"circles closed by TYPE_CHECKING imports {found}: {closing}"
 
 
-def test_every_known_type_circle_is_still_there():
-    # TYPE_CIRCLES only shrinks: a circle broken leaves the list
-    found = cycles(import_edges(annotations=True))
-    assert [group for group in TYPE_CIRCLES if group not in found] == []
+def test_the_config_data_imports_nothing_above_it():
+    # the sections are the bottom layer: every layer names them, annotations included, so
+    # they import nothing of hpcrl but the documented field (not even in annotations)
+    found = [why for (a, b), why in import_edges(annotations=True).items()
+             if a == DATA and b not in DATA_IMPORTS]
+    assert not found, found
 
 
 def test_no_import_cycle_between_modules():
-    # finer than the subpackages: a cycle inside one (config's schema and its sections,
-    # comm's package and its channel) fails here
+    # finer than the subpackages: a cycle inside one (the sections' schema and the
+    # algorithms' keys, comm's package and its channel) fails here
     edges = import_edges(_module)
     found = cycles(edges)
     closing = [edges[(a, b)] for group in found for a in group for b in group
@@ -399,15 +401,16 @@ def test_the_learner_imports_no_transport():
 
 
 def test_core_imports_nothing_of_the_layers_above_it():
-    edges = import_edges()
+    # annotations included: core names the config's sections (below it), not the config
+    edges = import_edges(annotations=True)
     upward = [why for (a, b), why in edges.items() if a in CORE and b in ABOVE_CORE]
     assert not upward, upward
 
 
-def test_the_scheme_imports_no_config_at_run_time():
-    # the config's checks read the scheme's topology: the scheme reads config sections in
-    # annotations only
-    edges = import_edges()
+def test_the_scheme_imports_no_config():
+    # the config's checks read the scheme's topology: the scheme names the config's sections
+    # (below both), never the loader, not even in annotations
+    edges = import_edges(annotations=True)
     assert ("scheme", "config") not in edges, edges.get(("scheme", "config"))
 
 
@@ -421,10 +424,11 @@ def probe_output(probe: str) -> str:
 
 
 def test_loading_config_data_loads_no_torch():
-    # the reasons CONFIG_DATA and LIGHT_ALGORITHMS give, as the interpreter sees it: the
-    # built-ins' keys (hpcrl.algorithms.ppo, ...) and their light package may load, their
-    # classes may not
-    probe = ("import sys, hpcrl.config.schema, hpcrl.scheme.topology, hpcrl.runtime.run_dir\n"
+    # the reasons CONFIG_DATA, DECLARED and LIGHT_ALGORITHMS give, as the interpreter sees
+    # it: the config's data, its loader, a built-in's folder (its keys) and the algorithms'
+    # light package may load, the algorithms' classes may not
+    probe = ("import sys, hpcrl.sections.schema, hpcrl.config, hpcrl.algorithms.ppo, "
+             "hpcrl.scheme.topology, hpcrl.runtime.run_dir\n"
              "print(sorted(m for m in ('torch', 'gymnasium', 'hpcrl.algorithms.registry') "
              "if m in sys.modules))")
     out = probe_output(probe)
@@ -619,9 +623,10 @@ def test_an_import_inside_a_function_makes_an_edge(tmp_path):
     assert isinstance(node, ast.ImportFrom)
     assert _names(node, "hpcrl.models.x", False)[0] == "hpcrl.cli"
     assert any(not imp.top for imp in all_imports())
-    assert list(_loaded("hpcrl.algorithms.ppo.clipped_surrogate", "hpcrl.config.schema")) == [
-        "hpcrl.config", "hpcrl.config.schema"]
-    assert list(_loaded("hpcrl.config.loader", "hpcrl.config.schema")) == ["hpcrl.config.schema"]
+    assert list(_loaded("hpcrl.algorithms.ppo.clipped_surrogate", "hpcrl.sections.schema")) == [
+        "hpcrl.sections", "hpcrl.sections.schema"]
+    assert list(_loaded("hpcrl.sections.schema", "hpcrl.sections.offpolicy")) == [
+        "hpcrl.sections.offpolicy"]
 
 
 def repeated_basenames(package: Path = PACKAGE) -> dict[str, list[str]]:

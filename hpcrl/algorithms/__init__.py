@@ -8,12 +8,14 @@ one resolver (:func:`algorithm_type`) takes any ``algo.name``, a plug-in's impor
 included, and one constructor (:func:`make_algorithm`) builds every algorithm alike.
 
 Each built-in has a folder (``ppo/``, ``a2c/``, ``impala/``, ``dqn/``, ``sac/``, ``td3/``
-with DDPG, ``mpo/``, ``mpc/``): its package's ``__init__`` holds the dataclass of its own
-section's keys, torch-free because the config's schema holds it, and a module of a name of
-its own (``ppo/clipped_surrogate.py``) its class, which declares its section, defaults and
-key rules. This package is light too: its names are imported on first use
-(:func:`__getattr__`), so that importing the config's data, which imports those keys,
-loads no torch or gymnasium."""
+with DDPG, ``mpo/``, ``mpc/``): a module of a name of its own
+(``ppo/clipped_surrogate.py``) holds its class, which declares its section, defaults and
+key rules, and its package's ``__init__`` re-exports the dataclass of its own section's
+keys, which is the config's data (:mod:`hpcrl.sections.algorithm_keys`: the config's
+``AlgoConfig`` holds it, below every layer that names it). This package is light: its
+names are imported on first use (:func:`__getattr__`), so that importing it or a
+built-in's keys (``from hpcrl.algorithms.dqn import DqnConfig``) loads no torch or
+gymnasium."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -37,9 +37,7 @@ from hpcrl.errors import ConfigError
 from hpcrl.models.actor import ActorCritic
 from hpcrl.models.distributions import ActionDistribution
 from hpcrl.numerics.compiling import stat_floats
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.policy_addons import PolicyAddonsConfig
+from hpcrl.sections.policy_addons import PolicyAddonsConfig
 
 
 class PolicyOutputs(NamedTuple):

@@ -29,11 +29,11 @@ from hpcrl.algorithms.capabilities import Capabilities
 from hpcrl.algorithms.family import Family
 from hpcrl.algorithms.key_rules import Rule
 from hpcrl.numerics.gradient_guard import GradientGuard
+from hpcrl.sections.offpolicy import ReplayConfig
+from hpcrl.sections.rnd_section import RndConfig
+from hpcrl.sections.schema import ActorConfig, AlgoConfig, EnvConfig
 
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.offpolicy import ReplayConfig
-    from hpcrl.config.rnd_section import RndConfig
-    from hpcrl.config.schema import ActorConfig, AlgoConfig, EnvConfig
+if TYPE_CHECKING:  # annotations only
     from hpcrl.envs.vector import EnvSpaces
     from hpcrl.numerics.reducer import Reducer
 
@@ -103,8 +103,8 @@ class Algorithm(ABC):
     # names its section here and declares its keys in section_keys
     section: ClassVar[str | None] = None
     # the dataclass of its own section (field defaults are its defaults); None for an
-    # algorithm with no keys of its own (A2C). A built-in's dataclass lives in its folder's
-    # package (hpcrl.algorithms.ppo, ...: no torch, as the config's schema holds it)
+    # algorithm with no keys of its own (A2C). A built-in's dataclass is the config's data
+    # (hpcrl.sections.algorithm_keys, as AlgoConfig holds it), re-exported by its folder
     section_keys: ClassVar[type | None] = None
     # the standard value of every shared key whose good value depends on the algorithm
     # (``{"algo.lr": 3e-4, "replay.batch_size": 256, ...}``), filled in under the keys a

@@ -4,8 +4,6 @@ predict (vectors, not pixels) and, where the planner scores with a reward functi
 takes batches."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import gymnasium as gym
 import numpy as np
 
@@ -13,9 +11,7 @@ from hpcrl.algorithms.own_section import own_section
 from hpcrl.algorithms.registry import algorithms_with
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.models.model_based.rewards import reward_function, reward_output_problem
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import AlgoConfig, EnvConfig
+from hpcrl.sections.schema import AlgoConfig, EnvConfig
 
 
 def has_images(spaces: EnvSpaces) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -30,9 +30,7 @@ from hpcrl.models.target import TargetNetwork
 from hpcrl.numerics.flat import contiguous_parameters, share_flat_parameters, zero_flat_gradients
 from hpcrl.numerics.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.numerics.reducer import Reducer
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
+from hpcrl.sections.schema import ActorConfig
 
 NOISE_STREAM = 0x7A3  # seeds the learner's torch generator apart from everything else
 

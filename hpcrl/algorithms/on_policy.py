@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -24,9 +24,7 @@ from hpcrl.models.actor import ActorCritic, ActorOutputs, actor_on
 from hpcrl.numerics.flat import contiguous_parameters, grads_to_flat, zero_flat_gradients
 from hpcrl.numerics.optim import FlatOptimizer, make_flat_optimizer
 from hpcrl.numerics.reducer import LocalReducer, Reducer, global_mean_std
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.policy_addons import PolicyAddonsConfig
+from hpcrl.sections.policy_addons import PolicyAddonsConfig
 
 # What an algorithm trains from and on: RolloutStorage and its GaeBatch (PPO, A2C), or
 # VTraceStorage and its SequenceBatch (IMPALA); a plug-in that names neither gets Any.

@@ -4,15 +4,13 @@
 declares (:meth:`~hpcrl.algorithms.algorithm.Algorithm.section_name`: the built-in it
 runs as, ``algo.td3`` for TD3 or a plug-in subclass of it, or a plug-in's own section).
 The lookup needs the algorithm's class, so it lives here, beside the registry, and not on
-the config's data: the config is data that core reads in annotations only."""
+the config's data (:mod:`hpcrl.sections`), which sits below core and looks nothing up."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hpcrl.algorithms.registry import algorithm_type
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import AlgoConfig
+from hpcrl.sections.schema import AlgoConfig
 
 
 def own_section(algo: AlgoConfig) -> Any:

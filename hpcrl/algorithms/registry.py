@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -43,9 +43,7 @@ from hpcrl.algorithms.td3.twin_delayed import DDPG, TD3
 from hpcrl.components.import_paths import CONTRACTS, PluginError, check_kwargs, is_import_path
 from hpcrl.envs.vector import EnvSpaces, as_box
 from hpcrl.numerics.reducer import Reducer
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import AlgoConfig, Config
+from hpcrl.sections.schema import AlgoConfig, Config
 
 #: Every built-in algorithm, of both families, by its ``algo.name``: one line each.
 ALGORITHMS: dict[str, type[Algorithm]] = {

@@ -9,7 +9,7 @@ with N). Each function takes the sections it reads.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -20,9 +20,7 @@ from hpcrl.build import env_spaces
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.scheme.cost_model import Shape, shape_of
 from hpcrl.scheme.topology import collecting_ranks
-
-if TYPE_CHECKING:  # annotations only
-    from hpcrl.config.schema import Config, EnvConfig, SchemeConfig
+from hpcrl.sections.schema import Config, EnvConfig, SchemeConfig
 
 
 @dataclass(frozen=True)

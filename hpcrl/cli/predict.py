@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -21,9 +21,7 @@ from hpcrl.scheme.calibration import (
 )
 from hpcrl.scheme.cost_model import Calibration, Prediction, predict
 from hpcrl.scheme.links import Network, network
-
-if TYPE_CHECKING:
-    from hpcrl.config.schema import Config
+from hpcrl.sections.schema import Config
 
 CALIBRATION_UPDATES = 4
 # one process of the same agent: the calibration measures one rank's costs

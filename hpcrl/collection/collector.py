@@ -43,11 +43,11 @@ from hpcrl.envs.groups import EnvGroup, EnvGroups
 from hpcrl.envs.obs_format import obs_format
 from hpcrl.exchange.messages import Weights
 from hpcrl.runtime.finite import check_env_rows, check_env_steps
+from hpcrl.sections.schema import EnvConfig
 
 if TYPE_CHECKING:  # annotations only
     from hpcrl.buffers.replay.transitions import Transitions
     from hpcrl.buffers.rollout import Rollout
-    from hpcrl.config.schema import EnvConfig
     from hpcrl.models.acting import PolicyEngine
     from hpcrl.models.actor import ActorCritic
 

@@ -21,7 +21,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from hpcrl.config.schema import EnvConfig
 from hpcrl.envs.groups import EnvGroup, EnvGroups
 from hpcrl.envs.make import game_episodes
 from hpcrl.envs.obs_format import ObsFormat
@@ -35,6 +34,7 @@ from hpcrl.envs.restarts import (
 )
 from hpcrl.envs.state import from_plain, to_plain
 from hpcrl.envs.vector import env_seeds, restore_vector_env_state, vector_env_state
+from hpcrl.sections.schema import EnvConfig
 
 
 @dataclass

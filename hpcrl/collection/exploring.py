@@ -22,13 +22,13 @@ import numpy as np
 from torch import nn
 
 from hpcrl.algorithms.own_section import epsilon_keys, own_section
-from hpcrl.config.algo_sections import DdpgConfig, DqnConfig
 from hpcrl.envs.vector import as_discrete
 from hpcrl.models.epsilon import collector_epsilon, linear_epsilon
 from hpcrl.models.exploration import make_noise, standard_normal
+from hpcrl.sections.algorithm_keys import DdpgConfig, DqnConfig
+from hpcrl.sections.schema import AlgoConfig
 
 if TYPE_CHECKING:  # annotations only
-    from hpcrl.config.schema import AlgoConfig
     from hpcrl.models.continuous_policies import ActionScale
 
 

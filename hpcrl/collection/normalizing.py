@@ -10,16 +10,14 @@ then come back with the next weights. Turned off, each step is the identity.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
 from hpcrl.models.actor import ActorCritic
 from hpcrl.numerics.normalization import Moments, Normalizer
-
-if TYPE_CHECKING:  # annotations only
-    from hpcrl.config.schema import EnvConfig
+from hpcrl.sections.schema import EnvConfig
 
 
 class NormalizingTransform:

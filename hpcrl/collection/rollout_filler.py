@@ -20,12 +20,12 @@ import torch
 from hpcrl.buffers.rollout import Rollout
 from hpcrl.collection.env_core import CollectionFacts, EnvCore, StepFacts
 from hpcrl.collection.normalizing import NormalizingTransform
-from hpcrl.config.schema import EnvConfig
 from hpcrl.envs.groups import EnvGroup
 from hpcrl.envs.scripted import ScriptedSlots
 from hpcrl.envs.vector import as_box
 from hpcrl.models.acting import PolicyEngine, make_engine
 from hpcrl.models.actor import ActorCritic
+from hpcrl.sections.schema import EnvConfig
 
 
 class RolloutFiller:

@@ -31,11 +31,11 @@ from hpcrl.buffers.replay.nstep import NStepWindow
 from hpcrl.buffers.replay.transitions import TransitionLayout, Transitions
 from hpcrl.collection.env_core import CollectionFacts, EnvCore, StepFacts
 from hpcrl.collection.exploring import EXPLORATIONS
-from hpcrl.config.offpolicy import ReplayConfig
-from hpcrl.config.schema import AlgoConfig, EnvConfig, TrainConfig
 from hpcrl.envs.groups import EnvGroup
 from hpcrl.models.acting import ActedEnvs, ActingEngine, QValueEngine, make_engine
 from hpcrl.numerics.flat import contiguous_parameters
+from hpcrl.sections.offpolicy import ReplayConfig
+from hpcrl.sections.schema import AlgoConfig, EnvConfig, TrainConfig
 
 COLLECT_STREAM = 0x0FF  # per-env generators, apart from the on-policy collector's
 

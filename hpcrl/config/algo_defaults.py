@@ -1,7 +1,7 @@
 """Per-algorithm defaults: the standard value of every key whose good value depends on the
 algorithm, filled in under whatever the config sets itself.
 
-The dataclass defaults of :mod:`hpcrl.config.schema` are PPO's (RL-zoo's CartPole recipe,
+The dataclass defaults of :mod:`hpcrl.sections.schema` are PPO's (RL-zoo's CartPole recipe,
 the embedded default). Any other algorithm would inherit them for the keys every algorithm
 reads (learning rate and its schedule, gamma, rollout length, network...), and PPO's values
 are wrong there: SAC with a learning rate decayed to zero and gamma 0.98 does not learn.
@@ -18,7 +18,7 @@ Each built-in's ``defaults`` hold:
 - :data:`REPLAY_KEYS` for the replay agents (DQN, SAC, TD3, DDPG, MPO, MPC).
 
 A key read by one algorithm only (PPO's clip range, TD3's policy delay, SAC's temperature)
-lives in that algorithm's section (:mod:`hpcrl.config.algo_sections`), whose field default
+lives in that algorithm's section (:mod:`hpcrl.sections.algorithm_keys`), whose field default
 is that algorithm's standard value.
 
 Sources: Stable-Baselines3 2.x defaults (SAC, TD3, DDPG, A2C), with RL-zoo's Gaussian
@@ -29,7 +29,7 @@ CartPole with.
 
 The algorithms' classes live in core, which imports torch: this module asks core's registry
 for their declarations when a config is loaded (:func:`algorithm_type_of`,
-:func:`builtin_sections`), never when config's data is imported.
+:func:`builtin_sections`), never when the loader is imported.
 """
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def builtin_kind(name: str) -> str | None:
     if not is_import_path(name):
         return name
     # a plug-in's base is its class's (core's registry): imported for a plug-in only, so
-    # that importing config's data stays light
+    # that importing the loader stays light
     from hpcrl.algorithms import algorithm_kind
 
     try:

@@ -1,17 +1,17 @@
-"""Each algorithm's own config section: ``algo.ppo``, ``algo.impala``, ``algo.dqn``,
-``algo.ddpg``, ``algo.td3``, ``algo.sac``, ``algo.mpo``, ``algo.mpc``.
+"""Loading and checking each algorithm's own config section: ``algo.ppo``, ``algo.impala``,
+``algo.dqn``, ``algo.ddpg``, ``algo.td3``, ``algo.sac``, ``algo.mpo``, ``algo.mpc``.
 
 Keys that every algorithm of a family reads stay in the shared sections (``algo.gamma``,
 ``algo.lr``, ``replay.batch_size``, ...); a key that one algorithm reads lives in that
 algorithm's section, whose field defaults are that algorithm's standard values. Each
 algorithm's class names its section and the dataclass of its keys (``PPO.section = "ppo"``,
-``PPO.section_keys = PpoConfig``; a built-in's dataclass lives in its folder's package,
-:mod:`hpcrl.algorithms.ppo` and the like, which imports no torch, and is named here too for
-the schema). A run reads the section its algorithm's class declares (``section_name()``: a
-plug-in subclass of ``hpcrl.TD3`` takes its settings from ``algo.td3``, unless it declares
-a section of its own, whose keys the loader builds from the class's ``section_keys``). A
-section of another algorithm set away from its defaults is refused
-(:func:`unread_section_problem`): it would be ignored.
+``PPO.section_keys = PpoConfig``; a built-in's dataclass is the config's data, in
+:mod:`hpcrl.sections.algorithm_keys`, which its folder's package re-exports). A run reads
+the section its algorithm's class declares (``section_name()``: a plug-in subclass of
+``hpcrl.TD3`` takes its settings from ``algo.td3``, unless it declares a section of its
+own, whose keys the loader builds from the class's ``section_keys``). A section of another
+algorithm set away from its defaults is refused (:func:`unread_section_problem`): it would
+be ignored.
 
 Before sections, these keys were flat (``algo.clip_range``, ``replay.policy_delay``,
 ``replay.mpo_epsilon``). :func:`move_flat_keys` reads them where they moved, so old YAML
@@ -23,17 +23,18 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from hpcrl.algorithms.dqn import DqnConfig
-from hpcrl.algorithms.impala import ImpalaConfig
-from hpcrl.algorithms.mpc import MpcConfig
-from hpcrl.algorithms.mpo import MpoConfig
-from hpcrl.algorithms.ppo import PpoConfig
-from hpcrl.algorithms.sac import SacConfig
-from hpcrl.algorithms.td3 import DdpgConfig, Td3Config
 from hpcrl.config.algo_defaults import builtin_sections
+from hpcrl.sections.algorithm_keys import (
+    DdpgConfig,
+    DqnConfig,
+    ImpalaConfig,
+    MpoConfig,
+    PpoConfig,
+    SacConfig,
+    Td3Config,
+)
 
-__all__ = ["FLAT_NAMES", "DdpgConfig", "DqnConfig", "ImpalaConfig", "MpcConfig", "MpoConfig",
-           "PpoConfig", "SacConfig", "Td3Config", "move_flat_keys", "unread_section_problem"]
+__all__ = ["FLAT_NAMES", "move_flat_keys", "unread_section_problem"]
 
 # History, frozen: the sections whose keys were flat before sections existed, with their
 # keys (a later section has no old names)

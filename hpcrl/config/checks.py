@@ -9,7 +9,7 @@ from collections.abc import Callable
 from hpcrl.algorithms import algorithms_with as named
 from hpcrl.algorithms.capabilities import Capabilities
 from hpcrl.algorithms.key_rules import in_unit, positive, unread
-from hpcrl.config.schema import Config
+from hpcrl.sections.schema import Config
 
 __all__ = ["algorithms_with", "in_unit", "positive", "recomputed_from_observations", "unread"]
 

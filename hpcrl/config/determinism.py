@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import torch
 
-from hpcrl.config.schema import Config
 from hpcrl.scheme.topology import collecting_ranks
+from hpcrl.sections.schema import Config
 
 KEY = "config key 'train.deterministic' (true)"
 FALLBACK = "or set train.deterministic=auto to run it without the promise"

@@ -26,9 +26,9 @@ from hpcrl.config.algo_defaults import (
 )
 from hpcrl.config.algo_sections import move_flat_keys
 from hpcrl.config.foreign_names import foreign_hint
-from hpcrl.config.schema import AlgoConfig, Config
 from hpcrl.errors import ConfigError
 from hpcrl.scheme.presets import apply_preset, apply_preset_agent
+from hpcrl.sections.schema import AlgoConfig, Config
 
 __all__ = ["ConfigError", "all_keys", "dump_yaml", "from_dict", "load_config",
            "load_config_sources", "merge", "parse_overrides", "read_yaml", "resolve", "to_dict"]
@@ -299,7 +299,7 @@ def resolve(data: Mapping[str, Any], overrides: Iterable[str] = (), *,
         setattr(config.algo, *section)
     # the checks read the algorithms' capabilities and the scheme's topology (core and
     # scheme, torch and gymnasium with them): imported when a config is checked, so that
-    # importing config's data (every layer's annotations, `hpcrl --help`) stays light
+    # importing the loader (`hpcrl --help`, `hpcrl runs`) stays light
     from hpcrl.config.validate import problems_message, validate
 
     problem = problems_message(problems) or validate(config)

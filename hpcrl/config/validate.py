@@ -20,7 +20,6 @@ from hpcrl.components.import_paths import PluginError, check_kwargs, is_import_p
 from hpcrl.config.algo_sections import unread_section_problem
 from hpcrl.config.checks import algorithms_with, in_unit, positive, unread
 from hpcrl.config.determinism import check_deterministic
-from hpcrl.config.schema import Config
 from hpcrl.config.validate_addons import (
     check_demos,
     check_her,
@@ -38,6 +37,7 @@ from hpcrl.scheme.topology import (
     required_world_size,
     scheme_problem,
 )
+from hpcrl.sections.schema import Config
 
 # a check gives the problem it found (None: none), or a list of them for a group of keys
 Check = Callable[[Config], str | None | list[str]]

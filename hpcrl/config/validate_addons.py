@@ -17,9 +17,9 @@ from hpcrl.config.checks import (
     recomputed_from_observations,
     unread,
 )
-from hpcrl.config.policy_addons import KL_MODES, KL_POLICY_KEYS
-from hpcrl.config.schema import Config
 from hpcrl.scheme.topology import collecting_ranks
+from hpcrl.sections.policy_addons import KL_MODES, KL_POLICY_KEYS
+from hpcrl.sections.schema import Config
 
 
 def check_rnd(c: Config) -> list[str]:
@@ -151,7 +151,7 @@ def check_policy_addons(c: Config) -> list[str]:
 
 def kl_policy_problems(entries: list) -> list[str]:
     """What is wrong with the entries of ``algo.addons.kl_policies`` (completed by
-    :func:`~hpcrl.config.policy_addons.completed_entry`)."""
+    :func:`~hpcrl.sections.policy_addons.completed_entry`)."""
     problems: list[str] = []
     names: set[str] = set()
     for i, entry in enumerate(entries):

@@ -6,7 +6,7 @@ import shutil
 
 import torch
 
-from hpcrl.config.schema import Config
+from hpcrl.sections.schema import Config
 
 
 def check_env_groups(c: Config) -> str | None:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from hpcrl.config.checks import positive
-from hpcrl.config.schema import Config
+from hpcrl.sections.schema import Config
 
 
 def check_env_restarts(c: Config) -> list[str]:

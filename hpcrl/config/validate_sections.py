@@ -9,7 +9,7 @@ from __future__ import annotations
 from hpcrl.algorithms import ALGORITHMS, algorithm_capabilities, algorithm_type
 from hpcrl.algorithms.key_rules import rule_problems
 from hpcrl.config.checks import algorithms_with
-from hpcrl.config.schema import Config
+from hpcrl.sections.schema import Config
 
 
 def section_problems(c: Config) -> list[str]:

@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
-
+from hpcrl.sections.schema import EnvConfig
 
 if TYPE_CHECKING:
     from ale_py.env import AtariEnv

@@ -6,7 +6,7 @@ Which suites there are, and how an id finds its own, is :mod:`hpcrl.envs.suites`
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -18,9 +18,7 @@ from hpcrl.envs.suites.atari import ATARI
 from hpcrl.envs.suites.suite_ids import adapt_env, register_suite
 from hpcrl.envs.vizdoom_preset import vizdoom_env, vizdoom_problem
 from hpcrl.errors import ConfigError, ExplainedError
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+from hpcrl.sections.schema import EnvConfig
 
 WRAPPER_CALL = "Class(env, **kwargs)"
 

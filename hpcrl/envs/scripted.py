@@ -11,16 +11,14 @@ never through the algorithm that declared them.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
 
 from hpcrl.envs.groups import EnvGroups
 from hpcrl.envs.vector import make_vector_env
-
-if TYPE_CHECKING:  # annotations only: envs do not import config at run time
-    from hpcrl.config.schema import EnvConfig
+from hpcrl.sections.schema import EnvConfig
 
 
 class ScriptedSlots(gym.vector.VectorEnv, ABC):

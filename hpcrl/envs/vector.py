@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -22,9 +22,7 @@ from hpcrl.envs.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_f
 from hpcrl.envs.state import capture_env_state, restore_env_state
 from hpcrl.envs.suites.suite_ids import install_of_module, register_suite
 from hpcrl.errors import ConfigError
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+from hpcrl.sections.schema import EnvConfig
 
 
 class UnsupportedEnv(ConfigError):

@@ -35,17 +35,14 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from hpcrl.envs.child_signals import stop_signals_held
 from hpcrl.envs.suites.suite import install_line
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
-
+from hpcrl.sections.schema import EnvConfig
 
 VIZDOOM_PACKAGES = ("vizdoom", "opencv-python-headless")  # what the vizdoom extra installs
 VIZDOOM_INSTALL = install_line("vizdoom", VIZDOOM_PACKAGES)

@@ -28,10 +28,10 @@ from hpcrl.exchange.remote_acting import acting_spec
 from hpcrl.exchange.streams import STREAM_SLOTS, StreamIn, StreamOut
 from hpcrl.runtime.refused import exit_if_any_rank_refuses
 from hpcrl.scheme import COLLECTOR, RankRole
+from hpcrl.sections.schema import SchemeConfig
 
 if TYPE_CHECKING:  # annotations only
     from hpcrl.comm.channel import Channel
-    from hpcrl.config.schema import SchemeConfig
 
 STREAM, ACTING = "stream", "acting"
 

@@ -28,8 +28,8 @@ from typing import Any
 import yaml
 
 from hpcrl.config.loader import ConfigError, load_config
-from hpcrl.config.schema import Config
 from hpcrl.runtime.run_dir import RunDir, is_finished
+from hpcrl.sections.schema import Config
 
 MANIFEST = "sweep.yaml"
 CONFIG_COPY = "sweep-config.yaml"

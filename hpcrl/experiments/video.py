@@ -14,10 +14,10 @@ from typing import IO, Any
 import numpy as np
 import torch
 
-from hpcrl.config.schema import EnvConfig
 from hpcrl.envs.noise import headless_rendering
 from hpcrl.errors import ExplainedError
 from hpcrl.learning.evaluation import evaluate
+from hpcrl.sections.schema import EnvConfig
 
 FORMATS = (".mp4", ".gif")
 VIDEO_INSTALL = 'pip install "hpcrl[video]"  (imageio and imageio-ffmpeg)'

@@ -15,10 +15,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from hpcrl.config.schema import EnvConfig
 from hpcrl.envs.make import make_env
 from hpcrl.envs.obs_format import ObsFormat, obs_format
 from hpcrl.envs.restarts import IN_PLACE, EnvRestartsExhausted, describe_error, fresh_seed
+from hpcrl.sections.schema import EnvConfig
 
 EVAL_SEED_OFFSET = 1_000_003  # eval episodes never reuse the seeds of training envs
 

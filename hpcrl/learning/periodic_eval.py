@@ -25,11 +25,11 @@ from typing import IO, Any
 
 from torch import nn
 
-from hpcrl.config.schema import TrainConfig
 from hpcrl.learning.evaluation import truncation_note
 from hpcrl.runtime.finite import save_finite_checkpoint
 from hpcrl.runtime.progress import rewrite_rows, truncate_rows
 from hpcrl.runtime.run_dir import RunDir, writing
+from hpcrl.sections.schema import TrainConfig
 
 # ``truncated``: the episodes of the row cut at train.eval_max_episode_steps
 COLUMNS: tuple[str, ...] = ("env_steps", "updates", "wall_time_s", "mean_return",

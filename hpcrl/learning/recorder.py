@@ -19,7 +19,6 @@ from typing import IO, Any
 
 from torch import nn
 
-from hpcrl.config.schema import EnvConfig, TrainConfig
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.exchange.messages import CHECKPOINT, ENV_FAILED, PREEMPTED, STOP
 from hpcrl.learning.evaluation import evaluate, success_note, truncation_note
@@ -32,6 +31,7 @@ from hpcrl.runtime.rng import rng_state
 from hpcrl.runtime.run_dir import ENV_FAILED_MARKER, LOST_MARKER, RunDir, write_run_file
 from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.runtime.wandb_log import WandbLog
+from hpcrl.sections.schema import EnvConfig, TrainConfig
 from hpcrl.trained.policy_file import policy_record
 
 

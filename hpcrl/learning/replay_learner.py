@@ -17,12 +17,12 @@ from hpcrl.buffers.replay.goals import GoalRewards
 from hpcrl.buffers.replay.her import HerReplayBuffer
 from hpcrl.buffers.replay.prioritized import PrioritizedReplayBuffer
 from hpcrl.buffers.replay.transitions import Transitions
-from hpcrl.config.offpolicy import ReplayConfig
-from hpcrl.config.schema import EnvConfig
 from hpcrl.envs.obs_format import ObsFormat
 from hpcrl.exchange.messages import Weights
 from hpcrl.numerics.gradient_guard import was_applied
 from hpcrl.runtime.cpu import flush_denormals
+from hpcrl.sections.offpolicy import ReplayConfig
+from hpcrl.sections.schema import EnvConfig
 
 
 def make_replay(r: ReplayConfig, seed: int, gamma: float, env: EnvConfig,

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hpcrl.config.offpolicy import ReplayConfig
 from hpcrl.exchange.protocol import Report, ReportLayout
 from hpcrl.exchange.weights import WeightsSync
 from hpcrl.learning.replay_learner import ReplayLearner
+from hpcrl.sections.offpolicy import ReplayConfig
 
 
 class ChunkSource(Protocol):

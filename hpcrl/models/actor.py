@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import torch
@@ -35,10 +35,8 @@ from hpcrl.models.rnd import RandomNetworkDistillation
 from hpcrl.numerics.flat import contiguous_parameters
 from hpcrl.numerics.normalization import RunningMoments
 from hpcrl.numerics.precision import compute_dtype
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.rnd_section import RndConfig
-    from hpcrl.config.schema import ActorConfig
+from hpcrl.sections.rnd_section import RndConfig
+from hpcrl.sections.schema import ActorConfig
 
 M = TypeVar("M", bound=nn.Module)  # a module moved by actor_on keeps its type
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
@@ -31,9 +30,7 @@ from hpcrl.models.acting import ActedEnvs, ActsAtOnce
 from hpcrl.models.actor import mlp
 from hpcrl.models.encoders import orthogonal_init
 from hpcrl.models.mlp_kernel import forward, layer_views
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
+from hpcrl.sections.schema import ActorConfig
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 SQUASH_EPS = 1e-6

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
-
+from hpcrl.sections.schema import ActorConfig
 
 
 def _tanh(x: torch.Tensor, inplace: bool = False) -> torch.Tensor:

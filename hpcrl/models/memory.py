@@ -18,9 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
-
+from hpcrl.sections.schema import ActorConfig
 
 if TYPE_CHECKING:  # actor.py imports this module
     from hpcrl.models.actor import ActorCritic, ActorOutputs

@@ -8,7 +8,6 @@ image encoder.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -26,9 +25,7 @@ from hpcrl.models.encoders import (
 )
 from hpcrl.models.mlp_kernel import forward, layer_views
 from hpcrl.numerics.precision import compute_dtype
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
+from hpcrl.sections.schema import ActorConfig
 
 
 def batch_obs(obs: torch.Tensor | np.ndarray, obs_shape: tuple[int, ...]

@@ -15,17 +15,13 @@ where it is), and a test checks that training leaves them as they were.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import nn
 
 from hpcrl.envs.obs_format import ObsFormat
 from hpcrl.models.encoders import ImageInput
 from hpcrl.numerics.normalization import Moments, RunningMoments
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.rnd_section import RndConfig
+from hpcrl.sections.rnd_section import RndConfig
 
 
 def _mlp(sizes: list[int]) -> nn.Sequential:

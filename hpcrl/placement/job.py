@@ -35,8 +35,6 @@ from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.comm.world import SelfComm
 from hpcrl.config.determinism import runs_deterministically
 from hpcrl.config.loader import dump_yaml, to_dict
-from hpcrl.config.offpolicy import ReplayConfig
-from hpcrl.config.schema import Config, SchemeConfig, TrainConfig
 from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.envs.scripted import collector_env_groups
 from hpcrl.envs.vector import EnvSpaces
@@ -68,6 +66,8 @@ from hpcrl.scheme import (
     spare_ranks,
 )
 from hpcrl.scheme.plan import role_device_key
+from hpcrl.sections.offpolicy import ReplayConfig
+from hpcrl.sections.schema import Config, SchemeConfig, TrainConfig
 from hpcrl.trained.reference_policies import attach_references
 
 LONE_RANK_GRACE_S = 20.0  # how long the other lone tasks leave task 0 to report the mismatch

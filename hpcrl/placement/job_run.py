@@ -25,7 +25,6 @@ from hpcrl.algorithms import (
 )
 from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
 from hpcrl.comm.faults import watches_for_revocation
-from hpcrl.config.schema import Config
 from hpcrl.errors import ConfigError
 from hpcrl.learning.replay_loop import UpdateFigures
 from hpcrl.placement.job import RankJob, build_job
@@ -44,6 +43,7 @@ from hpcrl.runtime.rng import seed_everything, set_rng_state
 from hpcrl.runtime.run_dir import RunDir, default_run_dir
 from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.scheme import COLLECTOR, INFERENCE, SPARE, UPDATER, spare_ranks
+from hpcrl.sections.schema import Config
 
 
 @dataclass

@@ -19,12 +19,12 @@ from torch import nn
 
 from hpcrl.comm.world import SelfComm
 from hpcrl.config.loader import ConfigError, from_dict, read_yaml
-from hpcrl.config.schema import Config
 from hpcrl.learning.recorder import RunRecorder
 from hpcrl.placement.job_run import JobRun, prepare
 from hpcrl.runtime.checkpoint import CheckpointError
 from hpcrl.runtime.metrics import EpisodeWindow
 from hpcrl.runtime.run_dir import RunDir
+from hpcrl.sections.schema import Config
 
 RESUMABLE_SECTIONS = ("train",)
 

@@ -14,9 +14,9 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from hpcrl.config.schema import WandbConfig
 from hpcrl.errors import ExplainedError
 from hpcrl.runtime.run_dir import RunDir, write_run_file
+from hpcrl.sections.schema import WandbConfig
 
 INSTALL_HINT = 'pip install wandb (or pip install "hpcrl[wandb]")'
 

@@ -24,13 +24,10 @@ from a run's own timings) or modelled (from :mod:`~hpcrl.scheme.links` or a defa
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from hpcrl.scheme.links import Network, allreduce_seconds, collective_latency_seconds
 from hpcrl.scheme.stragglers import synchronous_collection
-
-if TYPE_CHECKING:  # annotations only: the scheme does not import config at run time
-    from hpcrl.config.schema import SchemeConfig
+from hpcrl.sections.schema import SchemeConfig
 
 GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hpcrl.algorithms import algorithm_capabilities, algorithm_type
 from hpcrl.algorithms.family import AgentSections
@@ -18,9 +18,7 @@ from hpcrl.scheme.topology import (
     describe,
     required_world_size,
 )
-
-if TYPE_CHECKING:  # annotations only: the scheme does not import config at run time
-    from hpcrl.config.schema import Config, SchemeConfig
+from hpcrl.sections.schema import Config, SchemeConfig
 
 
 def role_device_key(config: Config, role: RankRole) -> tuple[str, str]:

@@ -11,12 +11,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hpcrl.errors import ExplainedError
-
-if TYPE_CHECKING:  # annotations only: the scheme does not import config at run time
-    from hpcrl.config.schema import SchemeConfig
+from hpcrl.sections.schema import SchemeConfig
 
 UPDATER, WORKER, COLLECTOR = "updater", "gradient_worker", "collector"
 INFERENCE = "inference"

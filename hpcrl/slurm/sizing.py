@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcrl.config.loader import ConfigError, load_config, merge, parse_overrides, read_yaml
-from hpcrl.config.schema import Config, EnvConfig, SchemeConfig, TrainConfig
 from hpcrl.envs.backends.envpool import uses_envpool
 from hpcrl.scheme import INFERENCE, PRESETS, RankRole, apply_preset, describe
 from hpcrl.scheme.plan import rank_table
+from hpcrl.sections.schema import Config, EnvConfig, SchemeConfig, TrainConfig
 
 TEMPLATE_PRESETS = {"sync": "ddppo", "async": "async-ppo", "central": "a3c"}
 SIZE_KEYS = ("scheme.gradient_workers",)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import shlex
 
-from hpcrl.config.schema import SchemeConfig
 from hpcrl.scheme.topology import spare_ranks
+from hpcrl.sections.schema import SchemeConfig
 from hpcrl.slurm.mpi_plugin import ULFM_LAUNCH, has_ulfm, library_name, mpi_library_version
 
 __all__ = ["ULFM_LAUNCH", "lost_collector_line", "lost_collector_notes", "starts_ulfm"]

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import torch
 
-from hpcrl.config.schema import Config
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
+from hpcrl.sections.schema import Config
 from hpcrl.trained.policy_file import actor_from_record, config_from_record
 
 

@@ -13,12 +13,12 @@ import torch
 from hpcrl.algorithms import algorithm_type, make_policy
 from hpcrl.components.import_paths import is_import_path
 from hpcrl.config.loader import from_dict
-from hpcrl.config.policy_addons import PolicyAddonsConfig
-from hpcrl.config.rnd_section import RndConfig
-from hpcrl.config.schema import ActorConfig, Config
 from hpcrl.envs.obs_format import box_format, format_from_record
 from hpcrl.envs.vector import EnvSpaces, as_box
 from hpcrl.models.actor import ActorCritic
+from hpcrl.sections.policy_addons import PolicyAddonsConfig
+from hpcrl.sections.rnd_section import RndConfig
+from hpcrl.sections.schema import ActorConfig, Config
 
 
 def policy_record(config: dict[str, Any], spaces: EnvSpaces,

@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from hpcrl.config.policy_addons import PolicyAddonsConfig
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.errors import ConfigError
 from hpcrl.models.actor import ActorCritic
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
+from hpcrl.sections.policy_addons import PolicyAddonsConfig
 from hpcrl.trained.loading import checkpoint_file
 from hpcrl.trained.policy_file import action_record, actor_from_record
 

@@ -147,7 +147,7 @@ def test_a_plugin_with_the_constructor_of_before_is_refused_naming_the_fix(name,
 @pytest.mark.parametrize("name, section", [("ppo", "ppo"), ("dqn", "dqn"), ("a2c", None)])
 def test_an_algorithm_is_built_from_its_settings_not_the_whole_config(name, section):
     from hpcrl.algorithms.registry import algorithm_settings
-    from hpcrl.config.schema import Config
+    from hpcrl.sections.schema import Config
 
     config = from_dict({}, [f"algo.name={name}", "train.on_nonfinite=skip_update"])
     settings = algorithm_settings(config)

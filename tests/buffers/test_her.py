@@ -11,8 +11,8 @@ from her_episodes import CODEC, DIM, FMT, achieved_after, episode, replay
 from hpcrl.buffers.replay.goals import GoalRewards, goal_env_problem
 from hpcrl.buffers.replay.her import HerReplayBuffer
 from hpcrl.config import from_dict
-from hpcrl.config.schema import EnvConfig
 from hpcrl.errors import ConfigError
+from hpcrl.sections.schema import EnvConfig
 from hpcrl.tasks.point_reach import PointReach
 
 

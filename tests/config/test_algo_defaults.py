@@ -21,7 +21,7 @@ from hpcrl.config.algo_defaults import (
     SHARED_KEYS,
 )
 from hpcrl.config.loader import load_config_sources, resolve
-from hpcrl.config.schema import Config
+from hpcrl.sections.schema import Config
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 HPCRL = str(Path(sys.executable).with_name("hpcrl"))

@@ -102,8 +102,8 @@ def test_the_config_offers_every_registered_encoder_and_init_and_nothing_else():
     the three agree, and make_encoder builds each one from the registry."""
     import typing
 
-    from hpcrl.config.schema import ActorConfig
     from hpcrl.models.encoders import ENCODER_INITS, ENCODERS, IMAGE_ENCODERS
+    from hpcrl.sections.schema import ActorConfig
 
     hints = typing.get_type_hints(ActorConfig)
     assert typing.get_args(hints["encoder"]) == ENCODERS

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from hpcrl.config.algo_sections import MpcConfig
-from hpcrl.config.schema import ActorConfig
 from hpcrl.envs.vector import spaces_of
 from hpcrl.models.model_based.planners import Pddm, draw, make_planner
 from hpcrl.models.model_based.planning_engine import PlanningEngine
 from hpcrl.models.model_based.policy import PlanningPolicy
+from hpcrl.sections.algorithm_keys import MpcConfig
+from hpcrl.sections.schema import ActorConfig
 
 TARGETS = torch.tensor([[[0.5, -0.3], [0.2, 0.7], [-0.6, 0.1]],
                         [[-0.4, 0.4], [0.0, -0.8], [0.3, 0.3]]])  # 2 envs, H=3, A=2

@@ -7,7 +7,7 @@ moves every ``replay.target_update_interval`` applied gradient steps by ``replay
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -22,9 +22,7 @@ from hpcrl.envs.vector import EnvSpaces, as_discrete
 from hpcrl.models.qnetwork import QNetwork
 from hpcrl.models.target import TargetNetwork
 from hpcrl.numerics.compiling import stat_floats
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
+from hpcrl.sections.schema import ActorConfig
 
 
 class DQN(OffPolicyAlgorithm):

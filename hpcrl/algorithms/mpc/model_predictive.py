@@ -34,10 +34,10 @@ from hpcrl.models.model_based.policy import PlanningPolicy
 from hpcrl.models.model_based.rewards import reward_function, reward_spec_problem
 from hpcrl.numerics.flat import buffers_to_flat, flat_to_buffers
 from hpcrl.numerics.normalization import Moments, merge_moments
+from hpcrl.sections.schema import ActorConfig
 
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
+if TYPE_CHECKING:  # annotations only
     from hpcrl.algorithms.algorithm import AlgorithmSettings
-    from hpcrl.config.schema import ActorConfig
 
 #: The planners that read each planner-specific key of ``algo.mpc``.
 PLANNER_KEYS: dict[str, tuple[str, ...]] = {

@@ -28,7 +28,6 @@ positive through a softplus) are segments of their own; the duals step with
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -48,9 +47,7 @@ from hpcrl.models.continuous_policies import SquashedGaussianPolicy
 from hpcrl.models.critics import EnsembleCritic
 from hpcrl.models.target import TargetNetwork
 from hpcrl.numerics.compiling import stat_floats
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
+from hpcrl.sections.schema import ActorConfig
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 

@@ -20,7 +20,6 @@ reach the same returns (benchmarks/offpolicy_vs_sb3.py).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -40,9 +39,7 @@ from hpcrl.models.continuous_policies import SquashedGaussianPolicy
 from hpcrl.models.critics import EnsembleCritic
 from hpcrl.models.target import TargetNetwork
 from hpcrl.numerics.compiling import stat_floats
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
+from hpcrl.sections.schema import ActorConfig
 
 
 class SAC(OffPolicyAlgorithm):

@@ -14,7 +14,7 @@ returns match SB3's (benchmarks/offpolicy_vs_sb3.py).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -32,10 +32,7 @@ from hpcrl.models.continuous_policies import DeterministicPolicy
 from hpcrl.models.critics import EnsembleCritic
 from hpcrl.models.target import TargetNetwork
 from hpcrl.numerics.compiling import stat_floats
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import ActorConfig
-
+from hpcrl.sections.schema import ActorConfig
 
 # the exploration noise's keys, which DDPG's section and TD3's share
 NOISE_RULES: tuple[Rule, ...] = (("noise_std", not_negative), ("ou_theta", not_negative),

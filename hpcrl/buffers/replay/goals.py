@@ -20,16 +20,14 @@ cannot be relabelled here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from hpcrl.envs.make import make_env
 from hpcrl.envs.obs_format import ObsFormat
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+from hpcrl.sections.schema import EnvConfig
 
 GOAL_KEYS = ("observation", "achieved_goal", "desired_goal")
 

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import gymnasium as gym
 
 from hpcrl.envs.registry import Registry, UnknownName
 from hpcrl.errors import ExplainedError
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+from hpcrl.sections.schema import EnvConfig
 
 AUTO = "auto"  # env.backend's default: the backend that suits the config
 DEFAULT_BACKEND = "gymnasium"  # what auto falls back to, and steps every env

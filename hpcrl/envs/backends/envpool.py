@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -48,9 +48,7 @@ from hpcrl.envs.restarts import (
     fresh_seed,
 )
 from hpcrl.envs.suites.suite_ids import register_suite
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+from hpcrl.sections.schema import EnvConfig
 
 ENVPOOL = "envpool"  # the backend's name, as env.backend writes it
 ENVPOOL_INSTALL = "pip install 'hpcrl[envpool]' (or pip install envpool)"

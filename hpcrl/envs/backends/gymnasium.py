@@ -9,7 +9,6 @@ dies); other envs (evaluation's) do not.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import gymnasium as gym
 
@@ -18,9 +17,7 @@ from hpcrl.envs.child_signals import stop_signals_held
 from hpcrl.envs.restarting_async import RestartingAsyncVectorEnv
 from hpcrl.envs.restarts import restartable
 from hpcrl.envs.vector import env_factory
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+from hpcrl.sections.schema import EnvConfig
 
 
 def gymnasium_vector_env(config: EnvConfig, num_envs: int,

@@ -1,12 +1,12 @@
 """Multi-agent envs (PettingZoo's Parallel and AEC APIs, OpenSpiel games through shimmy) as a
 fixed set of *seats* that a collector can step in lock step.
 
-- :mod:`~hpcrl.envs.multiagent.make`: a PettingZoo env from a name, with errors that name the
+- :mod:`~hpcrl.envs.multiagent.named_envs`: a PettingZoo env from a name, with errors that name the
   fix;
 - :mod:`~hpcrl.envs.multiagent.seats`: the one interface both APIs are adapted to (who acts,
   what it sees, its legal moves, the reward its last action earned);
 - :mod:`~hpcrl.envs.multiagent.aec` and :mod:`~hpcrl.envs.multiagent.parallel`: the adapters;
-- :mod:`~hpcrl.envs.multiagent.vector`: N envs stepped together, per-seat arrays ``[N, ...]``;
+- :mod:`~hpcrl.envs.multiagent.seat_vector`: N envs stepped together, per-seat arrays ``[N, ...]``;
 - :mod:`~hpcrl.envs.multiagent.matches`: per-seat returns and win/draw/loss of finished
   matches;
 - :mod:`~hpcrl.envs.multiagent.seeding`: the seed of each match, by global env index.

@@ -26,12 +26,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import torch
 
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.algo_sections import MpcConfig
+from hpcrl.sections.algorithm_keys import MpcConfig
 
 Returns = Callable[[torch.Tensor], torch.Tensor]
 

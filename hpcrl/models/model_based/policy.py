@@ -16,7 +16,7 @@ each env's own stream (:class:`~hpcrl.models.model_based.planning_engine.Plannin
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,10 +30,8 @@ from hpcrl.models.model_based.planners import Planner, draw, make_planner
 from hpcrl.models.model_based.planning_engine import PlanningEngine
 from hpcrl.models.model_based.rewards import RewardFunction
 from hpcrl.models.model_based.world_model import Scales, WorldModel
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.algo_sections import MpcConfig
-    from hpcrl.config.schema import ActorConfig
+from hpcrl.sections.algorithm_keys import MpcConfig
+from hpcrl.sections.schema import ActorConfig
 
 EVAL_NOISE_STREAM = 0x3C1  # seeds an evaluation step's planning noise
 

@@ -19,15 +19,12 @@ rewards changes what a known reward function should return (use ``learned`` then
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
 
 from hpcrl.components.import_paths import PluginError, is_import_path, load
 from hpcrl.envs.make import make_env
-
-if TYPE_CHECKING:  # annotations only: core does not import config at run time
-    from hpcrl.config.schema import EnvConfig
+from hpcrl.sections.schema import EnvConfig
 
 RewardFunction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 ENV_HOOK = "planning_reward"  # the method an env defines to give planners its reward

@@ -12,8 +12,8 @@ from pettingzoo.classic import connect_four_v3
 from pettingzoo.utils.conversions import parallel_to_aec
 
 from hpcrl.envs.multiagent.aec import AECSeats, is_aec
-from hpcrl.envs.multiagent.make import adapt
-from hpcrl.envs.multiagent.vector import SeatVector
+from hpcrl.envs.multiagent.named_envs import adapt
+from hpcrl.envs.multiagent.seat_vector import SeatVector
 
 P0, P1 = "player_0", "player_1"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from ma_envs import Relay
 
-from hpcrl.envs.multiagent.make import adapt
+from hpcrl.envs.multiagent.named_envs import adapt
 from hpcrl.envs.multiagent.parallel import ParallelSeats
 from hpcrl.envs.multiagent.seats import SeatEnv, SeatStep
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from ma_envs import Relay, random_legal
 
-from hpcrl.envs.multiagent.make import adapt
+from hpcrl.envs.multiagent.named_envs import adapt
+from hpcrl.envs.multiagent.seat_vector import SeatVector
 from hpcrl.envs.multiagent.seeding import EpisodeSeeds, episode_seed
-from hpcrl.envs.multiagent.vector import SeatVector
 
 
 def _relays(seed: int, first_index: int, count: int) -> SeatVector:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcrl.envs.multiagent import make as make_module
+from hpcrl.envs.multiagent import named_envs as make_module
 from hpcrl.envs.multiagent.aec import AECSeats
-from hpcrl.envs.multiagent.make import (
+from hpcrl.envs.multiagent.named_envs import (
     EXTRA,
     MultiAgentEnvError,
     make_pettingzoo,
@@ -18,7 +18,7 @@ from hpcrl.envs.multiagent.make import (
     multiagent_env_problem,
 )
 from hpcrl.envs.multiagent.parallel import ParallelSeats
-from hpcrl.envs.multiagent.vector import make_seat_vector
+from hpcrl.envs.multiagent.seat_vector import make_seat_vector
 
 
 def _module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> None:

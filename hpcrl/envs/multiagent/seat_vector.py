@@ -19,8 +19,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from hpcrl.envs.multiagent.make import MultiAgentEnvError, make_seat_env
 from hpcrl.envs.multiagent.matches import MatchResult, MatchTracker, OutcomeRule, zero_sum_outcomes
+from hpcrl.envs.multiagent.named_envs import MultiAgentEnvError, make_seat_env
 from hpcrl.envs.multiagent.seats import SeatEnv, SeatSpace, SeatStep
 
 
@@ -160,7 +160,7 @@ class SeatVector:
 def make_seat_vector(name: str, num_envs: int, seed: int, first_index: int = 0,
                      outcome: OutcomeRule | None = zero_sum_outcomes,
                      **kwargs: Any) -> SeatVector:
-    """``num_envs`` envs ``name`` (:mod:`~hpcrl.envs.multiagent.make`) of global indices
+    """``num_envs`` envs ``name`` (:mod:`~hpcrl.envs.multiagent.named_envs`) of global indices
     ``first_index ..``, made with ``kwargs``, as one :class:`SeatVector`."""
     return SeatVector([make_seat_env(name, seed, first_index + i, **kwargs)
                        for i in range(num_envs)], outcome)

@@ -1,6 +1,6 @@
 """The config section the off-policy algorithms share: replay, training rhythm, targets.
 
-It lives apart from :mod:`hpcrl.config.schema` because only some algorithms read it;
+It lives apart from :mod:`hpcrl.sections.schema` because only some algorithms read it;
 ``algo.*`` keys that every algorithm shares (``gamma``, ``lr``, ``lr_schedule``,
 ``max_grad_norm``, ``optimizer``, ``optimizer_eps``, ``num_steps``) keep their meaning, and
 a key that one algorithm reads lives in its own section (``algo.dqn.double_q``,

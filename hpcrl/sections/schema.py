@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from hpcrl.config.algo_sections import (
+from hpcrl.field_docs import doc
+from hpcrl.sections.algorithm_keys import (
     DdpgConfig,
     DqnConfig,
     ImpalaConfig,
@@ -19,10 +20,9 @@ from hpcrl.config.algo_sections import (
     SacConfig,
     Td3Config,
 )
-from hpcrl.config.offpolicy import ReplayConfig
-from hpcrl.config.policy_addons import PolicyAddonsConfig
-from hpcrl.config.rnd_section import RndConfig
-from hpcrl.field_docs import doc
+from hpcrl.sections.offpolicy import ReplayConfig
+from hpcrl.sections.policy_addons import PolicyAddonsConfig
+from hpcrl.sections.rnd_section import RndConfig
 
 
 @dataclass

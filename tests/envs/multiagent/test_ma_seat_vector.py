@@ -8,9 +8,9 @@ import pytest
 from ma_envs import Relay
 from pettingzoo.classic import connect_four_v3
 
-from hpcrl.envs.multiagent.make import MultiAgentEnvError, adapt
+from hpcrl.envs.multiagent.named_envs import MultiAgentEnvError, adapt
+from hpcrl.envs.multiagent.seat_vector import SeatVector, make_seat_vector, obs_layout
 from hpcrl.envs.multiagent.seats import SeatSpace
-from hpcrl.envs.multiagent.vector import SeatVector, make_seat_vector, obs_layout
 
 
 def test_connect_four_arrays_have_the_documented_shapes():
