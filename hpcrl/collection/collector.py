@@ -48,7 +48,7 @@ from hpcrl.sections.schema import EnvConfig
 if TYPE_CHECKING:  # annotations only
     from hpcrl.buffers.replay.transitions import Transitions
     from hpcrl.buffers.rollout import Rollout
-    from hpcrl.models.acting import PolicyEngine
+    from hpcrl.models.acting import ValueEngine
     from hpcrl.models.actor import ActorCritic
 
 StopCheck = Callable[[int], bool]
@@ -263,7 +263,7 @@ class Collector(Generic[BufferT]):
 def rollout_collector(envs: gym.vector.VectorEnv | EnvGroups, actor: ActorCritic, config: EnvConfig,
                       gamma: float, seed: int, env_offset: int = 0, collector_id: int = 0,
                       total_envs: int | None = None,
-                      engine: PolicyEngine | None = None,
+                      engine: ValueEngine | None = None,
                       incarnation: int = 0) -> Collector[Rollout]:
     """An on-policy collector of ``envs`` (global indices ``env_offset ..`` of
     ``total_envs`` in the job, default its own) that fills rollouts with ``actor``'s

@@ -23,7 +23,7 @@ from hpcrl.collection.normalizing import NormalizingTransform
 from hpcrl.envs.groups import EnvGroup
 from hpcrl.envs.scripted import ScriptedSlots
 from hpcrl.envs.vector import as_box
-from hpcrl.models.acting import PolicyEngine, make_engine
+from hpcrl.models.acting import ValueEngine, make_engine
 from hpcrl.models.actor import ActorCritic
 from hpcrl.sections.schema import EnvConfig
 
@@ -41,7 +41,7 @@ class RolloutFiller:
     finals_of_terminated = False
 
     def __init__(self, core: EnvCore, actor: ActorCritic, config: EnvConfig, gamma: float,
-                 engine: PolicyEngine | None = None) -> None:
+                 engine: ValueEngine | None = None) -> None:
         self.core, self.actor = core, actor
         n = core.num_envs
         space = core.envs.single_action_space
@@ -131,6 +131,9 @@ class RolloutFiller:
         assert rollout is not None
         cols = group.cols
         actions, log_probs, values, memory = self.engine.result(group.index)
+        if log_probs is None or values is None:
+            raise TypeError("a rollout keeps its actions' log-probs and values: the actor's "
+                            "engine must step into them (hpcrl.models.acting.ValueEngine)")
         if memory is not None:
             assert self.memory is not None
             self.memory[cols] = memory

@@ -32,7 +32,7 @@ from hpcrl.buffers.replay.transitions import TransitionLayout, Transitions
 from hpcrl.collection.env_core import CollectionFacts, EnvCore, StepFacts
 from hpcrl.collection.exploring import EXPLORATIONS
 from hpcrl.envs.groups import EnvGroup
-from hpcrl.models.acting import ActedEnvs, ActingEngine, QValueEngine, make_engine
+from hpcrl.models.acting import ActedEnvs, Engine, QValueEngine, make_engine
 from hpcrl.numerics.flat import contiguous_parameters
 from hpcrl.sections.offpolicy import ReplayConfig
 from hpcrl.sections.schema import AlgoConfig, EnvConfig, TrainConfig
@@ -107,16 +107,16 @@ class TransitionFiller:
     def __init__(self, core: EnvCore, policy: nn.Module, replay: ReplayConfig,
                  algo: AlgoConfig, seed: int, train: TrainConfig,
                  collector_index: int = 0, collector_count: int = 1,
-                 acting: Any = None) -> None:
+                 acting: Engine | None = None) -> None:
         self.core, self.policy = core, policy
         self.replay, self.total_env_steps = replay, train.total_env_steps
         n = core.num_envs
         self.env_ids = core.env_offset + np.arange(n)  # global indices of the envs
         contiguous_parameters(policy)  # new weights arrive as one copy
         # the engine the policy's class declares, and the exploration its algorithm does
-        self.engine: ActingEngine = make_engine(
+        self.engine: Engine = make_engine(
             policy, envs=ActedEnvs(seed, core.env_offset, n, [g.cols for g in core.groups]))
-        self.acting = acting if acting is not None else self.engine
+        self.acting: Engine = acting if acting is not None else self.engine
         kind = algorithm_type(algo.name).capabilities.exploration
         self.exploration = EXPLORATIONS[kind](algo, policy, core.envs.single_action_space, n,
                                               collector_index, collector_count,
@@ -179,7 +179,7 @@ class TransitionFiller:
         asked = not random_phase
         if asked:
             noise = self.exploration.policy_noise(self._draws, t, group.cols)
-            self.acting.submit_act(group.index, obs, noise)
+            self.acting.submit(group.index, obs, noise)
         self._pending[group.index] = (job_steps, obs, None) if asked else (job_steps, obs,
                                                                            np.empty(0))
 
@@ -188,7 +188,7 @@ class TransitionFiller:
         ``[-1, 1]`` Box actions) are kept for the transition; returned as the env takes
         them."""
         job_steps, _, random = self._pending.pop(group.index)
-        greedy = None if random is not None else self.acting.act_result(group.index)
+        greedy = None if random is not None else self.acting.result(group.index).actions
         actions = self.exploration.choose(self._draws, t, group.cols, job_steps, greedy)
         self._actions[group.cols] = actions
         return actions if self.scale is None else self.scale.to_env(actions)
@@ -197,7 +197,7 @@ class TransitionFiller:
         """Discard the answer to ``group``'s last request."""
         _, _, random = self._pending.pop(group.index)
         if random is None:
-            self.acting.act_result(group.index)
+            self.acting.result(group.index)
 
     def record(self, step: StepFacts) -> None:
         """Keep one group's step ``t``; once every group's is there, push the whole step

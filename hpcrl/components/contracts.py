@@ -21,6 +21,18 @@ config (``module:Name``) is checked against them before any rank starts work:
   hold what a checkpoint must (call the base's to keep the optimiser).
 - :class:`Actor`: what algorithms, collectors and evaluation call on the agent's networks
   (:class:`~hpcrl.models.actor.ActorCritic` is the implementation).
+- acting engines: an algorithm's acting policy (its ``acting_policy``) declares how
+  collectors and inference ranks act with it, ``acting_engine(compile=False, envs=None)``,
+  returning an :class:`~hpcrl.models.acting.Engine`, one protocol for every policy:
+  ``step(obs, noise, state)`` gives a :class:`~hpcrl.models.acting.Step` (the actions, and
+  the log-probs, values and next recurrent state where the policy has them, None where it
+  has not), ``submit``/``result`` ask for a group's step and take it, ``reset`` and
+  ``state_dict``/``load_state_dict`` keep what it carries between steps (nothing, for most).
+  :class:`~hpcrl.models.acting.ValueEngine` adds an actor-critic's ``value``,
+  :class:`~hpcrl.models.acting.QValueEngine` a Q-network's ``q_values``;
+  :class:`~hpcrl.models.acting.ComputesHere` gives an engine that computes in this process
+  all but ``sync`` and ``step``. An engine of the older off-policy form (``act``,
+  ``submit_act``/``act_result``) is wrapped by ``make_engine`` and keeps working.
 - :class:`Storage`: how a gradient worker holds an update's rollouts and cuts minibatches.
 - env wrappers (``env.wrappers``): ``Class(env, **kwargs)`` returning a ``gymnasium.Env``,
   usually a ``gymnasium.Wrapper``; the evaluation envs get the same wrappers.

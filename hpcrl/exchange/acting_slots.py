@@ -28,17 +28,17 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from hpcrl.comm.buffers import Poll
 from hpcrl.comm.channel import Channel
+from hpcrl.models.acting import Step
 from hpcrl.numerics.records import Record, RecordLayout
 
-STEP, VALUE, ACT, BYE = 1, 2, 3, 4  # what a request asks for (BYE: the collector has left)
+STEP, VALUE, BYE = 1, 2, 4  # what a request asks for (BYE: the collector has left; 3 was ACT)
 
 # the control words of a shared slot: the request's sequence number at word 0 (written by
 # the collector), the reply's at word CONTROL_WORDS // 2 (written by the server), each on a
@@ -57,7 +57,7 @@ class ActRequest(Record):
     the type checker (views of the record's buffer, ``[envs, ...]`` per env). ``noise``
     exists only when the policy draws noise, ``state`` only for a recurrent actor."""
 
-    method: np.ndarray  # int64 scalar: STEP, VALUE, ACT or BYE
+    method: np.ndarray  # int64 scalar: STEP, VALUE or BYE
     version: np.ndarray  # int64 scalar: the weights version the collector needs
     count: np.ndarray  # int64 scalar: rows a VALUE request fills
     obs: np.ndarray
@@ -77,26 +77,17 @@ class ActReply(Record):
     state: np.ndarray
 
 
-#: how an engine answers one forward's requests: (engine, observations, noise or None,
-#: recurrent state or None) -> the reply's fields by name (actions, any of the spec's
-#: ``reply_fields``, ``state`` where the policy is recurrent)
-Serve = Callable[[Any, np.ndarray, "np.ndarray | None", "np.ndarray | None"],
-                 dict[str, np.ndarray]]
-
-
 @dataclass(frozen=True)
 class ActingSpec:
-    """The shapes and dtypes of one env's part of a request and of its reply, and how an
-    engine answers.
+    """The shapes and dtypes of one env's part of a request and of its reply.
 
     ``obs``: the observation as the collector carries it; ``noise``: the per-env noise of a
     step (None when the policy draws none); ``state``: the recurrent state size (0: none);
     ``action``: the shape and dtype of one env's action; ``reply_fields``: what the reply
     holds for each env beside its action (an actor-critic's step: its log-prob and value;
-    an action-only policy: nothing); ``serve``: the call that computes a reply with the
-    policy's engine (:func:`serve_steps`, :func:`serve_actions`). A family's wiring builds
-    its spec (:meth:`~hpcrl.algorithms.family.FamilyWiring.acting_spec`): the inference
-    rank answers every spec alike.
+    an action-only policy: nothing). A family's wiring builds its spec
+    (:meth:`~hpcrl.algorithms.family.FamilyWiring.acting_spec`): the inference rank answers
+    every spec alike, with its engine's step (:func:`reply_of`).
     """
 
     obs_shape: tuple[int, ...]
@@ -106,7 +97,6 @@ class ActingSpec:
     action_shape: tuple[int, ...]
     action_dtype: str
     reply_fields: tuple[str, ...]
-    serve: Serve = field(compare=False)
 
     def request_layout(self, envs: int) -> RecordLayout[ActRequest]:
         """The record a group of ``envs`` envs sends: method, version, count, observations,
@@ -137,22 +127,20 @@ class ActingSpec:
         return CONTROL_WORDS + self.request_layout(envs).words + self.reply_layout(envs).words
 
 
-def serve_steps(engine: Any, obs: np.ndarray, noise: np.ndarray | None,
-                state: np.ndarray | None) -> dict[str, np.ndarray]:
-    """An actor-critic's reply: its engine's step (actions, log-probs, values and the next
-    recurrent state where there is one)."""
-    actions, log_probs, values, new_state = engine.step(obs, noise, state)
-    out = {"actions": actions, "log_probs": log_probs, "values": values}
-    if new_state is not None:
-        out["state"] = new_state
+def reply_of(step: Step, spec: ActingSpec) -> dict[str, np.ndarray]:
+    """The reply's fields by name of an engine's ``step``: its actions, each of the spec's
+    ``reply_fields`` (the step's field of that name: an actor-critic's log-probs and
+    values), and the next recurrent state where the policy has one."""
+    out = {"actions": step.actions}
+    for name in spec.reply_fields:
+        value = getattr(step, name)
+        if value is None:
+            raise ValueError(f"the acting spec's reply holds {name}, which this policy's "
+                             f"engine does not give")
+        out[name] = value
+    if step.state is not None:
+        out["state"] = step.state
     return out
-
-
-def serve_actions(engine: Any, obs: np.ndarray, noise: np.ndarray | None,
-                  state: np.ndarray | None) -> dict[str, np.ndarray]:
-    """An action-only policy's reply (greedy Q, deterministic or squashed Gaussian): its
-    engine's actions."""
-    return {"actions": engine.act(obs, noise)}
 
 
 def actor_critic_spec(actor: Any, obs_shape: tuple[int, ...], obs_dtype: str,
@@ -162,7 +150,7 @@ def actor_critic_spec(actor: Any, obs_shape: tuple[int, ...], obs_dtype: str,
                       tuple(actor.distribution.noise_shape()),
                       actor.state_size if actor.recurrent else 0, tuple(action_shape),
                       "int64" if actor.integer_actions else "float32",
-                      reply_fields=("log_probs", "values"), serve=serve_steps)
+                      reply_fields=("log_probs", "values"))
 
 
 def policy_spec(obs_shape: tuple[int, ...], obs_dtype: str, discrete: bool, sampling: bool,
@@ -172,7 +160,7 @@ def policy_spec(obs_shape: tuple[int, ...], obs_dtype: str, discrete: bool, samp
     return ActingSpec(tuple(obs_shape), str(np.dtype(obs_dtype)),
                       (action_dim,) if sampling else None, 0,
                       () if discrete else (action_dim,), "int64" if discrete else "float32",
-                      reply_fields=(), serve=serve_actions)
+                      reply_fields=())
 
 
 def spin_wait(ready: Any, spin_s: float = REPLY_SPIN_S, poll: Poll = REPLY_POLL) -> None:

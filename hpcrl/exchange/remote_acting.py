@@ -4,8 +4,9 @@ A collector whose scheme has inference ranks does not evaluate the policy itself
 env step and group of its envs it hands its observations, the noise its own per-env
 generators drew and, for a recurrent actor, the envs' recurrent state to its inference rank
 through that group's slot (:mod:`hpcrl.exchange.acting_slots`: the node's shared window when the
-two ranks share a node, messages across nodes), and takes back actions, log-probs, values
-and the next state.
+two ranks share a node, messages across nodes), and takes back the step: actions, and the
+log-probs, values and next state where the policy has them. One :class:`RemoteEngine`
+serves every policy, as :class:`~hpcrl.models.acting.Engine` says.
 
 The recurrent state stays the collector's: it is reset at episode starts, stored at sequence
 starts and checkpointed by the one code path collectors use without inference ranks, so an
@@ -22,7 +23,6 @@ import numpy as np
 from hpcrl.comm.channel import Channel
 from hpcrl.comm.node_memory import NodeMemory
 from hpcrl.exchange.acting_slots import (
-    ACT,
     STEP,
     VALUE,
     ActingSpec,
@@ -106,48 +106,59 @@ class RemoteLinks:
 
 
 class RemoteEngine:
-    """A :class:`~hpcrl.models.acting.PolicyEngine` whose forward runs on an inference rank.
+    """An :class:`~hpcrl.models.acting.Engine` whose forward runs on an inference rank: its
+    steps hold what the reply's layout holds (an actor-critic's log-probs, values and next
+    state; a policy's actions alone), and :meth:`value` answers where the served policy
+    gives values (:class:`~hpcrl.models.acting.ValueEngine`).
 
     ``sync`` does nothing: the inference rank holds the weights, and serves a request only
-    once it has the version the collector was told to collect with."""
+    once it has the version the collector was told to collect with. What the engine carries
+    between steps is the collector's (its recurrent state): nothing to reset or checkpoint
+    here."""
 
     def __init__(self, links: RemoteLinks) -> None:
         self.links = links
+        names = links.ends[0].reply.layout.names if links.ends else ()
+        self._scored = "values" in names  # the reply holds log-probs and values
+        self._stateful = "state" in names
 
     def sync(self) -> None:
         """Nothing to do (see the class docstring)."""
         pass
 
-    def submit(self, group: int, obs: np.ndarray, noise: np.ndarray,
+    def submit(self, group: int, obs: np.ndarray, noise: np.ndarray | None = None,
                state: np.ndarray | None = None) -> None:
-        """Post ``group``'s STEP request for ``obs`` with ``noise`` (and ``state``)."""
+        """Post ``group``'s STEP request for ``obs`` (with ``noise`` and ``state`` where
+        given)."""
         request = self.links.ends[group].request
         request.obs[...] = obs
-        request.noise[...] = noise
+        if noise is not None:
+            request.noise[...] = noise
         if state is not None:
             request.state[...] = state
         self.links.post(group, STEP, len(obs))
 
     def result(self, group: int) -> Step:
-        """Wait for ``group``'s reply: actions, log-probs, values and the next state (views
-        of the reply, valid until the group's next request)."""
-        end = self.links.ends[group]
-        reply = end.wait()
-        stateful = "state" in reply.layout.names
-        return reply.actions, reply.log_probs, reply.values, reply.state if stateful else None
+        """Wait for ``group``'s reply: its step (views of the reply, valid until the group's
+        next request)."""
+        reply = self.links.ends[group].wait()
+        if not self._scored:
+            return Step(reply.actions, state=reply.state if self._stateful else None)
+        return Step(reply.actions, reply.log_probs, reply.values,
+                    reply.state if self._stateful else None)
 
-    def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
-             ) -> Step:
+    def step(self, obs: np.ndarray, noise: np.ndarray | None = None,
+             state: np.ndarray | None = None) -> Step:
         """One STEP through group 0's slot, the answer copied out."""
         self.submit(0, obs, noise, state)
         actions, log_probs, values, new = self.result(0)
-        return (actions.copy(), log_probs.copy(), values.copy(),
-                None if new is None else new.copy())
+        return Step(actions.copy(), None if log_probs is None else log_probs.copy(),
+                    None if values is None else values.copy(), None if new is None else new.copy())
 
     def value(self, obs: np.ndarray, state: np.ndarray | None = None,
               group: int = 0) -> np.ndarray:
         """A VALUE request for the ``len(obs)`` rows through ``group``'s slot; a copy of
-        their values."""
+        their values (a policy that gives values: the reply holds them)."""
         count = len(obs)
         request = self.links.ends[group].request
         request.obs[:count] = obs
@@ -156,32 +167,12 @@ class RemoteEngine:
         end = self.links.post(group, VALUE, count)
         return end.wait().values[:count].copy()
 
+    def reset(self, done: np.ndarray, cols: slice = slice(None)) -> None:
+        """Nothing carried here (see the class docstring)."""
 
-class RemotePolicyEngine:
-    """An off-policy engine's acting (:mod:`hpcrl.models.acting`) run on an inference rank."""
+    def state_dict(self) -> dict[str, Any]:
+        """``{}``: nothing carried here."""
+        return {}
 
-    def __init__(self, links: RemoteLinks) -> None:
-        self.links = links
-
-    def sync(self) -> None:
-        """Nothing to do: the inference rank holds the weights."""
-        pass
-
-    def submit_act(self, group: int, obs: np.ndarray, noise: np.ndarray | None = None
-                   ) -> None:
-        """Post ``group``'s ACT request for ``obs`` (with ``noise`` when given)."""
-        request = self.links.ends[group].request
-        request.obs[...] = obs
-        if noise is not None:
-            request.noise[...] = noise
-        self.links.post(group, ACT, len(obs))
-
-    def act_result(self, group: int) -> np.ndarray:
-        """Wait for ``group``'s actions (a view of the reply, valid until its next
-        request)."""
-        return self.links.ends[group].wait().actions
-
-    def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
-        """One ACT request through group 0's slot; a copy of the actions."""
-        self.submit_act(0, obs, noise)
-        return self.act_result(0).copy()
+    def load_state_dict(self, state: dict[str, Any], envs_restored: bool = True) -> None:
+        """Nothing to restore."""

@@ -2,8 +2,8 @@
 declares as its acting engine: its networks in numpy on the CPU (:class:`NumpyEngine`, a
 feedforward MLP actor), or the actor itself by torch (:class:`TorchEngine`: image encoders,
 memory cores, accelerators; compiled on an inference rank under ``train.compile``). Both
-give rollouts' sampled actions, their log-probs, values and the next recurrent state
-(:class:`~hpcrl.models.acting.PolicyEngine`).
+step into rollouts' sampled actions, their log-probs, values and the next recurrent state,
+and give values (:class:`~hpcrl.models.acting.ValueEngine`).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from hpcrl.models.acting import StepsAtOnce
+from hpcrl.models.acting import ComputesHere, Step, needs_noise
 from hpcrl.models.distributions import MultiCategoricalActions
 from hpcrl.models.mlp_kernel import forward, forward_pair, layer_views, paired
 from hpcrl.numerics.compiling import compiled
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # annotations only: the actor imports its engines
 _LOG_SQRT_2PI = np.float32(0.5 * math.log(2.0 * math.pi))
 
 
-class NumpyEngine(StepsAtOnce):
+class NumpyEngine(ComputesHere):
     """The actor's networks evaluated in numpy on the CPU. With :attr:`rows_alone` (a
     deterministic job's, ``train.deterministic``) every row of a forward is computed on its
     own (:func:`~hpcrl.models.mlp_kernel.rows_alone`), so an env's actions, log-probs and
@@ -68,10 +68,11 @@ class NumpyEngine(StepsAtOnce):
         """Values ``[B]`` of ``obs`` (a feedforward actor: ``state`` unused)."""
         return self._heads(obs)[1]
 
-    def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
+    def step(self, obs: np.ndarray, noise: np.ndarray | None = None,
+             state: np.ndarray | None = None) -> Step:
         """Actions, their float32 log-probs and values ``[B]`` of ``obs`` in numpy, drawn with
         ``noise`` as the torch actor draws them; no recurrent state (None)."""
+        noise = needs_noise(noise)
         out, values = self._heads(obs)
         if self.categories is not None:
             parts = np.split(out, np.cumsum(self.categories)[:-1], axis=1)
@@ -83,7 +84,7 @@ class NumpyEngine(StepsAtOnce):
         else:
             actions = out + np.exp(self.log_std) * noise
             log_probs = (-0.5 * noise * noise - self.log_std - _LOG_SQRT_2PI).sum(axis=1)
-        return actions, log_probs.astype(np.float32), values, None
+        return Step(actions, log_probs.astype(np.float32), values, None)
 
 
 def categorical_sample(logits: np.ndarray, uniforms: np.ndarray
@@ -98,7 +99,7 @@ def categorical_sample(logits: np.ndarray, uniforms: np.ndarray
     return actions, z[np.arange(z.shape[0]), actions] - np.log(total[:, 0])
 
 
-class TorchEngine(StepsAtOnce):
+class TorchEngine(ComputesHere):
     """The actor itself, for collectors whose actor lives on an accelerator, image encoders
     and memory cores; ``compile``: its step and value under torch.compile (``train.compile``:
     an inference rank's forward, whose batch size varies with the requests it batches)."""
@@ -117,15 +118,15 @@ class TorchEngine(StepsAtOnce):
     def _state(self, state: np.ndarray | None) -> torch.Tensor | None:
         return None if state is None else torch.from_numpy(state).to(self.device)
 
-    def step(self, obs: np.ndarray, noise: np.ndarray, state: np.ndarray | None = None
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    def step(self, obs: np.ndarray, noise: np.ndarray | None = None,
+             state: np.ndarray | None = None) -> Step:
         """The actor's step on its device under inference mode, results back as numpy arrays."""
         with torch.inference_mode():
             a, logp, v, new = self._step(torch.from_numpy(obs).to(self.device),
-                                         torch.from_numpy(noise).to(self.device),
+                                         torch.from_numpy(needs_noise(noise)).to(self.device),
                                          self._state(state))
-        return (a.cpu().numpy(), logp.cpu().numpy(), v.cpu().numpy(),
-                None if new is None else new.cpu().numpy())
+        return Step(a.cpu().numpy(), logp.cpu().numpy(), v.cpu().numpy(),
+                    None if new is None else new.cpu().numpy())
 
     def value(self, obs: np.ndarray, state: np.ndarray | None = None,
               group: int = 0) -> np.ndarray:

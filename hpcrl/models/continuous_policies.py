@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from hpcrl.envs.obs_format import ObsFormat, ObsInput, box_format
-from hpcrl.models.acting import ActedEnvs, ActsAtOnce
+from hpcrl.models.acting import ActedEnvs, ComputesHere, Step
 from hpcrl.models.actor import mlp
 from hpcrl.models.encoders import orthogonal_init
 from hpcrl.models.mlp_kernel import forward, layer_views
@@ -163,7 +163,7 @@ class SquashedGaussianPolicy(_ContinuousPolicy):
         return SquashedGaussianEngine(self)
 
 
-class DeterministicEngine(ActsAtOnce):
+class DeterministicEngine(ComputesHere):
     """``tanh(MLP(s))`` of a :class:`~hpcrl.models.continuous_policies.DeterministicPolicy`."""
 
     def __init__(self, policy: DeterministicPolicy) -> None:
@@ -174,13 +174,14 @@ class DeterministicEngine(ActsAtOnce):
         """Re-take views of the policy's layers."""
         self.layers = layer_views(self.policy.trunk, self.policy.head)
 
-    def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
+    def step(self, obs: np.ndarray, noise: np.ndarray | None = None,
+             state: np.ndarray | None = None) -> Step:
         """The policy's actions ``[B, A]`` in ``[-1, 1]`` (exploration noise is added by the
-        collector; ``noise`` unused)."""
-        return np.tanh(forward(self.layers, self.policy.obs_format.encode_numpy(obs)))
+        collector; ``noise`` and ``state`` unused)."""
+        return Step(np.tanh(forward(self.layers, self.policy.obs_format.encode_numpy(obs))))
 
 
-class SquashedGaussianEngine(ActsAtOnce):
+class SquashedGaussianEngine(ComputesHere):
     """Samples ``tanh(mean + std * noise)`` of a :class:`SquashedGaussianPolicy`."""
 
     def __init__(self, policy: SquashedGaussianPolicy) -> None:
@@ -194,12 +195,13 @@ class SquashedGaussianEngine(ActsAtOnce):
         self.mean = layer_views(p.mean_head)
         self.log_std = layer_views(p.log_std_head)
 
-    def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
-        """``tanh(mean + std x noise)`` ``[B, A]`` for standard normals ``noise``; ``tanh(mean)``
-        without noise (evaluation)."""
+    def step(self, obs: np.ndarray, noise: np.ndarray | None = None,
+             state: np.ndarray | None = None) -> Step:
+        """Actions ``tanh(mean + std x noise)`` ``[B, A]`` for standard normals ``noise``;
+        ``tanh(mean)`` without noise (evaluation); ``state`` unused."""
         h = forward(self.trunk, self.policy.obs_format.encode_numpy(obs))
         mean = forward(self.mean, h)
         if noise is None:
-            return np.tanh(mean)
+            return Step(np.tanh(mean))
         log_std = np.clip(forward(self.log_std, h), LOG_STD_MIN, LOG_STD_MAX)
-        return np.tanh(mean + np.exp(log_std) * noise)
+        return Step(np.tanh(mean + np.exp(log_std) * noise))

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from hpcrl.envs.obs_format import ObsFormat, ObsInput, box_format
-from hpcrl.models.acting import ActedEnvs, ActsAtOnce
+from hpcrl.models.acting import ActedEnvs, ComputesHere, Step
 from hpcrl.models.actor import mlp
 from hpcrl.models.encoders import (
     FormatEncoder,
@@ -82,8 +82,9 @@ class QNetwork(nn.Module):
         return TorchGreedyQEngine(self)
 
 
-class GreedyQEngine(ActsAtOnce):
-    """Argmax-Q actions of a :class:`QNetwork`."""
+class GreedyQEngine(ComputesHere):
+    """Argmax-Q actions of a :class:`QNetwork`, and its Q-values
+    (:class:`~hpcrl.models.acting.QValueEngine`)."""
 
     def __init__(self, network: QNetwork) -> None:
         self.network = network
@@ -97,9 +98,10 @@ class GreedyQEngine(ActsAtOnce):
         """``Q(s, .)`` of a batch of observations, ``[B, num_actions]``."""
         return forward(self.layers, self.network.obs_format.encode_numpy(obs))
 
-    def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
-        """The greedy actions ``[B]`` (``noise`` unused)."""
-        return self.q_values(obs).argmax(axis=1)
+    def step(self, obs: np.ndarray, noise: np.ndarray | None = None,
+             state: np.ndarray | None = None) -> Step:
+        """The greedy actions ``[B]`` (``noise`` and ``state`` unused)."""
+        return Step(self.q_values(obs).argmax(axis=1))
 
 
 class TorchGreedyQEngine(GreedyQEngine):

@@ -142,16 +142,17 @@ def test_numpy_engines_match_the_torch_policies(algo, env):
     obs = np.random.default_rng(0).standard_normal((32,) + spaces.obs_shape).astype(np.float32)
     with torch.no_grad():
         if algo == "dqn":
-            np.testing.assert_array_equal(engine.act(obs), policy(torch.from_numpy(obs)).numpy())
+            greedy = policy(torch.from_numpy(obs)).numpy()
+            np.testing.assert_array_equal(engine.step(obs).actions, greedy)
             return
         mode = policy.squashed_mode(torch.from_numpy(obs)).numpy()
-        np.testing.assert_allclose(engine.act(obs), mode, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(engine.step(obs).actions, mode, rtol=1e-5, atol=1e-6)
         env_action = policy(torch.from_numpy(obs)).numpy()
         np.testing.assert_allclose(env_action, policy.scale.to_env(mode), rtol=1e-5, atol=1e-6)
         if algo == "sac":
             noise = np.random.default_rng(1).standard_normal((32, 1)).astype(np.float32)
             sampled, _ = policy.sample(torch.from_numpy(obs), torch.from_numpy(noise))
-            np.testing.assert_allclose(engine.act(obs, noise), sampled.numpy(), rtol=1e-5,
+            np.testing.assert_allclose(engine.step(obs, noise).actions, sampled.numpy(), rtol=1e-5,
                                        atol=1e-6)
 
 

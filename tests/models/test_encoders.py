@@ -94,7 +94,7 @@ def test_dqn_takes_an_image_encoder():
     q = make_policy(cfg, spaces)
     frames = np.stack([FRAMES.sample() for _ in range(3)])
     engine = make_engine(q)
-    assert np.array_equal(engine.act(frames), q(frames).numpy())
+    assert np.array_equal(engine.step(frames).actions, q(frames).numpy())
 
 
 def test_the_config_offers_every_registered_encoder_and_init_and_nothing_else():

@@ -126,10 +126,10 @@ def test_a_collectors_envs_plan_the_same_in_groups_as_all_at_once():
     whole = PlanningEngine(policy, 7, 10, 4)
     halves = PlanningEngine(policy, 7, 10, 4, [slice(0, 2), slice(2, 4)])
     for step in range(3):
-        at_once = whole.act(obs)
+        at_once = whole.step(obs).actions
         for group, cols in enumerate(halves.groups):
-            halves.submit_act(group, obs[cols])
-        in_groups = np.concatenate([halves.act_result(g) for g in range(2)])
+            halves.submit(group, obs[cols])
+        in_groups = np.concatenate([halves.result(g).actions for g in range(2)])
         np.testing.assert_array_equal(at_once, in_groups)
         if step == 0:  # env 3's episode ends: its plan starts afresh, in either form
             whole.reset(np.array([False, False, False, True]))

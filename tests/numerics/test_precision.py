@@ -173,4 +173,4 @@ def test_dqn_q_network_takes_bfloat16_and_its_collectors_act_with_it():
     batch = frames(FRAMES, 3).numpy()
     values = q.q_values(torch.from_numpy(batch))
     assert values.dtype == torch.float32
-    assert np.array_equal(make_engine(q).act(batch), q(batch).numpy())
+    assert np.array_equal(make_engine(q).step(batch).actions, q(batch).numpy())

@@ -92,13 +92,13 @@ def collector(sets, index=0, count=1):
 def test_each_collector_explores_with_its_own_fixed_epsilon():
     _, random_one, chunk, _ = collector(["algo.dqn.collector_eps_base=1.0"])
     random_one.collect(chunk, 8, job_env_steps=0)
-    greedy = make_engine(random_one.filler.policy).act(chunk.obs[:chunk.count])
+    greedy = make_engine(random_one.filler.policy).step(chunk.obs[:chunk.count]).actions
     same_random = np.mean(chunk.actions[:chunk.count] == greedy)
     assert 0.2 < same_random < 0.8  # epsilon 1: actions ignore the Q-network
     _, last, chunk, _ = collector(["algo.dqn.collector_eps_base=0.01"], index=3, count=4)
     assert last.filler.exploration.fixed_eps == pytest.approx(0.01 ** 8)
     last.collect(chunk, 8, job_env_steps=0)
-    greedy = make_engine(last.filler.policy).act(chunk.obs[:chunk.count])
+    greedy = make_engine(last.filler.policy).step(chunk.obs[:chunk.count]).actions
     np.testing.assert_array_equal(chunk.actions[:chunk.count], greedy)
 
 

@@ -5,7 +5,8 @@ plan state (:meth:`PlanningPolicy.initial_state`, reset when the env's episode e
 noise generator, seeded by the job's seed and the env's global index, so what an env does
 depends neither on how envs are spread over processes nor on which envs plan together. The
 envs of one group (``scheme.env_groups``; one group unless asked) plan in one call, while the
-other groups' envs step. Both are part of the collector's checkpoint.
+other groups' envs step. Both are part of the collector's checkpoint. Its steps hold the
+actions alone (:class:`~hpcrl.models.acting.Step`).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from hpcrl.models.acting import ComputesHere, Step
 from hpcrl.models.model_based.planners import draw
 
 if TYPE_CHECKING:  # annotations only: the policy imports the engine it declares
@@ -29,7 +31,7 @@ def plan_generator(seed: int, env_index: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(state))
 
 
-class PlanningEngine:
+class PlanningEngine(ComputesHere):
     """Plans the actions of envs ``env_offset ..`` (``num_envs`` of them) with ``policy``;
     ``groups`` are the envs' groups, by index (each a slice of the envs; default: one group
     of all)."""
@@ -40,16 +42,21 @@ class PlanningEngine:
         self.generators = [plan_generator(seed, env_offset + i) for i in range(num_envs)]
         self.state = policy.initial_state(num_envs)
         self.groups = list(groups) or [slice(0, num_envs)]
-        self._acted: dict[int, np.ndarray] = {}
+        self._answers: dict[int, Step] = {}
 
     def sync(self) -> None:
         """Nothing to re-take: the policy plans with its weights and statistics in place."""
 
-    def act(self, obs: np.ndarray, noise: np.ndarray | None = None,
-            cols: slice = slice(None)) -> np.ndarray:
+    def step(self, obs: np.ndarray, noise: np.ndarray | None = None,
+             state: np.ndarray | None = None) -> Step:
+        """The planned actions of all the envs for their carried observations ``[B, ...]``
+        (``noise`` unused: each env draws its own from its generator; ``state`` unused: the
+        engine keeps the plans)."""
+        return Step(self.plan(obs, slice(None)))
+
+    def plan(self, obs: np.ndarray, cols: slice) -> np.ndarray:
         """Planned actions ``[B, A]`` in ``[-1, 1]`` for carried observations ``[B, ...]`` of
-        the envs ``cols`` (default: all; ``noise`` unused: each env draws its own from its
-        generator)."""
+        the envs ``cols``, their plans advanced."""
         policy = self.policy
         shape, kind = policy.planner.noise_shape, policy.planner.noise
         draws = torch.stack([draw(kind, shape, g) for g in self.generators[cols]])
@@ -60,14 +67,11 @@ class PlanningEngine:
                                                     draws.to(device))
         return actions.cpu().numpy().astype(np.float32)
 
-    def submit_act(self, group: int, obs: np.ndarray, noise: np.ndarray | None = None
-                   ) -> None:
-        """Plan the actions of group ``group``'s envs now (``noise`` unused)."""
-        self._acted[group] = self.act(obs, noise, self.groups[group])
-
-    def act_result(self, group: int) -> np.ndarray:
-        """The actions :meth:`submit_act` planned for ``group``."""
-        return self._acted.pop(group)
+    def submit(self, group: int, obs: np.ndarray, noise: np.ndarray | None = None,
+               state: np.ndarray | None = None) -> None:
+        """Plan the actions of group ``group``'s envs now (``noise`` and ``state`` unused);
+        :meth:`~hpcrl.models.acting.ComputesHere.result` hands them over."""
+        self._answers[group] = Step(self.plan(obs, self.groups[group]))
 
     def reset(self, done: np.ndarray, cols: slice = slice(None)) -> None:
         """Start the plans of the envs ``done`` (a boolean mask over the envs ``cols``)

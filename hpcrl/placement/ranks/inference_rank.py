@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from hpcrl.comm.faults import DEAD, LOST, is_peer_failure
-from hpcrl.exchange.acting_slots import BYE, VALUE, ServerEnd, serve_until
+from hpcrl.exchange.acting_slots import BYE, VALUE, ServerEnd, reply_of, serve_until
 from hpcrl.exchange.latest_weights import ParamsReceiver
 from hpcrl.exchange.messages import ENV_FAILED, PREEMPTED, STOP, Weights
 from hpcrl.exchange.node_transport import ACTING
@@ -63,8 +63,7 @@ class InferenceRank:
         # (a Nature CNN's 16 rows take 1.5x the time in 4 forwards), which auto does not pay
         self.one_by_one = (job.train.deterministic is True
                            and not computes_rows_alone(self.engine))
-        spec = acting_spec(job, self.actor)
-        self.serve = spec.serve  # how the engine answers: the family's wiring says
+        spec = self.spec = acting_spec(job, self.actor)  # what the replies hold
         self.noisy = spec.noise_shape is not None  # requests carry noise / recurrent state
         self.stateful = spec.state_size > 0
         groups = job.env_groups
@@ -171,7 +170,7 @@ class InferenceRank:
         obs = np.concatenate([r.obs for r in requests])
         noise = np.concatenate([r.noise for r in requests]) if self.noisy else None
         state = np.concatenate([r.state for r in requests]) if self.stateful else None
-        out = self.serve(self.engine, obs, noise, state)
+        out = reply_of(self.engine.step(obs, noise, state), self.spec)
         n = self.envs
         for k, i in enumerate(ids):
             self._reply(i, **{name: value[k * n:(k + 1) * n] for name, value in out.items()})

@@ -2,9 +2,8 @@
 that samples it at the replay ratio (:class:`~hpcrl.placement.wiring.replay_updates.ReplayUpdates`).
 
 Its collectors act with the algorithm's own policy (and explore as its class declares), or
-through their inference rank with a
-:class:`~hpcrl.exchange.remote_acting.RemotePolicyEngine`; an inference rank answers
-actions shaped as that exploration says.
+through their inference rank with a :class:`~hpcrl.exchange.remote_acting.RemoteEngine`;
+an inference rank answers actions shaped as that exploration says.
 """
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ import numpy as np
 from hpcrl.collection.collector import transition_collector
 from hpcrl.collection.exploring import EXPLORATIONS
 from hpcrl.exchange.acting_slots import ActingSpec, policy_spec
-from hpcrl.exchange.remote_acting import RemotePolicyEngine
+from hpcrl.exchange.remote_acting import RemoteEngine
 from hpcrl.placement.wiring.replay_updates import ReplayUpdates
 from hpcrl.scheme import collecting_ranks
 
@@ -39,7 +38,7 @@ class ChunkWiring:
         the algorithm's policy or through its inference rank's ``link``; the policy takes
         the weights messages."""
         policy = job.new_policy()
-        acting = RemotePolicyEngine(link(policy)) if link is not None else None
+        acting = RemoteEngine(link(policy)) if link is not None else None
         offset = job.role.env_offset
         collector = transition_collector(envs, policy, job.transition_sections, offset, job.rank,
                                          job.total_envs, offset // job.num_envs,

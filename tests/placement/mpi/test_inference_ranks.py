@@ -10,7 +10,6 @@ import torch
 from mpirun import FAST, ROOT, column, run, shared_dir, train
 
 from hpcrl.config import from_dict
-from hpcrl.exchange.acting_slots import serve_actions
 from hpcrl.placement.job_run import train_mpi
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
@@ -142,7 +141,8 @@ def test_mpo_on_async_sacs_layout_samples_its_actions_on_an_inference_rank():
     steps = comm.allgather(done.ranked.collector.vector_steps * 2
                            if done.job.role.role == "collector" else 0)
     if done.job.role.role == "inference":
-        assert done.ranked.noisy and done.ranked.serve is serve_actions  # a sampling policy's draws
+        # a sampling policy's draws; its replies hold its actions alone
+        assert done.ranked.noisy and done.ranked.spec.reply_fields == ()
     # every step either collector took after the job's 200 steps of uniformly random
     # warm-up (replay.learning_starts, taken without the policy) was acted on here
     assert served[1] == sum(steps) - 200 and sum(steps) >= 1600
