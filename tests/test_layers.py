@@ -42,7 +42,10 @@ loads no torch or gymnasium
 Narrow arguments: the files outside ``config/`` that read deep config paths
 (``config.env.num_envs``) are counted, and their number may only fall
 (:data:`DEEP_CONFIG_READERS`). No function of the package is longer than
-:data:`MAX_FUNCTION_LINES` lines, from its ``def`` to its last line (issue 52).
+:data:`MAX_FUNCTION_LINES` lines, from its ``def`` to its last line (issue 52). The
+modules that name the whole job of a rank (``RankJob``: imported at run time or for
+annotations) are counted, and their number may only fall (:data:`RANKJOB_USERS`): a role
+takes explicit arguments or a protocol of the parts it reads, declared where it is used.
 """
 from __future__ import annotations
 
@@ -95,6 +98,12 @@ CONFIG_ASSEMBLERS: dict[str, str] = {
                                "whose own section is cut, so make_policy and make_algorithm "
                                "take the Config and cut it once, here"),
 }
+# how many modules of the package, besides the one that defines it (placement/job.py), name
+# the whole job of a rank (RankJob: imported, at run time or for annotations): a ceiling
+# that only goes down (issue 52). Left: placement/job_run.py, the job's assembly, which
+# builds the job and hands each role the parts its protocol declares
+RANKJOB_USERS = 9
+RANKJOB_HOME = "placement/job.py"
 # the circles between subpackages that TYPE_CHECKING imports still close (their members,
 # sorted) -> why they are left: a list that only shrinks (issue 52 wants it empty)
 TYPE_CIRCLES_WHY = {
@@ -501,6 +510,44 @@ def test_the_deep_read_count_sees_the_forms_it_names():
     tree = ast.parse("config.env.num_envs\ncfg.algo.name\nself.config.scheme.preset\n"
                      "job.config.train.device\nconfig.scheme\nscheme.preset\nconfig.seed\n")
     assert sum(map(is_deep_config_read, ast.walk(tree))) == 4
+
+
+def names_rankjob(tree: ast.Module) -> bool:
+    """Whether the module ``tree`` names ``RankJob``: imports it (at its top, in a function
+    or under ``TYPE_CHECKING``) or reaches it as an attribute (``job.RankJob``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(a.name == "RankJob" for a in node.names):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "RankJob":
+            return True
+    return False
+
+
+def rankjob_users() -> list[str]:
+    """The modules of the package (its home aside) that name ``RankJob``."""
+    return [relative for path in sorted(PACKAGE.rglob("*.py"))
+            if (relative := path.relative_to(PACKAGE).as_posix()) != RANKJOB_HOME
+            and names_rankjob(ast.parse(path.read_text()))]
+
+
+def test_fewer_modules_take_the_whole_job():
+    # lower RANKJOB_USERS when this number falls; never raise it: give a role explicit
+    # arguments (a channel, a rank, a section, counts) or a protocol of the parts it reads
+    users = rankjob_users()
+    assert len(users) <= RANKJOB_USERS, (
+        f"{len(users)} modules name RankJob (at most {RANKJOB_USERS}): pass the parts the role "
+        f"reads (arguments, or a protocol declared where it is used): {users}")
+
+
+def test_the_rankjob_count_sees_the_forms_it_names():
+    seen = [names_rankjob(ast.parse(text)) for text in (
+        "from hpcrl.placement.job import RankJob",
+        "if TYPE_CHECKING:\n    from hpcrl.placement.job import RankJob, build_job",
+        "def f():\n    from .job import RankJob as J",
+        "import hpcrl.placement.job as job\nx: job.RankJob",
+        '"""a docstring that names RankJob"""\njob: Any = None',
+    )]
+    assert seen == [True, True, True, True, False]
 
 
 def _is_assembler(relative: str) -> bool:

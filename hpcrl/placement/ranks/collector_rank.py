@@ -123,7 +123,7 @@ class CollectorRank:
         state: kept until the end, they grew the rank by one state per checkpoint).
         """
         # a failed env's state is not saved: its place starts afresh from its seed on resume
-        state = failed_state(self.job) if self.failed else self.collector.state_dict()
+        state = failed_state(self.job.role) if self.failed else self.collector.state_dict()
         state["sent_before"] = self.sent + int(self.unsent)
         # the version of the weights message that asked for it: rank 0 takes the states of
         # that checkpoint alone (a spare that joined late may answer an older one)

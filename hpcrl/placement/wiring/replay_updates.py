@@ -178,7 +178,7 @@ class ReplayUpdates:
         """Take each collector's state and every chunk sent before it, then write."""
         learner_state = {"learner": self.learner.state_dict(), "row": asdict(self.loop.row)}
         if self.local is not None:  # its own collector, between two updates
-            own = failed_state(self.job) if self.local.failed else self.local.state_dict()
+            own = failed_state(self.job.role) if self.local.failed else self.local.state_dict()
             self.leader.write_checkpoint(self.actor, learner_state, [own])
             return
         assert self.inbox is not None

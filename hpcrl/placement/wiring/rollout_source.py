@@ -126,7 +126,7 @@ class OwnEnvs:
     def states(self) -> list[dict[str, Any]]:
         """The collector's state, for a checkpoint (once an env failed for good, none: its
         envs start afresh from their seeds on resume)."""
-        return [failed_state(self.job) if self.env_failures else self.collector.state_dict()]
+        return [failed_state(self.job.role) if self.env_failures else self.collector.state_dict()]
 
     def close(self, policy: nn.Module, version: int, command: int) -> None:
         """The last version reaches the collector (as STOP carries it to collector ranks),
