@@ -102,7 +102,7 @@ CONFIG_ASSEMBLERS: dict[str, str] = {
 # the whole job of a rank (RankJob: imported, at run time or for annotations): a ceiling
 # that only goes down (issue 52). Left: placement/job_run.py, the job's assembly, which
 # builds the job and hands each role the parts its protocol declares
-RANKJOB_USERS = 9
+RANKJOB_USERS = 1
 RANKJOB_HOME = "placement/job.py"
 # the circles between subpackages that TYPE_CHECKING imports still close (their members,
 # sorted) -> why they are left: a list that only shrinks (issue 52 wants it empty)

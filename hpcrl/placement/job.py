@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -70,6 +70,10 @@ from hpcrl.scheme import (
 from hpcrl.scheme.plan import role_device_key
 from hpcrl.trained.reference_policies import attach_references
 
+if TYPE_CHECKING:  # annotations only
+    from hpcrl.placement.wiring.replay_updates import ReplayJob
+    from hpcrl.placement.wiring.rollout_updates import RolloutJob
+
 LONE_RANK_GRACE_S = 20.0  # how long the other lone tasks leave task 0 to report the mismatch
 
 
@@ -80,7 +84,12 @@ def wants_mpi(config: Config) -> bool:
 
 @dataclass
 class RankJob:
-    """Everything a rank needs to know about the job it is part of."""
+    """Everything a rank needs to know about the job it is part of. Built here and in
+    :mod:`~hpcrl.placement.job_run`, the job's assembly, alone: every role takes the parts
+    it reads, as explicit arguments or as a protocol declared where it is used (a
+    collector rank's ``CollectorJob``, a learner's ``LearnerJob``, a data path's
+    ``RolloutJob`` or ``ReplayJob``...), which this class satisfies (mypy checks it where
+    the assembly hands the job over, and in :func:`_serves_every_data_path`)."""
 
     config: Config
     world: Any
@@ -461,3 +470,10 @@ def _plan_survival(job: RankJob) -> None:
                          f"{comes_back}goes on down to scheme.min_collectors="
                          f"{s.min_collectors} live collector ranks, then checkpoints and "
                          f"stops with status 3")
+
+
+def _serves_every_data_path(job: RankJob) -> tuple[RolloutJob, ReplayJob]:
+    """``job`` as the protocols of the built-in data paths, which a family's wiring hands it
+    to untyped (:class:`~hpcrl.algorithms.family.FamilyWiring` takes any job): here mypy
+    checks that a :class:`RankJob` is what each of them reads. Never called."""
+    return job, job

@@ -9,12 +9,15 @@ learner's report of an update and decides whether the job goes on, checkpoints o
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcrl.comm.collectives import bcast_, gather_rows
 from hpcrl.exchange.protocol import CONTROL_LAYOUT, Control, Report
 from hpcrl.placement.collector_states import StatesJob, collect_states
 from hpcrl.placement.leader import Leader
+
+if TYPE_CHECKING:  # annotations only
+    import torch
 
 
 class CheckpointJob(StatesJob, Protocol):
@@ -23,6 +26,24 @@ class CheckpointJob(StatesJob, Protocol):
     rank holds each collector place now (None without spares)."""
 
     spares: Any
+
+
+class LearnersJob(CheckpointJob, Protocol):
+    """What a learner rank that exchanges with the other learners reads of its job: the
+    learners' communicator, the gradient workers' ranks, its device, the codec of its
+    weights messages, and what rank 0 reads to write a checkpoint
+    (:class:`CheckpointJob`); a gradient route and an updater rank read it alike."""
+
+    learners: Any
+    device: torch.device
+
+    @property
+    def workers(self) -> list[int]:
+        """The gradient workers' ranks."""
+
+    @property
+    def codec(self) -> Any:
+        """How weights messages are packed (``scheme.compress``)."""
 
 
 def collector_state_for(state: dict[str, Any] | None, offset: int) -> dict | None:
