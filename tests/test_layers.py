@@ -45,7 +45,9 @@ Narrow arguments: the files outside ``config/`` that read deep config paths
 :data:`MAX_FUNCTION_LINES` lines, from its ``def`` to its last line (issue 52). The
 modules that name the whole job of a rank (``RankJob``: imported at run time or for
 annotations) are counted, and their number may only fall (:data:`RANKJOB_USERS`): a role
-takes explicit arguments or a protocol of the parts it reads, declared where it is used.
+takes explicit arguments or a protocol of the parts it reads, declared where it is used,
+and no function outside the job's assembly takes the job untyped (``job: Any``), which
+would hand it the whole job all the same (:data:`UNTYPED_JOB_TAKERS`).
 """
 from __future__ import annotations
 
@@ -104,6 +106,15 @@ CONFIG_ASSEMBLERS: dict[str, str] = {
 # builds the job and hands each role the parts its protocol declares
 RANKJOB_USERS = 1
 RANKJOB_HOME = "placement/job.py"
+# the files that may take a job untyped (a parameter ``job: Any``, or ``job`` without an
+# annotation), which would hand them the whole RankJob all the same -> why
+UNTYPED_JOB_TAKERS = {
+    "placement/job.py": "the job's assembly: it builds the job",
+    "placement/job_run.py": "the job's assembly: it hands each role its job",
+    "algorithms/family.py": ("the plug-in interface (FamilyWiring): a family's wiring reads "
+                             "what it declares of the job; the built-in ones declare their "
+                             "protocols, checked against RankJob in placement/job.py"),
+}
 # the circles between subpackages that TYPE_CHECKING imports still close (their members,
 # sorted) -> why they are left: a list that only shrinks (issue 52 wants it empty)
 TYPE_CIRCLES_WHY = {
@@ -537,6 +548,34 @@ def test_fewer_modules_take_the_whole_job():
     assert len(users) <= RANKJOB_USERS, (
         f"{len(users)} modules name RankJob (at most {RANKJOB_USERS}): pass the parts the role "
         f"reads (arguments, or a protocol declared where it is used): {users}")
+
+
+def untyped_job_parameters(tree: ast.Module) -> list[str]:
+    """The functions of ``tree`` with a parameter ``job`` that is unannotated or ``Any``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for arg in node.args.args + node.args.kwonlyargs:
+                if arg.arg == "job" and (arg.annotation is None or (
+                        isinstance(arg.annotation, ast.Name) and arg.annotation.id == "Any")):
+                    found.append(node.name)
+    return found
+
+
+def test_no_role_takes_the_job_untyped():
+    # a role declares what it reads of the job (a protocol) instead of taking it as Any
+    takers = {relative: names for path in sorted(PACKAGE.rglob("*.py"))
+              if (relative := path.relative_to(PACKAGE).as_posix()) not in UNTYPED_JOB_TAKERS
+              and (names := untyped_job_parameters(ast.parse(path.read_text())))}
+    assert not takers, f"functions that take the job untyped (declare a protocol): {takers}"
+    for relative in UNTYPED_JOB_TAKERS:
+        assert (PACKAGE / relative).exists(), f"{relative} is gone: drop it from the list"
+
+
+def test_the_untyped_job_check_sees_the_forms_it_names():
+    tree = ast.parse("def a(job: Any): ...\ndef b(self, job): ...\ndef c(job: Job): ...\n"
+                     "def d(jobs: Any): ...\n")
+    assert untyped_job_parameters(tree) == ["a", "b"]
 
 
 def test_the_rankjob_count_sees_the_forms_it_names():

@@ -45,7 +45,7 @@ from hpcrl.placement.env_failures import failed_state, mark_failed, tell_leader
 from hpcrl.placement.leader import Leader
 from hpcrl.placement.ranks.job_control import JobControl, collector_state_for
 from hpcrl.placement.takeovers import Takeovers
-from hpcrl.placement.wiring.feeding import FeedingJob
+from hpcrl.placement.wiring.feeding import FeedingJob, collectors_of, subscribers_of
 from hpcrl.runtime.cpu import retain_freed_memory
 
 if TYPE_CHECKING:  # annotations only
@@ -101,7 +101,7 @@ class ReplayUpdates:
         self.learner = ReplayLearner(algorithm, job.new_replay(), job.replay,
                                      job.train.total_env_steps)
         self.actor = algorithm.policy
-        self.collectors = job.my_collectors
+        self.collectors = collectors_of(job)
         self.local: ChunksInProcess | None = None
         self.failure_sends: list = []  # its own env's failure, told to rank 0
         self.inbox: CollectorInbox | None = None
@@ -113,7 +113,7 @@ class ReplayUpdates:
             tolerance = 0
         else:  # a collector whose receive is not posted is held back (parked)
             self.inbox = source = CollectorInbox(job, self.collectors, job.stream_layout())
-            latest = LatestWeights(self.channel, job.my_subscribers, job.header_only,
+            latest = LatestWeights(self.channel, subscribers_of(job), job.header_only,
                                    job.codec, self.inbox.watch)
             self.weights = latest
             # spares that take lost collectors' places (scheme.max_collector_restarts)

@@ -36,7 +36,7 @@ from hpcrl.exchange.weights import CopyInProcess, SharedInPlace, WeightsSync
 from hpcrl.models.actor import ActorCritic
 from hpcrl.placement.env_failures import failed_state, is_failed, tell_leader
 from hpcrl.placement.takeovers import Takeovers
-from hpcrl.placement.wiring.feeding import FeedingJob
+from hpcrl.placement.wiring.feeding import FeedingJob, collectors_of, subscribers_of
 
 if TYPE_CHECKING:  # annotations only
     import torch
@@ -173,8 +173,8 @@ class SyncCollectors:
 
     def __init__(self, job: SourceJob) -> None:
         self.job, self.channel = job, job.channel
-        self.collectors = job.my_collectors
-        self.subscribers = job.my_subscribers  # inference ranks, then the collectors
+        self.collectors = collectors_of(job)
+        self.subscribers = subscribers_of(job)  # inference ranks, then the collectors
         layout = job.stream_layout()  # the family's unit (rollouts; a plug-in family's own)
         self.streams = [stream_in(job, rank, layout) for rank in self.collectors]
         p = job.scheme.preemption
@@ -261,7 +261,7 @@ class AsyncCollectors:
 
     def __init__(self, job: SourceJob) -> None:
         self.job, self.channel = job, job.channel
-        self.collectors = job.my_collectors
+        self.collectors = collectors_of(job)
         self.layout = job.layout()
         self.watch = CollectorWatch(job, self.collectors)
         self.inbox = CollectorInbox(job, self.collectors, self.layout, self.watch)
@@ -269,7 +269,7 @@ class AsyncCollectors:
         self.held: list[int] = []  # collectors whose rollout the current update reads
         self.taken: list[Rollout] = []  # the current update's rollouts
         self.spares: list[Rollout] = []  # copies, where a collector gives two in an update
-        self.sync = LatestWeights(self.channel, job.my_subscribers, job.header_only,
+        self.sync = LatestWeights(self.channel, subscribers_of(job), job.header_only,
                                   job.codec, self.watch)
         # spares that take lost collectors' places (scheme.max_collector_restarts)
         self.takeovers = Takeovers(job, self.inbox, self.sync, [self.collectors],
