@@ -5,10 +5,9 @@ table without exchanging it; communicators are made once, in the same order ever
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -134,7 +133,7 @@ class RankJob:
     def in_role(self, role: RankRole) -> RankJob:
         """This job with ``role`` as this rank's role (a spare that takes a lost
         collector's place: the place's role, this rank's number)."""
-        return dataclasses.replace(self, role=role)
+        return replace(self, role=role)
 
     def describe(self) -> str:
         """The role in words, for error reports."""
