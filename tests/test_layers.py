@@ -53,7 +53,12 @@ when it loads a config, so that importing the config's data and its loader
 Narrow arguments: the files outside ``config/`` that read deep config paths
 (``config.env.num_envs``) are counted, and their number may only fall
 (:data:`DEEP_CONFIG_READERS`). No function of the package is longer than
-:data:`MAX_FUNCTION_LINES` lines, from its ``def`` to its last line (issue 52).
+:data:`MAX_FUNCTION_LINES` lines, from its ``def`` to its last line (issue 52). The
+modules that name the whole job of a rank (``RankJob``: imported at run time or for
+annotations) are counted, and their number may only fall (:data:`RANKJOB_USERS`): a role
+takes explicit arguments or a protocol of the parts it reads, declared where it is used,
+and no function outside the job's assembly takes the job untyped (``job: Any``), which
+would hand it the whole job all the same (:data:`UNTYPED_JOB_TAKERS`).
 """
 from __future__ import annotations
 
@@ -108,6 +113,21 @@ CONFIG_ASSEMBLERS: dict[str, str] = {
                                "the whole (algorithm_settings): algo.name picks the class "
                                "whose own section is cut, so make_policy and make_algorithm "
                                "take the Config and cut it once, here"),
+}
+# how many modules of the package, besides the one that defines it (placement/job.py), name
+# the whole job of a rank (RankJob: imported, at run time or for annotations): a ceiling
+# that only goes down (issue 52). Left: placement/job_run.py, the job's assembly, which
+# builds the job and hands each role the parts its protocol declares
+RANKJOB_USERS = 1
+RANKJOB_HOME = "placement/job.py"
+# the files that may take a job untyped (a parameter ``job: Any``, or ``job`` without an
+# annotation), which would hand them the whole RankJob all the same -> why
+UNTYPED_JOB_TAKERS = {
+    "placement/job.py": "the job's assembly: it builds the job",
+    "placement/job_run.py": "the job's assembly: it hands each role its job",
+    "algorithms/family.py": ("the plug-in interface (FamilyWiring): a family's wiring reads "
+                             "what it declares of the job; the built-in ones declare their "
+                             "protocols, checked against RankJob in placement/job.py"),
 }
 # the longest a function of the package may be, from its ``def`` line to its last line
 # (decorators aside); a longer one is split into named steps
@@ -510,6 +530,72 @@ def test_the_deep_read_count_sees_the_forms_it_names():
     tree = ast.parse("config.env.num_envs\ncfg.algo.name\nself.config.scheme.preset\n"
                      "job.config.train.device\nconfig.scheme\nscheme.preset\nconfig.seed\n")
     assert sum(map(is_deep_config_read, ast.walk(tree))) == 4
+
+
+def names_rankjob(tree: ast.Module) -> bool:
+    """Whether the module ``tree`` names ``RankJob``: imports it (at its top, in a function
+    or under ``TYPE_CHECKING``) or reaches it as an attribute (``job.RankJob``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(a.name == "RankJob" for a in node.names):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "RankJob":
+            return True
+    return False
+
+
+def rankjob_users() -> list[str]:
+    """The modules of the package (its home aside) that name ``RankJob``."""
+    return [relative for path in sorted(PACKAGE.rglob("*.py"))
+            if (relative := path.relative_to(PACKAGE).as_posix()) != RANKJOB_HOME
+            and names_rankjob(ast.parse(path.read_text()))]
+
+
+def test_fewer_modules_take_the_whole_job():
+    # lower RANKJOB_USERS when this number falls; never raise it: give a role explicit
+    # arguments (a channel, a rank, a section, counts) or a protocol of the parts it reads
+    users = rankjob_users()
+    assert len(users) <= RANKJOB_USERS, (
+        f"{len(users)} modules name RankJob (at most {RANKJOB_USERS}): pass the parts the role "
+        f"reads (arguments, or a protocol declared where it is used): {users}")
+
+
+def untyped_job_parameters(tree: ast.Module) -> list[str]:
+    """The functions of ``tree`` with a parameter ``job`` that is unannotated or ``Any``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for arg in node.args.args + node.args.kwonlyargs:
+                if arg.arg == "job" and (arg.annotation is None or (
+                        isinstance(arg.annotation, ast.Name) and arg.annotation.id == "Any")):
+                    found.append(node.name)
+    return found
+
+
+def test_no_role_takes_the_job_untyped():
+    # a role declares what it reads of the job (a protocol) instead of taking it as Any
+    takers = {relative: names for path in sorted(PACKAGE.rglob("*.py"))
+              if (relative := path.relative_to(PACKAGE).as_posix()) not in UNTYPED_JOB_TAKERS
+              and (names := untyped_job_parameters(ast.parse(path.read_text())))}
+    assert not takers, f"functions that take the job untyped (declare a protocol): {takers}"
+    for relative in UNTYPED_JOB_TAKERS:
+        assert (PACKAGE / relative).exists(), f"{relative} is gone: drop it from the list"
+
+
+def test_the_untyped_job_check_sees_the_forms_it_names():
+    tree = ast.parse("def a(job: Any): ...\ndef b(self, job): ...\ndef c(job: Job): ...\n"
+                     "def d(jobs: Any): ...\n")
+    assert untyped_job_parameters(tree) == ["a", "b"]
+
+
+def test_the_rankjob_count_sees_the_forms_it_names():
+    seen = [names_rankjob(ast.parse(text)) for text in (
+        "from hpcrl.placement.job import RankJob",
+        "if TYPE_CHECKING:\n    from hpcrl.placement.job import RankJob, build_job",
+        "def f():\n    from .job import RankJob as J",
+        "import hpcrl.placement.job as job\nx: job.RankJob",
+        '"""a docstring that names RankJob"""\njob: Any = None',
+    )]
+    assert seen == [True, True, True, True, False]
 
 
 def _is_assembler(relative: str) -> bool:

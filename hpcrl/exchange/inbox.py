@@ -11,15 +11,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from hpcrl.comm import poll_until
 from hpcrl.comm.faults import is_peer_failure
-from hpcrl.exchange.lost_collectors import CollectorWatch
-from hpcrl.exchange.node_transport import stream_in
+from hpcrl.exchange.lost_collectors import CollectorWatch, WatchingJob
+from hpcrl.exchange.node_transport import ExchangeJob, stream_in
 from hpcrl.exchange.protocol import TAG_FINAL
+
+
+class InboxJob(ExchangeJob, WatchingJob, Protocol):
+    """What a learner's inbox reads of its rank's job: what its streams in read
+    (:class:`~hpcrl.exchange.node_transport.ExchangeJob`) and what its watch of the
+    collectors reads (:class:`~hpcrl.exchange.lost_collectors.WatchingJob`)."""
 
 
 class CollectorInbox:
@@ -33,7 +39,7 @@ class CollectorInbox:
 
     local_seconds = 0.0  # chunks come over the transport: none is collected here
 
-    def __init__(self, job: Any, ranks: list[int], layout: Any,
+    def __init__(self, job: InboxJob, ranks: list[int], layout: Any,
                  watch: CollectorWatch | None = None) -> None:
         self.channel, self.ranks = job.channel, list(ranks)
         self.job, self.layout = job, layout

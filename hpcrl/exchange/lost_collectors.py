@@ -7,7 +7,7 @@ when MPI says it is dead (an ``ERR_PROC_FAILED`` from one of its requests, or th
 :class:`~hpcrl.comm.faults.FailureWatch`), or when the learner has waited for its next
 message longer than ``scheme.collector_timeout_s``.
 
-Where the MPI survives a lost rank (:attr:`RankJob.survives`), the learner drops what the
+Where the MPI survives a lost rank (the job's ``survives``), the learner drops what the
 lost collector had in flight and goes on with the others; a hung one is killed first when
 it shares the learner's node, so that MPI counts it dead and the job's end does not wait for
 it. Elsewhere a lost collector ends the job at once, its rank, role and host named: a hung
@@ -16,11 +16,40 @@ collector no longer keeps a job waiting until its time limit.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcrl.comm import poll_until
-from hpcrl.comm.faults import DEAD, LOST, is_peer_failure, stop_hung_rank
+from hpcrl.comm.faults import DEAD, LOST, PeerInfo, is_peer_failure, stop_hung_rank
 from hpcrl.errors import ExplainedError
+
+if TYPE_CHECKING:  # annotations only
+    from hpcrl.comm.channel import Channel
+    from hpcrl.sections.schema import SchemeConfig
+
+
+class WatchingJob(Protocol):
+    """What a learner's watch of its collectors reads of its rank's job: the channel its
+    requests go through, the ``scheme`` section (``collector_timeout_s``), whether the job
+    survives a lost rank and every rank's host and pid (to name and stop a hung one), the
+    roles in words and a line to say. Declared here, where it is used, so that the watch
+    depends on these parts alone and not on the placement that assembles the job."""
+
+    survives: bool
+    peers: list[PeerInfo] | None
+
+    @property
+    def channel(self) -> Channel:
+        """The channel of this rank's requests to and from its collectors."""
+
+    @property
+    def scheme(self) -> SchemeConfig:
+        """The ``scheme`` section (``collector_timeout_s``)."""
+
+    def describe_rank(self, rank: int) -> str:
+        """Rank ``rank``'s role in words."""
+
+    def say(self, line: str) -> None:
+        """A line on this rank's standard error."""
 
 
 class LostCollectorError(ExplainedError):
@@ -30,7 +59,7 @@ class LostCollectorError(ExplainedError):
 class CollectorWatch:
     """Liveness and overdue timers of one learner's collectors (``ranks``: world ranks)."""
 
-    def __init__(self, job: Any, ranks: list[int]) -> None:
+    def __init__(self, job: WatchingJob, ranks: list[int]) -> None:
         self.job, self.ranks = job, list(ranks)
         self.channel = job.channel
         self.timeout = float(job.scheme.collector_timeout_s)
@@ -41,7 +70,7 @@ class CollectorWatch:
     @property
     def survives(self) -> bool:
         """Whether the job goes on without a lost collector."""
-        return bool(getattr(self.job, "survives", False))
+        return bool(self.job.survives)
 
     def replace(self, old: int, new: int) -> None:
         """Rank ``new`` (a spare) took the place of the lost collector ``old``: watched from
@@ -66,7 +95,7 @@ class CollectorWatch:
         hung); elsewhere end the job with ``why``."""
         if rank in LOST:
             return
-        where = self.job.peers[rank].host if getattr(self.job, "peers", None) else "?"
+        where = self.job.peers[rank].host if self.job.peers else "?"
         line = f"rank {rank} ({self.job.describe_rank(rank)}) on {where} {why}"
         if not self.survives:
             raise LostCollectorError(

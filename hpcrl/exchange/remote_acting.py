@@ -16,7 +16,7 @@ percent of the request's bytes).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -36,11 +36,22 @@ from hpcrl.exchange.acting_slots import (
 from hpcrl.exchange.protocol import acting_tags
 from hpcrl.models.acting import Step
 
+if TYPE_CHECKING:  # annotations only
+    from hpcrl.algorithms.family import FamilyWiring
 
-def acting_spec(job: Any, module: Any) -> ActingSpec:
-    """The spec of ``module``'s acting in ``job`` (an :class:`~hpcrl.placement.job.RankJob`),
-    as the algorithm family's wiring shapes it: built the same way by a collector and its
-    inference rank, so their records match."""
+
+class WiredJob(Protocol):
+    """What the acting spec reads of a rank's job: the wiring of its algorithm's family
+    (which shapes the spec, reading the rest of the job it is handed)."""
+
+    @property
+    def wiring(self) -> FamilyWiring:
+        """The wiring of the family of this rank's policy."""
+
+
+def acting_spec(job: WiredJob, module: Any) -> ActingSpec:
+    """The spec of ``module``'s acting in ``job``, as the algorithm family's wiring shapes
+    it: built the same way by a collector and its inference rank, so their records match."""
     spec: ActingSpec = job.wiring.acting_spec(job, module)
     return spec
 

@@ -14,15 +14,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from hpcrl.comm.faults import LOST
-from hpcrl.exchange.lost_collectors import CollectorWatch
+from hpcrl.exchange.lost_collectors import CollectorWatch, WatchingJob
 from hpcrl.exchange.protocol import TAG_STATE
-from hpcrl.scheme import COLLECTOR
+from hpcrl.scheme import COLLECTOR, RankRole
 
 
-def collect_states(job: Any, version: int,
+class StatesJob(WatchingJob, Protocol):
+    """What rank 0 reads of its job to gather the collectors' states: the rank table (the
+    collector places), and what its watch of them reads (:class:`WatchingJob`)."""
+
+    table: list[RankRole]
+
+
+def collect_states(job: StatesJob, version: int,
                    holder: Callable[[int], int] = lambda slot: slot,
                    idle: Callable[[], Any] | None = None) -> list[dict[str, Any]]:
     """The states of every collector place of ``job`` for the checkpoint asked for with

@@ -19,25 +19,44 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcrl.envs.restarts import EnvFailure
 from hpcrl.exchange.protocol import TAG_ENV_FAILED
+from hpcrl.scheme import RankRole
+
+if TYPE_CHECKING:  # annotations only
+    from hpcrl.comm.channel import Channel
 
 # how long rank 0 waits for a line a learner counted (it was sent before the failed batch
 # that the learner took, so it is on its way: this only bounds a wait that cannot happen)
 NOTE_WAIT_S = 30.0
 
 
-def failure_line(job: Any, err: EnvFailure) -> str:
+class FailingRank(Protocol):
+    """What a rank whose env failed for good reads of its job to tell rank 0: its world (one
+    process or several), its role and the role in words, and its channel."""
+
+    world: Any
+    role: RankRole
+
+    @property
+    def channel(self) -> Channel:
+        """The channel the line goes to rank 0 through."""
+
+    def describe(self) -> str:
+        """This rank's role in words."""
+
+
+def failure_line(job: FailingRank, err: EnvFailure) -> str:
     """The line rank 0 says: this rank, its role and host (a job of ranks), and the env's
     failure."""
     if job.world.Get_size() == 1:
         return str(err)
-    return f"rank {job.rank} ({job.describe()} on {socket.gethostname()}): {err}"
+    return f"rank {job.role.rank} ({job.describe()} on {socket.gethostname()}): {err}"
 
 
-def tell_leader(job: Any, err: EnvFailure) -> Any:
+def tell_leader(job: FailingRank, err: EnvFailure) -> Any:
     """Send rank 0 the line of ``err`` (rank 0 and one process send it to themselves);
     returns the send's request, to be completed before the rank leaves."""
     return job.channel.isend_object(failure_line(job, err), 0, TAG_ENV_FAILED)
@@ -55,11 +74,12 @@ def is_failed(buffer: Any) -> bool:
     return bool(buffer.facts.env_failed)
 
 
-def failed_state(job: Any) -> dict[str, Any]:
-    """What a place whose env failed for good answers a checkpoint with, instead of its
-    state: nothing to save (its envs start afresh from their seeds on resume), and the rank
-    whose line rank 0 must have taken before it writes (:class:`FailureNotes`)."""
-    return {"env_offset": job.role.env_offset, "env_failed": True, "rank": job.rank}
+def failed_state(role: RankRole) -> dict[str, Any]:
+    """What the place of ``role`` (a rank whose env failed for good) answers a checkpoint
+    with, instead of its state: nothing to save (its envs start afresh from their seeds on
+    resume), and the rank whose line rank 0 must have taken before it writes
+    (:class:`FailureNotes`)."""
+    return {"env_offset": role.env_offset, "env_failed": True, "rank": role.rank}
 
 
 class FailureNotes:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -70,6 +70,12 @@ from hpcrl.sections.offpolicy import ReplayConfig
 from hpcrl.sections.schema import Config, SchemeConfig, TrainConfig
 from hpcrl.trained.reference_policies import attach_references
 
+if TYPE_CHECKING:  # annotations only
+    from hpcrl.placement.wiring.replay import ChunksJob
+    from hpcrl.placement.wiring.replay_updates import ReplayJob
+    from hpcrl.placement.wiring.rollout_updates import RolloutJob
+    from hpcrl.placement.wiring.rollouts import RolloutsJob
+
 LONE_RANK_GRACE_S = 20.0  # how long the other lone tasks leave task 0 to report the mismatch
 
 
@@ -80,7 +86,12 @@ def wants_mpi(config: Config) -> bool:
 
 @dataclass
 class RankJob:
-    """Everything a rank needs to know about the job it is part of."""
+    """Everything a rank needs to know about the job it is part of. Built here and in
+    :mod:`~hpcrl.placement.job_run`, the job's assembly, alone: every role takes the parts
+    it reads, as explicit arguments or as a protocol declared where it is used (a
+    collector rank's ``CollectorJob``, a learner's ``LearnerJob``, a data path's
+    ``RolloutJob`` or ``ReplayJob``...), which this class satisfies (mypy checks it where
+    the assembly hands the job over, and in :func:`_serves_every_wiring`)."""
 
     config: Config
     world: Any
@@ -119,6 +130,11 @@ class RankJob:
         """Rank 0 logs, checkpoints and decides when to stop."""
         return self.role.rank == 0
 
+    def in_role(self, role: RankRole) -> RankJob:
+        """This job with ``role`` as this rank's role (a spare that takes a lost
+        collector's place: the place's role, this rank's number)."""
+        return replace(self, role=role)
+
     def describe(self) -> str:
         """The role in words, for error reports."""
         return describe_role(self.role)
@@ -140,17 +156,6 @@ class RankJob:
     def workers(self) -> list[int]:
         """The gradient workers' ranks."""
         return self.ranks(WORKER)
-
-    @property
-    def my_collectors(self) -> list[int]:
-        """The collector ranks of this rank's group."""
-        return self.ranks(COLLECTOR, self.role.group)
-
-    @property
-    def my_subscribers(self) -> list[int]:
-        """The ranks this gradient worker's weights go to: its inference ranks first (a
-        collector's first request waits for them), then its collectors."""
-        return self.ranks(INFERENCE, self.role.group) + self.my_collectors
 
     @cached_property
     def header_only(self) -> frozenset[int]:
@@ -461,3 +466,11 @@ def _plan_survival(job: RankJob) -> None:
                          f"{comes_back}goes on down to scheme.min_collectors="
                          f"{s.min_collectors} live collector ranks, then checkpoints and "
                          f"stops with status 3")
+
+
+def _serves_every_wiring(job: RankJob) -> tuple[RolloutJob, ReplayJob, RolloutsJob, ChunksJob]:
+    """``job`` as the protocols of the built-in families' wirings and data paths, which
+    reach it untyped (:class:`~hpcrl.algorithms.family.FamilyWiring` takes any job, so that
+    a plug-in family declares its own): here mypy checks that a :class:`RankJob` is what
+    each of them reads. Never called."""
+    return job, job, job, job

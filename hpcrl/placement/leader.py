@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
 from torch import nn
 
@@ -19,11 +19,50 @@ from hpcrl.exchange.protocol import Control, ReportLayout
 from hpcrl.learning.loop import RecorderControl
 from hpcrl.learning.recorder import RunRecorder
 from hpcrl.placement.env_failures import FailureNotes
-from hpcrl.placement.job import RankJob
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.runtime.signals import EXIT_ENV_FAILED
+from hpcrl.scheme import RankRole
+
+if TYPE_CHECKING:  # annotations only
+    from hpcrl.comm.channel import Channel
+    from hpcrl.envs.vector import EnvSpaces
+    from hpcrl.learning.recorder import RecordedConfig
 
 Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+class LeaderJob(Protocol):
+    """What rank 0's leader reads of its job: the world (to end it on a failure), the rank
+    table and gradient workers (the collectors and learners it counts), whether the job
+    survives lost collectors and its spares, the spaces and the recorded parts of the
+    config (its recorder), the channel the lines of failed envs come through, and a fresh
+    acting policy (the CPU copy it checkpoints and evaluates)."""
+
+    world: Any
+    table: list[RankRole]
+    spares: Any
+    survives: bool
+    spaces: EnvSpaces
+
+    @property
+    def channel(self) -> Channel:
+        """The channel the lines of failed envs come through."""
+
+    @property
+    def workers(self) -> list[int]:
+        """The gradient workers' ranks."""
+
+    def describe(self) -> str:
+        """This rank's role in words (for an abort's report)."""
+
+    def say(self, line: str) -> None:
+        """A line on this rank's standard error."""
+
+    def recorded_config(self) -> RecordedConfig:
+        """What the recorder reads of the config and writes of it."""
+
+    def new_policy(self) -> nn.Module:
+        """A fresh acting policy of the job's algorithm, on the CPU."""
 
 
 def _ends_the_job(method: Method) -> Method:
@@ -48,7 +87,7 @@ class Leader:
     ``min_collectors`` live collector ranks (``scheme.min_collectors``) it stops the job."""
 
     @_ends_the_job
-    def __init__(self, job: RankJob, run: RunDir, stat_names: tuple[str, ...],
+    def __init__(self, job: LeaderJob, run: RunDir, stat_names: tuple[str, ...],
                  resume_state: dict[str, Any] | None, console: IO[str] | None,
                  min_collectors: int) -> None:
         self.job, self.run, self.min_collectors = job, run, min_collectors
@@ -193,7 +232,7 @@ class Leader:
         return self.evaluation
 
 
-def _cpu_copy(actor: nn.Module, job: RankJob) -> nn.Module:
+def _cpu_copy(actor: nn.Module, job: LeaderJob) -> nn.Module:
     """``actor``, the job's acting policy of either family, on the CPU."""
     if next(actor.parameters()).device.type == "cpu":
         return actor

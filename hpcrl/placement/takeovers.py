@@ -17,13 +17,40 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcrl.comm.faults import LOST
 from hpcrl.exchange.protocol import TAG_REPLACED
 from hpcrl.scheme import spare_ranks
 
+if TYPE_CHECKING:  # annotations only
+    from hpcrl.comm.channel import Channel
+    from hpcrl.sections.schema import SchemeConfig
+
 DECISION_WAIT_S = 10.0  # how long a learner waits for rank 0's word on a lost collector
+
+
+class TakeoverJob(Protocol):
+    """What a learner's takeovers read of its rank's job: whether it survives a lost rank
+    and has spares (the ``scheme`` section), the channel rank 0's notices come through, and
+    the words of the lines it says (the unit its collectors send)."""
+
+    survives: bool
+
+    @property
+    def channel(self) -> Channel:
+        """The channel rank 0's notices come through."""
+
+    @property
+    def scheme(self) -> SchemeConfig:
+        """The ``scheme`` section (``max_collector_restarts``)."""
+
+    @property
+    def collection_unit(self) -> str:
+        """What one collection of a collector is, in words ("rollout", "chunk")."""
+
+    def say(self, line: str) -> None:
+        """A line on this rank's standard error."""
 
 
 class Takeovers:
@@ -34,7 +61,7 @@ class Takeovers:
     are the learner's own lists of its collector ranks, updated in place; ``busy(i)``: slot
     ``i``'s last message is still being read (its notice waits until it is not)."""
 
-    def __init__(self, job: Any, inbox: Any, sync: Any, lists: list[list[int]],
+    def __init__(self, job: TakeoverJob, inbox: Any, sync: Any, lists: list[list[int]],
                  busy: Callable[[int], bool] = lambda i: False) -> None:
         self.job, self.inbox, self.sync, self.lists, self.busy = job, inbox, sync, lists, busy
         self.active = bool(job.survives) and spare_ranks(job.scheme) > 0

@@ -64,7 +64,7 @@ def fake_job(sets: list[str], size: int) -> SimpleNamespace:
     return SimpleNamespace(config=cfg, scheme=cfg.scheme, table=table, world=FakeWorld(),
                            workers=[0], describe_rank=lambda r: describe_role(table[r]),
                            survives=True, channel=LocalChannel(), collection_unit="rollout",
-                           say=lambda line: None)
+                           say=lambda line: None, peers=None)
 
 
 @pytest.fixture

@@ -26,12 +26,50 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcrl.comm.faults import LOST
 from hpcrl.exchange.protocol import TAG_ASSIGN, TAG_REPLACED, TAG_WEIGHTS
-from hpcrl.placement.ranks.collector_rank import CollectorRank
-from hpcrl.scheme import COLLECTOR, SPARE
+from hpcrl.placement.ranks.collector_rank import CollectorJob, CollectorRank
+from hpcrl.scheme import COLLECTOR, SPARE, RankRole
+
+if TYPE_CHECKING:  # annotations only
+    from hpcrl.comm.channel import Channel
+
+
+class PoolJob(Protocol):
+    """What rank 0's pool of spares reads of its job: the world (its orders go out on it),
+    the rank table (the spares and collector places), the gradient workers (the learner
+    of each place) and the ranks' roles in words."""
+
+    world: Any
+    table: list[RankRole]
+
+    @property
+    def workers(self) -> list[int]:
+        """The gradient workers' ranks, by group."""
+
+    def describe_rank(self, rank: int) -> str:
+        """Rank ``rank``'s role in words."""
+
+
+class SpareJob(Protocol):
+    """What a spare rank reads of its job: the channel rank 0's orders come through, the
+    rank table and its own rank, and the job as a collector rank in a lost place's role
+    (what its :class:`~hpcrl.placement.ranks.collector_rank.CollectorRank` reads)."""
+
+    table: list[RankRole]
+
+    @property
+    def channel(self) -> Channel:
+        """The channel of rank 0's orders."""
+
+    @property
+    def rank(self) -> int:
+        """This rank in the world."""
+
+    def in_role(self, role: RankRole) -> CollectorJob:
+        """This rank's job with ``role`` (a lost collector's place) as its role."""
 
 IDLE_POLL_S = 0.05  # how often an idle spare looks for its orders
 
@@ -39,7 +77,7 @@ IDLE_POLL_S = 0.05  # how often an idle spare looks for its orders
 class SparePool:
     """Rank 0's spares and which rank holds each collector's place (``job``: rank 0's)."""
 
-    def __init__(self, job: Any) -> None:
+    def __init__(self, job: PoolJob) -> None:
         self.job = job
         self.idle = [r.rank for r in job.table if r.role == SPARE]
         self.size = len(self.idle)
@@ -122,7 +160,7 @@ class SpareRank:
     """A spare rank's role: wait for rank 0's orders; take a lost collector's place, or
     leave when the job ends."""
 
-    def __init__(self, job: Any) -> None:
+    def __init__(self, job: SpareJob) -> None:
         self.job = job
         self.preempted = False
         self.env_failed = False
@@ -141,7 +179,7 @@ class SpareRank:
         for its learner's weights (or the job's end) and collect."""
         job = self.job
         role = dataclasses.replace(job.table[slot], rank=job.rank)
-        collector = CollectorRank(dataclasses.replace(job, role=role), None, incarnation)
+        collector = CollectorRank(job.in_role(role), None, incarnation)
         channel, learner = job.channel, collector.worker
         while channel.probe(learner, TAG_WEIGHTS) is None:
             if channel.probe(0, TAG_ASSIGN) is not None \

@@ -3,13 +3,40 @@ its job: which ranks it may lose, how it names them, and how the job ends on a l
 cannot survive."""
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 from hpcrl.comm import abort_job, set_expendable
-from hpcrl.comm.faults import FailureWatch, failed_ranks, lost_rank_message
-from hpcrl.placement.job import RankJob
-from hpcrl.scheme import COLLECTOR, SPARE
+from hpcrl.comm.faults import FailureWatch, PeerInfo, failed_ranks, lost_rank_message
+from hpcrl.scheme import COLLECTOR, SPARE, RankRole
 
 
-def watch_failures(job: RankJob) -> FailureWatch:
+class WatchedJob(Protocol):
+    """What a rank's watch for lost ranks reads of its job: the world and rank table, which
+    ranks it may lose (whether it survives lost collectors), how it names them (their roles
+    in words, their hosts), rank 0's spares, and where its lines go."""
+
+    world: Any
+    table: list[RankRole]
+    survives: bool
+    peers: list[PeerInfo] | None
+    spares: Any
+
+    @property
+    def rank(self) -> int:
+        """This rank in the world."""
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this is rank 0, which says what was lost."""
+
+    def describe_rank(self, rank: int) -> str:
+        """Rank ``rank``'s role in words."""
+
+    def say(self, line: str) -> None:
+        """A line on this rank's standard error."""
+
+
+def watch_failures(job: WatchedJob) -> FailureWatch:
     """Start this rank's watch for dead ranks. In a job that survives lost collectors a
     collector's own failure ends it alone, any other rank's loss ends the job, and rank 0
     says one line per lost collector. In any other job under Open MPI's ULFM, where a dead

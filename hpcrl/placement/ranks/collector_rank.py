@@ -6,14 +6,14 @@ Asynchronous: never wait; take the newest weights that arrived between rollouts,
 rollout in flight while the next is collected, and stop when a STOP command arrives.
 
 What it collects and streams is its algorithm family's unit, built by the family's wiring
-(:attr:`~hpcrl.placement.job.RankJob.wiring`): rollouts, or the transition chunks of
+(the job's ``wiring``): rollouts, or the transition chunks of
 ``algo.num_steps`` steps an off-policy learner adds to its replay; the loops are the same.
 """
 from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -22,15 +22,40 @@ from hpcrl.comm.channel import Channel
 from hpcrl.envs.restarts import EnvFailure
 from hpcrl.exchange.latest_weights import ParamsReceiver
 from hpcrl.exchange.messages import CHECKPOINT, ENV_FAILED, PREEMPTED, STOP, Weights
-from hpcrl.exchange.node_transport import ACTING, stream_out
+from hpcrl.exchange.node_transport import ACTING, ExchangeJob, stream_out
 from hpcrl.exchange.protocol import TAG_FINAL, TAG_PREEMPT, TAG_STATE, TAG_WEIGHTS
 from hpcrl.exchange.remote_acting import (
     RemoteLinks,
     acting_spec,
     client_ends,
 )
-from hpcrl.placement.env_failures import failed_state, mark_failed, tell_leader
-from hpcrl.placement.job import RankJob
+from hpcrl.placement.env_failures import FailingRank, failed_state, mark_failed, tell_leader
+
+if TYPE_CHECKING:  # annotations only
+    from hpcrl.algorithms.algorithm import Algorithm
+
+
+class CollectorJob(ExchangeJob, FailingRank, Protocol):
+    """What a collector rank reads of its job: what its exchanges read (its stream out, its
+    inference rank's slots: :class:`~hpcrl.exchange.node_transport.ExchangeJob`) and what
+    it tells rank 0 of a failed env (:class:`~hpcrl.placement.env_failures.FailingRank`),
+    with its envs, the algorithm's class (whether its learner rate-limits it), the steps of
+    one collection (preemption's minimum share) and who takes weights headers alone."""
+
+    @property
+    def algorithm_type(self) -> type[Algorithm]:
+        """The class of the algorithm of this rank's policy."""
+
+    @property
+    def steps_per_collection(self) -> int:
+        """Steps of each env in one collection (``algo.num_steps``)."""
+
+    @property
+    def header_only(self) -> frozenset[int]:
+        """The subscribers whose weights messages are headers alone."""
+
+    def collector_envs(self) -> Any:
+        """This rank's envs, made by the env layer."""
 
 
 class PreemptListener:
@@ -68,7 +93,7 @@ class PreemptListener:
 class CollectorRank:
     """Holds this rank's envs and a policy copy; talks only to its gradient worker."""
 
-    def __init__(self, job: RankJob, resume_state: dict[str, Any] | None,
+    def __init__(self, job: CollectorJob, resume_state: dict[str, Any] | None,
                  incarnation: int = 0) -> None:
         self.job, self.channel = job, job.channel
         # > 0: a spare that took a lost collector's place (its envs from fresh seeds)
@@ -123,7 +148,7 @@ class CollectorRank:
         state: kept until the end, they grew the rank by one state per checkpoint).
         """
         # a failed env's state is not saved: its place starts afresh from its seed on resume
-        state = failed_state(self.job) if self.failed else self.collector.state_dict()
+        state = failed_state(self.job.role) if self.failed else self.collector.state_dict()
         state["sent_before"] = self.sent + int(self.unsent)
         # the version of the weights message that asked for it: rank 0 takes the states of
         # that checkpoint alone (a spare that joined late may answer an older one)

@@ -21,7 +21,7 @@ leaves once the worker said STOP and every collector said it has left.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -29,14 +29,45 @@ from hpcrl.comm.faults import DEAD, LOST, is_peer_failure
 from hpcrl.exchange.acting_slots import BYE, VALUE, ServerEnd, reply_of, serve_until
 from hpcrl.exchange.latest_weights import ParamsReceiver
 from hpcrl.exchange.messages import ENV_FAILED, PREEMPTED, STOP, Weights
-from hpcrl.exchange.node_transport import ACTING
+from hpcrl.exchange.node_transport import ACTING, ExchangeJob
 from hpcrl.exchange.protocol import TAG_WEIGHTS
 from hpcrl.exchange.remote_acting import acting_spec, server_ends
 from hpcrl.models.acting import computes_rows_alone, make_engine
-from hpcrl.placement.job import RankJob
+
+if TYPE_CHECKING:  # annotations only
+    import torch
+    from torch import nn
+
+    from hpcrl.algorithms.algorithm import Algorithm
+    from hpcrl.sections.schema import TrainConfig
 
 
-def serving_engine(job: RankJob) -> tuple[Any, Any]:
+class InferenceJob(ExchangeJob, Protocol):
+    """What an inference rank reads of its job: what its acting slots read
+    (:class:`~hpcrl.exchange.node_transport.ExchangeJob`: its role and the collectors it
+    feeds, the channel, codec and shared window, the envs in groups), with its device, the
+    ``train`` section (compiling, determinism), the algorithm's class (where it acts) and a
+    fresh acting policy on that device."""
+
+    device: torch.device
+
+    @property
+    def train(self) -> TrainConfig:
+        """The ``train`` section (``compile``, ``deterministic``)."""
+
+    @property
+    def deterministic(self) -> bool:
+        """Whether the job takes the deterministic paths."""
+
+    @property
+    def algorithm_type(self) -> type[Algorithm]:
+        """The class of the algorithm of this rank's policy."""
+
+    def new_policy(self, device: torch.device | None = None) -> nn.Module:
+        """A fresh acting policy of the job's algorithm on ``device``."""
+
+
+def serving_engine(job: InferenceJob) -> tuple[Any, Any]:
     """The module an inference rank holds and the engine that evaluates it: the job's acting
     policy, on the rank's device and compiled under ``train.compile`` where the algorithm
     declares it acts there (the actor-critic), else in numpy on the CPU (an off-policy
@@ -51,7 +82,7 @@ def serving_engine(job: RankJob) -> tuple[Any, Any]:
 class InferenceRank:
     """Serves its collectors' requests with the newest weights of its gradient worker."""
 
-    def __init__(self, job: RankJob) -> None:
+    def __init__(self, job: InferenceJob) -> None:
         self.job, self.channel = job, job.channel
         self.worker = job.workers[job.role.group]
         self.collectors = list(job.role.feeds)

@@ -9,13 +9,41 @@ learner's report of an update and decides whether the job goes on, checkpoints o
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcrl.comm.collectives import bcast_, gather_rows
 from hpcrl.exchange.protocol import CONTROL_LAYOUT, Control, Report
-from hpcrl.placement.collector_states import collect_states
-from hpcrl.placement.job import RankJob
+from hpcrl.placement.collector_states import StatesJob, collect_states
 from hpcrl.placement.leader import Leader
+
+if TYPE_CHECKING:  # annotations only
+    import torch
+
+
+class CheckpointJob(StatesJob, Protocol):
+    """What rank 0 reads of its job to write a checkpoint: the collectors' states
+    (:class:`~hpcrl.placement.collector_states.StatesJob`) and its spares, which say which
+    rank holds each collector place now (None without spares)."""
+
+    spares: Any
+
+
+class LearnersJob(CheckpointJob, Protocol):
+    """What a learner rank that exchanges with the other learners reads of its job: the
+    learners' communicator, the gradient workers' ranks, its device, the codec of its
+    weights messages, and what rank 0 reads to write a checkpoint
+    (:class:`CheckpointJob`); a gradient route and an updater rank read it alike."""
+
+    learners: Any
+    device: torch.device
+
+    @property
+    def workers(self) -> list[int]:
+        """The gradient workers' ranks."""
+
+    @property
+    def codec(self) -> Any:
+        """How weights messages are packed (``scheme.compress``)."""
 
 
 def collector_state_for(state: dict[str, Any] | None, offset: int) -> dict | None:
@@ -49,7 +77,7 @@ class JobControl:
         return control
 
 
-def write_checkpoint(job: RankJob, leader: Leader, actor: Any, learner_state: Any,
+def write_checkpoint(job: CheckpointJob, leader: Leader, actor: Any, learner_state: Any,
                      gathered: list[list[dict[str, Any]]], version: int,
                      idle: Callable[[], Any] | None = None) -> None:
     """Rank 0: add the dedicated collectors' states (answers to the weights message of

@@ -19,14 +19,40 @@ The updater of a central or asynchronous scheme is the one role of its own besid
 """
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcrl.exchange.protocol import Control, Report
 from hpcrl.learning.loop import UpdateControl, run_learner
 from hpcrl.numerics.compiling import compile_loss
 from hpcrl.numerics.reducer import ReducerSlot
-from hpcrl.placement.job import RankJob
 from hpcrl.placement.leader import Leader
+
+if TYPE_CHECKING:  # annotations only
+    import torch
+
+    from hpcrl.algorithms.algorithm import Algorithm
+    from hpcrl.algorithms.family import FamilyWiring
+    from hpcrl.numerics.reducer import Reducer
+    from hpcrl.sections.schema import TrainConfig
+
+
+class LearnerJob(Protocol):
+    """What a learner rank reads of its job itself: the algorithm (built on its device),
+    the ``train`` section (``compile``) and its family's wiring, which builds the data path
+    from the job (and reads of it what that data path declares)."""
+
+    device: torch.device
+
+    @property
+    def train(self) -> TrainConfig:
+        """The ``train`` section (``compile``)."""
+
+    @property
+    def wiring(self) -> FamilyWiring:
+        """The wiring of the family of this rank's policy (its data path)."""
+
+    def new_algorithm(self, reducer: Reducer | None = None) -> Algorithm:
+        """The job's algorithm on its device, its statistics reduced by ``reducer``."""
 
 
 class DataPath(Protocol):
@@ -64,7 +90,7 @@ class LearnerRank:
     """A learner rank of any scheme and either family (see the module): the algorithm, its
     data path, and the learner loop over them."""
 
-    def __init__(self, job: RankJob, resume: dict[str, Any] | None,
+    def __init__(self, job: LearnerJob, resume: dict[str, Any] | None,
                  leader: Leader | None) -> None:
         self.job, self.leader = job, leader
         # minibatch statistics cross the gradient workers through a reducer that the data

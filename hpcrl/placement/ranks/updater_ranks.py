@@ -15,7 +15,7 @@ worker's gradient, not an update.
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
@@ -39,14 +39,35 @@ from hpcrl.exchange.protocol import (
 )
 from hpcrl.learning.loop import run_learner
 from hpcrl.learning.updater import Updater
-from hpcrl.placement.job import RankJob
 from hpcrl.placement.leader import Leader
-from hpcrl.placement.ranks.job_control import JobControl, write_checkpoint
+from hpcrl.placement.ranks.job_control import JobControl, LearnersJob, write_checkpoint
 from hpcrl.placement.wiring.gradient_routes import starved_learners
 from hpcrl.scheme import COLLECTOR
 
+if TYPE_CHECKING:  # annotations only
+    from hpcrl.algorithms.algorithm import Algorithm
+    from hpcrl.numerics.reducer import Reducer
+    from hpcrl.sections.schema import TrainConfig
 
-def make_updater(job: RankJob, resume: dict[str, Any] | None) -> Updater:
+
+class UpdaterJob(LearnersJob, Protocol):
+    """What an updater rank reads of its job: what every learner that exchanges with the
+    others reads (:class:`~hpcrl.placement.ranks.job_control.LearnersJob`), the algorithm,
+    the ``train`` section (its budget) and the minibatches of an epoch."""
+
+    @property
+    def train(self) -> TrainConfig:
+        """The ``train`` section (``total_env_steps``)."""
+
+    @property
+    def minibatches_per_epoch(self) -> int:
+        """The minibatches each epoch over an update cuts."""
+
+    def new_algorithm(self, reducer: Reducer | None = None) -> Algorithm:
+        """The job's algorithm on its device."""
+
+
+def make_updater(job: UpdaterJob, resume: dict[str, Any] | None) -> Updater:
     """The updater of a central scheme, with its master actor (restored on resume)."""
     # an updater rank is a scheme's only where the algorithm learns from rollouts
     algorithm = cast(OnPolicyAlgorithm, job.new_algorithm())
@@ -60,7 +81,7 @@ def make_updater(job: RankJob, resume: dict[str, Any] | None) -> Updater:
 class SyncUpdaterRank:
     """The updater of a central synchronous scheme: sums, applies and broadcasts."""
 
-    def __init__(self, job: RankJob, resume: dict[str, Any] | None, leader: Leader) -> None:
+    def __init__(self, job: UpdaterJob, resume: dict[str, Any] | None, leader: Leader) -> None:
         self.job, self.leader = job, leader
         self.updater = make_updater(job, resume)
         self.algorithm, self.actor = self.updater.algorithm, self.updater.algorithm.actor
@@ -80,7 +101,7 @@ class SyncUpdaterRank:
         learners, g = self.job.learners, self.gradient
         n_workers = len(self.job.workers)
         report = self.layout.new()
-        if starved_learners(self.job, False):  # the workers skip the update's steps
+        if starved_learners(self.job.learners, False):  # the workers skip the update's steps
             return report
         for _ in range(self.steps):
             g.grads.zero_()
@@ -116,7 +137,7 @@ class SyncUpdaterRank:
 class AsyncUpdaterRank:
     """Applies gradients in arrival order; each reply goes to the worker that sent it."""
 
-    def __init__(self, job: RankJob, resume: dict[str, Any] | None, leader: Leader) -> None:
+    def __init__(self, job: UpdaterJob, resume: dict[str, Any] | None, leader: Leader) -> None:
         self.job, self.channel, self.leader = job, job.channel, leader
         self.updater = make_updater(job, resume)
         self.algorithm, self.actor = self.updater.algorithm, self.updater.algorithm.actor

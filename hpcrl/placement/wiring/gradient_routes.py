@@ -20,7 +20,7 @@ sent to the updater, which writes (asynchronous).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcrl.comm import MpiAllreducer, make_allreducer, sum_host_array_
 from hpcrl.comm.collectives import any_rank, bcast_, gather_rows, reduce_sum_
@@ -41,11 +41,11 @@ from hpcrl.exchange.protocol import (
 from hpcrl.learning.loop import UpdateControl
 from hpcrl.learning.updater import Updater
 from hpcrl.numerics.reducer import Reducer
-from hpcrl.placement.job import RankJob
 from hpcrl.placement.leader import Leader
-from hpcrl.placement.ranks.job_control import JobControl, write_checkpoint
+from hpcrl.placement.ranks.job_control import JobControl, LearnersJob, write_checkpoint
 
 if TYPE_CHECKING:
+
     from hpcrl.algorithms.on_policy import OnPolicyAlgorithm
     from hpcrl.learning.gradient_worker import GradientWorker
     from hpcrl.placement.wiring.rollout_updates import RolloutUpdates
@@ -53,11 +53,24 @@ if TYPE_CHECKING:
 UPDATER_RANK = 0  # an updater, where the scheme has one, is rank 0
 
 
+class RouteJob(LearnersJob, Protocol):
+    """What a gradient route reads of its gradient worker's job: what every learner that
+    exchanges with the others reads (:class:`~hpcrl.placement.ranks.job_control.LearnersJob`),
+    the gradient workers' communicator (their all-reduce) and whether running moments
+    travel with the gradients."""
+
+    gradient: Any
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether running moments travel with the gradients."""
+
+
 class SynchronousRoute:
     """What the two synchronous routes share: every learner agrees on a starved update
     (they take their gradient steps in lock step) and rank 0's leader decides for all."""
 
-    job: RankJob
+    job: RouteJob
     leader: Leader | None
 
     def starved(self, own: bool, message: Gradient, times: dict[str, float],
@@ -65,7 +78,7 @@ class SynchronousRoute:
         """Whether a learner cannot learn this update (it lost every collector, or an env
         failed for good: ``env_failures`` goes in its report), agreed by every learner (an
         updater rank takes part)."""
-        return starved_learners(self.job, own)
+        return starved_learners(self.job.learners, own)
 
     def control(self, updates: RolloutUpdates) -> UpdateControl:
         """Rank 0's leader decides for every learner."""
@@ -79,7 +92,7 @@ class AllReduced(SynchronousRoute):
     shares_actor = True  # its own envs may act with the learner's actor as it is (CPU)
     resumes_update_count = True
 
-    def __init__(self, job: RankJob, algorithm: OnPolicyAlgorithm,
+    def __init__(self, job: RouteJob, algorithm: OnPolicyAlgorithm,
                  leader: Leader | None) -> None:
         self.job, self.leader = job, leader
         numel = sum(p.numel() for p in algorithm.actor.parameters())
@@ -137,7 +150,7 @@ class ToCentralUpdater(SynchronousRoute):
     shares_actor = True
     resumes_update_count = True
 
-    def __init__(self, job: RankJob, algorithm: OnPolicyAlgorithm,
+    def __init__(self, job: RouteJob, algorithm: OnPolicyAlgorithm,
                  leader: Leader | None) -> None:
         self.job, self.leader = job, leader
         self.weights = Weights.empty_like(algorithm.actor)
@@ -179,7 +192,7 @@ class ToAsyncUpdater:
     shares_actor = False  # weights arrive from the updater into a copy
     resumes_update_count = False  # its updates are its own, not the job's rows
 
-    def __init__(self, job: RankJob, algorithm: OnPolicyAlgorithm,
+    def __init__(self, job: RouteJob, algorithm: OnPolicyAlgorithm,
                  leader: Leader | None) -> None:
         self.job, self.channel = job, job.channel
         self.weights = Weights.empty_like(algorithm.actor)
@@ -253,7 +266,7 @@ class ToAsyncUpdater:
 GradientRoute = AllReduced | ToCentralUpdater | ToAsyncUpdater
 
 
-def route_for(job: RankJob, algorithm: OnPolicyAlgorithm,
+def route_for(job: RouteJob, algorithm: OnPolicyAlgorithm,
               leader: Leader | None) -> GradientRoute:
     """The route of ``job``'s scheme (``scheme.gradients``, ``scheme.update``)."""
     s = job.scheme
@@ -264,7 +277,7 @@ def route_for(job: RankJob, algorithm: OnPolicyAlgorithm,
     return AllReduced(job, algorithm, leader)
 
 
-def statistics_reducer(job: RankJob, allreducer: Any) -> Reducer | None:
+def statistics_reducer(job: RouteJob, allreducer: Any) -> Reducer | None:
     """How the minibatch statistics of several gradient workers are summed: the gradients'
     all-reducer where it runs on a GPU (NCCL), MPI over the workers otherwise; none with one
     worker."""
@@ -275,16 +288,17 @@ def statistics_reducer(job: RankJob, allreducer: Any) -> Reducer | None:
     return MpiAllreducer(job.gradient)
 
 
-def starved_learners(job: RankJob, starved: bool) -> bool:
-    """Whether a learner of ``job`` cannot learn this update (``starved``: this one cannot):
+def starved_learners(learners: Any, starved: bool) -> bool:
+    """Whether a learner of a job (``learners``: the communicator of its learner ranks, None
+    with one) cannot learn this update (``starved``: this one cannot):
     it lost every collector, or an env it learns from failed for good. Agreed by all
     learner ranks (one small all-reduce an update, none with one learner rank), which then
     skip the update's gradient steps together (they take them in lock step) and the job
     checkpoints and stops."""
-    return any_rank(job.learners, starved)
+    return any_rank(learners, starved)
 
 
-def gathered_checkpoint(job: RankJob, leader: Leader | None, updates: RolloutUpdates,
+def gathered_checkpoint(job: RouteJob, leader: Leader | None, updates: RolloutUpdates,
                         command: int, publish: Any, learner_state: Any) -> None:
     """Publish the weights carrying ``command``; on CHECKPOINT, gather every learner's
     collector states on rank 0 first, which writes them (with ``learner_state``, this

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hpcrl.algorithms import OffPolicyAlgorithm
 from hpcrl.collection.collector import transition_collector
@@ -42,11 +42,50 @@ from hpcrl.learning.replay_loop import ChunkSource, ReplayLoop, UpdateFigures
 from hpcrl.numerics.flat import has_flat_parameters
 from hpcrl.numerics.reducer import ReducerSlot
 from hpcrl.placement.env_failures import failed_state, mark_failed, tell_leader
-from hpcrl.placement.job import RankJob
 from hpcrl.placement.leader import Leader
 from hpcrl.placement.ranks.job_control import JobControl, collector_state_for
 from hpcrl.placement.takeovers import Takeovers
+from hpcrl.placement.wiring.feeding import FeedingJob, collectors_of, subscribers_of
 from hpcrl.runtime.cpu import retain_freed_memory
+
+if TYPE_CHECKING:  # annotations only
+    import torch
+
+    from hpcrl.collection.transition_filler import TransitionSections
+    from hpcrl.sections.offpolicy import ReplayConfig
+    from hpcrl.sections.schema import TrainConfig
+
+
+class ReplayJob(FeedingJob, Protocol):
+    """What the replay family's data path reads of its learner's job: what any learner of
+    collectors reads (:class:`~hpcrl.placement.wiring.feeding.FeedingJob`), the ``replay``
+    and ``train`` sections, the learners' communicator, and what its own collector is
+    built from (policy, sections, chunk layout)."""
+
+    learners: Any
+    device: torch.device
+
+    @property
+    def replay(self) -> ReplayConfig:
+        """The ``replay`` section (ratio, pacing)."""
+
+    @property
+    def train(self) -> TrainConfig:
+        """The ``train`` section (``total_env_steps``)."""
+
+    @property
+    def transition_sections(self) -> TransitionSections:
+        """The sections a transition collector reads."""
+
+    @property
+    def steps_per_update(self) -> int:
+        """Env steps of the whole job in one update."""
+
+    def new_replay(self) -> Any:
+        """The replay of the job's replay learner."""
+
+    def own_chunk_layout(self) -> Any:
+        """The layout of the chunks its own collector fills."""
 
 
 class ReplayUpdates:
@@ -54,7 +93,7 @@ class ReplayUpdates:
     learner rank is rank 0, the leader: config validation asks for
     ``scheme.gradient_workers=1`` and no updater rank, so the rank table puts it first."""
 
-    def __init__(self, job: RankJob, resume: dict[str, Any] | None, leader: Leader | None,
+    def __init__(self, job: ReplayJob, resume: dict[str, Any] | None, leader: Leader | None,
                  algorithm: OffPolicyAlgorithm, reducer: ReducerSlot) -> None:
         assert leader is not None  # the job's one learner rank is rank 0
         self.job, self.channel, self.leader = job, job.channel, leader
@@ -62,7 +101,7 @@ class ReplayUpdates:
         self.learner = ReplayLearner(algorithm, job.new_replay(), job.replay,
                                      job.train.total_env_steps)
         self.actor = algorithm.policy
-        self.collectors = job.my_collectors
+        self.collectors = collectors_of(job)
         self.local: ChunksInProcess | None = None
         self.failure_sends: list = []  # its own env's failure, told to rank 0
         self.inbox: CollectorInbox | None = None
@@ -74,7 +113,7 @@ class ReplayUpdates:
             tolerance = 0
         else:  # a collector whose receive is not posted is held back (parked)
             self.inbox = source = CollectorInbox(job, self.collectors, job.stream_layout())
-            latest = LatestWeights(self.channel, job.my_subscribers, job.header_only,
+            latest = LatestWeights(self.channel, subscribers_of(job), job.header_only,
                                    job.codec, self.inbox.watch)
             self.weights = latest
             # spares that take lost collectors' places (scheme.max_collector_restarts)
@@ -178,7 +217,7 @@ class ReplayUpdates:
         """Take each collector's state and every chunk sent before it, then write."""
         learner_state = {"learner": self.learner.state_dict(), "row": asdict(self.loop.row)}
         if self.local is not None:  # its own collector, between two updates
-            own = failed_state(self.job) if self.local.failed else self.local.state_dict()
+            own = failed_state(self.job.role) if self.local.failed else self.local.state_dict()
             self.leader.write_checkpoint(self.actor, learner_state, [own])
             return
         assert self.inbox is not None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from torch import nn
@@ -37,8 +37,34 @@ from hpcrl.exchange.protocol import TAG_DONE, TAG_PREEMPT
 from hpcrl.exchange.weights import CopyInProcess, SharedInPlace, WeightsSync
 from hpcrl.models.actor import ActorCritic
 from hpcrl.placement.env_failures import failed_state, is_failed, tell_leader
-from hpcrl.placement.job import RankJob
 from hpcrl.placement.takeovers import Takeovers
+from hpcrl.placement.wiring.feeding import FeedingJob, collectors_of, subscribers_of
+
+if TYPE_CHECKING:  # annotations only
+    import torch
+
+    from hpcrl.buffers.rollout import RolloutLayout
+    from hpcrl.collection.collector import Collector
+
+
+class SourceJob(FeedingJob, Protocol):
+    """What a gradient worker's rollout source reads of its job: what any learner of
+    collectors reads (:class:`~hpcrl.placement.wiring.feeding.FeedingJob`), and what its
+    own envs' rollouts are built from (actor, collector, layout, steps)."""
+
+    @property
+    def steps_per_collection(self) -> int:
+        """Steps of each env in one rollout (``algo.num_steps``)."""
+
+    def layout(self) -> RolloutLayout:
+        """The rollout layout of one collector's envs."""
+
+    def new_actor(self, device: torch.device | None = None) -> ActorCritic:
+        """A freshly built actor of the job's config."""
+
+    def rollout_collector(self, envs: Any, actor: ActorCritic, engine: Any = None,
+                          incarnation: int = 0) -> Collector[Any]:
+        """The rollout collector of ``envs`` acting with ``actor``."""
 
 
 def _preempting(preemption: Any) -> bool:
@@ -90,7 +116,7 @@ class OwnEnvs:
     """The worker's own envs, stepped in its process; with ``actor`` (the learner's, on the
     CPU) the collector acts with the learner's weights as they are, without a copy."""
 
-    def __init__(self, job: RankJob, resume_state: dict[str, Any] | None,
+    def __init__(self, job: SourceJob, resume_state: dict[str, Any] | None,
                  actor: ActorCritic | None = None) -> None:
         self.job = job
         self.envs = job.collector_envs()
@@ -164,7 +190,8 @@ class OwnEnvs:
     def states(self) -> list[dict[str, Any]]:
         """The collector's state, for a checkpoint (once an env failed for good, none: its
         envs start afresh from their seeds on resume)."""
-        return [failed_state(self.job) if self.env_failures else self.collector.state_dict()]
+        failed = self.env_failures
+        return [failed_state(self.job.role) if failed else self.collector.state_dict()]
 
     def close(self, policy: nn.Module, version: int, command: int) -> None:
         """The last version reaches the collector (as STOP carries it to collector ranks),
@@ -182,10 +209,10 @@ class OwnEnvs:
 class SyncCollectors:
     """One rollout per update from each collector rank, with straggler preemption."""
 
-    def __init__(self, job: RankJob) -> None:
+    def __init__(self, job: SourceJob) -> None:
         self.job, self.channel = job, job.channel
-        self.collectors = job.my_collectors
-        self.subscribers = job.my_subscribers  # inference ranks, then the collectors
+        self.collectors = collectors_of(job)
+        self.subscribers = subscribers_of(job)  # inference ranks, then the collectors
         layout = job.stream_layout()  # the family's unit (rollouts; a plug-in family's own)
         self.streams = [stream_in(job, rank, layout) for rank in self.collectors]
         p = job.scheme.preemption
@@ -270,9 +297,9 @@ class AsyncCollectors:
     where they landed: a collector's rollout is held (its next receive not posted) until the
     update that trains on it is done."""
 
-    def __init__(self, job: RankJob) -> None:
+    def __init__(self, job: SourceJob) -> None:
         self.job, self.channel = job, job.channel
-        self.collectors = job.my_collectors
+        self.collectors = collectors_of(job)
         self.layout = job.layout()
         self.watch = CollectorWatch(job, self.collectors)
         self.inbox = CollectorInbox(job, self.collectors, self.layout, self.watch)
@@ -280,7 +307,7 @@ class AsyncCollectors:
         self.held: list[int] = []  # collectors whose rollout the current update reads
         self.taken: list[Rollout] = []  # the current update's rollouts
         self.spares: list[Rollout] = []  # copies, where a collector gives two in an update
-        self.sync = LatestWeights(self.channel, job.my_subscribers, job.header_only,
+        self.sync = LatestWeights(self.channel, subscribers_of(job), job.header_only,
                                   job.codec, self.watch)
         # spares that take lost collectors' places (scheme.max_collector_restarts)
         self.takeovers = Takeovers(job, self.inbox, self.sync, [self.collectors],

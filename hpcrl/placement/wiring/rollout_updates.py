@@ -16,7 +16,7 @@ The data path of an algorithm that learns from rollouts (the families' other one
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -25,14 +25,52 @@ from hpcrl.exchange.protocol import STOP, Control, Report, ReportLayout
 from hpcrl.learning.gradient_worker import GradientWorker
 from hpcrl.learning.loop import UpdateControl
 from hpcrl.numerics.reducer import ReducerSlot
-from hpcrl.placement.job import RankJob
 from hpcrl.placement.leader import Leader
 from hpcrl.placement.ranks.job_control import collector_state_for
-from hpcrl.placement.wiring.gradient_routes import GradientRoute, route_for
-from hpcrl.placement.wiring.rollout_source import AsyncCollectors, OwnEnvs, SyncCollectors
+from hpcrl.placement.wiring.gradient_routes import GradientRoute, RouteJob, route_for
+from hpcrl.placement.wiring.rollout_source import (
+    AsyncCollectors,
+    OwnEnvs,
+    SourceJob,
+    SyncCollectors,
+)
+
+if TYPE_CHECKING:  # annotations only
+    from hpcrl.sections.schema import TrainConfig
 
 
-def rollout_source(job: RankJob, resume: dict[str, Any] | None,
+class RolloutJob(RouteJob, SourceJob, Protocol):
+    """What the rollouts family's data path reads of a gradient worker's job: what its
+    gradient route and rollout source read
+    (:class:`~hpcrl.placement.wiring.gradient_routes.RouteJob`,
+    :class:`~hpcrl.placement.wiring.rollout_source.SourceJob`), the storage of an update's
+    rollouts, the ``train`` section (the budget), the seed and the counts of an update."""
+
+    @property
+    def train(self) -> TrainConfig:
+        """The ``train`` section (``total_env_steps``)."""
+
+    @property
+    def seed(self) -> int:
+        """The run's seed (minibatch orders)."""
+
+    @property
+    def total_envs(self) -> int:
+        """The envs of the whole job."""
+
+    @property
+    def steps_per_update(self) -> int:
+        """Env steps of the whole job in one update."""
+
+    @property
+    def minibatches_per_epoch(self) -> int:
+        """The minibatches each epoch over an update cuts."""
+
+    def new_storage(self) -> Any:
+        """A gradient worker's rollout storage on this rank's device."""
+
+
+def rollout_source(job: SourceJob, resume: dict[str, Any] | None,
                    shared: Any = None) -> OwnEnvs | SyncCollectors | AsyncCollectors:
     """Where a gradient worker's rollouts come from: its own envs (acting with ``shared``,
     the learner's very actor, where given), or its collectors, synchronous or not
@@ -47,7 +85,7 @@ def rollout_source(job: RankJob, resume: dict[str, Any] | None,
 class RolloutUpdates:
     """A gradient worker's updates on the rollouts of each update (see the module)."""
 
-    def __init__(self, job: RankJob, resume: dict[str, Any] | None, leader: Leader | None,
+    def __init__(self, job: RolloutJob, resume: dict[str, Any] | None, leader: Leader | None,
                  algorithm: OnPolicyAlgorithm, reducer: ReducerSlot) -> None:
         self.job, self.algorithm = job, algorithm
         self.route: GradientRoute = route_for(job, algorithm, leader)
