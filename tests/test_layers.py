@@ -413,7 +413,7 @@ def test_importing_hpcrl_loads_nothing():
 
 
 def test_the_learner_imports_no_transport():
-    # the learner loop, the replay rule and the recorder run the same in one process and on
+    # the learner loop, the replay rule and the writer run the same in one process and on
     # MPI ranks
     found = [f"{imp.module}: {imp.name}" for imp in all_imports()
              if imp.module.startswith("hpcrl.learning") and imp.name.startswith(TRANSPORTS)]

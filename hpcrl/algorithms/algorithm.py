@@ -262,8 +262,8 @@ class Algorithm(ABC):
     whatever the device (``auto`` then picks the CPU): a small policy acting for a few envs
     loses more to the transfers than a device gains it."""
 
-    policy_record_kind: ClassVar[str]
-    """What its acting policy is, in the words a policy record's ``acts_with`` uses:
+    saved_policy_kind: ClassVar[str]
+    """What its acting policy is, in the words a saved policy's ``acts_with`` uses:
     ``"actor_critic"`` (rebuilt from the record's sections alone, without the class) or
     ``"policy"`` (its own module, rebuilt by its class's :meth:`policy_for`): how a record
     written before records said so is read back."""

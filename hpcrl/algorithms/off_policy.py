@@ -327,5 +327,5 @@ class OffPolicyAlgorithm(Algorithm):
     acts_on_device = False
     """Its acting policy (a Q-network or a small actor) is served in numpy on the CPU."""
 
-    policy_record_kind = "policy"
+    saved_policy_kind = "policy"
     """It acts with its own policy module, which only its class rebuilds."""

@@ -282,5 +282,5 @@ class OnPolicyAlgorithm(Algorithm, Generic[StorageT, BatchT]):
     """It learns from rollouts: its collectors stream whole rollouts, each learnt from in the
     update it arrives for."""
 
-    policy_record_kind: ClassVar[str] = "actor_critic"
-    """It acts with the actor-critic, which a policy record rebuilds from its sections."""
+    saved_policy_kind: ClassVar[str] = "actor_critic"
+    """It acts with the actor-critic, which a saved policy rebuilds from its sections."""

@@ -209,7 +209,7 @@ class ObsFormat:
 
     # -- records -----------------------------------------------------------------------------
     def record(self) -> dict[str, Any]:
-        """Plain data for a checkpoint's policy record (see :func:`format_from_record`)."""
+        """Plain data for a checkpoint's saved policy (see :func:`format_from_saved`)."""
         record = {"shape": list(self.shape), "dtype": self.dtype, "raw": self.raw,
                   "raw_shape": list(self.raw_shape), "parts": [list(p) for p in self.parts]}
         if self.keys:
@@ -237,9 +237,9 @@ def box_dtype(space: gym.spaces.Box, keep_integers: bool = True) -> str:
     return "float32"
 
 
-def format_from_record(record: dict[str, Any]) -> ObsFormat:
+def format_from_saved(record: dict[str, Any]) -> ObsFormat:
     """Rebuild :meth:`ObsFormat.record`."""
-    keys = tuple((name, format_from_record(sub), int(offset))
+    keys = tuple((name, format_from_saved(sub), int(offset))
                  for name, sub, offset in record.get("keys", ()))
     return ObsFormat(tuple(record["shape"]), record["dtype"],
                      tuple(tuple(p) for p in record["parts"]), tuple(record["raw_shape"]),

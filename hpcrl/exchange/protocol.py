@@ -182,7 +182,7 @@ SCHEME_KEYS = ("policy_lag", "dropped_rollouts", "time_collect_s", "time_wait_s"
 def update_row(figures: dict[str, float], stat_names: Sequence[str],
                gradient_asynchrony: float = 0.0
                ) -> tuple[int, tuple[float, float, float], dict[str, float], dict[str, float]]:
-    """The arguments of :meth:`~hpcrl.learning.recorder.RunRecorder.add_update` for the
+    """The arguments of :meth:`~hpcrl.learning.run_writer.RunWriter.add_update` for the
     combined figures of one update: env steps, episodes, optimiser and scheme figures."""
     stats = {name: figures[name] for name in stat_names}
     stats.update(grad_norm=figures["grad_norm"], learning_rate=figures["learning_rate"],

@@ -6,10 +6,10 @@ job, on-policy or off-policy, repeats the same steps per update:
 1. **learn an update** (:meth:`Learner.learn_update`): the on-policy worker gathers its
    rollouts and takes each gradient step; the replay learner takes chunks and trains the
    rounds its replay ratio asks for; the central updater applies the workers' gradients;
-2. **record it and agree on the command** (:meth:`UpdateControl.decide`): the run's recorder
+2. **record it and agree on the command** (:meth:`UpdateControl.decide`): the run's writer
    writes the update's row and decides, the same way for every placement
-   (:meth:`~hpcrl.learning.recorder.RunRecorder.command`), whether to go on, checkpoint, or
-   stop (and why). In one process the learner asks its recorder (:class:`RecorderControl`);
+   (:meth:`~hpcrl.learning.run_writer.RunWriter.command`), whether to go on, checkpoint, or
+   stop (and why). In one process the learner asks its writer (:class:`WriterControl`);
    in a job, rank 0's leader decides and every learner rank receives the decision;
 3. **act on it** (:meth:`Learner.end_update`): publish the new weights carrying the command
    and, when asked, write the checkpoint with every role's state;
@@ -36,7 +36,7 @@ from hpcrl.exchange.protocol import (
     ReportLayout,
     update_row,
 )
-from hpcrl.learning.recorder import RunRecorder
+from hpcrl.learning.run_writer import RunWriter
 
 
 class Learner(Protocol):
@@ -89,29 +89,29 @@ def run_learner(learner: Learner, control: UpdateControl) -> None:
     learner.finish()
 
 
-class RecorderControl:
-    """The decision of a run's recorder, taken where the update's figures are: by the one
+class WriterControl:
+    """The decision of a run's writer, taken where the update's figures are: by the one
     learner of a serial run, and by rank 0's leader of a job for every learner rank.
     ``actor`` (when set) is the policy the evaluations during training copy."""
 
-    def __init__(self, recorder: RunRecorder, layout: ReportLayout,
+    def __init__(self, writer: RunWriter, layout: ReportLayout,
                  actor: nn.Module | None = None) -> None:
-        self.recorder, self.layout, self.actor = recorder, layout, actor
+        self.writer, self.layout, self.actor = writer, layout, actor
 
     def record(self, figures: dict[str, float], gradient_asynchrony: float = 0.0) -> None:
         """Write one update's row from its combined ``figures``
         (:meth:`~hpcrl.exchange.protocol.ReportLayout.combine` of the learners' reports) and
         hand the policy to an evaluation during training when one is due."""
-        self.recorder.add_update(*update_row(figures, self.layout.stat_names,
+        self.writer.add_update(*update_row(figures, self.layout.stat_names,
                                              gradient_asynchrony))
         if self.actor is not None:
-            self.recorder.after_update(self.actor)
+            self.writer.after_update(self.actor)
 
     def command(self) -> Control:
-        """The decision after the update just recorded: the recorder's command and the run's
+        """The decision after the update just recorded: the writer's command and the run's
         env steps so far."""
         control = CONTROL_LAYOUT.new()
-        control.set(command=self.recorder.command(), env_steps=self.recorder.env_steps)
+        control.set(command=self.writer.command(), env_steps=self.writer.env_steps)
         return control
 
     def decide(self, report: Report) -> Control:

@@ -1,10 +1,10 @@
 """Evaluation during training (``train.eval_every``): ``eval.csv`` and ``checkpoints/best.pt``.
 
-Every ``eval_every`` env steps the recorder hands a copy of the policy (on the CPU) to a
+Every ``eval_every`` env steps the writer hands a copy of the policy (on the CPU) to a
 thread that plays ``train.eval_episodes`` deterministic episodes, the same ones as the final
 evaluation, while training goes on: in an MPI job the other ranks never wait for it. Each
 evaluation appends a row to ``eval.csv``; one better than every earlier one replaces
-``checkpoints/best.pt`` (the policy record, the counters it was taken at and its result),
+``checkpoints/best.pt`` (the saved policy, the counters it was taken at and its result),
 which ``hpcrl eval --best`` and ``hpcrl.load_policy(..., best=True)`` read.
 
 Snapshots are evaluated in order, none dropped, so ``eval.csv`` has one row per due point
@@ -61,14 +61,14 @@ class PeriodicEvaluator:
     """Evaluates snapshots of the policy in a thread, writing ``eval.csv`` and ``best.pt``."""
 
     def __init__(self, train: TrainConfig, evaluate: Evaluation, run: RunDir, env_steps: int,
-                 resumed: bool, policy_record: Callable[[nn.Module], dict[str, Any]],
+                 resumed: bool, saved_policy: Callable[[nn.Module], dict[str, Any]],
                  console: IO[str] | None) -> None:
         """Evaluate every ``train.eval_every`` env steps for ``train.eval_episodes``
         episodes with ``evaluate`` (the run's :func:`hpcrl.learning.evaluation.evaluate`), appending
         to ``eval.csv`` (cut back to ``env_steps`` when ``resumed``)."""
         self.run, self.console, self.evaluate = run, console, evaluate
         self.every, self.episodes = train.eval_every, train.eval_episodes
-        self.policy_record = policy_record
+        self.saved_policy = saved_policy
         self.next_at = (env_steps // self.every + 1) * self.every
         with writing("evaluation curve", run.eval_curve_path):
             rows = _kept_rows(run.eval_curve_path, env_steps) if resumed else []
@@ -148,7 +148,7 @@ class PeriodicEvaluator:
         if result["mean_return"] > self.best:
             self.best = result["mean_return"]
             save_finite_checkpoint({
-                "policy": self.policy_record(actor),
+                "policy": self.saved_policy(actor),
                 "counters": {"updates": updates, "env_steps": env_steps,
                              "wall_time_s": wall_time_s},
                 "evaluation": {k: result[k] for k in ("mean_return", "std_return",

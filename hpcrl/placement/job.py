@@ -39,8 +39,8 @@ from hpcrl.config.validate import minibatches_per_epoch
 from hpcrl.envs.scripted import collector_env_groups
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.exchange.node_transport import open_node_memory
-from hpcrl.learning.recorder import RecordedConfig
 from hpcrl.learning.replay_learner import make_replay
+from hpcrl.learning.run_writer import WrittenConfig
 from hpcrl.models.acting import make_engine
 from hpcrl.models.actor import ActorCritic, actor_on
 from hpcrl.numerics.reducer import Reducer
@@ -315,11 +315,11 @@ class RankJob:
         c = self.config
         return TransitionSections(c.env, c.replay, c.algo, c.train, c.seed)
 
-    def recorded_config(self) -> RecordedConfig:
-        """What rank 0's recorder reads of the config (train, env, seed) and writes of it
+    def written_config(self) -> WrittenConfig:
+        """What rank 0's writer reads of the config (train, env, seed) and writes of it
         (its YAML text and dict)."""
         c = self.config
-        return RecordedConfig(c.train, c.env, c.seed, dump_yaml(c), to_dict(c))
+        return WrittenConfig(c.train, c.env, c.seed, dump_yaml(c), to_dict(c))
 
     @property
     def num_envs(self) -> int:

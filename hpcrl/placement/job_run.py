@@ -71,7 +71,7 @@ class JobRun:
 
     @property
     def leader(self) -> Any:
-        """Rank 0's leader (its recorder and evaluation), None on other ranks."""
+        """Rank 0's leader (its writer and evaluation), None on other ranks."""
         return getattr(self.ranked, "leader", None)
 
     @property
@@ -138,7 +138,7 @@ class JobRun:
             self.restore_signals()
         leader = self.leader
         if leader is not None:
-            leader.recorder.close()
+            leader.writer.close()
         release = getattr(self.ranked, "release", None)
         if release is not None:
             release()

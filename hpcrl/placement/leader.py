@@ -16,8 +16,8 @@ from hpcrl.comm import report_and_abort
 from hpcrl.comm.faults import LOST
 from hpcrl.errors import ExplainedError
 from hpcrl.exchange.protocol import Control, ReportLayout
-from hpcrl.learning.loop import RecorderControl
-from hpcrl.learning.recorder import RunRecorder
+from hpcrl.learning.loop import WriterControl
+from hpcrl.learning.run_writer import RunWriter
 from hpcrl.placement.env_failures import FailureNotes
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.runtime.signals import EXIT_ENV_FAILED
@@ -26,7 +26,7 @@ from hpcrl.scheme import RankRole
 if TYPE_CHECKING:  # annotations only
     from hpcrl.comm.channel import Channel
     from hpcrl.envs.vector import EnvSpaces
-    from hpcrl.learning.recorder import RecordedConfig
+    from hpcrl.learning.run_writer import WrittenConfig
 
 Method = TypeVar("Method", bound=Callable[..., Any])
 
@@ -35,7 +35,7 @@ class LeaderJob(Protocol):
     """What rank 0's leader reads of its job: the world (to end it on a failure), the rank
     table and gradient workers (the collectors and learners it counts), whether the job
     survives lost collectors and its spares, the spaces and the recorded parts of the
-    config (its recorder), the channel the lines of failed envs come through, and a fresh
+    config (its writer), the channel the lines of failed envs come through, and a fresh
     acting policy (the CPU copy it checkpoints and evaluates)."""
 
     world: Any
@@ -58,8 +58,8 @@ class LeaderJob(Protocol):
     def say(self, line: str) -> None:
         """A line on this rank's standard error."""
 
-    def recorded_config(self) -> RecordedConfig:
-        """What the recorder reads of the config and writes of it."""
+    def written_config(self) -> WrittenConfig:
+        """What the writer reads of the config and writes of it."""
 
     def new_policy(self) -> nn.Module:
         """A fresh acting policy of the job's algorithm, on the CPU."""
@@ -83,7 +83,7 @@ def _ends_the_job(method: Method) -> Method:
 
 class Leader:
     """Counters and records of the job; lives on rank 0 only. What it writes goes through
-    the :class:`~hpcrl.learning.recorder.RunRecorder` every placement uses; below
+    the :class:`~hpcrl.learning.run_writer.RunWriter` every placement uses; below
     ``min_collectors`` live collector ranks (``scheme.min_collectors``) it stops the job."""
 
     @_ends_the_job
@@ -92,13 +92,13 @@ class Leader:
                  min_collectors: int) -> None:
         self.job, self.run, self.min_collectors = job, run, min_collectors
         self.layout = ReportLayout(stat_names)
-        self.recorder = RunRecorder(job.recorded_config(), job.spaces, run, stat_names,
+        self.writer = RunWriter(job.written_config(), job.spaces, run, stat_names,
                                     resume_state, console)
         self.evaluation: dict[str, Any] | None = None  # the final one, once run
         self.live_collectors = self.collector_ranks  # as the last update counted them
         self.failures = FailureNotes(job.channel)  # the lines of envs that failed for good
         # the decision every placement takes (the actor, once set: for train.eval_every)
-        self.decision = RecorderControl(self.recorder, self.layout)
+        self.decision = WriterControl(self.writer, self.layout)
 
     @property
     def actor(self) -> nn.Module | None:
@@ -113,26 +113,26 @@ class Leader:
     @property
     def updates(self) -> int:
         """Updates recorded so far (resumed runs included)."""
-        return self.recorder.updates
+        return self.writer.updates
 
     @property
     def env_steps(self) -> int:
         """Env steps of the job so far."""
-        return self.recorder.env_steps
+        return self.writer.env_steps
 
     @property
     def done(self) -> bool:
         """Whether the env-step budget is spent."""
-        return self.recorder.done
+        return self.writer.done
 
     @property
     def preempted(self) -> bool:
         """A stop signal arrived before the budget was spent."""
-        return self.recorder.preempted
+        return self.writer.preempted
 
     def control(self) -> Control:
         """The decision after an update: go on, or checkpoint and/or stop (and why), as the
-        recorder decides it for every placement (:meth:`RecorderControl.command`)."""
+        writer decides it for every placement (:meth:`WriterControl.command`)."""
         return self.decision.command()
 
     @_ends_the_job
@@ -146,14 +146,14 @@ class Leader:
     @property
     def stop_command(self) -> int:
         """The command bits of a stop before the budget (with why: see
-        :attr:`~hpcrl.learning.recorder.RunRecorder.stop_command`)."""
-        return self.recorder.stop_command
+        :attr:`~hpcrl.learning.run_writer.RunWriter.stop_command`)."""
+        return self.writer.stop_command
 
     def _note_env_failures(self, count: int) -> None:
         """``count`` ranks had an env fail for good in this update: take and say their lines
         (rank, env, last error); the job then checkpoints and stops with
         :data:`~hpcrl.runtime.signals.EXIT_ENV_FAILED`."""
-        if count <= 0 or self.recorder.env_note is not None:
+        if count <= 0 or self.writer.env_note is not None:
             return
         self._say_failures(self.failures.take(count) or ["an env failed for good"])
 
@@ -170,9 +170,9 @@ class Leader:
             return
         for line in lines:
             self.job.say(f"hpcrl: {line}")
-        first = self.recorder.env_note is None
-        notes = ([self.recorder.env_note] if self.recorder.env_note else []) + lines
-        self.recorder.env_note = "; ".join(notes)
+        first = self.writer.env_note is None
+        notes = ([self.writer.env_note] if self.writer.env_note else []) + lines
+        self.writer.env_note = "; ".join(notes)
         if first:
             self.job.say(f"hpcrl: an env failed for good: checkpointing and stopping with "
                          f"exit status {EXIT_ENV_FAILED}; the checkpoint resumes once the env "
@@ -187,7 +187,7 @@ class Leader:
             live = max(live, self.job.spares.standing())
         bound = self.min_collectors
         if (not self.job.survives or (live >= bound and not starved)
-                or self.recorder.lost_note is not None or self.recorder.env_note is not None):
+                or self.writer.lost_note is not None or self.writer.env_note is not None):
             return
         lost = ", ".join(str(r) for r in sorted(LOST.ranks()))
         why = (f"fewer than scheme.min_collectors={bound}" if live < bound else
@@ -195,13 +195,13 @@ class Leader:
                f"collector of theirs")
         note = (f"{live} of the job's {self.collector_ranks} collector ranks live (lost: "
                 f"{lost or 'see above'}), {why}")
-        self.recorder.lost_note = note
+        self.writer.lost_note = note
         self.job.say(f"hpcrl: {note}: checkpointing and stopping with exit status 3; the job "
                      f"resumes at its full size")
 
     def checkpoint_due(self) -> bool:
-        """Whether the recorder's schedule asks for a checkpoint now."""
-        return self.recorder.checkpoint_due()
+        """Whether the writer's schedule asks for a checkpoint now."""
+        return self.writer.checkpoint_due()
 
     @_ends_the_job
     def write_checkpoint(self, actor: nn.Module, learner_state: dict[str, Any],
@@ -214,7 +214,7 @@ class Leader:
         self._say_failures(self.failures.take_from(failed))  # (another failed meanwhile)
         collector_states = sorted((s for s in collector_states if not s.get("env_failed")),
                                   key=lambda s: s["env_offset"])
-        return self.recorder.checkpoint(_cpu_copy(actor, self.job),
+        return self.writer.checkpoint(_cpu_copy(actor, self.job),
                                         {"updater": learner_state,
                                          "collectors": collector_states},
                                         world_size=self.job.world.Get_size(),
@@ -225,10 +225,10 @@ class Leader:
     def finish(self, actor: nn.Module) -> dict[str, Any] | None:
         """Close the records and run the final evaluation (kept as ``evaluation``; none
         after a stop signal)."""
-        self.recorder.close()
+        self.writer.close()
         if self.preempted:
             return None
-        self.evaluation = self.recorder.final_eval(_cpu_copy(actor, self.job))
+        self.evaluation = self.writer.final_eval(_cpu_copy(actor, self.job))
         return self.evaluation
 
 

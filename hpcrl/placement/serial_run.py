@@ -19,7 +19,7 @@ from torch import nn
 
 from hpcrl.comm.world import SelfComm
 from hpcrl.config.loader import ConfigError, from_dict, read_yaml
-from hpcrl.learning.recorder import RunRecorder
+from hpcrl.learning.run_writer import RunWriter
 from hpcrl.placement.job_run import JobRun, prepare
 from hpcrl.runtime.checkpoint import CheckpointError
 from hpcrl.runtime.metrics import EpisodeWindow
@@ -67,22 +67,22 @@ class Trainer:
         return actor
 
     @property
-    def recorder(self) -> RunRecorder:
+    def writer(self) -> RunWriter:
         """The run's records (progress rows, checkpoints, evaluation)."""
-        recorder: RunRecorder = self.job_run.leader.recorder
-        return recorder
+        writer: RunWriter = self.job_run.leader.writer
+        return writer
 
     @property
     def episodes(self) -> EpisodeWindow:
         """The window of finished episodes behind the mean return of the rows."""
-        return self.recorder.episodes
+        return self.writer.episodes
 
     def train(self) -> dict[str, float] | None:
         """Train to the budget, checkpoint at the end, then evaluate; returns the evaluation
         (None when a stop signal ended the run after a checkpoint, or none was asked for).
         A run resumed with its budget spent trains nothing more and is evaluated."""
         job_run = self.job_run
-        if self.recorder.done:
+        if self.writer.done:
             job_run.finish_spent()
         else:
             job_run.train()

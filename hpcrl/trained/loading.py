@@ -8,7 +8,7 @@ import torch
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.sections.schema import Config
-from hpcrl.trained.policy_file import actor_from_record, config_from_record
+from hpcrl.trained.saved_policy import actor_from_saved, config_from_saved
 
 
 def checkpoint_file(path: str | Path, best: bool = False) -> Path:
@@ -48,4 +48,4 @@ def load_policy_and_config(path: str | Path, device: str | torch.device = "cpu",
                            best: bool = False) -> tuple[torch.nn.Module, Config]:
     """:func:`load_policy` and the run's config."""
     record = load_checkpoint(checkpoint_file(path, best))["policy"]
-    return actor_from_record(record).to(device), config_from_record(record)
+    return actor_from_saved(record).to(device), config_from_saved(record)

@@ -22,7 +22,7 @@ from hpcrl.models.actor import ActorCritic
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
 from hpcrl.sections.policy_addons import PolicyAddonsConfig
 from hpcrl.trained.loading import checkpoint_file
-from hpcrl.trained.policy_file import action_record, actor_from_record
+from hpcrl.trained.saved_policy import actor_from_saved, saved_action_space
 
 
 def _key(index: int) -> str:
@@ -30,7 +30,7 @@ def _key(index: int) -> str:
 
 
 def _read(index: int, path: str, tensors: bool) -> dict[str, Any]:
-    """The policy record of entry ``index`` (``tensors``: read, else memory-mapped)."""
+    """The saved policy of entry ``index`` (``tensors``: read, else memory-mapped)."""
     try:
         file = checkpoint_file(path)
         return load_checkpoint(file, mmap=not tensors)["policy"]
@@ -62,7 +62,7 @@ def record_problem(record: dict[str, Any], spaces: EnvSpaces) -> str | None:
             "obs_format" in record and record["obs_format"] != spaces.obs_format.record()):
         return (f"it observes {tuple(record['obs_shape'])}, this run's env "
                 f"{tuple(spaces.obs_shape)} (or the same shape differently encoded)")
-    if not _same_action(record["action"], action_record(spaces.action_space)):
+    if not _same_action(record["action"], saved_action_space(spaces.action_space)):
         return f"its action space differs from this env's ({spaces.action_space})"
     return None
 
@@ -90,7 +90,7 @@ def load_references(addons: PolicyAddonsConfig, spaces: EnvSpaces,
         problem = record_problem(record, spaces)
         if problem is not None:  # the file changed since training started
             raise ConfigError(f"{_key(index)} ({entry['policy']}): {problem}")
-        actor = actor_from_record(record)
+        actor = actor_from_saved(record)
         assert isinstance(actor, ActorCritic)  # record_problem refused every other policy
         references.append(actor.to(device))
     return references

@@ -30,7 +30,7 @@ def test_a_serial_job_whose_envs_crash_at_random_learns_cartpole(tmp_path, monke
         f"train.total_env_steps={BUDGET}", "train.eval_episodes=5", "train.tensorboard=false",
         "seed=1"]), RunDir(tmp_path / "run"), console=None)
     evaluation = trainer.train()
-    assert trainer.recorder.done  # its whole budget
+    assert trainer.writer.done  # its whole budget
     trained, evaluated = restarts_counted(str(tmp_path / "run"))
     faults = faults_logged(str(log))
     assert faults > 0 and trained + evaluated == faults  # every crash survived and counted
@@ -48,6 +48,6 @@ def test_an_off_policy_job_whose_envs_crash_counts_every_crash_and_finishes(tmp_
         "replay.learning_starts=1000", "train.eval_episodes=1", "train.tensorboard=false",
         "seed=1"]), RunDir(tmp_path / "run"), console=None)
     trainer.train()
-    assert trainer.recorder.done
+    assert trainer.writer.done
     trained, evaluated = restarts_counted(str(tmp_path / "run"))
     assert trained > 3 and trained + evaluated == faults_logged(str(log))

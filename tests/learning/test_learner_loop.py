@@ -84,7 +84,7 @@ def test_a_failing_update_ends_the_loop_without_finishing():
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_a_serial_run_of_either_family_goes_through_the_loop(algo, tmp_path, monkeypatch):
     # the serial trainer is a job of one rank: the same loop and the same control as a
-    # job's learner ranks, its leader deciding with the run's recorder: one decision per
+    # job's learner ranks, its leader deciding with the run's writer: one decision per
     # update, a checkpoint with the last, the budget's rows written
     decisions = []
     real_decide = JobControl.decide
@@ -102,7 +102,7 @@ def test_a_serial_run_of_either_family_goes_through_the_loop(algo, tmp_path, mon
                                   "checkpoint_every": 2}}, sets)
     trainer = Trainer(config, RunDir(tmp_path / "run"), console=None)
     trainer.train()
-    updates = trainer.recorder.updates
+    updates = trainer.writer.updates
     assert len(decisions) == updates >= 2
     assert decisions[-1] & STOP and decisions[-1] & CHECKPOINT
     assert [bool(c & CHECKPOINT) for c in decisions[:-1]] == [

@@ -33,7 +33,7 @@ def test_a_policy_of_either_family_is_rebuilt_with_its_weights(agent):
 
 
 class _Said:
-    """A job and recorder as much as the leader's env-failure lines use of them."""
+    """A job and writer as much as the leader's env-failure lines use of them."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -62,7 +62,7 @@ def test_the_stop_for_a_failed_env_is_said_once_whichever_way_rank_0_hears_first
     from hpcrl.placement.leader import Leader
 
     leader = object.__new__(Leader)
-    leader.job = leader.recorder = said = _Said()
+    leader.job = leader.writer = said = _Said()
     leader.failures = _Notes(["rank 1 (collector): env 0 failed"])
     if first == "update":
         leader._note_env_failures(1)

@@ -12,7 +12,7 @@ from mpirun import column, train
 
 import hpcrl
 from hpcrl.config import from_dict
-from hpcrl.envs.obs_format import format_from_record, obs_format
+from hpcrl.envs.obs_format import format_from_saved, obs_format
 from hpcrl.models.encoders import DictEncoder, ImpalaResNet, make_encoder
 from hpcrl.placement.serial_run import Trainer, resume_config
 from hpcrl.runtime.run_dir import RunDir
@@ -45,7 +45,7 @@ def test_dict_rows_keep_each_key_in_its_dtype_and_come_back_exactly():
     torch.testing.assert_close(fmt.encode(torch.from_numpy(rows)),
                                torch.from_numpy(fmt.encode_numpy(rows)))
     assert fmt.encode(torch.from_numpy(rows)).shape == (5, 64 + 1 + 3)
-    assert format_from_record(json.loads(json.dumps(fmt.record()))) == fmt
+    assert format_from_saved(json.loads(json.dumps(fmt.record()))) == fmt
 
 
 def test_image_encoders_take_the_image_keys_and_mlp_takes_the_rest():

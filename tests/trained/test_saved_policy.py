@@ -10,7 +10,7 @@ from hpcrl.build import env_spaces
 from hpcrl.config import load_config
 from hpcrl.config.loader import to_dict
 from hpcrl.models.actor import ActorCritic
-from hpcrl.trained.policy_file import actor_from_record, policy_record
+from hpcrl.trained.saved_policy import actor_from_saved, saved_policy
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
@@ -19,12 +19,12 @@ def test_a_record_rebuilds_the_policy_it_was_written_from(algo, old):
     config = load_config(None, [f"algo.name={algo}", "env.id=CartPole-v1"])
     spaces = env_spaces(config)
     policy = make_policy(config, spaces)
-    record = policy_record(to_dict(config), spaces, policy)
+    record = saved_policy(to_dict(config), spaces, policy)
     if old:  # a record from before "acts_with": its class's declaration decides
         del record["acts_with"]
-    rebuilt = actor_from_record(record)
+    rebuilt = actor_from_saved(record)
     assert type(rebuilt) is type(policy)
     assert isinstance(rebuilt, ActorCritic) == (
-        algorithm_type(algo).policy_record_kind == "actor_critic")
+        algorithm_type(algo).saved_policy_kind == "actor_critic")
     for name, value in policy.state_dict().items():
         assert torch.equal(rebuilt.state_dict()[name], value), name

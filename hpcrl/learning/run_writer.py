@@ -1,6 +1,6 @@
 """What a run leaves in its directory, the same for every placement.
 
-:class:`RunRecorder` writes ``config.yaml``, one ``progress.csv`` row per update (mirrored to
+:class:`RunWriter` writes ``config.yaml``, one ``progress.csv`` row per update (mirrored to
 TensorBoard, W&B and the console), the checkpoint dict, the evaluations during training
 (:mod:`~hpcrl.learning.periodic_eval`) and the final evaluation. The serial
 :class:`~hpcrl.placement.serial_run.Trainer` and the MPI :class:`~hpcrl.placement.leader.Leader`
@@ -32,15 +32,15 @@ from hpcrl.runtime.run_dir import ENV_FAILED_MARKER, LOST_MARKER, RunDir, write_
 from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.runtime.wandb_log import WandbLog
 from hpcrl.sections.schema import EnvConfig, TrainConfig
-from hpcrl.trained.policy_file import policy_record
+from hpcrl.trained.saved_policy import saved_policy
 
 
 @dataclass(frozen=True)
-class RecordedConfig:
-    """What the recorder reads of a run's config: the train section (budget, logs,
+class WrittenConfig:
+    """What the writer reads of a run's config: the train section (budget, logs,
     checkpoints, evaluations), and the env and seed its evaluations play. The whole config
     reaches it only as data it writes and never reads (``text`` for ``config.yaml``, ``data``
-    for checkpoints and W&B), so the recorder depends on two sections, not on every key."""
+    for checkpoints and W&B), so the writer depends on two sections, not on every key."""
 
     train: TrainConfig
     env: EnvConfig
@@ -49,14 +49,14 @@ class RecordedConfig:
     data: dict[str, Any]  # the config as plain dicts (hpcrl.config.loader.to_dict)
 
 
-class RunRecorder:
+class RunWriter:
     """Counters, progress rows, checkpoints and the final evaluation of one run.
 
     ``resume_state`` (a loaded checkpoint) restores the counters and the episode window and
     cuts ``progress.csv`` back to the checkpoint's rows.
     """
 
-    def __init__(self, config: RecordedConfig, spaces: EnvSpaces, run: RunDir,
+    def __init__(self, config: WrittenConfig, spaces: EnvSpaces, run: RunDir,
                  stat_names: tuple[str, ...], resume_state: dict[str, Any] | None,
                  console: IO[str] | None) -> None:
         self.config, self.spaces, self.run = config, spaces, run
@@ -76,7 +76,7 @@ class RunRecorder:
                                train.tensorboard)
         self.console = (ConsoleProgress(train.total_env_steps, train.log_interval_s, console)
                         if console is not None else None)
-        self.config_dict = config.data  # see policy_record
+        self.config_dict = config.data  # see saved_policy
         self.wandb = (WandbLog(train.wandb, run, self.config_dict)
                       if train.wandb.project else None)
         self.started = time.perf_counter()
@@ -87,7 +87,7 @@ class RunRecorder:
         # why it stops early for an env that failed for good (the rank, env and error)
         self.env_note: str | None = None
         self.periodic = (PeriodicEvaluator(train, self.evaluate, run, self.env_steps,
-                                           resume_state is not None, self.policy_record, console)
+                                           resume_state is not None, self.saved_policy, console)
                          if train.eval_every > 0 else None)
 
     def evaluate(self, actor: nn.Module, episodes: int, console: IO[str] | None = None
@@ -97,9 +97,9 @@ class RunRecorder:
         return evaluate(actor, self.config.env, episodes, self.config.seed,
                         self.train.eval_max_episode_steps, console=console)
 
-    def policy_record(self, actor: nn.Module) -> dict[str, Any]:
-        """``actor``'s record for a checkpoint (:func:`hpcrl.trained.policy_file.policy_record`)."""
-        return policy_record(self.config_dict, self.spaces, actor)
+    def saved_policy(self, actor: nn.Module) -> dict[str, Any]:
+        """``actor``'s record for a checkpoint (:func:`hpcrl.trained.saved_policy.saved_policy`)."""
+        return saved_policy(self.config_dict, self.spaces, actor)
 
     @property
     def wall_time_s(self) -> float:
@@ -181,7 +181,7 @@ class RunRecorder:
         path = save_finite_checkpoint({
             "counters": {"updates": self.updates, "env_steps": self.env_steps,
                          "wall_time_s": self.wall_time_s},
-            "policy": self.policy_record(actor),
+            "policy": self.saved_policy(actor),
             "placement": placement_state,
             "episodes": self.episodes.state(),
             "rng": rng_state(),

@@ -1,6 +1,6 @@
 """The policy part of a checkpoint: the trained actor's weights with what rebuilds it
-without the env (config, observation and action spaces), written by :func:`policy_record`
-and read back by :func:`actor_from_record` (``hpcrl eval``, ``load_policy``, the reference
+without the env (config, observation and action spaces), written by :func:`saved_policy`
+and read back by :func:`actor_from_saved` (``hpcrl eval``, ``load_policy``, the reference
 policies of the policy-loss add-ons)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 from hpcrl.algorithms import algorithm_type, make_policy
 from hpcrl.components.import_paths import is_import_path
 from hpcrl.config.loader import from_dict
-from hpcrl.envs.obs_format import box_format, format_from_record
+from hpcrl.envs.obs_format import box_format, format_from_saved
 from hpcrl.envs.vector import EnvSpaces, as_box
 from hpcrl.models.actor import ActorCritic
 from hpcrl.sections.policy_addons import PolicyAddonsConfig
@@ -21,7 +21,7 @@ from hpcrl.sections.rnd_section import RndConfig
 from hpcrl.sections.schema import ActorConfig, Config
 
 
-def policy_record(config: dict[str, Any], spaces: EnvSpaces,
+def saved_policy(config: dict[str, Any], spaces: EnvSpaces,
                   actor: torch.nn.Module) -> dict[str, Any]:
     """The actor's weights with what rebuilds it (config, observation and action spaces).
 
@@ -32,13 +32,13 @@ def policy_record(config: dict[str, Any], spaces: EnvSpaces,
     the config does not change during a run.
     """
     record = {"obs_shape": list(spaces.obs_shape), "obs_format": spaces.obs_format.record(),
-              "action": action_record(spaces.action_space),
+              "action": saved_action_space(spaces.action_space),
               "config": config,
               "state_dict": actor.state_dict(),
               # what the state dict fits, as the algorithm's class declares: an
               # actor-critic, or an off-policy algorithm's own policy (a plug-in's is known
               # only by importing it: this says which)
-              "acts_with": algorithm_type(config["algo"]["name"]).policy_record_kind}
+              "acts_with": algorithm_type(config["algo"]["name"]).saved_policy_kind}
     box = spaces.observation_space
     if config["actor"]["network"] and isinstance(box, gym.spaces.Box):  # the user's network
         record["observation_space"] = {"low": torch.from_numpy(np.asarray(box.low).copy()),
@@ -47,8 +47,8 @@ def policy_record(config: dict[str, Any], spaces: EnvSpaces,
     return record
 
 
-def action_record(space: gym.Space) -> dict[str, Any]:
-    """The action space as a policy record keeps it (plain data and tensors)."""
+def saved_action_space(space: gym.Space) -> dict[str, Any]:
+    """The action space as a saved policy keeps it (plain data and tensors)."""
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "discrete", "n": int(space.n)}
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -62,8 +62,8 @@ def action_record(space: gym.Space) -> dict[str, Any]:
             "high": torch.from_numpy(box_space.high.copy())}
 
 
-def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
-    """Rebuild the trained actor stored by :func:`policy_record` (an :class:`ActorCritic`, or
+def actor_from_saved(record: dict[str, Any]) -> torch.nn.Module:
+    """Rebuild the trained actor stored by :func:`saved_policy` (an :class:`ActorCritic`, or
     the policy module of an off-policy algorithm); calling it gives deterministic actions."""
     action = record["action"]
     if action["type"] == "discrete":
@@ -77,7 +77,7 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
         low, high = (action[key].numpy().astype(np.float32) for key in ("low", "high"))
         space = gym.spaces.Box(low, high, dtype=np.float32)
     # without a stored format: a plain Box, as EnvSpaces makes when given none
-    fmt = (format_from_record(record["obs_format"]) if "obs_format" in record
+    fmt = (format_from_saved(record["obs_format"]) if "obs_format" in record
            else box_format(tuple(record["obs_shape"])))
     box = record.get("observation_space")
     observation_space = (gym.spaces.Box(box["low"].numpy(), box["high"].numpy(),
@@ -91,9 +91,9 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
     # before records said so is read as its built-in's class declares (a plug-in's as an
     # actor-critic)
     acts_with = record.get("acts_with") or (
-        "actor_critic" if is_import_path(name) else algorithm_type(name).policy_record_kind)
+        "actor_critic" if is_import_path(name) else algorithm_type(name).saved_policy_kind)
     if acts_with == "policy":
-        policy = make_policy(config_from_record(record), spaces)
+        policy = make_policy(config_from_saved(record), spaces)
         policy.load_state_dict(record["state_dict"])
         return policy.eval()
     addons = PolicyAddonsConfig(**cfg["algo"].get("addons", {}))
@@ -104,6 +104,6 @@ def actor_from_record(record: dict[str, Any]) -> torch.nn.Module:
     return actor.eval()
 
 
-def config_from_record(record: dict[str, Any]) -> Config:
-    """The :class:`Config` a :func:`policy_record` was trained with (its ``config`` entry)."""
+def config_from_saved(record: dict[str, Any]) -> Config:
+    """The :class:`Config` a :func:`saved_policy` was trained with (its ``config`` entry)."""
     return from_dict(record["config"], saved=True)
