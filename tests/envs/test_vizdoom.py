@@ -125,7 +125,7 @@ def _start_a_game(barrier, preset: bool, out) -> None:
     for the others, start its engine (the first reset) and report where it ran."""
     import os
 
-    from hpcrl.envs import vizdoom
+    from hpcrl.envs import vizdoom_preset as vizdoom
 
     cfg = from_dict({}, DOOM if preset else ["env.id=VizdoomBasic-v1"])
     env = make_env(cfg.env)
