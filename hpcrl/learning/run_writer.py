@@ -2,7 +2,8 @@
 
 :class:`RunWriter` writes ``config.yaml``, one ``progress.csv`` row per update (mirrored to
 TensorBoard, W&B and the console), the checkpoint dict, the evaluations during training
-(:mod:`~hpcrl.learning.periodic_eval`) and the final evaluation. The serial
+(:mod:`~hpcrl.learning.periodic_eval`, recorded by :mod:`~hpcrl.learning.eval_curve`) and
+the final evaluation. The serial
 :class:`~hpcrl.placement.serial_run.Trainer` and the MPI :class:`~hpcrl.placement.leader.Leader`
 both record through it, so a column, a checkpoint key or the evaluation line means the same
 thing whatever ran the updates.
