@@ -11,7 +11,8 @@ them during training. Each result comes back as a small fixed record
 outbox until its result arrives, so that ``best.pt`` is made from them on rank 0.
 
 At the end (:meth:`RemoteEvaluations.close`) rank 0 sends the snapshot still waiting, then
-a STOP to each evaluator, and takes every result until each evaluator said it leaves.
+a STOP (with the run's command: a stop before the budget leaves every rank with the same
+exit status) to each evaluator, and takes every result until each evaluator said it leaves.
 """
 from __future__ import annotations
 
@@ -35,12 +36,12 @@ class RemoteEvaluations:
     def __init__(self, channel: Channel, evaluators: list[int], curve: EvalCurve,
                  every: int, env_steps: int, host: nn.Module,
                  saved_policy: Callable[[nn.Module], dict[str, Any]],
-                 console: IO[str] | None) -> None:
+                 console: IO[str] | None, command: Callable[[], int] = lambda: STOP) -> None:
         """Evaluate every ``every`` env steps on ``evaluators`` (ranks), recording into
         ``curve``; ``host``: a policy on the CPU that ``best.pt``'s weights are loaded
-        into for ``saved_policy``."""
+        into for ``saved_policy``; ``command``: the run's command bits at its end."""
         self.channel, self.curve, self.every, self.console = channel, curve, every, console
-        self.host, self.saved_policy = host, saved_policy
+        self.host, self.saved_policy, self.command = host, saved_policy, command
         self.next_at = next_due(env_steps, every)
         self.free = list(evaluators)
         self.boxes: dict[int, Weights] = {}
@@ -97,7 +98,7 @@ class RemoteEvaluations:
             self.poll()
         while len(self.free) < len(self.receives):
             self._wait_one()
-        stop = Weights.empty_like(self.host).set_command(STOP)
+        stop = Weights.empty_like(self.host).set_command(self.command() | STOP)
         for rank in list(self.receives):
             for request in send_weights(self.channel, stop, rank, params=False):
                 self.channel.wait(request)

@@ -95,7 +95,8 @@ class Leader:
         self.job, self.run, self.min_collectors = job, run, min_collectors
         self.layout = ReportLayout(stat_names)
         self.writer = RunWriter(job.written_config(), job.spaces, run, stat_names,
-                                resume_state, console, evaluator_ranks(job, console))
+                                resume_state, console,
+                                evaluator_ranks(job, console, lambda: self.writer.command()))
         self.evaluation: dict[str, Any] | None = None  # the final one, once run
         self.live_collectors = self.collector_ranks  # as the last update counted them
         self.failures = FailureNotes(job.channel)  # the lines of envs that failed for good
@@ -234,10 +235,12 @@ class Leader:
         return self.evaluation
 
 
-def evaluator_ranks(job: LeaderJob, console: IO[str] | None) -> RemoteEvaluations | None:
+def evaluator_ranks(job: LeaderJob, console: IO[str] | None,
+                    command: Callable[[], int]) -> RemoteEvaluations | None:
     """Where the evaluations during training are played when the job has evaluator ranks
-    (``scheme.evaluators``): their rank 0 side, made for the writer; None (rank 0's thread)
-    when it has none."""
+    (``scheme.evaluators``): their rank 0 side, made for the writer (``command``: the run's
+    command bits, which the evaluators leave with); None (rank 0's thread) when it has
+    none."""
     ranks = [r.rank for r in job.table if r.role == EVALUATOR]
     if not ranks:
         return None
@@ -246,7 +249,7 @@ def evaluator_ranks(job: LeaderJob, console: IO[str] | None) -> RemoteEvaluation
                saved: Callable[[nn.Module], dict[str, Any]]) -> Evaluations:
         every = job.written_config().train.eval_every
         return Evaluations(job.channel, ranks, curve, every, env_steps, job.new_policy(),
-                           saved, console)
+                           saved, console, command)
     return remote
 
 

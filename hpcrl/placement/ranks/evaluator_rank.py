@@ -17,7 +17,7 @@ from torch import nn
 
 from hpcrl.comm.channel import Channel
 from hpcrl.exchange.latest_weights import PLAIN, ParamsReceiver
-from hpcrl.exchange.messages import STOP, Weights
+from hpcrl.exchange.messages import ENV_FAILED, PREEMPTED, STOP, Weights
 from hpcrl.exchange.protocol import EVAL_RESULT_FIELDS, TAG_EVAL, TAG_WEIGHTS
 from hpcrl.learning.evaluation import evaluate
 from hpcrl.learning.run_writer import WrittenConfig
@@ -49,7 +49,7 @@ class EvaluatorRank:
         self.weights = Weights.empty_like(self.policy)
         self.params = ParamsReceiver(self.channel, self.weights, 0, PLAIN)
         self.evaluations = 0
-        self.preempted = False  # (what JobRun reads of every role)
+        self.preempted = self.env_failed = False  # (what JobRun reads of every role)
         self.actor = self.policy
 
     def run(self) -> None:
@@ -57,7 +57,9 @@ class EvaluatorRank:
         result = np.zeros(len(EVAL_RESULT_FIELDS))
         while True:
             self.channel.wait(self.channel.irecv(self.weights.header.data, 0, TAG_WEIGHTS))
-            if self.weights.command & STOP:
+            if self.weights.command & STOP:  # (a stop before the budget: every rank's status)
+                self.preempted = bool(self.weights.command & PREEMPTED)
+                self.env_failed = bool(self.weights.command & ENV_FAILED)
                 result[:] = -1.0
                 self.channel.send(result, 0, TAG_EVAL)
                 return
