@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 from mpirun import rows, run, signal_after_rows, start_training, train
 
+from hpcrl.learning.evaluation import evaluate
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.runtime.signals import EXIT_PREEMPTED
+from hpcrl.trained.loading import load_policy_and_config
 
 EVALS = ["scheme.evaluators=1", "train.eval_every=1024", "train.eval_episodes=2",
          "train.checkpoint_every=1000"]
@@ -32,6 +34,11 @@ def assert_evaluated(run_dir: Path, budget: int) -> None:
     assert best["counters"]["env_steps"] == int(top["env_steps"])
     assert best["evaluation"]["mean_return"] == pytest.approx(float(top["mean_return"]),
                                                               rel=1e-5)
+    # best.pt holds the weights that were evaluated (the evaluation is deterministic)
+    actor, cfg = load_policy_and_config(run_dir, best=True)
+    again = evaluate(actor, cfg.env, cfg.train.eval_episodes, cfg.seed,
+                     cfg.train.eval_max_episode_steps)
+    assert again["mean_return"] == pytest.approx(best["evaluation"]["mean_return"])
 
 
 @pytest.mark.timeout(240)
