@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from hpcrl.errors import ExplainedError
@@ -140,10 +140,20 @@ def assign_roles(world_size: int, scheme: SchemeConfig, num_envs: int,
     first_spare = first_collector + g * k
     for rank in range(first_spare, first_spare + spare_ranks(scheme)):
         table.append(RankRole(rank, SPARE, -1, (), (), collects=False, learner=False))
-    first_evaluator = first_spare + spare_ranks(scheme)
-    for rank in range(first_evaluator, first_evaluator + max(scheme.evaluators, 0)):
-        table.append(RankRole(rank, EVALUATOR, -1, (0,), (0,), collects=False, learner=False))
-    return sorted(table, key=lambda r: r.rank)
+    return _with_evaluators(sorted(table, key=lambda r: r.rank), scheme.evaluators)
+
+
+def _with_evaluators(table: list[RankRole], count: int) -> list[RankRole]:
+    """``table`` (in rank order) with ``count`` evaluator ranks after its last rank; rank 0
+    sends them its weights and takes their results."""
+    first = len(table)
+    evaluators = tuple(range(first, first + max(count, 0)))
+    if not evaluators:
+        return table
+    zero = table[0]
+    table[0] = replace(zero, feeds=zero.feeds + evaluators, fed_by=zero.fed_by + evaluators)
+    return table + [RankRole(rank, EVALUATOR, -1, (0,), (0,), collects=False, learner=False)
+                    for rank in evaluators]
 
 
 def describe(scheme: SchemeConfig) -> str:

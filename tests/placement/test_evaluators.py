@@ -19,6 +19,7 @@ def test_evaluators_come_last_in_the_rank_table_and_count_in_the_world():
     table = assign_roles(5, cfg.scheme, cfg.env.num_envs)
     assert [r.role for r in table[-2:]] == [EVALUATOR, EVALUATOR]
     assert all(r.fed_by == (0,) and r.feeds == (0,) for r in table[-2:])
+    assert table[0].feeds == (3, 4) and table[0].fed_by == (1, 2, 3, 4)
     assert not any(r.collects or r.learner or r.num_envs for r in table[-2:])
     assert describe(cfg.scheme) == "1 gradient worker + 2 collectors + 2 evaluators"
     assert describe_role(table[-1]) == "evaluator"
