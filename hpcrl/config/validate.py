@@ -152,6 +152,11 @@ def _check_numbers(c: Config) -> list[str]:
         checks.append(f"train.eval_every={c.train.eval_every} evaluates train.eval_episodes "
                       f"episodes each time, but that is 0; set train.eval_episodes >= 1 or "
                       f"drop train.eval_every")
+    if c.scheme.evaluators > 0 and c.train.eval_every <= 0:
+        checks.append(f"scheme.evaluators={c.scheme.evaluators} evaluates every "
+                      f"train.eval_every env steps, but that is 0 (no evaluation during "
+                      f"training); set train.eval_every (e.g. train.eval_every=10000) or drop "
+                      f"scheme.evaluators")
     if c.train.wandb.project and importlib.util.find_spec("wandb") is None:
         checks.append('train.wandb.project is set but wandb is not installed: pip install '
                       'wandb (or pip install "hpcrl[wandb]"), or drop train.wandb.project')

@@ -22,6 +22,13 @@ TAG_ASSIGN, TAG_REPLACED = 12, 13
 # a rank whose env failed for good, to rank 0: its line naming the rank, the env and the
 # env's last error (pickled; the job then checkpoints and stops)
 TAG_ENV_FAILED = 14
+# rank 0 to an evaluator rank: weights to evaluate (on TAG_WEIGHTS); an evaluator to rank 0:
+# the result of one evaluation (:data:`EVAL_RESULT_FIELDS`, float64), or its leaving
+TAG_EVAL = 15
+#: an evaluator's result message: the weights version it played (-1: it leaves), the mean
+#: and spread of the return, the episodes, how many of them were cut and where
+EVAL_RESULT_FIELDS = ("version", "mean_return", "std_return", "episodes", "truncated",
+                      "max_episode_steps")
 ACTING_TAGS_FROM = 100  # a group's acting request and reply: tags 100 + 2g and 101 + 2g
 
 

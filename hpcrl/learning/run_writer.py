@@ -2,7 +2,8 @@
 
 :class:`RunWriter` writes ``config.yaml``, one ``progress.csv`` row per update (mirrored to
 TensorBoard, W&B and the console), the checkpoint dict, the evaluations during training
-(:mod:`~hpcrl.learning.periodic_eval`) and the final evaluation. The serial
+(:mod:`~hpcrl.learning.periodic_eval`, recorded by :mod:`~hpcrl.learning.eval_curve`) and
+the final evaluation. The serial
 :class:`~hpcrl.placement.serial_run.Trainer` and the MPI :class:`~hpcrl.placement.leader.Leader`
 both record through it, so a column, a checkpoint key or the evaluation line means the same
 thing whatever ran the updates.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -21,6 +22,7 @@ from torch import nn
 
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.exchange.messages import CHECKPOINT, ENV_FAILED, PREEMPTED, STOP
+from hpcrl.learning.eval_curve import EvalCurve
 from hpcrl.learning.evaluation import evaluate, success_note, truncation_note
 from hpcrl.learning.periodic_eval import PeriodicEvaluator
 from hpcrl.runtime.checkpoint import keep_recent
@@ -33,6 +35,11 @@ from hpcrl.runtime.signals import STOP_REQUEST
 from hpcrl.runtime.wandb_log import WandbLog
 from hpcrl.sections.schema import EnvConfig, TrainConfig
 from hpcrl.trained.saved_policy import saved_policy
+
+#: ``remote(curve, env_steps, saved_policy)``: the evaluations during training played
+#: elsewhere than in rank 0's thread (evaluator ranks:
+#: :class:`~hpcrl.placement.evaluators.RemoteEvaluations`), recording into ``curve``
+RemoteEvaluations = Callable[[EvalCurve, int, Callable[[nn.Module], dict[str, Any]]], Any]
 
 
 @dataclass(frozen=True)
@@ -53,12 +60,13 @@ class RunWriter:
     """Counters, progress rows, checkpoints and the final evaluation of one run.
 
     ``resume_state`` (a loaded checkpoint) restores the counters and the episode window and
-    cuts ``progress.csv`` back to the checkpoint's rows.
+    cuts ``progress.csv`` back to the checkpoint's rows. ``remote``: where the evaluations
+    during training are played when not in rank 0's thread (evaluator ranks).
     """
 
     def __init__(self, config: WrittenConfig, spaces: EnvSpaces, run: RunDir,
                  stat_names: tuple[str, ...], resume_state: dict[str, Any] | None,
-                 console: IO[str] | None) -> None:
+                 console: IO[str] | None, remote: RemoteEvaluations | None = None) -> None:
         self.config, self.spaces, self.run = config, spaces, run
         self.train = train = config.train  # the keys it reads: budget, logs, checkpoints, evals
         self.trained = False  # an update recorded by this process (RunDir.trained_path)
@@ -86,9 +94,15 @@ class RunWriter:
         self.lost_note: str | None = None
         # why it stops early for an env that failed for good (the rank, env and error)
         self.env_note: str | None = None
-        self.periodic = (PeriodicEvaluator(train, self.evaluate, run, self.env_steps,
-                                           resume_state is not None, self.saved_policy, console)
-                         if train.eval_every > 0 else None)
+        # the evaluations during training: rank 0's thread, or the evaluator ranks' (remote)
+        self.periodic: Any = None
+        if train.eval_every > 0 and remote is None:
+            self.periodic = PeriodicEvaluator(train, self.evaluate, run, self.env_steps,
+                                              resume_state is not None, self.saved_policy,
+                                              console)
+        elif train.eval_every > 0 and remote is not None:
+            curve = EvalCurve(run, self.env_steps, resume_state is not None, console)
+            self.periodic = remote(curve, self.env_steps, self.saved_policy)
 
     def evaluate(self, actor: nn.Module, episodes: int, console: IO[str] | None = None
                  ) -> dict[str, Any]:

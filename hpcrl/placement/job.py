@@ -56,6 +56,7 @@ from hpcrl.runtime.devices import DeviceError, node_local_rank, pick_device
 from hpcrl.runtime.refused import exit_if_any_rank_refuses, exit_refused
 from hpcrl.scheme import (
     COLLECTOR,
+    EVALUATOR,
     INFERENCE,
     SPARE,
     UPDATER,
@@ -380,6 +381,8 @@ def describe_role(role: RankRole) -> str:
         return f"inference rank of gradient worker {role.group}"
     if role.role == SPARE:
         return "spare collector"
+    if role.role == EVALUATOR:
+        return "evaluator"
     return f"collector of gradient worker {role.group}"
 
 

@@ -31,6 +31,7 @@ from hpcrl.placement.job import RankJob, build_job
 from hpcrl.placement.launch import resume_command, stop_message
 from hpcrl.placement.leader import Leader
 from hpcrl.placement.ranks.collector_rank import CollectorRank
+from hpcrl.placement.ranks.evaluator_rank import EvaluatorRank
 from hpcrl.placement.ranks.inference_rank import InferenceRank
 from hpcrl.placement.ranks.job_control import collector_state_for
 from hpcrl.placement.ranks.learner_rank import LearnerRank
@@ -42,7 +43,7 @@ from hpcrl.runtime.refused import exit_if_any_rank_refuses, exit_refused
 from hpcrl.runtime.rng import seed_everything, set_rng_state
 from hpcrl.runtime.run_dir import RunDir, default_run_dir
 from hpcrl.runtime.signals import STOP_REQUEST
-from hpcrl.scheme import COLLECTOR, INFERENCE, SPARE, UPDATER, spare_ranks
+from hpcrl.scheme import COLLECTOR, EVALUATOR, INFERENCE, SPARE, UPDATER, spare_ranks
 from hpcrl.sections.schema import Config
 
 
@@ -292,8 +293,8 @@ def _say_start(job: RankJob, run: RunDir, console: IO[str]) -> None:
 
 def make_role(job: RankJob, state: dict[str, Any] | None, console: IO[str] | None,
               run: RunDir) -> Any:
-    """This rank's role object: a collector, an inference rank, or a learner (rank 0's
-    with the job's leader)."""
+    """This rank's role object: a collector, a spare, an inference rank, an evaluator, or a
+    learner (rank 0's with the job's leader)."""
     role = job.role.role
     if role == COLLECTOR:
         return CollectorRank(job, collector_state_for(state, job.role.env_offset))
@@ -303,6 +304,8 @@ def make_role(job: RankJob, state: dict[str, Any] | None, console: IO[str] | Non
         return SpareRank(job)
     if role == INFERENCE:
         return InferenceRank(job)
+    if role == EVALUATOR:
+        return EvaluatorRank(job)
     config = job.config
     leader = (Leader(job, run, stat_names(config), state, console, config.scheme.min_collectors)
               if job.is_leader else None)

@@ -16,12 +16,14 @@ from hpcrl.comm import report_and_abort
 from hpcrl.comm.faults import LOST
 from hpcrl.errors import ExplainedError
 from hpcrl.exchange.protocol import Control, ReportLayout
+from hpcrl.learning.eval_curve import EvalCurve
 from hpcrl.learning.loop import WriterControl
-from hpcrl.learning.run_writer import RunWriter
+from hpcrl.learning.run_writer import RemoteEvaluations, RunWriter
 from hpcrl.placement.env_failures import FailureNotes
+from hpcrl.placement.evaluators import RemoteEvaluations as Evaluations
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.runtime.signals import EXIT_ENV_FAILED
-from hpcrl.scheme import RankRole
+from hpcrl.scheme import EVALUATOR, RankRole
 
 if TYPE_CHECKING:  # annotations only
     from hpcrl.comm.channel import Channel
@@ -93,7 +95,8 @@ class Leader:
         self.job, self.run, self.min_collectors = job, run, min_collectors
         self.layout = ReportLayout(stat_names)
         self.writer = RunWriter(job.written_config(), job.spaces, run, stat_names,
-                                    resume_state, console)
+                                resume_state, console,
+                                evaluator_ranks(job, console, lambda: self.writer.command()))
         self.evaluation: dict[str, Any] | None = None  # the final one, once run
         self.live_collectors = self.collector_ranks  # as the last update counted them
         self.failures = FailureNotes(job.channel)  # the lines of envs that failed for good
@@ -230,6 +233,24 @@ class Leader:
             return None
         self.evaluation = self.writer.final_eval(_cpu_copy(actor, self.job))
         return self.evaluation
+
+
+def evaluator_ranks(job: LeaderJob, console: IO[str] | None,
+                    command: Callable[[], int]) -> RemoteEvaluations | None:
+    """Where the evaluations during training are played when the job has evaluator ranks
+    (``scheme.evaluators``): their rank 0 side, made for the writer (``command``: the run's
+    command bits, which the evaluators leave with); None (rank 0's thread) when it has
+    none."""
+    ranks = [r.rank for r in job.table if r.role == EVALUATOR]
+    if not ranks:
+        return None
+
+    def remote(curve: EvalCurve, env_steps: int,
+               saved: Callable[[nn.Module], dict[str, Any]]) -> Evaluations:
+        every = job.written_config().train.eval_every
+        return Evaluations(job.channel, ranks, curve, every, env_steps, job.new_policy(),
+                           saved, console, command)
+    return remote
 
 
 def _cpu_copy(actor: nn.Module, job: LeaderJob) -> nn.Module:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from hpcrl.errors import ExplainedError
@@ -19,6 +19,7 @@ from hpcrl.sections.schema import SchemeConfig
 UPDATER, WORKER, COLLECTOR = "updater", "gradient_worker", "collector"
 INFERENCE = "inference"
 SPARE = "spare"  # idle until it takes a lost collector's place (scheme.max_collector_restarts)
+EVALUATOR = "evaluator"  # evaluates rank 0's newest weights (scheme.evaluators)
 
 
 class WorldSizeError(ExplainedError, ValueError):
@@ -69,9 +70,10 @@ def spare_ranks(scheme: SchemeConfig) -> int:
 
 def required_world_size(scheme: SchemeConfig) -> int:
     """Ranks the scheme needs: updater + gradient workers + inference ranks + collectors
-    + spares."""
+    + spares + evaluators."""
     return (int(has_updater(scheme)) + scheme.gradient_workers + scheme.inference_ranks
-            + scheme.gradient_workers * scheme.collectors_per_worker + spare_ranks(scheme))
+            + scheme.gradient_workers * scheme.collectors_per_worker + spare_ranks(scheme)
+            + max(scheme.evaluators, 0))
 
 
 def inference_groups(collectors: list[int], per_worker: int) -> list[list[int]]:
@@ -97,7 +99,8 @@ def assign_roles(world_size: int, scheme: SchemeConfig, num_envs: int,
             f"the scheme needs {need} ranks ({describe(scheme)}) but the job has "
             f"{world_size}; launch it with `{launcher} -n {need}` or change "
             f"scheme.gradient_workers / scheme.collectors_per_worker / "
-            f"scheme.inference_ranks / scheme.update / scheme.max_collector_restarts")
+            f"scheme.inference_ranks / scheme.update / scheme.max_collector_restarts / "
+            f"scheme.evaluators")
     g, k = scheme.gradient_workers, scheme.collectors_per_worker
     per_worker = scheme.inference_ranks // g if scheme.inference_ranks > 0 else 0
     first_worker = int(has_updater(scheme))
@@ -137,7 +140,20 @@ def assign_roles(world_size: int, scheme: SchemeConfig, num_envs: int,
     first_spare = first_collector + g * k
     for rank in range(first_spare, first_spare + spare_ranks(scheme)):
         table.append(RankRole(rank, SPARE, -1, (), (), collects=False, learner=False))
-    return sorted(table, key=lambda r: r.rank)
+    return _with_evaluators(sorted(table, key=lambda r: r.rank), scheme.evaluators)
+
+
+def _with_evaluators(table: list[RankRole], count: int) -> list[RankRole]:
+    """``table`` (in rank order) with ``count`` evaluator ranks after its last rank; rank 0
+    sends them its weights and takes their results."""
+    first = len(table)
+    evaluators = tuple(range(first, first + max(count, 0)))
+    if not evaluators:
+        return table
+    zero = table[0]
+    table[0] = replace(zero, feeds=zero.feeds + evaluators, fed_by=zero.fed_by + evaluators)
+    return table + [RankRole(rank, EVALUATOR, -1, (0,), (0,), collects=False, learner=False)
+                    for rank in evaluators]
 
 
 def describe(scheme: SchemeConfig) -> str:
@@ -156,6 +172,9 @@ def describe(scheme: SchemeConfig) -> str:
     spares = spare_ranks(scheme)
     if spares:
         parts.append(f"{spares} spare{'s' if spares != 1 else ''}")
+    e = scheme.evaluators
+    if e > 0:
+        parts.append(f"{e} evaluator{'s' if e != 1 else ''}")
     return " + ".join(parts)
 
 
@@ -223,7 +242,7 @@ def scheme_problem(scheme: SchemeConfig, learner_device: str) -> str | None:
         _count_problem, lost_collector_problem, _preemption_fraction_problem,
         _asynchrony_problem, _preemption_problem,
         lambda s: _allreduce_problem(s, learner_device), inference_problem,
-        _compress_problem, _transport_problem, _collector_device_problem)
+        _compress_problem, _transport_problem, _collector_device_problem, evaluators_problem)
     for check in checks:
         problem = check(scheme)
         if problem is not None:
@@ -326,6 +345,21 @@ def _collector_device_problem(s: SchemeConfig) -> str | None:
     if s.collector_device not in ("cpu", "cuda") and not s.collector_device.startswith("cuda:"):
         return (f"config key 'scheme.collector_device' must be 'cpu', 'cuda' or 'cuda:N', got "
                 f"{s.collector_device!r}")
+    return None
+
+
+def evaluators_problem(s: SchemeConfig) -> str | None:
+    """Why ``scheme.evaluators`` cannot be used, or None: evaluator ranks are ranks of an
+    MPI job beside its learners, so a scheme of one rank (a serial run, which evaluates in
+    rank 0's thread) has no place for them."""
+    n = s.evaluators
+    if n < 0:
+        return "config key 'scheme.evaluators' must be >= 0 (0: rank 0 evaluates in a thread)"
+    if n > 0 and required_world_size(s) - n == 1:
+        return (f"scheme.evaluators={n} adds ranks to an MPI job, but this scheme is one "
+                f"process (a serial run: its evaluations during training run in a thread, "
+                f"train.eval_every); drop scheme.evaluators or use a scheme of several ranks "
+                f"(a preset such as a2c, async-ppo, apex or dd-ppo)")
     return None
 
 

@@ -399,6 +399,15 @@ class SchemeConfig:
         "learner), gets the newest weights and collects within a second or so. Past the "
         "bound scheme.min_collectors applies (docs/reliability.md: Collectors that come "
         "back). 0: lost collectors stay lost.", 0)
+    evaluators: int = doc(
+        "Ranks that evaluate while the learners train (after the spares in the rank table, "
+        "on the CPU; `hpcrl plan` shows them): each time train.eval_every env steps passed, "
+        "rank 0 hands the newest weights to a free evaluator (never waiting for one: while "
+        "all are busy only the newest weights wait), which plays train.eval_episodes "
+        "deterministic episodes and sends the result back; rank 0 keeps eval.csv and "
+        "checkpoints/best.pt as its evaluation thread does, and that thread does not run. "
+        "Needs train.eval_every > 0 and a job of several ranks (docs/evaluation.md). "
+        "0: rank 0 evaluates in a thread.", 0)
     collector_device: str = doc("Device of collector ranks' policy copies ('cpu' or 'cuda').",
                                 "cpu")
     inference_ranks: int = doc(

@@ -149,12 +149,12 @@ def test_a_resumed_curve_written_before_the_truncated_column_gets_it(tmp_path: P
     resume keeps are written again under today's header, so the rows it appends line up."""
     import csv
 
-    from hpcrl.learning.periodic_eval import COLUMNS, _kept_rows
+    from hpcrl.learning.eval_curve import COLUMNS, kept_rows
 
     path = tmp_path / "eval.csv"
     path.write_text("env_steps,updates,wall_time_s,mean_return,std_return,episodes\n"
                     "100,1,1.5,10,1,2\n200,2,3,20,2,2\n300,3,4.5,30,3,2\n")
-    kept = _kept_rows(path, 200)
+    kept = kept_rows(path, 200)
     assert [r["env_steps"] for r in kept] == ["100", "200"]
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
