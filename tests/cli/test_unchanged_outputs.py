@@ -1,9 +1,10 @@
 """What a user with one policy sees did not change in issue 52's restructuring: ``hpcrl plan``
 of the default config and of the presets, and ``hpcrl config show`` of every example config,
 print what they printed before it (a9c702e), byte for byte. The files under
-``before_issue_52/`` are those outputs, with the one key issue 51 added since
-(``train.deterministic: auto``, which a full ``config show`` lists); a change meant to alter
-one updates its file in the same commit, saying why."""
+``before_issue_52/`` are those outputs, with the keys added since, which a full
+``config show`` lists (issue 51's ``train.deterministic: auto``, issue 54's
+``scheme.evaluators: 0``); a change meant to alter one updates its file in the same commit,
+saying why."""
 from __future__ import annotations
 
 from pathlib import Path
