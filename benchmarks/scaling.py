@@ -54,6 +54,12 @@ PRESETS = ("ddppo", "a2c", "async-ppo", "impala", "apex")
 # each update's own figures, kept beside the medians (an update that checkpoints costs more)
 ROW_KEYS = ("updates", "env_steps", "wall_time_s", "time_collect_s", "time_wait_s",
             "time_compute_s", "time_communicate_s")
+# glibc's allocator returns freed buffers of 1 MB and more (PPO's minibatches of frames) to
+# the system at once instead of keeping them in its heap, in at most 2 arenas: a sleeping
+# DD-PPO rank's peak PSS 273 -> 248 MB (benchmarks/rank_footprint.py). The ranks' allocator,
+# not hpcrl's behaviour.
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1048576", "MALLOC_TRIM_THRESHOLD_": "1048576",
+              "MALLOC_ARENA_MAX": "2"}
 LIGHT = {"train": {"tensorboard": False, "eval_episodes": 0, "log_interval_s": 600,
                    "checkpoint_every": 2}}
 
@@ -173,19 +179,32 @@ def in_use_gb() -> float:
     return (info["MemTotal"] - info["MemAvailable"]) / 2**20
 
 
-def per_update(rows: list[dict[str, float]]) -> dict[str, float]:
-    """Median figures of the updates after the first: wall, collection, compute, and the
-    coordination split (wait for rollouts, gradient exchange, the rest)."""
+def per_update(rows: list[dict[str, float]], per_step: bool = False) -> dict[str, float]:
+    """Median figures of the updates after the first and, where 3 or more are left, before
+    the last (the job's end: an Ape-X learner there takes every chunk still arriving and
+    trains every gradient step due): wall, collection, compute, and the coordination split
+    (wait for rollouts, gradient exchange, the rest). With ``per_step`` (a replay learner,
+    whose rows differ in env steps and which trains the gradient steps due in bursts: rows
+    of 2.5 s and of 53 s compute at 8 Ape-X ranks) the learner's figures are instead the
+    rows' sums per env step, times the median row's steps: a median of rows would miss the
+    bursts, which hold most of its compute."""
+    rows = rows[:-1] if len(rows) >= 4 else rows
     pairs = list(zip(rows, rows[1:], strict=False))
     walls = [b["wall_time_s"] - a["wall_time_s"] for a, b in pairs]
     later = rows[1:]
-    med = {k: statistics.median(r[k] for r in later)
-           for k in ("time_collect_s", "time_wait_s", "time_compute_s", "time_communicate_s")}
-    wall = statistics.median(walls)
+    keys = ("time_collect_s", "time_wait_s", "time_compute_s", "time_communicate_s")
     steps = statistics.median(b["env_steps"] - a["env_steps"] for a, b in pairs)
-    return {"update_s": wall, "steps": steps, "collect_s": med["time_collect_s"],
-            "wait_s": med["time_wait_s"], "compute_s": med["time_compute_s"],
-            "communicate_s": med["time_communicate_s"],
+    if per_step:
+        total = sum(b["env_steps"] - a["env_steps"] for a, b in pairs)
+        fig = {k: sum(r[k] for r in later) / total * steps for k in keys}
+        fig["time_collect_s"] = statistics.median(r["time_collect_s"] for r in later)
+        wall = sum(walls) / total * steps
+    else:
+        fig = {k: statistics.median(r[k] for r in later) for k in keys}
+        wall = statistics.median(walls)
+    return {"update_s": wall, "steps": steps, "collect_s": fig["time_collect_s"],
+            "wait_s": fig["time_wait_s"], "compute_s": fig["time_compute_s"],
+            "communicate_s": fig["time_communicate_s"],
             "collect_times": [r["time_collect_s"] for r in later]}
 
 
@@ -243,7 +262,7 @@ def main() -> None:
     for preset in args.presets:
         sleeps = {"HPCRL_EMU_STEP_S": f"{args.dilation * cal['collect_s'] / (STEPS * ENVS):.6f}",
                   "HPCRL_EMU_LOSS_S": f"{args.dilation * gradient_step_seconds(preset, cal):.6f}",
-                  "OMP_NUM_THREADS": "1"}
+                  "OMP_NUM_THREADS": "1", **MALLOC_ENV}
         per_rank_mb = 0.0  # the mean RSS of a rank in this preset's last job
         for ranks in args.ranks:
             need = ranks * per_rank_mb / 1024
@@ -255,7 +274,7 @@ def main() -> None:
             rows, rss, wall = run_job(config(preset, ranks, args.updates), ranks, sleeps,
                                       args.timeout)
             per_rank_mb = sum(rss) / ranks
-            fig = per_update(rows)
+            fig = per_update(rows, per_step=preset == "apex")
             coord = coordination(fig, preset == "ddppo")
             record = {"preset": preset, "ranks": ranks, "dilation": args.dilation,
                       "calibration": cal, "figures": fig, "coordination": coord,
@@ -480,6 +499,17 @@ def _overheads(preset: str, base: dict[str, Any]) -> Any:
                      checkpoint_every=every if state_s else 0)
 
 
+def with_figures_of_rows(preset: str, run: dict[str, Any]) -> dict[str, Any]:
+    """``run`` with its figures and coordination taken again from its rows (the last row
+    left out, as :func:`per_update` now does), where the record kept its rows."""
+    rows = run.get("rows") or []
+    if len(rows) < 3:
+        return run
+    fig = per_update([{k: float("nan") if v is None else v for k, v in r.items()}
+                      for r in rows], per_step=preset == "apex")
+    return {**run, "figures": fig, "coordination": coordination(fig, preset == "ddppo")}
+
+
 def compare(results: Path) -> None:
     """Measured update time against the model's, per preset and rank count."""
     records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
@@ -487,7 +517,8 @@ def compare(results: Path) -> None:
           "model, compute as timed in the run | error |")
     print("|---|---|---|---|---|---|---|")
     for preset in PRESETS:
-        runs = sorted((r for r in records if r["preset"] == preset), key=lambda r: r["ranks"])
+        runs = sorted((with_figures_of_rows(preset, r) for r in records
+                       if r["preset"] == preset), key=lambda r: r["ranks"])
         for run in runs:
             measured = measured_update(preset, run)
             base = model_of_run(preset, run["ranks"], runs[0])
