@@ -180,15 +180,13 @@ def in_use_gb() -> float:
 
 
 def per_update(rows: list[dict[str, float]], per_step: bool = False) -> dict[str, float]:
-    """Median figures of the updates after the first and, where 3 or more are left, before
-    the last (the job's end: an Ape-X learner there takes every chunk still arriving and
-    trains every gradient step due): wall, collection, compute, and the coordination split
-    (wait for rollouts, gradient exchange, the rest). With ``per_step`` (a replay learner,
-    whose rows differ in env steps and which trains the gradient steps due in bursts: rows
-    of 2.5 s and of 53 s compute at 8 Ape-X ranks) the learner's figures are instead the
-    rows' sums per env step, times the median row's steps: a median of rows would miss the
-    bursts, which hold most of its compute."""
-    rows = rows[:-1] if len(rows) >= 4 else rows
+    """Median figures of the updates after the first: wall, collection, compute, and the
+    coordination split (wait for rollouts, gradient exchange, the rest). With ``per_step``
+    (a replay learner: its rows differ in env steps, and it trains the gradient steps due in
+    bursts, rows of 2.5 s and of 53 s compute at 8 Ape-X ranks, the last row the job's end
+    where it trains every step still due) the learner's figures are the sums of all rows
+    after the first per env step, times the median row's steps: a median of rows, or rows
+    that leave out the end, miss the bursts that hold most of its compute."""
     pairs = list(zip(rows, rows[1:], strict=False))
     walls = [b["wall_time_s"] - a["wall_time_s"] for a, b in pairs]
     later = rows[1:]
@@ -405,11 +403,12 @@ def later_rows(run: dict[str, Any]) -> list[tuple[float, float, bool]]:
 
 def measured_update(preset: str, run: dict[str, Any]) -> float:
     """Seconds of one update of ``run``: the later rows' wall per env step times an update's
-    steps (checkpoint rows in, as often as the job takes them; an Ape-X row may hold more
-    than one update's steps), else the median row's, scaled to an update's steps."""
+    steps (checkpoint rows in, as often as the job takes them), else the median row's,
+    scaled to an update's steps; Ape-X's over all rows after the first, its end in (see
+    :func:`per_update`)."""
     rows = later_rows(run)
     per_update = steps_per_update(preset, run["ranks"])
-    if rows:
+    if rows and preset != "apex":
         return sum(w for w, _, _ in rows) / sum(n for _, n, _ in rows) * per_update
     return run["figures"]["update_s"] * per_update / max(run["figures"]["steps"], 1.0)
 
@@ -451,8 +450,11 @@ def model_of_run(preset: str, ranks: int, base: dict[str, Any],
                   inference_per_worker=1 if preset == "impala" else 0,
                   fraction_workers=0.6 if preset == "ddppo" else 1.0,
                   fraction_samples=0.25 if preset == "ddppo" else 1.0)
-    # a row's learner times, scaled to one update's env steps
-    scale = steps_per_update(preset, (own or base)["ranks"]) / max(timed["steps"], 1.0)
+    # a row's learner times, scaled to one update's env steps; a replay learner's (one
+    # learner, k collectors) to the predicted run's: it trains gradient steps per env step
+    # taken in (replay.gradient_steps a train_freq), so its compute grows with its collectors
+    learned = ranks if preset == "apex" else (own or base)["ranks"]
+    scale = steps_per_update(preset, learned) / max(timed["steps"], 1.0)
     # an asynchronous learner here waits for part of a collection (the policy-lag bound
     # drops rollouts older than max_policy_lag): that wait, as measured, stays in
     wait = timed["wait_s"] * scale if shape.asynchronous else 0.0
