@@ -54,10 +54,11 @@ PRESETS = ("ddppo", "a2c", "async-ppo", "impala", "apex")
 # each update's own figures, kept beside the medians (an update that checkpoints costs more)
 ROW_KEYS = ("updates", "env_steps", "wall_time_s", "time_collect_s", "time_wait_s",
             "time_compute_s", "time_communicate_s")
-# glibc's allocator returns freed buffers of 1 MB and more (PPO's minibatches of frames) to
-# the system at once instead of keeping them in its heap, in at most 2 arenas: a sleeping
-# DD-PPO rank's peak PSS 273 -> 248 MB (benchmarks/rank_footprint.py). The ranks' allocator,
-# not hpcrl's behaviour.
+# glibc's allocator returning freed buffers of 1 MB and more (PPO's minibatches of frames)
+# at once, in at most 2 arenas: a sleeping DD-PPO rank's peak PSS 273 -> 248 MB
+# (benchmarks/rank_footprint.py). Not given to the ranks: with it, 16 ranks on 4 Slurm nodes
+# (srun --mpi=pmi2, MPICH 5.0.2 over UCX) failed in MPI_Init at both starts, heap bytes sent
+# as a PMI-2 request; without it the same job ran (benchmarks/slurm_emulation.py).
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1048576", "MALLOC_TRIM_THRESHOLD_": "1048576",
               "MALLOC_ARENA_MAX": "2"}
 LIGHT = {"train": {"tensorboard": False, "eval_episodes": 0, "log_interval_s": 600,
@@ -260,7 +261,7 @@ def main() -> None:
     for preset in args.presets:
         sleeps = {"HPCRL_EMU_STEP_S": f"{args.dilation * cal['collect_s'] / (STEPS * ENVS):.6f}",
                   "HPCRL_EMU_LOSS_S": f"{args.dilation * gradient_step_seconds(preset, cal):.6f}",
-                  "OMP_NUM_THREADS": "1", **MALLOC_ENV}
+                  "OMP_NUM_THREADS": "1"}
         per_rank_mb = 0.0  # the mean RSS of a rank in this preset's last job
         for ranks in args.ranks:
             need = ranks * per_rank_mb / 1024

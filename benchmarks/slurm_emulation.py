@@ -48,13 +48,16 @@ sys.path.insert(0, str(HERE.parent / "tests" / "slurm"))
 import slurmtools as st  # noqa: E402  (the test cluster's client commands)
 
 
-def rank_environment(cal: dict[str, float], dilation: float) -> dict[str, str]:
+def rank_environment(cal: dict[str, float], dilation: float, allocator: bool
+                     ) -> dict[str, str]:
     """What every rank of the emulated job needs beside hpcrl: the emulation's sleeps, its
-    plug-ins on the path, one thread a rank and the allocator's settings."""
+    plug-ins on the path, one thread a rank and, with ``allocator``, scaling.py's allocator
+    settings."""
     return {"HPCRL_EMU_STEP_S": f"{dilation * cal['collect_s'] / (STEPS * ENVS):.6f}",
             "HPCRL_EMU_LOSS_S": f"{dilation * gradient_step_seconds('ddppo', cal):.6f}",
             "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)]), **MALLOC_ENV}
+            "PYTHONPATH": os.pathsep.join([str(HERE.parent), str(HERE)]),
+            **(MALLOC_ENV if allocator else {})}
 
 
 def submit_job(tmp: Path, ranks: int, nodes: int, updates: int, env: dict[str, str]
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     before = in_use_gb()
     started = time.time()
     job, run_dir = submit_job(tmp, args.ranks, args.nodes, args.updates,
-                              rank_environment(cal, args.dilation))
+                              rank_environment(cal, args.dilation, args.allocator))
     peak = before
     while st.job_state(job) not in st.TERMINAL_STATES | {"UNKNOWN"}:
         if time.time() - started > args.timeout:
@@ -117,6 +120,8 @@ def main() -> None:
     parser.add_argument("--calibration", type=Path, default=None,
                         help="A run directory of the real agent (else a short run here).")
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--allocator", action="store_true",
+                        help="Give the ranks scaling.py's MALLOC_ENV (glibc's defaults else).")
     parser.add_argument("--json", type=Path, default=None, help="Append the record here.")
     args = parser.parse_args()
     ok, why = st.cluster_available()
