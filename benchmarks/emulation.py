@@ -64,7 +64,7 @@ gym.register("SleepingFrames-v0", entry_point=SleepingFrames)
 
 
 class BallastEncoder(nn.Module):
-    """A linear layer of the frames' mean to ``features`` units, plus ``params`` parameters
+    """A linear layer of one element of each frame to ``features`` units, plus ``params`` parameters
     that only the gradient sees (each backward fills their gradient with zeros)."""
 
     def __init__(self, observation_space: gym.Space, features: int = 16, params: int = 0
@@ -75,8 +75,8 @@ class BallastEncoder(nn.Module):
         self.ballast = nn.Parameter(torch.zeros(max(params, 1)))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        # one element of each frame: a float copy of a whole batch of frames (115 MB for a
-        # rollout of 1,024 Atari frames) would be most of a sleeping rank's memory
+        # one element of each frame: a float copy of a whole batch of frames (58 MB for a
+        # minibatch of 512 Atari frames) is memory a sleeping rank does not need
         x = obs.flatten(1)[:, :1].float()
         return torch.tanh(self.layer(x)) + 0.0 * self.ballast[:1]
 

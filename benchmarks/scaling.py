@@ -55,7 +55,7 @@ PRESETS = ("ddppo", "a2c", "async-ppo", "impala", "apex")
 ROW_KEYS = ("updates", "env_steps", "wall_time_s", "time_collect_s", "time_wait_s",
             "time_compute_s", "time_communicate_s")
 # glibc's allocator returning freed buffers of 1 MB and more (PPO's minibatches of frames)
-# at once, in at most 2 arenas: a sleeping DD-PPO rank's peak PSS 273 -> 248 MB
+# at once, in at most 2 arenas: a sleeping DD-PPO rank's peak 254 -> 232 MB anonymous
 # (benchmarks/rank_footprint.py). Not given to the ranks: with it, 16 ranks on 4 Slurm nodes
 # (srun --mpi=pmi2, MPICH 5.0.2 over UCX) failed in MPI_Init at both starts, heap bytes sent
 # as a PMI-2 request; without it the same job ran (benchmarks/slurm_emulation.py).
