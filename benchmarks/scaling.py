@@ -280,15 +280,21 @@ def main() -> None:
                       "rows": [{k: r.get(k) for k in ROW_KEYS} for r in rows],
                       "rss_mb": rss, "job_s": wall, "machine": machine_line(),
                       "load": os.getloadavg()[0]}
-            print(f"{preset:>9} {ranks:>3} ranks: update {fig['update_s']:.3f} s, collect "
-                  f"{fig['collect_s']:.3f}, compute {fig['compute_s']:.3f}; coordination "
-                  f"{coord['total_s'] * 1e3:.0f} ms (wait {coord['wait_s'] * 1e3:.0f}, "
-                  f"exchange {coord['exchange_s'] * 1e3:.0f}, rest {coord['rest_s'] * 1e3:.0f});"
-                  f" RSS max {max(rss):.0f} MB, sum {sum(rss) / 1024:.2f} GB; job {wall:.0f} s",
-                  flush=True)
+            print_job(record)
             if args.json is not None:
                 with open(args.json, "a") as f:
                     f.write(json.dumps(record) + "\n")
+
+
+def print_job(record: dict[str, Any]) -> None:
+    """One line of a job's figures: its update, the coordination split, memory and wall."""
+    fig, coord, rss = record["figures"], record["coordination"], record["rss_mb"]
+    print(f"{record['preset']:>9} {record['ranks']:>3} ranks: update {fig['update_s']:.3f} s, "
+          f"collect {fig['collect_s']:.3f}, compute {fig['compute_s']:.3f}; coordination "
+          f"{coord['total_s'] * 1e3:.0f} ms (wait {coord['wait_s'] * 1e3:.0f}, "
+          f"exchange {coord['exchange_s'] * 1e3:.0f}, rest {coord['rest_s'] * 1e3:.0f});"
+          f" RSS max {max(rss):.0f} MB, sum {sum(rss) / 1024:.2f} GB; job "
+          f"{record['job_s']:.0f} s", flush=True)
 
 
 def plot(results: Path | None, out: Path) -> None:
