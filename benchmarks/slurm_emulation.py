@@ -7,8 +7,8 @@ srun's PMI start-up, the MPI world over the nodes, the all-reduces, the preempti
 rank 0's reports and checkpoints. It prints the same per-update figures as scaling.py, for
 docs/scaling.md to set beside the ``mpiexec`` emulation's.
 
-Too slow for a test (16 ranks importing torch on 2 cores take most of a minute before the
-first update), hence a benchmark. Needs ``bash tests/slurm/cluster.sh start``.
+At 16 ranks too slow for a test (69-98 s here); tests/slurm/test_emulated_ddppo.py runs it at
+8 ranks. Needs ``bash tests/slurm/cluster.sh start``.
 
     python benchmarks/slurm_emulation.py --nodes 4 --gpus-per-node 4 --updates 3 \\
         --calibration RUN_DIR --json docs/figures/scaling-slurm.jsonl
@@ -60,10 +60,11 @@ def rank_environment(cal: dict[str, float], dilation: float, allocator: bool
             **(MALLOC_ENV if allocator else {})}
 
 
-def submit_job(tmp: Path, ranks: int, nodes: int, updates: int, env: dict[str, str]
-               ) -> tuple[str, Path]:
+def submit_job(tmp: Path, ranks: int, nodes: int, updates: int, env: dict[str, str],
+               cmd: str = f"{sys.executable} -m hpcrl.cli") -> tuple[str, Path]:
     """Render the sync template for ``nodes`` x ``ranks / nodes`` tasks over the emulated
-    DD-PPO config and submit it; its job id and run directory."""
+    DD-PPO config and submit it, each task running ``cmd`` (HPCRL_CMD: hpcrl's command line)
+    with ``env`` exported; its job id and run directory."""
     cfg = config("ddppo", ranks, updates)
     cfg["train"]["device"] = "cpu"  # the cluster's GPUs are fake: Slurm's bookkeeping only
     (tmp / "cfg.yaml").write_text(yaml.safe_dump(cfg))
@@ -75,8 +76,7 @@ def submit_job(tmp: Path, ranks: int, nodes: int, updates: int, env: dict[str, s
     script = tmp / "job.sbatch"
     script.write_text(rendered.text)
     setup = "; ".join(f"export {k}={v}" for k, v in env.items())
-    job = st.submit(script, env={"HPCRL_SETUP": setup,
-                                 "HPCRL_CMD": f"{sys.executable} -m hpcrl.cli"})
+    job = st.submit(script, env={"HPCRL_SETUP": setup, "HPCRL_CMD": cmd})
     return job, run_dir
 
 
