@@ -54,6 +54,13 @@ PRESETS = ("ddppo", "a2c", "async-ppo", "impala", "apex")
 # each update's own figures, kept beside the medians (an update that checkpoints costs more)
 ROW_KEYS = ("updates", "env_steps", "wall_time_s", "time_collect_s", "time_wait_s",
             "time_compute_s", "time_communicate_s")
+# glibc's allocator returning freed buffers of 1 MB and more (PPO's minibatches of frames)
+# at once, in at most 2 arenas: a sleeping DD-PPO rank's peak 254 -> 232 MB anonymous
+# (benchmarks/rank_footprint.py). Not given to the ranks: with it, 16 ranks on 4 Slurm nodes
+# (srun --mpi=pmi2, MPICH 5.0.2 over UCX) failed in MPI_Init at both starts, heap bytes sent
+# as a PMI-2 request; without it the same job ran (benchmarks/slurm_emulation.py).
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1048576", "MALLOC_TRIM_THRESHOLD_": "1048576",
+              "MALLOC_ARENA_MAX": "2"}
 LIGHT = {"train": {"tensorboard": False, "eval_episodes": 0, "log_interval_s": 600,
                    "checkpoint_every": 2}}
 
@@ -173,19 +180,30 @@ def in_use_gb() -> float:
     return (info["MemTotal"] - info["MemAvailable"]) / 2**20
 
 
-def per_update(rows: list[dict[str, float]]) -> dict[str, float]:
+def per_update(rows: list[dict[str, float]], per_step: bool = False) -> dict[str, float]:
     """Median figures of the updates after the first: wall, collection, compute, and the
-    coordination split (wait for rollouts, gradient exchange, the rest)."""
+    coordination split (wait for rollouts, gradient exchange, the rest). With ``per_step``
+    (a replay learner: its rows differ in env steps, and it trains the gradient steps due in
+    bursts, rows of 2.5 s and of 53 s compute at 8 Ape-X ranks, the last row the job's end
+    where it trains every step still due) the learner's figures are the sums of all rows
+    after the first per env step, times the median row's steps: a median of rows, or rows
+    that leave out the end, miss the bursts that hold most of its compute."""
     pairs = list(zip(rows, rows[1:], strict=False))
     walls = [b["wall_time_s"] - a["wall_time_s"] for a, b in pairs]
     later = rows[1:]
-    med = {k: statistics.median(r[k] for r in later)
-           for k in ("time_collect_s", "time_wait_s", "time_compute_s", "time_communicate_s")}
-    wall = statistics.median(walls)
+    keys = ("time_collect_s", "time_wait_s", "time_compute_s", "time_communicate_s")
     steps = statistics.median(b["env_steps"] - a["env_steps"] for a, b in pairs)
-    return {"update_s": wall, "steps": steps, "collect_s": med["time_collect_s"],
-            "wait_s": med["time_wait_s"], "compute_s": med["time_compute_s"],
-            "communicate_s": med["time_communicate_s"],
+    if per_step:
+        total = sum(b["env_steps"] - a["env_steps"] for a, b in pairs)
+        fig = {k: sum(r[k] for r in later) / total * steps for k in keys}
+        fig["time_collect_s"] = statistics.median(r["time_collect_s"] for r in later)
+        wall = sum(walls) / total * steps
+    else:
+        fig = {k: statistics.median(r[k] for r in later) for k in keys}
+        wall = statistics.median(walls)
+    return {"update_s": wall, "steps": steps, "collect_s": fig["time_collect_s"],
+            "wait_s": fig["time_wait_s"], "compute_s": fig["time_compute_s"],
+            "communicate_s": fig["time_communicate_s"],
             "collect_times": [r["time_collect_s"] for r in later]}
 
 
@@ -255,22 +273,28 @@ def main() -> None:
             rows, rss, wall = run_job(config(preset, ranks, args.updates), ranks, sleeps,
                                       args.timeout)
             per_rank_mb = sum(rss) / ranks
-            fig = per_update(rows)
+            fig = per_update(rows, per_step=preset == "apex")
             coord = coordination(fig, preset == "ddppo")
             record = {"preset": preset, "ranks": ranks, "dilation": args.dilation,
                       "calibration": cal, "figures": fig, "coordination": coord,
                       "rows": [{k: r.get(k) for k in ROW_KEYS} for r in rows],
                       "rss_mb": rss, "job_s": wall, "machine": machine_line(),
                       "load": os.getloadavg()[0]}
-            print(f"{preset:>9} {ranks:>3} ranks: update {fig['update_s']:.3f} s, collect "
-                  f"{fig['collect_s']:.3f}, compute {fig['compute_s']:.3f}; coordination "
-                  f"{coord['total_s'] * 1e3:.0f} ms (wait {coord['wait_s'] * 1e3:.0f}, "
-                  f"exchange {coord['exchange_s'] * 1e3:.0f}, rest {coord['rest_s'] * 1e3:.0f});"
-                  f" RSS max {max(rss):.0f} MB, sum {sum(rss) / 1024:.2f} GB; job {wall:.0f} s",
-                  flush=True)
+            print_job(record)
             if args.json is not None:
                 with open(args.json, "a") as f:
                     f.write(json.dumps(record) + "\n")
+
+
+def print_job(record: dict[str, Any]) -> None:
+    """One line of a job's figures: its update, the coordination split, memory and wall."""
+    fig, coord, rss = record["figures"], record["coordination"], record["rss_mb"]
+    print(f"{record['preset']:>9} {record['ranks']:>3} ranks: update {fig['update_s']:.3f} s, "
+          f"collect {fig['collect_s']:.3f}, compute {fig['compute_s']:.3f}; coordination "
+          f"{coord['total_s'] * 1e3:.0f} ms (wait {coord['wait_s'] * 1e3:.0f}, "
+          f"exchange {coord['exchange_s'] * 1e3:.0f}, rest {coord['rest_s'] * 1e3:.0f});"
+          f" RSS max {max(rss):.0f} MB, sum {sum(rss) / 1024:.2f} GB; job "
+          f"{record['job_s']:.0f} s", flush=True)
 
 
 def plot(results: Path | None, out: Path) -> None:
@@ -386,11 +410,12 @@ def later_rows(run: dict[str, Any]) -> list[tuple[float, float, bool]]:
 
 def measured_update(preset: str, run: dict[str, Any]) -> float:
     """Seconds of one update of ``run``: the later rows' wall per env step times an update's
-    steps (checkpoint rows in, as often as the job takes them; an Ape-X row may hold more
-    than one update's steps), else the median row's, scaled to an update's steps."""
+    steps (checkpoint rows in, as often as the job takes them), else the median row's,
+    scaled to an update's steps; Ape-X's over all rows after the first, its end in (see
+    :func:`per_update`)."""
     rows = later_rows(run)
     per_update = steps_per_update(preset, run["ranks"])
-    if rows:
+    if rows and preset != "apex":
         return sum(w for w, _, _ in rows) / sum(n for _, n, _ in rows) * per_update
     return run["figures"]["update_s"] * per_update / max(run["figures"]["steps"], 1.0)
 
@@ -432,8 +457,11 @@ def model_of_run(preset: str, ranks: int, base: dict[str, Any],
                   inference_per_worker=1 if preset == "impala" else 0,
                   fraction_workers=0.6 if preset == "ddppo" else 1.0,
                   fraction_samples=0.25 if preset == "ddppo" else 1.0)
-    # a row's learner times, scaled to one update's env steps
-    scale = steps_per_update(preset, (own or base)["ranks"]) / max(timed["steps"], 1.0)
+    # a row's learner times, scaled to one update's env steps; a replay learner's (one
+    # learner, k collectors) to the predicted run's: it trains gradient steps per env step
+    # taken in (replay.gradient_steps a train_freq), so its compute grows with its collectors
+    learned = ranks if preset == "apex" else (own or base)["ranks"]
+    scale = steps_per_update(preset, learned) / max(timed["steps"], 1.0)
     # an asynchronous learner here waits for part of a collection (the policy-lag bound
     # drops rollouts older than max_policy_lag): that wait, as measured, stays in
     wait = timed["wait_s"] * scale if shape.asynchronous else 0.0
@@ -480,6 +508,17 @@ def _overheads(preset: str, base: dict[str, Any]) -> Any:
                      checkpoint_every=every if state_s else 0)
 
 
+def with_figures_of_rows(preset: str, run: dict[str, Any]) -> dict[str, Any]:
+    """``run`` with its figures and coordination taken again from its rows (the last row
+    left out, as :func:`per_update` now does), where the record kept its rows."""
+    rows = run.get("rows") or []
+    if len(rows) < 3:
+        return run
+    fig = per_update([{k: float("nan") if v is None else v for k, v in r.items()}
+                      for r in rows], per_step=preset == "apex")
+    return {**run, "figures": fig, "coordination": coordination(fig, preset == "ddppo")}
+
+
 def compare(results: Path) -> None:
     """Measured update time against the model's, per preset and rank count."""
     records = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
@@ -487,7 +526,8 @@ def compare(results: Path) -> None:
           "model, compute as timed in the run | error |")
     print("|---|---|---|---|---|---|---|")
     for preset in PRESETS:
-        runs = sorted((r for r in records if r["preset"] == preset), key=lambda r: r["ranks"])
+        runs = sorted((with_figures_of_rows(preset, r) for r in records
+                       if r["preset"] == preset), key=lambda r: r["ranks"])
         for run in runs:
             measured = measured_update(preset, run)
             base = model_of_run(preset, run["ranks"], runs[0])
