@@ -3,7 +3,7 @@ after issue 55's fix, printed beside the CPU model (the cost model's ``notice_pr
 
 - *per-peer tests* (before): a receive posted from every peer, and at every env step one
   ``Test`` for each unfinished peer, a Python loop over (p - 1) requests;
-- *one probe* (now, :class:`~hpcrl.placement.wiring.rollout_source.PeerNotices`): one
+- *one probe* (now, :class:`~hpcrl.placement.wiring.peer_notices.PeerNotices`): one
   ``Iprobe`` from any peer a step, whatever p.
 
 Both through hpcrl's MPI channel, with notices that never come (the common case: a worker
@@ -45,7 +45,7 @@ def per_peer_step(channel: Any, comm_peer: int, peers: int, steps: int) -> float
 
 def probe_step(channel: Any, peers: int, steps: int) -> float:
     """Seconds of one step of the new test: :meth:`PeerNotices.count` with none pending."""
-    from hpcrl.placement.wiring.rollout_source import PeerNotices
+    from hpcrl.placement.wiring.peer_notices import PeerNotices
 
     notices = PeerNotices(channel, peers, update=0)
     started = time.perf_counter()

@@ -134,7 +134,7 @@ def _update(shape: Shape, cal: Calibration, gpus: int, gpus_per_node: int, net: 
     elif shape.preempting and gpus > 1:
         # every worker tells every peer it finished, and looks for its peers' notices with
         # one probe a step once it has its minimum share (hpcrl/placement/wiring/
-        # rollout_source.py, PeerNotices): flat in the workers
+        # peer_notices.py, PeerNotices): flat in the workers
         probed = cal.vector_steps * (1.0 - shape.fraction_samples)
         coordination += ((gpus - 1) * 2 * over.per_peer_notice_s
                          + probed * over.notice_probe_s)

@@ -10,7 +10,7 @@ import pytest
 
 from hpcrl.comm.buffers import Envelope
 from hpcrl.exchange.protocol import TAG_DONE
-from hpcrl.placement.wiring.rollout_source import PeerNotices
+from hpcrl.placement.wiring.peer_notices import PeerNotices
 
 
 class NoticeChannel:
