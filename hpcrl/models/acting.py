@@ -36,7 +36,7 @@ A plug-in engine of the older off-policy form (``act`` / ``submit_act`` / ``act_
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, overload
 
@@ -127,10 +127,7 @@ class ComputesHere:
 
     _answers: dict[int, Step]
 
-    def step(self, obs: np.ndarray, noise: np.ndarray | None = None,
-             state: np.ndarray | None = None) -> Step:
-        """The engine's own (:meth:`Engine.step`)."""
-        raise NotImplementedError
+    step: Callable[..., Step]  # the engine's own (:meth:`Engine.step`)
 
     def submit(self, group: int, obs: np.ndarray, noise: np.ndarray | None = None,
                state: np.ndarray | None = None) -> None:
@@ -172,9 +169,7 @@ class ActsAtOnce:
 
     _acted: dict[int, np.ndarray]
 
-    def act(self, obs: np.ndarray, noise: np.ndarray | None = None) -> np.ndarray:
-        """The engine's own: the actions of ``obs``."""
-        raise NotImplementedError
+    act: Callable[..., np.ndarray]  # the engine's own: the actions of ``obs``
 
     def submit_act(self, group: int, obs: np.ndarray, noise: np.ndarray | None = None
                    ) -> None:

@@ -17,6 +17,7 @@ it does through :meth:`SeatEnv._receive`, :meth:`SeatEnv._seat_ready` and
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,7 +135,7 @@ class _Match:
             self.returns[seat] = 0.0
 
 
-class SeatEnv:
+class SeatEnv(ABC):
     """A PettingZoo env seen as a fixed set of seats (its ``possible_agents``); see the module.
 
     ``env_index`` is the env's global index in the job and ``seed`` the job's env seed: match
@@ -216,14 +217,14 @@ class SeatEnv:
         self.env.close()
 
     # --- what subclasses implement ------------------------------------------------------
+    @abstractmethod
     def _begin(self, seed: int) -> None:
         """Reset the env with ``seed`` and report the seats that act first."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _advance(self, actions: dict[str, Any]) -> None:
         """Step the env with the acting seats' ``actions`` and report what follows, up to the
         next seats that act (none when the match is over)."""
-        raise NotImplementedError
 
     # --- what subclasses report through -------------------------------------------------
     def _receive(self, rewards: Mapping[str, float]) -> None:
