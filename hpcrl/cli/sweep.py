@@ -91,7 +91,7 @@ def sweep_command(config: str | None, seeds: str | None, grid: tuple[str, ...],
     sweep.train_here(jobs, launch)
     runner = SweepRunner(sweep, sweep.jobs, sweep.launch,
                          say=lambda text: click.echo(text, err=True))
-    outcomes = runner.run()
+    outcomes = runner.run_sweep()
     left = sweep.unfinished()
     click.echo(f"hpcrl sweep: {len(sweep.points) - len(left)} of {len(sweep.points)} points "
                f"finished in {sweep.path}; see them with: hpcrl runs {sweep.path}", err=True)

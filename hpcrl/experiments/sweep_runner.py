@@ -1,11 +1,14 @@
-"""``hpcrl sweep`` on one machine: the points of a sweep, one after the other or N at a time.
+"""Runs of hpcrl as local processes, N at a time: :class:`LocalRunner`, which ``hpcrl
+sweep`` (:class:`SweepRunner`: a sweep's points) and ``hpcrl pbt`` (a population's members)
+both use.
 
-Each point runs as its own ``hpcrl train`` process (under ``mpiexec -n N`` when its scheme
-needs N ranks), so a point that fails leaves the others running; its console output goes to
-``SWEEP/logs/<point>.log``. The points run in their own process sessions: Ctrl-C (SIGINT),
-SIGTERM or SIGUSR1 reach the sweep alone, which starts no more points and asks the running
-ones to checkpoint and stop with SIGUSR1 (which mpiexec passes on to every rank of a point,
-and hpcrl treats as SIGTERM); the same sweep command, given again, resumes them.
+Each run is its own process (a point's ``hpcrl train``, under ``mpiexec -n N`` when its
+scheme needs N ranks; a member's ``hpcrl pbt --member K``), so a run that fails leaves the
+others running; its console output goes to ``<dir>/logs/<name>.log``. The runs are in their
+own process sessions: Ctrl-C (SIGINT), SIGTERM or SIGUSR1 reach the runner alone, which
+starts no more runs and asks the running ones to checkpoint and stop with SIGUSR1 (which
+mpiexec passes on to every rank, and hpcrl treats as SIGTERM); the same command, given again,
+resumes them.
 """
 from __future__ import annotations
 
@@ -22,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from hpcrl.experiments.sweep import Point, Sweep, SweepError, check_points
-from hpcrl.runtime.run_dir import is_finished
+from hpcrl.experiments.sweep import Sweep, SweepError, check_points
+from hpcrl.runtime.run_dir import RunDir, is_finished
 from hpcrl.runtime.signals import EXIT_ENV_FAILED, EXIT_PREEMPTED
 from hpcrl.scheme.topology import required_world_size
 
@@ -32,12 +35,22 @@ POLL_S = 0.2
 
 @dataclass
 class Outcome:
-    """How one point's process ended this time."""
+    """How one run's process ended this time."""
 
-    point: Point
+    name: str
     status: str      # finished, stopped, env failed or failed
     exit_code: int
     seconds: float
+
+
+@dataclass(frozen=True)
+class LocalJob:
+    """One run to train as a local process: its name (its log's), its command line, and
+    the run directory that says how it ended."""
+
+    name: str
+    command: list[str]
+    run: RunDir
 
 
 def mpiexec_command(launch: str | None, ranks: int) -> list[str]:
@@ -75,59 +88,50 @@ def _last_line(path: Path) -> str:
     return lines[-1][-200:] if lines else ""
 
 
-class SweepRunner:
-    """Runs the unfinished points of a sweep, ``jobs`` at a time."""
+class LocalRunner:
+    """Runs local jobs, ``parallel`` at a time, saying what happens as ``label``."""
 
-    def __init__(self, sweep: Sweep, jobs: int = 1, launch: str | None = None,
+    def __init__(self, label: str, logs: Path, parallel: int = 1,
                  say: Callable[[str], None] = print) -> None:
-        if jobs < 1:
-            raise SweepError(f"--jobs {jobs}: give 1 or more points to run at a time")
-        self.sweep, self.jobs, self.launch, self.say = sweep, jobs, launch, say
+        self.label, self.logs, self.parallel, self.say = label, logs, parallel, say
         self.stop_signal: int | None = None
-        self.logs = sweep.path / "logs"
 
     def _stop(self, signum: int, frame: object) -> None:
         if self.stop_signal is None:
-            self.say(f"hpcrl sweep: {signal.Signals(signum).name}: starting no more points; "
+            self.say(f"{self.label}: {signal.Signals(signum).name}: starting no more runs; "
                      f"the running ones checkpoint and stop")
         self.stop_signal = signal.SIGUSR1  # mpiexec passes it on to every rank
 
-    def run(self) -> list[Outcome]:
-        """Train every point that has not finished; returns how each run ended."""
-        commands = point_commands(self.sweep, self.launch)  # every point checked first
-        todo = [self.sweep.points[i] for i in self.sweep.unfinished()]
-        done = len(self.sweep.points) - len(todo)
-        self.say(f"hpcrl sweep: {len(self.sweep.points)} points in {self.sweep.path}: "
-                 f"{done} finished, {len(todo)} to train, {self.jobs} at a time")
-        self.logs.mkdir(exist_ok=True)
+    def run(self, todo: list[LocalJob]) -> list[Outcome]:
+        """Train every job of ``todo``; returns how each process ended."""
+        self.logs.mkdir(parents=True, exist_ok=True)
         previous = {s: signal.signal(s, self._stop)
                     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)}
         try:
-            return self._loop(todo, commands)
+            return self._loop(list(todo))
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
 
-    def _start(self, point: Point, command: list[str]) -> tuple[subprocess.Popen, IO[str],
-                                                                 float]:
-        log = open(self.logs / f"{point.name}.log", "a")
-        log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(command)}\n")
+    def _start(self, job: LocalJob) -> tuple[subprocess.Popen, IO[str], float]:
+        log = open(self.logs / f"{job.name}.log", "a")
+        log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(job.command)}\n")
         log.flush()
-        resumed = "--resume" in command
-        self.say(f"hpcrl sweep: {'resume' if resumed else 'start '} {point.name}")
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+        resumed = job.run.checkpoint_path.exists()
+        self.say(f"{self.label}: {'resume' if resumed else 'start '} {job.name}")
+        proc = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         return proc, log, time.monotonic()
 
-    def _loop(self, todo: list[Point], commands: dict[str, list[str]]) -> list[Outcome]:
-        queue, outcomes = list(todo), []
-        # a running point: the point, its process, its log and when it started
-        running: dict[str, tuple[Point, subprocess.Popen, IO[str], float]] = {}
+    def _loop(self, queue: list[LocalJob]) -> list[Outcome]:
+        outcomes = []
+        # a running job: the job, its process, its log and when it started
+        running: dict[str, tuple[LocalJob, subprocess.Popen, IO[str], float]] = {}
         forwarded: int | None = None
         while queue or running:
-            while queue and len(running) < self.jobs and self.stop_signal is None:
-                point = queue.pop(0)
-                running[point.name] = (point, *self._start(point, commands[point.name]))
+            while queue and len(running) < self.parallel and self.stop_signal is None:
+                job = queue.pop(0)
+                running[job.name] = (job, *self._start(job))
             if self.stop_signal is not None and forwarded is None:
                 forwarded = self.stop_signal
                 for _, proc, _, _ in running.values():
@@ -137,17 +141,17 @@ class SweepRunner:
                         pass
                 queue.clear()
             time.sleep(POLL_S)
-            for name, (point, proc, log, began) in list(running.items()):
+            for name, (job, proc, log, began) in list(running.items()):
                 code = proc.poll()
                 if code is None:
                     continue
                 log.close()
                 del running[name]
-                outcomes.append(self._ended(point, code, time.monotonic() - began))
+                outcomes.append(self._ended(job, code, time.monotonic() - began))
         return outcomes
 
-    def _ended(self, point: Point, code: int, seconds: float) -> Outcome:
-        run = self.sweep.run_dir(point)
+    def _ended(self, job: LocalJob, code: int, seconds: float) -> Outcome:
+        run = job.run
         if code == 0 and is_finished(run):
             status, what = "finished", self._evaluation(run.eval_path)
         elif code == EXIT_ENV_FAILED:  # (its run's stop marker says which env and why)
@@ -156,10 +160,10 @@ class SweepRunner:
             status, what = "stopped", "checkpointed; the same command resumes it"
         else:
             status = "failed"
-            log = self.logs / f"{point.name}.log"
+            log = self.logs / f"{job.name}.log"
             what = f"exit {code}; {log}: {_last_line(log)}"
-        self.say(f"hpcrl sweep: {status:8s} {point.name} after {seconds:.0f} s ({what})")
-        return Outcome(point, status, code, seconds)
+        self.say(f"{self.label}: {status:8s} {job.name} after {seconds:.0f} s ({what})")
+        return Outcome(job.name, status, code, seconds)
 
     @staticmethod
     def _evaluation(path: Path) -> str:
@@ -168,9 +172,30 @@ class SweepRunner:
         return f"eval {json.loads(path.read_text())['mean_return']:.1f}"
 
 
+class SweepRunner(LocalRunner):
+    """Runs the unfinished points of a sweep, ``jobs`` at a time."""
+
+    def __init__(self, sweep: Sweep, jobs: int = 1, launch: str | None = None,
+                 say: Callable[[str], None] = print) -> None:
+        if jobs < 1:
+            raise SweepError(f"--jobs {jobs}: give 1 or more points to run at a time")
+        super().__init__("hpcrl sweep", sweep.path / "logs", jobs, say)
+        self.sweep, self.launch = sweep, launch
+
+    def run_sweep(self) -> list[Outcome]:
+        """Train every point that has not finished; returns how each run ended."""
+        commands = point_commands(self.sweep, self.launch)  # every point checked first
+        todo = [self.sweep.points[i] for i in self.sweep.unfinished()]
+        done = len(self.sweep.points) - len(todo)
+        self.say(f"hpcrl sweep: {len(self.sweep.points)} points in {self.sweep.path}: "
+                 f"{done} finished, {len(todo)} to train, {self.parallel} at a time")
+        return self.run([LocalJob(p.name, commands[p.name], self.sweep.run_dir(p))
+                         for p in todo])
+
+
 def exit_code(outcomes: list[Outcome]) -> int:
-    """1 when a point failed, 4 when a point's env failed for good (checkpointed, but a
-    requeue would fail again), 3 when a stop left points to resume, else 0."""
+    """1 when a run failed, 4 when a run's env failed for good (checkpointed, but a
+    requeue would fail again), 3 when a stop left runs to resume, else 0."""
     statuses = {o.status for o in outcomes}
     if "failed" in statuses:
         return 1
