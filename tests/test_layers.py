@@ -109,6 +109,9 @@ CONFIG_ASSEMBLERS: dict[str, str] = {
     "placement/serial_run.py": ("an assembler in all but name: the serial Trainer starts a "
                                 "run from its config (job_run's prepare) and resumes one "
                                 "from the config in its run directory"),
+    "population/member_run.py": ("a population member's run from the population's config: "
+                                 "its seed and drawn values, checked, handed to the job's "
+                                 "assembly (placement/job_run.py's prepare)"),
     "algorithms/registry.py": ("the one place an algorithm's part of the config is cut out of "
                                "the whole (algorithm_settings): algo.name picks the class "
                                "whose own section is cut, so make_policy and make_algorithm "

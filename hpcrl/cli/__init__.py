@@ -224,3 +224,6 @@ main.add_command(plot_command)
 from hpcrl.cli.sweep import sweep_command  # noqa: E402 (hpcrl sweep)
 
 main.add_command(sweep_command)
+from hpcrl.cli.pbt import pbt_command  # noqa: E402 (hpcrl pbt)
+
+main.add_command(pbt_command)

@@ -115,11 +115,30 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"config key '{key}' must be a list, got {value!r}")
         return list(value)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"config key '{key}' must be a list, got {value!r}")
+        item = typing.get_args(tp)[0]
+        return tuple(_coerce(f"{key}[{i}]", v, item) for i, v in enumerate(value))
     if tp is dict or origin is dict:
         if not isinstance(value, Mapping):
             raise ConfigError(f"config key '{key}' must be a mapping, got {value!r}")
+        entry = (typing.get_args(tp) or (str, Any))[1]
+        if isinstance(entry, type) and dataclasses.is_dataclass(entry):
+            return {name: _dataclass_entry(f"{key}.{name}", item, entry)
+                    for name, item in value.items()}
         return dict(value)
     raise ConfigError(f"config key '{key}' has an unsupported type {_type_name(tp)}")
+
+
+def _dataclass_entry(key: str, value: Any, cls: type) -> Any:
+    """One entry of a mapping of named sections (``pbt.mutate.algo.lr``): ``cls`` from
+    ``value``, every problem of it raised as one error."""
+    problems: list[str] = []
+    built = _build(cls, value, key + ".", problems)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return built
 
 
 def _build(cls: type, data: Mapping[str, Any], prefix: str, problems: list[str]) -> Any:

@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 
 # commands a weights message carries to collectors (bit flags); ENV_FAILED rides with
 # PREEMPTED when the stop is for an env that failed for good (every rank then leaves with
-# that exit status: MPICH's mpiexec ORs the ranks' statuses)
-COLLECT, STOP, CHECKPOINT, PREEMPTED, ENV_FAILED = 0, 1, 2, 4, 8
+# that exit status: MPICH's mpiexec ORs the ranks' statuses). RELOAD rides with STOP when a
+# population member ends its roles to go on from a copied checkpoint (hpcrl.population)
+COLLECT, STOP, CHECKPOINT, PREEMPTED, ENV_FAILED, RELOAD = 0, 1, 2, 4, 8, 16
 
 
 class WeightsHeader(Record):

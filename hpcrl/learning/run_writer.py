@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from torch import nn
 
 from hpcrl.envs.vector import EnvSpaces
-from hpcrl.exchange.messages import CHECKPOINT, ENV_FAILED, PREEMPTED, STOP
+from hpcrl.exchange.messages import CHECKPOINT, ENV_FAILED, PREEMPTED, RELOAD, STOP
 from hpcrl.learning.eval_curve import EvalCurve
 from hpcrl.learning.evaluation import evaluate, success_note, truncation_note
 from hpcrl.learning.periodic_eval import PeriodicEvaluator
@@ -40,6 +40,24 @@ from hpcrl.trained.saved_policy import saved_policy
 #: elsewhere than in rank 0's thread (evaluator ranks:
 #: :class:`~hpcrl.placement.evaluators.RemoteEvaluations`), recording into ``curve``
 RemoteEvaluations = Callable[[EvalCurve, int, Callable[[nn.Module], dict[str, Any]]], Any]
+
+
+class IntervalHook(Protocol):
+    """What a run does at intervals of its own besides the writer's checkpoints: a population
+    member's comparison with its peers (:class:`~hpcrl.population.member_hook.MemberHook`).
+    The writer checkpoints when :meth:`due`, hands the checkpoint to :meth:`after_checkpoint`,
+    and ends the run's roles for a reload when that asks for one."""
+
+    def due(self, env_steps: int) -> bool:
+        """Whether an interval ended at ``env_steps`` (the writer then checkpoints)."""
+        ...
+
+    def after_checkpoint(self, checkpoint: Path, env_steps: int, row: Mapping[str, Any],
+                         final: bool) -> bool:
+        """The checkpoint of an interval's end (``final``: the budget's) is written; ``row``
+        is the last progress row. True asks the run to end its roles so that it goes on
+        from another state (a reload; the writer stops with ``STOP | RELOAD``)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -61,13 +79,18 @@ class RunWriter:
 
     ``resume_state`` (a loaded checkpoint) restores the counters and the episode window and
     cuts ``progress.csv`` back to the checkpoint's rows. ``remote``: where the evaluations
-    during training are played when not in rank 0's thread (evaluator ranks).
+    during training are played when not in rank 0's thread (evaluator ranks). ``interval``:
+    checkpoints of a population member's intervals, each handed to it (:class:`IntervalHook`).
     """
 
     def __init__(self, config: WrittenConfig, spaces: EnvSpaces, run: RunDir,
                  stat_names: tuple[str, ...], resume_state: dict[str, Any] | None,
-                 console: IO[str] | None, remote: RemoteEvaluations | None = None) -> None:
+                 console: IO[str] | None, remote: RemoteEvaluations | None = None,
+                 interval: IntervalHook | None = None) -> None:
         self.config, self.spaces, self.run = config, spaces, run
+        self.interval = interval  # a population member's comparisons (None: a lone run)
+        self.reloading = False  # the interval hook asked to end the roles for a reload
+        self.last_row: dict[str, Any] = {}
         self.train = train = config.train  # the keys it reads: budget, logs, checkpoints, evals
         self.trained = False  # an update recorded by this process (RunDir.trained_path)
         self.updates, self.env_steps, self.wall_before = 0, 0, 0.0
@@ -146,16 +169,21 @@ class RunWriter:
         train = self.train
         overdue = (train.checkpoint_every_s > 0
                    and time.monotonic() - self.last_checkpoint_at >= train.checkpoint_every_s)
-        return self.done or overdue or self.updates % train.checkpoint_every == 0
+        interval = self.interval is not None and self.interval.due(self.env_steps)
+        return self.done or overdue or interval or self.updates % train.checkpoint_every == 0
 
     def command(self) -> int:
         """What the run does after the update just recorded, as the command bits every
         placement acts on (the serial loop here, the MPI leader's broadcast to every rank):
         0 goes on; ``CHECKPOINT`` when one is due; ``STOP | CHECKPOINT`` at the end of the
         budget; :attr:`stop_command` when a stop signal came, too few collectors are live
-        or an env failed for good."""
+        or an env failed for good; ``STOP | RELOAD`` after the interval hook asked for a
+        reload (the update trained since its checkpoint is dropped: the run goes on from
+        the state the hook chose)."""
         if self.preempted:
             return self.stop_command
+        if self.reloading and not self.done:
+            return STOP | RELOAD
         return (STOP if self.done else 0) | (CHECKPOINT if self.checkpoint_due() else 0)
 
     def add_update(self, env_steps: int, episodes: tuple[float, float, float],
@@ -170,6 +198,7 @@ class RunWriter:
         row = progress_row(self.env_steps, self.updates, self.wall_time_s, fps, self.episodes,
                            int(episodes[0]), stats, scheme)
         self.log.write(row)
+        self.last_row = row
         if not self.trained and env_steps > 0:  # the batch scripts' sign that this step
             # did work (an update that learnt nothing, an env having failed, is none)
             self.trained = True
@@ -203,6 +232,10 @@ class RunWriter:
         }, self.run.checkpoint_path)
         keep_recent(path, self.env_steps, self.train.keep_checkpoints)
         self.last_checkpoint_at = time.monotonic()
+        if (self.interval is not None and not self.preempted
+                and (self.done or self.interval.due(self.env_steps))):
+            self.reloading = self.interval.after_checkpoint(path, self.env_steps, self.last_row,
+                                                            final=self.done)
         if self.preempted:
             if self.env_note is not None:
                 name = f"{ENV_FAILED_MARKER} {self.env_note}"

@@ -27,6 +27,7 @@ from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
 from hpcrl.comm.faults import watches_for_revocation
 from hpcrl.errors import ConfigError
 from hpcrl.learning.replay_loop import UpdateFigures
+from hpcrl.learning.run_writer import IntervalHook
 from hpcrl.placement.job import RankJob, build_job
 from hpcrl.placement.launch import resume_command, stop_message
 from hpcrl.placement.leader import Leader
@@ -80,6 +81,12 @@ class JobRun:
         """The final evaluation (rank 0; None when none ran)."""
         leader = self.leader
         return None if leader is None else leader.evaluation
+
+    @property
+    def reloading(self) -> bool:
+        """Whether the run's roles ended for a reload its interval hook asked for (rank 0)."""
+        leader = self.leader
+        return leader is not None and bool(leader.writer.reloading)
 
     @property
     def several(self) -> bool:
@@ -234,11 +241,13 @@ def upgraded(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def prepare(config: Config, run_dir: Path | None, resume: bool = False,
-            console: IO[str] | None = None, world: Any = None) -> JobRun:
+            console: IO[str] | None = None, world: Any = None,
+            interval: IntervalHook | None = None) -> JobRun:
     """This rank's part of a run of ``config``, ready to :meth:`~JobRun.train`, in ``run_dir``
     (None: the default directory rank 0 picks for every rank); ``world``: the communicator
     of the job's ranks (default: MPI's world; a :class:`~hpcrl.comm.world.SelfComm` runs it
-    in this process alone)."""
+    in this process alone); ``interval``: rank 0's hook at a population member's intervals
+    (:class:`~hpcrl.learning.run_writer.IntervalHook`)."""
     set_compute_threads(config.train.torch_threads)
     seed_everything(config.seed)
     job = build_job(config, world)
@@ -265,7 +274,7 @@ def prepare(config: Config, run_dir: Path | None, resume: bool = False,
         _say_start(job, run, console)
     fresh = not resume and not run.path.exists()  # (a job of ranks made it already)
     try:
-        ranked = make_role(job, state, console, run)
+        ranked = make_role(job, state, console, run, interval)
     except BaseException:
         restore_signals()
         if fresh and run.path.exists():  # a run of one refused while building: leave no
@@ -292,9 +301,9 @@ def _say_start(job: RankJob, run: RunDir, console: IO[str]) -> None:
 
 
 def make_role(job: RankJob, state: dict[str, Any] | None, console: IO[str] | None,
-              run: RunDir) -> Any:
+              run: RunDir, interval: IntervalHook | None = None) -> Any:
     """This rank's role object: a collector, a spare, an inference rank, an evaluator, or a
-    learner (rank 0's with the job's leader)."""
+    learner (rank 0's with the job's leader, which hands ``interval`` its checkpoints)."""
     role = job.role.role
     if role == COLLECTOR:
         return CollectorRank(job, collector_state_for(state, job.role.env_offset))
@@ -307,8 +316,8 @@ def make_role(job: RankJob, state: dict[str, Any] | None, console: IO[str] | Non
     if role == EVALUATOR:
         return EvaluatorRank(job)
     config = job.config
-    leader = (Leader(job, run, stat_names(config), state, console, config.scheme.min_collectors)
-              if job.is_leader else None)
+    leader = (Leader(job, run, stat_names(config), state, console, config.scheme.min_collectors,
+                     interval) if job.is_leader else None)
     ranked: Any
     if role == UPDATER:  # a role of its own where the scheme has one: rank 0
         assert leader is not None

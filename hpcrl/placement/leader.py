@@ -18,7 +18,7 @@ from hpcrl.errors import ExplainedError
 from hpcrl.exchange.protocol import Control, ReportLayout
 from hpcrl.learning.eval_curve import EvalCurve
 from hpcrl.learning.loop import WriterControl
-from hpcrl.learning.run_writer import RemoteEvaluations, RunWriter
+from hpcrl.learning.run_writer import IntervalHook, RemoteEvaluations, RunWriter
 from hpcrl.placement.env_failures import FailureNotes
 from hpcrl.placement.evaluators import RemoteEvaluations as Evaluations
 from hpcrl.runtime.run_dir import RunDir
@@ -91,12 +91,13 @@ class Leader:
     @_ends_the_job
     def __init__(self, job: LeaderJob, run: RunDir, stat_names: tuple[str, ...],
                  resume_state: dict[str, Any] | None, console: IO[str] | None,
-                 min_collectors: int) -> None:
+                 min_collectors: int, interval: IntervalHook | None = None) -> None:
         self.job, self.run, self.min_collectors = job, run, min_collectors
         self.layout = ReportLayout(stat_names)
         self.writer = RunWriter(job.written_config(), job.spaces, run, stat_names,
                                 resume_state, console,
-                                evaluator_ranks(job, console, lambda: self.writer.command()))
+                                evaluator_ranks(job, console, lambda: self.writer.command()),
+                                interval)
         self.evaluation: dict[str, Any] | None = None  # the final one, once run
         self.live_collectors = self.collector_ranks  # as the last update counted them
         self.failures = FailureNotes(job.channel)  # the lines of envs that failed for good
@@ -227,9 +228,9 @@ class Leader:
     @_ends_the_job
     def finish(self, actor: nn.Module) -> dict[str, Any] | None:
         """Close the records and run the final evaluation (kept as ``evaluation``; none
-        after a stop signal)."""
+        after a stop signal, nor when the run's roles end for a reload)."""
         self.writer.close()
-        if self.preempted:
+        if self.preempted or self.writer.reloading:  # (a reload goes on: no end yet)
             return None
         self.evaluation = self.writer.final_eval(_cpu_copy(actor, self.job))
         return self.evaluation

@@ -8,7 +8,7 @@ with equal or less experience (:mod:`~hpcrl.population.exploit`), and a member o
 quantile copies a leader's checkpoint and mutates its hyperparameters
 (:mod:`~hpcrl.population.explore`), the copy recorded in ``population/lineage.csv``
 (:mod:`~hpcrl.population.lineage`). What a population is asked to do is
-:class:`~hpcrl.population.settings.PbtSettings`.
+:class:`~hpcrl.sections.pbt_section.PbtConfig`.
 
 The design is DexPBT's (serverless: no driver to keep alive, a lost or late member stops no
 other), with Ray Tune's defaults and Sample Factory's gap thresholds. The package uses only

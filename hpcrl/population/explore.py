@@ -1,6 +1,6 @@
 """The explore step: new values for the hyperparameters a member copied from its leader.
 
-Each key of :attr:`~hpcrl.population.settings.PbtSettings.mutate` is, with the resample
+Each key of :attr:`~hpcrl.sections.pbt_section.PbtConfig.mutate` is, with the resample
 probability, drawn anew from its range (uniform on its scale: log-uniform for ``log``,
 log-uniform on 1 − value for ``log_complement``), and otherwise multiplied by one of the
 perturb factors drawn at random (for ``log_complement`` it is 1 − value that is multiplied,
@@ -18,7 +18,7 @@ import random
 from collections.abc import Mapping
 
 from hpcrl.errors import ConfigError
-from hpcrl.population.settings import KeyRange, PbtSettings
+from hpcrl.sections.pbt_section import KeyRange, PbtConfig
 
 __all__ = ["check_keys", "initial_values", "mutate", "mutate_value", "perturb", "sample"]
 
@@ -58,7 +58,7 @@ def perturb(value: float, key_range: KeyRange, factor: float) -> float:
     return _clip(value * factor, key_range)
 
 
-def mutate_value(value: float, key_range: KeyRange, settings: PbtSettings,
+def mutate_value(value: float, key_range: KeyRange, settings: PbtConfig,
                  rng: random.Random) -> float:
     """One key's new value: resampled with the resample probability, else perturbed."""
     if rng.random() < settings.resample_probability:
@@ -66,7 +66,7 @@ def mutate_value(value: float, key_range: KeyRange, settings: PbtSettings,
     return perturb(value, key_range, rng.choice(settings.perturb_factors))
 
 
-def mutate(values: Mapping[str, float], settings: PbtSettings,
+def mutate(values: Mapping[str, float], settings: PbtConfig,
            rng: random.Random) -> dict[str, float]:
     """``values`` with every key of ``settings.mutate`` mutated (the others as they are)."""
     check_keys(values, settings)
@@ -76,7 +76,7 @@ def mutate(values: Mapping[str, float], settings: PbtSettings,
     return mutated
 
 
-def check_keys(values: Mapping[str, float], settings: PbtSettings) -> None:
+def check_keys(values: Mapping[str, float], settings: PbtConfig) -> None:
     """A :class:`~hpcrl.errors.ConfigError` naming the keys of ``settings.mutate`` that
     ``values`` lacks (a key to mutate that the run does not have)."""
     missing = sorted(set(settings.mutate) - set(values))
@@ -86,7 +86,7 @@ def check_keys(values: Mapping[str, float], settings: PbtSettings) -> None:
                           f"example {', '.join(sorted(values)[:3]) or 'algo.lr'})")
 
 
-def initial_values(settings: PbtSettings, rng: random.Random) -> dict[str, float]:
+def initial_values(settings: PbtConfig, rng: random.Random) -> dict[str, float]:
     """A member's first values of every key to mutate, each drawn from its range (a
     population starts spread over the ranges, as the with/without comparison needs)."""
     return {key: sample(settings.mutate[key], rng) for key in sorted(settings.mutate)}

@@ -25,8 +25,9 @@ from hpcrl.errors import ConfigError
 from hpcrl.population.exploit import leaders
 from hpcrl.population.explore import check_keys, mutate
 from hpcrl.population.lineage import Lineage
-from hpcrl.population.settings import PbtSettings
+from hpcrl.population.settings import check_settings
 from hpcrl.population.workspace import Snapshot, Workspace
+from hpcrl.sections.pbt_section import PbtConfig
 
 __all__ = ["Decision", "Member"]
 
@@ -49,9 +50,9 @@ class Decision:
 class Member:
     """Member ``member`` of the population in ``population_dir`` (``RUN_DIR/population``)."""
 
-    def __init__(self, settings: PbtSettings, population_dir: str | Path, member: int,
+    def __init__(self, settings: PbtConfig, population_dir: str | Path, member: int,
                  seed: int = 0, clock: Callable[[], float] = time.time) -> None:
-        self.settings = settings.check()
+        self.settings = check_settings(settings)
         if not isinstance(member, int) or not 0 <= member < settings.members:
             raise ConfigError(f"PBT member {member!r} is not one of the population's "
                               f"{settings.members} (0 to {settings.members - 1}): pass a "
@@ -78,14 +79,21 @@ class Member:
         """The RNG of this member's decision at ``env_steps`` (seeded, see the module)."""
         return random.Random(f"hpcrl-pbt/{self.seed}/{self.member}/{env_steps}")
 
-    def step(self, env_steps: int, score: float, hyperparameters: Mapping[str, float],
-             checkpoint: str | Path) -> Decision:
-        """Publish this interval's snapshot and decide: stay, or copy a leader and mutate."""
+    def publish(self, env_steps: int, score: float, hyperparameters: Mapping[str, float],
+                checkpoint: str | Path) -> Snapshot:
+        """Publish this member's scored snapshot (its peers rank it and may copy it) without
+        deciding anything: what the budget's last checkpoint does."""
         check_keys(hyperparameters, self.settings)
         me = Snapshot(self.member, env_steps, float(score), dict(hyperparameters),
                       str(checkpoint), self.clock())
         self.workspace.publish(me)
         self.last_env_steps = env_steps
+        return me
+
+    def step(self, env_steps: int, score: float, hyperparameters: Mapping[str, float],
+             checkpoint: str | Path) -> Decision:
+        """Publish this interval's snapshot and decide: stay, or copy a leader and mutate."""
+        me = self.publish(env_steps, score, hyperparameters, checkpoint)
         rng = self.rng(env_steps)
         for leader in leaders(me, self.workspace.peers(self.member), self.settings, rng):
             copy = self.workspace.adopt(leader, self.member)

@@ -21,6 +21,7 @@ from hpcrl.sections.algorithm_keys import (
     Td3Config,
 )
 from hpcrl.sections.offpolicy import ReplayConfig
+from hpcrl.sections.pbt_section import PbtConfig
 from hpcrl.sections.policy_addons import PolicyAddonsConfig
 from hpcrl.sections.rnd_section import RndConfig
 
@@ -458,3 +459,6 @@ class Config:
     rnd: RndConfig = doc("Random Network Distillation's exploration bonus (ppo, a2c).",
                          factory=RndConfig)
     scheme: SchemeConfig = doc("Placement of the roles on MPI ranks.", factory=SchemeConfig)
+    pbt: PbtConfig = doc("Population-based training: read by `hpcrl pbt`, which trains "
+                         "pbt.members runs of this config side by side; `hpcrl train` "
+                         "ignores it.", factory=PbtConfig)

@@ -9,12 +9,12 @@ import pytest
 
 from hpcrl.errors import ConfigError
 from hpcrl.population.explore import initial_values, mutate, perturb, sample
-from hpcrl.population.settings import KeyRange, PbtSettings
+from hpcrl.sections.pbt_section import KeyRange, PbtConfig
 
 LR = KeyRange(1e-5, 1e-1, "log")
 CLIP = KeyRange(0.1, 0.3, "linear")
 GAMMA = KeyRange(0.9, 0.9999, "log_complement")
-SETTINGS = PbtSettings(mutate={"lr": LR, "clip": CLIP, "gamma": GAMMA})
+SETTINGS = PbtConfig(mutate={"lr": LR, "clip": CLIP, "gamma": GAMMA})
 
 
 @pytest.mark.parametrize("key_range", [LR, CLIP, GAMMA])
@@ -62,7 +62,7 @@ def test_the_resample_probability_splits_resamples_from_perturbations():
     news = [mutate(values, SETTINGS, rng)["lr"] for _ in range(1000)]
     perturbed = sum(any(math.isclose(v, 1e-3 * f) for f in (0.8, 1.2)) for v in news)
     assert 0.68 < perturbed / 1000 < 0.82  # 1 - 0.25 of them
-    never = PbtSettings(mutate=SETTINGS.mutate, resample_probability=0.0)
+    never = PbtConfig(mutate=SETTINGS.mutate, resample_probability=0.0)
     assert {round(mutate(values, never, rng)["lr"], 12) for _ in range(50)} == {8e-4, 1.2e-3}
 
 

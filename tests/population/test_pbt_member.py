@@ -15,11 +15,11 @@ from hpcrl.errors import ConfigError
 from hpcrl.population.explore import initial_values
 from hpcrl.population.lineage import Lineage
 from hpcrl.population.member import Member
-from hpcrl.population.settings import KeyRange, PbtSettings
 from hpcrl.population.workspace import write_text_atomic
+from hpcrl.sections.pbt_section import KeyRange, PbtConfig
 
 LR = KeyRange(1e-5, 1e-1, "log")
-SETTINGS = PbtSettings(members=4, interval_env_steps=100, mutate={"lr": LR})
+SETTINGS = PbtConfig(members=4, interval_env_steps=100, mutate={"lr": LR})
 
 
 def checkpoint(tmp_path: Path, member: int, skill: float) -> Path:
@@ -89,7 +89,7 @@ def test_bad_member_ids_keys_and_objectives_are_named(tmp_path):
     with pytest.raises(ConfigError, match="use one of episodes"):
         member.score({"episodes": 4})
     with pytest.raises(ConfigError, match="pbt.members"):
-        Member(PbtSettings(members=1, mutate={"lr": LR}), tmp_path, 0)
+        Member(PbtConfig(members=1, mutate={"lr": LR}), tmp_path, 0)
 
 
 BEST_LR = 3e-3

@@ -1,26 +1,27 @@
-"""PbtSettings: Ray Tune's defaults, and problems that name the key and the fix."""
+"""PbtConfig: Ray Tune's defaults, and problems that name the key and the fix."""
 from __future__ import annotations
 
 import pytest
 
 from hpcrl.errors import ConfigError
-from hpcrl.population.settings import KeyRange, PbtSettings
+from hpcrl.population.settings import check_settings
+from hpcrl.sections.pbt_section import KeyRange, PbtConfig
 
 LR = {"algo.lr": KeyRange(1e-5, 1e-2, "log")}
 
 
 def test_defaults_are_ray_tunes_and_valid_once_a_key_is_named():
-    settings = PbtSettings(mutate=LR)
+    settings = PbtConfig(mutate=LR)
     assert (settings.bottom_quantile, settings.top_quantile) == (0.25, 0.25)
     assert settings.resample_probability == 0.25
     assert settings.perturb_factors == (0.8, 1.2)
     assert settings.objective == "mean_return"
-    assert settings.check() is settings
+    assert check_settings(settings) is settings
 
 
 def test_the_fields_are_documented():
     from dataclasses import fields
-    assert all(f.metadata.get("doc") for f in fields(PbtSettings))
+    assert all(f.metadata.get("doc") for f in fields(PbtConfig))
     assert all(f.metadata.get("doc") for f in fields(KeyRange))
 
 
@@ -33,15 +34,15 @@ def test_the_fields_are_documented():
     (KeyRange(0.1, float("inf"), "linear"), ["finite"]),
 ])
 def test_a_bad_range_names_its_key_and_the_fix(key_range, words):
-    found = PbtSettings(mutate={"algo.lr": key_range}).problems()
+    found = PbtConfig(mutate={"algo.lr": key_range}).problems()
     assert len(found) == 1
     assert all(word in found[0] for word in words), found
 
 
 def test_overlapping_quantiles_are_refused_with_the_fix():
-    found = PbtSettings(mutate=LR, bottom_quantile=0.6, top_quantile=0.5).problems()
+    found = PbtConfig(mutate=LR, bottom_quantile=0.6, top_quantile=0.5).problems()
     assert len(found) == 1 and "overlap" in found[0] and "sum at most 1" in found[0]
-    assert "pbt.top_quantile" in PbtSettings(mutate=LR, top_quantile=0).problems()[0]
+    assert "pbt.top_quantile" in PbtConfig(mutate=LR, top_quantile=0).problems()[0]
 
 
 @pytest.mark.parametrize("change, key", [
@@ -56,13 +57,13 @@ def test_overlapping_quantiles_are_refused_with_the_fix():
     ({"mutate": {}}, "pbt.mutate is empty"),
 ])
 def test_each_bad_value_names_its_key(change, key):
-    settings = PbtSettings(**{"mutate": LR, **change})
+    settings = PbtConfig(**{"mutate": LR, **change})
     found = settings.problems()
     assert len(found) == 1 and key in found[0], found
     with pytest.raises(ConfigError, match=key.split()[0].replace(".", r"\.")):
-        settings.check()
+        check_settings(settings)
 
 
 def test_every_problem_is_listed_at_once():
-    settings = PbtSettings(members=0, mutate={"a": KeyRange(1, 0), "b": KeyRange(0, 1, "log")})
+    settings = PbtConfig(members=0, mutate={"a": KeyRange(1, 0), "b": KeyRange(0, 1, "log")})
     assert len(settings.problems()) == 3

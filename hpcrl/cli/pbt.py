@@ -1,0 +1,168 @@
+"""``hpcrl pbt``: population-based training of one config, members as local processes, or one
+member in this process (``--member K``: a Slurm array task, or a member restarted by hand).
+
+The population's settings are the config's ``pbt`` section (docs/pbt.md); its directory
+holds each member's run and the members' exchange (:mod:`hpcrl.population.member_run`).
+Locally, each member is its own ``hpcrl pbt --run-dir POP --member K`` process, run by the
+:class:`~hpcrl.experiments.sweep_runner.LocalRunner` that runs a sweep's points (logs in
+``POP/logs/``; a signal stops every member at a checkpoint, and the same command resumes
+them). The members exchange only through ``POP/population/``: a member that fails leaves
+the others training.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from hpcrl.cli.refusals import refusing
+from hpcrl.sections.schema import Config
+
+if TYPE_CHECKING:
+    from hpcrl.experiments.sweep_runner import LocalJob
+
+SET_HELP = "Override a config key, e.g. --set pbt.members=8 (repeatable)."
+
+
+@click.command("pbt")
+@click.argument("config", required=False, type=click.Path(dir_okay=False))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help=SET_HELP)
+@click.option("--run-dir", type=click.Path(file_okay=False),
+              help="The population's directory (default: runs/pbt-<algo>-<env>-<time>); "
+                   "given again, the population goes on.")
+@click.option("--member", type=click.IntRange(min=0), default=None,
+              help="Train only this member, in this process (what each local process and "
+                   "each Slurm array task runs).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Members trained at once on this machine (default: every member).")
+@refusing
+def pbt_command(config: str | None, overrides: tuple[str, ...], run_dir: str | None,
+                member: int | None, jobs: int | None) -> None:
+    """Train a population of CONFIG's agent (pbt.members runs), each member copying a
+    better one's state and mutating the keys of pbt.mutate every pbt.interval_env_steps.
+
+    Given again with the same --run-dir, the population goes on: finished members are left
+    as they are, the others resume from their checkpoints. Exits 1 when a member failed, 3
+    when a signal stopped members that are left to resume.
+    """
+    from hpcrl.config.loader import load_config
+    from hpcrl.placement.launch import launched_size
+    from hpcrl.population.member_run import population_config
+
+    if launched_size() > 1:
+        raise click.UsageError("hpcrl pbt trains each member in one process: run it without "
+                               "mpiexec/srun")
+    if member is not None and run_dir is None:
+        raise click.UsageError("--member trains one member of a population: give the "
+                               "population's --run-dir")
+    root = Path(run_dir) if run_dir is not None else None
+    given = config is not None or bool(overrides)
+    wanted = load_config(config, overrides) if given or root is None else None
+    if root is None:
+        assert wanted is not None
+        root = _default_root(wanted.algo.name, wanted.env.id)
+    chosen = population_config(root, wanted)
+    if member is not None:
+        _train_one(chosen, root, member)
+    else:
+        _train_all(root, chosen.pbt.members, jobs)
+
+
+def _default_root(algo: str, env_id: str) -> Path:
+    from hpcrl.runtime.run_dir import default_run_dir
+
+    path = default_run_dir(algo, env_id)
+    return path.with_name(f"pbt-{path.name}")
+
+
+def _train_one(config: Config, root: Path, member: int) -> None:
+    from hpcrl.errors import ConfigError
+    from hpcrl.population.member_run import train_member
+    from hpcrl.runtime.signals import EXIT_ENV_FAILED, EXIT_PREEMPTED
+
+    members = config.pbt.members
+    if member >= members:
+        raise ConfigError(f"--member {member}: the population has {members} members (0 to "
+                          f"{members - 1})")
+    job_run = train_member(config, root, member, console=sys.stderr)
+    if job_run.preempted:
+        click.echo(f"hpcrl pbt: member {member} checkpointed and stopped; the same command "
+                   "resumes it", err=True)
+        sys.exit(EXIT_ENV_FAILED if job_run.env_failed else EXIT_PREEMPTED)
+
+
+def _train_all(root: Path, members: int, jobs: int | None) -> None:
+    from hpcrl.experiments.sweep_runner import LocalRunner, exit_code
+
+    todo = unfinished_members(root, members)
+    parallel = jobs or members
+    say = lambda text: click.echo(text, err=True)  # noqa: E731
+    say(f"hpcrl pbt: {members} members in {root}: {members - len(todo)} finished, "
+        f"{len(todo)} to train, {parallel} at a time")
+    runner = LocalRunner("hpcrl pbt", root / "logs", parallel, say)
+    outcomes = runner.run(member_jobs(root, todo))
+    click.echo(population_table(root, members))
+    left = unfinished_members(root, members)
+    code = exit_code(outcomes)
+    if code == 0 and left:
+        code = 3 if runner.stop_signal is not None else 1
+    if code:
+        say(f"hpcrl pbt: {len(left)} members left; go on with: hpcrl pbt --run-dir {root}")
+        sys.exit(code)
+    say(f"hpcrl pbt: every member finished; lineage in {root}/population/lineage.csv, the "
+        f"members' runs with: hpcrl runs {root}")
+
+
+
+def unfinished_members(root: Path, members: int) -> list[int]:
+    """The members of the population in ``root`` that have not finished training."""
+    from hpcrl.population.member_run import member_path
+    from hpcrl.runtime.run_dir import RunDir, is_finished
+
+    return [k for k in range(members) if not is_finished(RunDir(member_path(root, k)))]
+
+
+def member_jobs(root: Path, members: list[int]) -> list[LocalJob]:
+    """The local process of each of ``members``."""
+    from hpcrl.experiments.sweep_runner import LocalJob
+    from hpcrl.population.member_run import member_path
+    from hpcrl.runtime.run_dir import RunDir
+
+    python = [sys.executable, "-m", "hpcrl.cli", "pbt"]
+    return [LocalJob(member_path(root, k).name,
+                     [*python, "--run-dir", str(root), "--member", str(k)],
+                     RunDir(member_path(root, k))) for k in members]
+
+
+def _copies(root: Path) -> dict[int, int]:
+    """How many times each member copied a leader (its lineage rows, one per key changed,
+    counted once per copy)."""
+    from hpcrl.population.lineage import Lineage
+    from hpcrl.population.member_run import population_path
+
+    copies = {(row.member, row.env_steps) for row in Lineage(population_path(root)).rows()}
+    counts: dict[int, int] = {}
+    for member, _ in copies:
+        counts[member] = counts.get(member, 0) + 1
+    return counts
+
+
+def population_table(root: Path, members: int) -> str:
+    """One line per member: its env steps and score at its latest interval, how often it
+    copied a leader, and the values it trains with."""
+    from hpcrl.population.member_run import population_path
+    from hpcrl.population.workspace import Workspace
+
+    workspace, copies = Workspace(population_path(root)), _copies(root)
+    lines = [f"{'member':>8} {'env steps':>11} {'score':>9} {'copies':>6}  values"]
+    for k in range(members):
+        snapshot = workspace.read(k)
+        if snapshot is None:
+            lines.append(f"{k:>8} {'-':>11} {'-':>9} {copies.get(k, 0):>6}  (no interval yet)")
+            continue
+        values = ", ".join(f"{key}={v:.4g}" for key, v in sorted(snapshot.hyperparameters.items()))
+        lines.append(f"{k:>8} {snapshot.env_steps:>11,} {snapshot.score:>9.2f} "
+                     f"{copies.get(k, 0):>6}  {values}")
+    return "\n".join(lines)

@@ -1,0 +1,219 @@
+"""One member of a population, trained from its start (or its last checkpoint) to its
+budget: :func:`train_member`.
+
+A population lives in one directory::
+
+    POP/
+      pbt-config.yaml             the population's config, as its first start resolved it
+      member-00/ ... member-NN/   each member's run directory (a run of its own: config.yaml,
+                                  progress.csv, eval.csv, checkpoints/, loadable by
+                                  `hpcrl eval` and the Python API)
+      population/                 the members' exchange (hpcrl.population.workspace) and
+                                  lineage.csv
+
+Member ``k`` trains the population's config with seed ``seed + k`` and, the first time, the
+values of ``pbt.mutate``'s keys drawn from their ranges by the population's seed and ``k``
+(so the same population, with or without exploit-and-explore, starts alike). Its run's
+writer hands every interval's checkpoint to a :class:`~hpcrl.population.member_hook.MemberHook`.
+When the member copies a leader, its roles end after the update that was being trained
+(that update is dropped); its checkpoint takes the leader's weights and normalisation
+statistics and the leader's optimiser state (:func:`adopt_state`; its own counters, episodes,
+envs and schedule progress stay), its config the mutated values, and the run goes on from
+it in the same process. A member that finds its checkpoint (a requeue, a second start of the
+population) resumes from it with the values its own ``config.yaml`` holds.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import IO, Any
+
+from hpcrl.comm.world import SelfComm
+from hpcrl.config.loader import dump_yaml, from_dict, read_yaml, to_dict
+from hpcrl.errors import ConfigError
+from hpcrl.placement.job_run import JobRun, prepare
+from hpcrl.placement.serial_run import resume_config
+from hpcrl.population.explore import initial_values
+from hpcrl.population.member import Member
+from hpcrl.population.member_hook import MemberHook
+from hpcrl.population.settings import check_settings
+from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from hpcrl.runtime.run_dir import RunDir, write_run_file
+from hpcrl.scheme.topology import required_world_size
+from hpcrl.sections.pbt_section import PbtConfig
+from hpcrl.sections.schema import Config
+
+__all__ = ["CONFIG_FILE", "MUTABLE_SECTIONS", "adopt_state", "check_population",
+           "hyperparameters", "member_path", "population_config", "population_path",
+           "train_member", "with_values"]
+
+CONFIG_FILE = "pbt-config.yaml"
+
+# the sections whose real-valued keys a member may change as it goes on: the learning rule's
+# (env, network, budget and placement keys would make it another run)
+MUTABLE_SECTIONS = ("algo", "replay", "rnd")
+
+
+def member_path(root: Path, member: int) -> Path:
+    """Member ``member``'s run directory in the population directory ``root``."""
+    return root / f"member-{member:02d}"
+
+
+def population_path(root: Path) -> Path:
+    """The members' exchange in the population directory ``root``."""
+    return root / "population"
+
+
+def population_config(root: Path, config: Config | None) -> Config:
+    """The config of the population in ``root``: ``config`` (checked) on its first start,
+    written to ``pbt-config.yaml`` for every member; afterwards the one written, which
+    ``config`` (None: given none) must equal, so that every member trains one config."""
+    path = root / CONFIG_FILE
+    if not path.is_file():
+        if config is None:
+            raise ConfigError(f"{root} holds no population ({CONFIG_FILE} is missing): give "
+                              "the config to start one")
+        check_population(config)
+        root.mkdir(parents=True, exist_ok=True)
+        write_run_file("population config", path, dump_yaml(config))
+        return config
+    stored = from_dict(read_yaml(path), saved=True)
+    if config is not None and to_dict(config) != to_dict(stored):
+        raise ConfigError(f"the population in {root} trains another config ({path}); drop "
+                          "CONFIG and --set to go on with it, or give another --run-dir")
+    return stored
+
+
+def _lookup(config: Config, key: str) -> Any:
+    """The value of the dotted ``key`` in ``config`` (``KeyError`` when it names none)."""
+    value: Any = to_dict(config)
+    for part in key.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            raise KeyError(key)
+        value = value[part]
+    return value
+
+
+def hyperparameters(config: Config, settings: PbtConfig) -> dict[str, float]:
+    """The values ``config`` trains with of every key of ``pbt.mutate``."""
+    return {key: float(_lookup(config, key)) for key in sorted(settings.mutate)}
+
+
+def with_values(config: Config, values: Mapping[str, float]) -> Config:
+    """``config`` with ``values`` (dotted keys) set, checked as any config is."""
+    data = to_dict(config)
+    for key, value in values.items():
+        *path, last = key.split(".")
+        section = data
+        for part in path:
+            section = section[part]
+        section[last] = float(value)
+    return from_dict(data, saved=True)
+
+
+def check_population(config: Config) -> PbtConfig:
+    """The population's settings, checked before any member starts: the ``pbt`` section's
+    own problems, and every key of ``pbt.mutate`` a real-valued key of the learning rule
+    that this config trains with (each problem names the key and its fix)."""
+    settings = check_settings(config.pbt)
+    ranks = required_world_size(config.scheme)
+    if ranks > 1:
+        raise ConfigError(f"pbt: each member trains in one process (hpcrl pbt starts them), "
+                          f"and this scheme needs {ranks} ranks a member: drop the scheme's "
+                          "ranks (scheme.preset: none), or train one run with hpcrl train")
+    problems = []
+    for key in sorted(settings.mutate):
+        section = key.split(".", 1)[0]
+        try:
+            value = _lookup(config, key)
+        except KeyError:
+            problems.append(f"pbt.mutate.{key}: the config has no key {key} (`hpcrl config "
+                            "show` lists them)")
+            continue
+        if section not in MUTABLE_SECTIONS:
+            problems.append(f"pbt.mutate.{key}: only keys of {', '.join(MUTABLE_SECTIONS)} "
+                            "change as a member goes on (an env, network, budget or placement "
+                            "key would make it another run)")
+        elif isinstance(value, bool) or not isinstance(value, float):
+            problems.append(f"pbt.mutate.{key} is {type(value).__name__}-valued: PBT mutates "
+                            "real-valued keys (algo.lr, algo.ent_coef, algo.gamma, "
+                            "algo.ppo.clip_range, ...)")
+    if problems:
+        raise ConfigError("invalid pbt settings:\n  " + "\n  ".join(problems))
+    try:  # a value in range may still be refused by the algorithm's checks
+        with_values(config, {key: r.low for key, r in settings.mutate.items()})
+        with_values(config, {key: r.high for key, r in settings.mutate.items()})
+    except ConfigError as err:
+        raise ConfigError(f"pbt.mutate: a value in a key's range is refused: {err}") from None
+    return settings
+
+
+def adopt_state(own_path: Path, leader_path: Path) -> None:
+    """Make the checkpoint at ``own_path`` go on from the leader's at ``leader_path``: the
+    leader's policy (weights and normalisation statistics) and optimiser state; this
+    member's counters, progress rows, episodes, envs, generators and schedule progress.
+    Replaced atomically: a kill leaves the old checkpoint or the new one."""
+    own, leader = load_checkpoint(own_path), load_checkpoint(leader_path)
+    own["policy"]["state_dict"] = leader["policy"]["state_dict"]
+    mine, theirs = _algorithm_state(own, own_path), _algorithm_state(leader, leader_path)
+    progress = mine.get("progress")
+    mine.clear()
+    mine.update(theirs)
+    if progress is not None:
+        mine["progress"] = progress  # (the schedules follow this member's env steps)
+    save_atomic(own, own_path)
+
+
+def _algorithm_state(state: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The algorithm's state (optimiser, schedule progress) in a one-process checkpoint: the
+    updater's ``algorithm``, or its learner's (a replay learner's)."""
+    updater = state.get("placement", {}).get("updater", {})
+    for holder in (updater, updater.get("learner", {})):
+        if isinstance(holder, dict) and isinstance(holder.get("algorithm"), dict):
+            found: dict[str, Any] = holder["algorithm"]
+            return found
+    raise CheckpointError(f"{path} holds no algorithm state where a one-process run keeps it: "
+                          "is it a checkpoint of a member of this population?")
+
+
+def _first_config(config: Config, settings: PbtConfig, member: int) -> Config:
+    """Member ``member``'s config at its start: seed ``seed + member``, and the values of
+    ``pbt.mutate`` drawn from their ranges by the population's seed and the member."""
+    rng = random.Random(f"hpcrl-pbt-start/{config.seed}/{member}")
+    return with_values(replace(config, seed=config.seed + member),
+                       initial_values(settings, rng))
+
+
+def train_member(config: Config, root: Path, member: int,
+                 console: IO[str] | None = None) -> JobRun:
+    """Train member ``member`` of the population of ``config`` in ``root`` to its budget
+    (or to a stop signal); returns its last job run (preempted, evaluation)."""
+    settings = check_population(config)
+    run = RunDir(member_path(root, member))
+    resume = run.checkpoint_path.exists()
+    seed = config.seed  # the population's: member k's own is seed + k
+    config = resume_config(run, []) if resume else _first_config(config, settings, member)
+    own = Member(settings, population_path(root), member, seed=seed)
+    while True:
+        hook = MemberHook(own, hyperparameters(config, settings), run.path)
+        job_run = prepare(config, run.path, resume, console, world=SelfComm(), interval=hook)
+        if job_run.leader.writer.done:  # (a requeued member whose budget was spent)
+            job_run.finish_spent()
+        else:
+            job_run.train()
+        if not job_run.reloading or hook.decision is None or hook.decision.checkpoint is None:
+            return job_run
+        config = with_values(config, hook.decision.hyperparameters)
+        write_run_file("run config", run.config_path, dump_yaml(config))  # values, then state
+        adopt_state(run.checkpoint_path, hook.decision.checkpoint)
+        resume = True
+        if console is not None:
+            print(f"hpcrl: member {member} goes on from member {hook.decision.copy_from}'s "
+                  f"state with {_values_text(hook.decision.hyperparameters, settings)}",
+                  file=console, flush=True)
+
+
+def _values_text(values: Mapping[str, float], settings: PbtConfig) -> str:
+    return ", ".join(f"{key}={values[key]:.4g}" for key in sorted(settings.mutate))

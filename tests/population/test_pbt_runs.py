@@ -1,0 +1,195 @@
+"""PBT wired into runs: a member copies a better leader's state and goes on in place with
+mutated values, its checkpoint takes the leader's policy and optimiser but keeps its own
+counters, bad settings are refused before any member starts, and ``hpcrl pbt`` trains a
+population of local processes that survives a member killed mid-run."""
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from hpcrl.config.loader import from_dict
+from hpcrl.errors import ConfigError
+from hpcrl.placement.serial_run import train
+from hpcrl.population.lineage import Lineage
+from hpcrl.population.member_hook import score_of
+from hpcrl.population.member_run import (
+    adopt_state,
+    check_population,
+    hyperparameters,
+    member_path,
+    population_path,
+    train_member,
+)
+from hpcrl.population.workspace import Snapshot, Workspace
+from hpcrl.runtime.checkpoint import load_checkpoint, save_atomic
+
+TINY = {"algo": {"num_steps": 128}, "env": {"num_envs": 8},
+        "train": {"total_env_steps": 6144, "eval_episodes": 0, "log_interval_s": 1e9}}
+PBT = {"members": 2, "interval_env_steps": 2048, "bottom_quantile": 0.5, "top_quantile": 0.5,
+       "mutate": {"algo.lr": {"low": 1e-4, "high": 1e-2, "scale": "log"},
+                  "algo.ppo.clip_range": {"low": 0.1, "high": 0.3, "scale": "linear"}}}
+
+
+def population(**pbt: object) -> dict:
+    return {**TINY, "pbt": {**PBT, **pbt}}
+
+
+def env_steps(run: Path) -> list[int]:
+    with open(run / "progress.csv") as f:
+        return [int(row["env_steps"]) for row in csv.DictReader(f)]
+
+
+@pytest.fixture(scope="module")
+def leader_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkpoint of another run of the same agent (seed 5, 2,048 env steps)."""
+    run = tmp_path_factory.mktemp("leader") / "run"
+    config = from_dict({**TINY, "seed": 5, "train": {**TINY["train"], "total_env_steps": 2048}})
+    train(config, run, console=None)
+    return run / "checkpoints" / "last.pt"
+
+
+def test_a_member_copies_a_better_leader_and_goes_on_in_place(tmp_path, leader_checkpoint):
+    root = tmp_path / "pop"
+    leader = Snapshot(1, 2048, 1e9, {"algo.lr": 5e-3, "algo.ppo.clip_range": 0.25},
+                      str(leader_checkpoint))
+    Workspace(population_path(root)).publish(leader)
+    train_member(from_dict(population()), root, 0, console=None)
+
+    run = member_path(root, 0)
+    assert env_steps(run) == list(range(1024, 6145, 1024))  # the dropped updates retrained
+    copies = Lineage(population_path(root)).rows()
+    assert {(r.member, r.copied_from) for r in copies} == {(0, 1)}
+    assert sorted({r.env_steps for r in copies}) == [2048, 4096]  # each interval but the last
+    last = {r.key: r.new for r in copies if r.env_steps == 4096}
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["algo"]["lr"] == pytest.approx(last["algo.lr"])
+    assert saved["algo"]["ppo"]["clip_range"] == pytest.approx(last["algo.ppo.clip_range"])
+    assert saved["seed"] == 0  # member 0 trains with the population's seed + 0
+    mine = Workspace(population_path(root)).read(0)
+    assert mine is not None and mine.env_steps == 6144  # the last checkpoint published
+    assert mine.hyperparameters == pytest.approx(last)
+
+
+def test_adopting_takes_the_leaders_policy_and_optimiser_and_keeps_own_counters(
+        tmp_path, leader_checkpoint):
+    own_run = tmp_path / "own"
+    train(from_dict({**TINY, "train": {**TINY["train"], "total_env_steps": 4096}}), own_run,
+          console=None)
+    path = own_run / "checkpoints" / "last.pt"
+    before, leader = load_checkpoint(path), load_checkpoint(leader_checkpoint)
+    before["placement"]["updater"]["algorithm"]["progress"] = 0.25  # (own schedule's place)
+    save_atomic(before, path)
+    adopt_state(path, leader_checkpoint)
+    after = load_checkpoint(path)
+    for name, tensor in leader["policy"]["state_dict"].items():  # weights and obs/ret stats
+        assert torch.equal(after["policy"]["state_dict"][name], tensor), name
+    mine, theirs = after["placement"]["updater"], leader["placement"]["updater"]
+    assert torch.equal(mine["algorithm"]["optimizer"]["exp_avg"],
+                       theirs["algorithm"]["optimizer"]["exp_avg"])
+    assert mine["algorithm"]["progress"] == 0.25  # the schedules follow own env steps
+    assert after["counters"] == before["counters"]
+    assert torch.equal(after["placement"]["collectors"][0]["obs"],
+                       before["placement"]["collectors"][0]["obs"])  # own envs go on
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"mutate": {"algo.num_steps": {"low": 64, "high": 256}}},
+     ["pbt.mutate.algo.num_steps", "int-valued", "real-valued"]),
+    ({"mutate": {"env.clip_obs": {"low": 5.0, "high": 10.0}}},
+     ["pbt.mutate.env.clip_obs", "only keys of algo, replay, rnd"]),
+    ({"mutate": {"algo.nope": {"low": 0.1, "high": 0.2}}},
+     ["pbt.mutate.algo.nope", "no key algo.nope"]),
+    ({"mutate": {}}, ["pbt.mutate is empty"]),
+    ({"mutate": {"algo.gamma": {"low": 0.9, "high": 1.5, "scale": "linear"}}},
+     ["pbt.mutate", "refused"]),
+    ({"members": 1}, ["pbt.members", "at least 2"]),
+])
+def test_bad_settings_are_refused_before_any_member_starts(change, words):
+    with pytest.raises(ConfigError) as err:
+        check_population(from_dict(population(**change)))
+    assert all(w in str(err.value) for w in words), str(err.value)
+
+
+def test_a_member_on_several_ranks_is_refused_with_the_fix():
+    config = from_dict({**population(), "scheme": {"preset": "ddppo", "gradient_workers": 2}})
+    with pytest.raises(ConfigError, match="needs 2 ranks a member"):
+        check_population(config)
+
+
+def test_the_score_is_the_newest_evaluation_else_the_training_return(tmp_path):
+    row = {"episode_return_mean": 12.5, "entropy": 0.3}
+    assert score_of("mean_return", row, tmp_path / "eval.csv") == 12.5
+    (tmp_path / "eval.csv").write_text("env_steps,mean_return\n100,3.0\n200,7.5\n")
+    assert score_of("mean_return", row, tmp_path / "eval.csv") == 7.5
+    assert score_of("entropy", row, tmp_path / "eval.csv") == 0.3
+    with pytest.raises(ConfigError, match="does not report.*entropy"):
+        score_of("loss", row, tmp_path / "eval.csv")
+
+
+def test_members_start_from_values_drawn_by_the_population_seed():
+    from hpcrl.population.member_run import _first_config
+
+    config = from_dict(population())
+    settings = check_population(config)
+    first = [hyperparameters(_first_config(config, settings, k), settings) for k in range(3)]
+    again = [hyperparameters(_first_config(config, settings, k), settings) for k in range(3)]
+    assert first == again and first[0] != first[1]  # one seed, one population; spread out
+    assert all(1e-4 <= v["algo.lr"] <= 1e-2 and 0.1 <= v["algo.ppo.clip_range"] <= 0.3
+               for v in first)
+
+
+def _member_pid(root: Path, member: int) -> int | None:
+    words = ["pbt", "--run-dir", str(root), "--member", str(member)]
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in cmdline]
+        if any(args[i:i + len(words)] == words for i in range(len(args))):
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.timeout(240)
+def test_hpcrl_pbt_trains_a_population_that_survives_a_member_killed_mid_run(tmp_path):
+    root, cfg = tmp_path / "pop", tmp_path / "pbt.yaml"
+    budget = {"train": {**TINY["train"], "total_env_steps": 40960}}
+    cfg.write_text(yaml.safe_dump({**population(members=3, interval_env_steps=4096),
+                                   **budget}))
+    command = [sys.executable, "-m", "hpcrl.cli", "pbt", str(cfg), "--run-dir", str(root)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    snapshot = Workspace(population_path(root)).snapshot_path(1)
+    deadline = time.monotonic() + 120
+    while not snapshot.exists() and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.05)
+    pid = _member_pid(root, 1)
+    assert pid is not None, "member 1 is not running"
+    os.kill(pid, signal.SIGKILL)  # a node lost: no checkpoint at the kill
+    out, _ = first.communicate(timeout=180)
+    assert first.returncode == 1 and "failed   member-01" in out, out
+    assert "finished member-00" in out and "finished member-02" in out, out
+    killed_at = env_steps(member_path(root, 1))[-1]
+    assert killed_at < 40960
+
+    again = subprocess.run(command[:4] + ["--run-dir", str(root)], env=env, text=True,
+                           capture_output=True, timeout=180)
+    assert again.returncode == 0, again.stderr
+    assert "resume member-01" in again.stderr and "1 to train" in again.stderr, again.stderr
+    for k in range(3):
+        steps = env_steps(member_path(root, k))
+        assert steps == list(range(1024, 40961, 1024)), (k, steps)  # cut back, no gap
+    table = again.stdout
+    assert table.splitlines()[0].split()[:3] == ["member", "env", "steps"]
+    assert all(f"{k:>8} {40960:>11,}" in table for k in range(3)), table
