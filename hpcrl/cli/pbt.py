@@ -47,9 +47,7 @@ def pbt_command(config: str | None, overrides: tuple[str, ...], run_dir: str | N
     as they are, the others resume from their checkpoints. Exits 1 when a member failed, 3
     when a signal stopped members that are left to resume.
     """
-    from hpcrl.config.loader import load_config
     from hpcrl.placement.launch import launched_size
-    from hpcrl.population.member_run import population_config
 
     if launched_size() > 1:
         raise click.UsageError("hpcrl pbt trains each member in one process: run it without "
@@ -57,17 +55,28 @@ def pbt_command(config: str | None, overrides: tuple[str, ...], run_dir: str | N
     if member is not None and run_dir is None:
         raise click.UsageError("--member trains one member of a population: give the "
                                "population's --run-dir")
+    root, chosen = chosen_population(config, overrides, run_dir)
+    if member is not None:
+        _train_one(chosen, root, member)
+    else:
+        _train_all(root, chosen.pbt.members, jobs)
+
+
+def chosen_population(config: str | None, overrides: tuple[str, ...], run_dir: str | None
+                      ) -> tuple[Path, Config]:
+    """The population's directory and config: CONFIG and --set on its first start (in
+    --run-dir, or a new default directory), then the config it wrote, which CONFIG and
+    --set, when given, must equal."""
+    from hpcrl.config.loader import load_config
+    from hpcrl.population.member_run import population_config
+
     root = Path(run_dir) if run_dir is not None else None
     given = config is not None or bool(overrides)
     wanted = load_config(config, overrides) if given or root is None else None
     if root is None:
         assert wanted is not None
         root = _default_root(wanted.algo.name, wanted.env.id)
-    chosen = population_config(root, wanted)
-    if member is not None:
-        _train_one(chosen, root, member)
-    else:
-        _train_all(root, chosen.pbt.members, jobs)
+    return root, population_config(root, wanted)
 
 
 def _default_root(algo: str, env_id: str) -> Path:

@@ -134,7 +134,7 @@ def sweep_command(seeds: str | None, grid: tuple[str, ...], resume_dir: str | No
     have not finished; those with a checkpoint resume.
     """
     from hpcrl.cli.sweep import load_sweep
-    from hpcrl.slurm.submit import find_sbatch, run_sbatch
+    from hpcrl.slurm.submit import find_sbatch
     from hpcrl.slurm.sweep import render_sweep, write_sweep_script
 
     sbatch = find_sbatch() if submit_now else None
@@ -142,16 +142,64 @@ def sweep_command(seeds: str | None, grid: tuple[str, ...], resume_dir: str | No
                        kwargs["run_dir"], resume_dir)
     rendered = render_sweep(_options(**kwargs), sweep, max_running)
     script = write_sweep_script(rendered, sweep)
+    _hand_over(rendered, script, sbatch, f"{len(sweep.unfinished())} array tasks of "
+               f"{len(sweep.points)} points", f"the points with: hpcrl runs {sweep.path}")
+
+
+def _hand_over(rendered: Any, script: Path, sbatch: str | None, tasks: str, see: str) -> None:
+    """Say what an array script holds (``tasks``), then submit it when ``sbatch`` is given
+    (printing the array's job id, and how to ``see`` its runs), else say how to."""
+    from hpcrl.slurm.submit import run_sbatch
+
     _report(rendered)
-    click.echo(f"hpcrl: wrote {script}: {len(sweep.unfinished())} array tasks of "
-               f"{len(sweep.points)} points", err=True)
+    click.echo(f"hpcrl: wrote {script}: {tasks}", err=True)
     if sbatch is None:
         click.echo(f"hpcrl: submit it with: sbatch {script}", err=True)
         return
     job_id = run_sbatch(sbatch, script)
-    click.echo(f"hpcrl: submitted job array {job_id}; see the points with: hpcrl runs "
-               f"{sweep.path}", err=True)
+    click.echo(f"hpcrl: submitted job array {job_id}; see {see}", err=True)
     click.echo(job_id)
+
+
+POP_DIR_HELP = ("The population's directory (default: runs/pbt-<algo>-<env>-<time>); given "
+                "again, the array covers the members that have not finished.")
+
+
+@slurm.command("pbt")
+@functools.partial(_render_options, run_dir_help=POP_DIR_HELP)
+@click.option("--max-running", type=click.IntRange(min=1), metavar="M",
+              help="At most M members train at once (sbatch --array=...%M).")
+@click.option("--submit", "submit_now", is_flag=True,
+              help="Also submit the script with sbatch (prints the array's job id).")
+@refusing
+def pbt_command(max_running: int | None, submit_now: bool, **kwargs: Any) -> None:
+    """Render TEMPLATE as one Slurm job array over a population of CONFIG (pbt.members
+    members, `hpcrl pbt`): a task per member, each training its own run directory under the
+    population's directory, with the template's preemption and requeue.
+
+    The script is written to the population's directory as pbt.sbatch (submit it with
+    sbatch, or give --submit). Given again, the array covers the members that have not
+    finished; those with a checkpoint resume.
+    """
+    from hpcrl.cli.pbt import chosen_population, unfinished_members
+    from hpcrl.population.member_run import CONFIG_FILE
+    from hpcrl.slurm.population_array import render_population, write_population_script
+    from hpcrl.slurm.submit import find_sbatch
+
+    sbatch = find_sbatch() if submit_now else None
+    root, config = chosen_population(kwargs["config"], tuple(kwargs["sets"]),
+                                     kwargs["run_dir"])
+    members = config.pbt.members
+    todo = unfinished_members(root, members)
+    if not todo:
+        raise click.UsageError(f"every member of the population in {root} has finished; see "
+                               f"them with: hpcrl runs {root}")
+    kwargs["run_dir"] = None
+    rendered = render_population(_options(**kwargs), root, root / CONFIG_FILE, members, todo,
+                                 max_running)
+    script = write_population_script(rendered, root)
+    _hand_over(rendered, script, sbatch, f"{len(todo)} array tasks of {members} members",
+               f"the members with: hpcrl runs {root}")
 
 
 @slurm.command("launcher")

@@ -94,6 +94,8 @@ class Member:
              checkpoint: str | Path) -> Decision:
         """Publish this interval's snapshot and decide: stay, or copy a leader and mutate."""
         me = self.publish(env_steps, score, hyperparameters, checkpoint)
+        if not self.settings.exploit:  # (random search: published, never copied)
+            return Decision(dict(hyperparameters))
         rng = self.rng(env_steps)
         for leader in leaders(me, self.workspace.peers(self.member), self.settings, rng):
             copy = self.workspace.adopt(leader, self.member)

@@ -208,6 +208,8 @@ def train_member(config: Config, root: Path, member: int,
         config = with_values(config, hook.decision.hyperparameters)
         write_run_file("run config", run.config_path, dump_yaml(config))  # values, then state
         adopt_state(run.checkpoint_path, hook.decision.checkpoint)
+        if job_run.preempted:  # a stop signal came before the reload: the copy is made in
+            return job_run  # the checkpoint it wrote, and the requeued member goes on from it
         resume = True
         if console is not None:
             print(f"hpcrl: member {member} goes on from member {hook.decision.copy_from}'s "

@@ -96,6 +96,9 @@ class PbtConfig:
                               "better score).", 0.0)
     relative_gap: float = doc("How much a leader's score must beat the copier's by, as a "
                               "fraction of the copier's |score| (0: any better score).", 0.0)
+    exploit: bool = doc("Whether lagging members copy a leader and mutate its values (false: "
+                        "every member trains its drawn values to the end, random search at "
+                        "the same compute: the baseline of docs/pbt.md's comparison).", True)
 
     def problems(self) -> list[str]:
         """Every bad value, each naming its key and its fix; empty when the settings can be

@@ -50,6 +50,17 @@ def test_the_worst_member_copies_the_best_and_mutates_its_values(tmp_path):
     assert members[0].lineage.merged_path.read_text().count("\n") == 2
 
 
+def test_without_exploit_the_worst_member_publishes_and_stays(tmp_path):
+    from dataclasses import replace
+    members = [Member(replace(SETTINGS, exploit=False), tmp_path / "population", m,
+                      clock=lambda: 1.0) for m in range(4)]
+    for m, member in enumerate(members[1:], start=1):
+        member.step(100, float(m), {"lr": 1e-4 * m}, checkpoint(tmp_path, m, m))
+    decision = members[0].step(100, 0.0, {"lr": 5e-5}, checkpoint(tmp_path, 0, 0.0))
+    assert decision.stay and decision.hyperparameters == {"lr": 5e-5}
+    assert members[0].lineage.rows() == [] and members[0].workspace.read(0) is not None
+
+
 def test_a_leader_whose_checkpoint_is_gone_is_passed_over(tmp_path):
     members = four(tmp_path)
     members[3].step(100, 3.0, {"lr": 1e-3}, tmp_path / "lost.pt")  # never written

@@ -79,6 +79,44 @@ def test_a_member_copies_a_better_leader_and_goes_on_in_place(tmp_path, leader_c
     assert mine.hyperparameters == pytest.approx(last)
 
 
+def test_a_stop_signal_before_the_reload_keeps_the_copy_for_the_requeue(
+        tmp_path, leader_checkpoint, monkeypatch):
+    import signal as signals
+
+    from hpcrl.population.member_hook import MemberHook
+    from hpcrl.runtime.signals import STOP_REQUEST
+
+    root = tmp_path / "pop"
+    Workspace(population_path(root)).publish(
+        Snapshot(1, 2048, 1e9, {"algo.lr": 5e-3, "algo.ppo.clip_range": 0.25},
+                 str(leader_checkpoint)))
+    decide = MemberHook.after_checkpoint
+
+    def then_a_signal(self, *args, **kwargs):  # SIGUSR1 while the dropped update trains
+        copies = decide(self, *args, **kwargs)
+        if copies:
+            STOP_REQUEST.signum = signals.SIGUSR1
+        return copies
+
+    monkeypatch.setattr(MemberHook, "after_checkpoint", then_a_signal)
+    stopped = train_member(from_dict(population()), root, 0, console=None)
+    run = member_path(root, 0)
+    assert stopped.preempted and (run / "stopped").exists()
+    assert env_steps(run)[-1] == 3072  # the update after the interval, checkpointed
+    [copy] = {(r.env_steps, r.key): r.new for r in Lineage(population_path(root)).rows()
+              if r.key == "algo.lr"}.values()
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["algo"]["lr"] == pytest.approx(copy)  # the copy's values...
+    state = load_checkpoint(run / "checkpoints" / "last.pt")
+    leader = load_checkpoint(leader_checkpoint)
+    assert all(torch.equal(state["policy"]["state_dict"][k], v)  # ...and state
+               for k, v in leader["policy"]["state_dict"].items())
+    assert state["counters"]["env_steps"] == 3072
+    monkeypatch.setattr(MemberHook, "after_checkpoint", decide)
+    train_member(from_dict(population()), root, 0, console=None)  # the requeue
+    assert env_steps(run) == list(range(1024, 6145, 1024))
+
+
 def test_adopting_takes_the_leaders_policy_and_optimiser_and_keeps_own_counters(
         tmp_path, leader_checkpoint):
     own_run = tmp_path / "own"
