@@ -104,13 +104,14 @@ def _train_one(config: Config, root: Path, member: int) -> None:
 
 def _train_all(root: Path, members: int, jobs: int | None) -> None:
     from hpcrl.experiments.sweep_runner import LocalRunner, exit_code
+    from hpcrl.runtime.population_dir import PopulationDir
 
     todo = unfinished_members(root, members)
     parallel = jobs or members
     say = lambda text: click.echo(text, err=True)  # noqa: E731
     say(f"hpcrl pbt: {members} members in {root}: {members - len(todo)} finished, "
         f"{len(todo)} to train, {parallel} at a time")
-    runner = LocalRunner("hpcrl pbt", root / "logs", parallel, say)
+    runner = LocalRunner("hpcrl pbt", PopulationDir(root).logs, parallel, say)
     outcomes = runner.run(member_jobs(root, todo))
     click.echo(population_table(root, members))
     left = unfinished_members(root, members)
@@ -120,38 +121,42 @@ def _train_all(root: Path, members: int, jobs: int | None) -> None:
     if code:
         say(f"hpcrl pbt: {len(left)} members left; go on with: hpcrl pbt --run-dir {root}")
         sys.exit(code)
-    say(f"hpcrl pbt: every member finished; lineage in {root}/population/lineage.csv, the "
-        f"members' runs with: hpcrl runs {root}")
+    say(f"hpcrl pbt: every member finished; lineage in {PopulationDir(root).lineage_path}, "
+        f"the members' runs with: hpcrl runs {root}, the values they trained with: hpcrl "
+        f"plot {root}")
 
 
 
 def unfinished_members(root: Path, members: int) -> list[int]:
     """The members of the population in ``root`` that have not finished training."""
-    from hpcrl.population.member_run import member_path
+    from hpcrl.runtime.population_dir import PopulationDir
     from hpcrl.runtime.run_dir import RunDir, is_finished
 
-    return [k for k in range(members) if not is_finished(RunDir(member_path(root, k)))]
+    population = PopulationDir(root)
+    return [k for k in range(members) if not is_finished(RunDir(population.member(k)))]
 
 
 def member_jobs(root: Path, members: list[int]) -> list[LocalJob]:
     """The local process of each of ``members``."""
     from hpcrl.experiments.sweep_runner import LocalJob
-    from hpcrl.population.member_run import member_path
+    from hpcrl.runtime.population_dir import PopulationDir
     from hpcrl.runtime.run_dir import RunDir
 
     python = [sys.executable, "-m", "hpcrl.cli", "pbt"]
-    return [LocalJob(member_path(root, k).name,
+    population = PopulationDir(root)
+    return [LocalJob(population.member(k).name,
                      [*python, "--run-dir", str(root), "--member", str(k)],
-                     RunDir(member_path(root, k))) for k in members]
+                     RunDir(population.member(k))) for k in members]
 
 
 def _copies(root: Path) -> dict[int, int]:
     """How many times each member copied a leader (its lineage rows, one per key changed,
     counted once per copy)."""
     from hpcrl.population.lineage import Lineage
-    from hpcrl.population.member_run import population_path
+    from hpcrl.runtime.population_dir import PopulationDir
 
-    copies = {(row.member, row.env_steps) for row in Lineage(population_path(root)).rows()}
+    lineage = Lineage(PopulationDir(root).exchange)
+    copies = {(row.member, row.env_steps) for row in lineage.rows()}
     counts: dict[int, int] = {}
     for member, _ in copies:
         counts[member] = counts.get(member, 0) + 1
@@ -161,10 +166,10 @@ def _copies(root: Path) -> dict[int, int]:
 def population_table(root: Path, members: int) -> str:
     """One line per member: its env steps and score at its latest interval, how often it
     copied a leader, and the values it trains with."""
-    from hpcrl.population.member_run import population_path
     from hpcrl.population.workspace import Workspace
+    from hpcrl.runtime.population_dir import PopulationDir
 
-    workspace, copies = Workspace(population_path(root)), _copies(root)
+    workspace, copies = Workspace(PopulationDir(root).exchange), _copies(root)
     lines = [f"{'member':>8} {'env steps':>11} {'score':>9} {'copies':>6}  values"]
     for k in range(members):
         snapshot = workspace.read(k)

@@ -6,6 +6,7 @@ import json
 import shutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -130,8 +131,18 @@ def _fitted(header: list[str], rows: list[list[str]], width: int | None,
 @refusing
 def plot_command(paths: tuple[str, ...], output: str, x_axis: str, scheme: bool) -> None:
     """Learning curves of the runs at or below PATHS: mean episode return over seeds with a
-    band of one std, one curve per config (needs matplotlib: pip install "hpcrl[plot]")."""
+    band of one std, one curve per config, and the evaluations during training beside them
+    (needs matplotlib: pip install "hpcrl[plot]"). A population's directory (hpcrl pbt) also
+    gets OUTPUT-schedules: each mutated key's values per member over env steps."""
     from hpcrl.experiments.plots import plot
+    from hpcrl.experiments.schedules import draw_schedules, populations
 
     drawn = plot(paths, output, x_axis, scheme)
     click.echo(f"{output}: {drawn} curve{'s' if drawn != 1 else ''}")
+    found = populations(list(paths))
+    for i, population in enumerate(found):  # hpcrl pbt: the values each member trained with
+        target = Path(output)
+        which = f"-{i}" if len(found) > 1 else ""
+        image = target.with_name(f"{target.stem}-schedules{which}{target.suffix}")
+        draw_schedules(population).savefig(image)
+        click.echo(f"{image}: the schedules of {population.path}")

@@ -182,7 +182,7 @@ def pbt_command(max_running: int | None, submit_now: bool, **kwargs: Any) -> Non
     finished; those with a checkpoint resume.
     """
     from hpcrl.cli.pbt import chosen_population, unfinished_members
-    from hpcrl.population.member_run import CONFIG_FILE
+    from hpcrl.runtime.population_dir import PopulationDir
     from hpcrl.slurm.population_array import render_population, write_population_script
     from hpcrl.slurm.submit import find_sbatch
 
@@ -195,9 +195,9 @@ def pbt_command(max_running: int | None, submit_now: bool, **kwargs: Any) -> Non
         raise click.UsageError(f"every member of the population in {root} has finished; see "
                                f"them with: hpcrl runs {root}")
     kwargs["run_dir"] = None
-    rendered = render_population(_options(**kwargs), root, root / CONFIG_FILE, members, todo,
+    rendered = render_population(_options(**kwargs), PopulationDir(root), members, todo,
                                  max_running)
-    script = write_population_script(rendered, root)
+    script = write_population_script(rendered, PopulationDir(root))
     _hand_over(rendered, script, sbatch, f"{len(todo)} array tasks of {members} members",
                f"the members with: hpcrl runs {root}")
 

@@ -14,6 +14,7 @@ matplotlib draws off-screen (the Agg canvas, no pyplot), so a headless node make
 """
 from __future__ import annotations
 
+import csv
 import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -61,6 +62,32 @@ def curve(runs: Sequence[RunSummary], x: str, points: int = 200
     grid = np.linspace(start, end, points) if end > start else np.array([end])
     values = np.stack([np.interp(grid, xs, ys) for xs, ys in series])
     return grid, values.mean(axis=0), values.std(axis=0)
+
+
+def _eval_series(run: RunSummary, x: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The run's evaluations during training (``eval.csv``: ``x`` and the mean return of
+    each row), or None when it has none."""
+    try:
+        with open(run.path / "eval.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError:
+        return None
+    xs = np.array([float(r.get(x) or "nan") for r in rows], dtype=np.float64)
+    ys = np.array([float(r.get("mean_return") or "nan") for r in rows], dtype=np.float64)
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    return (xs[keep], ys[keep]) if keep.any() else None
+
+
+def eval_curve(runs: Sequence[RunSummary], x: str) -> tuple[np.ndarray, np.ndarray]:
+    """The group's evaluations during training: the mean return over its runs at the x of
+    the first run's evaluations (each run's interpolated there, up to where the shortest
+    ends); empty when no run evaluates."""
+    series = [s for s in (_eval_series(run, x) for run in runs) if s is not None]
+    if not series:
+        return np.array([]), np.array([])
+    end = min(xs[-1] for xs, _ in series)
+    grid = series[0][0][series[0][0] <= end]
+    return grid, np.stack([np.interp(grid, xs, ys) for xs, ys in series]).mean(axis=0)
 
 
 def by_env(runs: Iterable[RunSummary]) -> list[tuple[str, list[RunSummary]]]:
@@ -140,6 +167,10 @@ def _curves(ax: Axes, groups: list[tuple[str, list[RunSummary]]], x: str) -> int
         ax.plot(grid, mean, **style(i), label=text, marker="." if grid.size == 1 else None)
         ax.fill_between(grid, mean - std, mean + std, color=style(i)["color"], alpha=0.25)
         drawn += 1
+        at, evaluated = eval_curve(runs, x)
+        if at.size:  # beside the training curve: the deterministic evaluations
+            ax.plot(at, evaluated, color=style(i)["color"], linestyle=":", marker="o",
+                    markersize=3, label=textwrap.fill(f"{text}, evaluation", LABEL_CHARS))
     if not drawn:
         ax.text(0.5, 0.5, "no episode has finished yet", ha="center", va="center",
                 transform=ax.transAxes, color="0.4")

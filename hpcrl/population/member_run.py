@@ -1,16 +1,8 @@
 """One member of a population, trained from its start (or its last checkpoint) to its
 budget: :func:`train_member`.
 
-A population lives in one directory::
-
-    POP/
-      pbt-config.yaml             the population's config, as its first start resolved it
-      member-00/ ... member-NN/   each member's run directory (a run of its own: config.yaml,
-                                  progress.csv, eval.csv, checkpoints/, loadable by
-                                  `hpcrl eval` and the Python API)
-      population/                 the members' exchange (hpcrl.population.workspace) and
-                                  lineage.csv
-
+A population lives in one directory (:class:`~hpcrl.runtime.population_dir.PopulationDir`:
+``pbt-config.yaml``, a run directory per member, the exchange in ``population/``).
 Member ``k`` trains the population's config with seed ``seed + k`` and, the first time, the
 values of ``pbt.mutate``'s keys drawn from their ranges by the population's seed and ``k``
 (so the same population, with or without exploit-and-explore, starts alike). Its run's
@@ -40,40 +32,28 @@ from hpcrl.population.member import Member
 from hpcrl.population.member_hook import MemberHook
 from hpcrl.population.settings import check_settings
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
+from hpcrl.runtime.population_dir import PopulationDir
 from hpcrl.runtime.run_dir import RunDir, write_run_file
 from hpcrl.scheme.topology import required_world_size
 from hpcrl.sections.pbt_section import PbtConfig
 from hpcrl.sections.schema import Config
 
-__all__ = ["CONFIG_FILE", "MUTABLE_SECTIONS", "adopt_state", "check_population",
-           "hyperparameters", "member_path", "population_config", "population_path",
-           "train_member", "with_values"]
-
-CONFIG_FILE = "pbt-config.yaml"
+__all__ = ["MUTABLE_SECTIONS", "adopt_state", "check_population", "hyperparameters",
+           "population_config", "train_member", "with_values"]
 
 # the sections whose real-valued keys a member may change as it goes on: the learning rule's
 # (env, network, budget and placement keys would make it another run)
 MUTABLE_SECTIONS = ("algo", "replay", "rnd")
 
 
-def member_path(root: Path, member: int) -> Path:
-    """Member ``member``'s run directory in the population directory ``root``."""
-    return root / f"member-{member:02d}"
-
-
-def population_path(root: Path) -> Path:
-    """The members' exchange in the population directory ``root``."""
-    return root / "population"
-
-
 def population_config(root: Path, config: Config | None) -> Config:
     """The config of the population in ``root``: ``config`` (checked) on its first start,
     written to ``pbt-config.yaml`` for every member; afterwards the one written, which
     ``config`` (None: given none) must equal, so that every member trains one config."""
-    path = root / CONFIG_FILE
+    path = PopulationDir(root).config_path
     if not path.is_file():
         if config is None:
-            raise ConfigError(f"{root} holds no population ({CONFIG_FILE} is missing): give "
+            raise ConfigError(f"{root} holds no population ({path.name} is missing): give "
                               "the config to start one")
         check_population(config)
         root.mkdir(parents=True, exist_ok=True)
@@ -191,11 +171,12 @@ def train_member(config: Config, root: Path, member: int,
     """Train member ``member`` of the population of ``config`` in ``root`` to its budget
     (or to a stop signal); returns its last job run (preempted, evaluation)."""
     settings = check_population(config)
-    run = RunDir(member_path(root, member))
+    population = PopulationDir(root)
+    run = RunDir(population.member(member))
     resume = run.checkpoint_path.exists()
     seed = config.seed  # the population's: member k's own is seed + k
     config = resume_config(run, []) if resume else _first_config(config, settings, member)
-    own = Member(settings, population_path(root), member, seed=seed)
+    own = Member(settings, population.exchange, member, seed=seed)
     while True:
         hook = MemberHook(own, hyperparameters(config, settings), run.path)
         job_run = prepare(config, run.path, resume, console, world=SelfComm(), interval=hook)

@@ -15,6 +15,7 @@ import shlex
 from dataclasses import replace
 from pathlib import Path
 
+from hpcrl.runtime.population_dir import PopulationDir
 from hpcrl.slurm.render import Rendered, RenderOptions, render
 from hpcrl.slurm.sweep import array_spec
 from hpcrl.slurm.templates import TemplateError, set_option, set_variable
@@ -61,12 +62,13 @@ def _member_step(lines: list[str]) -> list[str]:
     return lines[:start] + step + rest
 
 
-def render_population(opts: RenderOptions, root: Path, config_file: Path, members: int,
+def render_population(opts: RenderOptions, population: PopulationDir, members: int,
                       todo: list[int], max_running: int | None = None) -> Rendered:
-    """The job-array script of the population in ``root`` (its config in ``config_file``,
-    ``members`` members, ``todo`` those left to train); at most ``max_running`` at once."""
+    """The job-array script of ``population`` (``members`` members, ``todo`` those left to
+    train); at most ``max_running`` at once."""
+    root = population.path
     log = opts.log or str(root / LOG_PATTERN)
-    opts = replace(opts, config=str(config_file), sets=(), run_dir=None, log=log)
+    opts = replace(opts, config=str(population.config_path), sets=(), run_dir=None, log=log)
     rendered = render(opts)
     lines = rendered.text.splitlines()
     array = array_spec(todo) + (f"%{max_running}" if max_running else "")
@@ -82,9 +84,9 @@ def render_population(opts: RenderOptions, root: Path, config_file: Path, member
     return replace(rendered, text="\n".join(lines) + "\n")
 
 
-def write_population_script(rendered: Rendered, root: Path) -> Path:
+def write_population_script(rendered: Rendered, population: PopulationDir) -> Path:
     """Write the array script into the population's directory (and its log directory)."""
-    (root / "logs").mkdir(parents=True, exist_ok=True)
-    script = root / SCRIPT_NAME
+    population.logs.mkdir(parents=True, exist_ok=True)
+    script = population.path / SCRIPT_NAME
     script.write_text(rendered.text)
     return script

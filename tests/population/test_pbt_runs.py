@@ -25,12 +25,11 @@ from hpcrl.population.member_run import (
     adopt_state,
     check_population,
     hyperparameters,
-    member_path,
-    population_path,
     train_member,
 )
 from hpcrl.population.workspace import Snapshot, Workspace
 from hpcrl.runtime.checkpoint import load_checkpoint, save_atomic
+from hpcrl.runtime.population_dir import PopulationDir
 
 TINY = {"algo": {"num_steps": 128}, "env": {"num_envs": 8},
         "train": {"total_env_steps": 6144, "eval_episodes": 0, "log_interval_s": 1e9}}
@@ -61,12 +60,12 @@ def test_a_member_copies_a_better_leader_and_goes_on_in_place(tmp_path, leader_c
     root = tmp_path / "pop"
     leader = Snapshot(1, 2048, 1e9, {"algo.lr": 5e-3, "algo.ppo.clip_range": 0.25},
                       str(leader_checkpoint))
-    Workspace(population_path(root)).publish(leader)
+    Workspace(PopulationDir(root).exchange).publish(leader)
     train_member(from_dict(population()), root, 0, console=None)
 
-    run = member_path(root, 0)
+    run = PopulationDir(root).member(0)
     assert env_steps(run) == list(range(1024, 6145, 1024))  # the dropped updates retrained
-    copies = Lineage(population_path(root)).rows()
+    copies = Lineage(PopulationDir(root).exchange).rows()
     assert {(r.member, r.copied_from) for r in copies} == {(0, 1)}
     assert sorted({r.env_steps for r in copies}) == [2048, 4096]  # each interval but the last
     last = {r.key: r.new for r in copies if r.env_steps == 4096}
@@ -74,7 +73,7 @@ def test_a_member_copies_a_better_leader_and_goes_on_in_place(tmp_path, leader_c
     assert saved["algo"]["lr"] == pytest.approx(last["algo.lr"])
     assert saved["algo"]["ppo"]["clip_range"] == pytest.approx(last["algo.ppo.clip_range"])
     assert saved["seed"] == 0  # member 0 trains with the population's seed + 0
-    mine = Workspace(population_path(root)).read(0)
+    mine = Workspace(PopulationDir(root).exchange).read(0)
     assert mine is not None and mine.env_steps == 6144  # the last checkpoint published
     assert mine.hyperparameters == pytest.approx(last)
 
@@ -87,7 +86,7 @@ def test_a_stop_signal_before_the_reload_keeps_the_copy_for_the_requeue(
     from hpcrl.runtime.signals import STOP_REQUEST
 
     root = tmp_path / "pop"
-    Workspace(population_path(root)).publish(
+    Workspace(PopulationDir(root).exchange).publish(
         Snapshot(1, 2048, 1e9, {"algo.lr": 5e-3, "algo.ppo.clip_range": 0.25},
                  str(leader_checkpoint)))
     decide = MemberHook.after_checkpoint
@@ -100,10 +99,10 @@ def test_a_stop_signal_before_the_reload_keeps_the_copy_for_the_requeue(
 
     monkeypatch.setattr(MemberHook, "after_checkpoint", then_a_signal)
     stopped = train_member(from_dict(population()), root, 0, console=None)
-    run = member_path(root, 0)
+    run = PopulationDir(root).member(0)
     assert stopped.preempted and (run / "stopped").exists()
     assert env_steps(run)[-1] == 3072  # the update after the interval, checkpointed
-    [copy] = {(r.env_steps, r.key): r.new for r in Lineage(population_path(root)).rows()
+    [copy] = {(r.env_steps, r.key): r.new for r in Lineage(PopulationDir(root).exchange).rows()
               if r.key == "algo.lr"}.values()
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["algo"]["lr"] == pytest.approx(copy)  # the copy's values...
@@ -208,7 +207,7 @@ def test_hpcrl_pbt_trains_a_population_that_survives_a_member_killed_mid_run(tmp
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
-    snapshot = Workspace(population_path(root)).snapshot_path(1)
+    snapshot = Workspace(PopulationDir(root).exchange).snapshot_path(1)
     deadline = time.monotonic() + 120
     while not snapshot.exists() and time.monotonic() < deadline and first.poll() is None:
         time.sleep(0.05)
@@ -218,7 +217,7 @@ def test_hpcrl_pbt_trains_a_population_that_survives_a_member_killed_mid_run(tmp
     out, _ = first.communicate(timeout=180)
     assert first.returncode == 1 and "failed   member-01" in out, out
     assert "finished member-00" in out and "finished member-02" in out, out
-    killed_at = env_steps(member_path(root, 1))[-1]
+    killed_at = env_steps(PopulationDir(root).member(1))[-1]
     assert killed_at < 40960
 
     again = subprocess.run(command[:4] + ["--run-dir", str(root)], env=env, text=True,
@@ -226,7 +225,7 @@ def test_hpcrl_pbt_trains_a_population_that_survives_a_member_killed_mid_run(tmp
     assert again.returncode == 0, again.stderr
     assert "resume member-01" in again.stderr and "1 to train" in again.stderr, again.stderr
     for k in range(3):
-        steps = env_steps(member_path(root, k))
+        steps = env_steps(PopulationDir(root).member(k))
         assert steps == list(range(1024, 40961, 1024)), (k, steps)  # cut back, no gap
     table = again.stdout
     assert table.splitlines()[0].split()[:3] == ["member", "env", "steps"]
