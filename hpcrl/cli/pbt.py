@@ -1,5 +1,7 @@
-"""``hpcrl pbt``: population-based training of one config, members as local processes, or one
-member in this process (``--member K``: a Slurm array task, or a member restarted by hand).
+"""``hpcrl pbt``: population-based training of one config, members as local processes, as the
+ranks of one launch (``mpiexec -n M``, ``srun -n M``: rank k supervises member k,
+:mod:`hpcrl.population.supervisor`), or one member in this process (``--member K``: a Slurm
+array task, or a member restarted by hand).
 
 The population's settings are the config's ``pbt`` section (docs/pbt.md); its directory
 holds each member's run and the members' exchange (:mod:`hpcrl.population.member_run`).
@@ -37,9 +39,12 @@ SET_HELP = "Override a config key, e.g. --set pbt.members=8 (repeatable)."
                    "each Slurm array task runs).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Members trained at once on this machine (default: every member).")
+@click.option("--restarts", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Under mpiexec or srun (rank k trains member k): how many times a rank "
+                   "starts its member again from its checkpoint after it dies.")
 @refusing
 def pbt_command(config: str | None, overrides: tuple[str, ...], run_dir: str | None,
-                member: int | None, jobs: int | None) -> None:
+                member: int | None, jobs: int | None, restarts: int) -> None:
     """Train a population of CONFIG's agent (pbt.members runs), each member copying a
     better one's state and mutating the keys of pbt.mutate every pbt.interval_env_steps.
 
@@ -49,15 +54,18 @@ def pbt_command(config: str | None, overrides: tuple[str, ...], run_dir: str | N
     """
     from hpcrl.placement.launch import launched_size
 
-    if launched_size() > 1:
-        raise click.UsageError("hpcrl pbt trains each member in one process: run it without "
-                               "mpiexec/srun")
-    if member is not None and run_dir is None:
-        raise click.UsageError("--member trains one member of a population: give the "
-                               "population's --run-dir")
+    launched = launched_size() > 1
+    if (member is not None or launched) and run_dir is None:
+        raise click.UsageError("--member, or a launch of several ranks, trains members of "
+                               "one population: give the population's --run-dir")
+    if member is not None and launched:
+        raise click.UsageError("--member trains one member in this process: run it without "
+                               "mpiexec/srun (under them, rank k trains member k)")
     root, chosen = chosen_population(config, overrides, run_dir)
     if member is not None:
         _train_one(chosen, root, member)
+    elif launched:
+        _train_as_rank(root, chosen.pbt.members, restarts)
     else:
         _train_all(root, chosen.pbt.members, jobs)
 
@@ -100,6 +108,21 @@ def _train_one(config: Config, root: Path, member: int) -> None:
         click.echo(f"hpcrl pbt: member {member} checkpointed and stopped; the same command "
                    "resumes it", err=True)
         sys.exit(EXIT_ENV_FAILED if job_run.env_failed else EXIT_PREEMPTED)
+
+
+def _train_as_rank(root: Path, members: int, restarts: int) -> None:
+    """Under a launch of ``members`` ranks: supervise this rank's member."""
+    from hpcrl.errors import ConfigError
+    from hpcrl.placement.launch import launched_rank, launched_size
+    from hpcrl.population.supervisor import supervise
+
+    size = launched_size()
+    if size != members:
+        raise ConfigError(f"hpcrl pbt under a launch of {size} ranks trains one member a "
+                          f"rank, and the population has {members}: launch {members} ranks "
+                          f"(mpiexec -n {members}), or set pbt.members={size}")
+    sys.exit(supervise(root, launched_rank(), restarts,
+                       say=lambda text: click.echo(text, err=True)))
 
 
 def _train_all(root: Path, members: int, jobs: int | None) -> None:

@@ -31,6 +31,7 @@ from hpcrl.population.explore import initial_values
 from hpcrl.population.member import Member
 from hpcrl.population.member_hook import MemberHook
 from hpcrl.population.settings import check_settings
+from hpcrl.population.workspace import write_text_atomic
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
 from hpcrl.runtime.population_dir import PopulationDir
 from hpcrl.runtime.run_dir import RunDir, write_run_file
@@ -56,8 +57,7 @@ def population_config(root: Path, config: Config | None) -> Config:
             raise ConfigError(f"{root} holds no population ({path.name} is missing): give "
                               "the config to start one")
         check_population(config)
-        root.mkdir(parents=True, exist_ok=True)
-        write_run_file("population config", path, dump_yaml(config))
+        write_text_atomic(path, dump_yaml(config))  # (ranks of one launch write it alike)
         return config
     stored = from_dict(read_yaml(path), saved=True)
     if config is not None and to_dict(config) != to_dict(stored):

@@ -33,10 +33,15 @@ def mark_refused() -> None:
             pass
 
 
+#: the exit status of a run refused before it started (a bad config, a checkpoint it cannot
+#: resume): a batch script does not start it again
+EXIT_REFUSED = 2
+
+
 def exit_refused() -> NoReturn:
     """Exit with status 2, a refusal, marked for the batch script."""
     mark_refused()
-    sys.exit(2)
+    sys.exit(EXIT_REFUSED)
 
 
 def exit_if_any_rank_refuses(world: Any, problem: str | None, who: str) -> None:

@@ -230,3 +230,52 @@ def test_hpcrl_pbt_trains_a_population_that_survives_a_member_killed_mid_run(tmp
     table = again.stdout
     assert table.splitlines()[0].split()[:3] == ["member", "env", "steps"]
     assert all(f"{k:>8} {40960:>11,}" in table for k in range(3)), table
+
+
+def _mpiexec() -> str:
+    import shutil
+    found = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which(
+        "mpiexec")
+    assert found, "mpiexec not found: install the test extra (pip install -e '.[test]')"
+    return found
+
+
+@pytest.mark.timeout(240)
+def test_members_as_the_ranks_of_one_mpiexec_survive_a_member_killed(tmp_path):
+    root, cfg = tmp_path / "pop", tmp_path / "pbt.yaml"
+    budget = {"train": {**TINY["train"], "total_env_steps": 40960}}
+    cfg.write_text(yaml.safe_dump({**population(members=3, interval_env_steps=4096),
+                                   **budget}))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    wrong = subprocess.run([_mpiexec(), "-n", "2", sys.executable, "-m", "hpcrl.cli", "pbt",
+                            str(cfg), "--run-dir", str(tmp_path / "other")], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 1 and "launch 3 ranks (mpiexec -n 3)" in wrong.stderr, \
+        wrong.stderr
+    launch = subprocess.Popen([_mpiexec(), "-n", "3", sys.executable, "-m", "hpcrl.cli", "pbt",
+                               str(cfg), "--run-dir", str(root)], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    snapshot = Workspace(PopulationDir(root).exchange).snapshot_path(1)
+    deadline = time.monotonic() + 120
+    while not snapshot.exists() and time.monotonic() < deadline and launch.poll() is None:
+        time.sleep(0.05)
+    pid = _member_pid(root, 1)  # the member's own process, which rank 1 supervises
+    assert pid is not None, "member 1 is not running"
+    before = env_steps(PopulationDir(root).member(1))
+    os.kill(pid, signal.SIGKILL)
+    out, _ = launch.communicate(timeout=180)
+    assert launch.returncode == 0, out
+    assert "member 1 ended with status 137: starting it again from its checkpoint" in out, out
+    for k in range(3):
+        steps = env_steps(PopulationDir(root).member(k))
+        assert steps == list(range(1024, 40961, 1024)), (k, steps)  # cut back, no gap
+    assert env_steps(PopulationDir(root).member(1))[:len(before) - 1] == before[:-1]
+
+
+def test_a_member_process_gets_no_launcher_variables():
+    from hpcrl.population.supervisor import member_environment
+
+    launched = {"PMI_RANK": "1", "PMI_SIZE": "3", "PMI_FD": "7", "HYDRA_CONTROL_FD": "5",
+                "OMPI_COMM_WORLD_SIZE": "3", "SLURM_PROCID": "1", "SLURM_NTASKS": "3",
+                "PMIX_RANK": "1", "MPI_LOCALNRANKS": "3", "SLURM_JOB_ID": "42", "PATH": "/bin"}
+    assert member_environment(launched) == {"SLURM_JOB_ID": "42", "PATH": "/bin"}
