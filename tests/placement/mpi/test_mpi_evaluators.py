@@ -47,7 +47,10 @@ def assert_evaluated(run_dir: Path, budget: int) -> None:
     (4, ["scheme.preset=a2c", "train.total_env_steps=8192"]),
     (4, ["scheme.preset=apex", "algo.num_steps=256", "actor.hidden_sizes=[64,64]",
          "train.total_env_steps=8192"]),
-], ids=["async-ppo", "a2c", "apex"])
+    (3, ["scheme.preset=ddppo", "scheme.gradient_workers=2", "train.total_env_steps=8192"]),
+    (5, ["scheme.preset=impala", "scheme.inference_ranks=1", "train.total_env_steps=8192"]),
+    (4, ["scheme.preset=a3c", "train.total_env_steps=8192"]),
+], ids=["async-ppo", "a2c", "apex", "ddppo", "impala-inference-rank", "a3c-central-updater"])
 def test_an_evaluator_rank_writes_the_curve_and_best(tmp_path, n, sets):
     train(n, tmp_path, EVALS + sets, timeout=220)
     assert_evaluated(tmp_path, 8192)
