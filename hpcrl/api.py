@@ -103,7 +103,13 @@ def train(config: Config | Mapping[str, Any] | str | Path | None = None, *,
     :class:`~hpcrl.components.scripts.TrainingDuringImport` and trains nothing."""
     refuse_training_during_import("train")
     cfg = make_config(config, sets)
-    return _run(cfg, None if run_dir is None else Path(run_dir), False, _stream(console))
+    from hpcrl.placement.launch import launched_rank
+
+    stream = _stream(console)
+    if cfg.pbt.mutate and stream is not None and launched_rank() == 0:
+        print("hpcrl: note: this config has a pbt section, which hpcrl train does not read: "
+              "it trains one run; `hpcrl pbt` trains the population", file=stream, flush=True)
+    return _run(cfg, None if run_dir is None else Path(run_dir), False, stream)
 
 
 def resume(run_dir: str | Path, *, sets: Sequence[str] = (),

@@ -279,3 +279,17 @@ def test_a_member_process_gets_no_launcher_variables():
                 "OMPI_COMM_WORLD_SIZE": "3", "SLURM_PROCID": "1", "SLURM_NTASKS": "3",
                 "PMIX_RANK": "1", "MPI_LOCALNRANKS": "3", "SLURM_JOB_ID": "42", "PATH": "/bin"}
     assert member_environment(launched) == {"SLURM_JOB_ID": "42", "PATH": "/bin"}
+
+
+def test_hpcrl_train_says_it_does_not_read_the_pbt_section(tmp_path):
+    from click.testing import CliRunner
+
+    from hpcrl.cli import main
+
+    cfg = tmp_path / "pbt.yaml"
+    cfg.write_text(yaml.safe_dump({**population(), "train": {**TINY["train"],
+                                                              "total_env_steps": 1024}}))
+    out = CliRunner().invoke(main, ["train", str(cfg), "--run-dir", str(tmp_path / "run")],
+                             catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    assert "pbt section, which hpcrl train does not read" in out.output
