@@ -1,5 +1,6 @@
 """The ``pbt`` section: what a population-based training (PBT) population is asked to do,
-:class:`PbtConfig` (read by ``hpcrl pbt``; a run of ``hpcrl train`` ignores it).
+:class:`PbtConfig` (read by ``hpcrl pbt``; ``hpcrl train`` trains one run and says it does not
+read it).
 
 The defaults are Ray Tune's (quantile 0.25, resample probability 0.25, factors 0.8 and 1.2)
 with two differences, both for a batch scheduler: the interval counts env steps, not wall

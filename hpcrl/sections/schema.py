@@ -460,5 +460,5 @@ class Config:
                          factory=RndConfig)
     scheme: SchemeConfig = doc("Placement of the roles on MPI ranks.", factory=SchemeConfig)
     pbt: PbtConfig = doc("Population-based training: read by `hpcrl pbt`, which trains "
-                         "pbt.members runs of this config side by side; `hpcrl train` "
-                         "ignores it.", factory=PbtConfig)
+                         "pbt.members runs of this config side by side; `hpcrl train` trains "
+                         "one run and says it does not read this section.", factory=PbtConfig)
