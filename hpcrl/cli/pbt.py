@@ -1,7 +1,8 @@
-"""``hpcrl pbt``: population-based training of one config, members as local processes, as the
-ranks of one launch (``mpiexec -n M``, ``srun -n M``: rank k supervises member k,
-:mod:`hpcrl.population.supervisor`), or one member in this process (``--member K``: a Slurm
-array task, or a member restarted by hand).
+"""``hpcrl pbt``: population-based training of one config, members as local processes (each
+under ``mpiexec -n R`` when its scheme needs R ranks), as the ranks of one launch
+(``mpiexec -n M``, ``srun -n M``: rank k supervises member k of one process,
+:mod:`hpcrl.population.supervisor`), or one member (``--member K``: in this process, or on
+all the ranks of this launch; what a Slurm array task and a local member run).
 
 The population's settings are the config's ``pbt`` section (docs/pbt.md); its directory
 holds each member's run and the members' exchange (:mod:`hpcrl.population.member_run`).
@@ -35,8 +36,9 @@ SET_HELP = "Override a config key, e.g. --set pbt.members=8 (repeatable)."
               help="The population's directory (default: runs/pbt-<algo>-<env>-<time>); "
                    "given again, the population goes on.")
 @click.option("--member", type=click.IntRange(min=0), default=None,
-              help="Train only this member, in this process (what each local process and "
-                   "each Slurm array task runs).")
+              help="Train only this member: in this process, or under mpiexec/srun on all "
+                   "the ranks its scheme needs (what each local member and each Slurm array "
+                   "task runs).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Members trained at once on this machine (default: every member).")
 @click.option("--restarts", type=click.IntRange(min=0), default=3, show_default=True,
@@ -58,16 +60,13 @@ def pbt_command(config: str | None, overrides: tuple[str, ...], run_dir: str | N
     if (member is not None or launched) and run_dir is None:
         raise click.UsageError("--member, or a launch of several ranks, trains members of "
                                "one population: give the population's --run-dir")
-    if member is not None and launched:
-        raise click.UsageError("--member trains one member in this process: run it without "
-                               "mpiexec/srun (under them, rank k trains member k)")
     root, chosen = chosen_population(config, overrides, run_dir)
     if member is not None:
         _train_one(chosen, root, member)
     elif launched:
-        _train_as_rank(root, chosen.pbt.members, restarts)
+        _train_as_rank(root, chosen, restarts)
     else:
-        _train_all(root, chosen.pbt.members, jobs)
+        _train_all(root, chosen, jobs)
 
 
 def chosen_population(config: str | None, overrides: tuple[str, ...], run_dir: str | None
@@ -95,7 +94,9 @@ def _default_root(algo: str, env_id: str) -> Path:
 
 
 def _train_one(config: Config, root: Path, member: int) -> None:
+    from hpcrl.comm.world import SelfComm, world_comm
     from hpcrl.errors import ConfigError
+    from hpcrl.placement.launch import launched_rank, launched_size
     from hpcrl.population.member_run import train_member
     from hpcrl.runtime.signals import EXIT_ENV_FAILED, EXIT_PREEMPTED
 
@@ -103,20 +104,33 @@ def _train_one(config: Config, root: Path, member: int) -> None:
     if member >= members:
         raise ConfigError(f"--member {member}: the population has {members} members (0 to "
                           f"{members - 1})")
-    job_run = train_member(config, root, member, console=sys.stderr)
+    world = SelfComm() if launched_size() == 1 else world_comm()  # (MPI's: the member's)
+    job_run = train_member(config, root, member, console=sys.stderr, world=world)
     if job_run.preempted:
-        click.echo(f"hpcrl pbt: member {member} checkpointed and stopped; the same command "
-                   "resumes it", err=True)
+        if launched_rank() == 0:
+            click.echo(f"hpcrl pbt: member {member} checkpointed and stopped; the same "
+                       "command resumes it", err=True)
         sys.exit(EXIT_ENV_FAILED if job_run.env_failed else EXIT_PREEMPTED)
 
 
-def _train_as_rank(root: Path, members: int, restarts: int) -> None:
-    """Under a launch of ``members`` ranks: supervise this rank's member."""
+def _train_as_rank(root: Path, config: Config, restarts: int) -> None:
+    """Under a launch of ``pbt.members`` ranks: supervise this rank's member (of one
+    process)."""
     from hpcrl.errors import ConfigError
     from hpcrl.placement.launch import launched_rank, launched_size
     from hpcrl.population.supervisor import supervise
+    from hpcrl.scheme.topology import required_world_size
+
+    members = config.pbt.members
 
     size = launched_size()
+    ranks = required_world_size(config.scheme)
+    if ranks > 1:
+        raise ConfigError(f"hpcrl pbt under a launch without --member trains one member of "
+                          f"one process a rank, and this config's scheme needs {ranks} ranks a "
+                          f"member: start each member's ranks with --member K (hpcrl pbt "
+                          f"without mpiexec, and hpcrl slurm pbt, do), e.g. mpiexec -n {ranks} "
+                          f"hpcrl pbt --run-dir {root} --member 0")
     if size != members:
         raise ConfigError(f"hpcrl pbt under a launch of {size} ranks trains one member a "
                           f"rank, and the population has {members}: launch {members} ranks "
@@ -125,17 +139,19 @@ def _train_as_rank(root: Path, members: int, restarts: int) -> None:
                        say=lambda text: click.echo(text, err=True)))
 
 
-def _train_all(root: Path, members: int, jobs: int | None) -> None:
+def _train_all(root: Path, config: Config, jobs: int | None) -> None:
     from hpcrl.experiments.sweep_runner import LocalRunner, exit_code
     from hpcrl.runtime.population_dir import PopulationDir
+    from hpcrl.scheme.topology import required_world_size
 
+    members = config.pbt.members
     todo = unfinished_members(root, members)
     parallel = jobs or members
     say = lambda text: click.echo(text, err=True)  # noqa: E731
     say(f"hpcrl pbt: {members} members in {root}: {members - len(todo)} finished, "
         f"{len(todo)} to train, {parallel} at a time")
     runner = LocalRunner("hpcrl pbt", PopulationDir(root).logs, parallel, say)
-    outcomes = runner.run(member_jobs(root, todo))
+    outcomes = runner.run(member_jobs(root, todo, required_world_size(config.scheme)))
     click.echo(population_table(root, members))
     left = unfinished_members(root, members)
     code = exit_code(outcomes)
@@ -159,13 +175,15 @@ def unfinished_members(root: Path, members: int) -> list[int]:
     return [k for k in range(members) if not is_finished(RunDir(population.member(k)))]
 
 
-def member_jobs(root: Path, members: list[int]) -> list[LocalJob]:
-    """The local process of each of ``members``."""
-    from hpcrl.experiments.sweep_runner import LocalJob
+def member_jobs(root: Path, members: list[int], ranks: int = 1) -> list[LocalJob]:
+    """The local process of each of ``members`` (under ``mpiexec -n ranks`` for a member
+    of several ranks)."""
+    from hpcrl.experiments.sweep_runner import LocalJob, mpiexec_command
     from hpcrl.runtime.population_dir import PopulationDir
     from hpcrl.runtime.run_dir import RunDir
 
-    python = [sys.executable, "-m", "hpcrl.cli", "pbt"]
+    launch = mpiexec_command(None, ranks) if ranks > 1 else []
+    python = [*launch, sys.executable, "-m", "hpcrl.cli", "pbt"]
     population = PopulationDir(root)
     return [LocalJob(population.member(k).name,
                      [*python, "--run-dir", str(root), "--member", str(k)],

@@ -35,7 +35,6 @@ from hpcrl.population.workspace import write_text_atomic
 from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint, save_atomic
 from hpcrl.runtime.population_dir import PopulationDir
 from hpcrl.runtime.run_dir import RunDir, write_run_file
-from hpcrl.scheme.topology import required_world_size
 from hpcrl.sections.pbt_section import PbtConfig
 from hpcrl.sections.schema import Config
 
@@ -98,11 +97,6 @@ def check_population(config: Config) -> PbtConfig:
     own problems, and every key of ``pbt.mutate`` a real-valued key of the learning rule
     that this config trains with (each problem names the key and its fix)."""
     settings = check_settings(config.pbt)
-    ranks = required_world_size(config.scheme)
-    if ranks > 1:
-        raise ConfigError(f"pbt: each member trains in one process (hpcrl pbt starts them), "
-                          f"and this scheme needs {ranks} ranks a member: drop the scheme's "
-                          "ranks (scheme.preset: none), or train one run with hpcrl train")
     problems = []
     for key in sorted(settings.mutate):
         section = key.split(".", 1)[0]
@@ -167,35 +161,47 @@ def _first_config(config: Config, settings: PbtConfig, member: int) -> Config:
 
 
 def train_member(config: Config, root: Path, member: int,
-                 console: IO[str] | None = None) -> JobRun:
+                 console: IO[str] | None = None, world: Any = None) -> JobRun:
     """Train member ``member`` of the population of ``config`` in ``root`` to its budget
-    (or to a stop signal); returns its last job run (preempted, evaluation)."""
+    (or to a stop signal); returns its last job run (preempted, evaluation). ``world``: the
+    member's ranks (default: this process alone; MPI's world for a member of several
+    ranks, every rank calling this): rank 0 compares and decides, and every rank goes on
+    from the state it chose."""
+    world = SelfComm() if world is None else world
+    leads = world.Get_rank() == 0
     settings = check_population(config)
     population = PopulationDir(root)
     run = RunDir(population.member(member))
     resume = run.checkpoint_path.exists()
     seed = config.seed  # the population's: member k's own is seed + k
     config = resume_config(run, []) if resume else _first_config(config, settings, member)
-    own = Member(settings, population.exchange, member, seed=seed)
+    own = Member(settings, population.exchange, member, seed=seed) if leads else None
     while True:
-        hook = MemberHook(own, hyperparameters(config, settings), run.path)
-        job_run = prepare(config, run.path, resume, console, world=SelfComm(), interval=hook)
-        if job_run.leader.writer.done:  # (a requeued member whose budget was spent)
-            job_run.finish_spent()
+        hook = (MemberHook(own, hyperparameters(config, settings), run.path)
+                if own is not None else None)
+        job_run = prepare(config, run.path, resume, console, world=world, interval=hook)
+        if job_run.leader is not None and job_run.leader.writer.done and not job_run.several:
+            job_run.finish_spent()  # (a requeued member whose budget was spent)
         else:
             job_run.train()
-        if not job_run.reloading or hook.decision is None or hook.decision.checkpoint is None:
+        decision = hook.decision if hook is not None else None
+        values = (decision.hyperparameters if job_run.reloading and decision is not None
+                  and decision.checkpoint is not None else None)
+        values = world.bcast(values, root=0)  # every rank goes on, or none
+        if values is None:
             return job_run
-        config = with_values(config, hook.decision.hyperparameters)
-        write_run_file("run config", run.config_path, dump_yaml(config))  # values, then state
-        adopt_state(run.checkpoint_path, hook.decision.checkpoint)
+        config = with_values(config, values)
+        if leads:
+            assert decision is not None and decision.checkpoint is not None
+            write_run_file("run config", run.config_path, dump_yaml(config))  # values first
+            adopt_state(run.checkpoint_path, decision.checkpoint)
+            if console is not None:
+                print(f"hpcrl: member {member} goes on from member {decision.copy_from}'s "
+                      f"state with {_values_text(values, settings)}", file=console, flush=True)
+        world.Barrier()  # (the other ranks read the state rank 0 has just made)
         if job_run.preempted:  # a stop signal came before the reload: the copy is made in
             return job_run  # the checkpoint it wrote, and the requeued member goes on from it
         resume = True
-        if console is not None:
-            print(f"hpcrl: member {member} goes on from member {hook.decision.copy_from}'s "
-                  f"state with {_values_text(hook.decision.hyperparameters, settings)}",
-                  file=console, flush=True)
 
 
 def _values_text(values: Mapping[str, float], settings: PbtConfig) -> str:

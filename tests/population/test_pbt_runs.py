@@ -1,7 +1,8 @@
-"""PBT wired into runs: a member copies a better leader's state and goes on in place with
-mutated values, its checkpoint takes the leader's policy and optimiser but keeps its own
-counters, bad settings are refused before any member starts, and ``hpcrl pbt`` trains a
-population of local processes that survives a member killed mid-run."""
+"""PBT wired into runs: a member (of one process, or of two DD-PPO ranks) copies a better
+leader's state and goes on in place with mutated values, its checkpoint takes the leader's
+policy and optimiser but keeps its own counters, bad settings are refused before any member
+starts, and ``hpcrl pbt`` (local processes, or the ranks of one mpiexec) trains a population
+that survives a member killed mid-run."""
 from __future__ import annotations
 
 import csv
@@ -156,12 +157,6 @@ def test_bad_settings_are_refused_before_any_member_starts(change, words):
     assert all(w in str(err.value) for w in words), str(err.value)
 
 
-def test_a_member_on_several_ranks_is_refused_with_the_fix():
-    config = from_dict({**population(), "scheme": {"preset": "ddppo", "gradient_workers": 2}})
-    with pytest.raises(ConfigError, match="needs 2 ranks a member"):
-        check_population(config)
-
-
 def test_the_score_is_the_newest_evaluation_else_the_training_return(tmp_path):
     row = {"episode_return_mean": 12.5, "entropy": 0.3}
     assert score_of("mean_return", row, tmp_path / "eval.csv") == 12.5
@@ -293,3 +288,38 @@ def test_hpcrl_train_says_it_does_not_read_the_pbt_section(tmp_path):
                              catch_exceptions=False)
     assert out.exit_code == 0, out.output
     assert "pbt section, which hpcrl train does not read" in out.output
+
+
+@pytest.mark.timeout(240)
+def test_a_member_of_two_ddppo_ranks_copies_and_goes_on_in_place(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    ddppo = {"scheme": {"preset": "ddppo", "gradient_workers": 2}, "env": {"num_envs": 4}}
+    leader_run = tmp_path / "leader"
+    leader_cfg = tmp_path / "leader.yaml"
+    leader_cfg.write_text(yaml.safe_dump({**TINY, **ddppo, "seed": 5, "train": {
+        **TINY["train"], "total_env_steps": 2048}}))
+    made = subprocess.run([_mpiexec(), "-n", "2", sys.executable, "-m", "hpcrl.cli", "train",
+                           str(leader_cfg), "--run-dir", str(leader_run)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    root, cfg = tmp_path / "pop", tmp_path / "pbt.yaml"
+    cfg.write_text(yaml.safe_dump({**population(), **ddppo}))
+    Workspace(PopulationDir(root).exchange).publish(Snapshot(
+        1, 2048, 1e9, {"algo.lr": 5e-3, "algo.ppo.clip_range": 0.25},
+        str(leader_run / "checkpoints" / "last.pt")))
+    command = [sys.executable, "-m", "hpcrl.cli", "pbt", str(cfg), "--run-dir", str(root)]
+    refused = subprocess.run([_mpiexec(), "-n", "2", *command], env=env, capture_output=True,
+                             text=True, timeout=120)  # a rank a member: one process each
+    assert refused.returncode == 1 and "start each member's ranks with --member K" in \
+        refused.stderr, refused.stderr
+    done = subprocess.run([_mpiexec(), "-n", "2", *command, "--member", "0"], env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("member 0 goes on from member 1's state") == 2, done.stderr
+    run = PopulationDir(root).member(0)
+    assert env_steps(run) == list(range(1024, 6145, 1024))  # each rank 4 envs x 128 steps
+    copies = Lineage(PopulationDir(root).exchange).rows()
+    last = {r.key: r.new for r in copies if r.env_steps == 4096}
+    assert yaml.safe_load((run / "config.yaml").read_text())["algo"]["lr"] == \
+        pytest.approx(last["algo.lr"])
+    assert load_checkpoint(run / "checkpoints" / "last.pt")["world_size"] == 2
