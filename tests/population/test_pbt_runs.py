@@ -195,7 +195,7 @@ def _member_pid(root: Path, member: int) -> int | None:
 @pytest.mark.timeout(240)
 def test_hpcrl_pbt_trains_a_population_that_survives_a_member_killed_mid_run(tmp_path):
     root, cfg = tmp_path / "pop", tmp_path / "pbt.yaml"
-    budget = {"train": {**TINY["train"], "total_env_steps": 40960}}
+    budget = {"train": {**TINY["train"], "total_env_steps": 24576}}
     cfg.write_text(yaml.safe_dump({**population(members=3, interval_env_steps=4096),
                                    **budget}))
     command = [sys.executable, "-m", "hpcrl.cli", "pbt", str(cfg), "--run-dir", str(root)]
@@ -213,7 +213,7 @@ def test_hpcrl_pbt_trains_a_population_that_survives_a_member_killed_mid_run(tmp
     assert first.returncode == 1 and "failed   member-01" in out, out
     assert "finished member-00" in out and "finished member-02" in out, out
     killed_at = env_steps(PopulationDir(root).member(1))[-1]
-    assert killed_at < 40960
+    assert killed_at < 24576
 
     again = subprocess.run(command[:4] + ["--run-dir", str(root)], env=env, text=True,
                            capture_output=True, timeout=180)
@@ -221,10 +221,10 @@ def test_hpcrl_pbt_trains_a_population_that_survives_a_member_killed_mid_run(tmp
     assert "resume member-01" in again.stderr and "1 to train" in again.stderr, again.stderr
     for k in range(3):
         steps = env_steps(PopulationDir(root).member(k))
-        assert steps == list(range(1024, 40961, 1024)), (k, steps)  # cut back, no gap
+        assert steps == list(range(1024, 24577, 1024)), (k, steps)  # cut back, no gap
     table = again.stdout
     assert table.splitlines()[0].split()[:3] == ["member", "env", "steps"]
-    assert all(f"{k:>8} {40960:>11,}" in table for k in range(3)), table
+    assert all(f"{k:>8} {24576:>11,}" in table for k in range(3)), table
 
 
 def _mpiexec() -> str:
@@ -238,7 +238,7 @@ def _mpiexec() -> str:
 @pytest.mark.timeout(240)
 def test_members_as_the_ranks_of_one_mpiexec_survive_a_member_killed(tmp_path):
     root, cfg = tmp_path / "pop", tmp_path / "pbt.yaml"
-    budget = {"train": {**TINY["train"], "total_env_steps": 40960}}
+    budget = {"train": {**TINY["train"], "total_env_steps": 24576}}
     cfg.write_text(yaml.safe_dump({**population(members=3, interval_env_steps=4096),
                                    **budget}))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -263,7 +263,7 @@ def test_members_as_the_ranks_of_one_mpiexec_survive_a_member_killed(tmp_path):
     assert "member 1 ended with status 137: starting it again from its checkpoint" in out, out
     for k in range(3):
         steps = env_steps(PopulationDir(root).member(k))
-        assert steps == list(range(1024, 40961, 1024)), (k, steps)  # cut back, no gap
+        assert steps == list(range(1024, 24577, 1024)), (k, steps)  # cut back, no gap
     assert env_steps(PopulationDir(root).member(1))[:len(before) - 1] == before[:-1]
 
 
