@@ -56,8 +56,9 @@ def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool, wide: bool
     """One line per run found at or below PATHS (run or sweep directories): the config keys
     in which the runs differ, env steps, wall time, the last mean episode return, the final
     deterministic evaluation (and the best one during training, with train.eval_every) and
-    the state (running, finished, preempted, failed); then,
-    for runs that differ only in their seed, the mean and std over seeds.
+    the state (running, finished, preempted, failed); then, for a population's directory
+    (hpcrl pbt), each member's newest interval, copies and values; then, for runs that
+    differ only in their seed, the mean and std over seeds.
 
     The lines fit the terminal (COLUMNS): the keys that tell the runs apart come first (env,
     algorithm, scheme, then hyperparameters), and the keys that do not fit are counted and
@@ -94,6 +95,7 @@ def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool, wide: bool
                 f"(--wide or --json): {names}")
         click.echo(note if width is None or len(note) <= width
                    else note[:width - len(ELLIPSIS)] + ELLIPSIS)
+    _populations(paths)
     seeded = [(name, members) for name, members in groups if len(members) > 1]
     if seeded:
         click.echo("")
@@ -106,6 +108,21 @@ def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool, wide: bool
                          f"{_fmt(ev)} +- {_fmt(ev_sd)}", states])
         click.echo("\n".join(_fitted(["group", "seeds", "return", "eval", "states"], rows,
                                      width)[0]))
+
+
+def _populations(paths: Sequence[str]) -> None:
+    """Below the runs of a population's directory (hpcrl pbt): where each member stands at
+    its newest interval, how often it copied a leader, and the values it trains with."""
+    import yaml
+
+    from hpcrl.cli.pbt import population_table
+    from hpcrl.experiments.schedules import populations
+
+    for population in populations(list(paths)):
+        config = yaml.safe_load(population.config_path.read_text()) or {}
+        members = int((config.get("pbt") or {}).get("members", 0))
+        click.echo(f"\npopulation {population.path} (lineage: {population.lineage_path}):")
+        click.echo(population_table(population.path, members))
 
 
 def _fitted(header: list[str], rows: list[list[str]], width: int | None,

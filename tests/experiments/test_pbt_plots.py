@@ -1,5 +1,6 @@
 """What `hpcrl plot` draws beyond the training curves: the evaluations during training
-beside them, and a population's schedules read from its lineage."""
+beside them, and a population's schedules read from its lineage; and what `hpcrl runs`
+says of a population."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,10 +14,10 @@ from hpcrl.cli import main
 from hpcrl.experiments.plots import eval_curve
 from hpcrl.experiments.runs_table import summarize
 from hpcrl.experiments.schedules import populations, schedules
+from hpcrl.population.lineage import Lineage
 from hpcrl.runtime.population_dir import PopulationDir
 
 PROGRESS = "env_steps,updates,wall_time_s,episode_return_mean\n"
-LINEAGE = "time,env_steps,member,copied_from,score,leader_score,key,old,new\n"
 
 
 def fake_run(path: Path, seed: int, steps: list[int], evals: list[tuple[int, float]] | None,
@@ -49,9 +50,10 @@ def population(tmp_path: Path) -> PopulationDir:
         "algo.lr": {"low": 1e-5, "high": 1e-2, "scale": "log"}}}}))
     fake_run(root.member(0), 0, [100, 200, 300, 400], [(200, 7.0)], lr=4e-3)
     fake_run(root.member(1), 1, [100, 200, 300], None, lr=2e-3)
-    root.exchange.mkdir()
-    root.lineage_path.write_text(LINEAGE + "1.0,200,0,1,0.5,0.9,algo.lr,0.001,0.003\n"
-                                           "2.0,300,0,1,0.6,0.9,algo.lr,0.003,0.004\n")
+    lineage = Lineage(root.exchange)  # as members record their copies
+    lineage.record(0, 1, 200, (0.5, 0.9), {"algo.lr": 0.001}, {"algo.lr": 0.003}, when=1.0)
+    lineage.record(0, 1, 300, (0.6, 0.9), {"algo.lr": 0.003}, {"algo.lr": 0.004}, when=2.0)
+    lineage.write_merged()
     return root
 
 
@@ -79,3 +81,16 @@ def test_the_evaluation_curve_follows_the_x_axis(tmp_path, x):
     run = fake_run(tmp_path / "r", 0, [100, 200], [(100, 1.0), (200, 2.0)])
     at, mean = eval_curve([summarize(run)], x)
     assert np.array_equal(mean, [1.0, 2.0]) and at.size == 2
+
+
+def test_hpcrl_runs_of_a_population_says_where_each_member_stands(tmp_path):
+    from hpcrl.population.workspace import Snapshot, Workspace
+
+    pop = population(tmp_path)
+    Workspace(pop.exchange).publish(Snapshot(0, 400, 7.5, {"algo.lr": 0.004}, "x.pt"))
+    out = CliRunner().invoke(main, ["runs", str(pop.path)], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    table = out.output.split(f"population {pop.path} (lineage: {pop.lineage_path}):\n")[1]
+    lines = table.splitlines()
+    assert lines[1].split() == ["0", "400", "7.50", "2", "algo.lr=0.004"]  # 2 copies
+    assert lines[2].split()[:4] == ["1", "-", "-", "0"] and lines[3].split()[0] == "2"
