@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 
 from hpcrl.cli.refusals import refusing
 from hpcrl.cli.text_table import ELLIPSIS, fit, render
@@ -113,8 +114,6 @@ def runs_command(paths: tuple[str, ...], as_json: bool, as_csv: bool, wide: bool
 def _populations(paths: Sequence[str]) -> None:
     """Below the runs of a population's directory (hpcrl pbt): where each member stands at
     its newest interval, how often it copied a leader, and the values it trains with."""
-    import yaml
-
     from hpcrl.cli.pbt import population_table
     from hpcrl.experiments.schedules import populations
 
