@@ -41,12 +41,12 @@ SET_HELP = "Override a config key, e.g. --set pbt.members=8 (repeatable)."
                    "task runs).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Members trained at once on this machine (default: every member).")
-@click.option("--restarts", type=click.IntRange(min=0), default=3, show_default=True,
+@click.option("--restarts", type=click.IntRange(min=0), default=None,
               help="Under mpiexec or srun (rank k trains member k): how many times a rank "
-                   "starts its member again from its checkpoint after it dies.")
+                   "starts its member again from its checkpoint after it dies (default: 3).")
 @refusing
 def pbt_command(config: str | None, overrides: tuple[str, ...], run_dir: str | None,
-                member: int | None, jobs: int | None, restarts: int) -> None:
+                member: int | None, jobs: int | None, restarts: int | None) -> None:
     """Train a population of CONFIG's agent (pbt.members runs), each member copying a
     better one's state and mutating the keys of pbt.mutate every pbt.interval_env_steps.
 
@@ -60,11 +60,19 @@ def pbt_command(config: str | None, overrides: tuple[str, ...], run_dir: str | N
     if (member is not None or launched) and run_dir is None:
         raise click.UsageError("--member, or a launch of several ranks, trains members of "
                                "one population: give the population's --run-dir")
+    supervising = launched and member is None
+    if jobs is not None and (launched or member is not None):
+        raise click.UsageError("--jobs says how many members hpcrl pbt starts at once on this "
+                               "machine; under mpiexec/srun or with --member it starts none: "
+                               "drop it")
+    if restarts is not None and not supervising:
+        raise click.UsageError("--restarts is for a launch of one rank a member (mpiexec -n M "
+                               "hpcrl pbt, without --member): drop it here")
     root, chosen = chosen_population(config, overrides, run_dir)
     if member is not None:
         _train_one(chosen, root, member)
     elif launched:
-        _train_as_rank(root, chosen, restarts)
+        _train_as_rank(root, chosen, 3 if restarts is None else restarts)
     else:
         _train_all(root, chosen, jobs)
 

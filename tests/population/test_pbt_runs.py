@@ -192,6 +192,20 @@ def _member_pid(root: Path, member: int) -> int | None:
     return None
 
 
+def _kill_member_at_its_first_interval(root: Path, launch: subprocess.Popen) -> list[int]:
+    """SIGKILL member 1's own process once it has published its first interval (a node
+    lost: no checkpoint at the kill); its progress rows until then."""
+    snapshot = Workspace(PopulationDir(root).exchange).snapshot_path(1)
+    deadline = time.monotonic() + 120
+    while not snapshot.exists() and time.monotonic() < deadline and launch.poll() is None:
+        time.sleep(0.05)
+    pid = _member_pid(root, 1)
+    assert pid is not None, "member 1 is not running"
+    before = env_steps(PopulationDir(root).member(1))
+    os.kill(pid, signal.SIGKILL)
+    return before
+
+
 @pytest.mark.timeout(240)
 def test_hpcrl_pbt_trains_a_population_that_survives_a_member_killed_mid_run(tmp_path):
     root, cfg = tmp_path / "pop", tmp_path / "pbt.yaml"
@@ -202,13 +216,7 @@ def test_hpcrl_pbt_trains_a_population_that_survives_a_member_killed_mid_run(tmp
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
-    snapshot = Workspace(PopulationDir(root).exchange).snapshot_path(1)
-    deadline = time.monotonic() + 120
-    while not snapshot.exists() and time.monotonic() < deadline and first.poll() is None:
-        time.sleep(0.05)
-    pid = _member_pid(root, 1)
-    assert pid is not None, "member 1 is not running"
-    os.kill(pid, signal.SIGKILL)  # a node lost: no checkpoint at the kill
+    _kill_member_at_its_first_interval(root, first)
     out, _ = first.communicate(timeout=180)
     assert first.returncode == 1 and "failed   member-01" in out, out
     assert "finished member-00" in out and "finished member-02" in out, out
@@ -250,14 +258,7 @@ def test_members_as_the_ranks_of_one_mpiexec_survive_a_member_killed(tmp_path):
     launch = subprocess.Popen([_mpiexec(), "-n", "3", sys.executable, "-m", "hpcrl.cli", "pbt",
                                str(cfg), "--run-dir", str(root)], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    snapshot = Workspace(PopulationDir(root).exchange).snapshot_path(1)
-    deadline = time.monotonic() + 120
-    while not snapshot.exists() and time.monotonic() < deadline and launch.poll() is None:
-        time.sleep(0.05)
-    pid = _member_pid(root, 1)  # the member's own process, which rank 1 supervises
-    assert pid is not None, "member 1 is not running"
-    before = env_steps(PopulationDir(root).member(1))
-    os.kill(pid, signal.SIGKILL)
+    before = _kill_member_at_its_first_interval(root, launch)  # rank 1 supervises it
     out, _ = launch.communicate(timeout=180)
     assert launch.returncode == 0, out
     assert "member 1 ended with status 137: starting it again from its checkpoint" in out, out
@@ -323,3 +324,19 @@ def test_a_member_of_two_ddppo_ranks_copies_and_goes_on_in_place(tmp_path):
     assert yaml.safe_load((run / "config.yaml").read_text())["algo"]["lr"] == \
         pytest.approx(last["algo.lr"])
     assert load_checkpoint(run / "checkpoints" / "last.pt")["world_size"] == 2
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--member", "0", "--jobs", "2"], "--jobs says how many members"),
+    (["--restarts", "1"], "--restarts is for a launch of one rank a member"),
+])
+def test_options_a_mode_would_not_use_are_refused(tmp_path, args, words):
+    from click.testing import CliRunner
+
+    from hpcrl.cli import main
+
+    cfg = tmp_path / "pbt.yaml"
+    cfg.write_text(yaml.safe_dump(population()))
+    out = CliRunner().invoke(main, ["pbt", str(cfg), "--run-dir", str(tmp_path / "p"), *args])
+    assert out.exit_code == 2 and words in out.output, out.output
+    assert not (tmp_path / "p").exists()  # refused before the population was made

@@ -19,7 +19,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 STATE_DIR = Path(os.environ.get("HPCRL_SLURM_DIR", "/var/tmp/hpcrl-slurm"))
@@ -413,3 +413,19 @@ def batch_script(body: str, directives: Sequence[str] = (), shell: str = "/bin/b
     lines = [f"#!{shell}"]
     lines += [f"#SBATCH {d}" for d in directives]
     return "\n".join(lines) + "\n" + body.strip("\n") + "\n"
+
+
+def stop_mid_run_and_requeue(task: str, progress: Callable[[], int], rows: int,
+                             timeout: float = 90) -> None:
+    """Once ``progress()`` counts ``rows`` (mid-run), send ``task`` the template's warning
+    signal (USR1 to its batch shell, as --signal=B:USR1@90 does), wait for its requeue and
+    release it."""
+    deadline = time.monotonic() + timeout
+    while progress() < rows:
+        assert job_state(task) == "RUNNING", f"{task} ended before the signal"
+        assert time.monotonic() < deadline, f"no progress of {task} within {timeout:.0f} s"
+        time.sleep(0.1)
+    send_signal(task, "USR1", batch=True)
+    wait_requeued(task, restarts=1, timeout=90)
+    time.sleep(2)  # slurmd refuses a start within the second of the last run's end
+    release(task, timeout=60)

@@ -9,7 +9,6 @@ import csv
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -49,15 +48,7 @@ def test_a_population_array_trains_every_member_and_a_requeued_one_resumes_itsel
 
     second = root / "member-01"
     st.wait_path(second / "progress.csv", timeout=180)
-    deadline = time.monotonic() + 90
-    while len(rows(second)) < 12:  # mid-run, past its first intervals
-        assert st.job_state(f"{array}_1") == "RUNNING", "task 1 ended before the signal"
-        assert time.monotonic() < deadline, "no progress of task 1 within 90 s"
-        time.sleep(0.1)
-    st.send_signal(f"{array}_1", "USR1", batch=True)  # what --signal=B:USR1@90 sends
-    st.wait_requeued(f"{array}_1", restarts=1, timeout=90)
-    time.sleep(2)  # slurmd refuses a start within the second of the last run's end
-    st.release(f"{array}_1", timeout=60)
+    st.stop_mid_run_and_requeue(f"{array}_1", lambda: len(rows(second)), 12)
     for task in (f"{array}_0", f"{array}_1"):
         st.assert_completed(task, timeout=300)
 

@@ -7,7 +7,6 @@ import csv
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -44,15 +43,7 @@ def test_a_sweep_array_trains_every_point_and_a_requeued_task_resumes_its_own(tm
 
     second = sweep / "seed=1"
     st.wait_path(second / "progress.csv", timeout=180)
-    deadline = time.monotonic() + 90
-    while len(rows(second)) < 3:  # mid-run, well before its last update
-        assert st.job_state(f"{array}_1") == "RUNNING", "task 1 ended before the signal"
-        assert time.monotonic() < deadline, "no progress of task 1 within 90 s"
-        time.sleep(0.2)
-    st.send_signal(f"{array}_1", "USR1", batch=True)  # what --signal=B:USR1@90 sends
-    st.wait_requeued(f"{array}_1", restarts=1, timeout=90)
-    time.sleep(2)  # slurmd refuses a start within the second of the last run's end
-    st.release(f"{array}_1", timeout=60)
+    st.stop_mid_run_and_requeue(f"{array}_1", lambda: len(rows(second)), 3)
     for task in (f"{array}_0", f"{array}_1"):
         st.assert_completed(task, timeout=300)
 
