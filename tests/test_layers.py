@@ -183,6 +183,7 @@ LAZY: dict[tuple[str, str], str] = {
     ("*", "crafter"): OPTIONAL,
     ("*", "dm_control"): OPTIONAL,
     ("*", "shimmy"): OPTIONAL,
+    ("*", "openskill"): OPTIONAL,
     ("*", "minatar"): OPTIONAL,
     ("*", "minigrid"): OPTIONAL,
     ("*", "pybullet"): OPTIONAL,

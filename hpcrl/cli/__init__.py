@@ -112,6 +112,10 @@ def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True,
                    "Demonstration files).")
 @click.option("--best", is_flag=True, help="The policy that scored best in the evaluations "
               "during training (checkpoints/best.pt; train.eval_every), not the last.")
+@click.option("--opponent", default=None,
+              help="A self-play run's opponent in every match: 'random', a scripted bot "
+                   "'module:Class', or a snapshot's name from hpcrl league (default: the run's "
+                   "env.league.eval_opponent); wins, draws and losses are printed.")
 @click.option("--max-episode-steps", type=click.IntRange(min=1), default=None,
               help="Cut each episode after this many steps and count it as truncated "
                    "(default: the run's train.eval_max_episode_steps: the env's own time "
@@ -119,9 +123,11 @@ def _exit_preempted(run_dir: Path, world_size: int, tell: bool = True,
 @refusing
 def eval_command(run_dir: str, episodes: int | None, seed: int | None,
                  as_json: bool, device: str, video: str | None, record_path: str | None,
-                 best: bool, max_episode_steps: int | None) -> None:
+                 best: bool, opponent: str | None, max_episode_steps: int | None) -> None:
     """Run the trained policy of RUN_DIR (or a checkpoint file) deterministically."""
     from hpcrl.buffers.demos.files import DemoRecorder
+    from hpcrl.cli.league import against, outcome_line
+    from hpcrl.envs.make import is_multiagent
     from hpcrl.experiments.video import record
     from hpcrl.learning.evaluation import evaluate, success_note, truncation_note
     from hpcrl.runtime.devices import node_local_rank, pick_device
@@ -133,6 +139,8 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
     actor, cfg = load_policy_and_config(run_dir, where, best)
     if max_episode_steps is not None:
         cfg = replace(cfg, train=replace(cfg.train, eval_max_episode_steps=max_episode_steps))
+    if opponent is not None or is_multiagent(cfg.env):
+        cfg = replace(cfg, env=against(cfg.env, Path(run_dir), opponent))
     n = episodes or max(cfg.train.eval_episodes, 1)
     demos = DemoRecorder(n) if record_path is not None else None
     on_step = demos.step if demos is not None else None
@@ -148,6 +156,8 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
         click.echo(f"{cfg.env.id}: mean return {result['mean_return']:.2f} +- "
                    f"{result['std_return']:.2f} over {n} episodes{success_note(result)}"
                    f"{truncation_note(result, '--max-episode-steps')}")
+        if is_multiagent(cfg.env):
+            click.echo(outcome_line(result["returns"], cfg.env))
         if video is not None:
             click.echo(f"{video}: {result['frames']} frames")
         if record_path is not None:
@@ -227,3 +237,6 @@ main.add_command(sweep_command)
 from hpcrl.cli.pbt import pbt_command  # noqa: E402 (hpcrl pbt)
 
 main.add_command(pbt_command)
+from hpcrl.cli.league import league_command  # noqa: E402 (hpcrl league)
+
+main.add_command(league_command)

@@ -42,12 +42,39 @@ def is_mujoco(env_id: str) -> bool:
     return _entry_point_starts(env_id, "gymnasium.envs.mujoco")
 
 
+SELFPLAY_ID = "hpcrl/SelfPlay-v0"
+_MULTIAGENT_PREFIXES = ("pettingzoo.", "openspiel:")
+
+
+def is_multiagent(config: EnvConfig) -> bool:
+    """Whether ``env.id`` names a multi-agent game (``env.multiagent``, or an id of
+    PettingZoo's modules or OpenSpiel's games), which trains by self-play."""
+    return config.multiagent or config.id.startswith(_MULTIAGENT_PREFIXES)
+
+
+def selfplay_env(config: EnvConfig, evaluation: bool = False) -> gym.Env:
+    """The game of ``env.id`` seen from the trained policy, its other seats played by the
+    league of ``env.league`` (:class:`~hpcrl.league.selfplay_env.SelfPlayEnv`, registered by
+    import path: the env layer does not import the league); an evaluation env plays
+    ``env.league.eval_opponent`` in every match."""
+    if SELFPLAY_ID not in gym.registry:
+        gym.register(SELFPLAY_ID, entry_point="hpcrl.league.selfplay_env:SelfPlayEnv",
+                     disable_env_checker=True)
+    league = config.league
+    return gym.make(SELFPLAY_ID, game=config.id, game_kwargs=dict(config.kwargs),
+                    opponents=league.opponents, pfsp_weighting=league.pfsp_weighting,
+                    latest_fraction=league.latest_fraction,
+                    opponent=league.eval_opponent if evaluation else "")
+
+
 def make_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
     """The env of ``config`` with its preprocessing chain (``env.preset``).
 
     ``whole_games=True`` makes the evaluation env: the same observations, but episodes are
     whole games with the game's own rewards (no life-loss termination, no reward clipping).
     """
+    if is_multiagent(config):
+        return apply_wrappers(selfplay_env(config, whole_games), config)
     problem = register_suite(config.id)
     if problem is not None:
         raise ConfigError(problem)

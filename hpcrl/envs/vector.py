@@ -17,7 +17,8 @@ import gymnasium as gym
 import numpy as np
 
 from hpcrl.envs.backends.backend import backend_problem, vector_backend
-from hpcrl.envs.make import make_env, preset_problem
+from hpcrl.envs.make import is_multiagent, make_env, preset_problem
+from hpcrl.envs.multiagent.named_envs import multiagent_env_problem
 from hpcrl.envs.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
 from hpcrl.envs.state import capture_env_state, restore_env_state
 from hpcrl.envs.suites.suite_ids import install_of_module, register_suite
@@ -98,6 +99,8 @@ class CheckpointableEnv(gym.Wrapper):
 def env_problem(config: EnvConfig) -> str | None:
     """Why the env of ``config`` cannot be made, or None: :func:`env_id_problem`, then
     whether ``env.preset`` fits the id, then whether ``env.backend`` can step it."""
+    if is_multiagent(config):
+        return multiagent_env_problem(config.id) or backend_problem(config)
     problem = env_id_problem(config.id) or preset_problem(config) or backend_problem(config)
     if problem is None and config.envpool_threads < 0:
         problem = "config key 'env.envpool_threads' must be >= 0 (0: one per env)"

@@ -21,7 +21,7 @@ from hpcrl.envs.obs_format import ObsInput
 from hpcrl.envs.vector import EnvSpaces
 from hpcrl.models.acting import ActedEnvs
 from hpcrl.models.actor_engines import NumpyEngine, TorchEngine
-from hpcrl.models.distributions import make_distribution
+from hpcrl.models.distributions import ILLEGAL_LOGIT, make_distribution
 from hpcrl.models.encoders import (
     FormatEncoder,
     features_of,
@@ -107,6 +107,8 @@ class ActorCritic(nn.Module):
         # state_dict's keys depend on it): distribution's log std, encoders, memory cores,
         # trunks and heads, RND, predictor head
         n_out = self._make_distribution(spaces, config)
+        # actor.action_mask: the observation's last mask_size values are the legal moves
+        self.mask_size = n_out if config.action_mask else 0
         self.shared = config.shared_trunk
         features = self._make_encoders(spaces, config)
         features = self._make_cores(config, features)
@@ -302,7 +304,26 @@ class ActorCritic(nn.Module):
         pi, vf, state = self._cores(pi, vf, state)
         params, values, predictions = self._heads(pi, vf, predict)
         assert values is not None  # vf was given
-        return params, values, state, predictions
+        return self.legal(params, obs), values, state, predictions
+
+    def legal(self, logits: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """``logits`` with the moves that the observations' masks say are illegal pushed to
+        probability 0 (``actor.action_mask``; unchanged without it). A large finite logit,
+        not minus infinity, so that entropies and KLs stay finite (0 x log 0 terms)."""
+        if not self.mask_size:
+            return logits
+        mask = obs.reshape(logits.shape[0], -1)[:, -self.mask_size:] > 0.5
+        return logits.masked_fill(~mask, ILLEGAL_LOGIT)
+
+    def _last_legal(self, actions: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        """Sampled actions, each kept at or below its row's last legal move (a uniform
+        that the float cumulative sum rounds past every legal move otherwise picks the
+        last move, which may be illegal)."""
+        if not self.mask_size:
+            return actions
+        moves = torch.arange(logits.shape[-1], device=logits.device)
+        last = torch.where(logits > ILLEGAL_LOGIT / 2, moves, -1).max(dim=-1).values
+        return torch.minimum(actions, last)
 
     def value(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
         """Values ``[B]`` of normalised observations (seen from ``state``, when recurrent)."""
@@ -319,7 +340,7 @@ class ActorCritic(nn.Module):
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Sampled actions, their log-probs, the values and the next state, for collectors."""
         params, values, state = self.dist_and_value(obs, state)
-        actions = self.distribution.sample(params, noise)
+        actions = self._last_legal(self.distribution.sample(params, noise), params)
         return (actions, self.distribution.log_prob(params, actions), self._extrinsic(values),
                 state)
 
@@ -341,7 +362,7 @@ class ActorCritic(nn.Module):
     def policy_params(self, obs: torch.Tensor) -> torch.Tensor:
         """Distribution parameters of normalised observations ``[B, ...]`` (feedforward):
         what another run's policy gives a KL add-on."""
-        return self._heads(self.pi_encoder(obs), None)[0]
+        return self.legal(self._heads(self.pi_encoder(obs), None)[0], obs)
 
     # -- sequences ----------------------------------------------------------------------------
     def evaluate_sequences(self, obs: torch.Tensor, actions: torch.Tensor,
@@ -370,6 +391,7 @@ class ActorCritic(nn.Module):
         else:
             vf = vf_core.sequence(vf.view(steps, batch, -1), vf_state, starts).flatten(0, 1)
         params, values, predictions = self._heads(pi, vf, predict)
+        params = self.legal(params, flat_obs)
         assert values is not None  # vf was given
         flat_actions = actions.reshape((steps * batch,) + actions.shape[2:])
         log_probs, entropy = self.distribution.log_prob_entropy(params, flat_actions)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from hpcrl.models.acting import ComputesHere, Step, needs_noise
-from hpcrl.models.distributions import MultiCategoricalActions
+from hpcrl.models.distributions import ILLEGAL_LOGIT, MultiCategoricalActions
 from hpcrl.models.mlp_kernel import forward, forward_pair, layer_views, paired
 from hpcrl.numerics.compiling import compiled
 
@@ -58,10 +58,19 @@ class NumpyEngine(ComputesHere):
         alone = self.rows_alone
         if self.pair is not None:
             out, values = forward_pair(self.pair, x, alone=alone)
-            return out[:, :self.actions_width], values[:, 0]
+            return self._legal(out[:, :self.actions_width], obs), values[:, 0]
         features = forward(self.trunk, x, alone=alone)  # a shared trunk
-        return (forward([self.pi_head], features, alone=alone),
+        return (self._legal(forward([self.pi_head], features, alone=alone), obs),
                 forward([self.vf_head], features, alone=alone)[:, 0])
+
+    def _legal(self, logits: np.ndarray, obs: np.ndarray) -> np.ndarray:
+        """``logits`` with illegal moves at :data:`ILLEGAL_LOGIT` (``actor.action_mask``:
+        the observations' last values are the legal moves), as the torch actor masks them."""
+        size = self.actor.mask_size
+        if not size:
+            return logits
+        legal = np.asarray(obs).reshape(len(logits), -1)[:, -size:] > 0.5
+        return np.where(legal, logits, np.float32(ILLEGAL_LOGIT)).astype(logits.dtype)
 
     def value(self, obs: np.ndarray, state: np.ndarray | None = None,
               group: int = 0) -> np.ndarray:
@@ -81,6 +90,15 @@ class NumpyEngine(ComputesHere):
             log_probs = np.sum([lp for _, lp in sampled], axis=0)
         elif self.log_std is None:
             actions, log_probs = categorical_sample(out, noise)
+            if self.actor.mask_size:  # never past the last legal move (the torch actor's rule)
+                last = (out.shape[1] - 1
+                        - np.argmax((out > ILLEGAL_LOGIT / 2)[:, ::-1], axis=1))
+                past = actions > last
+                if past.any():
+                    actions = np.minimum(actions, last)
+                    z = out - out.max(axis=1, keepdims=True)
+                    log_probs = (z[np.arange(len(z)), actions]
+                                 - np.log(np.exp(z).sum(axis=1)))
         else:
             actions = out + np.exp(self.log_std) * noise
             log_probs = (-0.5 * noise * noise - self.log_std - _LOG_SQRT_2PI).sum(axis=1)

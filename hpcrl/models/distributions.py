@@ -52,6 +52,11 @@ class ActionDistribution(Protocol):
         ...
 
 
+# the logit of a move that an action mask says is illegal (actor.action_mask): probability 0
+# after a softmax in float32, yet finite, so that 0 x log-probability terms stay 0
+ILLEGAL_LOGIT = -1e9
+
+
 class CategoricalActions:
     """Discrete actions from logits ``[B, K]``; inverse-CDF sampling from uniforms ``[B]``."""
 

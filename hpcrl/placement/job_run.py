@@ -12,6 +12,7 @@ rank and its role; in one process it is raised, as any error of a Python call is
 """
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from contextlib import ExitStack
@@ -25,7 +26,10 @@ from hpcrl.algorithms import (
 )
 from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
 from hpcrl.comm.faults import watches_for_revocation
+from hpcrl.envs.make import is_multiagent
 from hpcrl.errors import ConfigError
+from hpcrl.league.selfplay_env import LEAGUE_DIR_VARIABLE
+from hpcrl.league.snapshot_hook import SnapshotHook
 from hpcrl.learning.replay_loop import UpdateFigures
 from hpcrl.learning.run_writer import IntervalHook
 from hpcrl.placement.job import RankJob, build_job
@@ -268,6 +272,8 @@ def prepare(config: Config, run_dir: Path | None, resume: bool = False,
     STOP_REQUEST.announce = job.is_leader  # every rank gets the signal; one says so
     restore_signals = STOP_REQUEST.install()
     state = resume_state(job, run) if resume else None
+    if is_multiagent(config.env):
+        interval = join_league(job, run, state, interval)
     if state is not None and job.is_leader:
         set_rng_state(state["rng"])  # rank 0's generators, saved by it
     if job.is_leader and console is not None:
@@ -281,6 +287,24 @@ def prepare(config: Config, run_dir: Path | None, resume: bool = False,
             shutil.rmtree(run.path, ignore_errors=True)  # directory of a run never started
         raise
     return JobRun(ranked, job, run, console, watch, restore_signals=restore_signals)
+
+
+def join_league(job: RankJob, run: RunDir, state: dict[str, Any] | None,
+                interval: IntervalHook | None) -> IntervalHook | None:
+    """Self-play's part of a run: every rank's envs find the league in ``RUN/league``
+    (``$HPCRL_LEAGUE_DIR``, which env subprocesses inherit), and rank 0 publishes the trained
+    policy's snapshots there (:class:`~hpcrl.league.snapshot_hook.SnapshotHook`, which on a
+    resume first removes the snapshots taken after the checkpoint: every rank waits for
+    that before an env starts a match)."""
+    league_dir = run.path / "league"
+    os.environ[LEAGUE_DIR_VARIABLE] = str(league_dir)
+    hook = interval
+    if job.is_leader and interval is None:
+        steps = int(state["counters"]["env_steps"]) if state is not None else 0
+        hook = SnapshotHook(league_dir, job.config.env.league, steps)
+    if job.world.Get_size() > 1:
+        job.world.Barrier()
+    return hook
 
 
 def run_job(config: Config, run_dir: Path | None, resume: bool = False,

@@ -20,6 +20,7 @@ from hpcrl.sections.algorithm_keys import (
     SacConfig,
     Td3Config,
 )
+from hpcrl.sections.league_section import LeagueConfig
 from hpcrl.sections.offpolicy import ReplayConfig
 from hpcrl.sections.pbt_section import PbtConfig
 from hpcrl.sections.policy_addons import PolicyAddonsConfig
@@ -112,6 +113,14 @@ class EnvConfig:
     atari: AtariConfig = doc("Steps of the Atari chain (env.preset=atari).", factory=AtariConfig)
     vizdoom: VizdoomConfig = doc("Steps of the ViZDoom chain (env.preset=vizdoom).",
                                  factory=VizdoomConfig)
+    multiagent: bool = doc(
+        "env.id names a multi-agent game, played by self-play against a league (env.league): "
+        "a PettingZoo env module ('pettingzoo.classic.connect_four_v3'), a registry id "
+        "('classic/connect_four-v3'), 'module:function' returning a PettingZoo env, or "
+        "'openspiel:<game>'. True by itself for ids that start with 'pettingzoo.' or "
+        "'openspiel:'.", False)
+    league: LeagueConfig = doc("Self-play's opponents, snapshots and ratings "
+                               "(a multi-agent env.id).", factory=LeagueConfig)
     normalize_obs: bool = doc("Normalise observations by a running mean and variance that "
                               "travels with the weights and is saved in the policy.", False)
     normalize_reward: bool = doc("Scale rewards by the running std of the discounted return.",
@@ -172,6 +181,11 @@ class ActorConfig:
         "subclasses), actor.encoder left at mlp. Empty: the built-in encoder.", "")
     network_kwargs: dict = doc("Keyword arguments of actor.network, checked against its "
                                "signature.", factory=dict)
+    action_mask: bool = doc(
+        "The observation's last values are the legal-move mask (one per move of a Discrete "
+        "action, 1 legal, 0 illegal), as a self-play env of a multi-agent game gives them: "
+        "illegal moves get probability 0 when acting, in the loss and in evaluation. Flat "
+        "Box observations, env.normalize_obs false.", False)
     memory: Literal["none", "gru", "lstm"] = doc(
         "Memory core between the encoder and the MLP trunk: 'gru' or 'lstm' give the agent a "
         "recurrent state that collectors carry across rollouts, reset at each episode's start "

@@ -1,0 +1,77 @@
+"""``hpcrl league RUN``: a self-play run's league table, and its ``matches.csv``."""
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import click
+import yaml
+
+from hpcrl.cli.refusals import refusing
+from hpcrl.sections.schema import EnvConfig
+
+
+def league_dir_of(run: Path) -> Path:
+    """The league folder of a run directory (or of the run a checkpoint file belongs to)."""
+    run = Path(run)
+    if run.is_file():  # RUN/checkpoints/latest.pt
+        run = run.parent.parent
+    return run / "league"
+
+
+@click.command("league")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--ratings", "system", type=click.Choice(["elo", "openskill"]), default=None,
+              help="Rating system (default: the run's env.league.ratings).")
+@refusing
+def league_command(run_dir: str, system: str | None) -> None:
+    """Print the league table of self-play run RUN_DIR: every opponent the trained policy met
+    (random play, snapshots), its record against it and the ratings; writes the matches of
+    every env, in time order, to RUN_DIR/league/matches.csv."""
+    from hpcrl.league.match_log import read_matches, write_matches_csv
+    from hpcrl.league.snapshots import snapshots
+    from hpcrl.league.standings import format_table, standings
+
+    folder = league_dir_of(Path(run_dir))
+    if not folder.is_dir():
+        raise click.UsageError(f"{run_dir} has no league: it is not a self-play run (a "
+                               f"multi-agent env.id)")
+    if system is None:
+        config = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
+        system = config.get("env", {}).get("league", {}).get("ratings", "elo")
+    rows = read_matches(folder)
+    table, ratings = standings(rows, system)  # type: ignore[arg-type]
+    written = write_matches_csv(rows, folder / "matches.csv")
+    snaps = snapshots(folder)
+    click.echo(f"league of {run_dir}: {len(snaps)} snapshots, {len(rows)} matches "
+               f"({written})")
+    click.echo(format_table(table, ratings))
+
+
+def against(env: EnvConfig, run: Path, opponent: str | None) -> EnvConfig:
+    """The env section ``env`` evaluated against ``opponent`` (None: its own
+    ``env.league.eval_opponent``), with the run's league where a snapshot opponent is read
+    from; refused for a run that is not a self-play one."""
+    from hpcrl.envs.make import is_multiagent
+    from hpcrl.league.selfplay_env import LEAGUE_DIR_VARIABLE
+
+    if not is_multiagent(env):
+        raise click.UsageError(f"--opponent: {env.id} is a single-agent env; opponents "
+                               f"belong to self-play runs of a multi-agent game")
+    os.environ[LEAGUE_DIR_VARIABLE] = str(league_dir_of(run))
+    if opponent is None:
+        return env
+    return replace(env, league=replace(env.league, eval_opponent=opponent))
+
+
+def outcome_line(returns: list[float], env: EnvConfig) -> str:
+    """Wins, draws and losses of evaluation episodes against ``env.league.eval_opponent``,
+    read from their returns' signs (a board game's +1, 0, -1)."""
+    opponent = env.league.eval_opponent
+    wins = sum(r > 0 for r in returns)
+    draws = sum(r == 0 for r in returns)
+    losses = len(returns) - wins - draws
+    rate = (wins + 0.5 * draws) / max(len(returns), 1)
+    return (f"against {opponent}: {wins} wins, {draws} draws, {losses} losses "
+            f"(win rate {rate:.3f})")

@@ -1,0 +1,84 @@
+"""When snapshots of the trained policy join the league: rank 0's hook at the run writer's
+checkpoints (:class:`~hpcrl.learning.run_writer.IntervalHook`).
+
+A snapshot joins every ``env.league.snapshot_every`` env steps (at the first update past
+each multiple) and, with ``env.league.win_threshold``, as soon as the trained policy has won
+that fraction of its last ``env.league.threshold_matches`` matches since the newest snapshot
+(read from the match log: real outcomes of whole matches). The writer checkpoints there and
+the hook publishes the checkpoint's policy as ``main-<env steps>``.
+
+On a resume the snapshots taken after the checkpoint are removed first (the updates that made
+them are trained again and publish them again); with the periodic schedule the league then
+grows exactly as in a run that was never stopped. The threshold's count of recent matches
+starts afresh on a resume (a checkpoint does not keep it).
+"""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hpcrl.envs.multiagent.matches import DRAW, WIN
+from hpcrl.league.match_log import match_dir
+from hpcrl.league.snapshots import drop_after, publish
+from hpcrl.runtime.checkpoint import load_checkpoint
+from hpcrl.sections.league_section import LeagueConfig
+
+PLAYER = "main"
+
+
+class SnapshotHook:
+    """Publishes snapshots of the trained policy (see the module)."""
+
+    def __init__(self, league_dir: Path, config: LeagueConfig, start_env_steps: int = 0) -> None:
+        self.league_dir = Path(league_dir)
+        self.config = config
+        drop_after(self.league_dir, start_env_steps)
+        every = config.snapshot_every
+        self.next_at = (start_env_steps // every + 1) * every if every > 0 else None
+        self.recent: deque[float] = deque(maxlen=max(1, config.threshold_matches))
+        self._offsets: dict[Path, int] = {}
+        self._read_new()  # matches before this start do not count towards the threshold
+        self.recent.clear()
+
+    def due(self, env_steps: int) -> bool:
+        """Whether a snapshot joins at ``env_steps``."""
+        if self.next_at is not None and env_steps >= self.next_at:
+            return True
+        threshold = self.config.win_threshold
+        if threshold <= 0:
+            return False
+        self._read_new()
+        full = len(self.recent) == self.recent.maxlen
+        return full and sum(self.recent) / len(self.recent) >= threshold
+
+    def after_checkpoint(self, checkpoint: Path, env_steps: int, row: Mapping[str, Any],
+                         final: bool) -> bool:
+        """Publish the checkpoint's policy as a snapshot; never asks for a reload."""
+        record = load_checkpoint(checkpoint)["policy"]
+        publish(self.league_dir, PLAYER, env_steps, record)
+        every = self.config.snapshot_every
+        if every > 0:
+            self.next_at = (env_steps // every + 1) * every
+        self._read_new()
+        self.recent.clear()  # the threshold counts matches against the new league
+        return False
+
+    def _read_new(self) -> None:
+        """Add the matches logged since the last read to the recent outcomes."""
+        folder = match_dir(self.league_dir)
+        if not folder.is_dir():
+            return
+        for path in sorted(folder.glob("env-*.csv")):
+            offset = self._offsets.get(path, 0)
+            with path.open() as src:
+                src.seek(offset)
+                text = src.read()
+            complete = text.rfind("\n") + 1  # a line being written is read next time
+            self._offsets[path] = offset + len(text[:complete].encode())
+            for line in text[:complete].splitlines():
+                cells = line.split(",")
+                if len(cells) < 9 or cells[0] == "wall_time" or not cells[8]:
+                    continue
+                self.recent.append(1.0 if cells[8] == WIN else 0.5 if cells[8] == DRAW else 0.0)

@@ -1,0 +1,41 @@
+"""The ``env.league`` keys: how a multi-agent game's other seats are played in self-play, when
+snapshots of the trained policy join the league, and how its members are rated."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from hpcrl.field_docs import doc
+
+
+@dataclass
+class LeagueConfig:
+    """Self-play against a league of the trained policy's snapshots (a multi-agent env.id)."""
+
+    opponents: Literal["latest", "uniform", "pfsp"] = doc(
+        "How each match's opponent is drawn from the league's snapshots, when the match "
+        "starts (never inside one): 'latest' the newest, 'uniform' any, 'pfsp' prioritised "
+        "fictitious self-play (AlphaStar): by env.league.pfsp_weighting of the estimated win "
+        "rate against each. Before the first snapshot the opponent is random play.", "pfsp")
+    pfsp_weighting: Literal["hard", "variance"] = doc(
+        "PFSP's weighting of an opponent beaten with probability p: 'hard' (1 - p)^2, the "
+        "opponents the policy loses to; 'variance' p (1 - p), those it is even with.", "hard")
+    latest_fraction: float = doc(
+        "This fraction of the matches is played against the newest snapshot whatever "
+        "env.league.opponents says (0.8 with 'uniform': the current self 80 %, past selves "
+        "20 %).", 0.2)
+    snapshot_every: int = doc(
+        "Env steps between snapshots of the trained policy joining the league (at the first "
+        "update past each multiple; 0: only by env.league.win_threshold).", 20_000)
+    win_threshold: float = doc(
+        "A snapshot also joins when the trained policy has won at least this fraction of its "
+        "last env.league.threshold_matches matches against the league (draws count half; "
+        "0: off). RLlib's connect-four example uses 0.95.", 0.0)
+    threshold_matches: int = doc("Matches env.league.win_threshold is measured over.", 200)
+    eval_opponent: str = doc(
+        "Who the evaluations play (train.eval_every, the final one, hpcrl eval): 'random' "
+        "play, a scripted bot 'module:Class' (made with no arguments; act(obs, mask, rng) "
+        "returns a legal move), or a snapshot's name from hpcrl league RUN.", "random")
+    ratings: Literal["elo", "openskill"] = doc(
+        "How hpcrl league rates the league's members from matches.csv: 'elo' (K 16, start "
+        "1200) or 'openskill' (Plackett-Luce, TrueSkill-like; pip install openskill).", "elo")
