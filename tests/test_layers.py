@@ -184,6 +184,7 @@ LAZY: dict[tuple[str, str], str] = {
     ("*", "dm_control"): OPTIONAL,
     ("*", "shimmy"): OPTIONAL,
     ("*", "openskill"): OPTIONAL,
+    ("*", "pettingzoo"): OPTIONAL,
     ("*", "minatar"): OPTIONAL,
     ("*", "minigrid"): OPTIONAL,
     ("*", "pybullet"): OPTIONAL,

@@ -149,12 +149,20 @@ def plot_command(paths: tuple[str, ...], output: str, x_axis: str, scheme: bool)
     """Learning curves of the runs at or below PATHS: mean episode return over seeds with a
     band of one std, one curve per config, and the evaluations during training beside them
     (needs matplotlib: pip install "hpcrl[plot]"). A population's directory (hpcrl pbt) also
-    gets OUTPUT-schedules: each mutated key's values per member over env steps."""
+    gets OUTPUT-schedules: each mutated key's values per member over env steps; a self-play
+    run OUTPUT-league: its rating over its matches and the league's size."""
+    from hpcrl.experiments.league_plot import draw_league, league_runs
     from hpcrl.experiments.plots import plot
     from hpcrl.experiments.schedules import draw_schedules, populations
 
     drawn = plot(paths, output, x_axis, scheme)
     click.echo(f"{output}: {drawn} curve{'s' if drawn != 1 else ''}")
+    for i, run in enumerate(league_runs(paths)):  # self-play: the rating and the league
+        target = Path(output)
+        which = f"-{i}" if i else ""
+        image = target.with_name(f"{target.stem}-league{which}{target.suffix}")
+        draw_league(run).savefig(image)
+        click.echo(f"{image}: the league of {run}")
     found = populations(list(paths))
     for i, population in enumerate(found):  # hpcrl pbt: the values each member trained with
         target = Path(output)

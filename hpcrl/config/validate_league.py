@@ -38,6 +38,10 @@ def check_league(c: Config) -> list[str]:
             problems.append(f"env.id {c.env.id} is a multi-agent game whose observations end "
                             f"with the legal-move mask; set actor.action_mask=true so that "
                             f"illegal moves are never played")
+        if c.actor.memory != "none":
+            problems.append(f"config key 'actor.memory' ({c.actor.memory}): the league's "
+                            f"frozen snapshots act inside the envs without a recurrent state; "
+                            f"self-play takes feedforward actors (actor.memory=none) for now")
         if c.env.backend == "envpool":
             problems.append(f"config key 'env.backend' ({c.env.backend}): a multi-agent game "
                             f"is stepped by Gymnasium's vector envs; use env.backend=gymnasium "

@@ -26,6 +26,7 @@ from hpcrl.envs.multiagent.matches import DRAW, WIN
 Mode = Literal["latest", "uniform", "pfsp"]
 Weighting = Literal["hard", "variance"]
 RANDOM = "random"
+LATEST = "latest"  # a fixed opponent's name for the newest snapshot when a match starts
 MODES = ("latest", "uniform", "pfsp")
 WEIGHTINGS = ("hard", "variance")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -18,6 +18,7 @@ from hpcrl.components.import_paths import is_import_path, load
 from hpcrl.errors import ConfigError
 from hpcrl.league.opponents import RANDOM
 from hpcrl.league.snapshots import Snapshot, load_snapshot, snapshots
+from hpcrl.models.acting import make_engine
 from hpcrl.trained.saved_policy import actor_from_saved
 
 
@@ -39,21 +40,20 @@ class RandomPlayer:
 
 
 class SnapshotPlayer:
-    """A frozen snapshot's actor, sampling its (masked) policy with the env's generator."""
+    """A frozen snapshot's actor, sampling its (masked) policy as the collectors act: through
+    its acting engine (numpy for an MLP), from a uniform drawn from the env's generator."""
 
     def __init__(self, snap: Snapshot) -> None:
         self.name = snap.name
-        self.actor: Any = actor_from_saved(load_snapshot(snap))
+        self.actor = actor_from_saved(load_snapshot(snap))
+        self.engine = make_engine(self.actor)
 
     def act(self, obs: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> int:
         """A move drawn from the snapshot's policy (illegal moves have probability 0)."""
+        uniform = np.array([rng.random()], dtype=np.float32)
         with torch.no_grad():
-            x = torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0)
-            logits = self.actor.policy_params(self.actor.normalize(x))[0].double().numpy()
-        logits = np.where(mask, logits, -np.inf)
-        probs = np.exp(logits - logits.max())
-        probs /= probs.sum()
-        return int(rng.choice(len(probs), p=probs))
+            step = self.engine.step(np.asarray(obs, np.float32)[None], uniform)
+        return int(step.actions[0])
 
 
 def scripted_player(path: str) -> Player:

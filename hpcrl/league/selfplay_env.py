@@ -35,7 +35,7 @@ from hpcrl.envs.multiagent.named_envs import MultiAgentEnvError, adapt, make_pet
 from hpcrl.envs.multiagent.seats import SeatEnv, SeatSpace, SeatStep, seat_space
 from hpcrl.envs.multiagent.seeding import episode_seed
 from hpcrl.league.match_log import MatchLog, MatchRow, now
-from hpcrl.league.opponents import OpponentSampler
+from hpcrl.league.opponents import LATEST, RANDOM, OpponentSampler
 from hpcrl.league.players import Players
 from hpcrl.league.snapshots import snapshots
 
@@ -66,13 +66,14 @@ class SelfPlayEnv(gym.Env):
     named_envs`) made with ``game_kwargs``; ``opponent``: a fixed opponent (an evaluation
     env's: ``random``, ``module:Class`` or a snapshot name) in place of the sampler."""
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 2}
 
     def __init__(self, game: str, game_kwargs: dict[str, Any] | None = None,
                  opponents: str = "pfsp", pfsp_weighting: str = "hard",
                  latest_fraction: float = 0.0, opponent: str = "", player: str = "main",
                  league_dir: str = "", newest: int | None = None) -> None:
         self.game, self.game_kwargs = game, dict(game_kwargs or {})
+        self.render_mode = self.game_kwargs.get("render_mode")  # the game renders itself
         probe = make_pettingzoo(game, **self.game_kwargs)
         seats = tuple(probe.possible_agents)
         spaces = [seat_space(probe.observation_space(s), probe.action_space(s)) for s in seats]
@@ -121,6 +122,10 @@ class SelfPlayEnv(gym.Env):
         assert self._step is not None, "step() before reset()"
         move = int(action)
         return self._play({self.seat: move})
+
+    def render(self) -> Any:
+        """The game's own frame (``env.kwargs: {render_mode: rgb_array}``, as a video asks)."""
+        return None if self.seats is None else self.seats.env.render()
 
     def close(self) -> None:
         """Close the game."""
@@ -179,12 +184,14 @@ class SelfPlayEnv(gym.Env):
         assert self.seats is not None and self.sampler is not None
         seats = self.seats.seats
         self.seat = seats[self.seats.episode % len(seats)]
-        if self.fixed:
+        league = ([snap.name for snap in snapshots(self.league_dir, self.newest)]
+                  if self.league_dir is not None and self.fixed in ("", LATEST) else [])
+        if self.fixed == LATEST:  # the newest snapshot at the match's start
+            self.opponent = league[-1] if league else RANDOM
+        elif self.fixed:
             self.opponent = self.fixed
         else:
-            league = (snapshots(self.league_dir, self.newest)
-                      if self.league_dir is not None else [])
-            self.opponent = self.sampler.choose([snap.name for snap in league])
+            self.opponent = self.sampler.choose(league)
         self._moves = []
 
     def _to_player(self, step: SeatStep) -> tuple[np.ndarray, SeatStep]:

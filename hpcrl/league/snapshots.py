@@ -13,13 +13,16 @@ from __future__ import annotations
 import os
 import re
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
+from hpcrl.runtime.checkpoint import load_checkpoint, save_atomic
 
 SNAPSHOTS = "snapshots"
+# each folder's listing, with the folder's modification time it was read at
+_LISTED: dict[Path, tuple[int, list[Snapshot]]] = {}
 _NAME = re.compile(r"^(?P<policy>[A-Za-z0-9_.]+)-(?P<steps>\d{12})\.pt$")
 
 
@@ -51,10 +54,8 @@ def publish(league_dir: Path, policy: str, env_steps: int, record: dict[str, Any
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{policy}-{env_steps:012d}.pt"
     if not path.exists():
-        partial = path.with_suffix(f".partial-{os.getpid()}")
-        torch.save(record, partial)
-        os.chmod(partial, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-        os.replace(partial, path)
+        save_atomic(record, path)  # hpcrl's checkpoint format: hpcrl eval reads it too
+        os.chmod(path, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
     return Snapshot(env_steps, policy, path)
 
 
@@ -62,16 +63,22 @@ def snapshots(league_dir: Path, upto: int | None = None) -> list[Snapshot]:
     """The league's snapshots, oldest first (only those taken at ``upto`` env steps or
     before, when given)."""
     folder = snapshot_dir(league_dir)
-    if not folder.is_dir():
+    try:
+        changed = os.stat(folder).st_mtime_ns  # a file added or removed changes it
+    except FileNotFoundError:
         return []
-    found = []
-    for path in folder.iterdir():
-        match = _NAME.match(path.name)
-        if match is not None:
-            steps = int(match["steps"])
-            if upto is None or steps <= upto:
-                found.append(Snapshot(steps, match["policy"], path))
-    return sorted(found)
+    listed = _LISTED.get(folder)
+    # a match's start reads it: listed again on a change, and for two seconds after one (a
+    # file added within the clock tick of the last listing leaves the time as it was)
+    recent = time.time_ns() - changed < 2_000_000_000
+    if listed is None or listed[0] != changed or recent:
+        found = []
+        for path in folder.iterdir():
+            match = _NAME.match(path.name)
+            if match is not None:
+                found.append(Snapshot(int(match["steps"]), match["policy"], path))
+        listed = _LISTED[folder] = (changed, sorted(found))
+    return [snap for snap in listed[1] if upto is None or snap.env_steps <= upto]
 
 
 def drop_after(league_dir: Path, env_steps: int) -> list[Snapshot]:
@@ -86,4 +93,4 @@ def drop_after(league_dir: Path, env_steps: int) -> list[Snapshot]:
 
 def load_snapshot(snap: Snapshot) -> dict[str, Any]:
     """The saved policy of ``snap``."""
-    return torch.load(snap.path, map_location="cpu", weights_only=True)
+    return load_checkpoint(snap.path)

@@ -35,7 +35,9 @@ class LeagueConfig:
     eval_opponent: str = doc(
         "Who the evaluations play (train.eval_every, the final one, hpcrl eval): 'random' "
         "play, a scripted bot 'module:Class' (made with no arguments; act(obs, mask, rng) "
-        "returns a legal move), or a snapshot's name from hpcrl league RUN.", "random")
+        "returns a legal move), a snapshot's name from hpcrl league RUN, or 'latest', the "
+        "newest snapshot (the trained policy's teammates in a cooperative game: the final "
+        "snapshot is the trained policy).", "random")
     ratings: Literal["elo", "openskill"] = doc(
         "How hpcrl league rates the league's members from matches.csv: 'elo' (K 16, start "
         "1200) or 'openskill' (Plackett-Luce, TrueSkill-like; pip install openskill).", "elo")

@@ -46,6 +46,8 @@ def load_policy(path: str | Path, device: str | torch.device = "cpu",
 
 def load_policy_and_config(path: str | Path, device: str | torch.device = "cpu",
                            best: bool = False) -> tuple[torch.nn.Module, Config]:
-    """:func:`load_policy` and the run's config."""
-    record = load_checkpoint(checkpoint_file(path, best))["policy"]
+    """:func:`load_policy` and the run's config; ``path`` may also be a saved policy itself
+    (a league's snapshot, ``RUN/league/snapshots/main-<env steps>.pt``)."""
+    saved = load_checkpoint(checkpoint_file(path, best))
+    record = saved if "state_dict" in saved and "config" in saved else saved["policy"]
     return actor_from_saved(record).to(device), config_from_saved(record)

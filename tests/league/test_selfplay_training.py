@@ -54,12 +54,21 @@ def test_self_play_beats_random_play_and_grows_a_rated_league(tmp_path: Path):
     assert snapshot.exit_code == 0 and "against main-4096" in snapshot.output
     wrong = cli.invoke(main, ["eval", str(run), "-n", "1", "--opponent", "main-1"])
     assert wrong.exit_code != 0 and "snapshots: main-12288" in wrong.output
+    latest = cli.invoke(main, ["eval", str(run), "-n", "4", "--opponent", "latest"])
+    assert latest.exit_code == 0 and "against latest: " in latest.output  # main-16384
+    video = tmp_path / "match.gif"  # the game renders its own board
+    recorded = cli.invoke(main, ["eval", str(run), "-n", "2", "--video", str(video)])
+    assert recorded.exit_code == 0 and video.stat().st_size > 1000, recorded.output
+    plotted = cli.invoke(main, ["plot", str(run), "-o", str(tmp_path / "curves.png")])
+    assert plotted.exit_code == 0, plotted.output
+    assert (tmp_path / "curves-league.png").stat().st_size > 10_000  # rating and league size
 
 
 @pytest.mark.timeout(120)
 def test_a_league_run_killed_mid_run_resumes_exactly(tmp_path: Path, monkeypatch):
     config = _config(total_env_steps=4096, checkpoint_every=3)
     config.env.league.snapshot_every = 1000
+    config.scheme.env_groups = 2  # two groups of 4 envs, acting in turn
     whole, cut = whole_then_killed_and_resumed(config, tmp_path, monkeypatch, die_at=7)
     assert rows(cut) == rows(whole)
     assert [s.name for s in snapshots(cut / "league")] == \

@@ -34,6 +34,8 @@ from template_jobs import (
     write_config,
 )
 
+from hpcrl.league.match_log import read_matches
+from hpcrl.league.snapshots import snapshots
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.slurm.templates import template_path
@@ -113,7 +115,10 @@ def test_async_template_puts_learners_on_gpus_and_collectors_on_cpus(tmp_path: P
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("preset, extra", [
     ("apex", {"replay": {"learning_starts": 64, "batch_size": 16}}),
-    ("impala", {}),
+    # IMPALA's job plays self-play on tic-tac-toe: a league job from one config on the
+    # template, its collectors on other ranks than the learner that publishes snapshots
+    ("impala", {"env": {"id": "pettingzoo.classic.tictactoe_v3",
+                        "league": {"snapshot_every": 256}}, "actor": {"action_mask": True}}),
 ])
 def test_async_template_runs_the_impala_and_apex_presets(tmp_path: Path, preset: str,
                                                          extra: dict[str, Any]) -> None:
@@ -130,6 +135,10 @@ def test_async_template_runs_the_impala_and_apex_presets(tmp_path: Path, preset:
     if preset == "apex":  # the learner's replay, filled by both collectors
         assert int(saved["placement"]["updater"]["learner"]["replay"]["size"]) > 0
     assert sorted(s["env_offset"] for s in saved["placement"]["collectors"]) == [0, 2]
+    if preset == "impala":  # the league: snapshots by rank 0, matches by both collectors
+        league = tmp_path / preset / "league"
+        assert len(snapshots(league)) >= 3
+        assert {m.env_seed for m in read_matches(league)} == {0, 1, 2, 3}
 
 
 @pytest.mark.timeout(240)

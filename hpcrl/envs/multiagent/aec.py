@@ -25,27 +25,45 @@ class AECSeats(SeatEnv):
     """A PettingZoo AEC env (``AECEnv``: classic board games, OpenSpiel through shimmy) as a
     :class:`~hpcrl.envs.multiagent.seats.SeatEnv`."""
 
+    _inner: Any = None  # the env inside PettingZoo's wrappers (:meth:`_state`)
+
     def _begin(self, seed: int) -> None:
         self.env.reset(seed=seed)
         self._settle()
 
     def _advance(self, actions: dict[str, Any]) -> None:
-        env = self.env
-        env.step(actions[env.agent_selection])
-        self._receive(env.rewards)
+        env, state = self.env, self._state()
+        env.step(actions[state.agent_selection])
+        self._receive(state.rewards)
         self._settle()
+
+    def _state(self) -> Any:
+        """Where the env's ``agents``, ``agent_selection``, ``rewards``, ``terminations``,
+        ``truncations`` and ``infos`` are read: the env inside PettingZoo's wrappers, which
+        only forward them (through a ``__getattr__`` per wrapper and read, a third of a board
+        game's step); moves and observations still go through the wrappers."""
+        found = self._inner
+        if found is None:
+            from pettingzoo.utils.wrappers import BaseWrapper
+
+            found = self.env
+            while isinstance(found, BaseWrapper):
+                found = found.env
+            self._inner = found
+        return found
 
     def _settle(self) -> None:
         """Give the selected seats whose match ended their dead steps, up to a seat that acts
         (reported ready) or an empty ``agents`` (the match is over)."""
-        env = self.env
-        while env.agents:
-            seat = env.agent_selection
-            terminated = bool(env.terminations.get(seat, False))
-            truncated = bool(env.truncations.get(seat, False))
+        env, state = self.env, self._state()
+        while state.agents:
+            seat = state.agent_selection
+            terminated = bool(state.terminations.get(seat, False))
+            truncated = bool(state.truncations.get(seat, False))
             if not (terminated or truncated):
-                self._seat_ready(seat, env.observe(seat), env.infos.get(seat))
+                self._seat_ready(seat, env.observe(seat), state.infos.get(seat))
                 return
-            self._seat_ends(seat, env.observe(seat), env.infos.get(seat), terminated, truncated)
+            self._seat_ends(seat, env.observe(seat), state.infos.get(seat), terminated,
+                            truncated)
             env.step(None)
-            self._receive(env.rewards)
+            self._receive(state.rewards)
