@@ -1,5 +1,6 @@
 """Self-play trains, grows its league, evaluates against fixed opponents and resumes exactly
-(serial runs; tests/placement/mpi/test_mpi_selfplay.py runs it on collector ranks)."""
+(serial runs; tests/slurm/test_templates.py runs a league job on the Slurm template, with
+its collectors' envs in subprocesses)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -116,8 +116,9 @@ def test_async_template_puts_learners_on_gpus_and_collectors_on_cpus(tmp_path: P
 @pytest.mark.parametrize("preset, extra", [
     ("apex", {"replay": {"learning_starts": 64, "batch_size": 16}}),
     # IMPALA's job plays self-play on tic-tac-toe: a league job from one config on the
-    # template, its collectors on other ranks than the learner that publishes snapshots
-    ("impala", {"env": {"id": "pettingzoo.classic.tictactoe_v3",
+    # template, its collectors (with their envs in subprocesses) on other ranks than the
+    # learner that publishes snapshots
+    ("impala", {"env": {"id": "pettingzoo.classic.tictactoe_v3", "vectorization": "async",
                         "league": {"snapshot_every": 256}}, "actor": {"action_mask": True}}),
 ])
 def test_async_template_runs_the_impala_and_apex_presets(tmp_path: Path, preset: str,
