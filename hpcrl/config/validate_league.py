@@ -23,13 +23,18 @@ def check_league(c: Config) -> list[str]:
         problems.append(f"config keys 'env.league.snapshot_every' (>= 0) and "
                         f"'env.league.threshold_matches' (>= 1): got {league.snapshot_every} "
                         f"and {league.threshold_matches}")
+    if c.actor.action_mask and algorithm_type(c.algo.name).saved_policy_kind != "actor_critic":
+        problems.append(f"config key 'actor.action_mask' masks the moves of an actor-critic's "
+                        f"policy; algo.name={c.algo.name} acts with a policy of its own, which "
+                        f"would ignore it: use ppo, a2c or impala, or set "
+                        f"actor.action_mask=false")
     if c.actor.action_mask and c.env.normalize_obs:
         problems.append("config key 'actor.action_mask' reads the legal moves from the "
                         "observation's last values, which env.normalize_obs would rescale; "
                         "set env.normalize_obs=false")
     if is_multiagent(c.env):
         kind = algorithm_type(c.algo.name).saved_policy_kind
-        if kind != "actor_critic":
+        if kind != "actor_critic" and not c.actor.action_mask:
             problems.append(f"env.id {c.env.id} is a multi-agent game, trained by self-play "
                             f"with an actor-critic that honours its legal moves; algo.name="
                             f"{c.algo.name} acts with a policy of its own: use ppo, a2c or "

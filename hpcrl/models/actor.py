@@ -19,6 +19,7 @@ from torch import nn
 from hpcrl.components.contracts import make_network
 from hpcrl.envs.obs_format import ObsInput
 from hpcrl.envs.vector import EnvSpaces
+from hpcrl.errors import ConfigError
 from hpcrl.models.acting import ActedEnvs
 from hpcrl.models.actor_engines import NumpyEngine, TorchEngine
 from hpcrl.models.distributions import ILLEGAL_LOGIT, make_distribution
@@ -109,6 +110,11 @@ class ActorCritic(nn.Module):
         n_out = self._make_distribution(spaces, config)
         # actor.action_mask: the observation's last mask_size values are the legal moves
         self.mask_size = n_out if config.action_mask else 0
+        if config.action_mask and (not spaces.discrete or len(spaces.obs_shape) != 1):
+            raise ConfigError(f"config key 'actor.action_mask' reads the legal moves of one "
+                             f"Discrete action from the end of a flat observation; this env "
+                             f"has action space {spaces.action_space} and observations of "
+                             f"shape {spaces.obs_shape}: set actor.action_mask=false")
         self.shared = config.shared_trunk
         features = self._make_encoders(spaces, config)
         features = self._make_cores(config, features)

@@ -25,6 +25,8 @@ GAME = "pettingzoo.classic.connect_four_v3"
      "env.league.opponents"),
     ({"env": {"id": GAME}, "actor": {"action_mask": True, "memory": "gru"}},
      "self-play takes feedforward actors"),
+    ({"actor": {"action_mask": True}, "algo": {"name": "dqn"}},
+     "acts with a policy of its own, which would ignore it"),
 ])
 def test_what_cannot_work_is_refused_naming_the_fix(data, says):
     with pytest.raises(ConfigError) as err:
@@ -36,3 +38,11 @@ def test_a_self_play_config_loads_and_a_single_agent_one_is_unchanged():
     config = from_dict({"env": {"id": GAME}, "actor": {"action_mask": True}})
     assert config.env.league.opponents == "pfsp"
     assert not from_dict({}).actor.action_mask
+
+
+def test_an_actor_refuses_a_mask_it_cannot_read():
+    from hpcrl.build import env_spaces, make_actor
+
+    config = from_dict({"env": {"id": "Pendulum-v1"}, "actor": {"action_mask": True}})
+    with pytest.raises(ValueError, match="one Discrete action from the end of a flat"):
+        make_actor(config, env_spaces(config))
