@@ -13,10 +13,12 @@ from hpcrl.sections.schema import EnvConfig
 
 
 def league_dir_of(run: Path) -> Path:
-    """The league folder of a run directory (or of the run a checkpoint file belongs to)."""
+    """The league folder of a run directory, or of the run a file of it belongs to (a
+    checkpoint, ``RUN/checkpoints/latest.pt``, or a snapshot,
+    ``RUN/league/snapshots/main-<env steps>.pt``)."""
     run = Path(run)
-    if run.is_file():  # RUN/checkpoints/latest.pt
-        run = run.parent.parent
+    if run.is_file():
+        run = next((p for p in run.parents if (p / "config.yaml").is_file()), run.parent)
     return run / "league"
 
 

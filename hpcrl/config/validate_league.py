@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hpcrl.algorithms import algorithm_type
 from hpcrl.envs.make import is_multiagent
-from hpcrl.sections.schema import Config
+from hpcrl.sections.schema import Config, EnvConfig
 
 
 def check_league(c: Config) -> list[str]:
@@ -47,8 +47,22 @@ def check_league(c: Config) -> list[str]:
             problems.append(f"config key 'actor.memory' ({c.actor.memory}): the league's "
                             f"frozen snapshots act inside the envs without a recurrent state; "
                             f"self-play takes feedforward actors (actor.memory=none) for now")
+        if c.env.preset != "none":
+            problems.append(f"config key 'env.preset' ({c.env.preset}) preprocesses a "
+                            f"single-agent env; a multi-agent game is played as it is: set "
+                            f"env.preset=none")
         if c.env.backend == "envpool":
             problems.append(f"config key 'env.backend' ({c.env.backend}): a multi-agent game "
                             f"is stepped by Gymnasium's vector envs; use env.backend=gymnasium "
                             f"(or auto)")
     return problems
+
+
+def population_league_problem(env: EnvConfig) -> str | None:
+    """Why a PBT population cannot train on ``env`` (a multi-agent game: a member's run has
+    PBT's interval hook, so it would publish no league snapshots), or None."""
+    if not is_multiagent(env):
+        return None
+    return (f"env.id {env.id} is a multi-agent game: a population member's run would publish "
+            f"no league snapshots (its interval hook is PBT's); train a self-play league with "
+            f"hpcrl train")

@@ -10,8 +10,7 @@ import yaml
 
 from hpcrl.league.match_log import match_dir, read_matches
 from hpcrl.league.ratings import rate
-from hpcrl.league.snapshot_hook import PLAYER
-from hpcrl.league.snapshots import snapshots
+from hpcrl.league.snapshots import PLAYER, snapshots
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

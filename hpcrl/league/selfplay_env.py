@@ -17,7 +17,7 @@ of hpcrl runs it unchanged. Each match:
    sampler's win rates.
 
 Snapshots are read from ``league_dir`` (``$HPCRL_LEAGUE_DIR`` when not given, which a run
-sets to ``RUN/league``), at most those of ``newest`` env steps and before. The state
+sets to ``RUN/league``). The state
 (:meth:`get_state`) holds the seed sequence, the match under way as the moves played since
 its seed (a board game replays them exactly on a resume), the sampler and the log's length.
 """
@@ -37,7 +37,7 @@ from hpcrl.envs.multiagent.seeding import episode_seed
 from hpcrl.league.match_log import MatchLog, MatchRow, now
 from hpcrl.league.opponents import LATEST, RANDOM, OpponentSampler
 from hpcrl.league.players import Players
-from hpcrl.league.snapshots import snapshots
+from hpcrl.league.snapshots import PLAYER, snapshots
 
 LEAGUE_DIR_VARIABLE = "HPCRL_LEAGUE_DIR"
 
@@ -70,8 +70,8 @@ class SelfPlayEnv(gym.Env):
 
     def __init__(self, game: str, game_kwargs: dict[str, Any] | None = None,
                  opponents: str = "pfsp", pfsp_weighting: str = "hard",
-                 latest_fraction: float = 0.0, opponent: str = "", player: str = "main",
-                 league_dir: str = "", newest: int | None = None) -> None:
+                 latest_fraction: float = 0.0, opponent: str = "", player: str = PLAYER,
+                 league_dir: str = "") -> None:
         self.game, self.game_kwargs = game, dict(game_kwargs or {})
         self.render_mode = self.game_kwargs.get("render_mode")  # the game renders itself
         probe = make_pettingzoo(game, **self.game_kwargs)
@@ -90,7 +90,6 @@ class SelfPlayEnv(gym.Env):
         self.latest_fraction, self.fixed, self.player = latest_fraction, opponent, player
         folder = league_dir or os.environ.get(LEAGUE_DIR_VARIABLE, "")
         self.league_dir = Path(folder) if folder else None
-        self.newest = newest
         self.players = Players(self.league_dir)
         self.seats: SeatEnv | None = None
         self.sampler: OpponentSampler | None = None
@@ -184,7 +183,7 @@ class SelfPlayEnv(gym.Env):
         assert self.seats is not None and self.sampler is not None
         seats = self.seats.seats
         self.seat = seats[self.seats.episode % len(seats)]
-        league = ([snap.name for snap in snapshots(self.league_dir, self.newest)]
+        league = ([snap.name for snap in snapshots(self.league_dir)]
                   if self.league_dir is not None and self.fixed in ("", LATEST) else [])
         if self.fixed == LATEST:  # the newest snapshot at the match's start
             self.opponent = league[-1] if league else RANDOM

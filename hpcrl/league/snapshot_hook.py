@@ -21,11 +21,9 @@ from typing import Any
 
 from hpcrl.envs.multiagent.matches import DRAW, WIN
 from hpcrl.league.match_log import match_dir
-from hpcrl.league.snapshots import drop_after, publish
+from hpcrl.league.snapshots import PLAYER, drop_after, publish
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.sections.league_section import LeagueConfig
-
-PLAYER = "main"
 
 
 class SnapshotHook:

@@ -21,6 +21,7 @@ from typing import Any
 from hpcrl.runtime.checkpoint import load_checkpoint, save_atomic
 
 SNAPSHOTS = "snapshots"
+PLAYER = "main"  # the trained policy's name in snapshots, matches.csv and ratings
 # each folder's listing, with the folder's modification time it was read at
 _LISTED: dict[Path, tuple[int, list[Snapshot]]] = {}
 _NAME = re.compile(r"^(?P<policy>[A-Za-z0-9_.]+)-(?P<steps>\d{12})\.pt$")

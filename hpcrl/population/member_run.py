@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from hpcrl.comm.world import SelfComm
 from hpcrl.config.loader import dump_yaml, from_dict, read_yaml, to_dict
+from hpcrl.config.validate_league import population_league_problem
 from hpcrl.errors import ConfigError
 from hpcrl.placement.job_run import JobRun, prepare
 from hpcrl.placement.serial_run import resume_config
@@ -114,6 +115,9 @@ def check_population(config: Config) -> PbtConfig:
             problems.append(f"pbt.mutate.{key} is {type(value).__name__}-valued: PBT mutates "
                             "real-valued keys (algo.lr, algo.ent_coef, algo.gamma, "
                             "algo.ppo.clip_range, ...)")
+    league = population_league_problem(config.env)
+    if league is not None:
+        problems.append(league)
     if problems:
         raise ConfigError("invalid pbt settings:\n  " + "\n  ".join(problems))
     try:  # a value in range may still be refused by the algorithm's checks

@@ -27,6 +27,8 @@ GAME = "pettingzoo.classic.connect_four_v3"
      "self-play takes feedforward actors"),
     ({"actor": {"action_mask": True}, "algo": {"name": "dqn"}},
      "acts with a policy of its own, which would ignore it"),
+    ({"env": {"id": GAME, "preset": "atari"}, "actor": {"action_mask": True}},
+     "a multi-agent game is played as it is"),
 ])
 def test_what_cannot_work_is_refused_naming_the_fix(data, says):
     with pytest.raises(ConfigError) as err:
@@ -46,3 +48,23 @@ def test_an_actor_refuses_a_mask_it_cannot_read():
     config = from_dict({"env": {"id": "Pendulum-v1"}, "actor": {"action_mask": True}})
     with pytest.raises(ValueError, match="one Discrete action from the end of a flat"):
         make_actor(config, env_spaces(config))
+
+
+def test_a_population_of_self_play_members_is_refused_before_any_starts():
+    from hpcrl.population.member_run import check_population
+
+    config = from_dict({"env": {"id": GAME}, "actor": {"action_mask": True},
+                        "pbt": {"mutate": {"algo.lr": {"low": 1e-4, "high": 1e-3}}}})
+    with pytest.raises(ConfigError, match="would publish no league snapshots"):
+        check_population(config)
+
+
+def test_the_league_of_a_snapshot_file_is_its_runs(tmp_path):
+    from hpcrl.cli.league import league_dir_of
+
+    snap = tmp_path / "league" / "snapshots" / "main-000000000100.pt"
+    snap.parent.mkdir(parents=True)
+    snap.write_bytes(b"")
+    (tmp_path / "config.yaml").write_text("{}")
+    assert league_dir_of(snap) == tmp_path / "league"
+    assert league_dir_of(tmp_path) == tmp_path / "league"
