@@ -127,7 +127,7 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
     """Run the trained policy of RUN_DIR (or a checkpoint file) deterministically."""
     from hpcrl.buffers.demos.files import DemoRecorder
     from hpcrl.cli.league import against, outcome_line
-    from hpcrl.envs.make import is_multiagent
+    from hpcrl.envs.make import plays_league
     from hpcrl.experiments.video import record
     from hpcrl.learning.evaluation import evaluate, success_note, truncation_note
     from hpcrl.runtime.devices import node_local_rank, pick_device
@@ -139,7 +139,7 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
     actor, cfg = load_policy_and_config(run_dir, where, best)
     if max_episode_steps is not None:
         cfg = replace(cfg, train=replace(cfg.train, eval_max_episode_steps=max_episode_steps))
-    if opponent is not None or is_multiagent(cfg.env):
+    if opponent is not None or plays_league(cfg.env):
         cfg = replace(cfg, env=against(cfg.env, Path(run_dir), opponent))
     n = episodes or max(cfg.train.eval_episodes, 1)
     demos = DemoRecorder(n) if record_path is not None else None
@@ -156,7 +156,7 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
         click.echo(f"{cfg.env.id}: mean return {result['mean_return']:.2f} +- "
                    f"{result['std_return']:.2f} over {n} episodes{success_note(result)}"
                    f"{truncation_note(result, '--max-episode-steps')}")
-        if is_multiagent(cfg.env):
+        if plays_league(cfg.env):
             click.echo(outcome_line(result["returns"], cfg.env))
         if video is not None:
             click.echo(f"{video}: {result['frames']} frames")

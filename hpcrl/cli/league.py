@@ -38,7 +38,7 @@ def league_command(run_dir: str, system: str | None) -> None:
     folder = league_dir_of(Path(run_dir))
     if not folder.is_dir():
         raise click.UsageError(f"{run_dir} has no league: it is not a self-play run (a "
-                               f"multi-agent env.id)")
+                               f"multi-agent env.id with env.agents=league)")
     if system is None:
         config = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
         system = config.get("env", {}).get("league", {}).get("ratings", "elo")
@@ -55,12 +55,14 @@ def against(env: EnvConfig, run: Path, opponent: str | None) -> EnvConfig:
     """The env section ``env`` evaluated against ``opponent`` (None: its own
     ``env.league.eval_opponent``), with the run's league where a snapshot opponent is read
     from; refused for a run that is not a self-play one."""
-    from hpcrl.envs.make import is_multiagent
+    from hpcrl.envs.make import is_multiagent, plays_league
     from hpcrl.league.selfplay_env import LEAGUE_DIR_VARIABLE
 
-    if not is_multiagent(env):
-        raise click.UsageError(f"--opponent: {env.id} is a single-agent env; opponents "
-                               f"belong to self-play runs of a multi-agent game")
+    if not plays_league(env):
+        kind = ("a multi-agent game whose agents all share the trained policy "
+                "(env.agents=shared)" if is_multiagent(env) else "a single-agent env")
+        raise click.UsageError(f"--opponent: {env.id} is {kind}; opponents belong to "
+                               f"self-play runs of a multi-agent game (env.agents=league)")
     os.environ[LEAGUE_DIR_VARIABLE] = str(league_dir_of(run))
     if opponent is None:
         return env

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from hpcrl.algorithms import algorithm_type
-from hpcrl.envs.make import is_multiagent
+from hpcrl.envs.make import SHARED, agents_mode, is_multiagent, turn_based
+from hpcrl.envs.multiagent.named_envs import MultiAgentEnvError, make_pettingzoo
 from hpcrl.sections.schema import Config, EnvConfig
 
 
@@ -33,6 +34,7 @@ def check_league(c: Config) -> list[str]:
                         "observation's last values, which env.normalize_obs would rescale; "
                         "set env.normalize_obs=false")
     if is_multiagent(c.env):
+        problems += _shared_agents_problems(c.env)
         kind = algorithm_type(c.algo.name).saved_policy_kind
         if kind != "actor_critic" and not c.actor.action_mask:
             problems.append(f"env.id {c.env.id} is a multi-agent game, trained by self-play "
@@ -46,7 +48,8 @@ def check_league(c: Config) -> list[str]:
         if c.actor.memory != "none":
             problems.append(f"config key 'actor.memory' ({c.actor.memory}): the league's "
                             f"frozen snapshots act inside the envs without a recurrent state; "
-                            f"self-play takes feedforward actors (actor.memory=none) for now")
+                            f"multi-agent games take feedforward actors (actor.memory=none) "
+                            f"for now")
         if c.env.preset != "none":
             problems.append(f"config key 'env.preset' ({c.env.preset}) preprocesses a "
                             f"single-agent env; a multi-agent game is played as it is: set "
@@ -58,10 +61,44 @@ def check_league(c: Config) -> list[str]:
     return problems
 
 
+def _shared_agents_problems(env: EnvConfig) -> list[str]:
+    """``env.agents=shared`` (or auto on a Parallel game): no key of the league, which it
+    does not play, and no ``env.wrappers``, which would wrap all the agents' rows at once."""
+    if env.agents == "league":
+        return []
+    try:
+        one_seat_a_turn = turn_based(env)
+    except MultiAgentEnvError as err:
+        return [str(err)]
+    if one_seat_a_turn:
+        if env.agents == SHARED:
+            return [f"config key 'env.agents' (shared) steps every agent at once, but env.id "
+                    f"{env.id} is turn-based (PettingZoo's AEC API or OpenSpiel): train it by "
+                    f"self-play, env.agents=league (or auto)"]
+        return []
+    problems = []
+    agents = len(make_pettingzoo(env.id, **env.kwargs).possible_agents)
+    if env.num_envs % agents:
+        problems.append(f"config key 'env.num_envs' ({env.num_envs}) counts agents under "
+                        f"env.agents=shared, {agents} per game of {env.id}: make it a multiple "
+                        f"of {agents} (on every collector and env group)")
+    if env.league != type(env.league)():
+        problems.append(f"config keys 'env.league.*' are read when the league plays the other "
+                        f"seats (env.agents=league); env.id {env.id} is played with "
+                        f"env.agents=shared (every agent the trained policy): set "
+                        f"env.agents=league, or drop the env.league keys")
+    if env.wrappers:
+        problems.append("config key 'env.wrappers': with env.agents=shared a wrapper would see "
+                        "every agent's rows at once; wrap the PettingZoo env in your "
+                        "'module:function' env.id instead (SuperSuit's wrappers fit there)")
+    return problems
+
+
 def population_league_problem(env: EnvConfig) -> str | None:
-    """Why a PBT population cannot train on ``env`` (a multi-agent game: a member's run has
-    PBT's interval hook, so it would publish no league snapshots), or None."""
-    if not is_multiagent(env):
+    """Why a PBT population cannot train on ``env`` (a multi-agent game played by the league:
+    a member's run has PBT's interval hook, so it would publish no league snapshots), or
+    None; a game whose agents share the trained policy needs no league."""
+    if not is_multiagent(env) or agents_mode(env) == SHARED:
         return None
     return (f"env.id {env.id} is a multi-agent game: a population member's run would publish "
             f"no league snapshots (its interval hook is PBT's); train a self-play league with "

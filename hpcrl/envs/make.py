@@ -6,6 +6,7 @@ Which suites there are, and how an id finds its own, is :mod:`hpcrl.envs.suites`
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import gymnasium as gym
@@ -13,6 +14,9 @@ import numpy as np
 
 from hpcrl.components.import_paths import CONTRACTS, PluginError, component_factory, failure
 from hpcrl.envs.atari_preprocessing import LIFE_LOST, atari_env
+from hpcrl.envs.multiagent.aec import is_aec
+from hpcrl.envs.multiagent.joint_agents import JointAgentsEnv
+from hpcrl.envs.multiagent.named_envs import make_pettingzoo
 from hpcrl.envs.noise import quiet_mujoco
 from hpcrl.envs.suites.atari import ATARI
 from hpcrl.envs.suites.suite_ids import adapt_env, register_suite
@@ -52,6 +56,47 @@ def is_multiagent(config: EnvConfig) -> bool:
     return config.multiagent or config.id.startswith(_MULTIAGENT_PREFIXES)
 
 
+SHARED, LEAGUE = "shared", "league"  # env.agents, resolved
+
+
+def agents_mode(config: EnvConfig) -> str:
+    """Who plays a multi-agent game's agents (``env.agents``, ``auto`` resolved): ``shared``
+    (every agent acts with the trained policy and trains it) or ``league`` (self-play, one
+    seat per match). ``auto`` is ``league`` for a turn-based game (PettingZoo's AEC API,
+    OpenSpiel) and ``shared`` for a Parallel one."""
+    if config.agents != "auto":
+        return config.agents
+    return LEAGUE if turn_based(config) else SHARED
+
+
+def turn_based(config: EnvConfig) -> bool:
+    """Whether the game of ``env.id`` is turn-based (PettingZoo's AEC API, OpenSpiel)."""
+    return _turn_based(config.id, tuple(sorted(config.kwargs.items())))
+
+
+def plays_league(config: EnvConfig) -> bool:
+    """Whether ``env.id`` is a multi-agent game trained by self-play against a league
+    (``env.agents`` resolves to ``league``): its runs keep snapshots, matches and ratings."""
+    return is_multiagent(config) and agents_mode(config) == LEAGUE
+
+
+@functools.lru_cache(maxsize=16)
+def _turn_based(game: str, kwargs: tuple[tuple[str, Any], ...]) -> bool:
+    """Whether game ``game`` made with ``kwargs`` follows PettingZoo's AEC API (asked once
+    per game: making one costs)."""
+    env = make_pettingzoo(game, **dict(kwargs))
+    try:
+        return is_aec(env)
+    finally:
+        env.close()
+
+
+def shared_agents_env(config: EnvConfig) -> JointAgentsEnv:
+    """The game of ``env.id`` with all its agents at once, for one shared policy
+    (:class:`~hpcrl.envs.multiagent.joint_agents.JointAgentsEnv`)."""
+    return JointAgentsEnv(config.id, dict(config.kwargs))
+
+
 def selfplay_env(config: EnvConfig, evaluation: bool = False) -> gym.Env:
     """The game of ``env.id`` seen from the trained policy, its other seats played by the
     league of ``env.league`` (:class:`~hpcrl.league.selfplay_env.SelfPlayEnv`, registered by
@@ -74,6 +119,8 @@ def make_env(config: EnvConfig, whole_games: bool = False) -> gym.Env:
     whole games with the game's own rewards (no life-loss termination, no reward clipping).
     """
     if is_multiagent(config):
+        if agents_mode(config) == SHARED:
+            return apply_wrappers(shared_agents_env(config), config)
         return apply_wrappers(selfplay_env(config, whole_games), config)
     problem = register_suite(config.id)
     if problem is not None:

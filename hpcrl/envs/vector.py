@@ -17,7 +17,15 @@ import gymnasium as gym
 import numpy as np
 
 from hpcrl.envs.backends.backend import backend_problem, vector_backend
-from hpcrl.envs.make import is_multiagent, make_env, preset_problem
+from hpcrl.envs.make import (
+    SHARED,
+    agents_mode,
+    is_multiagent,
+    make_env,
+    preset_problem,
+    shared_agents_env,
+)
+from hpcrl.envs.multiagent.agent_slots import AgentSlotsVectorEnv, slot_games
 from hpcrl.envs.multiagent.named_envs import multiagent_env_problem
 from hpcrl.envs.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
 from hpcrl.envs.state import capture_env_state, restore_env_state
@@ -203,9 +211,11 @@ def spaces_of(observation_space: gym.Space, action_space: gym.Space, env_id: str
 def probe_spaces(config: EnvConfig) -> EnvSpaces:
     """The spaces of ``config.id``, from one env that is closed again at once."""
     env = make_env(config)
+    joint = env.unwrapped  # a game of agents sharing a policy: one agent's spaces
+    observed = getattr(joint, "agent_observation_space", env.observation_space)
+    acted = getattr(joint, "agent_action_space", env.action_space)
     try:
-        spaces = spaces_of(env.observation_space, env.action_space, config.id,
-                           keep_integers=not config.normalize_obs)
+        spaces = spaces_of(observed, acted, config.id, keep_integers=not config.normalize_obs)
     finally:
         env.close()
     if config.normalize_obs and spaces.obs_format.packed:
@@ -229,7 +239,26 @@ def make_vector_env(config: EnvConfig, num_envs: int,
     A collector's envs (``global_indices``: the job's index of each) come back when they
     fail (:mod:`hpcrl.envs.restarts`: ``env.max_restarts``); other envs (evaluation's)
     do not."""
+    if is_multiagent(config) and agents_mode(config) == SHARED:
+        return shared_agents_vector_env(config, num_envs, global_indices)
     return vector_backend(config).make(config, num_envs, global_indices)
+
+
+def shared_agents_vector_env(config: EnvConfig, num_envs: int,
+                             global_indices: Sequence[int] | None = None
+                             ) -> gym.vector.VectorEnv:
+    """``num_envs`` slots of a game played by one shared policy (``env.agents=shared``):
+    ``num_envs / agents`` games made by the backend, each agent of each one a slot
+    (:class:`~hpcrl.envs.multiagent.agent_slots.AgentSlotsVectorEnv`)."""
+    probe = shared_agents_env(config)
+    agents = probe.agent_rows
+    spaces = probe.agent_observation_space, probe.agent_action_space
+    probe.close()
+    games = slot_games(global_indices if global_indices is not None else range(num_envs),
+                       agents)
+    inner = vector_backend(config).make(config, len(games),
+                                        games if global_indices is not None else None)
+    return AgentSlotsVectorEnv(inner, agents, *spaces)
 
 
 def env_seeds(seed: int, first_index: int, count: int) -> list[int]:

@@ -18,6 +18,7 @@ import torch
 from hpcrl.envs.make import make_env
 from hpcrl.envs.obs_format import ObsFormat, obs_format
 from hpcrl.envs.restarts import IN_PLACE, EnvRestartsExhausted, describe_error, fresh_seed
+from hpcrl.errors import ConfigError
 from hpcrl.sections.schema import EnvConfig
 
 EVAL_SEED_OFFSET = 1_000_003  # eval episodes never reuse the seeds of training envs
@@ -153,6 +154,13 @@ class _Slots:
         self.actor, self.episodes, self.base = actor, episodes, base
         self.on_frame, self.on_step = on_frame, on_step
         self.envs = [make_env(config, whole_games=True) for _ in range(min(episodes, parallel))]
+        # a game of agents sharing the policy (env.agents=shared) observes and acts one row
+        # per agent: the actor takes every row of every env in one batch
+        self.rows = int(getattr(self.envs[0].unwrapped, "agent_rows", 1))
+        if self.rows > 1 and on_step is not None:
+            raise ConfigError(f"env '{config.id}' plays {self.rows} agents at once "
+                              f"(env.agents=shared); demonstrations are recorded from "
+                              f"single-agent envs: evaluate without --record")
         self.space = self.envs[0].action_space
         self.fmt = obs_format(self.envs[0].observation_space)
         self.cap = episode_cap(max_episode_steps, self.envs[0])
@@ -199,6 +207,10 @@ class _Slots:
         recurrent actor's state rows of those slots carried on)."""
         with torch.inference_mode():
             batch = _batch([self.playing[s][1] for s in slots], self.fmt)
+            if self.rows > 1:  # every agent's row of every env: [envs * agents, ...]
+                rows = np.asarray(batch)
+                actions = self.actor(rows.reshape(-1, *rows.shape[2:])).cpu().numpy()
+                return actions.reshape(len(slots), self.rows, *actions.shape[1:])
             if self.states is None:
                 return self.actor(batch).cpu().numpy()
             index = torch.tensor(slots, device=self.states.device)

@@ -26,7 +26,7 @@ from hpcrl.algorithms import (
 )
 from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
 from hpcrl.comm.faults import watches_for_revocation
-from hpcrl.envs.make import is_multiagent
+from hpcrl.envs.make import plays_league
 from hpcrl.errors import ConfigError
 from hpcrl.league.selfplay_env import LEAGUE_DIR_VARIABLE
 from hpcrl.league.snapshot_hook import SnapshotHook
@@ -272,7 +272,7 @@ def prepare(config: Config, run_dir: Path | None, resume: bool = False,
     STOP_REQUEST.announce = job.is_leader  # every rank gets the signal; one says so
     restore_signals = STOP_REQUEST.install()
     state = resume_state(job, run) if resume else None
-    if is_multiagent(config.env):
+    if plays_league(config.env):
         interval = join_league(job, run, state, interval)
     if state is not None and job.is_leader:
         set_rng_state(state["rng"])  # rank 0's generators, saved by it

@@ -114,11 +114,18 @@ class EnvConfig:
     vizdoom: VizdoomConfig = doc("Steps of the ViZDoom chain (env.preset=vizdoom).",
                                  factory=VizdoomConfig)
     multiagent: bool = doc(
-        "env.id names a multi-agent game, played by self-play against a league (env.league): "
+        "env.id names a multi-agent game, played as env.agents says: "
         "a PettingZoo env module ('pettingzoo.classic.connect_four_v3'), a registry id "
         "('classic/connect_four-v3'), 'module:function' returning a PettingZoo env, or "
         "'openspiel:<game>'. True by itself for ids that start with 'pettingzoo.' or "
         "'openspiel:'.", False)
+    agents: Literal["auto", "league", "shared"] = doc(
+        "Who plays the agents of a multi-agent env.id. 'shared': every agent acts with the "
+        "one trained policy and all their steps train it (parameter sharing; a cooperative "
+        "or simultaneous-move game, PettingZoo's Parallel API, whose agents play to the end "
+        "of each game). 'league': the trained policy takes one seat per match, in turn, and "
+        "the league of env.league plays the others (self-play). 'auto': shared for a "
+        "Parallel env, league for a turn-based one (AEC, OpenSpiel).", "auto")
     league: LeagueConfig = doc("Self-play's opponents, snapshots and ratings "
                                "(a multi-agent env.id).", factory=LeagueConfig)
     normalize_obs: bool = doc("Normalise observations by a running mean and variance that "

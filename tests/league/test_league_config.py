@@ -9,6 +9,7 @@ from hpcrl.errors import ConfigError
 
 pytestmark = pytest.mark.quick
 GAME = "pettingzoo.classic.connect_four_v3"
+SPREAD = "mpe2.simple_spread_v3"  # a Parallel game: its agents share the policy (auto)
 
 
 @pytest.mark.parametrize("data, says", [
@@ -24,7 +25,17 @@ GAME = "pettingzoo.classic.connect_four_v3"
     ({"env": {"id": GAME, "league": {"opponents": "best"}}, "actor": {"action_mask": True}},
      "env.league.opponents"),
     ({"env": {"id": GAME}, "actor": {"action_mask": True, "memory": "gru"}},
-     "self-play takes feedforward actors"),
+     "multi-agent games take feedforward actors"),
+    ({"env": {"id": GAME, "agents": "shared"}, "actor": {"action_mask": True}},
+     "is turn-based (PettingZoo's AEC API or OpenSpiel): train it by self-play"),
+    ({"env": {"id": SPREAD, "multiagent": True, "num_envs": 8}, "actor": {"action_mask": True}},
+     "'env.num_envs' (8) counts agents under env.agents=shared, 3 per game"),
+    ({"env": {"id": SPREAD, "multiagent": True, "num_envs": 6,
+              "league": {"opponents": "uniform"}}, "actor": {"action_mask": True}},
+     "config keys 'env.league.*' are read when the league plays the other seats"),
+    ({"env": {"id": SPREAD, "multiagent": True, "num_envs": 6,
+              "wrappers": ["gymnasium.wrappers:ClipReward"]}, "actor": {"action_mask": True}},
+     "a wrapper would see every agent's rows at once"),
     ({"actor": {"action_mask": True}, "algo": {"name": "dqn"}},
      "acts with a policy of its own, which would ignore it"),
     ({"env": {"id": GAME, "preset": "atari"}, "actor": {"action_mask": True}},

@@ -147,8 +147,13 @@ def test_async_template_puts_an_inference_rank_on_a_gpu_beside_the_learner(tmp_p
                                                                          ) -> None:
     """`hpcrl slurm render async` with scheme.inference_ranks: the inference rank takes a
     GPU task of component 0 after the learner, the collectors stay CPU tasks, and the job
-    trains with the collectors acting on it."""
-    config = write_config(tmp_path, {"scheme": {"preset": "impala", "inference_ranks": 1}})
+    trains with the collectors acting on it. The job plays a cooperative game whose three
+    agents share the policy (env.agents=shared): the inference rank acts for every agent
+    of each collector's games, which send every agent's steps to the learner."""
+    config = write_config(tmp_path, {"scheme": {"preset": "impala", "inference_ranks": 1},
+                                     "env": {"id": "mpe2.simple_spread_v3", "multiagent": True,
+                                             "num_envs": 3},
+                                     "actor": {"action_mask": True}})
     rendered, script = render_job(tmp_path, "async", "inference", config=str(config),
                                   nodes=1, gpus_per_node=2)
     plan = plan_of(config, rendered)
@@ -160,6 +165,8 @@ def test_async_template_puts_an_inference_rank_on_a_gpu_beside_the_learner(tmp_p
     assert [len(gpus_of(r)) for r in ranks] == [1, 1, 0, 0], ranks
     assert ranks[0]["node"] == ranks[1]["node"], "the inference rank is not beside its learner"
     check_trained(tmp_path, "inference", job, 4)
+    saved = load_checkpoint(RunDir(tmp_path / "inference").checkpoint_path)
+    assert sorted(s["env_offset"] for s in saved["placement"]["collectors"]) == [0, 3]
     # the collectors run on another node of the test cluster: their exchanges are messages
     collectors_node = {r["node"] for r in ranks[2:]}
     if ranks[0]["node"] not in collectors_node:
