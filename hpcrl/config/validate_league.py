@@ -2,6 +2,8 @@
 ``actor.action_mask``, made before any rank starts."""
 from __future__ import annotations
 
+import gymnasium as gym
+
 from hpcrl.algorithms import algorithm_type
 from hpcrl.envs.make import SHARED, agents_mode, is_multiagent, turn_based
 from hpcrl.envs.multiagent.named_envs import MultiAgentEnvError, make_pettingzoo
@@ -36,11 +38,13 @@ def check_league(c: Config) -> list[str]:
     if is_multiagent(c.env):
         problems += _shared_agents_problems(c.env)
         kind = algorithm_type(c.algo.name).saved_policy_kind
-        if kind != "actor_critic" and not c.actor.action_mask:
-            problems.append(f"env.id {c.env.id} is a multi-agent game, trained by self-play "
-                            f"with an actor-critic that honours its legal moves; algo.name="
-                            f"{c.algo.name} acts with a policy of its own: use ppo, a2c or "
-                            f"impala")
+        if not _legal_moves_read(c.env):
+            pass  # every agent shares the policy and takes a Box action: no mask to honour
+        elif kind != "actor_critic" and not c.actor.action_mask:
+            problems.append(f"env.id {c.env.id} is a multi-agent game of Discrete moves, "
+                            f"whose legal moves an actor-critic honours (actor.action_mask); "
+                            f"algo.name={c.algo.name} acts with a policy of its own: use ppo, "
+                            f"a2c or impala")
         elif not c.actor.action_mask:
             problems.append(f"env.id {c.env.id} is a multi-agent game whose observations end "
                             f"with the legal-move mask; set actor.action_mask=true so that "
@@ -59,6 +63,22 @@ def check_league(c: Config) -> list[str]:
                             f"is stepped by Gymnasium's vector envs; use env.backend=gymnasium "
                             f"(or auto)")
     return problems
+
+
+def _legal_moves_read(env: EnvConfig) -> bool:
+    """Whether the trained policy must honour the game's legal moves: always in the league
+    (its games take Discrete moves), and under ``env.agents=shared`` where the agents' action
+    is Discrete (a Box action has no legal-move mask: any algorithm and no mask)."""
+    try:
+        if agents_mode(env) != SHARED:
+            return True
+        game = make_pettingzoo(env.id, **env.kwargs)
+    except MultiAgentEnvError:
+        return True  # the env's own check says why it cannot be made
+    try:
+        return isinstance(game.action_space(game.possible_agents[0]), gym.spaces.Discrete)
+    finally:
+        game.close()
 
 
 def _shared_agents_problems(env: EnvConfig) -> list[str]:

@@ -53,6 +53,22 @@ def test_a_self_play_config_loads_and_a_single_agent_one_is_unchanged():
     assert not from_dict({}).actor.action_mask
 
 
+def test_agents_sharing_a_policy_of_box_actions_take_any_algorithm_and_no_mask():
+    config = from_dict({"env": {"id": SPREAD, "multiagent": True, "num_envs": 6,
+                                "kwargs": {"continuous_actions": True}},
+                        "algo": {"name": "sac"}})
+    assert config.algo.name == "sac" and not config.actor.action_mask
+
+
+def test_a_population_of_agents_sharing_a_policy_needs_no_league():
+    from hpcrl.population.member_run import check_population
+
+    check_population(from_dict({"env": {"id": SPREAD, "multiagent": True, "num_envs": 6},
+                                "actor": {"action_mask": True},
+                                "algo": {"ppo": {"minibatch_size": 48}},
+                                "pbt": {"mutate": {"algo.lr": {"low": 1e-4, "high": 1e-3}}}}))
+
+
 def test_an_actor_refuses_a_mask_it_cannot_read():
     from hpcrl.build import env_spaces, make_actor
 
