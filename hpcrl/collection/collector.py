@@ -40,7 +40,9 @@ from hpcrl.collection.transition_filler import (
     TransitionSections,
 )
 from hpcrl.envs.groups import EnvGroup, EnvGroups
+from hpcrl.envs.make import plays_league
 from hpcrl.envs.obs_format import obs_format
+from hpcrl.envs.vector import JOB_CLOCK
 from hpcrl.exchange.messages import Weights
 from hpcrl.runtime.finite import check_env_rows, check_env_steps
 from hpcrl.sections.schema import EnvConfig
@@ -121,8 +123,10 @@ class Collector(Generic[BufferT]):
     """Steps ``core``'s envs and fills buffers through ``filler``; ``collector_id`` names
     it in each buffer's header (its rank)."""
 
-    def __init__(self, core: EnvCore, filler: Filler[BufferT], collector_id: int = 0) -> None:
+    def __init__(self, core: EnvCore, filler: Filler[BufferT], collector_id: int = 0,
+                 job_clock: bool = False) -> None:
         self.core, self.filler, self.collector_id = core, filler, collector_id
+        self.job_clock = job_clock  # tell the envs the job's env steps (JOB_CLOCK)
         self.weights_version = 0
         # (step, envs, final observations) of the episodes that ended during a collection
         self._finals: list[tuple[int, np.ndarray, np.ndarray]] = []
@@ -169,6 +173,8 @@ class Collector(Generic[BufferT]):
         core, filler = self.core, self.filler
         if job_env_steps is None:
             job_env_steps = core.vector_steps * core.total_envs
+        if self.job_clock:
+            core.envs.call(JOB_CLOCK, job_env_steps)
         steps, raw_obs, raw_rewards = filler.begin(buffer, steps, job_env_steps)
         self._finals.clear()
         groups = core.groups
@@ -272,7 +278,8 @@ def rollout_collector(envs: gym.vector.VectorEnv | EnvGroups, actor: ActorCritic
     core = EnvCore(envs, actor.obs_format, seed, env_offset, total_envs,
                    restarts=restart_ledger(config, envs.num_envs, env_offset),
                    incarnation=incarnation)
-    return Collector(core, RolloutFiller(core, actor, config, gamma, engine), collector_id)
+    return Collector(core, RolloutFiller(core, actor, config, gamma, engine), collector_id,
+                     job_clock=plays_league(config))
 
 
 def transition_collector(envs: gym.vector.VectorEnv | EnvGroups, policy: nn.Module,

@@ -117,8 +117,8 @@ class EnvGroups:
         return [obs for obs, _ in done]
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """``name`` of every env (called when it is a method), in column order."""
-        return tuple(v for g in self.groups for v in vector_call(g.envs, name))
+        """``name`` of every env (called with ``args`` when it is a method), in column order."""
+        return tuple(v for g in self.groups for v in vector_call(g.envs, name, *args, **kwargs))
 
     def set_attr(self, name: str, values: Sequence[Any]) -> None:
         """Set ``name`` on every env, one value each in column order."""

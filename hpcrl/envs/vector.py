@@ -33,6 +33,12 @@ from hpcrl.envs.suites.suite_ids import install_of_module, register_suite
 from hpcrl.errors import ConfigError
 from hpcrl.sections.schema import EnvConfig
 
+#: The method through which a collector tells its envs the job's env steps at the start of
+#: each collection (``envs.call(JOB_CLOCK, steps)``, past every wrapper), for envs whose
+#: choices follow the job's progress: a league's snapshots join a self-play env's opponents
+#: by it, at points of its step sequence that no timing moves.
+JOB_CLOCK = "hpcrl_job_clock"
+
 
 class UnsupportedEnv(ConfigError):
     """An env hpcrl cannot train on as it is; the message names the env and the fix."""
@@ -276,9 +282,11 @@ def reset_seeded(envs: gym.vector.VectorEnv, seeds: list[Any], options: Any = No
     return envs.reset(seed=seeds, options=options)  # type: ignore[arg-type]
 
 
-def vector_call(envs: gym.vector.VectorEnv | EnvStates, name: str) -> tuple[Any, ...]:
-    """``envs.call(name)``: each env's ``name`` (called when it is a method)."""
-    return envs.call(name)  # type: ignore[union-attr]
+def vector_call(envs: gym.vector.VectorEnv | EnvStates, name: str, *args: Any,
+                **kwargs: Any) -> tuple[Any, ...]:
+    """``envs.call(name, *args, **kwargs)``: each env's ``name`` (called with them when it
+    is a method)."""
+    return envs.call(name, *args, **kwargs)  # type: ignore[union-attr]
 
 
 def vector_set_attr(envs: gym.vector.VectorEnv | EnvStates, name: str, values: Any) -> None:

@@ -100,6 +100,10 @@ class SelfPlayEnv(gym.Env):
         self._step: SeatStep | None = None
         self._moves: list[dict[str, int]] = []  # the match under way, since its seed
         self.seat, self.opponent = "", ""
+        # the job's env steps at the start of this and of the last collection (JOB_CLOCK);
+        # None until a collector says (an evaluation env: every snapshot there is)
+        self._clock: int | None = None
+        self._horizon: int | None = None
 
     # --- gymnasium ---------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -131,6 +135,15 @@ class SelfPlayEnv(gym.Env):
         if self.seats is not None:
             self.seats.close()
 
+    def hpcrl_job_clock(self, env_steps: int) -> None:
+        """The job's env steps as a collection starts (its collector's call,
+        :data:`~hpcrl.envs.vector.JOB_CLOCK`). A snapshot joins this env's opponents at the
+        first collection after the one it was published in (its env steps at most the last
+        collection's start): by then the learner has published it under every scheme whose
+        collection waits for the learner (serial, collector ranks, DD-PPO), so the matches
+        do not depend on when the file appeared, and a seeded run repeats to the bit."""
+        self._horizon, self._clock = self._clock, int(env_steps)
+
     # --- the state of a checkpoint -------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
         """Plain data: the seed sequence, the match under way (its moves), the sampler, the
@@ -141,7 +154,7 @@ class SelfPlayEnv(gym.Env):
                 "opponent": self.opponent, "sampler": self.sampler.state(),
                 "rng": self.rng.bit_generator.state,
                 "log": -1 if self.log is None else self.log.length(),
-                "next": self._next is not None}
+                "next": self._next is not None, "clock": [self._horizon, self._clock]}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`get_state`'s data: the match under way is replayed move by
@@ -164,6 +177,8 @@ class SelfPlayEnv(gym.Env):
             self._step = step
         self.sampler.load_state(state["sampler"])
         self.rng.bit_generator.state = state["rng"]
+        # (a checkpoint from before the clock: every snapshot there is, as then)
+        self._horizon, self._clock = state.get("clock", [None, None])
         if self.log is not None and int(state["log"]) >= 0:
             self.log.cut_to(int(state["log"]))
 
@@ -183,7 +198,7 @@ class SelfPlayEnv(gym.Env):
         assert self.seats is not None and self.sampler is not None
         seats = self.seats.seats
         self.seat = seats[self.seats.episode % len(seats)]
-        league = ([snap.name for snap in snapshots(self.league_dir)]
+        league = ([snap.name for snap in snapshots(self.league_dir, self._league_upto())]
                   if self.league_dir is not None and self.fixed in ("", LATEST) else [])
         if self.fixed == LATEST:  # the newest snapshot at the match's start
             self.opponent = league[-1] if league else RANDOM
@@ -192,6 +207,13 @@ class SelfPlayEnv(gym.Env):
         else:
             self.opponent = self.sampler.choose(league)
         self._moves = []
+
+    def _league_upto(self) -> int | None:
+        """The newest env steps of a snapshot this env may draw now: none before its
+        collector's second collection, every one where no collector tells the clock."""
+        if self._clock is None:
+            return None
+        return -1 if self._horizon is None else self._horizon
 
     def _to_player(self, step: SeatStep) -> tuple[np.ndarray, SeatStep]:
         """Play the opponents' moves until the trained policy acts; its observation."""

@@ -71,6 +71,34 @@ def test_an_opponent_never_changes_inside_a_match(tmp_path: Path, monkeypatch):
     assert seats == {"player_1", "player_2"}  # the trained policy plays every seat in turn
 
 
+def test_a_snapshot_joins_at_the_collection_after_the_one_it_was_published_in(
+        tmp_path: Path, monkeypatch):
+    """The job's clock, not the file's arrival, decides: snapshots taken at 100, 200, 300
+    env steps; a collector says 0, 150, 250, 400 as its collections start."""
+    monkeypatch.setenv("HPCRL_LEAGUE_DIR", str(tmp_path))
+    env = make_env(_config(opponents="uniform", latest_fraction=0.0).env)
+    _league(tmp_path, env, 3)  # all on disk already: only the clock holds them back
+    env.unwrapped.hpcrl_job_clock(0)
+    obs, _ = env.reset(seed=4)
+    met: list[set[str]] = []
+    for clock in (150, 250, 400):
+        env.unwrapped.hpcrl_job_clock(clock)
+        trace: list = []
+        obs = _random_moves(env, obs, np.random.default_rng(clock), 120, trace)
+        met.append({step[4] for step in trace})
+    assert met[0] == {"random"}  # none before the second collection
+    assert met[1] == {"random", "main-100"}
+    assert met[2] >= {"main-100", "main-200"} and "main-300" not in met[2]
+    state = env.unwrapped.get_state()
+    again = make_env(_config(opponents="uniform", latest_fraction=0.0).env)
+    again.reset(seed=4)
+    again.unwrapped.set_state(state)  # a resume keeps where the clock was
+    assert again.unwrapped._league_upto() == 250
+    free = make_env(_config(eval_opponent="latest").env, whole_games=True)  # evaluation's
+    free.reset(seed=4)
+    assert free.unwrapped.opponent == "main-300"
+
+
 def test_rewards_of_the_opponents_turn_reach_the_trained_policy(monkeypatch, tmp_path):
     monkeypatch.setenv("HPCRL_LEAGUE_DIR", str(tmp_path))
     env = make_env(_config().env)

@@ -255,17 +255,20 @@ def test_the_time_limit_warning_requeues_a_two_node_job_that_resumes_exactly(tmp
     2-minute requeue delay, so it comes while the step daemons of the first run are still
     being torn down on both nodes; the restart's MPI step has to keep clear of them. It
     resumes on 4 ranks over the 2 nodes and ends exactly as the uninterrupted reference run
-    beside it."""
+    beside it. The job plays a self-play league on tic-tac-toe: its snapshots, the opponent of
+    every match and the losses come out as in the reference, through the requeue."""
     # no straggler preemption: deterministic steps; one all-reducer for both jobs ('auto' times
     # MPI against gloo in each job, and the two sum in different orders)
     extra = {"scheme": {"preset": "ddppo", "allreduce": "mpi",
                         "preemption": {"fraction_workers": 1.0, "fraction_samples": 1.0}},
              "train": {"total_env_steps": 4096, "checkpoint_every": 1000}}  # the stop saves
     # 0.15 s per env step: 4.8 s an update, 150 s for the run, longer than its time limit
-    paced = write_config(tmp_path, {**extra, "env": {"wrappers": [{PACE: {"seconds": 0.15}}]}},
-                         name="paced.yaml")
-    unpaced = write_config(tmp_path, {**extra, "env": {"wrappers": [{PACE: {"seconds": 0.0}}]}},
-                           name="unpaced.yaml")
+    league = {"id": "pettingzoo.classic.tictactoe_v3", "league": {"snapshot_every": 512}}
+    extra["actor"] = {"action_mask": True}
+    paced = write_config(tmp_path, {**extra, "env": {
+        **league, "wrappers": [{PACE: {"seconds": 0.15}}]}}, name="paced.yaml")
+    unpaced = write_config(tmp_path, {**extra, "env": {
+        **league, "wrappers": [{PACE: {"seconds": 0.0}}]}}, name="unpaced.yaml")
     shape = ("--nodes", "2", "--gpus-per-node", "2")
     script = render_cli(tmp_path, "run", paced, *shape, "--time", "2", "--signal-lead", "60")
     ref_script = render_cli(tmp_path, "ref", unpaced, *shape, "--time", "10")
@@ -305,6 +308,15 @@ def test_the_time_limit_warning_requeues_a_two_node_job_that_resumes_exactly(tmp
     for column in ("policy_loss", "value_loss"):  # resumed exactly where it stopped
         assert [r[column] for r in progress] == [r[column] for r in reference], column
     assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
+
+    def played(run: Path) -> list[tuple]:
+        return [(m.env_seed, m.match, m.opponent, m.player_seat, m.outcome, m.length)
+                for m in sorted(read_matches(run / "league"),
+                                key=lambda m: (m.env_seed, m.match))]
+
+    names = [s.name for s in snapshots(tmp_path / "run" / "league")]
+    assert len(names) >= 7 and names == [s.name for s in snapshots(tmp_path / "ref" / "league")]
+    assert played(tmp_path / "run") == played(tmp_path / "ref")
 
 
 @pytest.mark.timeout(240)

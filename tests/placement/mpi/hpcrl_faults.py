@@ -1,4 +1,5 @@
-"""Fault injection on real ranks, imported by env id as ``hpcrl_faults:FaultyCartPole-v0``.
+"""Fault injection on real ranks, imported by env id as ``hpcrl_faults:FaultyCartPole-v0``
+(or, for a self-play league, the multi-agent env.id ``hpcrl_faults:faulty_tictactoe``).
 
 ``HPCRL_FAULT`` says what happens to which ranks, as
 ``WHEN:RANKS`` with ``RANKS`` like ``2`` or ``2,3`` (``OMPI_COMM_WORLD_RANK`` under Open MPI,
@@ -130,6 +131,19 @@ class FaultyPendulum(_Faulty, PendulumEnv):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._arm()
+
+
+def faulty_tictactoe(**kwargs):
+    """PettingZoo's tic-tac-toe (AEC) on which ``HPCRL_FAULT`` strikes: a league's game."""
+    from pettingzoo.classic import tictactoe_v3
+    from pettingzoo.utils.wrappers import BaseWrapper
+
+    class FaultyGame(_Faulty, BaseWrapper):
+        def __init__(self, env) -> None:
+            BaseWrapper.__init__(self, env)
+            self._arm()
+
+    return FaultyGame(tictactoe_v3.env(**kwargs))
 
 
 gym.register("FaultyCartPole-v0", entry_point=FaultyCartPole, max_episode_steps=500)

@@ -105,7 +105,11 @@ KILLS = [
     ("async-ppo, mid-rollout", "rollout:2", ["scheme.preset=async-ppo"]),
     ("async-ppo, mid-send", "send:2", ["scheme.preset=async-ppo"]),
     ("async-ppo, during a weights message", "weights:3", ["scheme.preset=async-ppo"]),
-    ("impala", "rollout:2", ["scheme.preset=impala"]),
+    # IMPALA's job plays a self-play league on tic-tac-toe: its collectors' envs hold the
+    # league's opponents, and a lost one leaves the league growing from the others
+    ("impala league", "rollout:2", ["scheme.preset=impala", "env.multiagent=true",
+                                    "env.id=hpcrl_faults:faulty_tictactoe",
+                                    "actor.action_mask=true", "env.league.snapshot_every=2000"]),
     ("async-sac", "rollout:2", ["scheme.preset=async-sac", "algo.num_steps=50",
                                 "env.id=hpcrl_faults:FaultyPendulum-v0",
                                 "replay.learning_starts=300"]),
@@ -135,6 +139,12 @@ def test_a_killed_collector_leaves_a_job_that_finishes_its_budget(openmpi, tmp_p
     assert steps_done(run_dir) >= budget
     assert (run_dir / "eval.json").exists()
     assert_checkpoint_sound(run_dir, live=2)
+    if "league" in name:  # snapshots by rank 0; matches logged by the collectors' envs
+        from hpcrl.league.match_log import read_matches
+        from hpcrl.league.snapshots import snapshots
+
+        assert len(snapshots(run_dir / "league")) >= 3
+        assert {m.env_seed for m in read_matches(run_dir / "league")} == set(range(12))
 
 
 def test_below_min_collectors_the_job_stops_with_3_and_resumes_whole(openmpi, tmp_path):
