@@ -91,6 +91,26 @@ def _turn_based(game: str, kwargs: tuple[tuple[str, Any], ...]) -> bool:
         env.close()
 
 
+def agents_summary(config: EnvConfig) -> str | None:
+    """How a multi-agent ``env.id`` is played, for ``hpcrl plan`` (None for one agent): who
+    plays the agents, and what ``env.num_envs`` counts."""
+    if not is_multiagent(config):
+        return None
+    game = make_pettingzoo(config.id, **config.kwargs)
+    agents = len(game.possible_agents)
+    game.close()
+    if agents_mode(config) == SHARED:
+        return (f"{config.id}: its {agents} agents share the trained policy, every agent's "
+                f"steps train it (env.agents=shared); each env is one agent, "
+                f"{config.num_envs // agents} games of {agents} per collecting rank")
+    league = config.league
+    every = (f"a snapshot every {league.snapshot_every:,} env steps"
+             if league.snapshot_every else "no periodic snapshots")
+    return (f"{config.id}: self-play (env.agents=league), the trained policy takes one of "
+            f"{agents} seats a match, the league the others ({league.opponents} over its "
+            f"snapshots, {every}); evaluations play {league.eval_opponent}")
+
+
 def shared_agents_env(config: EnvConfig) -> JointAgentsEnv:
     """The game of ``env.id`` with all its agents at once, for one shared policy
     (:class:`~hpcrl.envs.multiagent.joint_agents.JointAgentsEnv`)."""

@@ -8,6 +8,7 @@ from typing import Any
 from hpcrl.algorithms import algorithm_capabilities, algorithm_type
 from hpcrl.algorithms.family import AgentSections
 from hpcrl.algorithms.own_section import epsilon_keys
+from hpcrl.envs.make import agents_summary
 from hpcrl.models.epsilon import collector_epsilon
 from hpcrl.scheme.presets import PRESETS
 from hpcrl.scheme.topology import (
@@ -81,13 +82,15 @@ def plan_json(config: Config) -> dict[str, Any]:
             d["epsilon"] = eps
         ranks.append(d)
     total_envs = sum(r.num_envs for r in rank_table(config))
+    game = agents_summary(config.env)  # a multi-agent env.id: how its agents are played
     return {"world_size": required_world_size(s), "preset": s.preset, "summary": describe(s),
             "agent": agent_summary(config),
             "capabilities": {**asdict(algorithm_capabilities(config.algo.name)),
                              "summary": algorithm_capabilities(config.algo.name).summary()},
             "collection": s.collection,
             "gradients": s.gradients, "update": s.update, "total_envs": total_envs,
-            "transport": transport_summary(s), "ranks": ranks}
+            "transport": transport_summary(s), "ranks": ranks,
+            **({"game": game} if game is not None else {})}
 
 
 def transport_summary(scheme: Any) -> str:
@@ -134,6 +137,7 @@ def plan_text(config: Config, notes: Sequence[str] = ()) -> str:
              f"world size: {info['world_size']}   "
              f"(mpiexec -n {info['world_size']} hpcrl train ...)",
              f"envs: {info['total_envs']} in all, {config.env.num_envs} per collecting rank",
+             *([f"game: {info['game']}"] if info.get("game") else []),
              f"transport: {info['transport']}",
              *notes, "",
              f"{'rank':>4}  {'role':<16} {'group':>5}  {'feeds':<10} {'fed by':<12} "

@@ -95,3 +95,16 @@ def test_the_league_of_a_snapshot_file_is_its_runs(tmp_path):
     (tmp_path / "config.yaml").write_text("{}")
     assert league_dir_of(snap) == tmp_path / "league"
     assert league_dir_of(tmp_path) == tmp_path / "league"
+
+
+def test_the_plan_says_how_a_game_is_played():
+    from hpcrl.scheme.plan import plan_text
+
+    shared = plan_text(from_dict({"env": {"id": SPREAD, "multiagent": True, "num_envs": 6},
+                                  "actor": {"action_mask": True},
+                                  "algo": {"ppo": {"minibatch_size": 48}}}))
+    assert ("game: mpe2.simple_spread_v3: its 3 agents share the trained policy" in shared
+            and "2 games of 3 per collecting rank" in shared)
+    league = plan_text(from_dict({"env": {"id": GAME}, "actor": {"action_mask": True}}))
+    assert "self-play (env.agents=league), the trained policy takes one of 2 seats" in league
+    assert "game:" not in plan_text(from_dict({}))
