@@ -17,6 +17,7 @@ from hpcrl.components.contracts import make_network
 from hpcrl.config.validate import sequence_length
 from hpcrl.envs.backends.envpool import uses_envpool
 from hpcrl.envs.groups import resolve_groups
+from hpcrl.envs.make import slots_per_game
 from hpcrl.envs.vector import EnvSpaces, UnsupportedEnv, probe_spaces
 from hpcrl.models.actor import ActorCritic
 from hpcrl.models.memory import memory_state_size
@@ -69,7 +70,11 @@ def env_groups(config: Config, remote: bool) -> int:
     if slot_play(config) is not None:  # slots that play (PPO+D's) are in one batch of envs
         return 1
     elsewhere = config.env.vectorization == "async" or uses_envpool(config.env)
-    return resolve_groups(config.scheme.env_groups, config.env.num_envs, remote or elsewhere)
+    groups = resolve_groups(config.scheme.env_groups, config.env.num_envs, remote or elsewhere)
+    if config.scheme.env_groups == 0 and (config.env.num_envs // groups) % slots_per_game(
+            config.env):
+        return 1  # auto keeps a game's agents in one group
+    return groups
 
 
 def env_spaces(config: Config) -> EnvSpaces:

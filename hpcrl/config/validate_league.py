@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 from hpcrl.algorithms import algorithm_type
-from hpcrl.envs.make import SHARED, agents_mode, is_multiagent, turn_based
+from hpcrl.envs.make import SHARED, agents_mode, is_multiagent, slots_per_game, turn_based
 from hpcrl.envs.multiagent.named_envs import MultiAgentEnvError, make_pettingzoo
 from hpcrl.sections.schema import Config, EnvConfig
 
@@ -36,7 +36,7 @@ def check_league(c: Config) -> list[str]:
                         "observation's last values, which env.normalize_obs would rescale; "
                         "set env.normalize_obs=false")
     if is_multiagent(c.env):
-        problems += _shared_agents_problems(c.env)
+        problems += _shared_agents_problems(c.env, c.scheme.env_groups)
         kind = algorithm_type(c.algo.name).saved_policy_kind
         if not _legal_moves_read(c.env):
             pass  # every agent shares the policy and takes a Box action: no mask to honour
@@ -81,7 +81,7 @@ def _legal_moves_read(env: EnvConfig) -> bool:
         game.close()
 
 
-def _shared_agents_problems(env: EnvConfig) -> list[str]:
+def _shared_agents_problems(env: EnvConfig, groups: int) -> list[str]:
     """``env.agents=shared`` (or auto on a Parallel game): no key of the league, which it
     does not play, and no ``env.wrappers``, which would wrap all the agents' rows at once."""
     if env.agents == "league":
@@ -97,11 +97,17 @@ def _shared_agents_problems(env: EnvConfig) -> list[str]:
                     f"self-play, env.agents=league (or auto)"]
         return []
     problems = []
-    agents = len(make_pettingzoo(env.id, **env.kwargs).possible_agents)
+    agents = slots_per_game(env)
     if env.num_envs % agents:
         problems.append(f"config key 'env.num_envs' ({env.num_envs}) counts agents under "
                         f"env.agents=shared, {agents} per game of {env.id}: make it a multiple "
                         f"of {agents} (on every collector and env group)")
+    elif groups > 1 and (env.num_envs // groups) % agents:
+        problems.append(f"config key 'scheme.env_groups' ({groups}) cuts env.num_envs "
+                        f"({env.num_envs}) into groups of {env.num_envs // groups} env slots, "
+                        f"but a game of {env.id} takes {agents} slots of one group: make "
+                        f"env.num_envs a multiple of {agents * groups}, or set "
+                        f"scheme.env_groups to 1 or 0 (auto)")
     if env.league != type(env.league)():
         problems.append(f"config keys 'env.league.*' are read when the league plays the other "
                         f"seats (env.agents=league); env.id {env.id} is played with "

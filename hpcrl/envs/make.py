@@ -91,14 +91,30 @@ def _turn_based(game: str, kwargs: tuple[tuple[str, Any], ...]) -> bool:
         env.close()
 
 
+def slots_per_game(config: EnvConfig) -> int:
+    """The env slots one game takes: its agents under ``env.agents=shared`` (every agent a
+    slot), else 1. A collector's slots, and each of its env groups', hold whole games."""
+    if not is_multiagent(config) or agents_mode(config) != SHARED:
+        return 1
+    return _agent_count(config.id, tuple(sorted(config.kwargs.items())))
+
+
+@functools.lru_cache(maxsize=16)
+def _agent_count(game: str, kwargs: tuple[tuple[str, Any], ...]) -> int:
+    """The agents of game ``game`` made with ``kwargs``."""
+    env = make_pettingzoo(game, **dict(kwargs))
+    try:
+        return len(env.possible_agents)
+    finally:
+        env.close()
+
+
 def agents_summary(config: EnvConfig) -> str | None:
     """How a multi-agent ``env.id`` is played, for ``hpcrl plan`` (None for one agent): who
     plays the agents, and what ``env.num_envs`` counts."""
     if not is_multiagent(config):
         return None
-    game = make_pettingzoo(config.id, **config.kwargs)
-    agents = len(game.possible_agents)
-    game.close()
+    agents = _agent_count(config.id, tuple(sorted(config.kwargs.items())))
     if agents_mode(config) == SHARED:
         return (f"{config.id}: its {agents} agents share the trained policy, every agent's "
                 f"steps train it (env.agents=shared); each env is one agent, "

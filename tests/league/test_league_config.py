@@ -30,6 +30,10 @@ SPREAD = "mpe2.simple_spread_v3"  # a Parallel game: its agents share the policy
      "is turn-based (PettingZoo's AEC API or OpenSpiel): train it by self-play"),
     ({"env": {"id": SPREAD, "multiagent": True, "num_envs": 8}, "actor": {"action_mask": True}},
      "'env.num_envs' (8) counts agents under env.agents=shared, 3 per game"),
+    ({"env": {"id": SPREAD, "multiagent": True, "num_envs": 12},
+      "actor": {"action_mask": True}, "scheme": {"env_groups": 3}},
+     "a game of mpe2.simple_spread_v3 takes 3 slots of one group: make env.num_envs a "
+     "multiple of 9"),
     ({"env": {"id": SPREAD, "multiagent": True, "num_envs": 6,
               "league": {"opponents": "uniform"}}, "actor": {"action_mask": True}},
      "config keys 'env.league.*' are read when the league plays the other seats"),
@@ -108,3 +112,16 @@ def test_the_plan_says_how_a_game_is_played():
     league = plan_text(from_dict({"env": {"id": GAME}, "actor": {"action_mask": True}}))
     assert "self-play (env.agents=league), the trained policy takes one of 2 seats" in league
     assert "game:" not in plan_text(from_dict({}))
+
+
+def test_auto_env_groups_keep_each_games_agents_together():
+    from hpcrl.build import env_groups
+
+    def pairs(num_envs: int):  # games of 2 agents
+        return from_dict({"env": {"id": SPREAD, "multiagent": True, "num_envs": num_envs,
+                                  "kwargs": {"N": 2}, "vectorization": "async"},
+                          "actor": {"action_mask": True},
+                          "algo": {"ppo": {"minibatch_size": 16 * num_envs}}})
+
+    assert env_groups(pairs(6), remote=False) == 1  # 2 groups of 3 would cut a game
+    assert env_groups(pairs(8), remote=False) == 2
