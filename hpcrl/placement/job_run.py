@@ -28,6 +28,7 @@ from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
 from hpcrl.comm.faults import watches_for_revocation
 from hpcrl.envs.make import plays_league
 from hpcrl.errors import ConfigError
+from hpcrl.league.frozen import frozen_problems, seed_league
 from hpcrl.league.selfplay_env import LEAGUE_DIR_VARIABLE
 from hpcrl.league.snapshot_hook import SnapshotHook
 from hpcrl.learning.replay_loop import UpdateFigures
@@ -257,6 +258,8 @@ def prepare(config: Config, run_dir: Path | None, resume: bool = False,
     job = build_job(config, world)
     run = agree_run_dir(job, None if run_dir is None else Path(run_dir), resume)
     _action_space_check(job)
+    if plays_league(config.env):
+        _frozen_check(job)
     watch = None
     if job.world.Get_size() > 1:  # (a run of one process loads nothing of placement/mpi)
         from hpcrl.placement.mpi.spares import SparePool
@@ -294,13 +297,15 @@ def join_league(job: RankJob, run: RunDir, state: dict[str, Any] | None,
     """Self-play's part of a run: every rank's envs find the league in ``RUN/league``
     (``$HPCRL_LEAGUE_DIR``, which env subprocesses inherit), and rank 0 publishes the trained
     policy's snapshots there (:class:`~hpcrl.league.snapshot_hook.SnapshotHook`, which on a
-    resume first removes the snapshots taken after the checkpoint: every rank waits for
-    that before an env starts a match)."""
+    resume first removes the snapshots taken after the checkpoint), after the frozen
+    policies of ``env.league.frozen`` (:func:`~hpcrl.league.frozen.seed_league`): every
+    rank waits for that before an env starts a match."""
     league_dir = run.path / "league"
     os.environ[LEAGUE_DIR_VARIABLE] = str(league_dir)
     hook = interval
     if job.is_leader and interval is None:
         steps = int(state["counters"]["env_steps"]) if state is not None else 0
+        seed_league(league_dir, job.config.env.league.frozen)  # policies trained elsewhere
         hook = SnapshotHook(league_dir, job.config.env.league, steps)
     if job.world.Get_size() > 1:
         job.world.Barrier()
@@ -359,6 +364,19 @@ def stat_names(config: Config) -> tuple[str, ...]:
     declares them (its loss terms; off-policy, the replay ratio too)."""
     return algorithm_type(config.algo.name).reported_stats(config.rnd.enabled,
                                                            config.algo.addons)
+
+
+def _frozen_check(job: RankJob) -> None:
+    """The frozen policies of ``env.league.frozen`` must play this game as the trained
+    policy does (checked by rank 0, where the files are read: a config's checks do not load
+    policies); every rank of a job exits with status 2 where one cannot, one process raises
+    a ConfigError."""
+    frozen, spaces = job.config.env.league.frozen, job.spaces
+    problem = None
+    if frozen and job.is_leader:
+        moves = spaces.categories[0] if spaces.discrete and spaces.categories else 0
+        problem = "; ".join(frozen_problems(frozen, spaces.obs_shape, moves)) or None
+    exit_if_any_rank_refuses(job.world, problem, job.describe())
 
 
 def _action_space_check(job: RankJob) -> None:

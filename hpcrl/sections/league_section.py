@@ -32,6 +32,13 @@ class LeagueConfig:
         "last env.league.threshold_matches matches against the league (draws count half; "
         "0: off). RLlib's connect-four example uses 0.95.", 0.0)
     threshold_matches: int = doc("Matches env.league.win_threshold is measured over.", 200)
+    frozen: dict = doc(
+        "Frozen policies in the league from the start, trained elsewhere and never here: "
+        "{name: path}, path a run directory (its checkpoint's policy), a checkpoint file or "
+        "another run's snapshot, of an actor-critic trained on this game with "
+        "actor.action_mask. Each joins as the snapshot '<name>-0', drawn like the trained "
+        "policy's snapshots, rated beside them, and playable as env.league.eval_opponent.",
+        factory=dict)
     eval_opponent: str = doc(
         "Who the evaluations play (train.eval_every, the final one, hpcrl eval): 'random' "
         "play, a scripted bot 'module:Class' (made with no arguments; act(obs, mask, rng) "

@@ -1,30 +1,14 @@
-"""Load a trained actor for use outside hpcrl."""
+"""Load a trained actor for use outside hpcrl (where its record lies:
+:mod:`hpcrl.runtime.saved_records`)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import torch
 
-from hpcrl.runtime.checkpoint import CheckpointError, load_checkpoint
-from hpcrl.runtime.run_dir import RunDir
+from hpcrl.runtime.saved_records import checkpoint_file, saved_record
 from hpcrl.sections.schema import Config
 from hpcrl.trained.saved_policy import actor_from_saved, config_from_saved
-
-
-def checkpoint_file(path: str | Path, best: bool = False) -> Path:
-    """The checkpoint of a run directory (its best policy with ``best``), or ``path``
-    itself when it is a file."""
-    path = Path(path)
-    if not path.is_dir():
-        if best:
-            raise CheckpointError(f"best=True / --best takes a run directory, not the file "
-                                  f"'{path}'")
-        return path
-    run = RunDir(path)
-    if best and not run.best_path.is_file():
-        raise CheckpointError(f"'{path}' has no {run.best_path.relative_to(path)}: a run keeps "
-                              f"its best policy when trained with train.eval_every > 0")
-    return run.best_path if best else run.checkpoint_path
 
 
 def load_policy(path: str | Path, device: str | torch.device = "cpu",
@@ -48,6 +32,8 @@ def load_policy_and_config(path: str | Path, device: str | torch.device = "cpu",
                            best: bool = False) -> tuple[torch.nn.Module, Config]:
     """:func:`load_policy` and the run's config; ``path`` may also be a saved policy itself
     (a league's snapshot, ``RUN/league/snapshots/main-<env steps>.pt``)."""
-    saved = load_checkpoint(checkpoint_file(path, best))
-    record = saved if "state_dict" in saved and "config" in saved else saved["policy"]
+    record = saved_record(path, best)
     return actor_from_saved(record).to(device), config_from_saved(record)
+
+
+__all__ = ["checkpoint_file", "load_policy", "load_policy_and_config", "saved_record"]

@@ -2,9 +2,10 @@
 fix."""
 from __future__ import annotations
 
+import gymnasium as gym
 import pytest
 
-from hpcrl.config.loader import from_dict
+from hpcrl.config.loader import from_dict, to_dict
 from hpcrl.errors import ConfigError
 
 pytestmark = pytest.mark.quick
@@ -125,3 +126,33 @@ def test_auto_env_groups_keep_each_games_agents_together():
 
     assert env_groups(pairs(6), remote=False) == 1  # 2 groups of 3 would cut a game
     assert env_groups(pairs(8), remote=False) == 2
+
+
+def test_frozen_policies_must_play_this_game(tmp_path):
+    """Checked by rank 0 as the run starts (the config's checks load no policies)."""
+    from hpcrl.envs.vector import EnvSpaces
+    from hpcrl.league.snapshots import publish
+    from hpcrl.models.actor import ActorCritic
+    from hpcrl.trained.saved_policy import saved_policy
+
+    other = from_dict({})  # CartPole's: 4 observations, 2 moves
+    spaces = EnvSpaces((4,), gym.spaces.Discrete(2))
+    snap = publish(tmp_path, "cartpole", 0,
+                   saved_policy(to_dict(other), spaces, ActorCritic(spaces, other.actor)))
+
+    def refusal(frozen) -> str:  # refused as the run starts, before its envs are made
+        from hpcrl.placement.serial_run import Trainer
+        from hpcrl.runtime.run_dir import RunDir
+
+        config = from_dict({"env": {"id": GAME, "league": {"frozen": frozen}},
+                            "actor": {"action_mask": True}})
+        with pytest.raises(ConfigError) as err:
+            Trainer(config, RunDir(tmp_path / "run"), console=None).train()
+        assert not (tmp_path / "run" / "league").exists()
+        return str(err.value)
+
+    wrong = refusal({"pole": str(snap.path)})
+    assert "observes [4] and acts discrete 2, but this game's trained policy" in wrong
+    assert "has 7 moves" in wrong
+    assert "no saved policy there" in refusal({"ghost": str(tmp_path / "nothing")})
+    assert "is not 'main'" in refusal({"main": str(snap.path)})

@@ -64,6 +64,18 @@ def test_self_play_beats_random_play_and_grows_a_rated_league(tmp_path: Path):
     assert plotted.exit_code == 0, plotted.output
     assert (tmp_path / "curves-league.png").stat().st_size > 10_000  # rating and league size
 
+    # the trained policy as a frozen member of another run's league, from its start
+    rival = tmp_path / "rival"
+    config = _config(total_env_steps=2048)
+    config.env.league.frozen = {"champion": str(run)}
+    Trainer(config, RunDir(rival), console=None).train()
+    assert [s.name for s in snapshots(rival / "league")] == ["champion-0", "main-2048"]
+    assert {m.opponent for m in read_matches(rival / "league")} == {"random", "champion-0"}
+    table = cli.invoke(main, ["league", str(rival)])
+    assert table.exit_code == 0 and "champion-0" in table.output, table.output
+    against = cli.invoke(main, ["eval", str(rival), "-n", "4", "--opponent", "champion-0"])
+    assert against.exit_code == 0 and "against champion-0: " in against.output
+
 
 @pytest.mark.timeout(120)
 def test_a_league_run_killed_mid_run_resumes_exactly(tmp_path: Path, monkeypatch):
