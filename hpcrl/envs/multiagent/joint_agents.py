@@ -11,10 +11,13 @@ its reward the mean of the agents' rewards, each agent's own in
 - evaluation (:mod:`hpcrl.learning.evaluation`), which acts for the rows in one batch and
   counts the mean agent's return.
 
-Every agent must play until the game ends (MPE's tasks, pistonball): an agent that leaves
-early is refused with the fix, as its slot would have nothing to step. Matches are seeded
-as the league's are (:mod:`~hpcrl.envs.multiagent.seeding`): a reset with a seed starts its
-sequence, a reset without one takes the sequence's next seed. The state
+Agents may join late or leave early (killed, finished): an agent outside the game has a row
+of zeros (all moves legal), reward 0 and its moves ignored, until the game ends when no
+agent is left in it: SuperSuit's ``black_death`` convention, which keeps every slot
+stepping. Its slot's episode ends with the game, so its return is the agent's own.
+Matches are seeded as the league's are (:mod:`~hpcrl.envs.multiagent.seeding`): a reset
+with a seed starts its sequence, a reset without one takes the sequence's next seed. The
+state
 (:meth:`JointAgentsEnv.get_state`) is the match's seed, its number and the moves played
 since, which a resume replays exactly.
 """
@@ -146,36 +149,47 @@ class JointAgentsEnv(gym.Env):
     def _begin(self) -> np.ndarray:
         """Reset the game with the match's seed; the agents' first rows."""
         self._moves = []
+        self._ends: dict[str, str] = {}  # how each agent that left the game left it
         obs, infos = self.env.reset(seed=episode_seed(self._base, 0, self._episode))
         return self._rows(obs, infos)
 
     def _rows(self, obs: dict[str, Any], infos: dict[str, Any]) -> np.ndarray:
-        """Every agent's row of ``obs`` (and its legal moves), stacked in agent order."""
-        rows = []
-        for agent in self.agents:
+        """Every agent's row of ``obs`` (and its legal moves), stacked in agent order; an
+        agent not in the game (not yet, or no more) has a row of zeros, all moves legal."""
+        width = int(self.agent_observation_space.shape[0])
+        rows = np.zeros((self.agent_rows, width), np.float32)
+        for k, agent in enumerate(self.agents):
+            if agent not in obs:
+                if self.seat.mask_size is not None:
+                    rows[k, width - self.seat.mask_size:] = 1.0
+                continue
             seen, mask = split_observation(self.seat, obs[agent], infos.get(agent))
             parts = [np.asarray(seen, np.float32).ravel()]
             if mask is not None:
                 parts.append(mask.astype(np.float32))
-            rows.append(np.concatenate(parts))
-        return np.stack(rows)
+            rows[k] = np.concatenate(parts)
+        return rows
 
     def _play(self, moves: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        """One step of the game with the agents' ``moves``."""
-        actions = {agent: self._env_action(moves[k]) for k, agent in enumerate(self.agents)}
+        """One step of the game with the moves of the agents in it (the others' are
+        ignored); it ends when no agent is left in it."""
+        live = set(self.env.agents)
+        actions = {agent: self._env_action(moves[k]) for k, agent in enumerate(self.agents)
+                   if agent in live}
         obs, rewards, terminations, truncations, infos = self.env.step(actions)
         agent_rewards = np.array([float(rewards.get(a, 0.0)) for a in self.agents], np.float32)
-        ended = {a for a in self.agents
-                 if terminations.get(a, False) or truncations.get(a, False)}
-        if ended and ended != set(self.agents):
-            raise MultiAgentEnvError(
-                f"env.agents=shared: agent(s) {sorted(ended)} of '{self.game}' left the game "
-                f"before the others; every agent must play to the end of a game here. Play "
-                f"such a game with env.agents=league, or keep the agents in it until it ends")
-        terminated = bool(ended) and all(terminations.get(a, False) for a in ended)
-        truncated = bool(ended) and not terminated
-        return (self._rows(obs, infos), float(agent_rewards.mean()), terminated, truncated,
-                {AGENT_REWARDS: agent_rewards})
+        for agent in live:
+            if terminations.get(agent, False):
+                self._ends[agent] = "terminated"
+            elif truncations.get(agent, False):
+                self._ends[agent] = "truncated"
+        over = not self.env.agents
+        # an agent that left has zeros from now on; at the game's end every agent's last
+        # observation stays (the final observations a truncated episode bootstraps from)
+        seen = obs if over else {a: o for a, o in obs.items() if a not in self._ends}
+        terminated = over and all(self._ends.get(a) == "terminated" for a in live)
+        return (self._rows(seen, infos), float(agent_rewards.mean()), terminated,
+                over and not terminated, {AGENT_REWARDS: agent_rewards})
 
     def _env_action(self, move: np.ndarray) -> Any:
         """An agent's row of the joint action as its env takes it."""

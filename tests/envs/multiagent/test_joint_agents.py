@@ -93,3 +93,26 @@ def test_slots_hold_whole_games():
     assert slot_games(range(6, 12), 3) == [2, 3]
     with pytest.raises(ConfigError, match="multiple of 3"):
         slot_games(range(4, 10), 3)
+
+
+def test_agents_that_join_late_or_leave_early_have_rows_of_zeros():
+    """Relay (ma_envs): a leaves after step 2, b after 3, late joins after 1; c and late are
+    truncated at 4, which ends the game. Outside the game an agent's row is zeros (all moves
+    legal) and its reward 0; the game's last rows keep the last agents' observations."""
+    joint = JointAgentsEnv("ma_envs:relay")
+    assert joint.agents == ("a", "b", "c", "late")
+    obs, _ = joint.reset(seed=1)
+    assert np.array_equal(obs[3], [0, 0, 1, 1, 1])  # late, not in the game yet
+    ends = []
+    for t in range(1, 5):
+        obs, _, terminated, truncated, info = joint.step(np.ones(4, np.int64))
+        ends.append((terminated, truncated))
+        rewards = info[AGENT_REWARDS]
+        if t == 1:
+            assert obs[3, 0] == 1 and rewards[3] == 0  # late joined: seen, not yet rewarded
+        if t == 2:
+            assert np.array_equal(obs[0], [0, 0, 1, 1, 1]) and rewards[0] == 2.0  # a left
+        if t == 3:
+            assert obs[1, :2].tolist() == [0, 0] and rewards[1] == 12.0 and rewards[0] == 0
+    assert ends == [(False, False)] * 3 + [(False, True)]  # the game ends when no one is left
+    assert rewards.tolist() == [0.0, 0.0, 22.0, 32.0] and obs[2, 0] == obs[3, 0] == 4
