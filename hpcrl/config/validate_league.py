@@ -49,11 +49,11 @@ def check_league(c: Config) -> list[str]:
             problems.append(f"env.id {c.env.id} is a multi-agent game whose observations end "
                             f"with the legal-move mask; set actor.action_mask=true so that "
                             f"illegal moves are never played")
-        if c.actor.memory != "none":
+        if c.actor.memory != "none" and agents_mode(c.env) != SHARED:
             problems.append(f"config key 'actor.memory' ({c.actor.memory}): the league's "
                             f"frozen snapshots act inside the envs without a recurrent state; "
-                            f"multi-agent games take feedforward actors (actor.memory=none) "
-                            f"for now")
+                            f"self-play takes feedforward actors (actor.memory=none) for now "
+                            f"(agents sharing a policy, env.agents=shared, may have a memory)")
         if c.env.preset != "none":
             problems.append(f"config key 'env.preset' ({c.env.preset}) preprocesses a "
                             f"single-agent env; a multi-agent game is played as it is: set "

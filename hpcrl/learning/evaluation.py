@@ -168,10 +168,12 @@ class _Slots:
         self.playing: dict[int, tuple[int, Any]] = {}  # env slot -> (episode, its last obs)
         self.lengths = [0] * len(self.envs)  # steps of the episode each slot plays
         recurrent = bool(getattr(actor, "recurrent", False))
-        # one row per env slot (an actor is recurrent when it carries a state from step to
-        # step: an ActorCritic with a memory core, or MPC's planning policy with its plans)
+        # one row per env slot and agent (an actor is recurrent when it carries a state from
+        # step to step: an ActorCritic with a memory core, or MPC's planning policy with its
+        # plans)
         initial_state = getattr(actor, "initial_state", None) if recurrent else None
-        self.states = initial_state(len(self.envs)) if initial_state is not None else None
+        self.states = (initial_state(len(self.envs) * self.rows) if initial_state is not None
+                       else None)
         self.successes: dict[int, bool] = {}  # episode -> is_success at its last step
         self.next_episode = self.truncated = self.steps = 0
         # an env that fails: its episode played again (the list of envs is shared)
@@ -200,23 +202,26 @@ class _Slots:
             if self.on_frame is not None:
                 self.on_frame(self.envs[slot])
             if self.states is not None:
-                self.states[slot] = 0.0
+                self.states[slot * self.rows:(slot + 1) * self.rows] = 0.0
 
     def act(self, slots: list[int]) -> np.ndarray:
         """The actor's actions for the last observations of ``slots``, in one forward (a
         recurrent actor's state rows of those slots carried on)."""
+        rows = self.rows
         with torch.inference_mode():
             batch = _batch([self.playing[s][1] for s in slots], self.fmt)
-            if self.rows > 1:  # every agent's row of every env: [envs * agents, ...]
-                rows = np.asarray(batch)
-                actions = self.actor(rows.reshape(-1, *rows.shape[2:])).cpu().numpy()
-                return actions.reshape(len(slots), self.rows, *actions.shape[1:])
+            if rows > 1:  # every agent's row of every env: [envs * agents, ...]
+                batch = np.asarray(batch)
+                batch = batch.reshape(-1, *batch.shape[2:])
             if self.states is None:
-                return self.actor(batch).cpu().numpy()
-            index = torch.tensor(slots, device=self.states.device)
-            out, new = self.actor(batch, self.states[index])
-            self.states[index] = new
-            return out.cpu().numpy()
+                out = self.actor(batch).cpu().numpy()
+            else:
+                index = torch.tensor([s * rows + k for s in slots for k in range(rows)],
+                                     device=self.states.device)
+                acted, new = self.actor(batch, self.states[index])
+                self.states[index] = new
+                out = acted.cpu().numpy()
+        return out.reshape(len(slots), rows, *out.shape[1:]) if rows > 1 else out
 
     def step(self, slots: list[int], actions: np.ndarray) -> None:
         """Step the env of each of ``slots`` with its action."""

@@ -26,7 +26,7 @@ SPREAD = "mpe2.simple_spread_v3"  # a Parallel game: its agents share the policy
     ({"env": {"id": GAME, "league": {"opponents": "best"}}, "actor": {"action_mask": True}},
      "env.league.opponents"),
     ({"env": {"id": GAME}, "actor": {"action_mask": True, "memory": "gru"}},
-     "multi-agent games take feedforward actors"),
+     "self-play takes feedforward actors"),
     ({"env": {"id": GAME, "agents": "shared"}, "actor": {"action_mask": True}},
      "is turn-based (PettingZoo's AEC API or OpenSpiel): train it by self-play"),
     ({"env": {"id": SPREAD, "multiagent": True, "num_envs": 8}, "actor": {"action_mask": True}},

@@ -68,3 +68,19 @@ def test_a_shared_agents_run_killed_mid_run_resumes_exactly(tmp_path: Path, monk
             for run in (whole, cut)]
     for name, tensor in last[0]["state_dict"].items():
         assert torch.equal(tensor, last[1]["state_dict"][name]), name
+
+
+def test_a_recurrent_shared_policy_keeps_one_state_per_agent_in_evaluation(monkeypatch):
+    """Each agent of each game carries its own memory: episodes played 4 at once give the
+    returns they give one at a time (a state mixed up between rows would change them)."""
+    from hpcrl.build import env_spaces, make_actor
+    from hpcrl.learning import evaluation
+
+    config = _config(**{"eval_episodes": 4})
+    config.actor.memory = "gru"
+    torch.manual_seed(0)
+    actor = make_actor(config, env_spaces(config))
+    together = evaluation.evaluate(actor, config.env, 4, seed=3)["returns"]
+    monkeypatch.setattr(evaluation, "MAX_PARALLEL_EPISODES", 1)
+    alone = evaluation.evaluate(actor, config.env, 4, seed=3)["returns"]
+    assert together == alone and len(set(together)) == 4
