@@ -17,7 +17,7 @@ from hpcrl.components.contracts import make_network
 from hpcrl.config.validate import sequence_length
 from hpcrl.envs.backends.envpool import uses_envpool
 from hpcrl.envs.groups import resolve_groups
-from hpcrl.envs.make import slots_per_game
+from hpcrl.envs.multiagent.play_modes import slots_per_game
 from hpcrl.envs.vector import EnvSpaces, UnsupportedEnv, probe_spaces
 from hpcrl.models.actor import ActorCritic
 from hpcrl.models.memory import memory_state_size

@@ -127,7 +127,7 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
     """Run the trained policy of RUN_DIR (or a checkpoint file) deterministically."""
     from hpcrl.buffers.demos.files import DemoRecorder
     from hpcrl.cli.league import against, outcome_line
-    from hpcrl.envs.make import plays_league
+    from hpcrl.envs.multiagent.play_modes import plays_league
     from hpcrl.experiments.video import record
     from hpcrl.learning.evaluation import evaluate, success_note, truncation_note
     from hpcrl.runtime.devices import node_local_rank, pick_device

@@ -55,7 +55,7 @@ def against(env: EnvConfig, run: Path, opponent: str | None) -> EnvConfig:
     """The env section ``env`` evaluated against ``opponent`` (None: its own
     ``env.league.eval_opponent``), with the run's league where a snapshot opponent is read
     from; refused for a run that is not a self-play one."""
-    from hpcrl.envs.make import is_multiagent, plays_league
+    from hpcrl.envs.multiagent.play_modes import is_multiagent, plays_league
     from hpcrl.league.selfplay_env import LEAGUE_DIR_VARIABLE
 
     if not plays_league(env):

@@ -40,7 +40,7 @@ from hpcrl.collection.transition_filler import (
     TransitionSections,
 )
 from hpcrl.envs.groups import EnvGroup, EnvGroups
-from hpcrl.envs.make import plays_league
+from hpcrl.envs.multiagent.play_modes import plays_league
 from hpcrl.envs.obs_format import obs_format
 from hpcrl.envs.vector import JOB_CLOCK
 from hpcrl.exchange.messages import Weights

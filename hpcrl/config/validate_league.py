@@ -5,8 +5,14 @@ from __future__ import annotations
 import gymnasium as gym
 
 from hpcrl.algorithms import algorithm_type
-from hpcrl.envs.make import SHARED, agents_mode, is_multiagent, slots_per_game, turn_based
 from hpcrl.envs.multiagent.named_envs import MultiAgentEnvError, make_pettingzoo
+from hpcrl.envs.multiagent.play_modes import (
+    SHARED,
+    agents_mode,
+    is_multiagent,
+    slots_per_game,
+    turn_based,
+)
 from hpcrl.sections.schema import Config, EnvConfig
 
 

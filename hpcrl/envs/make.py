@@ -6,7 +6,6 @@ Which suites there are, and how an id finds its own, is :mod:`hpcrl.envs.suites`
 """
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import gymnasium as gym
@@ -14,9 +13,8 @@ import numpy as np
 
 from hpcrl.components.import_paths import CONTRACTS, PluginError, component_factory, failure
 from hpcrl.envs.atari_preprocessing import LIFE_LOST, atari_env
-from hpcrl.envs.multiagent.aec import is_aec
 from hpcrl.envs.multiagent.joint_agents import JointAgentsEnv
-from hpcrl.envs.multiagent.named_envs import make_pettingzoo
+from hpcrl.envs.multiagent.play_modes import SHARED, agents_mode, is_multiagent
 from hpcrl.envs.noise import quiet_mujoco
 from hpcrl.envs.suites.atari import ATARI
 from hpcrl.envs.suites.suite_ids import adapt_env, register_suite
@@ -47,86 +45,6 @@ def is_mujoco(env_id: str) -> bool:
 
 
 SELFPLAY_ID = "hpcrl/SelfPlay-v0"
-_MULTIAGENT_PREFIXES = ("pettingzoo.", "openspiel:")
-
-
-def is_multiagent(config: EnvConfig) -> bool:
-    """Whether ``env.id`` names a multi-agent game (``env.multiagent``, or an id of
-    PettingZoo's modules or OpenSpiel's games), which trains by self-play."""
-    return config.multiagent or config.id.startswith(_MULTIAGENT_PREFIXES)
-
-
-SHARED, LEAGUE = "shared", "league"  # env.agents, resolved
-
-
-def agents_mode(config: EnvConfig) -> str:
-    """Who plays a multi-agent game's agents (``env.agents``, ``auto`` resolved): ``shared``
-    (every agent acts with the trained policy and trains it) or ``league`` (self-play, one
-    seat per match). ``auto`` is ``league`` for a turn-based game (PettingZoo's AEC API,
-    OpenSpiel) and ``shared`` for a Parallel one."""
-    if config.agents != "auto":
-        return config.agents
-    return LEAGUE if turn_based(config) else SHARED
-
-
-def turn_based(config: EnvConfig) -> bool:
-    """Whether the game of ``env.id`` is turn-based (PettingZoo's AEC API, OpenSpiel)."""
-    return _turn_based(config.id, tuple(sorted(config.kwargs.items())))
-
-
-def plays_league(config: EnvConfig) -> bool:
-    """Whether ``env.id`` is a multi-agent game trained by self-play against a league
-    (``env.agents`` resolves to ``league``): its runs keep snapshots, matches and ratings."""
-    return is_multiagent(config) and agents_mode(config) == LEAGUE
-
-
-@functools.lru_cache(maxsize=16)
-def _turn_based(game: str, kwargs: tuple[tuple[str, Any], ...]) -> bool:
-    """Whether game ``game`` made with ``kwargs`` follows PettingZoo's AEC API (asked once
-    per game: making one costs)."""
-    env = make_pettingzoo(game, **dict(kwargs))
-    try:
-        return is_aec(env)
-    finally:
-        env.close()
-
-
-def slots_per_game(config: EnvConfig) -> int:
-    """The env slots one game takes: its agents under ``env.agents=shared`` (every agent a
-    slot), else 1. A collector's slots, and each of its env groups', hold whole games."""
-    if not is_multiagent(config) or agents_mode(config) != SHARED:
-        return 1
-    return _agent_count(config.id, tuple(sorted(config.kwargs.items())))
-
-
-@functools.lru_cache(maxsize=16)
-def _agent_count(game: str, kwargs: tuple[tuple[str, Any], ...]) -> int:
-    """The agents of game ``game`` made with ``kwargs``."""
-    env = make_pettingzoo(game, **dict(kwargs))
-    try:
-        return len(env.possible_agents)
-    finally:
-        env.close()
-
-
-def agents_summary(config: EnvConfig) -> str | None:
-    """How a multi-agent ``env.id`` is played, for ``hpcrl plan`` (None for one agent): who
-    plays the agents, and what ``env.num_envs`` counts."""
-    if not is_multiagent(config):
-        return None
-    agents = _agent_count(config.id, tuple(sorted(config.kwargs.items())))
-    if agents_mode(config) == SHARED:
-        return (f"{config.id}: its {agents} agents share the trained policy, every agent's "
-                f"steps train it (env.agents=shared); each env is one agent, "
-                f"{config.num_envs // agents} games of {agents} per collecting rank")
-    league = config.league
-    every = (f"a snapshot every {league.snapshot_every:,} env steps"
-             if league.snapshot_every else "no periodic snapshots")
-    return (f"{config.id}: self-play (env.agents=league), the trained policy takes one of "
-            f"{agents} seats a match, the league the others ({league.opponents} over its "
-            f"snapshots, {every}); evaluations play {league.eval_opponent}")
-
-
 def shared_agents_env(config: EnvConfig) -> JointAgentsEnv:
     """The game of ``env.id`` with all its agents at once, for one shared policy
     (:class:`~hpcrl.envs.multiagent.joint_agents.JointAgentsEnv`)."""

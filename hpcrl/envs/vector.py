@@ -17,16 +17,10 @@ import gymnasium as gym
 import numpy as np
 
 from hpcrl.envs.backends.backend import backend_problem, vector_backend
-from hpcrl.envs.make import (
-    SHARED,
-    agents_mode,
-    is_multiagent,
-    make_env,
-    preset_problem,
-    shared_agents_env,
-)
+from hpcrl.envs.make import make_env, preset_problem, shared_agents_env
 from hpcrl.envs.multiagent.agent_slots import AgentSlotsVectorEnv, slot_games
 from hpcrl.envs.multiagent.named_envs import multiagent_env_problem
+from hpcrl.envs.multiagent.play_modes import SHARED, agents_mode, is_multiagent
 from hpcrl.envs.obs_format import ObsFormat, UnsupportedSpace, box_format, obs_format
 from hpcrl.envs.state import capture_env_state, restore_env_state
 from hpcrl.envs.suites.suite_ids import install_of_module, register_suite

@@ -26,7 +26,7 @@ from hpcrl.algorithms import (
 )
 from hpcrl.comm import abort_on_error, finish_world, install_abort_handler
 from hpcrl.comm.faults import watches_for_revocation
-from hpcrl.envs.make import plays_league
+from hpcrl.envs.multiagent.play_modes import plays_league
 from hpcrl.errors import ConfigError
 from hpcrl.league.frozen import frozen_problems, seed_league
 from hpcrl.league.selfplay_env import LEAGUE_DIR_VARIABLE

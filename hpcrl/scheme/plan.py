@@ -8,7 +8,7 @@ from typing import Any
 from hpcrl.algorithms import algorithm_capabilities, algorithm_type
 from hpcrl.algorithms.family import AgentSections
 from hpcrl.algorithms.own_section import epsilon_keys
-from hpcrl.envs.make import agents_summary
+from hpcrl.envs.multiagent.play_modes import agents_summary
 from hpcrl.models.epsilon import collector_epsilon
 from hpcrl.scheme.presets import PRESETS
 from hpcrl.scheme.topology import (

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from hpcrl.config.loader import from_dict
-from hpcrl.envs.make import agents_mode, make_env
+from hpcrl.envs.make import make_env
 from hpcrl.envs.multiagent.agent_slots import slot_games
 from hpcrl.envs.multiagent.joint_agents import AGENT_REWARDS, JointAgentsEnv
 from hpcrl.envs.multiagent.named_envs import MultiAgentEnvError, make_pettingzoo
+from hpcrl.envs.multiagent.play_modes import agents_mode
 from hpcrl.envs.vector import make_vector_env, probe_spaces, reset_seeded
 from hpcrl.errors import ConfigError
 
