@@ -22,6 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from hpcrl.envs.multiagent.joint_agents import AGENT_REWARDS
+from hpcrl.envs.restarts import RESTARTED
 from hpcrl.errors import ConfigError
 
 
@@ -58,8 +59,8 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
               ) -> tuple[np.ndarray, dict[str, Any]]:
         """Reset every game (``seed``: one per slot; a game takes its first slot's)."""
         game_seeds = seed[::self.agents] if isinstance(seed, (list, tuple)) else seed
-        obs, _ = self.games.reset(seed=game_seeds, options=options)  # type: ignore[arg-type]
-        return self._slots(obs), {}
+        obs, info = self.games.reset(seed=game_seeds, options=options)  # type: ignore[arg-type]
+        return self._slots(obs), self._slot_info(info)
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                           dict[str, Any]]:
@@ -72,16 +73,19 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
         going = info.get(AGENT_REWARDS)
         if going is not None:
             rewards[~ended] = np.asarray(going)[~ended]
-        out: dict[str, Any] = {}
+        out = self._slot_info(info)
         if ended.any():
             final_obs = np.empty(self.num_envs, dtype=object)
             final_info = info["final_info"]
+            given = final_info.get("_" + AGENT_REWARDS, np.zeros(len(ended), bool))
             for g in np.flatnonzero(ended):
-                rewards[g] = final_info[AGENT_REWARDS][g]
+                # (a game cut by a failure, hpcrl.envs.restarts, ends with no reward)
+                rewards[g] = final_info[AGENT_REWARDS][g] if given[g] else 0.0
                 for a in range(self.agents):
                     final_obs[g * self.agents + a] = info["final_obs"][g][a]
-            out = {"final_obs": final_obs, "_final_obs": np.repeat(ended, self.agents),
-                   "final_info": {}, "_final_info": np.repeat(ended, self.agents)}
+            out.update({"final_obs": final_obs, "_final_obs": np.repeat(ended, self.agents),
+                        "final_info": self._slot_info(final_info),
+                        "_final_info": np.repeat(ended, self.agents)})
         return (self._slots(obs), rewards.reshape(-1), np.repeat(terminated, self.agents),
                 np.repeat(truncated, self.agents), out)
 
@@ -99,6 +103,26 @@ class AgentSlotsVectorEnv(gym.vector.VectorEnv):
     def close_extras(self, **kwargs: Any) -> None:
         """Close the games."""
         self.games.close()
+
+    def _slot_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        """A games' info (arrays over games) as the slots' (arrays over slots): each slot
+        holds its game's entry (an env made again, :data:`~hpcrl.envs.restarts.RESTARTED`,
+        marks the game's first slot alone, so that restarts are counted once a game). The
+        agents' rewards and final observations are the caller's."""
+        out: dict[str, Any] = {}
+        for key, value in info.items():
+            if key in (AGENT_REWARDS, "_" + AGENT_REWARDS, "final_obs", "_final_obs",
+                       "final_info", "_final_info"):
+                continue
+            if isinstance(value, dict):
+                out[key] = self._slot_info(value)
+            elif isinstance(value, np.ndarray) and value.shape[:1] == (self.games.num_envs,):
+                out[key] = np.repeat(value, self.agents, axis=0)
+                if key == "_" + RESTARTED:
+                    out[key] = out[key] & (np.arange(self.num_envs) % self.agents == 0)
+            else:
+                out[key] = value
+        return out
 
     def _slots(self, obs: np.ndarray) -> np.ndarray:
         """``[G, A, ...]`` rows as ``[G * A, ...]`` slots."""

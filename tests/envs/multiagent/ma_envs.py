@@ -93,3 +93,21 @@ def random_legal(masks: dict[str, np.ndarray], seats: tuple[str, ...],
                 choice[n] = rng.choice(legal)
         actions[seat] = choice
     return actions
+
+
+class _Breaks(Relay):
+    """A :class:`Relay` that raises at its second step while :attr:`armed` (once: the raise
+    disarms it, so the game made again plays on)."""
+
+    armed = False
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        if _Breaks.armed and self.t == 1:
+            _Breaks.armed = False
+            raise RuntimeError("the relay broke (a test's fault)")
+        return super().step(actions)
+
+
+def breaking_relay() -> Relay:
+    """A Relay that breaks at its second step once a test arms it (``module:function``)."""
+    return _Breaks()

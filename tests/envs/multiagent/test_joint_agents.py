@@ -117,3 +117,22 @@ def test_agents_that_join_late_or_leave_early_have_rows_of_zeros():
             assert obs[1, :2].tolist() == [0, 0] and rewards[1] == 12.0 and rewards[0] == 0
     assert ends == [(False, False)] * 3 + [(False, True)]  # the game ends when no one is left
     assert rewards.tolist() == [0.0, 0.0, 22.0, 32.0] and obs[2, 0] == obs[3, 0] == 4
+
+
+def test_a_game_that_breaks_is_made_again_and_counted_once():
+    """An env restart (hpcrl.envs.restarts) reaches the slots: every agent's episode is cut,
+    and the game made again is marked on its first slot only (one restart, not four)."""
+    import ma_envs
+
+    config = from_dict({"env": {"id": "ma_envs:breaking_relay", "multiagent": True,
+                                "num_envs": 4, "max_restarts": 2},
+                        "actor": {"action_mask": True},
+                        "algo": {"ppo": {"minibatch_size": 32}}}).env
+    envs = make_vector_env(config, 4, range(4))
+    reset_seeded(envs, [0, 1, 2, 3])
+    ma_envs._Breaks.armed = True
+    envs.step(np.ones(4, np.int64))
+    _, _, _, truncated, info = envs.step(np.ones(4, np.int64))  # the game breaks here
+    assert truncated.all() and info["final_info"]["_hpcrl_cut"].all()
+    assert info["_hpcrl_restart"].tolist() == [True, False, False, False]
+    envs.close()
