@@ -32,6 +32,8 @@ def check_league(c: Config) -> list[str]:
         problems.append(f"config keys 'env.league.snapshot_every' (>= 0) and "
                         f"'env.league.threshold_matches' (>= 1): got {league.snapshot_every} "
                         f"and {league.threshold_matches}")
+    if not is_multiagent(c.env):
+        problems += _single_agent_problems(c.env)
     if c.actor.action_mask and algorithm_type(c.algo.name).saved_policy_kind != "actor_critic":
         problems.append(f"config key 'actor.action_mask' masks the moves of an actor-critic's "
                         f"policy; algo.name={c.algo.name} acts with a policy of its own, which "
@@ -68,6 +70,21 @@ def check_league(c: Config) -> list[str]:
             problems.append(f"config key 'env.backend' ({c.env.backend}): a multi-agent game "
                             f"is stepped by Gymnasium's vector envs; use env.backend=gymnasium "
                             f"(or auto)")
+    return problems
+
+
+def _single_agent_problems(env: EnvConfig) -> list[str]:
+    """A single-agent env.id reads neither ``env.agents`` nor ``env.league``: set away from
+    their defaults they would be ignored, so they are refused naming why."""
+    problems = []
+    fix = (f"env.id {env.id} is a single-agent env; drop them, or name a multi-agent game "
+           f"(env.multiagent=true for an id outside 'pettingzoo.' and 'openspiel:')")
+    if env.agents != "auto":
+        problems.append(f"config key 'env.agents' ({env.agents}) says who plays the agents of "
+                        f"a multi-agent game; {fix}")
+    if env.league != type(env.league)():
+        problems.append(f"config keys 'env.league.*' are read by self-play on a multi-agent "
+                        f"game; {fix}")
     return problems
 
 

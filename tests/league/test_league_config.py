@@ -27,6 +27,10 @@ SPREAD = "mpe2.simple_spread_v3"  # a Parallel game: its agents share the policy
      "env.league.opponents"),
     ({"env": {"id": GAME}, "actor": {"action_mask": True, "memory": "gru"}},
      "self-play takes feedforward actors"),
+    ({"env": {"league": {"frozen": {"champion": "runs/x"}}}},
+     "config keys 'env.league.*' are read by self-play on a multi-agent game; env.id "
+     "CartPole-v1 is a single-agent env"),
+    ({"env": {"agents": "shared"}}, "config key 'env.agents' (shared) says who plays"),
     ({"env": {"id": GAME, "agents": "shared"}, "actor": {"action_mask": True}},
      "is turn-based (PettingZoo's AEC API or OpenSpiel): train it by self-play"),
     ({"env": {"id": SPREAD, "multiagent": True, "num_envs": 8}, "actor": {"action_mask": True}},
