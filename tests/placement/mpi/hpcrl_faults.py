@@ -18,6 +18,9 @@
 The patches are made when the env is built on a faulty rank, before its loop starts; every
 other rank runs unchanged. ``HPCRL_FAULT_AFTER_S`` holds the fault back until that many
 seconds after the env was built (so that the job has checkpointed first).
+``HPCRL_FAULT_PACE``, as ``SECONDS:RANKS``, makes each env step on those ranks sleep that
+many seconds: a bound on their pace whatever the machine, so that a small budget still
+lasts past a wait such as ``scheme.collector_timeout_s``.
 """
 from __future__ import annotations
 
@@ -37,11 +40,20 @@ def _fault() -> tuple[str, set[str]]:
     return when, {r for r in ranks.split(",") if r}
 
 
+def _rank() -> str:
+    return next((os.environ[v] for v in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+                 if v in os.environ), "")
+
+
 def _faulty() -> str | None:
     when, ranks = _fault()
-    rank = next((os.environ[v] for v in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
-                 if v in os.environ), "")
-    return when if rank in ranks else None
+    return when if _rank() in ranks else None
+
+
+def _pace_s() -> float:
+    """The seconds each env step sleeps on this rank (``HPCRL_FAULT_PACE``)."""
+    seconds, _, ranks = os.environ.get("HPCRL_FAULT_PACE", "").partition(":")
+    return float(seconds) if _rank() in {r for r in ranks.split(",") if r} else 0.0
 
 
 def _kill() -> None:
@@ -97,12 +109,15 @@ class _Faulty:
         self.steps = 0
         self.at = int(os.environ.get("HPCRL_FAULT_STEP", "200"))
         self.p = float(os.environ.get("HPCRL_FAULT_P", "0.001"))
+        self.pace_s = _pace_s()
         self.draws = random.Random(f"{os.getpid()}-{next(_ENVS_BUILT)}")
         if self.when in ("send", "weights"):
             _patch(self.when)
 
     def step(self, action):
         self.steps += 1
+        if self.pace_s:
+            time.sleep(self.pace_s)
         if self.when in ("rollout", "raise", "hang", "flaky") and self.steps >= self.at \
                 and _armed():
             if self.when == "rollout":

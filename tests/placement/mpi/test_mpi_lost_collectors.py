@@ -59,8 +59,10 @@ def ft_command(prefix: Path, n: int, args: list[str]) -> list[str]:
     return ompi.hpcrl_command(prefix, n, args)
 
 
-def ft_env(prefix: Path, fault: str = "none:", step: int = 200) -> dict[str, str]:
-    return ompi.environment(prefix, {"HPCRL_FAULT": fault, "HPCRL_FAULT_STEP": str(step)})
+def ft_env(prefix: Path, fault: str = "none:", step: int = 200,
+           extra: dict[str, str] | None = None) -> dict[str, str]:
+    return ompi.environment(prefix, {"HPCRL_FAULT": fault, "HPCRL_FAULT_STEP": str(step),
+                                     **(extra or {})})
 
 
 def sets_args(sets: list[str]) -> list[str]:
@@ -71,10 +73,13 @@ def sets_args(sets: list[str]) -> list[str]:
 
 
 def train_ft(prefix: Path, n: int, run_dir: Path, sets: list[str], fault: str,
-             step: int = 200, timeout: float = 180) -> subprocess.CompletedProcess:
+             step: int = 200, timeout: float = 180,
+             extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``hpcrl train`` under ``mpiexec --with-ft ulfm`` with ``fault`` (hpcrl_faults) and
+    the environment variables ``extra``."""
     args = ["train", "--run-dir", str(run_dir), *sets_args(small(sets))]
     return subprocess.run(ft_command(prefix, n, args), capture_output=True, text=True,
-                          timeout=timeout, env=ft_env(prefix, fault, step), cwd=ROOT)
+                          timeout=timeout, env=ft_env(prefix, fault, step, extra), cwd=ROOT)
 
 
 def live_column(run_dir: Path) -> list[int]:

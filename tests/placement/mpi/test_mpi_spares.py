@@ -90,16 +90,19 @@ def test_an_off_policy_job_replaces_a_collector_until_no_spare_is_left(openmpi, 
 @pytest.mark.slow
 def test_a_hung_collector_killed_after_the_timeout_is_replaced(openmpi, tmp_path):
     """A collector that hangs is named, killed after scheme.collector_timeout_s and replaced
-    (slow: 45-60 s, an 8 s timeout on top of a whole job: 4 s could take a busy collector
+    (slow: about 20 s, an 8 s timeout on top of a whole job: 4 s could take a busy collector
     on a loaded 2-core machine for a hung one). Without a spare the same detection runs and
     the job goes on with one collector fewer, as a killed one's jobs in
     tests/placement/mpi/test_mpi_lost_collectors.py show."""
     run_dir = tmp_path / "run"
-    # (a budget the job cannot spend before the timeout runs out: 30,000 steps took about 6 s
-    # on a faster machine, which ended the job before the hung collector was lost)
+    # a budget the job cannot spend before the timeout runs out, whatever the machine: the
+    # other two collectors (ranks 1 and 3) sleep 2 ms an env step, at most 1,000 steps a
+    # second between them, so at most about 9,500 of the 14,000 are spent when rank 2 is
+    # lost, and the spare (at full speed) collects some of the rest. (An unpaced budget
+    # had to outlast the fastest machine: 120,000 steps, 45-80 s of a loaded one.)
     done = train_ft(openmpi, 5, run_dir, ["scheme.preset=async-ppo", "train.total_env_steps"
-                                          "=120000", "scheme.collector_timeout_s=8", *SPARE],
-                    "hang:2", step=60)
+                                          "=14000", "scheme.collector_timeout_s=8", *SPARE],
+                    "hang:2", step=60, extra={"HPCRL_FAULT_PACE": "0.002:1,3"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "rank 2 (collector of gradient worker 0) on " in done.stderr, done.stderr[-3000:]
     # the seconds waited, as the learner noticed them: 8 or more under load
