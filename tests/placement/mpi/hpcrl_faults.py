@@ -1,9 +1,10 @@
 """Fault injection on real ranks, imported by env id as ``hpcrl_faults:FaultyCartPole-v0``
 (or, for a self-play league, the multi-agent env.id ``hpcrl_faults:faulty_tictactoe``).
 
-``HPCRL_FAULT`` says what happens to which ranks, as
-``WHEN:RANKS`` with ``RANKS`` like ``2`` or ``2,3`` (``OMPI_COMM_WORLD_RANK`` under Open MPI,
-``PMI_RANK`` under MPICH, ``SLURM_PROCID`` under srun):
+``HPCRL_FAULT`` says what happens to which ranks, as ``WHEN:RANKS`` with ``RANKS`` like
+``2`` or ``2,3`` (``OMPI_COMM_WORLD_RANK`` under Open MPI, ``PMI_RANK`` under MPICH,
+``SLURM_PROCID`` under srun), or several of those apart by ``;`` (``rollout:2;send:3``:
+each rank the fault that names it):
 
 * ``rollout:R``  SIGKILL in the middle of a rollout (``HPCRL_FAULT_STEP`` env steps in);
 * ``send:R``     SIGKILL right after a rollout's send started (its data still in flight);
@@ -35,9 +36,13 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 from gymnasium.envs.classic_control.pendulum import PendulumEnv
 
 
-def _fault() -> tuple[str, set[str]]:
-    when, _, ranks = os.environ.get("HPCRL_FAULT", "").partition(":")
-    return when, {r for r in ranks.split(",") if r}
+def _faults() -> list[tuple[str, set[str]]]:
+    """Each ``WHEN:RANKS`` of ``HPCRL_FAULT``."""
+    out = []
+    for spec in os.environ.get("HPCRL_FAULT", "").split(";"):
+        when, _, ranks = spec.strip().partition(":")
+        out.append((when, {r for r in ranks.split(",") if r}))
+    return out
 
 
 def _rank() -> str:
@@ -46,8 +51,8 @@ def _rank() -> str:
 
 
 def _faulty() -> str | None:
-    when, ranks = _fault()
-    return when if _rank() in ranks else None
+    rank = _rank()
+    return next((when for when, ranks in _faults() if rank in ranks), None)
 
 
 def _pace_s() -> float:

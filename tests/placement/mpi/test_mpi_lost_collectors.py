@@ -92,8 +92,9 @@ def steps_done(run_dir: Path) -> int:
         return int(float(list(csv.DictReader(f))[-1]["env_steps"]))
 
 
-def assert_checkpoint_sound(run_dir: Path, live: int) -> dict:
-    """The checkpoint loads, every weight is finite, and it counts the live collectors."""
+def assert_checkpoint_sound(run_dir: Path, live: int, collectors: int = 3) -> dict:
+    """The checkpoint loads, every weight is finite, and it counts the live collectors (of
+    ``collectors``)."""
     import torch
 
     from hpcrl.runtime.checkpoint import load_checkpoint
@@ -101,15 +102,18 @@ def assert_checkpoint_sound(run_dir: Path, live: int) -> dict:
     state = load_checkpoint(run_dir / "checkpoints" / "last.pt")
     weights = state["policy"]["state_dict"]
     assert all(torch.isfinite(v).all() for v in weights.values() if v.is_floating_point())
-    assert state["live_collectors"] == live and state["collector_ranks"] == 3
+    assert state["live_collectors"] == live and state["collector_ranks"] == collectors
     return state
 
 
 # (name, fault, extra keys): every asynchronous scheme, a collector killed in each place
 KILLS = [
-    ("async-ppo, mid-rollout", "rollout:2", ["scheme.preset=async-ppo"]),
-    ("async-ppo, mid-send", "send:2", ["scheme.preset=async-ppo"]),
-    ("async-ppo, during a weights message", "weights:3", ["scheme.preset=async-ppo"]),
+    # one job, 4 collectors: rank 2 killed mid-rollout, rank 3 mid-send, rank 4 during a
+    # weights message; rank 1 finishes the budget alone
+    ("async-ppo, mid-rollout, mid-send and during a weights message",
+     "rollout:2;send:3;weights:4", ["scheme.preset=async-ppo",
+                                    "scheme.collectors_per_worker=4",
+                                    "algo.ppo.minibatch_size=256"]),
     # IMPALA's job plays a self-play league on tic-tac-toe: its collectors' envs hold the
     # league's opponents, and a lost one leaves the league growing from the others
     ("impala league", "rollout:2", ["scheme.preset=impala", "env.multiagent=true",
@@ -133,19 +137,24 @@ def test_a_killed_collector_leaves_a_job_that_finishes_its_budget(openmpi, tmp_p
     # each env, 1,200 steps of the job's 3 collectors); the league's 12,000 make its
     # snapshots
     budget = 3000 if "apex" in name or "sac" in name else 12000 if "league" in name else 6000
-    n = 5 if "inference" in name else 4
+    collectors = 4 if "scheme.collectors_per_worker=4" in keys else 3
+    n = collectors + (2 if "inference" in name else 1)
     run_dir = tmp_path / "run"
     done = train_ft(openmpi, n, run_dir, keys + [f"train.total_env_steps={budget}"], fault,
                     step=100)
     assert done.returncode == 0, done.stderr[-3000:]
-    rank = fault.split(":")[1]
-    assert f"rank {rank} (collector of gradient worker 0 on " in done.stderr, done.stderr[-2000:]
-    assert "died without a word" in done.stderr
+    killed = [r for spec in fault.split(";") for r in spec.split(":")[1].split(",")]
+    for rank in killed:
+        assert f"rank {rank} (collector of gradient worker 0 on " in done.stderr, \
+            done.stderr[-2000:]
+    assert done.stderr.count("died without a word") == len(killed), done.stderr[-2000:]
     live = live_column(run_dir)
-    assert live[-1] == 2 and set(live) <= {2, 3}, live  # (a kill at the first send: all 2)
+    # (a kill at the first send: all but one from the first row)
+    assert live[-1] == collectors - len(killed), live
+    assert set(live) <= set(range(collectors - len(killed), collectors + 1)), live
     assert steps_done(run_dir) >= budget
     assert (run_dir / "eval.json").exists()
-    assert_checkpoint_sound(run_dir, live=2)
+    assert_checkpoint_sound(run_dir, live=collectors - len(killed), collectors=collectors)
     if "league" in name:  # snapshots by rank 0; matches logged by the collectors' envs
         from hpcrl.league.match_log import read_matches
         from hpcrl.league.snapshots import snapshots
