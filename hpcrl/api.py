@@ -162,6 +162,8 @@ def _run(cfg: Config, run_dir: Path | None, resume: bool,
     from hpcrl.placement.serial_run import Trainer
     from hpcrl.runtime.run_dir import default_run_dir
 
+    if cfg.policies:  # a league job of named policies, each a job of its own
+        return _run_league(cfg, run_dir, resume, console)
     if wants_mpi(cfg):
         return _run_mpi(cfg, run_dir, resume, console)
     run = RunDir(run_dir if run_dir is not None else default_run_dir(cfg.algo.name, cfg.env.id))
@@ -171,6 +173,26 @@ def _run(cfg: Config, run_dir: Path | None, resume: bool,
     trainer = Trainer(cfg, run, resume=resume, console=console)
     evaluation = trainer.train()
     return TrainResult(run.path, evaluation, trainer.preempted, env_failed=trainer.env_failed)
+
+
+def _run_league(cfg: Config, run_dir: Path | None, resume: bool,
+                console: IO[str] | None) -> TrainResult:
+    """This rank's part of a league job of ``cfg.policies``; MPI is finalised when it ends."""
+    from hpcrl.comm import finalize_mpi
+    from hpcrl.placement.launch import stop_message
+    from hpcrl.placement.league_job import train_league_job
+    from hpcrl.runtime.signals import STOP_REQUEST
+
+    done = train_league_job(cfg, run_dir, resume, console)
+    job_run = done.job_run
+    told = done.is_leader and done.world_size > 1 and job_run.preempted
+    if told:  # how the whole job goes on (no policy's rank 0 says it for its own run alone)
+        print(stop_message(done.run.path, done.world_size, STOP_REQUEST.signum),
+              file=sys.stderr, flush=True)
+    if done.world_size > 1:
+        finalize_mpi()
+    return TrainResult(done.run.path, job_run.evaluation, job_run.preempted, done.world_size,
+                       done.is_leader, told, job_run.env_failed)
 
 
 def _run_mpi(cfg: Config, run_dir: Path | None, resume: bool,

@@ -106,6 +106,8 @@ CONFIG_ASSEMBLERS: dict[str, str] = {
     "placement/job_run.py": "the job's assembly: a run of the job from its config",
     "slurm/render*": "renders a batch script from the config's sized job",
     "scheme/plan.py": "`hpcrl plan`: the rank table and summary of a whole config",
+    "placement/league_job.py": ("a league job's assembly: each policy's run from the job's "
+                                "config, on its share of the ranks"),
     "placement/serial_run.py": ("an assembler in all but name: the serial Trainer starts a "
                                 "run from its config (job_run's prepare) and resumes one "
                                 "from the config in its run directory"),

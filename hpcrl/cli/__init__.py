@@ -183,6 +183,16 @@ def plan(config_path: str | None, overrides: tuple[str, ...], as_json: bool, pre
     if config_path is None and calibration_dir is not None:
         config_path = str(Path(calibration_dir) / "config.yaml")  # the run's own agent
     cfg = load_config(config_path, overrides)
+    if cfg.policies:  # a league job: each policy's plan on its ranks
+        if predict:
+            raise click.UsageError("--predict models one policy's job: run hpcrl plan "
+                                   "--predict on a policy's config (RUN/policies/<name>/"
+                                   "config.yaml)")
+        from hpcrl.cli.league import league_job_plan
+
+        text, info = league_job_plan(cfg, lost_collector_notes(cfg.scheme))
+        click.echo(json.dumps(info) if as_json else text)
+        return
     if not predict:
         click.echo(json.dumps(plan_json(cfg)) if as_json
                    else plan_text(cfg, lost_collector_notes(cfg.scheme)))

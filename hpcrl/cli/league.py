@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 import yaml
@@ -15,10 +16,13 @@ from hpcrl.sections.schema import EnvConfig
 def league_dir_of(run: Path) -> Path:
     """The league folder of a run directory, or of the run a file of it belongs to (a
     checkpoint, ``RUN/checkpoints/latest.pt``, or a snapshot,
-    ``RUN/league/snapshots/main-<env steps>.pt``)."""
+    ``RUN/league/snapshots/main-<env steps>.pt``); a policy's run of a league job,
+    ``RUN/policies/<name>``, plays in the job's, ``RUN/league``."""
     run = Path(run)
     if run.is_file():
         run = next((p for p in run.parents if (p / "config.yaml").is_file()), run.parent)
+    if not (run / "league").is_dir() and run.parent.name == "policies":
+        return run.parent.parent / "league"  # a policy's run in a league job of several
     return run / "league"
 
 
@@ -79,3 +83,41 @@ def outcome_line(returns: list[float], env: EnvConfig) -> str:
     rate = (wins + 0.5 * draws) / max(len(returns), 1)
     return (f"against {opponent}: {wins} wins, {draws} draws, {losses} losses "
             f"(win rate {rate:.3f})")
+
+
+def league_job_plan(config: Any, notes: list[str]) -> tuple[str, dict[str, Any]]:
+    """``hpcrl plan`` of a league job of several policies (the ``policies`` section): each
+    policy's plan on its share of the launch's ranks, as text and as JSON. The launch's size
+    is the sum of the policies' (each at least its scheme's world size)."""
+    from hpcrl.config.policy_configs import policy_configs, policy_names, rank_split
+    from hpcrl.config.validate_policies import role_of
+    from hpcrl.scheme import required_world_size
+    from hpcrl.scheme.plan import plan_json, plan_text
+
+    configs = policy_configs(config)
+    fixed = {name: int(value["ranks"]) for name, value in config.policies.items()
+             if isinstance(value, dict) and value.get("ranks") is not None}
+    even = max([required_world_size(c.scheme) for n, c in configs.items() if n not in fixed]
+               or [0])
+    size = sum(fixed.get(n, even) for n in policy_names(config))
+    split = rank_split(config, size)
+    lines = [f"league job of {len(split)} policies, each a run of its own in "
+             f"RUN/policies/<name>, all in one league (RUN/league)",
+             f"world size: {size}   (mpiexec -n {size} hpcrl train ...)", *notes]
+    info: dict[str, Any] = {"world_size": size, "policies": {}}
+    start = 0
+    for name, ranks in split:
+        sub = configs[name]
+        league = sub.env.league
+        plays = (f"{', '.join(league.versus)}'s snapshots" if league.versus
+                 else "the league")
+        lines += ["", f"policy {name}: role {role_of(config, name)}, world ranks "
+                      f"{start}-{start + ranks - 1}, plays {plays} ({league.opponents})"
+                      + (f", starts again with probability {league.reset_fraction:g} when a "
+                         f"snapshot joins" if league.reset_fraction > 0 else "")]
+        lines += ["  " + (f"ranks: {ranks}" if line.startswith("world size:") else line)
+                  if line else line for line in plan_text(sub).splitlines()]
+        info["policies"][name] = {**plan_json(sub), "role": role_of(config, name),
+                                  "world_ranks": [start, start + ranks - 1]}
+        start += ranks
+    return "\n".join(lines), info

@@ -28,6 +28,7 @@ from hpcrl.config.validate_addons import (
 )
 from hpcrl.config.validate_collection import check_compile, check_env_groups
 from hpcrl.config.validate_league import check_league
+from hpcrl.config.validate_policies import check_policies
 from hpcrl.config.validate_restarts import check_env_restarts
 from hpcrl.config.validate_sections import section_problems
 from hpcrl.envs.make import wrapper_factory, wrapper_specs
@@ -401,7 +402,8 @@ CHECKS: list[Check] = [_check_plugins, _check_numbers, _check_actor, check_rnd, 
                        _check_memory,
                        _check_budget, _check_device,
                        _check_replay, _check_offpolicy_env, check_her, _check_sections,
-                       _check_atari, _check_env_id, check_policy_addons, check_league]
+                       _check_atari, _check_env_id, check_policy_addons, check_league,
+                       check_policies]
 
 
 def problems_message(problems: list[str]) -> str | None:

@@ -25,6 +25,9 @@ def check_league(c: Config) -> list[str]:
     if not 0.0 <= league.latest_fraction <= 1.0:
         problems.append(f"config key 'env.league.latest_fraction' must be in [0, 1], got "
                         f"{league.latest_fraction}")
+    if not 0.0 <= league.reset_fraction <= 1.0:
+        problems.append(f"config key 'env.league.reset_fraction' is a probability, in [0, 1], "
+                        f"got {league.reset_fraction}")
     if not 0.0 <= league.win_threshold <= 1.0:
         problems.append(f"config key 'env.league.win_threshold' must be in [0, 1] (0: off), got "
                         f"{league.win_threshold}")

@@ -62,7 +62,8 @@ def selfplay_env(config: EnvConfig, evaluation: bool = False) -> gym.Env:
     league = config.league
     return gym.make(SELFPLAY_ID, game=config.id, game_kwargs=dict(config.kwargs),
                     opponents=league.opponents, pfsp_weighting=league.pfsp_weighting,
-                    latest_fraction=league.latest_fraction,
+                    latest_fraction=league.latest_fraction, player=league.player,
+                    versus=tuple(league.versus),
                     opponent=league.eval_opponent if evaluation else "")
 
 

@@ -6,10 +6,11 @@ of hpcrl runs it unchanged. Each match:
 1. the trained policy takes seat ``match mod seats`` (it plays every seat in turn: one
    shared policy for identical agents);
 2. the other seats get one opponent, drawn **when the match starts** by the
-   :class:`~hpcrl.league.opponents.OpponentSampler` (or the fixed ``opponent`` of an
-   evaluation env): an opponent never changes inside a match, and the trained policy's
-   trajectory of a match is against one opponent only (the env is reset between, which
-   resets a recurrent state);
+   :class:`~hpcrl.league.opponents.OpponentSampler` from the snapshots of the policies in
+   ``versus`` (all, when empty), or the fixed ``opponent`` of an evaluation env: an
+   opponent never changes inside a match, and the trained policy's trajectory of a match
+   is against one opponent only (the env is reset between, which resets a recurrent
+   state);
 3. the trained policy sees its seat's observation, flattened, with its legal-move mask as
    the last values (``actor.action_mask`` reads it there), and receives every reward its
    seat got since its last move, the rewards of the opponents' turns included;
@@ -71,7 +72,7 @@ class SelfPlayEnv(gym.Env):
     def __init__(self, game: str, game_kwargs: dict[str, Any] | None = None,
                  opponents: str = "pfsp", pfsp_weighting: str = "hard",
                  latest_fraction: float = 0.0, opponent: str = "", player: str = PLAYER,
-                 league_dir: str = "") -> None:
+                 league_dir: str = "", versus: tuple[str, ...] = ()) -> None:
         self.game, self.game_kwargs = game, dict(game_kwargs or {})
         self.render_mode = self.game_kwargs.get("render_mode")  # the game renders itself
         probe = make_pettingzoo(game, **self.game_kwargs)
@@ -88,6 +89,7 @@ class SelfPlayEnv(gym.Env):
         self._moves_count = int(spaces[0].mask_size or 0)
         self.opponents, self.pfsp_weighting = opponents, pfsp_weighting
         self.latest_fraction, self.fixed, self.player = latest_fraction, opponent, player
+        self.versus = frozenset(versus)  # the policies whose snapshots it draws (empty: all)
         folder = league_dir or os.environ.get(LEAGUE_DIR_VARIABLE, "")
         self.league_dir = Path(folder) if folder else None
         self.players = Players(self.league_dir)
@@ -198,7 +200,8 @@ class SelfPlayEnv(gym.Env):
         assert self.seats is not None and self.sampler is not None
         seats = self.seats.seats
         self.seat = seats[self.seats.episode % len(seats)]
-        league = ([snap.name for snap in snapshots(self.league_dir, self._league_upto())]
+        league = ([snap.name for snap in snapshots(self.league_dir, self._league_upto())
+                   if not self.versus or snap.policy in self.versus]
                   if self.league_dir is not None and self.fixed in ("", LATEST) else [])
         if self.fixed == LATEST:  # the newest snapshot at the match's start
             self.opponent = league[-1] if league else RANDOM

@@ -5,15 +5,21 @@ A snapshot joins every ``env.league.snapshot_every`` env steps (at the first upd
 each multiple) and, with ``env.league.win_threshold``, as soon as the trained policy has won
 that fraction of its last ``env.league.threshold_matches`` matches since the newest snapshot
 (read from the match log: real outcomes of whole matches). The writer checkpoints there and
-the hook publishes the checkpoint's policy as ``main-<env steps>``.
+the hook publishes the checkpoint's policy as ``<player>-<env steps>`` (``env.league.player``,
+``main`` by default). With ``env.league.reset_fraction`` it then asks, with that probability
+(drawn from the player's name and the env steps: the same on a resume), for the run to go
+back to its initial weights (AlphaStar's exploiters): the run's roles end after that update
+and its caller resets the checkpoint (:func:`~hpcrl.league.resets.reset_checkpoint`).
 
 On a resume the snapshots taken after the checkpoint are removed first (the updates that made
 them are trained again and publish them again); with the periodic schedule the league then
 grows exactly as in a run that was never stopped. The threshold's count of recent matches
-starts afresh on a resume (a checkpoint does not keep it).
+starts afresh on a resume (a checkpoint does not keep it). In a league of several trained
+policies each counts its own matches and removes only its own snapshots.
 """
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,7 +27,7 @@ from typing import Any
 
 from hpcrl.envs.multiagent.matches import DRAW, WIN
 from hpcrl.league.match_log import match_dir
-from hpcrl.league.snapshots import PLAYER, drop_after, publish
+from hpcrl.league.snapshots import drop_after, publish
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.sections.league_section import LeagueConfig
 
@@ -32,7 +38,10 @@ class SnapshotHook:
     def __init__(self, league_dir: Path, config: LeagueConfig, start_env_steps: int = 0) -> None:
         self.league_dir = Path(league_dir)
         self.config = config
-        drop_after(self.league_dir, start_env_steps)
+        self.player = config.player
+        self.reset_due = False  # the last snapshot asked the run to go back to its start
+        self.reset_at = 0  # the env steps of that snapshot
+        drop_after(self.league_dir, start_env_steps, self.player)
         every = config.snapshot_every
         self.next_at = (start_env_steps // every + 1) * every if every > 0 else None
         self.recent: deque[float] = deque(maxlen=max(1, config.threshold_matches))
@@ -53,15 +62,20 @@ class SnapshotHook:
 
     def after_checkpoint(self, checkpoint: Path, env_steps: int, row: Mapping[str, Any],
                          final: bool) -> bool:
-        """Publish the checkpoint's policy as a snapshot; never asks for a reload."""
+        """Publish the checkpoint's policy as a snapshot; asks for a reload (True) when the
+        trained policy is to go back to its initial weights (``env.league.reset_fraction``)."""
         record = load_checkpoint(checkpoint)["policy"]
-        publish(self.league_dir, PLAYER, env_steps, record)
+        publish(self.league_dir, self.player, env_steps, record)
         every = self.config.snapshot_every
         if every > 0:
             self.next_at = (env_steps // every + 1) * every
         self._read_new()
         self.recent.clear()  # the threshold counts matches against the new league
-        return False
+        fraction = self.config.reset_fraction
+        draw = random.Random(f"hpcrl-league-reset/{self.player}/{env_steps}").random()
+        self.reset_due = fraction > 0 and draw < fraction and not final
+        self.reset_at = env_steps
+        return self.reset_due
 
     def _read_new(self) -> None:
         """Add the matches logged since the last read to the recent outcomes."""
@@ -77,6 +91,7 @@ class SnapshotHook:
             self._offsets[path] = offset + len(text[:complete].encode())
             for line in text[:complete].splitlines():
                 cells = line.split(",")
-                if len(cells) < 9 or cells[0] == "wall_time" or not cells[8]:
+                if (len(cells) < 9 or cells[0] == "wall_time" or not cells[8]
+                        or cells[4] != self.player):  # (another policy's match)
                     continue
                 self.recent.append(1.0 if cells[8] == WIN else 0.5 if cells[8] == DRAW else 0.0)

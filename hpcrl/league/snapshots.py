@@ -82,11 +82,13 @@ def snapshots(league_dir: Path, upto: int | None = None) -> list[Snapshot]:
     return [snap for snap in listed[1] if upto is None or snap.env_steps <= upto]
 
 
-def drop_after(league_dir: Path, env_steps: int) -> list[Snapshot]:
+def drop_after(league_dir: Path, env_steps: int, policy: str | None = None) -> list[Snapshot]:
     """Remove the snapshots taken after ``env_steps`` (a resume from a checkpoint of that
     many steps: they belong to the part of the run that is trained again, and the same steps
-    publish them again); the removed ones are returned."""
-    later = [snap for snap in snapshots(league_dir) if snap.env_steps > env_steps]
+    publish them again), of ``policy`` only when given (a league of several trained
+    policies, each counting its own env steps); the removed ones are returned."""
+    later = [snap for snap in snapshots(league_dir) if snap.env_steps > env_steps
+             and (policy is None or snap.policy == policy)]
     for snap in later:
         snap.path.unlink(missing_ok=True)
     return later

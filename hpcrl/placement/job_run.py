@@ -64,6 +64,7 @@ class JobRun:
     console: IO[str] | None = None
     watch: Any = None  # the failure watch, where one runs
     stop_told: bool = False  # rank 0 said how the stopped run continues (before the ranks met)
+    tells_stop: bool = True  # (a policy of a league job: the job's rank 0 says it, for all)
     restore_signals: Any = field(default=None, repr=False)
 
     @property
@@ -122,7 +123,7 @@ class JobRun:
         # rank 0 of a job says how a stopped run continues before the ranks' last meeting:
         # once the others leave (with the stop's exit status) the launcher may end rank 0
         # before it could say it (one process leaves that to its caller)
-        self.stop_told = self.several and job.is_leader and self.preempted
+        self.stop_told = self.several and job.is_leader and self.preempted and self.tells_stop
         if self.stop_told:
             print(stop_message(run.path, job.world.Get_size(), STOP_REQUEST.signum),
                   file=sys.stderr, flush=True)
@@ -247,12 +248,13 @@ def upgraded(state: dict[str, Any]) -> dict[str, Any]:
 
 def prepare(config: Config, run_dir: Path | None, resume: bool = False,
             console: IO[str] | None = None, world: Any = None,
-            interval: IntervalHook | None = None) -> JobRun:
+            interval: IntervalHook | None = None, league_dir: Path | None = None) -> JobRun:
     """This rank's part of a run of ``config``, ready to :meth:`~JobRun.train`, in ``run_dir``
     (None: the default directory rank 0 picks for every rank); ``world``: the communicator
     of the job's ranks (default: MPI's world; a :class:`~hpcrl.comm.world.SelfComm` runs it
     in this process alone); ``interval``: rank 0's hook at a population member's intervals
-    (:class:`~hpcrl.learning.run_writer.IntervalHook`)."""
+    (:class:`~hpcrl.learning.run_writer.IntervalHook`); ``league_dir``: a self-play run's
+    league (default ``RUN/league``; a league job's policies share the job's)."""
     set_compute_threads(config.train.torch_threads)
     seed_everything(config.seed)
     job = build_job(config, world)
@@ -276,7 +278,7 @@ def prepare(config: Config, run_dir: Path | None, resume: bool = False,
     restore_signals = STOP_REQUEST.install()
     state = resume_state(job, run) if resume else None
     if plays_league(config.env):
-        interval = join_league(job, run, state, interval)
+        interval = join_league(job, league_dir or run.path / "league", state, interval)
     if state is not None and job.is_leader:
         set_rng_state(state["rng"])  # rank 0's generators, saved by it
     if job.is_leader and console is not None:
@@ -292,15 +294,14 @@ def prepare(config: Config, run_dir: Path | None, resume: bool = False,
     return JobRun(ranked, job, run, console, watch, restore_signals=restore_signals)
 
 
-def join_league(job: RankJob, run: RunDir, state: dict[str, Any] | None,
+def join_league(job: RankJob, league_dir: Path, state: dict[str, Any] | None,
                 interval: IntervalHook | None) -> IntervalHook | None:
-    """Self-play's part of a run: every rank's envs find the league in ``RUN/league``
+    """Self-play's part of a run: every rank's envs find the league in ``league_dir``
     (``$HPCRL_LEAGUE_DIR``, which env subprocesses inherit), and rank 0 publishes the trained
     policy's snapshots there (:class:`~hpcrl.league.snapshot_hook.SnapshotHook`, which on a
     resume first removes the snapshots taken after the checkpoint), after the frozen
     policies of ``env.league.frozen`` (:func:`~hpcrl.league.frozen.seed_league`): every
     rank waits for that before an env starts a match."""
-    league_dir = run.path / "league"
     os.environ[LEAGUE_DIR_VARIABLE] = str(league_dir)
     hook = interval
     if job.is_leader and interval is None:

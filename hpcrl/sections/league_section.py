@@ -45,6 +45,19 @@ class LeagueConfig:
         "returns a legal move), a snapshot's name from hpcrl league RUN, or 'latest', the "
         "newest snapshot (the trained policy's teammates in a cooperative game: the final "
         "snapshot is the trained policy).", "random")
+    player: str = doc(
+        "The trained policy's name in the league: its snapshots are '<player>-<env steps>', "
+        "and matches.csv and the ratings name it so. A job of several policies (the "
+        "policies section) sets it to each policy's name.", "main")
+    versus: list = doc(
+        "The policies whose snapshots this one draws its opponents from, by name (a frozen "
+        "policy's name counts); empty: every snapshot of the league. A main exploiter of "
+        "the policies section plays its mains only.", factory=list)
+    reset_fraction: float = doc(
+        "When one of its snapshots joins the league, the trained policy goes back to its "
+        "initial weights with this probability (its optimiser's moments cleared; its "
+        "counters, envs and schedules go on): AlphaStar's exploiters, 1 for a main "
+        "exploiter, 0.25 for a league exploiter. 0: never.", 0.0)
     ratings: Literal["elo", "openskill"] = doc(
         "How hpcrl league rates the league's members from matches.csv: 'elo' (K 16, start "
         "1200) or 'openskill' (Plackett-Luce, TrueSkill-like; pip install openskill).", "elo")

@@ -483,3 +483,13 @@ class Config:
     pbt: PbtConfig = doc("Population-based training: read by `hpcrl pbt`, which trains "
                          "pbt.members runs of this config side by side; `hpcrl train` trains "
                          "one run and says it does not read this section.", factory=PbtConfig)
+    policies: dict = doc(
+        "The trained policies of a self-play league job, by name (empty: one, 'main'): "
+        "{name: {role, ranks, set}}. 'role': main (plays the whole league), main_exploiter "
+        "(plays the mains' newest snapshots, joins at a 0.7 win rate, then starts again), or "
+        "league_exploiter (plays the whole league by PFSP, joins at 0.7, starts again with "
+        "probability 0.25), AlphaStar's roles; 'ranks': the MPI ranks of its own job, which "
+        "trains it on the scheme (default: the launch's ranks split evenly); 'set': its own "
+        "values of config keys, {dotted key: value} (algo, actor, train, scheme, replay, "
+        "env.league keys, env.num_envs). Each policy is a run of its own in "
+        "RUN/policies/<name>, all of them in one league, RUN/league.", factory=dict)

@@ -4,7 +4,8 @@ print what they printed before it (a9c702e), byte for byte. The files under
 ``before_issue_52/`` are those outputs, with the keys added since, which a full
 ``config show`` lists (issue 51's ``train.deterministic: auto``, issue 54's
 ``scheme.evaluators: 0`` and its ``pbt`` section, issue 53's ``env.multiagent``,
-``env.agents``, ``env.league`` (with ``frozen`` later) and ``actor.action_mask``; its example
+``env.agents``, ``env.league`` (with ``frozen``, then ``player``, ``versus`` and
+``reset_fraction`` later), ``actor.action_mask`` and the ``policies`` section; its example
 ``spread-shared-ppo``'s file is its output when it was added); a change meant to alter one
 updates its file in the same commit, saying why."""
 from __future__ import annotations
