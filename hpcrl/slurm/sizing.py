@@ -14,10 +14,11 @@ world size its scheme needs. The templates' shapes:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hpcrl.config.loader import ConfigError, load_config, merge, parse_overrides, read_yaml
+from hpcrl.config.policy_configs import policy_configs
 from hpcrl.envs.backends.envpool import uses_envpool
 from hpcrl.scheme import INFERENCE, PRESETS, RankRole, apply_preset, describe
 from hpcrl.scheme.plan import rank_table
@@ -54,6 +55,7 @@ class JobShape:
     device: str
     table: tuple[RankRole, ...]
     components: tuple[Component, ...]
+    policies: int = 1  # a league job's trained policies, each on an equal share of the ranks
 
     @property
     def world_size(self) -> int:
@@ -67,8 +69,9 @@ class JobShape:
         for part in self.components[1:]:
             where += f" + {part.tasks} CPU tasks"
         scheme = self.scheme
+        each = f"{self.policies} policies, each " if self.policies > 1 else ""
         return (f"{self.template} job: {where}, {self.world_size} ranks: "
-                f"{describe(scheme)} (scheme.preset={scheme.preset})")
+                f"{each}{describe(scheme)} (scheme.preset={scheme.preset})")
 
 
 def suggest_template(collectors_per_worker: int, central: bool) -> str:
@@ -163,6 +166,51 @@ def gpu_inference_ranks(scheme: Mapping[str, Any]) -> int:
     return count if count > 0 and device != "cpu" else 0
 
 
+def league_policies(config_path: str | None, sets: Sequence[str], template: str,
+                    gpus: int) -> int:
+    """How many trained policies share the job's GPUs evenly (a league job's ``policies``
+    section: each a job of its own on ``gpus / policies`` GPU tasks); 1 without one. Refused,
+    naming the fix, where the template cannot give each policy its share."""
+    data = merge(read_yaml(config_path) if config_path else {}, parse_overrides(sets))
+    policies = data.get("policies") or {}
+    if not isinstance(policies, Mapping) or len(policies) < 1:
+        return 1
+    count = len(policies)
+    if template == "async":
+        raise ConfigError("a league job of several policies runs on the sync or central "
+                          "template (each policy's ranks one block of GPU tasks); the async "
+                          "template's GPU and CPU components would split each policy's "
+                          "ranks: pick a sync scheme (ddppo) or central (a3c) for it")
+    for name, value in policies.items():
+        own = value if isinstance(value, Mapping) else {}
+        keys = [k for k in own.get("set", {}) or {} if str(k).startswith("scheme.")]
+        if own.get("ranks") is not None or keys:
+            raise ConfigError(f"config key 'policies.{name}': the {template} template gives "
+                              f"every policy {gpus} / {count} GPU tasks and sizes its scheme; "
+                              f"drop its ranks and scheme keys ({keys or 'ranks'}), or launch "
+                              f"the job with srun yourself")
+    if gpus % count:
+        raise ConfigError(f"the job trains {count} policies, each on an equal share of the "
+                          f"GPUs, but asks for {gpus}: ask for a multiple of {count} GPUs")
+    return count
+
+
+def league_table(config: Config) -> tuple[RankRole, ...]:
+    """The rank table of a league job: each policy's table in turn, its ranks numbered from
+    where the last policy's end (as the job splits the launch,
+    :func:`~hpcrl.config.policy_configs.rank_split`)."""
+    table: list[RankRole] = []
+    for own in policy_configs(config).values():
+        start = len(table)
+        for role in rank_table(own):
+            table.append(replace(role, rank=role.rank + start,
+                                 feeds=tuple(r + start for r in role.feeds),
+                                 fed_by=tuple(r + start for r in role.fed_by),
+                                 inference=role.inference + start if role.inference >= 0
+                                 else role.inference))
+    return tuple(table)
+
+
 def cpus_for(train: TrainConfig, env: EnvConfig, role: RankRole) -> int:
     """CPUs a rank uses: its torch threads, plus one per env when envs run in subprocesses,
     or EnvPool's threads beyond the first (the rank's own thread waits while they step)."""
@@ -195,14 +243,16 @@ def size_job(template: str, config_path: str | None, sets: Sequence[str], nodes:
                           f"--set scheme.preset={TEMPLATE_PRESETS[template]}")
     gpus = nodes * gpus_per_node
     request = f"--nodes {nodes} x --gpus-per-node {gpus_per_node}"
+    policies = league_policies(config_path, sets, template, gpus)
     on_gpus = gpu_inference_ranks(scheme)
-    workers = gpus - int(central) - on_gpus
+    workers = gpus // policies - int(central) - on_gpus
     if workers < 1:
         beside = " and " if central and on_gpus else ""
         taken = (("the updater" if central else "") + beside
                  + (f"scheme.inference_ranks={on_gpus} inference ranks (a GPU each)"
                     if on_gpus else ""))
-        raise ConfigError(f"{request} = {gpus} GPU{'s' if gpus > 1 else ''} leaves no "
+        raise ConfigError(f"{request} = {gpus} GPU{'s' if gpus > 1 else ''} "
+                          f"{f'({gpus // policies} a policy) ' if policies > 1 else ''}leaves no "
                           f"gradient worker next to {taken}; ask for at least "
                           f"{gpus - workers + 1} GPUs"
                           + (", or put the inference ranks on CPU tasks with "
@@ -212,7 +262,7 @@ def size_job(template: str, config_path: str | None, sets: Sequence[str], nodes:
                    f"scheme.collectors_per_worker={k}")
     config = _load_sized(config_path, sets, scheme_sets, f"{request} makes "
                          f"scheme.gradient_workers={workers}")
-    table = tuple(rank_table(config))
+    table = tuple(rank_table(config)) if policies == 1 else league_table(config)
     gpu_ranks = tuple(r.rank for r in table
                       if r.learner or (on_gpus and r.role == INFERENCE))
     if gpu_ranks != tuple(range(gpus)):
@@ -226,4 +276,5 @@ def size_job(template: str, config_path: str | None, sets: Sequence[str], nodes:
     gpu_part = Component(gpu_ranks, cpus(gpu_ranks), nodes, gpus_per_node)
     rest = tuple(r.rank for r in table if r.rank not in gpu_ranks)
     parts = (gpu_part,) if not rest else (gpu_part, Component(rest, cpus(rest)))
-    return JobShape(template, scheme_sets, config.scheme, config.train.device, table, parts)
+    return JobShape(template, scheme_sets, config.scheme, config.train.device, table, parts,
+                    policies)

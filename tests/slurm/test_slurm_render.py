@@ -317,3 +317,40 @@ def test_the_async_template_on_open_mpi_5_launches_so_that_it_survives(monkeypat
     assert "HPCRL_LAUNCH='srun --mpi=pmix'" in old.text
     assert "the job ends: Open MPI v4.1.6 ends the whole job" in " ".join(
         old.text.replace("#  ", "").split())
+
+
+LEAGUE = {"env": {"id": "pettingzoo.classic.tictactoe_v3"}, "actor": {"action_mask": True},
+          "policies": {"main": {}, "exploiter": {"role": "main_exploiter"}}}
+
+
+@pytest.mark.parametrize("template, gpus, policies, message", [
+    ("sync", 4, {}, None),
+    ("central", 4, {}, None),
+    ("sync", 3, {}, "ask for a multiple of 2 GPUs"),
+    ("central", 2, {}, "(1 a policy) leaves no gradient worker next to the updater"),
+    ("async", 4, {}, "runs on the sync or central template"),
+    ("sync", 4, {"exploiter": {"ranks": 1}}, "drop its ranks and scheme keys"),
+    ("sync", 4, {"exploiter": {"set": {"scheme.gradient_workers": 1}}},
+     "drop its ranks and scheme keys (['scheme.gradient_workers'])"),
+])
+def test_a_league_job_shares_the_gpus_evenly_among_its_policies(tmp_path, template, gpus,
+                                                                 policies, message):
+    import yaml
+
+    data = {**LEAGUE, "policies": {**LEAGUE["policies"], **policies}}
+    config = tmp_path / "league.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    opts = RenderOptions(template, config=str(config), nodes=1, gpus_per_node=gpus)
+    if message is not None:
+        with pytest.raises(ConfigError) as err:
+            render(opts)
+        assert message in str(err.value)
+        return
+    shape = render(opts).shape
+    workers = 2 if template == "sync" else 1
+    assert shape.world_size == 4 and shape.policies == 2
+    assert f"scheme.gradient_workers={workers}" in shape.scheme_sets
+    roles = ["gradient_worker"] * 2 if template == "sync" else ["updater", "gradient_worker"]
+    assert [r.role for r in shape.table] == roles * 2
+    assert [r.rank for r in shape.table] == [0, 1, 2, 3]
+    assert "4 ranks: 2 policies, each" in shape.summary()

@@ -195,18 +195,44 @@ def test_shared_transport_across_nodes_is_refused_before_training(tmp_path: Path
 
 
 @pytest.mark.timeout(240)
-def test_central_template_runs_an_updater_and_async_workers(tmp_path: Path) -> None:
-    config = write_config(tmp_path, {"scheme": {"preset": "a3c"}})
+def test_central_template_runs_a_league_job_of_two_policies(tmp_path: Path) -> None:
+    """A league job of two trained policies from one config on the central template: each
+    policy's job, an updater and an asynchronous gradient worker, on a block of GPU tasks,
+    both in one league (the exploiter starting again after its snapshot joins, a reload of a
+    job of ranks under srun). It replaced the template's CartPole job: each policy runs the
+    same a3c layout."""
+    config = write_config(tmp_path, {
+        "scheme": {"preset": "a3c"},
+        "env": {"id": "pettingzoo.classic.tictactoe_v3", "league": {"snapshot_every": 256}},
+        "actor": {"action_mask": True},
+        "policies": {"main": {}, "exploiter": {"role": "main_exploiter"}}})
     rendered, script = render_job(tmp_path, "central", "central", config=str(config), nodes=1,
-                                  gpus_per_node=3)
+                                  gpus_per_node=4)
+    assert "4 ranks: 2 policies, each 1 updater + 1 gradient worker" in rendered.text
     plan = plan_of(config, rendered)
-    assert [r["role"] for r in plan["ranks"]] == ["updater"] + ["gradient_worker"] * 2
+    assert plan["world_size"] == 4
+    assert {name: ([r["role"] for r in p["ranks"]], p["world_ranks"])  # (in the file's order:
+            for name, p in plan["policies"].items()} == {  # write_config sorts the keys)
+        "exploiter": (["updater", "gradient_worker"], [0, 1]),
+        "main": (["updater", "gradient_worker"], [2, 3])}
     job = st.submit(script, env=job_env(tmp_path / "probe"))
     st.assert_completed(job, timeout=200)
 
     ranks = check_world(tmp_path / "probe", plan)
-    assert all(len(gpus_of(r)) == 3 for r in ranks), ranks
-    check_trained(tmp_path, "central", job, 3)
+    assert all(len(gpus_of(r)) == 4 for r in ranks), ranks
+    run = tmp_path / "central"
+    log = log_text(tmp_path, "central", job)
+    for name in ("main", "exploiter"):
+        progress = rows(run / "policies" / name)
+        assert int(progress[-1]["env_steps"]) >= 1024
+        assert f"[{name}] hpcrl: rank 0 of 2: training ppo" in log
+    assert "exploiter starts again from its initial weights after 512 env steps" in log
+    names = [s.name for s in snapshots(run / "league")]
+    assert [n for n in names if n.startswith("main-")] == [
+        "main-256", "main-512", "main-768", "main-1024"], names
+    assert [n for n in names if n.startswith("exploiter-")][:1] == ["exploiter-512"], names
+    played = {(m.player, m.opponent.split("-")[0]) for m in read_matches(run / "league")}
+    assert ("exploiter", "main") in played and ("main", "exploiter") in played, played
 
 
 @pytest.mark.timeout(240)

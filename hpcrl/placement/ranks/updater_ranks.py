@@ -236,7 +236,9 @@ class AsyncUpdaterRank:
                 if self.leader.checkpoint_due():
                     self._open_round(set(range(len(self.workers))))
             gradient = self.inbox[i]
-            command = STOP if self.leader.done else 0
+            # the budget's end, or the interval hook's reload (a PBT member's copy, a league
+            # exploiter's reset): every worker stops after the round's last checkpoint
+            command = STOP if self.leader.done or self.leader.writer.reloading else 0
             if self.leader.preempted:
                 command = self.leader.stop_command
                 self.preempted = True
