@@ -12,10 +12,11 @@ back to its initial weights (AlphaStar's exploiters): the run's roles end after 
 and its caller resets the checkpoint (:func:`~hpcrl.league.resets.reset_checkpoint`).
 
 On a resume the snapshots taken after the checkpoint are removed first (the updates that made
-them are trained again and publish them again); with the periodic schedule the league then
-grows exactly as in a run that was never stopped. The threshold's count of recent matches
-starts afresh on a resume (a checkpoint does not keep it). In a league of several trained
-policies each counts its own matches and removes only its own snapshots.
+them are trained again and publish them again), and the threshold's count of recent matches
+comes back from the checkpoint (:meth:`SnapshotHook.state`, with how far each match log was
+read, which the envs cut back to the same place): the league then grows exactly as in a run
+that was never stopped, by the periodic schedule and by the threshold alike. In a league of
+several trained policies each counts its own matches and removes only its own snapshots.
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ from hpcrl.sections.league_section import LeagueConfig
 class SnapshotHook:
     """Publishes snapshots of the trained policy (see the module)."""
 
-    def __init__(self, league_dir: Path, config: LeagueConfig, start_env_steps: int = 0) -> None:
+    def __init__(self, league_dir: Path, config: LeagueConfig, start_env_steps: int = 0,
+                 state: dict[str, Any] | None = None) -> None:
         self.league_dir = Path(league_dir)
         self.config = config
         self.player = config.player
@@ -46,8 +48,22 @@ class SnapshotHook:
         self.next_at = (start_env_steps // every + 1) * every if every > 0 else None
         self.recent: deque[float] = deque(maxlen=max(1, config.threshold_matches))
         self._offsets: dict[Path, int] = {}
+        if state is not None:  # a resume: the recent matches and where the logs were read
+            folder = match_dir(self.league_dir)
+            self._offsets = {folder / name: int(at) for name, at in state["offsets"].items()}
+            self.recent.extend(float(x) for x in state["recent"])
+            return
         self._read_new()  # matches before this start do not count towards the threshold
         self.recent.clear()
+
+    def state(self, env_steps: int) -> dict[str, Any]:
+        """The recent matches' outcomes and how far each match log was read, as they will be
+        after a checkpoint at ``env_steps`` (none recent when a snapshot joins there): a
+        resume from it counts towards the win threshold exactly as a run never stopped."""
+        joins = self.due(env_steps)
+        self._read_new()
+        return {"recent": [] if joins else list(self.recent),
+                "offsets": {path.name: at for path, at in self._offsets.items()}}
 
     def due(self, env_steps: int) -> bool:
         """Whether a snapshot joins at ``env_steps``."""

@@ -59,6 +59,11 @@ class IntervalHook(Protocol):
         from another state (a reload; the writer stops with ``STOP | RELOAD``)."""
         ...
 
+    def state(self, env_steps: int) -> dict[str, Any] | None:
+        """What of the hook a checkpoint at ``env_steps`` keeps, as the hook will be once
+        the checkpoint is handed to it (None: nothing; a resume gives it back)."""
+        ...
+
 
 @dataclass(frozen=True)
 class WrittenConfig:
@@ -228,6 +233,8 @@ class RunWriter:
             "placement": placement_state,
             "episodes": self.episodes.state(),
             "rng": rng_state(),
+            **({"interval": self.interval.state(self.env_steps)}
+               if self.interval is not None else {}),
             **extra,
         }, self.run.checkpoint_path)
         keep_recent(path, self.env_steps, self.train.keep_checkpoints)

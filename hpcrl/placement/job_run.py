@@ -307,7 +307,8 @@ def join_league(job: RankJob, league_dir: Path, state: dict[str, Any] | None,
     if job.is_leader and interval is None:
         steps = int(state["counters"]["env_steps"]) if state is not None else 0
         seed_league(league_dir, job.config.env.league.frozen)  # policies trained elsewhere
-        hook = SnapshotHook(league_dir, job.config.env.league, steps)
+        hook = SnapshotHook(league_dir, job.config.env.league, steps,
+                            None if state is None else state.get("interval"))
     if job.world.Get_size() > 1:
         job.world.Barrier()
     return hook

@@ -79,6 +79,10 @@ class MemberHook:
         """Whether the member's interval ended at ``env_steps``."""
         return self.member.due(env_steps)
 
+    def state(self, env_steps: int) -> dict[str, Any] | None:
+        """Nothing: a member's comparisons start again from the exchange's files."""
+        return None
+
     def after_checkpoint(self, checkpoint: Path, env_steps: int, row: Mapping[str, Any],
                          final: bool) -> bool:
         """Publish the interval's checkpoint and score; True when the member copies a

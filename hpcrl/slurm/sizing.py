@@ -195,14 +195,14 @@ def league_policies(config_path: str | None, sets: Sequence[str], template: str,
     return count
 
 
-def league_table(config: Config) -> tuple[RankRole, ...]:
-    """The rank table of a league job: each policy's table in turn, its ranks numbered from
-    where the last policy's end (as the job splits the launch,
+def league_table(tables: list[list[RankRole]]) -> tuple[RankRole, ...]:
+    """The rank table of a league job from each policy's own ``tables``, in turn: each
+    policy's ranks numbered from where the last policy's end (as the job splits the launch,
     :func:`~hpcrl.config.policy_configs.rank_split`)."""
     table: list[RankRole] = []
-    for own in policy_configs(config).values():
+    for own in tables:
         start = len(table)
-        for role in rank_table(own):
+        for role in own:
             table.append(replace(role, rank=role.rank + start,
                                  feeds=tuple(r + start for r in role.feeds),
                                  fed_by=tuple(r + start for r in role.fed_by),
@@ -262,7 +262,8 @@ def size_job(template: str, config_path: str | None, sets: Sequence[str], nodes:
                    f"scheme.collectors_per_worker={k}")
     config = _load_sized(config_path, sets, scheme_sets, f"{request} makes "
                          f"scheme.gradient_workers={workers}")
-    table = tuple(rank_table(config)) if policies == 1 else league_table(config)
+    table = (tuple(rank_table(config)) if policies == 1 else
+             league_table([rank_table(own) for own in policy_configs(config).values()]))
     gpu_ranks = tuple(r.rank for r in table
                       if r.learner or (on_gpus and r.role == INFERENCE))
     if gpu_ranks != tuple(range(gpus)):

@@ -172,6 +172,10 @@ def test_one_named_policy_trains_in_one_process_in_its_own_run(tmp_path: Path):
     assert [s.name for s in snapshots(run / "league")] == ["alice-1024", "alice-2048"]
     assert {m.player for m in read_matches(run / "league")} == {"alice"}
     assert result.evaluation is not None
+    # the checkpoint keeps the win threshold's count of recent matches for a resume
+    saved = load_checkpoint(run / "policies/alice/checkpoints/last.pt")
+    assert set(saved["interval"]) == {"recent", "offsets"}
+    assert all(name.startswith("env-") for name in saved["interval"]["offsets"])
     with pytest.raises(ConfigError, match="already holds a league job"):
         train(from_dict(data), run_dir=run, console=None)
 
@@ -231,3 +235,30 @@ def test_a_main_and_its_exploiter_train_on_ranks_of_their_own_and_resume(tmp_pat
 
     main_eval = json.loads((run / "policies/main/eval.json").read_text())
     assert main_eval["mean_return"] >= 0.5, main_eval
+
+
+@pytest.mark.quick
+def test_the_win_threshold_s_count_comes_back_from_a_checkpoint(tmp_path: Path):
+    """A resumed hook counts the matches since the newest snapshot as the one that wrote the
+    checkpoint did: the same snapshot joins at the same env steps; a hook that started
+    counting afresh (the old rule) would not."""
+    league = tmp_path / "league"
+    config = LeagueConfig(snapshot_every=0, win_threshold=0.5, threshold_matches=100)
+    log = MatchLog(league, 3)
+
+    def play(first: int, count: int, outcome: str) -> None:
+        for match in range(first, first + count):
+            log.append(MatchRow(time.time(), 3, match, match, "main", "a", "x", "b", outcome,
+                                0, 5))
+
+    hook = SnapshotHook(league, config)
+    play(0, 80, WIN)
+    state = hook.state(1000)  # a checkpoint after 80 wins, no snapshot due yet
+    assert len(state["recent"]) == 80 and not hook.due(1000)
+    resumed = SnapshotHook(league, config, 1000, state)
+    afresh = SnapshotHook(league, config, 1000)
+    play(80, 30, WIN)
+    assert hook.due(1500) and resumed.due(1500)  # 100 matches counted, all won
+    assert not afresh.due(1500)  # 30 counted: the threshold waits for 100
+    # at a checkpoint where a snapshot joins, the count starts again there
+    assert hook.state(1500)["recent"] == []
