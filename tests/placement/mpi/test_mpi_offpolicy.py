@@ -16,7 +16,7 @@ from hpcrl.runtime.signals import EXIT_PREEMPTED
 
 EXAMPLES = ROOT / "examples"
 # the example's DQN recipe with a [64, 64] net: its gradient steps cost a quarter of [256, 256]'s
-APEX = ["scheme.preset=apex", "algo.num_steps=256", "train.checkpoint_every=1000",
+APEX = ["scheme.preset=apex", "algo.num_steps=128", "train.checkpoint_every=1000",
         "actor.hidden_sizes=[64,64]"]
 
 
@@ -65,7 +65,9 @@ def test_async_sac_keeps_the_replay_ratio_of_one_process(tmp_path, algo):
 
 @pytest.mark.timeout(240)
 def test_apex_stopped_by_a_signal_resumes_with_its_replay(tmp_path):
-    sets = [*APEX, "train.total_env_steps=10240"]  # stopped after 7 of 40 updates
+    # 20 updates of 2 collectors x 128 steps (4 before replay.learning_starts), stopped
+    # after the 8th or so
+    sets = [*APEX, "train.total_env_steps=5120"]
     job = start_training(3, tmp_path / "cut", sets, EXAMPLES / "dqn-cartpole.yaml")
     signal_after_rows(job, tmp_path / "cut", 7, signal.SIGUSR1, within_s=90)
     _, err = job.communicate(timeout=90)
@@ -81,7 +83,7 @@ def test_apex_stopped_by_a_signal_resumes_with_its_replay(tmp_path):
     done = run(3, ["train", "--resume", str(cut.path)], [], timeout=150)
     assert done.returncode == 0, done.stderr[-2000:]
     steps = column(cut.path, "env_steps")
-    assert steps == sorted(steps) and steps[-1] >= 10240
+    assert steps == sorted(steps) and steps[-1] >= 5120
     final = load_checkpoint(cut.checkpoint_path)["placement"]["updater"]["learner"]
     assert int(final["replay"]["size"]) > kept
     assert final["algorithm"]["steps"] > learner["learner"]["algorithm"]["steps"]
