@@ -423,10 +423,12 @@ def _role_device(config: Config, role: RankRole) -> tuple[torch.device | None,
         return None, str(err)
 
 
-def build_job(config: Config, world: Any = None) -> RankJob:
+def build_job(config: Config, world: Any = None, lost_ends_it: str | None = None) -> RankJob:
     """This rank's job over ``world`` (default: MPI's; a one-process
     :class:`~hpcrl.comm.world.SelfComm` for a run in this process alone); exits every rank
-    with status 2 when the world size is wrong or a rank cannot have its device."""
+    with status 2 when the world size is wrong or a rank cannot have its device.
+    ``lost_ends_it``: why a lost collector ends this job whatever its MPI (a policy's job in
+    a league job of several, whose ranks all meet at the launch's end)."""
     world = world if world is not None else world_comm()
     table = rank_table(world, config)
     rank = world.Get_rank()
@@ -438,13 +440,13 @@ def build_job(config: Config, world: Any = None) -> RankJob:
     assert device is not None  # no rank refused
     job = RankJob(config, world, role, table, learners if role.learner else None,
                  gradient if role.role == WORKER else None, device, env_spaces(config))
-    _plan_survival(job)
+    _plan_survival(job, lost_ends_it)
 
     job.memory = open_node_memory(job)
     return job
 
 
-def _plan_survival(job: RankJob) -> None:
+def _plan_survival(job: RankJob, lost_ends_it: str | None = None) -> None:
     """Whether ``job`` goes on without a lost collector, and its start-up line: only
     asynchronous collection can (a synchronous learner waits for every collector), and only
     on an MPI that survives a dead rank (:func:`~hpcrl.comm.faults.survival_problem`).
@@ -454,7 +456,7 @@ def _plan_survival(job: RankJob) -> None:
     if s.collection != "async" or not any(r.role == COLLECTOR for r in job.table):
         return
     job.peers = gather_peers(job.world)  # to name a lost collector's host either way
-    problem = survival_problem()
+    problem = lost_ends_it or survival_problem()
     if problem is not None:
         idle = spare_ranks(s)
         job.survival_note = (f"a lost collector ends this job: {problem}"

@@ -248,16 +248,18 @@ def upgraded(state: dict[str, Any]) -> dict[str, Any]:
 
 def prepare(config: Config, run_dir: Path | None, resume: bool = False,
             console: IO[str] | None = None, world: Any = None,
-            interval: IntervalHook | None = None, league_dir: Path | None = None) -> JobRun:
+            interval: IntervalHook | None = None, league_dir: Path | None = None,
+            lost_ends_it: str | None = None) -> JobRun:
     """This rank's part of a run of ``config``, ready to :meth:`~JobRun.train`, in ``run_dir``
     (None: the default directory rank 0 picks for every rank); ``world``: the communicator
     of the job's ranks (default: MPI's world; a :class:`~hpcrl.comm.world.SelfComm` runs it
     in this process alone); ``interval``: rank 0's hook at a population member's intervals
     (:class:`~hpcrl.learning.run_writer.IntervalHook`); ``league_dir``: a self-play run's
-    league (default ``RUN/league``; a league job's policies share the job's)."""
+    league (default ``RUN/league``; a league job's policies share the job's);
+    ``lost_ends_it``: why a lost collector ends this job whatever its MPI."""
     set_compute_threads(config.train.torch_threads)
     seed_everything(config.seed)
-    job = build_job(config, world)
+    job = build_job(config, world, lost_ends_it)
     run = agree_run_dir(job, None if run_dir is None else Path(run_dir), resume)
     _action_space_check(job)
     if plays_league(config.env):

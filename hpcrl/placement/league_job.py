@@ -20,7 +20,10 @@ touches no other. An exploiter that is to start again (``env.league.reset_fracti
 its roles after the snapshot that asked, its checkpoint goes back to the weights it started
 with (:mod:`~hpcrl.league.resets`), and it goes on from there.
 
-One process (no launcher) trains a job of one policy; several need a rank each at least,
+A lost collector ends a league job of several policies under any MPI (each policy's job
+would go on without it under ULFM, but the policies meet on every rank of the launch at the
+end), and every policy resumes from its checkpoint. One process (no launcher) trains a job
+of one policy; several need a rank each at least,
 and a launch of the wrong size is refused before any rank starts, naming the size to launch.
 Opponents from another policy's snapshots are drawn as those files appear, so a league job of
 several policies is not repeated to the bit (a policy's own snapshots follow its clock, as
@@ -49,6 +52,9 @@ from hpcrl.sections.league_section import LeagueConfig
 from hpcrl.sections.schema import Config
 
 POLICIES = "policies"  # RUN/policies/<name>: each policy's run
+# why a policy's job of a league job of several does not go on without a lost collector
+LOST_ENDS_IT = ("the policies of a league job meet on every rank of the launch at its end, "
+                "which a lost rank would fail; resume the job from its checkpoints")
 LEAGUE = "league"  # RUN/league: the league every policy plays in
 
 
@@ -181,7 +187,9 @@ def _train_policy(config: Config, league: LeagueConfig, run_path: Path, resume: 
     reset; returns its last job run."""
     first = True
     while True:
-        job_run = prepare(config, run_path, resume, console, world=comm, league_dir=league_dir)
+        job_run = prepare(config, run_path, resume, console, world=comm, league_dir=league_dir,
+                          lost_ends_it=LOST_ENDS_IT if world.Get_size() > comm.Get_size()
+                          else None)
         job_run.tells_stop = False  # (the job's rank 0 says how the whole job continues)
         STOP_REQUEST.announce = world.Get_rank() == 0  # one rank of the launch says it
         if first:
