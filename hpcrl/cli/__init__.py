@@ -135,6 +135,12 @@ def eval_command(run_dir: str, episodes: int | None, seed: int | None,
 
     if record_path is not None and not record_path.endswith(".npz"):
         raise click.UsageError(f"--record '{record_path}': a demonstration file ends in .npz")
+    policies = Path(run_dir) / "policies"
+    if policies.is_dir() and not (Path(run_dir) / "checkpoints").exists():
+        names = ", ".join(sorted(p.name for p in policies.iterdir() if p.is_dir()))
+        raise click.UsageError(f"'{run_dir}' is a league job of several policies ({names}), "
+                               f"each a run of its own: evaluate one, e.g. hpcrl eval "
+                               f"{policies / (names.split(', ')[0] or 'NAME')}")
     where = pick_device(device, node_local_rank(), key="--device")
     actor, cfg = load_policy_and_config(run_dir, where, best)
     if max_episode_steps is not None:

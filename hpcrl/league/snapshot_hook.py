@@ -28,7 +28,7 @@ from typing import Any
 
 from hpcrl.envs.multiagent.matches import DRAW, WIN
 from hpcrl.league.match_log import match_dir
-from hpcrl.league.snapshots import drop_after, publish
+from hpcrl.league.snapshots import drop_after, publish, snapshots
 from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.sections.league_section import LeagueConfig
 
@@ -37,7 +37,7 @@ class SnapshotHook:
     """Publishes snapshots of the trained policy (see the module)."""
 
     def __init__(self, league_dir: Path, config: LeagueConfig, start_env_steps: int = 0,
-                 state: dict[str, Any] | None = None) -> None:
+                 state: dict[str, Any] | None = None, checkpoint: Path | None = None) -> None:
         self.league_dir = Path(league_dir)
         self.config = config
         self.player = config.player
@@ -48,6 +48,8 @@ class SnapshotHook:
         self.next_at = (start_env_steps // every + 1) * every if every > 0 else None
         self.recent: deque[float] = deque(maxlen=max(1, config.threshold_matches))
         self._offsets: dict[Path, int] = {}
+        if checkpoint is not None:
+            self._publish_missed(start_env_steps, state, checkpoint)
         if state is not None:  # a resume: the recent matches and where the logs were read
             folder = match_dir(self.league_dir)
             self._offsets = {folder / name: int(at) for name, at in state["offsets"].items()}
@@ -56,13 +58,29 @@ class SnapshotHook:
         self._read_new()  # matches before this start do not count towards the threshold
         self.recent.clear()
 
+    def _publish_missed(self, env_steps: int, state: dict[str, Any] | None,
+                        checkpoint: Path) -> None:
+        """A resume from the checkpoint at ``env_steps`` that a stop signal wrote where a
+        snapshot was due (a stop publishes none): publish it now from that checkpoint, the
+        weights the run never stopped published there."""
+        own = [snap.env_steps for snap in snapshots(self.league_dir) if snap.policy == self.player]
+        if env_steps <= 0 or env_steps in own:
+            return
+        if state is not None:
+            due = bool(state.get("joins"))
+        else:  # (a checkpoint from before the hook kept its state: the periodic schedule)
+            every = self.config.snapshot_every
+            due = every > 0 and env_steps >= (max(own, default=0) // every + 1) * every
+        if due:
+            publish(self.league_dir, self.player, env_steps, load_checkpoint(checkpoint)["policy"])
+
     def state(self, env_steps: int) -> dict[str, Any]:
         """The recent matches' outcomes and how far each match log was read, as they will be
         after a checkpoint at ``env_steps`` (none recent when a snapshot joins there): a
         resume from it counts towards the win threshold exactly as a run never stopped."""
         joins = self.due(env_steps)
         self._read_new()
-        return {"recent": [] if joins else list(self.recent),
+        return {"recent": [] if joins else list(self.recent), "joins": joins,
                 "offsets": {path.name: at for path, at in self._offsets.items()}}
 
     def due(self, env_steps: int) -> bool:

@@ -280,7 +280,8 @@ def prepare(config: Config, run_dir: Path | None, resume: bool = False,
     restore_signals = STOP_REQUEST.install()
     state = resume_state(job, run) if resume else None
     if plays_league(config.env):
-        interval = join_league(job, league_dir or run.path / "league", state, interval)
+        interval = join_league(job, league_dir or run.path / "league", state, interval,
+                               run.checkpoint_path)
     if state is not None and job.is_leader:
         set_rng_state(state["rng"])  # rank 0's generators, saved by it
     if job.is_leader and console is not None:
@@ -297,11 +298,13 @@ def prepare(config: Config, run_dir: Path | None, resume: bool = False,
 
 
 def join_league(job: RankJob, league_dir: Path, state: dict[str, Any] | None,
-                interval: IntervalHook | None) -> IntervalHook | None:
+                interval: IntervalHook | None, checkpoint: Path | None = None
+                ) -> IntervalHook | None:
     """Self-play's part of a run: every rank's envs find the league in ``league_dir``
     (``$HPCRL_LEAGUE_DIR``, which env subprocesses inherit), and rank 0 publishes the trained
     policy's snapshots there (:class:`~hpcrl.league.snapshot_hook.SnapshotHook`, which on a
-    resume first removes the snapshots taken after the checkpoint), after the frozen
+    resume first removes the snapshots taken after the checkpoint and publishes one that a
+    stop at ``checkpoint`` left due), after the frozen
     policies of ``env.league.frozen`` (:func:`~hpcrl.league.frozen.seed_league`): every
     rank waits for that before an env starts a match."""
     os.environ[LEAGUE_DIR_VARIABLE] = str(league_dir)
@@ -310,7 +313,7 @@ def join_league(job: RankJob, league_dir: Path, state: dict[str, Any] | None,
         steps = int(state["counters"]["env_steps"]) if state is not None else 0
         seed_league(league_dir, job.config.env.league.frozen)  # policies trained elsewhere
         hook = SnapshotHook(league_dir, job.config.env.league, steps,
-                            None if state is None else state.get("interval"))
+                            None if state is None else state.get("interval"), checkpoint)
     if job.world.Get_size() > 1:
         job.world.Barrier()
     return hook

@@ -174,7 +174,7 @@ def test_one_named_policy_trains_in_one_process_in_its_own_run(tmp_path: Path):
     assert result.evaluation is not None
     # the checkpoint keeps the win threshold's count of recent matches for a resume
     saved = load_checkpoint(run / "policies/alice/checkpoints/last.pt")
-    assert set(saved["interval"]) == {"recent", "offsets"}
+    assert set(saved["interval"]) == {"recent", "offsets", "joins"}
     assert all(name.startswith("env-") for name in saved["interval"]["offsets"])
     with pytest.raises(ConfigError, match="already holds a league job"):
         train(from_dict(data), run_dir=run, console=None)
@@ -228,6 +228,10 @@ def test_a_main_and_its_exploiter_train_on_ranks_of_their_own_and_resume(tmp_pat
     table = subprocess.run([sys.executable, "-m", "hpcrl.cli", "league", str(run)],
                            capture_output=True, text=True, timeout=60)
     assert table.returncode == 0 and "exploiter: rating" in table.stdout, table.stderr
+    whole = subprocess.run([sys.executable, "-m", "hpcrl.cli", "eval", str(run)],
+                           capture_output=True, text=True, timeout=60)
+    assert whole.returncode == 2 and "a league job of several policies (exploiter, main)" \
+        in whole.stderr and f"hpcrl eval {run}/policies/exploiter" in whole.stderr, whole.stderr
     assert np.isfinite([m.ret for m in matches]).all()
     # the main learnt beside its exploiter: it beats random play (about 0 for random play,
     # whose seats alternate; 0.8 and more seen at this budget)
@@ -262,3 +266,22 @@ def test_the_win_threshold_s_count_comes_back_from_a_checkpoint(tmp_path: Path):
     assert not afresh.due(1500)  # 30 counted: the threshold waits for 100
     # at a checkpoint where a snapshot joins, the count starts again there
     assert hook.state(1500)["recent"] == []
+
+
+@pytest.mark.quick
+def test_a_snapshot_a_stop_left_due_is_published_on_the_resume(tmp_path: Path):
+    """A stop signal's checkpoint publishes no snapshot, even where one was due: the resume
+    publishes it from that checkpoint, as the run never stopped did at those env steps."""
+    league, checkpoint = tmp_path / "league", tmp_path / "last.pt"
+    save_atomic({"policy": {"state_dict": {"w": torch.ones(2)}}}, checkpoint)
+    config = LeagueConfig(snapshot_every=1000)
+    publish(league, "main", 1000, {"state_dict": {}})
+    SnapshotHook(league, config, 2048, {"recent": [], "offsets": {}, "joins": True}, checkpoint)
+    assert [s.name for s in snapshots(league)] == ["main-1000", "main-2048"]
+    assert torch.equal(load_checkpoint(snapshots(league)[-1].path)["state_dict"]["w"],
+                       torch.ones(2))
+    SnapshotHook(league, config, 2560, {"recent": [], "offsets": {}, "joins": False},
+                 checkpoint)  # not due there: nothing
+    # a checkpoint from before the hook kept its state: the periodic schedule decides
+    SnapshotHook(league, config, 3072, None, checkpoint)
+    assert [s.name for s in snapshots(league)] == ["main-1000", "main-2048", "main-3072"]
