@@ -37,7 +37,7 @@ from typing import IO, Any
 from hpcrl.components.import_paths import path_of
 from hpcrl.components.scripts import refuse_training_during_import
 from hpcrl.config.loader import load_config, resolve
-from hpcrl.errors import ExplainedError
+from hpcrl.errors import ConfigError, ExplainedError
 from hpcrl.runtime.run_dir import RunDir
 from hpcrl.sections.schema import Config
 
@@ -164,6 +164,12 @@ def _run(cfg: Config, run_dir: Path | None, resume: bool,
 
     if cfg.policies:  # a league job of named policies, each a job of its own
         return _run_league(cfg, run_dir, resume, console)
+    if cfg.env.league.reset_fraction > 0:
+        raise ConfigError(f"config key 'env.league.reset_fraction' ({cfg.env.league.reset_fraction}"
+                          f") resets an exploiter of a league job; set it in a policies entry, "
+                          f"e.g. policies: {{main: {{set: {{env.league.reset_fraction: "
+                          f"{cfg.env.league.reset_fraction}}}}}}} (a job of one named policy "
+                          f"runs in one process too)")
     if wants_mpi(cfg):
         return _run_mpi(cfg, run_dir, resume, console)
     run = RunDir(run_dir if run_dir is not None else default_run_dir(cfg.algo.name, cfg.env.id))

@@ -57,7 +57,9 @@ class LeagueConfig:
         "When one of its snapshots joins the league, the trained policy goes back to its "
         "initial weights with this probability (its optimiser's moments cleared; its "
         "counters, envs and schedules go on): AlphaStar's exploiters, 1 for a main "
-        "exploiter, 0.25 for a league exploiter. 0: never.", 0.0)
+        "exploiter, 0.25 for a league exploiter. 0: never. Set through a policies entry "
+        "(the league job's loop resets it); a run without a policies section refuses it.",
+        0.0)
     ratings: Literal["elo", "openskill"] = doc(
         "How hpcrl league rates the league's members from matches.csv: 'elo' (K 16, start "
         "1200) or 'openskill' (Plackett-Luce, TrueSkill-like; pip install openskill).", "elo")

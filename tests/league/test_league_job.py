@@ -94,6 +94,11 @@ def test_one_process_is_refused_several_policies_before_any_work(tmp_path: Path)
                        r"more \(`mpiexec -n 2 hpcrl train"):
         train(from_dict(TWO), run_dir=tmp_path / "run", console=None)
     assert not (tmp_path / "run").exists()
+    # a reset belongs to a policy of a league job, whose loop goes back to its start
+    with pytest.raises(ConfigError, match=r"set it in a policies entry, e.g. policies: "
+                       r"\{main: \{set: \{env.league.reset_fraction: 0.25\}\}\}"):
+        train(from_dict({**BASE, "env": {**BASE["env"], "league": {
+            "reset_fraction": 0.25}}}), run_dir=tmp_path / "lone", console=None)
 
 
 def _league_with(folder: Path, names: list[str]) -> None:
