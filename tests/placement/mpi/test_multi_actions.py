@@ -54,8 +54,10 @@ def test_ppo_learns_several_action_components_and_its_policy_acts_in_them(kind, 
     assert env.action_space.contains(action.astype(env.action_space.dtype))
 
 
+# DD-PPO runs the same on every run: 3.2 -> 7.3 in 8192 steps (the 1.5 asked, with room);
+# IMPALA makes about 3.1 -> 5.1 in its 65536
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("preset,ranks,steps", [("ddppo", 2, 16384), ("impala", 3, 65536)])
+@pytest.mark.parametrize("preset,ranks,steps", [("ddppo", 2, 8192), ("impala", 3, 65536)])
 def test_presets_carry_multi_discrete_actions(preset, ranks, steps, tmp_path):
     train(ranks, tmp_path, [f"scheme.preset={preset}", f"env.id={ENVS['multi_discrete']}",
                             f"train.total_env_steps={steps}", "env.num_envs=4"], timeout=200)
