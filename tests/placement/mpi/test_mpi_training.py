@@ -19,7 +19,6 @@ def assert_learned(run_dir):
     (1, ["scheme.preset=serial"]),
     (3, ["scheme.preset=a2c"]),
     (2, ["scheme.preset=ddppo"]),
-    (3, ["scheme.preset=a3c"]),
     (3, ["scheme.preset=async-ppo"]),
     (3, ["scheme.preset=ddppo", "scheme.update=central"]),
     (4, ["scheme.preset=a2c", "scheme.gradient_workers=2", "scheme.collectors_per_worker=1"]),
@@ -125,10 +124,13 @@ def test_async_collection_is_not_held_back_by_a_slow_collector(tmp_path):
 
 
 @pytest.mark.timeout(150)
-def test_async_gradients_are_applied_as_they_arrive(tmp_path):
-    sets = ["scheme.preset=a3c", "env.id=hpcrl_testenvs:SlowCartPole-v0",
-            "train.total_env_steps=16384", "algo.ppo.num_epochs=1", "algo.ppo.minibatch_size=256"]
+def test_a3c_learns_applying_gradients_as_they_arrive(tmp_path):
+    # the a3c preset's learning job of test_scheme_trains_cartpole, its second worker's env
+    # slowed (1 ms a step): one job asserts both (it learnt to 83 and 89 where the plain
+    # job's budget is asked for 50)
+    sets = [*BUDGET, "scheme.preset=a3c", "env.id=hpcrl_testenvs:SlowCartPole-v0"]
     train(3, tmp_path, sets, env={"HPCRL_TEST_SLOW_SECONDS": "0.001", "HPCRL_TEST_SLOW_RANKS": "2"})
+    assert_learned(tmp_path)
     asynchrony = column(tmp_path, "gradient_asynchrony")
     # the slow worker's gradients were computed on weights many updates old: the fast
     # worker's updates were applied meanwhile, and only it received the new weights
