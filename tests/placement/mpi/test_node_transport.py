@@ -149,17 +149,33 @@ def every_streamed_rollout_and_chunk_arrives(comm, run_dir, preset: str,
         assert inbox.received == [everyone[r] for r in inbox.ranks]
 
 
-@pytest.mark.timeout(800)  # 200 for each of the four jobs, as when each was a test
+def a3c_workers_take_lz4_compressed_weights(comm, run_dir) -> None:
+    """The updater's weights reach asynchronous gradient workers compressed: each worker's
+    last weights message, unpacked, is a version the updater published, bit for bit."""
+    done = train_mpi(from_dict({}, [*FAST, "scheme.preset=a3c", "scheme.compress=lz4",
+                                    "env.num_envs=2", "algo.num_steps=16",
+                                    "algo.ppo.minibatch_size=32",
+                                    "train.total_env_steps=1024"]), run_dir / "a3c")
+    if done.job.role.role == "gradient_worker":
+        assert done.ranked.updates.route.params.codec.name == "lz4"
+        received = done.ranked.updates.route.weights  # the last message, unpacked
+        assert received.version > 0 and np.isfinite(received.params).all()
+        assert received.params.any()
+
+
+@pytest.mark.timeout(920)  # 200 for each of the four jobs, 120 for A3C's, as when tests
 @pytest.mark.parallel(3)
-def test_every_streamed_rollout_and_chunk_arrives_by_shared_memory_and_lz4_messages():
+def test_streams_and_a3c_weights_arrive_by_shared_memory_and_lz4_messages():
     """Asynchronous collectors (IMPALA's rollouts, Ape-X's transition chunks, whose sends
-    a replay learner holds back), through the window and as lz4-compressed messages: four
-    jobs in one launch of 3 ranks, rather than a launch each (2.5 CPU seconds a rank)."""
+    a replay learner holds back), through the window and as lz4-compressed messages, and
+    A3C's weights as lz4-compressed messages: five jobs in one launch of 3 ranks, rather
+    than a launch each (2.5 CPU seconds a rank)."""
     comm = world()
     run_dir = shared_dir(comm)
     for preset in ("impala", "apex"):
         for transport in ("shared", "lz4-messages"):
             every_streamed_rollout_and_chunk_arrives(comm, run_dir, preset, transport)
+    a3c_workers_take_lz4_compressed_weights(comm, run_dir)
 
 
 @pytest.mark.timeout(120)
@@ -219,21 +235,3 @@ def test_shared_transport_without_collectors_is_refused(tmp_path):
                 "scheme.transport=shared"], timeout=50)
     assert done.returncode != 0 and "Traceback" not in done.stderr  # before any rank started
     assert "scheme.transport=shared" in done.stderr and "collectors_per_worker" in done.stderr
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parallel(3)
-def test_a3c_workers_take_lz4_compressed_weights_from_the_updater():
-    """The updater's weights reach asynchronous gradient workers compressed: each worker's
-    last weights message, unpacked, is a version the updater published, bit for bit."""
-    comm = world()
-    run_dir = shared_dir(comm)
-    done = train_mpi(from_dict({}, [*FAST, "scheme.preset=a3c", "scheme.compress=lz4",
-                                    "env.num_envs=2", "algo.num_steps=16",
-                                    "algo.ppo.minibatch_size=32",
-                                    "train.total_env_steps=1024"]), run_dir / "a3c")
-    if done.job.role.role == "gradient_worker":
-        assert done.ranked.updates.route.params.codec.name == "lz4"
-        received = done.ranked.updates.route.weights  # the last message, unpacked
-        assert received.version > 0 and np.isfinite(received.params).all()
-        assert received.params.any()
