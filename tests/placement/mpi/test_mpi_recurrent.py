@@ -51,8 +51,9 @@ def test_asynchronous_collectors_ship_states_with_their_rollouts(tmp_path, n, se
 def test_every_scheme_carries_the_state_into_its_checkpoint(tmp_path, n, sets):
     import torch
 
+    # 8 updates of 128 steps, checkpointed every 2: the states gathered mid-run and at the end
     train(n, tmp_path, ["actor.memory=gru", "actor.memory_size=16", "env.num_envs=4",
-                        "algo.ppo.minibatch_size=64", "train.total_env_steps=2048",
+                        "algo.ppo.minibatch_size=64", "train.total_env_steps=1024",
                         "train.checkpoint_every=2", *sets])
     saved = torch.load(tmp_path / "checkpoints" / "last.pt", weights_only=True)
     collectors = saved["placement"]["collectors"]
