@@ -25,10 +25,7 @@ def world():
     return MPI.COMM_WORLD
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parallel(2)
-def test_a_region_written_on_one_rank_is_read_in_place_on_the_other():
-    comm = world()
+def a_region_written_on_one_rank_is_read_in_place_on_the_other(comm) -> None:
     peers = node_peers(comm)
     assert peers.ranks == (0, 1)
     memory = NodeMemory(peers, comm.rank, {"a": 10, "b": 5000} if comm.rank == 1 else {})
@@ -178,12 +175,15 @@ def test_streams_and_a3c_weights_arrive_by_shared_memory_and_lz4_messages():
     a3c_workers_take_lz4_compressed_weights(comm, run_dir)
 
 
-@pytest.mark.timeout(120)
+# The window itself and its refusal, in one launch of 2 ranks (2.5 CPU seconds a rank)
+@pytest.mark.timeout(180)  # 60 for the region, 120 for the jobs, as when each was a test
 @pytest.mark.parallel(2)
-def test_too_little_dev_shm_falls_back_to_messages_or_is_refused(monkeypatch, capsys):
+def test_a_region_is_read_in_place_and_too_little_dev_shm_falls_back_or_is_refused(
+        monkeypatch, capsys):
     import hpcrl.exchange.node_transport as transport
 
     comm = world()
+    a_region_written_on_one_rank_is_read_in_place_on_the_other(comm)
     run_dir = shared_dir(comm)
     monkeypatch.setattr(transport, "shm_free_bytes", lambda: 0)  # a full /dev/shm
     sets = [*FAST, "scheme.preset=a2c", "scheme.collectors_per_worker=1", "env.num_envs=2",
