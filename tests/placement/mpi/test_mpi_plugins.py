@@ -110,7 +110,7 @@ def test_an_offpolicy_plugin_trains_on_the_apex_scheme(tmp_path):
          "train.total_env_steps=12288"]),
     (3, ["scheme.preset=a2c", "algo.name=evolution_strategies:EvolutionStrategies",
          "algo.num_steps=500", "algo.lr=0.03", "env.num_envs=4",
-         "train.total_env_steps=40000"]),
+         "train.total_env_steps=20000"]),
 ], ids=["reinforce-ddppo", "clipped-double-dqn-apex", "evolution-strategies-a2c"])
 def test_plugins_with_sections_of_their_own_learn_on_mpi_schemes(tmp_path, n, sets):
     """One module each, named by import path on every rank: its own keys reach the
@@ -119,4 +119,5 @@ def test_plugins_with_sections_of_their_own_learn_on_mpi_schemes(tmp_path, n, se
     train(n, tmp_path, sets)
     returns = [r for r in column(tmp_path, "episode_return_mean") if r == r]  # nan: none yet
     # about 20 at random play, over 100 on these budgets; the margin is for a loaded box
+    # (evolution strategies on a2c, the same on every run, start at 11 and make 114)
     assert returns[-1] >= 50 and returns[-1] >= 2 * returns[0], returns
