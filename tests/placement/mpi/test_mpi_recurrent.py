@@ -30,9 +30,11 @@ def test_a_gru_solves_the_memory_task_and_an_mlp_does_not(tmp_path):
     assert json.loads(done.stdout)["mean_return"] >= 0.95
 
 
+# async-ppo recalls the cue in every game by about 12k steps (evaluated at 1.0 in 3 runs of
+# 16k); impala by about 70k
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("n,sets", [
-    (3, ["scheme.preset=async-ppo", "train.total_env_steps=30000", "algo.ppo.num_epochs=4"]),
+    (3, ["scheme.preset=async-ppo", "train.total_env_steps=16384", "algo.ppo.num_epochs=4"]),
     (3, ["scheme.preset=impala", "train.total_env_steps=80000"]),
 ], ids=["async-ppo", "impala"])
 def test_asynchronous_collectors_ship_states_with_their_rollouts(tmp_path, n, sets):
