@@ -65,9 +65,11 @@ QUICK_MODULES = frozenset({
 
 # one multi-rank job per family of schemes, and the defaults under mpiexec
 QUICK_TESTS = frozenset({
-    "tests/placement/mpi/test_mpi_training.py::test_scheme_trains_cartpole[3-a2c]",
-    "tests/placement/mpi/test_mpi_training.py::test_scheme_trains_cartpole[3-async-ppo]",
-    "tests/placement/mpi/test_mpi_training.py::test_scheme_trains_cartpole[3-a3c]",
+    # the a2c, async-ppo and a3c presets' learning jobs (each with its preemption or
+    # asynchrony check, one job a preset)
+    "tests/placement/mpi/test_mpi_training.py::test_collector_preemption_with_dedicated_collectors",
+    "tests/placement/mpi/test_mpi_training.py::test_async_collection_is_not_held_back_by_a_slow_collector",
+    "tests/placement/mpi/test_mpi_training.py::test_a3c_learns_applying_gradients_as_they_arrive",
     "tests/placement/mpi/test_mpi_offpolicy.py::test_impala_preset_learns_cartpole",
     "tests/placement/mpi/test_mpi_offpolicy.py::test_async_sac_keeps_the_replay_ratio_of_one_process[sac]",
     "tests/placement/mpi/test_mpi_lifecycle.py::test_mpiexec_without_run_dir_trains_in_the_default_run_dir",
