@@ -49,7 +49,7 @@ class SnapshotHook:
         self.recent: deque[float] = deque(maxlen=max(1, config.threshold_matches))
         self._offsets: dict[Path, int] = {}
         if checkpoint is not None:
-            self._publish_missed(start_env_steps, state, checkpoint)
+            publish_missed(self.league_dir, config, start_env_steps, state, checkpoint)
         if state is not None:  # a resume: the recent matches and where the logs were read
             folder = match_dir(self.league_dir)
             self._offsets = {folder / name: int(at) for name, at in state["offsets"].items()}
@@ -57,22 +57,6 @@ class SnapshotHook:
             return
         self._read_new()  # matches before this start do not count towards the threshold
         self.recent.clear()
-
-    def _publish_missed(self, env_steps: int, state: dict[str, Any] | None,
-                        checkpoint: Path) -> None:
-        """A resume from the checkpoint at ``env_steps`` that a stop signal wrote where a
-        snapshot was due (a stop publishes none): publish it now from that checkpoint, the
-        weights the run never stopped published there."""
-        own = [snap.env_steps for snap in snapshots(self.league_dir) if snap.policy == self.player]
-        if env_steps <= 0 or env_steps in own:
-            return
-        if state is not None:
-            due = bool(state.get("joins"))
-        else:  # (a checkpoint from before the hook kept its state: the periodic schedule)
-            every = self.config.snapshot_every
-            due = every > 0 and env_steps >= (max(own, default=0) // every + 1) * every
-        if due:
-            publish(self.league_dir, self.player, env_steps, load_checkpoint(checkpoint)["policy"])
 
     def state(self, env_steps: int) -> dict[str, Any]:
         """The recent matches' outcomes and how far each match log was read, as they will be
@@ -105,9 +89,7 @@ class SnapshotHook:
             self.next_at = (env_steps // every + 1) * every
         self._read_new()
         self.recent.clear()  # the threshold counts matches against the new league
-        fraction = self.config.reset_fraction
-        draw = random.Random(f"hpcrl-league-reset/{self.player}/{env_steps}").random()
-        self.reset_due = fraction > 0 and draw < fraction and not final
+        self.reset_due = reset_drawn(self.config, env_steps) and not final
         self.reset_at = env_steps
         return self.reset_due
 
@@ -129,3 +111,30 @@ class SnapshotHook:
                         or cells[4] != self.player):  # (another policy's match)
                     continue
                 self.recent.append(1.0 if cells[8] == WIN else 0.5 if cells[8] == DRAW else 0.0)
+
+
+def reset_drawn(config: LeagueConfig, env_steps: int) -> bool:
+    """Whether the snapshot of ``config.player`` at ``env_steps`` sends it back to its
+    initial weights (``env.league.reset_fraction``): a draw from the player's name and the
+    env steps, so a resume draws the same."""
+    draw = random.Random(f"hpcrl-league-reset/{config.player}/{env_steps}").random()
+    return config.reset_fraction > 0 and draw < config.reset_fraction
+
+
+def publish_missed(league_dir: Path, config: LeagueConfig, env_steps: int,
+                   state: dict[str, Any] | None, checkpoint: Path) -> bool:
+    """A resume from the checkpoint at ``env_steps`` that a stop signal wrote where a
+    snapshot of ``config.player`` was due (a stop publishes none; ``state``: the hook's in
+    that checkpoint): publish it now from that checkpoint, the weights the run never stopped
+    published there. Whether it was published."""
+    own = [snap.env_steps for snap in snapshots(league_dir) if snap.policy == config.player]
+    if env_steps <= 0 or env_steps in own:
+        return False
+    if state is not None:
+        due = bool(state.get("joins"))
+    else:  # (a checkpoint from before the hook kept its state: the periodic schedule)
+        every = config.snapshot_every
+        due = every > 0 and env_steps >= (max(own, default=0) // every + 1) * every
+    if due:
+        publish(league_dir, config.player, env_steps, load_checkpoint(checkpoint)["policy"])
+    return due

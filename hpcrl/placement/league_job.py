@@ -43,8 +43,10 @@ from hpcrl.config.loader import dump_yaml
 from hpcrl.config.policy_configs import policy_configs, rank_split
 from hpcrl.errors import ConfigError
 from hpcrl.league.resets import initial_weights_path, reset_checkpoint, save_initial_weights
+from hpcrl.league.snapshot_hook import publish_missed, reset_drawn
 from hpcrl.placement.job_run import JobRun, prepare
 from hpcrl.placement.launch import launched_size
+from hpcrl.runtime.checkpoint import load_checkpoint
 from hpcrl.runtime.refused import exit_refused
 from hpcrl.runtime.run_dir import RunDir, default_run_dir, write_run_file
 from hpcrl.runtime.signals import STOP_REQUEST
@@ -119,7 +121,8 @@ def train_league_job(config: Config, run_dir: Path | None, resume: bool,
     color = _slice_of(split, rank)
     name = split[color][0]
     run = _agree_run_dir(world, config, run_dir, resume)
-    env = configs[name].env
+    own = configs[name]
+    env, budget = own.env, own.train
     # one communicator per policy; a policy of one rank runs as one process does
     comm: Any = world.Split(color, rank) if size > 1 else SelfComm()
     if split[color][1] == 1 and not isinstance(comm, SelfComm):
@@ -131,9 +134,10 @@ def train_league_job(config: Config, run_dir: Path | None, resume: bool,
     with ExitStack() as stack:
         if size > 1:  # a policy that fails ends the whole job, naming it
             stack.enter_context(abort_on_error(world, lambda: f"policy {name}"))
-        job_run = _train_policy(configs[name], env.league, policy_run_dir(run.path, name),
-                                resume, own_console if comm.Get_rank() == 0 else None, comm,
-                                world, run.path / LEAGUE)
+        job_run = _train_policy(own, env.league, budget.total_env_steps,
+                                policy_run_dir(run.path, name), resume,
+                                own_console if comm.Get_rank() == 0 else None, comm, world,
+                                run.path / LEAGUE)
     world.Barrier()  # every policy's job has ended
     if not isinstance(comm, SelfComm):
         comm.Free()
@@ -180,12 +184,16 @@ def _agree_run_dir(world: Any, config: Config, requested: Path | None,
     return RunDir(Path(path))
 
 
-def _train_policy(config: Config, league: LeagueConfig, run_path: Path, resume: bool,
-                  console: IO[str] | None, comm: Any, world: Any, league_dir: Path) -> JobRun:
-    """Train one policy's run of ``config`` (its league keys: ``league``) on ``comm`` (its
-    ranks), starting again from its initial weights each time its snapshot hook asks for a
-    reset; returns its last job run."""
+def _train_policy(config: Config, league: LeagueConfig, budget: int, run_path: Path,
+                  resume: bool, console: IO[str] | None, comm: Any, world: Any,
+                  league_dir: Path) -> JobRun:
+    """Train one policy's run of ``config`` (its league keys: ``league``; its env steps:
+    ``budget``) on ``comm`` (its ranks), starting again from its initial weights each time
+    its snapshot hook asks for a reset; returns its last job run."""
     first = True
+    if resume and comm.Get_rank() == 0:
+        _settle_a_stop(league, league_dir, run_path, budget, console)
+    comm.Barrier()  # (the other ranks resume from the checkpoint rank 0 may have reset)
     while True:
         job_run = prepare(config, run_path, resume, console, world=comm, league_dir=league_dir,
                           lost_ends_it=LOST_ENDS_IT if world.Get_size() > comm.Get_size()
@@ -217,3 +225,24 @@ def _train_policy(config: Config, league: LeagueConfig, run_path: Path, resume: 
         if job_run.preempted:
             return job_run
         resume = True
+
+
+def _settle_a_stop(league: LeagueConfig, league_dir: Path, run_path: Path, budget: int,
+                   console: IO[str] | None) -> None:
+    """Before a policy resumes from a checkpoint that a stop signal wrote where its snapshot
+    was due: publish that snapshot (:func:`~hpcrl.league.snapshot_hook.publish_missed`),
+    and take the policy back to its initial weights when that snapshot draws a reset, as the
+    run never stopped did there."""
+    checkpoint = RunDir(run_path).checkpoint_path
+    if not checkpoint.is_file():
+        return  # (the resume itself says there is none)
+    state = load_checkpoint(checkpoint)
+    steps = int(state["counters"]["env_steps"])
+    if not publish_missed(league_dir, league, steps, state.get("interval"), checkpoint):
+        return
+    if steps < budget and reset_drawn(league, steps):
+        reset_checkpoint(checkpoint, initial_weights_path(run_path))
+        if console is not None:
+            print(f"hpcrl: {league.player} starts again from its initial weights after "
+                  f"{steps:,} env steps (its snapshot, due where the run stopped, joined the "
+                  f"league now)", file=console, flush=True)

@@ -290,3 +290,33 @@ def test_a_snapshot_a_stop_left_due_is_published_on_the_resume(tmp_path: Path):
     # a checkpoint from before the hook kept its state: the periodic schedule decides
     SnapshotHook(league, config, 3072, None, checkpoint)
     assert [s.name for s in snapshots(league)] == ["main-1000", "main-2048", "main-3072"]
+
+
+@pytest.mark.quick
+def test_an_exploiter_stopped_at_its_snapshot_resets_on_the_resume(tmp_path: Path):
+    """A stop at the update where an exploiter's snapshot was due: the resume publishes the
+    snapshot with the weights reached, then takes the exploiter back to its start, as the run
+    never stopped did at that update (the reset drawn from the name and the env steps)."""
+    from hpcrl.placement.league_job import _settle_a_stop
+
+    run, league = tmp_path / "policies" / "x", tmp_path / "league"
+    actor = torch.nn.Sequential(torch.nn.Linear(3, 2))
+    save_initial_weights(actor, run)
+    start = {k: v.clone() for k, v in actor.state_dict().items()}
+    reached = {k: v + 1 for k, v in start.items()}
+    checkpoint = run / "checkpoints" / "last.pt"
+    checkpoint.parent.mkdir(parents=True)
+    save_atomic({"counters": {"env_steps": 2048}, "policy": {"state_dict": dict(reached)},
+                 "interval": {"recent": [], "offsets": {}, "joins": True},
+                 "placement": {"updater": {"algorithm": {"optimizer": {
+                     "steps": 3, "exp_avg": torch.ones(4)}}}}}, checkpoint)
+    config = LeagueConfig(player="x", reset_fraction=1.0)
+    _settle_a_stop(config, league, run, 10_000, None)
+    (snap,) = snapshots(league)
+    assert snap.name == "x-2048"
+    assert torch.equal(load_checkpoint(snap.path)["state_dict"]["0.weight"],
+                       reached["0.weight"])
+    after = load_checkpoint(checkpoint)
+    assert torch.equal(after["policy"]["state_dict"]["0.weight"], start["0.weight"])
+    _settle_a_stop(config, league, run, 10_000, None)  # a second resume: nothing more
+    assert len(snapshots(league)) == 1
