@@ -27,7 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "placement" / "mpi"
 import openmpi as ompi  # noqa: E402
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(240)]
-BUDGET = 30000
+# asynchronous collectors make each run's policy its own: at 30,000 steps one CI run's
+# final policy evaluated at 142.6 where 150 is asked; 40,000 leaves it room
+BUDGET = 40000
 
 
 @pytest.fixture(scope="module")
