@@ -23,16 +23,17 @@ FROZEN_STEPS = 0  # the env steps a frozen policy's snapshot is named by: there 
 _NAME = re.compile(r"[A-Za-z0-9_.]+")
 
 
-def frozen_problems(frozen: Mapping[str, Any], obs_shape: tuple[int, ...], moves: int
-                    ) -> list[str]:
+def frozen_problems(frozen: Mapping[str, Any], obs_shape: tuple[int, ...], moves: int,
+                    player: str = PLAYER) -> list[str]:
     """Why the policies of ``env.league.frozen`` cannot play a game whose trained policy
-    observes ``obs_shape`` and has ``moves`` moves (each with its fix), or none."""
+    (named ``player``) observes ``obs_shape`` and has ``moves`` moves (each with its fix), or
+    none."""
     problems = []
     for name, path in frozen.items():
         key = f"config key 'env.league.frozen.{name}'"
-        if not _NAME.fullmatch(str(name)) or name == PLAYER:
+        if not _NAME.fullmatch(str(name)) or name == player:
             problems.append(f"{key}: a frozen policy's name uses letters, digits, '_' and '.', "
-                            f"and is not '{PLAYER}' (the trained policy's)")
+                            f"and is not '{player}' (the trained policy's, env.league.player)")
             continue
         try:
             record = saved_record(str(path))

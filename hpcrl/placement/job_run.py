@@ -382,7 +382,8 @@ def _frozen_check(job: RankJob) -> None:
     problem = None
     if frozen and job.is_leader:
         moves = spaces.categories[0] if spaces.discrete and spaces.categories else 0
-        problem = "; ".join(frozen_problems(frozen, spaces.obs_shape, moves)) or None
+        problem = "; ".join(frozen_problems(frozen, spaces.obs_shape, moves,
+                                            job.config.env.league.player)) or None
     exit_if_any_rank_refuses(job.world, problem, job.describe())
 
 

@@ -144,11 +144,11 @@ def test_frozen_policies_must_play_this_game(tmp_path):
     snap = publish(tmp_path, "cartpole", 0,
                    saved_policy(to_dict(other), spaces, ActorCritic(spaces, other.actor)))
 
-    def refusal(frozen) -> str:  # refused as the run starts, before its envs are made
-        from hpcrl.placement.serial_run import Trainer
+    def refusal(frozen, player="main") -> str:  # refused as the run starts, before its envs
+        from hpcrl.placement.serial_run import Trainer  # are made
         from hpcrl.runtime.run_dir import RunDir
 
-        config = from_dict({"env": {"id": GAME, "league": {"frozen": frozen}},
+        config = from_dict({"env": {"id": GAME, "league": {"frozen": frozen, "player": player}},
                             "actor": {"action_mask": True}})
         with pytest.raises(ConfigError) as err:
             Trainer(config, RunDir(tmp_path / "run"), console=None).train()
@@ -160,3 +160,5 @@ def test_frozen_policies_must_play_this_game(tmp_path):
     assert "has 7 moves" in wrong
     assert "no saved policy there" in refusal({"ghost": str(tmp_path / "nothing")})
     assert "is not 'main'" in refusal({"main": str(snap.path)})
+    assert "is not 'alice' (the trained policy's, env.league.player)" in refusal(
+        {"alice": str(snap.path)}, player="alice")
