@@ -97,7 +97,7 @@ def rank_split(config: Config, world_size: int,
         given = ", ".join(f"{n}: {r}" for n, r in fixed.items())
         least = sum(fixed.values()) + len(rest)
         fix = (f"launch it on {least} ranks or more (`mpiexec -n {least} hpcrl train ...`, "
-               f"srun -n {least} in a Slurm job)" if size_short(world_size, least)
+               f"srun -n {least} in a Slurm job)" if world_size < least
                else f"set policies.<name>.ranks to add up to {world_size}, or launch a "
                     f"multiple of {len(names)} ranks")
         raise ConfigError(
@@ -115,7 +115,3 @@ def rank_split(config: Config, world_size: int,
                               f"{world_size} (policies.{name}.ranks): {err}") from None
     return split
 
-
-def size_short(world_size: int, least: int) -> bool:
-    """Whether a launch of ``world_size`` ranks is too small for policies needing ``least``."""
-    return world_size < least

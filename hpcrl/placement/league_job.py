@@ -65,12 +65,6 @@ def policy_run_dir(run_dir: Path, name: str) -> Path:
     return Path(run_dir) / POLICIES / name
 
 
-def is_league_job(run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds a league job of several policies (its runs under
-    ``RUN/policies``)."""
-    return (Path(run_dir) / POLICIES).is_dir()
-
-
 class PrefixedLines:
     """A console whose every line starts with ``prefix`` (each policy's progress rows name
     it: the policies' rank 0s write to one terminal)."""
